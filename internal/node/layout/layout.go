@@ -1,0 +1,63 @@
+// Package layout names the agent's on-node files relative to a root directory.
+package layout
+
+import "path/filepath"
+
+// Root is the directory every on-node path resolves under: "/" on a node, a
+// temp directory in tests. The paths below are the reference's, unchanged.
+type Root string
+
+func (r Root) join(rel string) string { return filepath.Join(string(r), rel) }
+
+const containers = "opt/azure/containers"
+
+// Containers is the agent's directory, /opt/azure/containers.
+func (r Root) Containers() string { return r.join(containers) }
+
+// NodeConfig is aks-node-controller-config.json, the protojson node config.
+func (r Root) NodeConfig() string { return r.join(containers + "/aks-node-controller-config.json") }
+
+// NBCCmd is aks-node-controller-nbc-cmd.sh, the bootstrap command line.
+func (r Root) NBCCmd() string { return r.join(containers + "/aks-node-controller-nbc-cmd.sh") }
+
+// Pointer is aks-node-controller-hotfix.json, the staged hotfix pointer.
+func (r Root) Pointer() string { return r.join(containers + "/aks-node-controller-hotfix.json") }
+
+// EnabledFeatures is enabled_features.sh, the per-node feature flags.
+func (r Root) EnabledFeatures() string { return r.join(containers + "/enabled_features.sh") }
+
+// NodeCustomData is nodecustomdata.yml, the scripts hotfix source.
+func (r Root) NodeCustomData() string { return r.join(containers + "/nodecustomdata.yml") }
+
+// BakedBinary is the agent shipped in the image.
+func (r Root) BakedBinary() string { return r.join(containers + "/aks-node-controller") }
+
+// HotfixBinary is where a verified hotfix agent is staged.
+func (r Root) HotfixBinary() string { return r.join(containers + "/aks-node-controller-hotfix") }
+
+// ReleaseKeys is the image's set of trusted release public keys.
+func (r Root) ReleaseKeys() string {
+	return r.join(containers + "/aks-node-controller-release-keys.pub")
+}
+
+// HotfixLock serialises download-hotfix runs.
+func (r Root) HotfixLock() string { return r.join(containers + "/.aks-node-controller-hotfix.lock") }
+
+// ProvisionComplete marks the end of provisioning.
+func (r Root) ProvisionComplete() string { return r.join(containers + "/provision.complete") }
+
+// ProvisionJSON holds provisioning's exit code, error and output tail.
+func (r Root) ProvisionJSON() string { return r.join("var/log/azure/aks/provision.json") }
+
+// EventsDir is where the guest agent collects telemetry event files.
+func (r Root) EventsDir() string {
+	return r.join("var/log/azure/Microsoft.Azure.Extensions.CustomScript/events")
+}
+
+// LogFile is the agent's JSON log.
+func (r Root) LogFile() string { return r.join("var/log/azure/aks-node-controller.log") }
+
+// OSRelease returns the os-release candidates in the order to consult them.
+func (r Root) OSRelease() []string {
+	return []string{r.join("etc/os-release"), r.join("usr/lib/os-release")}
+}

@@ -1,0 +1,246 @@
+// Package lpsclient fetches a node component's configuration from the
+// live-patching service over gRPC and TLS, exactly as the reference client
+// does on the wire.
+package lpsclient
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+)
+
+// Wire constants shared with the service (and pinned by the reference).
+const (
+	// Component is the component key the service registers for the agent.
+	Component = "aksNodeController"
+	// ServerName is the name the service's certificate must carry. It is
+	// verified but never sent as SNI: the front end routes on the API
+	// server SNI plus ALPN.
+	ServerName = "aks-security-patch.data.mcr.microsoft.com"
+	// ALPN is the protocol the front end routes on.
+	ALPN = "aks-live-patching"
+	// Port is the live-patching port on the API server front end.
+	Port = "443"
+	// MaxResponseSize caps a response message.
+	MaxResponseSize = 1 << 20
+)
+
+// Target says where to dial and whom to trust.
+type Target struct {
+	// Host is the API server FQDN: TLS SNI and gRPC authority.
+	Host string
+	// Addr is the host:port to dial; empty means Host:443. An override
+	// changes only where packets go, never what TLS verifies.
+	Addr string
+	// Roots is the cluster CA pool, the only trust anchor.
+	Roots *x509.CertPool
+}
+
+// Class says how a fetch failure should be treated by a fail-open caller.
+type Class int
+
+// Classes of fetch failures.
+const (
+	// ClassUnreachable covers transport failures and server-side gRPC codes:
+	// the service may be down, so a cold-start fallback is acceptable.
+	ClassUnreachable Class = iota
+	// ClassNoHotfix is the service saying "nothing for you"
+	// (Unauthenticated, PermissionDenied, NotFound): benign.
+	ClassNoHotfix
+	// ClassRejected is an authoritative client rejection (InvalidArgument,
+	// ResourceExhausted): no fallback.
+	ClassRejected
+	// ClassTLS is a failed verification of the server's certificate: a
+	// misconfiguration or an attack, never "down", so no fallback.
+	ClassTLS
+)
+
+// Error is a failed fetch with its classification.
+type Error struct {
+	Class Class
+	Code  codes.Code // the gRPC code; Unknown for non-status errors
+	Err   error
+}
+
+func (e *Error) Error() string {
+	switch e.Class {
+	case ClassTLS:
+		return fmt.Sprintf("live-patching TLS verification failed: %v", e.Err)
+	case ClassRejected:
+		return fmt.Sprintf("live-patching service rejected the request (code %s): %v", e.Code, e.Err)
+	case ClassNoHotfix:
+		return fmt.Sprintf("live-patching service has no configuration for this node (code %s)", e.Code)
+	}
+	return fmt.Sprintf("live-patching service unreachable: %v", e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Fetch calls GetComponentConfig for Component with the attested-document
+// token in the "authorization" metadata and returns the config text. ctx
+// bounds connect, handshake and call. Errors are *Error.
+func Fetch(ctx context.Context, t Target, token string) (string, error) {
+	if t.Roots == nil {
+		return "", &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: errors.New("no cluster CA; refusing to send credentials over unverified TLS")}
+	}
+	addr := t.Addr
+	if addr == "" {
+		addr = net.JoinHostPort(t.Host, Port)
+	}
+	var vr verifyRecorder
+	tlsCfg := &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// ServerName stays empty: gRPC derives the SNI from the authority
+		// (Host:443 without the port), the API server name.
+		NextProtos: []string{ALPN, "h2"},
+		// Go's verifier would check the SNI name; the certificate carries the
+		// service name instead, so verification is done in VerifyConnection.
+		InsecureSkipVerify: true,
+		VerifyConnection:   vr.verifier(t.Roots),
+	}
+	conn, err := grpc.NewClient(
+		// passthrough: the OS resolver (with /etc/hosts) dials addr; no gRPC
+		// DNS resolver, hence no TXT service-config lookup on the critical path.
+		"passthrough:///"+addr,
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithAuthority(net.JoinHostPort(t.Host, Port)),
+		grpc.WithDisableServiceConfig(),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseSize)),
+		grpc.WithPerRPCCredentials(tokenCreds(token)),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			return dial(ctx, a, t.Addr == "")
+		}),
+	)
+	if err != nil {
+		return "", &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: fmt.Errorf("create client for %s: %w", addr, err)}
+	}
+	defer conn.Close()
+	resp, err := lpsv1.NewLivePatchingServiceClient(conn).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+	if err != nil {
+		if verr := vr.err(); verr != nil {
+			return "", &Error{Class: ClassTLS, Code: status.Code(err), Err: verr}
+		}
+		return "", classify(err)
+	}
+	return resp.GetConfig(), nil
+}
+
+func classify(err error) *Error {
+	st, ok := status.FromError(err)
+	if !ok {
+		return &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: err}
+	}
+	e := &Error{Code: st.Code(), Err: err}
+	switch st.Code() {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.NotFound:
+		e.Class = ClassNoHotfix
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		e.Class = ClassRejected
+	default:
+		e.Class = ClassUnreachable
+	}
+	return e
+}
+
+// verifyRecorder keeps the first certificate verification error of a call,
+// so that a handshake failure caused by verification is told apart from an
+// unreachable service without parsing error strings.
+type verifyRecorder struct {
+	mu    sync.Mutex
+	first error
+}
+
+func (v *verifyRecorder) err() error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.first
+}
+
+func (v *verifyRecorder) verifier(roots *x509.CertPool) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		err := VerifyChain(cs.PeerCertificates, roots)
+		if err != nil {
+			v.mu.Lock()
+			if v.first == nil {
+				v.first = err
+			}
+			v.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// VerifyChain verifies a presented chain against roots for ServerName and
+// server authentication.
+func VerifyChain(certs []*x509.Certificate, roots *x509.CertPool) error {
+	if len(certs) == 0 {
+		return errors.New("server presented no certificates")
+	}
+	inter := x509.NewCertPool()
+	for _, c := range certs[1:] {
+		inter.AddCert(c)
+	}
+	_, err := certs[0].Verify(x509.VerifyOptions{
+		DNSName:       ServerName,
+		Roots:         roots,
+		Intermediates: inter,
+		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	if err != nil {
+		return fmt.Errorf("verify server certificate for %s: %w", ServerName, err)
+	}
+	return nil
+}
+
+// dial connects to addr. When the address came from the node config rather
+// than an operator override, names resolving to loopback, link-local (the
+// metadata service among them), unspecified or multicast addresses are
+// refused: the attested document must not be handed to a local process or
+// the metadata service by a poisoned resolver.
+func dial(ctx context.Context, addr string, restrict bool) (net.Conn, error) {
+	var d net.Dialer
+	if !restrict {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error = fmt.Errorf("%s resolves only to local or link-local addresses", host)
+	for _, ip := range ips {
+		if ip.IP.IsLoopback() || ip.IP.IsLinkLocalUnicast() || ip.IP.IsUnspecified() || ip.IP.IsMulticast() || ip.IP.IsInterfaceLocalMulticast() {
+			continue
+		}
+		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip.IP.String(), port))
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+// tokenCreds sends the attested document as the reference does: the raw
+// base64 signature, no "Bearer" prefix, and only over a secure channel.
+type tokenCreds string
+
+func (c tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": string(c)}, nil
+}
+
+func (tokenCreds) RequireTransportSecurity() bool { return true }
