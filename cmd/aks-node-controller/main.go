@@ -1,0 +1,20 @@
+// Command aks-node-controller is the node agent: it stages and applies
+// provisioning-time hotfixes and runs node provisioning. See doc.go.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is stamped at link time: -ldflags "-X main.version=YYYYMM.DD.PATCH".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

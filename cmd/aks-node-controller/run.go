@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"nodehotfix/internal/node/layout"
+)
+
+// Exit codes; doc.go is the table.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+type command struct {
+	name    string
+	summary string
+	run     func(ctx context.Context, args []string, env *env) int
+}
+
+func commands() []command {
+	return []command{
+		{"check-hotfix", "ask the live-patching service for the hotfix pointer and stage it (always exits 0)", runCheckHotfix},
+		{"version", "print the agent version", runVersion},
+	}
+}
+
+// env is what every subcommand gets: its output streams.
+type env struct {
+	stdout, stderr io.Writer
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{stdout: stdout, stderr: stderr}
+	if len(args) == 0 {
+		usage(stderr)
+		return exitUsage
+	}
+	switch args[0] {
+	case "--version", "-version", "-v":
+		return runVersion(ctx, nil, e)
+	case "help", "--help", "-help", "-h":
+		usage(stdout)
+		return exitOK
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], e)
+		}
+	}
+	fmt.Fprintf(stderr, "aks-node-controller: unknown command: %s\n", args[0])
+	usage(stderr)
+	return exitUsage
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: aks-node-controller <command> [flags]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintf(w, "  %-16s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nRun 'aks-node-controller <command> -h' for a command's flags.")
+}
+
+func runVersion(_ context.Context, _ []string, e *env) int {
+	fmt.Fprintln(e.stdout, version)
+	return exitOK
+}
+
+// nodeFlags are the flags every node subcommand shares.
+type nodeFlags struct {
+	root    string
+	imdsURL string
+	lpsAddr string
+}
+
+func (f *nodeFlags) register(fs *flag.FlagSet, network bool) {
+	fs.StringVar(&f.root, "root", "/", "directory every on-node path resolves under")
+	if network {
+		fs.StringVar(&f.imdsURL, "imds-url", "http://169.254.169.254", "instance metadata service base URL")
+		fs.StringVar(&f.lpsAddr, "lps-addr", "", "live-patching `host:port` to dial (default <api_server_name>:443; TLS verification is unchanged)")
+	}
+}
+
+func newFlagSet(name string, e *env) *flag.FlagSet {
+	fs := flag.NewFlagSet("aks-node-controller "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	return fs
+}
+
+// logger returns a JSON logger writing to the agent log under root and to
+// stderr, and a function that closes the log file. When the log file cannot
+// be opened the agent carries on with stderr alone: logging must never be
+// the reason provisioning stops.
+func logger(root layout.Root, e *env) (*slog.Logger, func()) {
+	path := root.LogFile()
+	var w io.Writer = e.stderr
+	closeFn := func() {}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
+		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
+			w = io.MultiWriter(f, e.stderr)
+			closeFn = func() { f.Close() }
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, nil)), closeFn
+}
+
+func warnExtraArgs(log *slog.Logger, cmd string, args []string) {
+	if len(args) > 0 {
+		log.Warn("ignoring unexpected arguments", "command", cmd, "args", strings.Join(args, " "))
+	}
+}

@@ -1,0 +1,285 @@
+// Package checkhotfix asks the live-patching service which hotfix this node's
+// image should get and stages the answer in the pointer file for
+// download-hotfix.
+//
+// It is fail-open: Run never returns an error, always finishes within its
+// budget, and reports what happened as one outcome, one log line and one
+// guest-agent event.
+package checkhotfix
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/imds"
+	"nodehotfix/internal/node/event"
+	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/lpsclient"
+	"nodehotfix/internal/node/nodeconfig"
+)
+
+// Outcome is the telemetry outcome of a run; the strings are the reference's.
+type Outcome string
+
+// Outcomes.
+const (
+	// LPSRead: the service answered with a map that has this node's base.
+	LPSRead Outcome = "lpsRead"
+	// NoHotfixForBase: the service's map was staged but lacks this base.
+	NoHotfixForBase Outcome = "noHotfixForBase"
+	// NoHotfixAvailable: the service had nothing for this node; nothing written.
+	NoHotfixAvailable Outcome = "noHotfixAvailable"
+	// CustomDataFallback: the service was unreachable and the node config's
+	// cold-start map was staged.
+	CustomDataFallback Outcome = "customDataFallback"
+	// Failed: nothing was staged.
+	Failed Outcome = "failed"
+)
+
+const (
+	// DefaultBudget bounds the whole command, metadata service included:
+	// check-hotfix sits on every node's provisioning critical path.
+	DefaultBudget = 5 * time.Second
+	// lpsTimeout is the reference's deadline for connect, handshake and call.
+	lpsTimeout = 3 * time.Second
+)
+
+// Config configures a run. Root and Version are required.
+type Config struct {
+	// Root is the directory on-node paths resolve under ("/" on a node).
+	Root layout.Root
+	// Version is the running (baked) agent's version, YYYYMM.DD.PATCH.
+	Version string
+	// IMDSURL is the metadata service base URL; empty means imds.DefaultURL.
+	IMDSURL string
+	// LPSAddr overrides where to dial ("host:port"); empty means the API
+	// server name on port 443. TLS verification is unaffected.
+	LPSAddr string
+	// Budget bounds the run; zero means DefaultBudget.
+	Budget time.Duration
+	// Log receives progress and the final outcome; nil discards.
+	Log *slog.Logger
+}
+
+// Result is what a run did.
+type Result struct {
+	Outcome Outcome
+	// Err explains a Failed outcome (and a fallback's cause); nil otherwise.
+	Err error
+	// Detail qualifies a benign outcome, e.g. the service's status code.
+	Detail string
+	// Panic is the recovered value if the workflow panicked.
+	Panic any
+}
+
+// Message renders the event message in the reference's format, without the
+// timing suffix.
+func (r Result) Message() string {
+	m := "check-hotfix outcome=" + string(r.Outcome)
+	if r.Panic != nil {
+		return m + fmt.Sprintf(" panic=%v", r.Panic)
+	}
+	if r.Err != nil {
+		m += " error=" + r.Err.Error()
+	}
+	if r.Detail != "" {
+		m += " detail=" + r.Detail
+	}
+	return m
+}
+
+// Run performs check-hotfix and emits its event. It never fails: every
+// problem becomes an outcome.
+func Run(ctx context.Context, cfg Config) Result {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	budget := cfg.Budget
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	start := time.Now()
+	log.Info("aks-node-controller check-hotfix started", "version", cfg.Version, "budget", budget.String())
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	res := guard(func() Result { return run(ctx, cfg, log) })
+	cancel()
+	end := time.Now()
+
+	if res.Panic != nil {
+		log.Error("check-hotfix panicked (fail-open)", "panic", fmt.Sprint(res.Panic))
+	}
+	if res.Outcome == Failed {
+		log.Warn("check-hotfix completed with error (fail-open)", "outcome", res.Outcome, "err", res.Err)
+	} else {
+		log.Info("check-hotfix completed", "outcome", res.Outcome, "detail", res.Detail, "durationMs", end.Sub(start).Milliseconds())
+	}
+	level := event.LevelInformational
+	if res.Outcome == Failed {
+		level = event.LevelError
+	}
+	if _, err := event.Write(cfg.Root.EventsDir(), event.Event{
+		Task:    event.TaskCheckHotfix,
+		Level:   level,
+		Message: res.Message() + event.Timing(start, end),
+		Start:   start,
+		End:     end,
+		Version: cfg.Version,
+	}); err != nil {
+		log.Warn("write check-hotfix event", "err", err)
+	}
+	return res
+}
+
+// guard turns a panic in f into a Failed result, so a bug in the workflow
+// can never fail provisioning.
+func guard(f func() Result) (res Result) {
+	defer func() {
+		if v := recover(); v != nil {
+			res = Result{Outcome: Failed, Panic: v}
+		}
+	}()
+	return f()
+}
+
+func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
+	body, err := fetch(ctx, cfg, log)
+	if err != nil {
+		var le *lpsclient.Error
+		if errors.As(err, &le) {
+			switch le.Class {
+			case lpsclient.ClassNoHotfix:
+				log.Info("LPS reports no hotfix available for this node (fail-open)", "code", le.Code.String())
+				return Result{Outcome: NoHotfixAvailable, Detail: fmt.Sprintf("no configuration for this node (code %s)", le.Code)}
+			case lpsclient.ClassRejected:
+				return Result{Outcome: Failed, Err: fmt.Errorf("LPS fetch failed with a client error, not falling back: %w", err)}
+			case lpsclient.ClassTLS:
+				return Result{Outcome: Failed, Err: fmt.Errorf("not falling back: %w", err)}
+			}
+		}
+		log.Warn("failed to reach LPS, attempting cold-start fallback", "err", err)
+		return coldStart(cfg, log, err)
+	}
+
+	served, err := hotfix.ParsePointer([]byte(body))
+	if err != nil {
+		return Result{Outcome: Failed, Err: err}
+	}
+	if len(served.Hotfixes) == 0 {
+		log.Info("LPS returned no hotfixes for this node; leaving existing pointer intact (fail-open)")
+		return Result{Outcome: NoHotfixAvailable}
+	}
+	if err := stage(cfg.Root.Pointer(), served, log); err != nil {
+		return Result{Outcome: Failed, Err: err}
+	}
+	v, err := hotfix.ParseVersion(cfg.Version)
+	if err != nil || served.Hotfixes[v.Base()] == "" {
+		return Result{Outcome: NoHotfixForBase}
+	}
+	return Result{Outcome: LPSRead}
+}
+
+// fetch resolves the target, gets the attested document and calls the
+// service. Errors other than *lpsclient.Error are eligible for fallback.
+func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
+	configPath, nbcPath := cfg.Root.NodeConfig(), cfg.Root.NBCCmd()
+	target, err := nodeconfig.ResolveTarget(configPath, nbcPath)
+	if err != nil {
+		return "", fmt.Errorf("resolve live-patching target: %w", err)
+	}
+	if target.Source == nodeconfig.SourceNBCCmd {
+		if _, err := os.Stat(configPath); errors.Is(err, fs.ErrNotExist) {
+			log.Info("node config not found, trying nbc-cmd.sh fallback", "path", configPath)
+		} else {
+			log.Info("node config lacks the API server name, trying nbc-cmd.sh fallback", "path", configPath)
+		}
+		log.Info("loaded LPS target from nbc-cmd.sh fallback", "host", target.Host)
+	}
+	if len(target.CAPEM) == 0 {
+		return "", errors.New("cluster CA unavailable from provision-config; refusing to fetch over unverified TLS")
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(target.CAPEM) {
+		return "", errors.New("parse cluster CA: no PEM certificates")
+	}
+
+	imdsURL := cfg.IMDSURL
+	if imdsURL == "" {
+		imdsURL = imds.DefaultURL
+	}
+	token, err := imds.NewClient(imdsURL).AttestedSignature(ctx)
+	if err != nil {
+		return "", err
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)
+	defer cancel()
+	log.Info("check-hotfix LPS gRPC dial", "dialHost", target.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
+	return lpsclient.Fetch(ctx, lpsclient.Target{Host: target.Host, Addr: cfg.LPSAddr, Roots: roots}, token)
+}
+
+func coldStart(cfg Config, log *slog.Logger, cause error) Result {
+	m, err := nodeconfig.ColdStartHotfixes(cfg.Root.NodeConfig())
+	if err != nil {
+		return Result{Outcome: Failed, Err: fmt.Errorf("%w; cold-start fallback failed: %w", cause, err)}
+	}
+	if len(m) == 0 {
+		return Result{Outcome: Failed, Err: fmt.Errorf("%w; no cold-start pointer present", cause)}
+	}
+	if err := stage(cfg.Root.Pointer(), hotfix.Pointer{Hotfixes: m}, log); err != nil {
+		return Result{Outcome: Failed, Err: fmt.Errorf("%w; stage cold-start pointer: %w", cause, err)}
+	}
+	return Result{Outcome: CustomDataFallback, Err: cause}
+}
+
+// stage merges served into the pointer file: served hotfixes, releases and
+// revoked replace the file's; everything else in the file is kept. The write
+// is atomic and keeps an existing regular file's mode (else 0644). A symlink
+// at the path is neither read nor followed: it is replaced.
+func stage(path string, served hotfix.Pointer, log *slog.Logger) error {
+	existing, err := readExisting(path)
+	if err != nil {
+		log.Warn("existing hotfix pointer unreadable; replacing it", "path", path, "err", err)
+	}
+	data, err := json.Marshal(existing.WithServed(served))
+	if err != nil {
+		return fmt.Errorf("encode hotfix pointer: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create pointer directory: %w", err)
+	}
+	if err := atomicfile.WriteFile(path, data, atomicfile.ModeOf(path, 0o644)); err != nil {
+		return fmt.Errorf("stage hotfix pointer: %w", err)
+	}
+	log.Info("staged hotfix pointer for download-hotfix", "path", path, "hotfixes", served.Hotfixes)
+	return nil
+}
+
+func readExisting(path string) (hotfix.Pointer, error) {
+	fi, err := os.Lstat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return hotfix.Pointer{}, nil
+	}
+	if err != nil {
+		return hotfix.Pointer{}, err
+	}
+	if !fi.Mode().IsRegular() {
+		return hotfix.Pointer{}, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
+	}
+	data, err := capfile.Read(path, hotfix.MaxPointerSize)
+	if err != nil {
+		return hotfix.Pointer{}, err
+	}
+	return hotfix.ParsePointer(data)
+}

@@ -1,0 +1,483 @@
+package checkhotfix
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/lpsclient"
+	"nodehotfix/internal/node/lpsclient/lpstest"
+)
+
+const (
+	apiHost     = "myapi.test.local"
+	bakedVer    = "202604.01.0"
+	token       = "attested-doc-token"
+	servedMatch = `{"hotfixes":{"202604.01":"202604.01.1","202605.30":"202605.30.1"}}`
+)
+
+// node is a hermetic node root plus the servers it talks to.
+type node struct {
+	t       *testing.T
+	root    layout.Root
+	ca      *lpstest.CA
+	lps     *lpstest.Server
+	imdsURL string
+	budget  time.Duration
+}
+
+type nodeOpts struct {
+	handler     lpstest.Handler
+	cert        func(ca *lpstest.CA) *lpstest.CA // issuer override
+	serverNames []string
+	config      string // node config JSON; "" = default, "-" = absent
+	imds        http.HandlerFunc
+}
+
+func newNode(t *testing.T, o nodeOpts) *node {
+	t.Helper()
+	n := &node{t: t, root: layout.Root(t.TempDir()), ca: lpstest.NewCA(t), budget: 2 * time.Second}
+	issuer := n.ca
+	if o.cert != nil {
+		issuer = o.cert(n.ca)
+	}
+	names := o.serverNames
+	if names == nil {
+		names = []string{lpsclient.ServerName}
+	}
+	if o.handler == nil {
+		o.handler = lpstest.Config(servedMatch)
+	}
+	n.lps = lpstest.Start(t, issuer.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), names...), o.handler, lpstest.Options{})
+	if o.imds == nil {
+		o.imds = func(w http.ResponseWriter, r *http.Request) {
+			w.Write([]byte(`{"encoding":"pkcs7","signature":"` + token + `"}`))
+		}
+	}
+	imdsSrv := httptest.NewServer(o.imds)
+	t.Cleanup(imdsSrv.Close)
+	n.imdsURL = imdsSrv.URL
+	if err := os.MkdirAll(n.root.Containers(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	switch o.config {
+	case "-":
+	case "":
+		n.writeConfig(`{"version":"v1","api_server_config":{"api_server_name":"` + apiHost + `"},"kubernetes_ca_cert":"` + n.caB64() + `"}`)
+	default:
+		n.writeConfig(strings.ReplaceAll(o.config, "$CA", n.caB64()))
+	}
+	return n
+}
+
+func (n *node) caB64() string { return base64.StdEncoding.EncodeToString(n.ca.PEM) }
+
+func (n *node) writeConfig(s string) {
+	n.t.Helper()
+	if err := os.WriteFile(n.root.NodeConfig(), []byte(s), 0o600); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *node) seedPointer(s string, mode os.FileMode) {
+	n.t.Helper()
+	if err := os.WriteFile(n.root.Pointer(), []byte(s), mode); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.Chmod(n.root.Pointer(), mode); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *node) run() Result {
+	n.t.Helper()
+	return Run(n.t.Context(), Config{Root: n.root, Version: bakedVer, IMDSURL: n.imdsURL, LPSAddr: n.lps.Addr, Budget: n.budget})
+}
+
+func (n *node) pointer() (string, bool) {
+	n.t.Helper()
+	data, err := os.ReadFile(n.root.Pointer())
+	if os.IsNotExist(err) {
+		return "", false
+	}
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return string(data), true
+}
+
+// events returns the decoded event files, asserting there are no stray
+// (temp) files beside them.
+func (n *node) events() []map[string]string {
+	n.t.Helper()
+	entries, err := os.ReadDir(n.root.EventsDir())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var out []map[string]string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			n.t.Errorf("stray file in events dir: %s", e.Name())
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(n.root.EventsDir(), e.Name()))
+		if err != nil {
+			n.t.Fatal(err)
+		}
+		var m map[string]string
+		if err := json.Unmarshal(data, &m); err != nil {
+			n.t.Fatalf("event %s: %v", e.Name(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// checkEvent asserts exactly one event describing outcome.
+func (n *node) checkEvent(outcome Outcome) map[string]string {
+	n.t.Helper()
+	evs := n.events()
+	if len(evs) != 1 {
+		n.t.Fatalf("got %d events, want exactly 1", len(evs))
+	}
+	ev := evs[0]
+	wantLevel := "Informational"
+	if outcome == Failed {
+		wantLevel = "Error"
+	}
+	if ev["TaskName"] != "AKS.AKSNodeController.CheckHotfix" || ev["EventLevel"] != wantLevel || ev["Version"] != bakedVer {
+		n.t.Errorf("event header = %s/%s/%s, want CheckHotfix/%s/%s", ev["TaskName"], ev["EventLevel"], ev["Version"], wantLevel, bakedVer)
+	}
+	if !strings.HasPrefix(ev["Message"], "check-hotfix outcome="+string(outcome)) || !strings.Contains(ev["Message"], " | startTime=") {
+		n.t.Errorf("event message = %q, want outcome %s with timing", ev["Message"], outcome)
+	}
+	for _, k := range []string{"Timestamp", "OperationId", "EventPid", "EventTid"} {
+		if ev[k] == "" {
+			n.t.Errorf("event field %s is empty", k)
+		}
+	}
+	return ev
+}
+
+func TestRunStagesServedPointer(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{})
+	res := n.run()
+	if res.Outcome != LPSRead || res.Err != nil {
+		t.Fatalf("Run = %+v, want lpsRead", res)
+	}
+	got, ok := n.pointer()
+	if !ok || got != servedMatch {
+		t.Errorf("pointer = %q, want %q", got, servedMatch)
+	}
+	if fi, _ := os.Stat(n.root.Pointer()); fi.Mode().Perm() != 0o644 {
+		t.Errorf("new pointer mode = %v, want 0644", fi.Mode().Perm())
+	}
+	n.checkEvent(LPSRead)
+	reqs := n.lps.Requests()
+	if len(reqs) != 1 || reqs[0].Component != "aksNodeController" || !cmp.Equal(reqs[0].Authorization, []string{token}) || reqs[0].ServerName != apiHost {
+		t.Errorf("server saw %+v", reqs)
+	}
+}
+
+func TestRunNoHotfixForBaseStillStages(t *testing.T) {
+	t.Parallel()
+	served := `{"hotfixes":{"202607.15":"202607.15.1"}}`
+	n := newNode(t, nodeOpts{handler: lpstest.Config(served)})
+	if res := n.run(); res.Outcome != NoHotfixForBase {
+		t.Fatalf("Run = %+v, want noHotfixForBase", res)
+	}
+	if got, _ := n.pointer(); got != served {
+		t.Errorf("pointer = %q, want the full served map %q", got, served)
+	}
+	n.checkEvent(NoHotfixForBase)
+}
+
+func TestRunEmptyServedConfigLeavesPointerAlone(t *testing.T) {
+	t.Parallel()
+	const seeded = `{"version":"202604.01.3","hotfixes":{"202604.01":"202604.01.2"}}`
+	for name, body := range map[string]string{
+		"empty object":     `{}`,
+		"empty map":        `{"hotfixes":{}}`,
+		"legacy-only body": `{"version":"202604.01.9","scripts_version":"202604.01.9"}`,
+		"empty body":       "  \n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t, nodeOpts{handler: lpstest.Config(body)})
+			n.seedPointer(seeded, 0o600)
+			res := n.run()
+			if res.Outcome != NoHotfixAvailable || res.Err != nil {
+				t.Fatalf("Run = %+v, want noHotfixAvailable", res)
+			}
+			if got, _ := n.pointer(); got != seeded {
+				t.Errorf("pointer = %q, want untouched %q", got, seeded)
+			}
+			n.checkEvent(NoHotfixAvailable)
+		})
+	}
+}
+
+func TestRunPreservesKeysItDoesNotOwn(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{})
+	n.seedPointer(`{"version":"202604.01.3","scripts_version":"202604.01.4","hotfixes":{"202601.01":"202601.01.1"},"artifacts":{"k":"v"},"zz_future":[1,2,3]}`, 0o640)
+	if res := n.run(); res.Outcome != LPSRead {
+		t.Fatalf("Run = %+v", res)
+	}
+	got, _ := n.pointer()
+	want := `{"version":"202604.01.3","scripts_version":"202604.01.4","hotfixes":{"202604.01":"202604.01.1","202605.30":"202605.30.1"},"artifacts":{"k":"v"},"zz_future":[1,2,3]}`
+	if got != want {
+		t.Errorf("pointer = %s\nwant      %s", got, want)
+	}
+	if fi, _ := os.Stat(n.root.Pointer()); fi.Mode().Perm() != 0o640 {
+		t.Errorf("pointer mode = %v, want the existing 0640", fi.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(n.root.Containers())
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temp file left behind: %s", e.Name())
+		}
+	}
+}
+
+func TestRunDoesNotFollowSymlinkAtPointer(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{})
+	victim := filepath.Join(t.TempDir(), "victim")
+	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, n.root.Pointer()); err != nil {
+		t.Fatal(err)
+	}
+	if res := n.run(); res.Outcome != LPSRead {
+		t.Fatalf("Run = %+v", res)
+	}
+	if data, _ := os.ReadFile(victim); string(data) != "precious" {
+		t.Errorf("symlink target was overwritten: %q", data)
+	}
+	fi, err := os.Lstat(n.root.Pointer())
+	if err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("pointer path is %v, %v; want a regular file replacing the link", fi.Mode(), err)
+	}
+	if got, _ := n.pointer(); got != servedMatch {
+		t.Errorf("pointer = %q", got)
+	}
+}
+
+const coldStartConfig = `{"version":"v1","api_server_config":{"api_server_name":"` + apiHost + `"},"kubernetes_ca_cert":"$CA","hotfixes":{"202604.01":"202604.01.7"}}`
+
+func TestRunErrorMapping(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		handler     lpstest.Handler
+		coldStart   bool
+		want        Outcome
+		wantPointer string // "" = absent
+		wantMsg     string
+	}{
+		{name: "unauthenticated is benign", handler: lpstest.Error(status.Error(codes.Unauthenticated, "x")), coldStart: true, want: NoHotfixAvailable, wantMsg: "code Unauthenticated"},
+		{name: "permission denied is benign", handler: lpstest.Error(status.Error(codes.PermissionDenied, "x")), coldStart: true, want: NoHotfixAvailable, wantMsg: "code PermissionDenied"},
+		{name: "not found is benign", handler: lpstest.Error(status.Error(codes.NotFound, "x")), coldStart: true, want: NoHotfixAvailable, wantMsg: "code NotFound"},
+		{name: "invalid argument does not fall back", handler: lpstest.Error(status.Error(codes.InvalidArgument, "x")), coldStart: true, want: Failed, wantMsg: "not falling back"},
+		{name: "resource exhausted does not fall back", handler: lpstest.Error(status.Error(codes.ResourceExhausted, "x")), coldStart: true, want: Failed, wantMsg: "not falling back"},
+		{name: "unavailable falls back to cold start", handler: lpstest.Error(status.Error(codes.Unavailable, "x")), coldStart: true, want: CustomDataFallback, wantPointer: `{"hotfixes":{"202604.01":"202604.01.7"}}`},
+		{name: "internal falls back to cold start", handler: lpstest.Error(status.Error(codes.Internal, "x")), coldStart: true, want: CustomDataFallback, wantPointer: `{"hotfixes":{"202604.01":"202604.01.7"}}`},
+		{name: "unavailable without cold start fails", handler: lpstest.Error(status.Error(codes.Unavailable, "x")), want: Failed, wantMsg: "no cold-start pointer present"},
+		{name: "invalid body", handler: lpstest.Config(`{"hotfixes":`), coldStart: true, want: Failed, wantMsg: "parse hotfix pointer"},
+		{name: "garbage body", handler: lpstest.Config("<html>captive portal</html>"), want: Failed, wantMsg: "parse hotfix pointer"},
+		{name: "oversized body", handler: lpstest.Config(`{"x":"` + strings.Repeat("a", 2<<20) + `"}`), coldStart: true, want: Failed, wantMsg: "ResourceExhausted"},
+		{name: "body over the pointer cap", handler: lpstest.Config(`{"x":"` + strings.Repeat("a", 100<<10) + `"}`), want: Failed, wantMsg: "limit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			o := nodeOpts{handler: tt.handler}
+			if tt.coldStart {
+				o.config = coldStartConfig
+			}
+			n := newNode(t, o)
+			res := n.run()
+			if res.Outcome != tt.want {
+				t.Fatalf("Run = %+v, want %s", res, tt.want)
+			}
+			got, ok := n.pointer()
+			if tt.wantPointer == "" && ok {
+				t.Errorf("pointer staged %q, want none", got)
+			}
+			if tt.wantPointer != "" && got != tt.wantPointer {
+				t.Errorf("pointer = %q, want %q", got, tt.wantPointer)
+			}
+			ev := n.checkEvent(tt.want)
+			if !strings.Contains(ev["Message"], tt.wantMsg) {
+				t.Errorf("event message %q does not contain %q", ev["Message"], tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestRunTLSFailureIsNotFallbackEligible(t *testing.T) {
+	t.Parallel()
+	other := lpstest.NewCA(t)
+	tests := []struct {
+		name string
+		o    nodeOpts
+		want string
+	}{
+		{"wrong CA", nodeOpts{cert: func(*lpstest.CA) *lpstest.CA { return other }, config: coldStartConfig}, "unknown authority"},
+		{"wrong name", nodeOpts{serverNames: []string{apiHost}, config: coldStartConfig}, "TLS verification failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t, tt.o)
+			res := n.run()
+			if res.Outcome != Failed || res.Err == nil || !strings.Contains(res.Err.Error(), tt.want) {
+				t.Fatalf("Run = %+v, want failed mentioning %q", res, tt.want)
+			}
+			if got, ok := n.pointer(); ok {
+				t.Errorf("pointer staged %q after a TLS failure, want none", got)
+			}
+			if len(n.lps.Requests()) != 0 {
+				t.Error("the token reached a server that failed verification")
+			}
+			n.checkEvent(Failed)
+		})
+	}
+}
+
+// TestRunHungServerReturnsWithinBudget runs against a server that accepts
+// and never answers. Run has no deadline but its own budget: if the budget
+// were not enforced the test would hang until the test binary's timeout.
+func TestRunHungServerReturnsWithinBudget(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{handler: lpstest.Hang(), config: coldStartConfig})
+	n.budget = 300 * time.Millisecond
+	res := n.run()
+	if res.Outcome != CustomDataFallback || res.Err == nil || !strings.Contains(res.Err.Error(), "DeadlineExceeded") {
+		t.Fatalf("Run = %+v, want a deadline then cold-start fallback", res)
+	}
+	n.checkEvent(CustomDataFallback)
+}
+
+func TestRunIMDSFailures(t *testing.T) {
+	t.Parallel()
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	tests := []struct {
+		name    string
+		imds    http.HandlerFunc
+		wantMsg string
+	}{
+		{"500", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(500) }, "imds returned status 500"},
+		{"missing signature", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(`{"encoding":"pkcs7"}`)) }, "empty signature"},
+		{"huge", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(strings.Repeat("x", 1<<20))) }, "exceeds"},
+		{"slow", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		}, "deadline exceeded"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t, nodeOpts{imds: tt.imds})
+			n.budget = 500 * time.Millisecond
+			res := n.run()
+			if res.Outcome != Failed || !strings.Contains(res.Err.Error(), tt.wantMsg) {
+				t.Fatalf("Run = %+v, want failed mentioning %q", res, tt.wantMsg)
+			}
+			if len(n.lps.Requests()) != 0 {
+				t.Error("LPS was called without a token")
+			}
+			n.checkEvent(Failed)
+		})
+	}
+}
+
+func TestRunIMDSDown(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{config: coldStartConfig})
+	n.imdsURL = "http://127.0.0.1:1"
+	if res := n.run(); res.Outcome != CustomDataFallback {
+		t.Fatalf("Run = %+v, want customDataFallback", res)
+	}
+}
+
+func TestRunTargetFallbacks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		config string
+		nbc    string
+		want   Outcome
+	}{
+		{"nbc-cmd when config absent", "-", `API_SERVER_NAME=` + apiHost + ` KUBE_CA_CRT="$CA" /bin/bash /opt/azure/containers/provision_start.sh`, LPSRead},
+		{"nbc-cmd with unquoted CA", "-", `API_SERVER_NAME=` + apiHost + ` KUBE_CA_CRT=$CA /bin/true`, LPSRead},
+		{"nbc-cmd when config lacks the name", `{"version":"v1"}`, `API_SERVER_NAME=` + apiHost + `; KUBE_CA_CRT='$CA'; /bin/true`, LPSRead},
+		{"no CA anywhere", "-", `API_SERVER_NAME=` + apiHost + ` /bin/true`, Failed},
+		{"nothing at all", "-", "", Failed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t, nodeOpts{config: tt.config})
+			if tt.nbc != "" {
+				nbc := strings.ReplaceAll(tt.nbc, "$CA", n.caB64())
+				if err := os.WriteFile(n.root.NBCCmd(), []byte(nbc), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if res := n.run(); res.Outcome != tt.want {
+				t.Fatalf("Run = %+v, want %s", res, tt.want)
+			}
+			n.checkEvent(tt.want)
+		})
+	}
+}
+
+func TestRunRefusesWithoutCA(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{config: `{"api_server_config":{"api_server_name":"` + apiHost + `"}}`})
+	res := n.run()
+	if res.Outcome != Failed || !strings.Contains(res.Err.Error(), "refusing to fetch over unverified TLS") {
+		t.Fatalf("Run = %+v", res)
+	}
+	if len(n.lps.Requests()) != 0 {
+		t.Error("LPS was called without a CA")
+	}
+}
+
+func TestRunUnparsableVersionIsNoHotfixForBase(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{})
+	res := Run(t.Context(), Config{Root: n.root, Version: "dev", IMDSURL: n.imdsURL, LPSAddr: n.lps.Addr})
+	if res.Outcome != NoHotfixForBase {
+		t.Fatalf("Run = %+v, want noHotfixForBase", res)
+	}
+}
+
+func TestGuardRecoversPanic(t *testing.T) {
+	t.Parallel()
+	res := guard(func() Result { panic("boom") })
+	if res.Outcome != Failed || res.Panic != "boom" {
+		t.Fatalf("guard = %+v", res)
+	}
+	if got := res.Message(); got != "check-hotfix outcome=failed panic=boom" {
+		t.Errorf("Message() = %q", got)
+	}
+}
