@@ -9,7 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
 )
 
@@ -29,6 +31,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"check-hotfix", "ask the live-patching service for the hotfix pointer and stage it (always exits 0)", runCheckHotfix},
+		{"provision", "run the node bootstrap and record provision.json / provision.complete", runProvision},
+		{"provision-wait", "wait for provisioning to complete and print provision.json", runProvisionWait},
 		{"version", "print the agent version", runVersion},
 	}
 }
@@ -111,6 +115,16 @@ func logger(root layout.Root, e *env) (*slog.Logger, func()) {
 		}
 	}
 	return slog.New(slog.NewJSONHandler(w, nil)), closeFn
+}
+
+// emit writes a telemetry event; a failure to write one is logged, never
+// fatal.
+func emit(root layout.Root, log *slog.Logger, task, level, msg string, start, end time.Time) {
+	if _, err := event.Write(root.EventsDir(), event.Event{
+		Task: task, Level: level, Message: msg + event.Timing(start, end), Start: start, End: end, Version: version,
+	}); err != nil {
+		log.Warn("write event", "task", task, "err", err)
+	}
 }
 
 func warnExtraArgs(log *slog.Logger, cmd string, args []string) {

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"nodehotfix/internal/node/event"
+	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/provision"
+)
+
+func runProvision(ctx context.Context, args []string, e *env) int {
+	var nf nodeFlags
+	fs := newFlagSet("provision", e)
+	nf.register(fs, false)
+	configPath := fs.String("provision-config", "", "node config `file` (aks-node-controller-config.json)")
+	nbcCmd := fs.String("nbc-cmd", "", "bootstrap command `file` (aks-node-controller-nbc-cmd.sh); takes priority")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	root := layout.Root(nf.root)
+	log, closeLog := logger(root, e)
+	defer closeLog()
+	warnExtraArgs(log, "provision", fs.Args())
+	start := time.Now()
+	emit(root, log, event.TaskProvision, event.LevelInformational, "Starting", start, start)
+	code := provision.Run(ctx, provision.Config{
+		Root:            root,
+		ProvisionConfig: *configPath,
+		NBCCmd:          *nbcCmd,
+		Stdout:          e.stdout,
+		Stderr:          e.stderr,
+		Log:             log,
+	})
+	if code == 0 {
+		emit(root, log, event.TaskProvision, event.LevelInformational, "Completed", start, time.Now())
+	} else {
+		emit(root, log, event.TaskProvision, event.LevelError, fmt.Sprintf("aks-node-controller exited with error %d", code), start, time.Now())
+	}
+	return code
+}
+
+func runProvisionWait(ctx context.Context, args []string, e *env) int {
+	var nf nodeFlags
+	fs := newFlagSet("provision-wait", e)
+	nf.register(fs, false)
+	timeout := fs.Duration("timeout", 14*time.Minute, "give up after this long (0: wait until killed); default stays under the 15-minute CSE timeout")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	root := layout.Root(nf.root)
+	log, closeLog := logger(root, e)
+	defer closeLog()
+	if *timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		defer cancel()
+	}
+	start := time.Now()
+	raw, _, err := provision.Wait(ctx, root)
+	if raw != nil {
+		fmt.Fprintln(e.stdout, string(raw))
+	}
+	var se *provision.StatusError
+	switch {
+	case err == nil:
+		emit(root, log, event.TaskProvisionWait, event.LevelInformational, "provision completed", start, time.Now())
+		return exitOK
+	case errors.As(err, &se):
+		emit(root, log, event.TaskProvisionWait, event.LevelError, se.Error(), start, time.Now())
+		fmt.Fprintln(e.stderr, "aks-node-controller:", err)
+		return se.Code()
+	default:
+		emit(root, log, event.TaskProvisionWait, event.LevelError, err.Error(), start, time.Now())
+		fmt.Fprintln(e.stderr, "aks-node-controller:", err)
+		return exitError
+	}
+}
