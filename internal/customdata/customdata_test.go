@@ -26,20 +26,21 @@ func TestRenderWithoutFeaturesIsByteIdentical(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, m := range map[string]map[string]string{
-		"empty map":            {},
-		"only invalid entries": {"BAD KEY": "x", "A": "multi\nline"},
-	} {
-		got, err := Render(Input{Config: config(m)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, base) {
-			t.Errorf("%s: custom data differs from the no-feature output", name)
-		}
+	empty, err := Render(Input{Config: config(map[string]string{})})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if bytes.Contains(base, []byte("enabled_features.sh")) {
-		t.Error("no-feature custom data mentions enabled_features.sh")
+	if !bytes.Equal(empty, base) {
+		t.Error("custom data for an empty feature map differs from the nil-map output")
+	}
+	invalid, err := Render(Input{Config: config(map[string]string{"BAD KEY": "x", "A": "multi\nline"})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string][]byte{"nil map": base, "only invalid entries": invalid} {
+		if bytes.Contains(out, []byte("enabled_features.sh")) {
+			t.Errorf("%s: custom data writes enabled_features.sh", name)
+		}
 	}
 }
 
