@@ -31,6 +31,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"check-hotfix", "ask the live-patching service for the hotfix pointer and stage it (always exits 0)", runCheckHotfix},
+		{"download-hotfix", "stage the verified hotfix agent the pointer names, or remove one that no longer applies", runDownloadHotfix},
 		{"provision", "run the node bootstrap and record provision.json / provision.complete", runProvision},
 		{"provision-wait", "wait for provisioning to complete and print provision.json", runProvisionWait},
 		{"version", "print the agent version", runVersion},

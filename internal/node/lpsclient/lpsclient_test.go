@@ -16,7 +16,6 @@ import (
 
 const apiHost = "myapi.test.local"
 
-
 func TestFetchSuccessOnTheWire(t *testing.T) {
 	t.Parallel()
 	ca := lpstest.NewCA(t)

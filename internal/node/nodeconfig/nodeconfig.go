@@ -13,8 +13,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	nodeconfigv1 "nodehotfix/internal/gen/nodeconfig/v1"
 	"nodehotfix/internal/capfile"
+	nodeconfigv1 "nodehotfix/internal/gen/nodeconfig/v1"
 )
 
 // MaxConfigSize caps the node config and nbc-cmd.sh. Real ones are tens of

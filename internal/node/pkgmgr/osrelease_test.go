@@ -1,0 +1,163 @@
+package pkgmgr
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseOSRelease(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		in      string
+		want    OSRelease
+		wantErr bool
+	}{
+		{name: "ubuntu", in: "NAME=\"Ubuntu\"\nVERSION_ID=\"22.04\"\nID=ubuntu\nID_LIKE=debian\n", want: OSRelease{ID: "ubuntu"}},
+		{name: "double-quoted", in: `ID="Ubuntu"`, want: OSRelease{ID: "ubuntu"}},
+		{name: "single-quoted", in: `ID='azurelinux'`, want: OSRelease{ID: "azurelinux"}},
+		{name: "variant", in: "ID=azurelinux\nVARIANT_ID=\"AzureContainerLinux\"\n", want: OSRelease{ID: "azurelinux", VariantID: "azurecontainerlinux"}},
+		{name: "first-id-wins", in: "ID=ubuntu\nID=flatcar\n", want: OSRelease{ID: "ubuntu"}},
+		{name: "crlf", in: "ID=mariner\r\n", want: OSRelease{ID: "mariner"}},
+		{name: "comments", in: "# ID=flatcar\n\nID=mariner\n", want: OSRelease{ID: "mariner"}},
+		{name: "id-like-ignored", in: "ID_LIKE=ubuntu\nID=debian\n", want: OSRelease{ID: "debian"}},
+		{name: "missing-id", in: "NAME=Linux\nVERSION_ID=1\n", wantErr: true},
+		{name: "empty-id", in: "ID=\"\"\n", wantErr: true},
+		{name: "empty", in: "", wantErr: true},
+		{name: "long-line", in: "X=" + strings.Repeat("a", 70<<10) + "\nID=ubuntu\n", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseOSRelease([]byte(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseOSRelease(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("ParseOSRelease(%q) = %+v, want %+v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestReadOSRelease(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		files   map[string]string // path under root → content; "" content with a trailing "/" makes a directory
+		want    OSRelease
+		wantErr error // nil: success; errAny: any error
+	}{
+		{name: "etc", files: map[string]string{"etc/os-release": "ID=ubuntu\n"}, want: OSRelease{ID: "ubuntu"}},
+		{name: "etc-preferred", files: map[string]string{"etc/os-release": "ID=ubuntu\n", "usr/lib/os-release": "ID=flatcar\n"}, want: OSRelease{ID: "ubuntu"}},
+		{name: "usr-lib-fallback", files: map[string]string{"usr/lib/os-release": "ID=azurelinux\n"}, want: OSRelease{ID: "azurelinux"}},
+		{name: "missing", files: nil, wantErr: fs.ErrNotExist},
+		// A file that exists but cannot be read is an error, not a reason
+		// to consult the fallback.
+		{name: "unreadable", files: map[string]string{"etc/os-release/": "", "usr/lib/os-release": "ID=ubuntu\n"}, wantErr: errAny},
+		{name: "no-id", files: map[string]string{"etc/os-release": "NAME=x\n"}, wantErr: errAny},
+		{name: "too-large", files: map[string]string{"etc/os-release": "ID=ubuntu\n" + strings.Repeat("#\n", 40<<10)}, wantErr: errAny},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			for p, content := range tt.files {
+				if strings.HasSuffix(p, "/") {
+					if err := os.MkdirAll(filepath.Join(root, p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				writeFile(t, filepath.Join(root, p), content)
+			}
+			got, err := ReadOSRelease(root)
+			switch {
+			case tt.wantErr == nil && err != nil:
+				t.Fatalf("ReadOSRelease = %v, want nil", err)
+			case tt.wantErr == errAny && err == nil:
+				t.Fatalf("ReadOSRelease = %+v, want an error", got)
+			case tt.wantErr != nil && tt.wantErr != errAny && !errors.Is(err, tt.wantErr):
+				t.Fatalf("ReadOSRelease = %v, want %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("ReadOSRelease = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// errAny in a table means "some error".
+var errAny = errors.New("any error")
+
+func TestChoose(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		osr    OSRelease
+		hasDNF bool
+		want   Manager // "": ErrUnsupportedOS
+	}{
+		{name: "ubuntu", osr: OSRelease{ID: "ubuntu"}, want: APT},
+		{name: "ubuntu-with-dnf", osr: OSRelease{ID: "ubuntu"}, hasDNF: true, want: APT},
+		{name: "azurelinux-dnf", osr: OSRelease{ID: "azurelinux"}, hasDNF: true, want: DNF},
+		{name: "azurelinux-no-dnf", osr: OSRelease{ID: "azurelinux"}, want: TDNF},
+		{name: "mariner-dnf", osr: OSRelease{ID: "mariner"}, hasDNF: true, want: DNF},
+		{name: "mariner-no-dnf", osr: OSRelease{ID: "mariner"}, want: TDNF},
+		{name: "acl-variant", osr: OSRelease{ID: "azurelinux", VariantID: "azurecontainerlinux"}, hasDNF: true},
+		{name: "acl-id", osr: OSRelease{ID: "azurecontainerlinux"}},
+		{name: "flatcar", osr: OSRelease{ID: "flatcar"}},
+		{name: "debian", osr: OSRelease{ID: "debian"}, hasDNF: true},
+		{name: "fedora", osr: OSRelease{ID: "fedora"}, hasDNF: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Choose(tt.osr, tt.hasDNF)
+			if tt.want == "" {
+				if !errors.Is(err, ErrUnsupportedOS) {
+					t.Errorf("Choose(%+v, %v) = %q, %v; want ErrUnsupportedOS", tt.osr, tt.hasDNF, got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("Choose(%+v, %v) = %q, %v; want %q", tt.osr, tt.hasDNF, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzParseOSRelease(f *testing.F) {
+	f.Add([]byte("ID=ubuntu\nVERSION_ID=\"22.04\"\n"))
+	f.Add([]byte("ID='AzureLinux'\r\nVARIANT_ID=azurecontainerlinux\n"))
+	f.Add([]byte("ID=\"\n"))
+	f.Add([]byte("ID=\"'\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		osr, err := ParseOSRelease(data)
+		if err != nil {
+			return
+		}
+		if osr.ID == "" {
+			t.Errorf("ParseOSRelease(%q) = empty ID without error", data)
+		}
+		if osr.ID != strings.ToLower(osr.ID) || osr.VariantID != strings.ToLower(osr.VariantID) {
+			t.Errorf("ParseOSRelease(%q) = %+v, not lower-cased", data, osr)
+		}
+		// Choose must decide without panicking on anything parsed.
+		Choose(osr, true)
+	})
+}

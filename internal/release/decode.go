@@ -1,0 +1,318 @@
+package release
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Wire constants of the envelope and payload (see the package doc).
+const (
+	payloadType   = "application/vnd.nodehotfix.release.v1+json"
+	releaseType   = "nodehotfix-release"
+	schemaVersion = 1
+)
+
+// maxSignatures bounds the signature checks one envelope can cost a verifier;
+// rotation needs two.
+const maxSignatures = 8
+
+// Keys of the envelope and payload objects.
+const (
+	keyPayloadType = "payloadType"
+	keyPayload     = "payload"
+	keySignatures  = "signatures"
+	keyKeyID       = "keyid"
+	keySig         = "sig"
+
+	keySchema    = "schema"
+	keyType      = "type"
+	keyBase      = "base"
+	keyVersion   = "version"
+	keyArtifacts = "artifacts"
+	keyNotAfter  = "not_after"
+
+	keyURL    = "url"
+	keySHA256 = "sha256"
+	keySize   = "size"
+)
+
+// envelope is a decoded but unverified envelope.
+type envelope struct {
+	payloadType string
+	payload     []byte
+	sigs        []signature
+}
+
+type signature struct {
+	keyID string
+	sig   []byte
+}
+
+// parseEnvelope decodes an envelope strictly. Errors are *VerifyError with
+// ReasonMalformed, or ReasonWrongType for another payload type.
+func parseEnvelope(data []byte) (envelope, error) {
+	if len(data) > MaxEnvelopeSize {
+		return envelope{}, verifyErr(ReasonMalformed, fmt.Errorf("envelope is %d bytes, limit %d", len(data), MaxEnvelopeSize))
+	}
+	env, err := decodeEnvelope(data)
+	if err != nil {
+		return envelope{}, verifyErr(ReasonMalformed, fmt.Errorf("decode envelope: %w", err))
+	}
+	if env.payloadType != payloadType {
+		return envelope{}, verifyErr(ReasonWrongType, fmt.Errorf("payload type %q, want %q", env.payloadType, payloadType))
+	}
+	return env, nil
+}
+
+func decodeEnvelope(data []byte) (envelope, error) {
+	m, err := exactFields(data, keyPayloadType, keyPayload, keySignatures)
+	if err != nil {
+		return envelope{}, err
+	}
+	var env envelope
+	var enc string
+	var rawSigs []json.RawMessage
+	if err := cmp.Or(
+		decodeValue(m, keyPayloadType, &env.payloadType),
+		decodeValue(m, keyPayload, &enc),
+		decodeValue(m, keySignatures, &rawSigs),
+	); err != nil {
+		return envelope{}, err
+	}
+	if env.payload, err = decodeBase64(enc); err != nil {
+		return envelope{}, fmt.Errorf("key %q: %w", keyPayload, err)
+	}
+	if len(rawSigs) == 0 || len(rawSigs) > maxSignatures {
+		return envelope{}, fmt.Errorf("%d signatures, want 1 to %d", len(rawSigs), maxSignatures)
+	}
+	for i, raw := range rawSigs {
+		s, err := decodeSignature(raw)
+		if err != nil {
+			return envelope{}, fmt.Errorf("signature %d: %w", i, err)
+		}
+		env.sigs = append(env.sigs, s)
+	}
+	return env, nil
+}
+
+func decodeSignature(data []byte) (signature, error) {
+	m, err := exactFields(data, keyKeyID, keySig)
+	if err != nil {
+		return signature{}, err
+	}
+	var s signature
+	var enc string
+	if err := cmp.Or(decodeValue(m, keyKeyID, &s.keyID), decodeValue(m, keySig, &enc)); err != nil {
+		return signature{}, err
+	}
+	// Only KeyID's own form is accepted, which also keeps error text built
+	// from IDs short and printable.
+	if len(s.keyID) != 16 || !isLowerHex(s.keyID) {
+		return signature{}, fmt.Errorf("key id %q: want 16 lowercase hex digits", s.keyID)
+	}
+	if s.sig, err = decodeBase64(enc); err != nil {
+		return signature{}, fmt.Errorf("key %q: %w", keySig, err)
+	}
+	return s, nil
+}
+
+// parseRelease decodes and validates a payload. Errors are *VerifyError with
+// ReasonMalformed, ReasonWrongType (another document type or schema) or
+// ReasonInvalid.
+func parseRelease(data []byte) (Release, error) {
+	fields, err := objectFields(data)
+	if err != nil {
+		return Release{}, verifyErr(ReasonMalformed, fmt.Errorf("decode payload: %w", err))
+	}
+	m := make(map[string]json.RawMessage, len(fields))
+	for _, f := range fields {
+		m[f.key] = f.val
+	}
+	// The type is checked before the shape so that a signed document of
+	// another kind reports as such, not as a malformed release.
+	var typ string
+	var schema int
+	if err := cmp.Or(decodeValue(m, keyType, &typ), decodeValue(m, keySchema, &schema)); err != nil {
+		return Release{}, verifyErr(ReasonWrongType, fmt.Errorf("decode payload: %w", err))
+	}
+	if typ != releaseType || schema != schemaVersion {
+		return Release{}, verifyErr(ReasonWrongType, fmt.Errorf("payload is type %q schema %d, want %q schema %d", typ, schema, releaseType, schemaVersion))
+	}
+	r, err := decodeRelease(fields)
+	if err != nil {
+		return Release{}, verifyErr(ReasonMalformed, fmt.Errorf("decode payload: %w", err))
+	}
+	if err := r.Validate(); err != nil {
+		return Release{}, verifyErr(ReasonInvalid, err)
+	}
+	return r, nil
+}
+
+func decodeRelease(fields []field) (Release, error) {
+	m, err := requireKeys(fields, keySchema, keyType, keyBase, keyVersion, keyArtifacts, keyNotAfter)
+	if err != nil {
+		return Release{}, err
+	}
+	var r Release
+	var notAfter string
+	if err := cmp.Or(
+		decodeValue(m, keyBase, &r.Base),
+		decodeValue(m, keyVersion, &r.Version),
+		decodeValue(m, keyNotAfter, &notAfter),
+	); err != nil {
+		return Release{}, err
+	}
+	if r.NotAfter, err = parseNotAfter(notAfter); err != nil {
+		return Release{}, err
+	}
+	artifacts, err := objectFields(m[keyArtifacts])
+	if err != nil {
+		return Release{}, fmt.Errorf("key %q: %w", keyArtifacts, err)
+	}
+	r.Artifacts = make(map[string]Artifact, len(artifacts))
+	for _, f := range artifacts {
+		a, err := decodeArtifact(f.val)
+		if err != nil {
+			return Release{}, fmt.Errorf("artifact %q: %w", f.key, err)
+		}
+		r.Artifacts[f.key] = a
+	}
+	return r, nil
+}
+
+func decodeArtifact(data []byte) (Artifact, error) {
+	m, err := exactFields(data, keyURL, keySHA256, keySize)
+	if err != nil {
+		return Artifact{}, err
+	}
+	var a Artifact
+	err = cmp.Or(
+		decodeValue(m, keyURL, &a.URL),
+		decodeValue(m, keySHA256, &a.SHA256),
+		decodeValue(m, keySize, &a.Size),
+	)
+	return a, err
+}
+
+// parseNotAfter accepts only the one spelling formatNotAfter writes, so the
+// signed text and the parsed instant cannot disagree between readers.
+func parseNotAfter(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("key %q: %w", keyNotAfter, err)
+	}
+	t = t.UTC()
+	if formatNotAfter(t) != s {
+		return time.Time{}, fmt.Errorf("key %q: %q is not RFC 3339 UTC with whole seconds", keyNotAfter, s)
+	}
+	return t, nil
+}
+
+func formatNotAfter(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// decodeBase64 decodes padded standard base64, refusing the line breaks
+// encoding/base64 would skip so each byte string has exactly one encoding.
+func decodeBase64(s string) ([]byte, error) {
+	if strings.ContainsAny(s, "\r\n") {
+		return nil, errors.New("line break in base64")
+	}
+	return base64.StdEncoding.Strict().DecodeString(s)
+}
+
+type field struct {
+	key string
+	val json.RawMessage
+}
+
+// objectFields splits a JSON object into its members in order, rejecting
+// duplicate keys (which encoding/json would resolve as "last one wins") and
+// any data after the object.
+func objectFields(data []byte) ([]field, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	var out []field
+	seen := make(map[string]bool)
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("object key is not a string")
+		}
+		if seen[key] {
+			return nil, fmt.Errorf("duplicate key %q", key)
+		}
+		seen[key] = true
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, err
+		}
+		out = append(out, field{key, val})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON object")
+	}
+	return out, nil
+}
+
+// exactFields decodes a JSON object that must have exactly the given keys.
+func exactFields(data []byte, keys ...string) (map[string]json.RawMessage, error) {
+	fields, err := objectFields(data)
+	if err != nil {
+		return nil, err
+	}
+	return requireKeys(fields, keys...)
+}
+
+// requireKeys indexes fields by key, failing unless the keys are exactly the
+// given ones. Keys match case-sensitively, unlike encoding/json.
+func requireKeys(fields []field, keys ...string) (map[string]json.RawMessage, error) {
+	m := make(map[string]json.RawMessage, len(fields))
+	for _, f := range fields {
+		if !slices.Contains(keys, f.key) {
+			return nil, fmt.Errorf("unknown key %q", f.key)
+		}
+		m[f.key] = f.val
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			return nil, fmt.Errorf("missing key %q", k)
+		}
+	}
+	return m, nil
+}
+
+// decodeValue unmarshals m[key] into v. A missing key or a null is an error:
+// encoding/json would silently leave v at its zero value.
+func decodeValue(m map[string]json.RawMessage, key string, v any) error {
+	raw, ok := m[key]
+	if !ok {
+		return fmt.Errorf("missing key %q", key)
+	}
+	if string(bytes.TrimSpace(raw)) == "null" {
+		return fmt.Errorf("key %q: null", key)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return fmt.Errorf("key %q: %w", key, err)
+	}
+	return nil
+}
