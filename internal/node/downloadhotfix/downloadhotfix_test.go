@@ -60,8 +60,6 @@ func fakeAgent(t *testing.T, ver string) []byte {
 type fixture struct {
 	t       *testing.T
 	root    layout.Root
-	pub     []byte
-	priv    []byte
 	srv     *httptest.Server
 	hits    atomic.Int32
 	body    []byte
