@@ -63,7 +63,7 @@ lint: tools ## go vet, staticcheck, gofmt, buf lint and buf format
 
 .PHONY: shellcheck
 shellcheck: ## shellcheck every shell script
-	shellcheck -x $$(git ls-files '*.sh' '.ci/run' 2>/dev/null || find . -name '*.sh')
+	shellcheck -x $$(git ls-files '*.sh' '*.bats' '.ci/run')
 
 .PHONY: bats
 bats: ## launcher tests

@@ -1,0 +1,495 @@
+#!/usr/bin/env bash
+# aks-node-controller-launcher.sh: the on-node launcher. The boothook starts it with
+# `nohup /bin/bash <this file>`, or systemd starts it through aks-node-controller.service.
+#
+# Order (same as the reference launcher; every step except provision is fail-open):
+#   1. wait (bounded) until `hostname` matches /etc/hostname;
+#   2. exit 0 if neither the provision config nor the nbc cmd file exists;
+#   3. read enabled_features.sh as data and export the accepted KEY=VALUE pairs;
+#   4. if ENABLE_PROVISIONING_HOTFIX is exactly `true`: `<baked> check-hotfix`;
+#   5. if the hotfix pointer file exists: `<baked> download-hotfix`;
+#   6. use the staged hotfix binary only if it passes the checks below, else the baked one;
+#   7. run `<binary> provision [--provision-config=F] [--nbc-cmd=F]`, exit with its code.
+#
+# Environment (read from the environment only, never from the features file):
+#   BIN_PATH, HOTFIX_JSON, CONFIG_PATH, NBC_CMD_PATH, FEATURES_PATH  path overrides, as the reference.
+#     HOTFIX_BIN is always "${BIN_PATH}-hotfix".
+#   NODE_ROOT        absolute directory the default paths (and /etc/hostname) resolve under;
+#                    default "/". When it is not "/", every node subcommand also gets
+#                    `--root NODE_ROOT`, so production argv is exactly the reference's.
+#   IMDS_URL, LPS_ADDR  when non-empty, passed as --imds-url / --lps-addr to check-hotfix and
+#                    download-hotfix only.
+#   HOSTNAME_WAIT_SECONDS (default 60, 0..600), CHECK_HOTFIX_TIMEOUT_SECONDS (120, 1..900),
+#   DOWNLOAD_HOTFIX_TIMEOUT_SECONDS (300, 1..900), HOTFIX_VERSION_TIMEOUT_SECONDS (10, 1..60).
+#                    An out-of-range or non-numeric value means the default.
+#
+# enabled_features.sh is DATA. It is never sourced, evaluated or executed.
+#   Whole file ignored (every feature off, one log line with the reason) when the path is a
+#   symlink or not a regular file (a FIFO is never opened, so it cannot hang us), is not owned
+#   by the launcher's user (root on a node) or is group/world-writable, is larger than 64 KiB,
+#   has more than 256 lines, contains a CR (CRLF line endings) or a NUL byte, or sets a key
+#   twice. Producers render a map as LF lines and drop values containing CR or LF, so any of
+#   these means the file was not written by a producer; no line of it is trusted, and a CR is
+#   never stripped, so "true\r" can never turn the hotfix path on.
+#   Per line: blank lines and lines starting with `#` are skipped. Otherwise the line must be
+#   KEY=VALUE with KEY an ASCII identifier [A-Za-z_][A-Za-z0-9_]* starting at column 1; other
+#   lines (leading whitespace, `export KEY=...`, no `=`) are skipped with a log line.
+#   VALUE is everything after the first `=`, kept byte for byte: no quote removal (so `"true"`
+#   is not `true`), no inline-comment stripping, no whitespace trimming, no expansion. The
+#   gate compares with exactly `true`.
+#   Reserved keys are refused with a log line (see _reserved_key_reason): the launcher's own
+#   variables, anything starting with `_` (the launcher's internals), and names that change
+#   how bash, the dynamic loader, libc, the Go runtime, TLS trust, proxies or the interpreters
+#   used by provisioning behave. It is a denylist, because producers accept any identifier and
+#   CSE scripts consume the exported flags.
+#
+# The hotfix binary is used only if it is a regular, executable, non-symlink file owned by the
+# launcher's user and not group/world-writable, and `<hotfix> version` (bounded by timeout,
+# output capped) reports YYYYMM.DD.PATCH with the same YYYYMM.DD as `<baked> version` and a
+# strictly higher PATCH. Versions parse as internal/hotfix.ParseVersion does (month 01-12, day
+# 01-31, PATCH without leading zeros and at most 2147483647); anything else keeps the baked one.
+#
+# `set -e` is deliberately off (as in the reference): every hotfix step must be able to fail
+# without stopping provisioning, so failures are checked explicitly where they matter.
+# Requires bash >= 4.4 and coreutils `timeout`; without `timeout` the hotfix steps fail open.
+set -uo pipefail
+
+readonly _LOG_TAG="aks-node-controller-launcher"
+readonly _FEATURES_MAX_BYTES=65536
+readonly _FEATURES_MAX_LINES=256
+readonly _VERSION_MAX_BYTES=64
+readonly _MAX_PATCH=2147483647
+# Enumerated rather than ranges, so matching never depends on the locale.
+readonly _DIGITS="0123456789"
+readonly _IDENT_CHARS="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_${_DIGITS}"
+
+# _seconds VALUE DEFAULT MIN MAX prints VALUE if it is a decimal integer in [MIN, MAX], else DEFAULT.
+_seconds() {
+    local _v="$1" _default="$2" _min="$3" _max="$4"
+    if [[ -n "$_v" && "$_v" != *[!$_DIGITS]* && ${#_v} -le 4 ]] &&
+        ((10#$_v >= _min && 10#$_v <= _max)); then
+        printf '%d\n' "$((10#$_v))"
+    else
+        printf '%s\n' "$_default"
+    fi
+}
+
+# _strip_trailing_slashes turns "/" into "" and "/x//" into "/x".
+_strip_trailing_slashes() {
+    local _p="$1"
+    while [[ "$_p" == */ ]]; do _p="${_p%/}"; done
+    printf '%s\n' "$_p"
+}
+
+readonly _NODE_ROOT_RAW="${NODE_ROOT:-/}"
+_ROOT="$(_strip_trailing_slashes "$_NODE_ROOT_RAW")"
+readonly _ROOT
+readonly _CONTAINERS="${_ROOT}/opt/azure/containers"
+readonly _HOSTNAME_FILE="${_ROOT}/etc/hostname"
+
+BIN_PATH="${BIN_PATH:-${_CONTAINERS}/aks-node-controller}"
+HOTFIX_BIN="${BIN_PATH}-hotfix"
+HOTFIX_JSON="${HOTFIX_JSON:-${_CONTAINERS}/aks-node-controller-hotfix.json}"
+CONFIG_PATH="${CONFIG_PATH:-${_CONTAINERS}/aks-node-controller-config.json}"
+NBC_CMD_PATH="${NBC_CMD_PATH:-${_CONTAINERS}/aks-node-controller-nbc-cmd.sh}"
+FEATURES_PATH="${FEATURES_PATH:-${_CONTAINERS}/enabled_features.sh}"
+readonly BIN_PATH HOTFIX_BIN HOTFIX_JSON CONFIG_PATH NBC_CMD_PATH FEATURES_PATH
+
+_HOSTNAME_WAIT="$(_seconds "${HOSTNAME_WAIT_SECONDS:-}" 60 0 600)"
+_CHECK_TIMEOUT="$(_seconds "${CHECK_HOTFIX_TIMEOUT_SECONDS:-}" 120 1 900)"
+_DOWNLOAD_TIMEOUT="$(_seconds "${DOWNLOAD_HOTFIX_TIMEOUT_SECONDS:-}" 300 1 900)"
+_VERSION_TIMEOUT="$(_seconds "${HOTFIX_VERSION_TIMEOUT_SECONDS:-}" 10 1 60)"
+readonly _HOSTNAME_WAIT _CHECK_TIMEOUT _DOWNLOAD_TIMEOUT _VERSION_TIMEOUT
+
+# Hermetic-mode flags. Empty in production, so the argv matches the reference exactly.
+_ROOT_ARGS=()
+if [[ -n "$_ROOT" ]]; then _ROOT_ARGS=(--root "$_ROOT"); fi
+_NET_ARGS=()
+if [[ -n "${IMDS_URL:-}" ]]; then _NET_ARGS+=(--imds-url "$IMDS_URL"); fi
+if [[ -n "${LPS_ADDR:-}" ]]; then _NET_ARGS+=(--lps-addr "$LPS_ADDR"); fi
+readonly _ROOT_ARGS _NET_ARGS
+
+# Names the features file may never set (exact match), besides the prefixes in
+# _reserved_key_reason.
+readonly _LAUNCHER_VARS=(BIN_PATH HOTFIX_BIN HOTFIX_JSON CONFIG_PATH NBC_CMD_PATH FEATURES_PATH
+    NODE_ROOT IMDS_URL LPS_ADDR HOSTNAME_WAIT_SECONDS CHECK_HOTFIX_TIMEOUT_SECONDS
+    DOWNLOAD_HOTFIX_TIMEOUT_SECONDS HOTFIX_VERSION_TIMEOUT_SECONDS)
+readonly _SHELL_VARS=(PATH IFS ENV SHELL HOME CDPATH GLOBIGNORE PROMPT_COMMAND SHELLOPTS BASHOPTS
+    PS1 PS2 PS3 PS4 POSIXLY_CORRECT TMPDIR HOSTNAME SHLVL PWD OLDPWD OPTIND OPTARG OPTERR REPLY
+    RANDOM SRANDOM SECONDS LINENO EPOCHSECONDS EPOCHREALTIME UID EUID PPID GROUPS FUNCNAME
+    PIPESTATUS DIRSTACK HOSTTYPE MACHTYPE OSTYPE TMOUT TIMEFORMAT INPUTRC MAIL MAILCHECK MAILPATH
+    FCEDIT FIGNORE EXECIGNORE GLOBSORT COLUMNS LINES COPROC USER LOGNAME TERM auto_resume
+    histchars LANG LANGUAGE)
+readonly _PROCESS_VARS=(GCONV_PATH GETCONF_DIR GLIBC_TUNABLES HOSTALIASES LOCALDOMAIN LOCPATH
+    NLSPATH NIS_PATH RES_OPTIONS TZDIR GODEBUG GOGC GOMAXPROCS GOMEMLIMIT GOTRACEBACK GORACE
+    GOFIPS140 SSL_CERT_FILE SSL_CERT_DIR HTTP_PROXY HTTPS_PROXY NO_PROXY ALL_PROXY FTP_PROXY
+    http_proxy https_proxy no_proxy all_proxy ftp_proxy NOTIFY_SOCKET APT_CONFIG PERLLIB
+    RUBYOPT RUBYLIB NODE_OPTIONS)
+
+_FEATURE_KEYS=()
+_FEATURE_VALUES=()
+_SELECTED_BIN=""
+
+log() {
+    local _msg="$*"
+    if command -v logger >/dev/null 2>&1; then
+        timeout 2 logger -t "$_LOG_TAG" -- "$_msg" >/dev/null 2>&1 || true
+    fi
+    printf '%s\n' "$_msg"
+}
+
+# _quoted prints its argument in shell-quoted form, so control bytes in logged data stay visible.
+_quoted() {
+    printf '%q' "$1"
+}
+
+# _in_list WORD LIST... returns 0 if WORD is one of LIST.
+_in_list() {
+    local _w="$1" _x
+    shift
+    for _x in "$@"; do
+        if [[ "$_x" == "$_w" ]]; then return 0; fi
+    done
+    return 1
+}
+
+_is_identifier() {
+    local _s="$1"
+    [[ -n "$_s" && "$_s" != [$_DIGITS]* && "$_s" != *[!$_IDENT_CHARS]* ]]
+}
+
+# _reserved_key_reason KEY prints why KEY may not come from the features file and returns 0,
+# or returns 1 if KEY is allowed.
+_reserved_key_reason() {
+    local _k="$1"
+    if _in_list "$_k" "${_LAUNCHER_VARS[@]}"; then
+        echo "launcher variable"
+    elif [[ "$_k" == _* ]]; then
+        echo "launcher-internal name"
+    elif _in_list "$_k" "${_SHELL_VARS[@]}" || [[ "$_k" == BASH* || "$_k" == LC_* ||
+        "$_k" == COMP_* || "$_k" == HIST* || "$_k" == READLINE_* ]]; then
+        echo "shell or locale variable"
+    elif [[ "$_k" == LD_* || "$_k" == MALLOC_* || "$_k" == RESOLV_* ]]; then
+        echo "dynamic loader or libc variable"
+    elif _in_list "$_k" "${_PROCESS_VARS[@]}" || [[ "$_k" == GRPC_* || "$_k" == SYSTEMD_* ||
+        "$_k" == LISTEN_* || "$_k" == PYTHON* || "$_k" == PERL5* ]]; then
+        echo "runtime, trust, proxy or interpreter variable"
+    else
+        return 1
+    fi
+}
+
+# _count_bytes FILE SET prints how many bytes of FILE (capped) are in the tr(1) SET.
+_count_bytes() {
+    timeout 5 head -c "$_FEATURES_MAX_BYTES" -- "$1" 2>/dev/null | tr -cd "$2" | wc -c
+}
+
+# _insecure_file_reason FILE prints why FILE must not be trusted (wrong owner or writable by
+# others) and returns 0, or returns 1.
+_insecure_file_reason() {
+    local _owner_mode _uid _mode
+    if ! _owner_mode="$(stat -c '%u %a' -- "$1" 2>/dev/null)"; then
+        echo "cannot stat it"
+        return 0
+    fi
+    read -r _uid _mode <<<"$_owner_mode"
+    if [[ "$_uid" != "$EUID" ]]; then
+        echo "owned by uid ${_uid}, not ${EUID}"
+    elif ((8#$_mode & 8#022)); then
+        echo "writable by group or others (mode ${_mode})"
+    else
+        return 1
+    fi
+}
+
+# _features_file_reason FILE prints why the whole FILE must be ignored and returns 0, or
+# returns 1. It never opens anything that is not a regular file.
+_features_file_reason() {
+    local _file="$1" _size
+    if [[ -L "$_file" ]]; then
+        echo "it is a symlink"
+    elif [[ ! -f "$_file" ]]; then
+        echo "not a regular file"
+    elif _insecure_file_reason "$_file"; then
+        :
+    elif ! _size="$(stat -c '%s' -- "$_file" 2>/dev/null)" || ((_size > _FEATURES_MAX_BYTES)); then
+        echo "larger than ${_FEATURES_MAX_BYTES} bytes"
+    elif (($(_count_bytes "$_file" '\r') > 0)); then
+        echo "contains a carriage return (CRLF line endings?)"
+    elif (($(_count_bytes "$_file" '\000') > 0)); then
+        echo "contains a NUL byte"
+    else
+        return 1
+    fi
+}
+
+# _parse_features FILE fills _FEATURE_KEYS/_FEATURE_VALUES with the accepted pairs. It returns
+# 1, after logging why, when a file-level anomaly (too many lines, duplicate key) voids it.
+_parse_features() {
+    local _file="$1" _line _key _n=0 _why
+    local -A _first_line=()
+    _FEATURE_KEYS=()
+    _FEATURE_VALUES=()
+    while IFS= read -r _line || [[ -n "$_line" ]]; do
+        _n=$((_n + 1))
+        if ((_n > _FEATURES_MAX_LINES)); then
+            log "Ignoring feature flags file ${_file}: more than ${_FEATURES_MAX_LINES} lines; all features stay off"
+            return 1
+        fi
+        if [[ -z "$_line" || "$_line" == "#"* ]]; then
+            continue
+        fi
+        if [[ "$_line" != *=* ]]; then
+            log "Feature flags line ${_n}: not KEY=VALUE; skipped"
+            continue
+        fi
+        _key="${_line%%=*}"
+        if ! _is_identifier "$_key"; then
+            log "Feature flags line ${_n}: invalid key $(_quoted "$_key"); skipped"
+            continue
+        fi
+        if [[ -n "${_first_line[$_key]:-}" ]]; then
+            log "Ignoring feature flags file ${_file}: key ${_key} set twice (lines ${_first_line[$_key]} and ${_n}); all features stay off"
+            return 1
+        fi
+        _first_line[$_key]="$_n"
+        if _why="$(_reserved_key_reason "$_key")"; then
+            log "Feature flags line ${_n}: refusing reserved key ${_key} (${_why}); skipped"
+            continue
+        fi
+        _FEATURE_KEYS+=("$_key")
+        _FEATURE_VALUES+=("${_line#*=}")
+    done < <(timeout 5 head -c "$_FEATURES_MAX_BYTES" -- "$_file" 2>/dev/null)
+}
+
+# _apply_features FILE exports the accepted KEY=VALUE pairs of FILE, or nothing.
+_apply_features() {
+    local _file="$1" _why _i
+    if [[ ! -e "$_file" && ! -L "$_file" ]]; then
+        return 0
+    fi
+    log "Reading feature flags from ${_file}"
+    if _why="$(_features_file_reason "$_file")"; then
+        log "Ignoring feature flags file ${_file}: ${_why}; all features stay off"
+        return 0
+    fi
+    _parse_features "$_file" || return 0
+    for _i in "${!_FEATURE_KEYS[@]}"; do
+        export "${_FEATURE_KEYS[$_i]}=${_FEATURE_VALUES[$_i]}"
+    done
+    log "Exported ${#_FEATURE_KEYS[@]} feature flag(s) from ${_file}"
+}
+
+# _wait_for_hostname polls once a second until `hostname` equals /etc/hostname, for at most
+# _HOSTNAME_WAIT seconds (the reference waits forever), then carries on either way.
+_wait_for_hostname() {
+    local _want _have _waited=0
+    if [[ -L "$_HOSTNAME_FILE" || ! -f "$_HOSTNAME_FILE" ]]; then
+        log "No regular file ${_HOSTNAME_FILE}; not waiting for the hostname"
+        return 0
+    fi
+    while :; do
+        _want="$(timeout 5 head -c 256 -- "$_HOSTNAME_FILE" 2>/dev/null)"
+        _have="$(timeout 5 hostname 2>/dev/null)"
+        if [[ -n "$_want" && "$_have" == "$_want" ]]; then
+            return 0
+        fi
+        if ((_waited >= _HOSTNAME_WAIT)); then
+            log "Hostname $(_quoted "$_have") still differs from ${_HOSTNAME_FILE} $(_quoted "$_want") after ${_waited}s; continuing"
+            return 0
+        fi
+        if ((_waited == 0)); then
+            log "Waiting up to ${_HOSTNAME_WAIT}s for hostname to match ${_HOSTNAME_FILE}"
+        fi
+        sleep 1
+        _waited=$((_waited + 1))
+    done
+}
+
+# _run_step NAME TIMEOUT ARGS... runs `$BIN_PATH ARGS...` bounded by TIMEOUT seconds and logs
+# its exit code when it fails. It returns the step's exit code.
+_run_step() {
+    local _name="$1" _timeout="$2" _rc
+    shift 2
+    timeout -k 5 "$_timeout" "$BIN_PATH" "$@"
+    _rc=$?
+    if ((_rc == 124)); then
+        log "ANC ${_name} timed out after ${_timeout}s"
+    elif ((_rc != 0)); then
+        log "ANC ${_name} exited with code ${_rc}"
+    fi
+    return "$_rc"
+}
+
+_maybe_check_hotfix() {
+    if [[ "${ENABLE_PROVISIONING_HOTFIX:-}" != "true" ]]; then
+        if [[ -n "${ENABLE_PROVISIONING_HOTFIX+set}" ]]; then
+            log "ENABLE_PROVISIONING_HOTFIX is $(_quoted "$ENABLE_PROVISIONING_HOTFIX"), not exactly true; skipping check-hotfix"
+        fi
+        return 0
+    fi
+    log "ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer"
+    if _run_step check-hotfix "$_CHECK_TIMEOUT" check-hotfix "${_ROOT_ARGS[@]}" "${_NET_ARGS[@]}"; then
+        log "ANC check-hotfix completed; hotfix pointer refresh attempted"
+    else
+        log "ANC check-hotfix failed; continuing (fail-open)"
+    fi
+}
+
+# download-hotfix runs whenever the pointer exists, including one check-hotfix just wrote.
+_maybe_download_hotfix() {
+    if [[ ! -f "$HOTFIX_JSON" ]]; then
+        return 0
+    fi
+    log "Found ANC hotfix config at ${HOTFIX_JSON}; running download-hotfix"
+    if _run_step download-hotfix "$_DOWNLOAD_TIMEOUT" download-hotfix "${_ROOT_ARGS[@]}" "${_NET_ARGS[@]}"; then
+        log "ANC download-hotfix completed; binary selection follows"
+    else
+        log "ANC download-hotfix failed; binary selection follows"
+    fi
+}
+
+# _binary_version BIN prints what `BIN version` reported and returns 0, or prints why it could
+# not be read and returns 1. Both ends of the pipe are bounded, so neither a hanging binary nor
+# a child holding stdout open can block us, and at most _VERSION_MAX_BYTES are read.
+_binary_version() {
+    local _out _rc
+    _out="$(
+        timeout -k 1 "$_VERSION_TIMEOUT" "$1" version </dev/null 2>/dev/null |
+            timeout "$_VERSION_TIMEOUT" head -c "$_VERSION_MAX_BYTES"
+        exit "${PIPESTATUS[0]}"
+    )"
+    _rc=$?
+    if ((_rc == 124)); then
+        echo "\`version\` timed out after ${_VERSION_TIMEOUT}s"
+        return 1
+    elif ((_rc != 0)); then
+        echo "\`version\` exited with code ${_rc}"
+        return 1
+    fi
+    printf '%s\n' "$_out"
+}
+
+# _parse_version V prints "YYYYMM.DD PATCH" for a strict YYYYMM.DD.PATCH, or returns 1.
+_parse_version() {
+    local _v="$1" _ym _dd _patch _rest
+    [[ "$_v" == *.*.* && "$_v" != *.*.*.* ]] || return 1
+    IFS=. read -r _ym _dd _patch _rest <<<"$_v"
+    [[ -z "$_rest" && ${#_ym} -eq 6 && ${#_dd} -eq 2 && -n "$_patch" && ${#_patch} -le 10 ]] || return 1
+    [[ "$_ym$_dd$_patch" != *[!$_DIGITS]* ]] || return 1
+    [[ "$_patch" == 0 || "$_patch" != 0* ]] || return 1
+    ((10#${_ym:4:2} >= 1 && 10#${_ym:4:2} <= 12 && 10#$_dd >= 1 && 10#$_dd <= 31)) || return 1
+    ((10#$_patch <= _MAX_PATCH)) || return 1
+    printf '%s %s\n' "${_ym}.${_dd}" "$_patch"
+}
+
+# _hotfix_verdict HOTFIX BAKED prints why HOTFIX may be used and returns 0, or prints why not
+# (nothing if no hotfix is staged) and returns 1.
+_hotfix_verdict() {
+    local _hotfix="$1" _baked="$2" _why _hv _bv _hbase _hpatch _bbase _bpatch
+    if [[ ! -e "$_hotfix" && ! -L "$_hotfix" ]]; then
+        return 1
+    fi
+    if [[ -L "$_hotfix" ]]; then
+        echo "it is a symlink"
+        return 1
+    elif [[ ! -f "$_hotfix" ]]; then
+        echo "not a regular file"
+        return 1
+    elif [[ ! -x "$_hotfix" ]]; then
+        echo "not executable"
+        return 1
+    elif _why="$(_insecure_file_reason "$_hotfix")"; then
+        echo "$_why"
+        return 1
+    fi
+    if ! _hv="$(_binary_version "$_hotfix")"; then
+        echo "hotfix ${_hv}"
+        return 1
+    fi
+    if ! read -r _hbase _hpatch < <(_parse_version "$_hv"); then
+        echo "hotfix reports malformed version $(_quoted "$_hv")"
+        return 1
+    fi
+    if ! _bv="$(_binary_version "$_baked")"; then
+        echo "baked ${_bv}"
+        return 1
+    fi
+    if ! read -r _bbase _bpatch < <(_parse_version "$_bv"); then
+        echo "baked binary reports malformed version $(_quoted "$_bv")"
+        return 1
+    fi
+    if [[ "$_hbase" != "$_bbase" ]]; then
+        echo "different base (hotfix ${_hv}, baked ${_bv})"
+        return 1
+    elif ((_hpatch <= _bpatch)); then
+        echo "not newer (hotfix ${_hv}, baked ${_bv})"
+        return 1
+    fi
+    echo "hotfix ${_hv} is newer than baked ${_bv}"
+}
+
+# _select_binary sets _SELECTED_BIN to the binary provision must run.
+_select_binary() {
+    local _why
+    if _why="$(_hotfix_verdict "$HOTFIX_BIN" "$BIN_PATH")"; then
+        log "Hotfix binary accepted: ${_why}"
+        log "Using hotfix binary: ${HOTFIX_BIN}"
+        _SELECTED_BIN="$HOTFIX_BIN"
+    else
+        if [[ -n "$_why" ]]; then
+            log "Not using hotfix binary ${HOTFIX_BIN}: ${_why}"
+        fi
+        log "Using VHD-baked binary: ${BIN_PATH}"
+        _SELECTED_BIN="$BIN_PATH"
+    fi
+}
+
+# _provision runs provision in the background (as the reference does, so the pid is logged),
+# waits for it and exits with its exit code.
+_provision() {
+    local _pid _rc
+    local -a _cmd=("$_SELECTED_BIN" provision)
+    if [[ -f "$CONFIG_PATH" ]]; then
+        log "Launching aks-node-controller with config ${CONFIG_PATH}"
+        _cmd+=("--provision-config=${CONFIG_PATH}")
+    fi
+    if [[ -f "$NBC_CMD_PATH" ]]; then
+        log "Launching aks-node-controller with nbc cmd ${NBC_CMD_PATH}"
+        _cmd+=("--nbc-cmd=${NBC_CMD_PATH}")
+    fi
+    _cmd+=("${_ROOT_ARGS[@]}")
+    "${_cmd[@]}" &
+    _pid=$!
+    log "Spawned aks-node-controller (pid ${_pid})"
+    wait "$_pid"
+    _rc=$?
+    if ((_rc == 0)); then
+        log "aks-node-controller completed successfully"
+    else
+        log "aks-node-controller exited with code ${_rc}"
+    fi
+    exit "$_rc"
+}
+
+main() {
+    if [[ "$_NODE_ROOT_RAW" != /* ]]; then
+        log "NODE_ROOT must be an absolute path, got $(_quoted "$_NODE_ROOT_RAW")"
+        exit 2
+    fi
+    _wait_for_hostname
+    if [[ ! -f "$CONFIG_PATH" && ! -f "$NBC_CMD_PATH" ]]; then
+        log "Gracefully exit aks-node-controller without provision config or nbc cmd"
+        exit 0
+    fi
+    _apply_features "$FEATURES_PATH"
+    _maybe_check_hotfix
+    _maybe_download_hotfix
+    _select_binary
+    _provision
+}
+
+# Sourcing (tests) defines the functions without running anything.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+    main "$@"
+fi
