@@ -48,8 +48,8 @@ fuzz: ## run every fuzz target briefly (FUZZTIME=10s each)
 	@go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
 		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do \
 			echo "fuzz $$pkg $$f"; \
-			go test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) "$$pkg" >/dev/null || { \
-				go test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) "$$pkg"; exit 1; }; \
+			go test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s "$$pkg" >/dev/null || { \
+				go test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s "$$pkg"; exit 1; }; \
 		done; \
 	done
 

@@ -1,0 +1,188 @@
+package attest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+)
+
+// TimeLayout is the Go layout of the document's timeStamp values, e.g.
+// "11/20/18 22:07:39 -0000".
+const TimeLayout = "01/02/06 15:04:05 -0700"
+
+// document is the part of the signed JSON that Verify uses.
+type document struct {
+	vmID, subscriptionID    string // canonical lower-case UUIDs
+	sku, licenseType, nonce string
+	plan                    Plan
+	createdOn, expiresOn    time.Time
+}
+
+// parseContent parses the signed JSON strictly where it matters and leniently
+// where Microsoft may extend it: the fields we use must appear at most once
+// (encoding/json would silently keep the last one) and must not have a
+// case-variant twin (encoding/json matches names case-insensitively), while
+// unknown fields are ignored. Required: vmId and subscriptionId (UUIDs) and
+// both timeStamp values in TimeLayout.
+func parseContent(data []byte) (document, error) {
+	var d document
+	top, err := members(data, "vmId", "subscriptionId", "sku", "licenseType", "nonce", "plan", "timeStamp")
+	if err != nil {
+		return d, err
+	}
+	for _, f := range []struct {
+		name string
+		dst  *string
+	}{
+		{"vmId", &d.vmID}, {"subscriptionId", &d.subscriptionID},
+		{"sku", &d.sku}, {"licenseType", &d.licenseType}, {"nonce", &d.nonce},
+	} {
+		if *f.dst, err = stringValue(top[f.name]); err != nil {
+			return d, fmt.Errorf("%s: %w", f.name, err)
+		}
+	}
+	var ok bool
+	if d.vmID, ok = canonicalUUID(d.vmID); !ok {
+		return d, errors.New("vmId: missing or not a UUID")
+	}
+	if d.subscriptionID, ok = canonicalUUID(d.subscriptionID); !ok {
+		return d, errors.New("subscriptionId: missing or not a UUID")
+	}
+
+	if raw, present := top["plan"]; present {
+		plan, err := members(raw, "name", "product", "publisher")
+		if err != nil {
+			return d, fmt.Errorf("plan: %w", err)
+		}
+		for _, f := range []struct {
+			name string
+			dst  *string
+		}{{"name", &d.plan.Name}, {"product", &d.plan.Product}, {"publisher", &d.plan.Publisher}} {
+			if *f.dst, err = stringValue(plan[f.name]); err != nil {
+				return d, fmt.Errorf("plan.%s: %w", f.name, err)
+			}
+		}
+	}
+
+	raw, present := top["timeStamp"]
+	if !present {
+		return d, errors.New("timeStamp: missing")
+	}
+	ts, err := members(raw, "createdOn", "expiresOn")
+	if err != nil {
+		return d, fmt.Errorf("timeStamp: %w", err)
+	}
+	if d.createdOn, err = timeValue(ts["createdOn"]); err != nil {
+		return d, fmt.Errorf("timeStamp.createdOn: %w", err)
+	}
+	if d.expiresOn, err = timeValue(ts["expiresOn"]); err != nil {
+		return d, fmt.Errorf("timeStamp.expiresOn: %w", err)
+	}
+	if d.expiresOn.Before(d.createdOn) {
+		return d, errors.New("timeStamp: expiresOn before createdOn")
+	}
+	return d, nil
+}
+
+// members returns the raw values of the known keys of the JSON object data.
+// A known key that appears twice, or an unknown key equal to a known one
+// under case folding, is an error; other unknown keys are skipped. Trailing
+// data after the object is an error.
+func members(data []byte, known ...string) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	out := make(map[string]json.RawMessage, len(known))
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, _ := tok.(string) // inside an object the decoder only yields string keys here
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, err
+		}
+		if slices.Contains(known, key) {
+			if _, dup := out[key]; dup {
+				return nil, fmt.Errorf("duplicate key %q", key)
+			}
+			out[key] = raw
+			continue
+		}
+		for _, k := range known {
+			if strings.EqualFold(k, key) {
+				return nil, fmt.Errorf("key differs from %q only in case", k)
+			}
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data after JSON object")
+	}
+	return out, nil
+}
+
+// stringValue decodes a JSON string; an absent value is "", null or any
+// other type is an error.
+func stringValue(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	if raw[0] != '"' {
+		return "", errors.New("not a string")
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
+// timeValue decodes a required timestamp in exactly TimeLayout. The length
+// check rejects the fractional seconds that time.Parse tolerates.
+func timeValue(raw json.RawMessage) (time.Time, error) {
+	if len(raw) == 0 {
+		return time.Time{}, errors.New("missing")
+	}
+	s, err := stringValue(raw)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if len(s) != len(TimeLayout) {
+		return time.Time{}, fmt.Errorf("not in layout %q", TimeLayout)
+	}
+	t, err := time.Parse(TimeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("not in layout %q", TimeLayout)
+	}
+	return t, nil
+}
+
+// canonicalUUID reports whether s is a UUID in the 8-4-4-4-12 hex form and
+// returns it in lower case.
+func canonicalUUID(s string) (string, bool) {
+	if len(s) != 36 {
+		return "", false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return "", false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return "", false
+			}
+		}
+	}
+	return strings.ToLower(s), true
+}

@@ -1,0 +1,326 @@
+// Package rollout is the pure domain of serving hotfix releases to a fleet:
+// release records, rollout states, deterministic node bucketing and the
+// selection of what one node gets.
+package rollout
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"nodehotfix/internal/hotfix"
+)
+
+// State is a release's rollout state.
+type State string
+
+// States. A release is published as a draft; rolling serves it to the
+// nodes its scope and percentage include; paused serves the same nodes but
+// refuses percentage changes; halted serves nobody (nodes fall back to an
+// older release, staged copies stay until revoked); complete serves every
+// node in scope.
+const (
+	Draft    State = "draft"
+	Rolling  State = "rolling"
+	Paused   State = "paused"
+	Halted   State = "halted"
+	Complete State = "complete"
+)
+
+// Valid reports whether s is a known state.
+func (s State) Valid() bool {
+	switch s {
+	case Draft, Rolling, Paused, Halted, Complete:
+		return true
+	}
+	return false
+}
+
+// transitions lists the states each state may move to.
+var transitions = map[State][]State{
+	Draft:    {Rolling, Halted, Complete},
+	Rolling:  {Paused, Halted, Complete},
+	Paused:   {Rolling, Halted, Complete},
+	Halted:   {Rolling},
+	Complete: {Halted},
+}
+
+// ErrInvalidTransition is returned (wrapped) for a state change the state
+// machine does not allow.
+var ErrInvalidTransition = errors.New("invalid rollout transition")
+
+// ErrRevoked is returned (wrapped) for any change to a revoked release.
+var ErrRevoked = errors.New("release is revoked")
+
+// ErrPercentDecrease is returned (wrapped) when a percentage would shrink:
+// that would take the hotfix away from nodes that already have it. Halt or
+// revoke instead.
+var ErrPercentDecrease = errors.New("rollout percentage can only grow")
+
+// Rollout says which nodes a release is served to.
+type Rollout struct {
+	State State `json:"state"`
+	// Percent of in-scope nodes, by hash bucket of (vmId, version), 0..100.
+	Percent int `json:"percent"`
+	// Subscriptions limits the scope to these subscription IDs; empty means
+	// every subscription.
+	Subscriptions []string `json:"subscriptions,omitempty"`
+	// Regions limits the scope to service instances labelled with one of
+	// these regions; empty means every region.
+	Regions []string `json:"regions,omitempty"`
+}
+
+// Release is a published hotfix release and its rollout.
+type Release struct {
+	// Version is the hotfix version YYYYMM.DD.PATCH; it identifies the
+	// release.
+	Version string `json:"version"`
+	// Base is the image base YYYYMM.DD the release hotfixes.
+	Base string `json:"base"`
+	// Envelope is the release as signed offline (internal/release); it is
+	// served verbatim so nodes verify the operator's signature.
+	Envelope json.RawMessage `json:"envelope"`
+	Rollout  Rollout         `json:"rollout"`
+	Revoked  bool            `json:"revoked,omitempty"`
+	// PublishedAt and UpdatedAt are set by the service.
+	PublishedAt time.Time `json:"published_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// Validate checks a record's invariants.
+func (r Release) Validate() error {
+	v, err := hotfix.ParseVersion(r.Version)
+	if err != nil {
+		return err
+	}
+	if v.String() != r.Version {
+		return fmt.Errorf("release version %q is not canonical (%s)", r.Version, v)
+	}
+	if r.Base != v.Base() {
+		return fmt.Errorf("release %s: base %q does not match the version", r.Version, r.Base)
+	}
+	if len(r.Envelope) == 0 {
+		return fmt.Errorf("release %s: no signed envelope", r.Version)
+	}
+	if !r.Rollout.State.Valid() {
+		return fmt.Errorf("release %s: unknown rollout state %q", r.Version, r.Rollout.State)
+	}
+	if r.Rollout.Percent < 0 || r.Rollout.Percent > 100 {
+		return fmt.Errorf("release %s: percent %d out of range 0..100", r.Version, r.Rollout.Percent)
+	}
+	return nil
+}
+
+// Transition returns r moved to state to.
+func (r Release) Transition(to State) (Release, error) {
+	if r.Revoked {
+		return r, fmt.Errorf("%w: %s", ErrRevoked, r.Version)
+	}
+	if !slices.Contains(transitions[r.Rollout.State], to) {
+		return r, fmt.Errorf("%w: %s cannot go from %s to %s", ErrInvalidTransition, r.Version, r.Rollout.State, to)
+	}
+	r.Rollout.State = to
+	if to == Complete {
+		r.Rollout.Percent = 100
+	}
+	return r, nil
+}
+
+// SetScope returns r with a new percentage and scope. The percentage may
+// only grow, so every node already included stays included; nil
+// subscriptions or regions keep the current scope. A draft starts rolling.
+func (r Release) SetScope(percent int, subscriptions, regions []string) (Release, error) {
+	if r.Revoked {
+		return r, fmt.Errorf("%w: %s", ErrRevoked, r.Version)
+	}
+	switch r.Rollout.State {
+	case Paused, Halted, Complete:
+		return r, fmt.Errorf("%w: %s is %s; resume it first", ErrInvalidTransition, r.Version, r.Rollout.State)
+	}
+	if percent < 0 || percent > 100 {
+		return r, fmt.Errorf("percent %d out of range 0..100", percent)
+	}
+	if percent < r.Rollout.Percent {
+		return r, fmt.Errorf("%w: %s is at %d%%, asked for %d%%", ErrPercentDecrease, r.Version, r.Rollout.Percent, percent)
+	}
+	r.Rollout.Percent = percent
+	if subscriptions != nil {
+		r.Rollout.Subscriptions = normalizeIDs(subscriptions)
+	}
+	if regions != nil {
+		r.Rollout.Regions = normalizeIDs(regions)
+	}
+	if r.Rollout.State == Draft {
+		r.Rollout.State = Rolling
+	}
+	return r, nil
+}
+
+func normalizeIDs(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if id = strings.ToLower(strings.TrimSpace(id)); id != "" {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Buckets is the number of hash buckets; a percentage p includes buckets
+// below p*Buckets/100.
+const Buckets = 10000
+
+// Bucket places a node in [0, Buckets) for a release: uniformly spread and
+// independent across releases, so each rollout samples a fresh set of nodes.
+func Bucket(vmID, version string) int {
+	h := sha256.Sum256([]byte(strings.ToLower(vmID) + "\x00" + version))
+	return int(binary.BigEndian.Uint64(h[:8]) % Buckets)
+}
+
+// Node is what the service knows about a caller: its verified identity and
+// the service instance's region.
+type Node struct {
+	VMID           string
+	SubscriptionID string
+	Region         string
+}
+
+// Rule is one step of the decision for one release, for explain.
+type Rule struct {
+	Rule   string `json:"rule"`
+	Passed bool   `json:"passed"`
+	Detail string `json:"detail"`
+}
+
+// Includes reports whether r is served to n, with the rules that decided.
+func (r Release) Includes(n Node) (bool, []Rule) {
+	var rules []Rule
+	add := func(name string, ok bool, detail string) bool {
+		rules = append(rules, Rule{Rule: name, Passed: ok, Detail: detail})
+		return ok
+	}
+	if !add("not-revoked", !r.Revoked, fmt.Sprintf("revoked=%v", r.Revoked)) {
+		return false, rules
+	}
+	serving := r.Rollout.State == Rolling || r.Rollout.State == Paused || r.Rollout.State == Complete
+	if !add("state-serving", serving, "state="+string(r.Rollout.State)) {
+		return false, rules
+	}
+	subOK := len(r.Rollout.Subscriptions) == 0 || slices.Contains(r.Rollout.Subscriptions, strings.ToLower(n.SubscriptionID))
+	if !add("subscription-in-scope", subOK, fmt.Sprintf("subscription=%s scope=%v", n.SubscriptionID, scopeText(r.Rollout.Subscriptions))) {
+		return false, rules
+	}
+	regionOK := len(r.Rollout.Regions) == 0 || slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region))
+	if !add("region-in-scope", regionOK, fmt.Sprintf("region=%q scope=%v", n.Region, scopeText(r.Rollout.Regions))) {
+		return false, rules
+	}
+	if r.Rollout.State == Complete {
+		add("percentage", true, "complete: every node in scope")
+		return true, rules
+	}
+	b := Bucket(n.VMID, r.Version)
+	limit := r.Rollout.Percent * Buckets / 100
+	if !add("percentage", b < limit, fmt.Sprintf("bucket=%d limit=%d (%d%%)", b, limit, r.Rollout.Percent)) {
+		return false, rules
+	}
+	return true, rules
+}
+
+func scopeText(ids []string) string {
+	if len(ids) == 0 {
+		return "all"
+	}
+	return strings.Join(ids, ",")
+}
+
+// Selection is what one node is served.
+type Selection struct {
+	// Hotfixes maps each base to the chosen release's version.
+	Hotfixes map[string]string
+	// Releases are the chosen releases' signed envelopes.
+	Releases []json.RawMessage
+	// Revoked lists every revoked version, so nodes drop staged copies.
+	Revoked []string
+}
+
+// Empty reports whether nothing applies to the node.
+func (s Selection) Empty() bool { return len(s.Hotfixes) == 0 && len(s.Revoked) == 0 }
+
+// Pointer renders the selection as the pointer document nodes stage.
+func (s Selection) Pointer() hotfix.Pointer {
+	return hotfix.Pointer{Hotfixes: s.Hotfixes, Releases: s.Releases, Revoked: s.Revoked}
+}
+
+// Select picks, for each base, the highest-patch release that includes n.
+// releases need not be sorted; invalid records are ignored.
+func Select(releases []Release, n Node) Selection {
+	best := make(map[string]hotfix.Version)
+	env := make(map[string]json.RawMessage)
+	var revoked []string
+	for _, r := range releases {
+		v, err := hotfix.ParseVersion(r.Version)
+		if err != nil {
+			continue
+		}
+		if r.Revoked {
+			revoked = append(revoked, v.String())
+			continue
+		}
+		if ok, _ := r.Includes(n); !ok {
+			continue
+		}
+		if cur, seen := best[v.Base()]; !seen || v.Patch() > cur.Patch() {
+			best[v.Base()] = v
+			env[v.Base()] = r.Envelope
+		}
+	}
+	s := Selection{Revoked: revoked}
+	slices.Sort(s.Revoked)
+	if len(best) > 0 {
+		s.Hotfixes = make(map[string]string, len(best))
+		bases := make([]string, 0, len(best))
+		for b, v := range best {
+			s.Hotfixes[b] = v.String()
+			bases = append(bases, b)
+		}
+		slices.Sort(bases)
+		for _, b := range bases {
+			s.Releases = append(s.Releases, env[b])
+		}
+	}
+	return s
+}
+
+// Decision explains one release's outcome for a node.
+type Decision struct {
+	Version  string `json:"version"`
+	Base     string `json:"base"`
+	Included bool   `json:"included"`
+	Chosen   bool   `json:"chosen"`
+	Rules    []Rule `json:"rules"`
+}
+
+// Explain returns, for every release, whether it includes n and why, and
+// which releases Select would choose.
+func Explain(releases []Release, n Node) ([]Decision, Selection) {
+	sel := Select(releases, n)
+	out := make([]Decision, 0, len(releases))
+	for _, r := range releases {
+		ok, rules := r.Includes(n)
+		out = append(out, Decision{
+			Version:  r.Version,
+			Base:     r.Base,
+			Included: ok,
+			Chosen:   ok && sel.Hotfixes[r.Base] == r.Version,
+			Rules:    rules,
+		})
+	}
+	slices.SortFunc(out, func(a, b Decision) int { return strings.Compare(a.Version, b.Version) })
+	return out, sel
+}
