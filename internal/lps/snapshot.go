@@ -1,0 +1,93 @@
+// Package lps is the live-patching service: it answers nodes'
+// GetComponentConfig calls from an in-memory snapshot of the store.
+package lps
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+)
+
+// resyncInterval re-reads the store even without a watch signal, bounding
+// staleness if a signal is ever lost.
+const resyncInterval = 30 * time.Second
+
+// Snapshot is an immutable view of the releases. Never modify one.
+type Snapshot struct {
+	Releases []rollout.Release
+	// Revision is the store revision the snapshot reflects.
+	Revision int64
+	// Built is when it was loaded.
+	Built time.Time
+}
+
+// Snapshotter keeps the current Snapshot fresh. Requests read it with
+// Current, which never blocks and never touches the store.
+type Snapshotter struct {
+	store   store.Store
+	log     *slog.Logger
+	onError func(error)
+	cur     atomic.Pointer[Snapshot]
+}
+
+// NewSnapshotter returns a Snapshotter for s. onError (may be nil) is called
+// for every failed store read, for metrics.
+func NewSnapshotter(s store.Store, log *slog.Logger, onError func(error)) *Snapshotter {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if onError == nil {
+		onError = func(error) {}
+	}
+	return &Snapshotter{store: s, log: log, onError: onError}
+}
+
+// Current returns the latest snapshot, or nil before the first Load.
+func (s *Snapshotter) Current() *Snapshot { return s.cur.Load() }
+
+// Load reads the store once and publishes the result.
+func (s *Snapshotter) Load(ctx context.Context) error {
+	rels, rev, err := s.store.Releases(ctx)
+	if err != nil {
+		s.onError(err)
+		return fmt.Errorf("load snapshot: %w", err)
+	}
+	if old := s.cur.Load(); old != nil && old.Revision == rev && rev != 0 {
+		return nil
+	}
+	s.cur.Store(&Snapshot{Releases: rels, Revision: rev, Built: time.Now()})
+	s.log.Info("snapshot updated", "revision", rev, "releases", len(rels))
+	return nil
+}
+
+// Run reloads on every store change signal and periodically, until ctx is
+// done. A failed reload keeps serving the previous snapshot.
+func (s *Snapshotter) Run(ctx context.Context) error {
+	changes := s.store.Watch(ctx)
+	tick := time.NewTicker(resyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-changes:
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				// The watch ended (store closed or backend restart);
+				// re-establish it and resync.
+				changes = s.store.Watch(ctx)
+			}
+		case <-tick.C:
+		}
+		if err := s.Load(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("snapshot reload failed; serving the previous one", "err", err)
+		}
+	}
+}
