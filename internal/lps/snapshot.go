@@ -81,7 +81,13 @@ func (s *Snapshotter) Run(ctx context.Context) error {
 					return nil
 				}
 				// The watch ended (store closed or backend restart);
-				// re-establish it and resync.
+				// re-establish it after a pause, so a closed store does
+				// not spin this loop, and resync.
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-time.After(time.Second):
+				}
 				changes = s.store.Watch(ctx)
 			}
 		case <-tick.C:
