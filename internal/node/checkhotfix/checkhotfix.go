@@ -177,6 +177,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		return Result{Outcome: Failed, Err: err}
 	}
 	if len(served.Hotfixes) == 0 {
+		if len(served.Revoked) > 0 {
+			// The reference never writes for an empty map, so it could not
+			// revoke; a revoked list is staged on its own, keeping the rest.
+			if err := stageRevoked(cfg.Root.Pointer(), served.Revoked, log); err != nil {
+				return Result{Outcome: Failed, Err: err}
+			}
+			return Result{Outcome: NoHotfixAvailable, Detail: fmt.Sprintf("staged %d revoked versions", len(served.Revoked))}
+		}
 		log.Info("LPS returned no hotfixes for this node; leaving existing pointer intact (fail-open)")
 		return Result{Outcome: NoHotfixAvailable}
 	}
@@ -252,7 +260,17 @@ func stage(path string, served hotfix.Pointer, log *slog.Logger) error {
 	if err != nil {
 		log.Warn("existing hotfix pointer unreadable; replacing it", "path", path, "err", err)
 	}
-	data, err := json.Marshal(existing.WithServed(served))
+	if err := write(path, existing.WithServed(served)); err != nil {
+		return err
+	}
+	log.Info("staged hotfix pointer for download-hotfix", "path", path, "hotfixes", served.Hotfixes)
+	return nil
+}
+
+// write replaces the pointer file atomically, keeping an existing regular
+// file's mode (else 0644).
+func write(path string, p hotfix.Pointer) error {
+	data, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("encode hotfix pointer: %w", err)
 	}
@@ -262,8 +280,26 @@ func stage(path string, served hotfix.Pointer, log *slog.Logger) error {
 	if err := atomicfile.WriteFile(path, data, atomicfile.ModeOf(path, 0o644)); err != nil {
 		return fmt.Errorf("stage hotfix pointer: %w", err)
 	}
-	log.Info("staged hotfix pointer for download-hotfix", "path", path, "hotfixes", served.Hotfixes)
 	return nil
+}
+
+// stageRevoked adds versions to the pointer's revoked list and changes
+// nothing else.
+func stageRevoked(path string, versions []string, log *slog.Logger) error {
+	existing, err := readExisting(path)
+	if err != nil {
+		log.Warn("existing hotfix pointer unreadable; replacing it", "path", path, "err", err)
+	}
+	seen := make(map[string]bool)
+	var merged []string
+	for _, v := range append(append([]string(nil), existing.Revoked...), versions...) {
+		if !seen[v] {
+			seen[v] = true
+			merged = append(merged, v)
+		}
+	}
+	existing.Revoked = merged
+	return write(path, existing)
 }
 
 func readExisting(path string) (hotfix.Pointer, error) {

@@ -481,3 +481,17 @@ func TestGuardRecoversPanic(t *testing.T) {
 		t.Errorf("Message() = %q", got)
 	}
 }
+
+func TestRunStagesRevocationsWithAnEmptyMap(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{handler: lpstest.Config(`{"hotfixes":{},"revoked":["202604.01.1"]}`)})
+	n.seedPointer(`{"version":"202604.01.1","revoked":["202604.01.0"],"x":1}`, 0o600)
+	res := n.run()
+	if res.Outcome != NoHotfixAvailable || !strings.Contains(res.Detail, "revoked") {
+		t.Fatalf("Run = %+v, want noHotfixAvailable staging revocations", res)
+	}
+	got, _ := n.pointer()
+	if want := `{"version":"202604.01.1","hotfixes":{},"revoked":["202604.01.0","202604.01.1"],"x":1}`; got != want {
+		t.Errorf("pointer = %s, want %s", got, want)
+	}
+}
