@@ -1,0 +1,17 @@
+// Command imds-emulator stands in for the cloud's instance metadata service
+// off-cloud: it serves attested documents signed by a local CA. See doc.go.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,130 @@
+// Package emulator serves the parts of the cloud's instance metadata service
+// that provisioning uses, signing attested documents with a local CA, for
+// development, demos and tests off-cloud.
+package emulator
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"nodehotfix/internal/imds/imdssign"
+)
+
+// VM is the identity the emulator attests.
+type VM struct {
+	VMID           string
+	SubscriptionID string
+	SKU            string
+	Location       string
+}
+
+// Config configures a Handler.
+type Config struct {
+	VM VM
+	// CA signs documents.
+	CA *imdssign.CA
+	// Validity is how long a document is valid; zero means 6 hours, the
+	// cloud's usual lifetime.
+	Validity time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Log receives one line per request; nil discards.
+	Log *slog.Logger
+}
+
+// AIAPath is where the intermediate certificate is served (DER) when the CA
+// has one.
+const AIAPath = "/aia/intermediate.crt"
+
+// Handler returns the emulator's HTTP handler.
+func Handler(cfg Config) http.Handler {
+	if cfg.Validity <= 0 {
+		cfg.Validity = 6 * time.Hour
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metadata/attested/document", metadataOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		now := cfg.Now().UTC()
+		nonce := r.URL.Query().Get("nonce")
+		if nonce == "" {
+			// Without a nonce the service puts a UTC timestamp there.
+			nonce = now.Format("20060102-150405")
+		}
+		doc := imdssign.Document{
+			Nonce:          nonce,
+			SKU:            cfg.VM.SKU,
+			SubscriptionID: cfg.VM.SubscriptionID,
+			VMID:           cfg.VM.VMID,
+			TimeStamp:      imdssign.TimeStamp{CreatedOn: now, ExpiresOn: now.Add(cfg.Validity)},
+		}
+		content, err := json.Marshal(doc)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		sig, err := cfg.CA.Sign(content)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		cfg.Log.Info("attested document", "vmId", cfg.VM.VMID, "nonce", nonce)
+		writeJSON(w, map[string]string{"encoding": "pkcs7", "signature": sig})
+	})))
+	mux.Handle("GET /metadata/instance", metadataOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]any{
+			"compute": map[string]string{
+				"vmId":           cfg.VM.VMID,
+				"subscriptionId": cfg.VM.SubscriptionID,
+				"sku":            cfg.VM.SKU,
+				"location":       cfg.VM.Location,
+				"osType":         "Linux",
+			},
+			"network": map[string]any{"interface": []any{}},
+		})
+	})))
+	if cfg.CA.Intermediate != nil {
+		mux.HandleFunc("GET "+AIAPath, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/pkix-cert")
+			w.Write(cfg.CA.Intermediate.Raw)
+		})
+	}
+	return mux
+}
+
+// metadataOnly enforces the metadata service's request rules: the Metadata
+// header, no X-Forwarded-For, and an api-version.
+func metadataOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Header.Get("Metadata") != "true":
+			errorJSON(w, http.StatusBadRequest, "Bad request. Required metadata header not specified")
+		case r.Header.Get("X-Forwarded-For") != "":
+			errorJSON(w, http.StatusBadRequest, "Bad request. X-Forwarded-For header is not allowed")
+		case r.URL.Query().Get("api-version") == "":
+			errorJSON(w, http.StatusBadRequest, "Bad request. api-version was not specified in the request")
+		default:
+			h.ServeHTTP(w, r)
+		}
+	})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		fmt.Fprintln(w)
+	}
+}
+
+func errorJSON(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
