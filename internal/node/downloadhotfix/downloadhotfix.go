@@ -193,7 +193,21 @@ func runLocked(ctx context.Context, cfg Config, log *slog.Logger, start time.Tim
 		return Result{Outcome: Busy, Err: err}
 	}
 	defer unlock()
+	removeLeftovers(cfg.Root.HotfixBinary(), log)
 	return run(ctx, cfg, log, start)
+}
+
+// removeLeftovers deletes temp files a killed earlier run left beside the
+// hotfix binary. It runs under the lock, so no live run owns them.
+func removeLeftovers(final string, log *slog.Logger) {
+	matches, _ := filepath.Glob(filepath.Join(filepath.Dir(final), "."+filepath.Base(final)+".tmp-*"))
+	for _, m := range matches {
+		if err := os.Remove(m); err != nil {
+			log.Warn("remove leftover temp file", "path", m, "err", err)
+			continue
+		}
+		log.Info("removed leftover temp file from an interrupted run", "path", m)
+	}
 }
 
 func run(ctx context.Context, cfg Config, log *slog.Logger, start time.Time) Result {

@@ -482,3 +482,19 @@ func assertEvents(t *testing.T, root layout.Root, want []string) {
 		}
 	}
 }
+
+func TestRunRemovesLeftoverTemps(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	leftover := filepath.Join(f.root.Containers(), ".aks-node-controller-hotfix.tmp-123")
+	other := filepath.Join(f.root.Containers(), ".unrelated.tmp-1")
+	os.WriteFile(leftover, []byte("partial"), 0o600)
+	os.WriteFile(other, []byte("x"), 0o600)
+	f.run()
+	if _, err := os.Stat(leftover); err == nil {
+		t.Error("leftover temp file of an interrupted run was not removed")
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Error("an unrelated file was removed")
+	}
+}
