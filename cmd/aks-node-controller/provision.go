@@ -33,6 +33,7 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 		Stdout:          e.stdout,
 		Stderr:          e.stderr,
 		Log:             log,
+		AgentVersion:    version,
 	})
 	if code == 0 {
 		emit(root, log, event.TaskProvision, event.LevelInformational, "Completed", start, time.Now())

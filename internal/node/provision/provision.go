@@ -56,6 +56,10 @@ type Config struct {
 	Stdout, Stderr io.Writer
 	// Log receives progress; nil discards.
 	Log *slog.Logger
+	// AgentVersion is exported to the bootstrap as
+	// AKS_NODE_CONTROLLER_VERSION, so its output says which agent (baked or
+	// hotfix) ran it.
+	AgentVersion string
 }
 
 // Run provisions the node and returns the exit code to exit with. It always
@@ -88,6 +92,7 @@ func Run(ctx context.Context, cfg Config) (code int) {
 		return ExitFailFast
 	}
 	log.Info("provision starting", "argv", argv)
+	env = append(env, "AKS_NODE_CONTROLLER_VERSION="+cfg.AgentVersion)
 	exit, out, err := execute(ctx, argv, env, cfg.Stdout, cfg.Stderr)
 	st.ExitCode, st.Output = strconv.Itoa(exit), out
 	if err != nil {

@@ -52,6 +52,7 @@ func TestRun(t *testing.T) {
 		wantErr    string
 	}{
 		{name: "nbc-cmd success", nbc: `echo hello; exit 0`, wantCode: 0, wantOutput: "hello\n"},
+		{name: "bootstrap learns the agent version", nbc: `echo "agent=$AKS_NODE_CONTROLLER_VERSION"`, wantCode: 0, wantOutput: "agent=202604.01.1\n"},
 		{name: "nbc-cmd failure code propagates", nbc: `echo bad >&2; exit 7`, wantCode: 7, wantOutput: "bad\n", wantErr: "exited with code 7"},
 		{name: "nbc-cmd wins over config", nbc: `echo nbc`, config: `{"version":"v1"}`, script: "echo script", wantCode: 0, wantOutput: "nbc\n"},
 		{name: "config runs the image bootstrap", config: `{"version":"v1","api_server_config":{"api_server_name":"api.x"}}`, script: `echo "api=$API_SERVER_NAME"`, wantCode: 0, wantOutput: "api=api.x\n"},
@@ -63,7 +64,7 @@ func TestRun(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			root := layout.Root(t.TempDir())
-			cfg := Config{Root: root}
+			cfg := Config{Root: root, AgentVersion: "202604.01.1"}
 			if tt.nbc != "" {
 				cfg.NBCCmd = root.NBCCmd()
 				writeScript(t, cfg.NBCCmd, tt.nbc)
