@@ -1,0 +1,174 @@
+package lps
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"google.golang.org/grpc/codes"
+
+	"nodehotfix/internal/imds/attest"
+)
+
+// Outcomes of a node request, besides the attest.Reason of a rejected
+// document. They label lpsd_requests_total and key Counts.
+const (
+	outcomeServed           = "served"            // OK: the node's pointer
+	outcomeNotFound         = "not-found"         // nothing applies to the node
+	outcomeUnknownComponent = "unknown-component" // not aksNodeController
+	outcomeUnavailable      = "unavailable"       // no snapshot loaded yet
+	outcomeNoToken          = "no-token"          // authorization metadata absent or repeated
+	outcomeUnknown          = "unknown"           // verifier failed without an attest.Reason
+	outcomeInternal         = "internal"          // a bug: no identity in ctx, marshal failure
+	outcomePanic            = "panic"             // recovered panic in a verifier or handler
+)
+
+// outcomeCodes maps every outcome to the gRPC code its request ends with.
+// Uniform rejections use only codes the reference client treats as benign
+// (Unauthenticated, PermissionDenied), except a failed intermediate fetch:
+// that is our outage, so Unavailable lets the node fall back.
+var outcomeCodes = func() map[string]codes.Code {
+	m := map[string]codes.Code{
+		outcomeServed:           codes.OK,
+		outcomeNotFound:         codes.NotFound,
+		outcomeUnknownComponent: codes.NotFound,
+		outcomeUnavailable:      codes.Unavailable,
+		outcomeNoToken:          codes.Unauthenticated,
+		outcomeUnknown:          codes.Unauthenticated,
+		outcomeInternal:         codes.Internal,
+		outcomePanic:            codes.Internal,
+	}
+	for _, r := range attest.Reasons() {
+		switch r {
+		case attest.ReasonSubscription:
+			m[string(r)] = codes.PermissionDenied
+		case attest.ReasonIntermediate:
+			m[string(r)] = codes.Unavailable
+		default:
+			m[string(r)] = codes.Unauthenticated
+		}
+	}
+	return m
+}()
+
+// verifyBuckets spans a local verification (about a millisecond) up to an
+// intermediate fetch at its 5 s limit.
+var verifyBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
+
+// Metrics counts what the node-facing service does, in Prometheus form on
+// its registry and as plain counts for the admin Status API. Safe for
+// concurrent use.
+type Metrics struct {
+	reg         *prometheus.Registry
+	requests    *prometheus.CounterVec
+	verify      *prometheus.HistogramVec
+	storeErrors prometheus.Counter
+	// counts has a fixed key set (every outcome), so reads need no lock.
+	counts map[string]*atomic.Uint64
+}
+
+// NewMetrics registers the service's metrics on reg. A nil reg means a new
+// registry that also carries the Go runtime and process collectors. It
+// panics if reg already holds metrics of the same names.
+func NewMetrics(reg *prometheus.Registry) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	m := &Metrics{
+		reg: reg,
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_requests_total",
+			Help: "Node GetComponentConfig requests by gRPC code and outcome (served, not-found, unavailable, or the rejection reason).",
+		}, []string{"code", "outcome"}),
+		verify: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "lpsd_attestation_verify_seconds",
+			Help:    "Time to verify a node's attested document, by result (accepted, rejected).",
+			Buckets: verifyBuckets,
+		}, []string{"result"}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lpsd_store_errors_total",
+			Help: "Failed store reads while refreshing the serving snapshot.",
+		}),
+		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
+	}
+	for o, c := range outcomeCodes {
+		m.counts[o] = new(atomic.Uint64)
+		// Pre-create every series so rates and alerts see zeros, not gaps.
+		m.requests.WithLabelValues(c.String(), o)
+	}
+	m.verify.WithLabelValues("accepted")
+	m.verify.WithLabelValues("rejected")
+	reg.MustRegister(m.requests, m.verify, m.storeErrors)
+	return m
+}
+
+// StoreError counts a failed store read; pass it as the onError hook of
+// NewSnapshotter.
+func (m *Metrics) StoreError(error) { m.storeErrors.Inc() }
+
+// Counts returns the number of requests per outcome since m was created,
+// leaving out outcomes that never happened. Outcomes are "served",
+// "not-found", "unknown-component", "unavailable", "no-token", "unknown",
+// "internal", "panic" and the attest.Reason of each rejected document.
+func (m *Metrics) Counts() map[string]uint64 {
+	out := make(map[string]uint64)
+	for o, n := range m.counts {
+		if v := n.Load(); v > 0 {
+			out[o] = v
+		}
+	}
+	return out
+}
+
+// count records one request that ended with outcome o, which must be a key
+// of outcomeCodes.
+func (m *Metrics) count(o string) {
+	m.counts[o].Add(1)
+	m.requests.WithLabelValues(outcomeCodes[o].String(), o).Inc()
+}
+
+func (m *Metrics) observeVerify(d time.Duration, accepted bool) {
+	result := "rejected"
+	if accepted {
+		result = "accepted"
+	}
+	m.verify.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// registerSnapshots adds gauges describing the serving snapshot, read from
+// s at scrape time. Before the first snapshot, loaded is 0 and the age and
+// revision are 0.
+func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
+	current := func(f func(*Snapshot) float64) func() float64 {
+		return func() float64 {
+			snap := s.Current()
+			if snap == nil {
+				return 0
+			}
+			return f(snap)
+		}
+	}
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "lpsd_snapshot_loaded",
+			Help: "1 once a snapshot of the store is serving, else 0.",
+		}, current(func(*Snapshot) float64 { return 1 })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "lpsd_snapshot_age_seconds",
+			Help: "Seconds since the serving snapshot was built; 0 before the first. A reload that finds the store revision unchanged keeps the snapshot, so this is the time since the last observed change, not since the last successful read (see lpsd_store_errors_total).",
+		}, current(func(snap *Snapshot) float64 { return math.Max(0, now().Sub(snap.Built).Seconds()) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "lpsd_snapshot_revision",
+			Help: "Store revision of the serving snapshot; 0 before the first.",
+		}, current(func(snap *Snapshot) float64 { return float64(snap.Revision) })),
+	)
+}
+
+// knownOutcome reports whether o is a key of outcomeCodes.
+func knownOutcome(o string) bool {
+	_, ok := outcomeCodes[o]
+	return ok
+}

@@ -1,0 +1,215 @@
+package lps
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
+
+	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+)
+
+// DefaultMaxConnections is the default cap on open node connections.
+const DefaultMaxConnections = 4096
+
+// Limits of the node-facing server. A node dials, makes one small call and
+// closes; anything long-lived or large is not a node.
+const (
+	// maxRecvMsgSize caps a request message: it holds a component name.
+	maxRecvMsgSize = 16 << 10
+	// maxHeaderListSize caps a call's metadata. It fits a token somewhat
+	// over attest.MaxTokenSize, so an oversized token reaches the verifier
+	// and is rejected and counted as too-large rather than reset by the
+	// transport; grpc-go's default is 16 MiB.
+	maxHeaderListSize = 64 << 10
+	// maxConcurrentStreams per connection: a node uses one.
+	maxConcurrentStreams = 16
+	// handshakeTimeout bounds the TLS and HTTP/2 handshake (grpc-go's
+	// default is 120 s), so stalled connections free their slot quickly;
+	// nodes give up after 3 s.
+	handshakeTimeout = 5 * time.Second
+	// maxConnectionIdle closes connections without calls; nodes close
+	// theirs after one call.
+	maxConnectionIdle = time.Minute
+	// maxConnectionAge, with its grace for calls in flight, recycles
+	// connections so new ones spread over replicas behind an L4 balancer.
+	maxConnectionAge      = 10 * time.Minute
+	maxConnectionAgeGrace = 15 * time.Second
+	// keepaliveTime and keepaliveTimeout probe a connection with a call in
+	// flight whose peer went silent (a VM that vanished).
+	keepaliveTime    = time.Minute
+	keepaliveTimeout = 20 * time.Second
+	// minClientPingInterval: clients pinging more often, or without a call
+	// in flight, are disconnected. The reference client sends no pings.
+	minClientPingInterval = time.Minute
+	// shutdownTimeout bounds the graceful stop; calls still running then
+	// are cancelled.
+	shutdownTimeout = 10 * time.Second
+)
+
+// ServerConfig configures NewServer. Only Certificate is required.
+type ServerConfig struct {
+	// Certificate is presented to every node, whatever SNI it sends (nodes
+	// send the API server's name). Required; its leaf must be valid for
+	// ServerName.
+	Certificate tls.Certificate
+	// ServerName is the name nodes verify the certificate for.
+	// "": DefaultServerName.
+	ServerName string
+	// Region is this instance's region label, matched against rollout
+	// regions. "": no label, so only releases without a region scope apply.
+	Region string
+	// MaxConnections caps open connections, handshaking ones included;
+	// further connections wait in the listen backlog.
+	// 0: DefaultMaxConnections.
+	MaxConnections int
+	// Log receives rejections (with reasons), panics and, at debug level,
+	// every answer. nil: discard.
+	Log *slog.Logger
+}
+
+// Server is the node-facing gRPC server: the LivePatchingService behind
+// panic recovery and attested-document authentication, over TLS that
+// selects h2 for the ALPN list nodes offer ([aks-live-patching h2]), plus
+// an HTTP handler for metrics and probes.
+type Server struct {
+	grpc     *grpc.Server
+	snaps    snapshots
+	m        *Metrics
+	maxConns int
+	draining atomic.Bool
+}
+
+// NewServer returns a Server answering from snaps (a *Snapshotter),
+// admitting callers v (an *attest.Verifier) accepts, and counting into m.
+// It registers snapshot gauges on m's registry, so it may be called once
+// per Metrics. It fails if the certificate does not cover the server name.
+func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Server, error) {
+	if cfg.ServerName == "" {
+		cfg.ServerName = DefaultServerName
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
+	if cfg.MaxConnections < 0 {
+		return nil, fmt.Errorf("new live-patching server: negative MaxConnections %d", cfg.MaxConnections)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := checkCertificate(cfg.Certificate, cfg.ServerName); err != nil {
+		return nil, fmt.Errorf("new live-patching server: %w", err)
+	}
+	tlsCfg := &tls.Config{
+		Certificates: []tls.Certificate{cfg.Certificate},
+		MinVersion:   tls.VersionTLS12,
+		// gRPC needs h2. A client offering only other protocols fails the
+		// handshake; the reference offers h2 second, after the routing value.
+		NextProtos: []string{"h2"},
+	}
+	gs := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.ChainUnaryInterceptor(recoverPanics(m, cfg.Log), authenticate(v, m, cfg.Log)),
+		grpc.MaxRecvMsgSize(maxRecvMsgSize),
+		grpc.MaxHeaderListSize(maxHeaderListSize),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			MaxConnectionIdle:     maxConnectionIdle,
+			MaxConnectionAge:      maxConnectionAge,
+			MaxConnectionAgeGrace: maxConnectionAgeGrace,
+			Time:                  keepaliveTime,
+			Timeout:               keepaliveTimeout,
+		}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minClientPingInterval}),
+	)
+	lpsv1.RegisterLivePatchingServiceServer(gs, NewService(snaps, m, cfg.Region, cfg.Log))
+	m.registerSnapshots(snaps, time.Now)
+	return &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections}, nil
+}
+
+// checkCertificate fails unless c has a leaf valid for name.
+func checkCertificate(c tls.Certificate, name string) error {
+	if len(c.Certificate) == 0 || c.PrivateKey == nil {
+		return errors.New("no certificate or key")
+	}
+	leaf := c.Leaf
+	if leaf == nil {
+		var err error
+		if leaf, err = x509.ParseCertificate(c.Certificate[0]); err != nil {
+			return fmt.Errorf("parse certificate: %w", err)
+		}
+	}
+	if err := leaf.VerifyHostname(name); err != nil {
+		return fmt.Errorf("certificate is not for the server name: %w", err)
+	}
+	return nil
+}
+
+// Serve accepts node connections on ln (plain TCP: Server does the TLS)
+// until ctx is done, then stops gracefully, waiting up to 10 s for calls in
+// flight before cancelling them, and returns nil. It returns an error if
+// accepting fails first. Call it once.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ln = netutil.LimitListener(ln, s.maxConns)
+	served := make(chan error, 1)
+	go func() { served <- s.grpc.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve live-patching: %w", err)
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	stopped := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(stopped)
+	}()
+	t := time.NewTimer(shutdownTimeout)
+	defer t.Stop()
+	select {
+	case <-stopped:
+	case <-t.C:
+		s.grpc.Stop()
+		<-stopped
+	}
+	<-served
+	return nil
+}
+
+// HTTPHandler serves, for GET:
+//
+//   - /metrics: the Prometheus registry of the Metrics.
+//   - /healthz: 200 while the process runs.
+//   - /readyz: 200 once a snapshot is serving and Serve is not shutting
+//     down, else 503, so a balancer sends nodes elsewhere.
+func (s *Server) HTTPHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(s.m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case s.draining.Load():
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+		case s.snaps.Current() == nil:
+			http.Error(w, "no snapshot loaded", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	return mux
+}

@@ -1,0 +1,107 @@
+package lps
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	"nodehotfix/internal/rollout"
+)
+
+// Wire constants shared with the node client (internal/node/lpsclient),
+// pinned by the reference.
+const (
+	// Component is the only component this service has configuration for.
+	Component = "aksNodeController"
+	// DefaultServerName is the name nodes verify the service certificate
+	// for.
+	DefaultServerName = "aks-security-patch.data.mcr.microsoft.com"
+)
+
+// statusText is the whole message of each failure code: it never says
+// which check failed, so the wire carries no oracle for forging documents.
+// The reason goes to the log and the metrics only.
+var statusText = map[codes.Code]string{
+	codes.NotFound:         "no configuration for this node",
+	codes.Unauthenticated:  "unauthenticated",
+	codes.PermissionDenied: "permission denied",
+	codes.Unavailable:      "service unavailable",
+	codes.Internal:         "internal error",
+}
+
+// fail counts a request that ended with outcome o and returns the uniform
+// status for it.
+func fail(m *Metrics, o string) error {
+	m.count(o)
+	c := outcomeCodes[o]
+	return status.Error(c, statusText[c])
+}
+
+// snapshots gives the serving snapshot; *Snapshotter is one.
+type snapshots interface {
+	// Current returns the latest snapshot, or nil before the first. It
+	// must not block.
+	Current() *Snapshot
+}
+
+// Service answers the node-facing LivePatchingService from the current
+// snapshot; it never touches the store. It relies on the interceptors that
+// Server installs: a request whose ctx carries no verified identity fails
+// with Internal, so a Service registered without them fails closed. Safe
+// for concurrent use.
+type Service struct {
+	lpsv1.UnimplementedLivePatchingServiceServer
+	snaps  snapshots
+	m      *Metrics
+	region string
+	log    *slog.Logger
+}
+
+// NewService returns a Service serving from snaps and counting into m.
+// region is this instance's region label, matched against rollout regions
+// ("" matches only releases without a region scope). A nil log discards.
+func NewService(snaps snapshots, m *Metrics, region string, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{snaps: snaps, m: m, region: region, log: log}
+}
+
+// GetComponentConfig returns the caller's hotfix pointer: the releases its
+// rollouts select for it and every revoked version, as the JSON pointer
+// document. The caller is the identity the auth interceptor verified.
+//
+// NotFound for another component or when nothing applies (the node treats
+// both as "no hotfix"); Unavailable before the first snapshot (the node may
+// fall back to its cold-start pointer).
+func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponentConfigRequest) (*lpsv1.GetComponentConfigResponse, error) {
+	id, ok := identityFrom(ctx)
+	if !ok {
+		s.log.Error("request reached the handler without a verified identity")
+		return nil, fail(s.m, outcomeInternal)
+	}
+	if req.GetComponentName() != Component {
+		return nil, fail(s.m, outcomeUnknownComponent)
+	}
+	snap := s.snaps.Current()
+	if snap == nil {
+		return nil, fail(s.m, outcomeUnavailable)
+	}
+	sel := rollout.Select(snap.Releases, rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region})
+	if sel.Empty() {
+		s.log.Debug("nothing applies", "vm_id", id.VMID, "revision", snap.Revision)
+		return nil, fail(s.m, outcomeNotFound)
+	}
+	body, err := json.Marshal(sel.Pointer())
+	if err != nil {
+		s.log.Error("encode pointer", "vm_id", id.VMID, "revision", snap.Revision, "err", err)
+		return nil, fail(s.m, outcomeInternal)
+	}
+	s.m.count(outcomeServed)
+	s.log.Debug("pointer served", "vm_id", id.VMID, "revision", snap.Revision, "hotfixes", len(sel.Hotfixes), "revoked", len(sel.Revoked))
+	return &lpsv1.GetComponentConfigResponse{ComponentName: Component, Config: string(body)}, nil
+}

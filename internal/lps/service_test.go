@@ -1,0 +1,116 @@
+package lps
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/rollout"
+)
+
+// staticSnapshots serves one fixed snapshot (nil: none yet).
+type staticSnapshots struct{ snap *Snapshot }
+
+func (s staticSnapshots) Current() *Snapshot { return s.snap }
+
+func snapshotOf(rels ...rollout.Release) staticSnapshots {
+	return staticSnapshots{&Snapshot{Releases: rels, Revision: 7, Built: time.Now()}}
+}
+
+func TestGetComponentConfig(t *testing.T) {
+	t.Parallel()
+	node := attest.Identity{VMID: testVMID, SubscriptionID: testSub}
+	tests := []struct {
+		name      string
+		snaps     staticSnapshots
+		region    string
+		component string // "": Component
+		noID      bool
+		want      string
+		wantCode  codes.Code
+		outcome   string
+	}{
+		{
+			name:  "served",
+			snaps: snapshotOf(relServed, relScoped, relRevoked),
+			want:  `{"hotfixes":{"202501.15":"202501.15.2"},"releases":[{"release":"202501.15.2"}],"revoked":["202501.15.3"]}`,
+		},
+		{
+			name:  "revoked-only",
+			snaps: snapshotOf(relRevoked),
+			want:  `{"hotfixes":{},"revoked":["202501.15.3"]}`,
+		},
+		{
+			name:   "region-in-scope",
+			snaps:  snapshotOf(relRegional),
+			region: "WestEurope",
+			want:   `{"hotfixes":{"202503.01":"202503.01.1"},"releases":[{"release":"202503.01.1"}]}`,
+		},
+		{name: "region-out-of-scope", snaps: snapshotOf(relRegional), region: "eastus", wantCode: codes.NotFound, outcome: outcomeNotFound},
+		{name: "no-region-label", snaps: snapshotOf(relRegional), wantCode: codes.NotFound, outcome: outcomeNotFound},
+		{name: "other-subscription", snaps: snapshotOf(relScoped), wantCode: codes.NotFound, outcome: outcomeNotFound},
+		{name: "empty-store", snaps: snapshotOf(), wantCode: codes.NotFound, outcome: outcomeNotFound},
+		{name: "no-snapshot", snaps: staticSnapshots{}, wantCode: codes.Unavailable, outcome: outcomeUnavailable},
+		{name: "other-component", snaps: snapshotOf(relServed), component: "localDNS", wantCode: codes.NotFound, outcome: outcomeUnknownComponent},
+		// A Service registered without the auth interceptor fails closed.
+		{name: "no-identity", snaps: snapshotOf(relServed), noID: true, wantCode: codes.Internal, outcome: outcomeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := NewMetrics(nil)
+			svc := NewService(tt.snaps, m, tt.region, testLog(t))
+			ctx := t.Context()
+			if !tt.noID {
+				ctx = withIdentity(ctx, node)
+			}
+			component := tt.component
+			if component == "" {
+				component = Component
+			}
+			resp, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: component})
+			outcome := tt.outcome
+			if tt.wantCode == codes.OK {
+				outcome = outcomeServed
+				if err != nil {
+					t.Fatalf("GetComponentConfig: %v", err)
+				}
+				if resp.GetComponentName() != Component || resp.GetConfig() != tt.want {
+					t.Errorf("GetComponentConfig = (%q, %s), want (%q, %s)", resp.GetComponentName(), resp.GetConfig(), Component, tt.want)
+				}
+			} else if st := status.Convert(err); st.Code() != tt.wantCode || st.Message() != statusText[tt.wantCode] {
+				t.Errorf("GetComponentConfig error = %v %q, want %v %q", st.Code(), st.Message(), tt.wantCode, statusText[tt.wantCode])
+			}
+			if diff := cmp.Diff(map[string]uint64{outcome: 1}, m.Counts()); diff != "" {
+				t.Errorf("Counts mismatch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSelectionIsPerNode: a 50% rollout serves some VMs and not others, by
+// the identity the interceptor verified.
+func TestSelectionIsPerNode(t *testing.T) {
+	t.Parallel()
+	half := release("202504.01.1", rollout.Rollout{State: rollout.Rolling, Percent: 50}, false)
+	svc := NewService(snapshotOf(half), NewMetrics(nil), "", nil)
+	vms := []string{
+		"00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002",
+		"00000000-0000-4000-8000-000000000003", "00000000-0000-4000-8000-000000000004",
+		"00000000-0000-4000-8000-000000000005", "00000000-0000-4000-8000-000000000006",
+		"00000000-0000-4000-8000-000000000007", "00000000-0000-4000-8000-000000000008",
+	}
+	for _, vm := range vms {
+		ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
+		_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+		included, _ := half.Includes(rollout.Node{VMID: vm, SubscriptionID: testSub})
+		if got := err == nil; got != included {
+			t.Errorf("vm %s served = %v (err %v), want %v", vm, got, err, included)
+		}
+	}
+}
