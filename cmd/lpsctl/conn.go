@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"nodehotfix/internal/capfile"
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps/admin"
+)
+
+// Environment variables that supply connection flag defaults.
+const (
+	envServer    = "LPSCTL_SERVER"
+	envTokenFile = "LPSCTL_TOKEN_FILE"
+	envCA        = "LPSCTL_CA"
+)
+
+// defaultTimeout bounds one admin call, connection included; admin calls
+// are single store reads or writes.
+const defaultTimeout = 30 * time.Second
+
+// maxPEMFileSize caps the CA bundle and client certificate files.
+const maxPEMFileSize = 1 << 20
+
+// connFlags are the flags of every command that talks to lpsd.
+type connFlags struct {
+	server     string
+	tokenFile  string
+	ca         string
+	cert, key  string
+	serverName string
+	timeout    time.Duration
+	json       bool
+}
+
+func (c *connFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.server, "server", os.Getenv(envServer), "lpsd admin `host:port` (default $"+envServer+")")
+	fs.StringVar(&c.tokenFile, "token-file", os.Getenv(envTokenFile), "`file` holding the admin bearer token (default $"+envTokenFile+")")
+	fs.StringVar(&c.ca, "ca", os.Getenv(envCA), "PEM `file` of CAs to verify the server with (default $"+envCA+", else the system roots)")
+	fs.StringVar(&c.cert, "cert", "", "PEM client certificate `file` for mTLS (with --key)")
+	fs.StringVar(&c.key, "key", "", "PEM client private key `file` for mTLS (with --cert)")
+	fs.StringVar(&c.serverName, "server-name", "", "TLS `name` to verify the server certificate for (default: the --server host)")
+	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "overall time limit of the call")
+	fs.BoolVar(&c.json, "json", false, "print JSON (schema in the manual)")
+}
+
+// dial returns an admin client and a function that closes its connection.
+// Nothing is sent until the first call.
+func (c *connFlags) dial() (adminv1.AdminServiceClient, func(), error) {
+	if c.server == "" {
+		return nil, nil, usagef("--server (or $%s) is required", envServer)
+	}
+	if (c.cert == "") != (c.key == "") {
+		return nil, nil, usagef("--cert and --key go together")
+	}
+	if c.tokenFile == "" && c.cert == "" {
+		return nil, nil, usagef("no credentials: set --token-file (or $%s), or --cert and --key", envTokenFile)
+	}
+	if c.timeout <= 0 {
+		return nil, nil, usagef("--timeout must be positive")
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS13, ServerName: c.serverName}
+	if c.ca != "" {
+		pem, err := capfile.Read(c.ca, maxPEMFileSize)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--ca: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("--ca %s: no PEM certificates", c.ca)
+		}
+	}
+	if c.cert != "" {
+		pair, err := tls.LoadX509KeyPair(c.cert, c.key)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--cert %s / --key %s: %w", c.cert, c.key, err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
+	if c.tokenFile != "" {
+		data, err := capfile.Read(c.tokenFile, 64<<10)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--token-file: %w", err)
+		}
+		tok, err := admin.ClientToken(data)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--token-file %s: %w", c.tokenFile, err)
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(tok)))
+	}
+	cc, err := grpc.NewClient(c.server, opts...)
+	if err != nil {
+		return nil, nil, usagef("--server %q: %v", c.server, err)
+	}
+	return adminv1.NewAdminServiceClient(cc), func() { cc.Close() }, nil
+}
+
+// call dials, runs f with a ctx bounded by --timeout, and converts a
+// failed call's status to an *rpcError (the server's messages name the
+// release).
+func (c *connFlags) call(ctx context.Context, f func(context.Context, adminv1.AdminServiceClient) error) error {
+	client, closeConn, err := c.dial()
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := f(ctx, client); err != nil {
+		st, ok := status.FromError(err)
+		if !ok {
+			return err
+		}
+		re := &rpcError{code: st.Code(), msg: st.Message()}
+		if st.Code() == codes.Unavailable {
+			re.msg = fmt.Sprintf("connect to %s: %s", c.server, st.Message())
+		}
+		return re
+	}
+	return nil
+}
+
+// bearer sends the admin token, and only over TLS.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }
+
+// rpcError is a failed admin call: the server's code and message.
+type rpcError struct {
+	code codes.Code
+	msg  string
+}
+
+func (e *rpcError) Error() string { return fmt.Sprintf("%s (%s)", e.msg, e.code) }

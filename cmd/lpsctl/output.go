@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+)
+
+// releaseJSON is a release in --json output (schema in doc.go).
+type releaseJSON struct {
+	Version       string    `json:"version"`
+	Base          string    `json:"base"`
+	State         string    `json:"state"`
+	Percent       int32     `json:"percent"`
+	Subscriptions []string  `json:"subscriptions"`
+	Regions       []string  `json:"regions"`
+	Revoked       bool      `json:"revoked"`
+	PublishedAt   time.Time `json:"published_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+	Revision      int64     `json:"revision"`
+}
+
+func toReleaseJSON(r *adminv1.Release) releaseJSON {
+	return releaseJSON{
+		Version:       r.GetVersion(),
+		Base:          r.GetBase(),
+		State:         r.GetRollout().GetState(),
+		Percent:       r.GetRollout().GetPercent(),
+		Subscriptions: nonNil(r.GetRollout().GetSubscriptions()),
+		Regions:       nonNil(r.GetRollout().GetRegions()),
+		Revoked:       r.GetRevoked(),
+		PublishedAt:   r.GetPublishedAt().AsTime(),
+		UpdatedAt:     r.GetUpdatedAt().AsTime(),
+		Revision:      r.GetRevision(),
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// printRelease prints a changed release: JSON, or one descriptive line.
+func printRelease(w io.Writer, asJSON bool, r *adminv1.Release) error {
+	if asJSON {
+		return writeJSON(w, toReleaseJSON(r))
+	}
+	ro := r.GetRollout()
+	line := fmt.Sprintf("%s (base %s): %s at %d%%, subscriptions %s, regions %s, revision %d",
+		r.GetVersion(), r.GetBase(), ro.GetState(), ro.GetPercent(), scope(ro.GetSubscriptions()), scope(ro.GetRegions()), r.GetRevision())
+	if r.GetRevoked() {
+		line += ", REVOKED"
+	}
+	_, err := fmt.Fprintln(w, line)
+	return err
+}
+
+func scope(ids []string) string {
+	if len(ids) == 0 {
+		return "all"
+	}
+	return strings.Join(ids, ",")
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func newTable(w io.Writer) *tabwriter.Writer {
+	return tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+)
+
+type rolloutOpts struct {
+	percent       int
+	percentSet    bool
+	subscriptions listFlag
+	regions       listFlag
+	ifRevision    int64
+}
+
+func runRolloutSet(ctx context.Context, args []string, e *env) error {
+	var c connFlags
+	var o rolloutOpts
+	fs := newFlagSet("rollout set", "VERSION --percent N [--subscriptions a,b] [--regions r] [connection flags]", e)
+	fs.Func("percent", "percent `N` (0..100) of in-scope nodes to serve; it can only grow", func(s string) error {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || n > 100 {
+			return errors.New("want an integer from 0 to 100")
+		}
+		o.percent, o.percentSet = n, true
+		return nil
+	})
+	fs.Var(&o.subscriptions, "subscriptions", "comma-separated subscription `IDs` in scope (\"\" for all; default: keep)")
+	fs.Var(&o.regions, "regions", "comma-separated lpsd region `labels` in scope (\"\" for all; default: keep)")
+	fs.Int64Var(&o.ifRevision, "if-revision", 0, "apply only if the release is at this `revision` (from status; 0: current)")
+	c.register(fs)
+	pos, err := parse(fs, args, "VERSION")
+	if err != nil {
+		return err
+	}
+	if !o.percentSet {
+		return usagef("--percent is required")
+	}
+	req := &adminv1.SetRolloutRequest{
+		Version:          pos[0],
+		Percent:          int32(o.percent),
+		Subscriptions:    o.subscriptions.vals,
+		SetSubscriptions: o.subscriptions.set,
+		Regions:          o.regions.vals,
+		SetRegions:       o.regions.set,
+		IfRevision:       o.ifRevision,
+	}
+	var resp *adminv1.SetRolloutResponse
+	err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+		resp, err = cl.SetRollout(ctx, req)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return printRelease(e.stdout, c.json, resp.GetRelease())
+}
+
+// transitions maps each rollout transition command to its action.
+var transitions = map[string]adminv1.Action{
+	"pause":    adminv1.Action_ACTION_PAUSE,
+	"resume":   adminv1.Action_ACTION_RESUME,
+	"halt":     adminv1.Action_ACTION_HALT,
+	"complete": adminv1.Action_ACTION_COMPLETE,
+}
+
+// transitionCmd returns the command for "rollout <name>".
+func transitionCmd(name string) func(context.Context, []string, *env) error {
+	return func(ctx context.Context, args []string, e *env) error {
+		var c connFlags
+		var ifRevision int64
+		fs := newFlagSet("rollout "+name, "VERSION [connection flags]", e)
+		fs.Int64Var(&ifRevision, "if-revision", 0, "apply only if the release is at this `revision` (from status; 0: current)")
+		c.register(fs)
+		pos, err := parse(fs, args, "VERSION")
+		if err != nil {
+			return err
+		}
+		var resp *adminv1.TransitionResponse
+		err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+			resp, err = cl.Transition(ctx, &adminv1.TransitionRequest{Version: pos[0], Action: transitions[name], IfRevision: ifRevision})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return printRelease(e.stdout, c.json, resp.GetRelease())
+	}
+}

@@ -1,0 +1,457 @@
+package main
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps"
+	"nodehotfix/internal/lps/admin"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store/memstore"
+)
+
+const adminToken = "0123456789abcdef0123456789abcdef"
+
+// lpsctl runs the CLI in-process.
+func lpsctl(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(t.Context(), args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+// mustRun runs the CLI and fails the test unless it exits 0.
+func mustRun(t *testing.T, args ...string) string {
+	t.Helper()
+	out, errOut, code := lpsctl(t, args...)
+	if code != exitOK {
+		t.Fatalf("lpsctl %s: exit %d\nstderr: %s", strings.Join(args, " "), code, errOut)
+	}
+	return out
+}
+
+// testServer is an in-process admin API on a real TLS socket over a
+// memstore, and the files a client needs to reach it.
+type testServer struct {
+	addr  string
+	store *memstore.Store
+	snap  *lps.Snapshotter
+	// Client files.
+	ca, token, cert, key string
+}
+
+func startServer(t *testing.T) *testServer {
+	t.Helper()
+	dir := t.TempDir()
+	serverCA, serverCAKey := newCA(t, "server CA")
+	clientCA, clientCAKey := newCA(t, "admin client CA")
+	serverCert, _ := issue(t, serverCA, serverCAKey, "localhost", x509.ExtKeyUsageServerAuth)
+	_, clientFiles := issue(t, clientCA, clientCAKey, "alice", x509.ExtKeyUsageClientAuth)
+
+	s := &testServer{store: memstore.New()}
+	t.Cleanup(func() { s.store.Close() })
+	s.snap = lps.NewSnapshotter(s.store, nil, nil)
+	s.ca = writeFile(t, dir, "ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: serverCA.Raw})))
+	s.token = writeFile(t, dir, "token", "ops:"+adminToken+"\n")
+	s.cert = writeFile(t, dir, "client.pem", clientFiles[0])
+	s.key = writeFile(t, dir, "client-key.pem", clientFiles[1])
+
+	tokens, err := admin.ParseTokens([]byte("ops:" + adminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := admin.NewAuth(tokens, nil)
+	pool := x509.NewCertPool()
+	pool.AddCert(clientCA)
+	g := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(admin.TLSConfig(serverCert, pool, true))),
+		grpc.ChainUnaryInterceptor(auth.Unary),
+	)
+	adminv1.RegisterAdminServiceServer(g, admin.New(admin.Config{
+		Store:     s.store,
+		Snapshots: s.snap,
+		Counts:    func() map[string]uint64 { return map[string]uint64{"served": 3} },
+		Region:    "eastus",
+	}))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	s.addr = lis.Addr().String()
+	return s
+}
+
+// conn returns the connection flags for the bearer token.
+func (s *testServer) conn() []string {
+	return []string{"--server", s.addr, "--ca", s.ca, "--server-name", "localhost", "--token-file", s.token}
+}
+
+func (s *testServer) reload(t *testing.T) {
+	t.Helper()
+	if err := s.snap.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func newCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, key
+}
+
+// issue returns a leaf certificate, and its certificate and key as PEM.
+func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, usage x509.ExtKeyUsage) (tls.Certificate, [2]string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn}, DNSNames: []string{cn},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkcs8, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := [2]string{
+		string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: pkcs8})),
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, files
+}
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// vmIn returns a VM ID inside (want true) or outside a pct% rollout of
+// version.
+func vmIn(version string, pct int, want bool) string {
+	for i := 0; ; i++ {
+		id := fmt.Sprintf("vm-%d", i)
+		if (rollout.Bucket(id, version) < pct*rollout.Buckets/100) == want {
+			return id
+		}
+	}
+}
+
+// TestOperatorFlow walks a release from key generation to revocation, with
+// human and JSON output at each step.
+func TestOperatorFlow(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	dir := t.TempDir()
+	const v = "202604.01.3"
+	conn := srv.conn()
+	with := func(args ...string) []string { return append(args, conn...) }
+
+	priv, pub := filepath.Join(dir, "release.key"), filepath.Join(dir, "release.pub")
+	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
+	amd64 := writeFile(t, dir, "anc-amd64", "amd64 agent bytes")
+	arm64 := writeFile(t, dir, "anc-arm64", "arm64 agent bytes, longer")
+	envFile := filepath.Join(dir, "release.json")
+	out := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", v,
+		"--artifact", "linux/amd64="+amd64+",https://blob.example.com/anc/amd64",
+		"--artifact", "linux/arm64="+arm64+",https://blob.example.com/anc/arm64",
+		"--valid-for", "720h", "--out", envFile)
+	if !strings.Contains(out, "signed "+v) || !strings.Contains(out, "wrote "+envFile) {
+		t.Errorf("release sign output:\n%s", out)
+	}
+
+	out = mustRun(t, with("release", "publish", "--envelope", envFile)...)
+	if !strings.Contains(out, v+" (base 202604.01): draft at 0%") {
+		t.Errorf("publish output: %q", out)
+	}
+	if _, errOut, code := lpsctl(t, with("release", "publish", "--envelope", envFile)...); code != exitRefused || !strings.Contains(errOut, "already published") {
+		t.Errorf("publish again: exit %d, stderr %q; want %d, already published", code, errOut, exitRefused)
+	}
+
+	var rel releaseJSON
+	out = mustRun(t, with("rollout", "set", v, "--percent", "10", "--subscriptions", "sub-a,SUB-B", "--json")...)
+	if err := json.Unmarshal([]byte(out), &rel); err != nil {
+		t.Fatalf("rollout set --json: %v\n%s", err, out)
+	}
+	if rel.State != "rolling" || rel.Percent != 10 || !cmp.Equal(rel.Subscriptions, []string{"sub-a", "sub-b"}) || len(rel.Regions) != 0 {
+		t.Errorf("rollout set --json = %+v, want rolling at 10%% for sub-a,sub-b", rel)
+	}
+	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--percent", "5")...); code != exitRefused || !strings.Contains(errOut, "can only grow") {
+		t.Errorf("percent decrease: exit %d, stderr %q; want %d and a reason", code, errOut, exitRefused)
+	}
+
+	srv.reload(t)
+	out = mustRun(t, with("status")...)
+	for _, want := range []string{"region: eastus", "VERSION", "PERCENT", v + "  202604.01  rolling  10%", "sub-a,sub-b", "served   3"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q:\n%s", want, out)
+		}
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("status", "--json")...)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Region != "eastus" || len(st.Releases) != 1 || st.Releases[0].Revision != rel.Revision || st.SnapshotTime == nil ||
+		!cmp.Equal(st.Requests, []countJSON{{"served", 3}}) {
+		t.Errorf("status --json = %+v", st)
+	}
+
+	in, outside := vmIn(v, 10, true), vmIn(v, 10, false)
+	out = mustRun(t, with("explain", "--vm-id", in, "--subscription", "sub-a")...)
+	for _, want := range []string{"node " + in + ", subscription sub-a", v + " (base 202604.01): SERVED", "pass  not-revoked", "pass  percentage", `pointer served: {"hotfixes":{"202604.01":"` + v + `"}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("explain (included) output lacks %q:\n%s", want, out)
+		}
+	}
+	var ex explainJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("explain", "--vm-id", outside, "--subscription", "sub-a", "--region", "westus", "--json")...)), &ex); err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, r := range ex.Decisions[0].Rules {
+		rules = append(rules, fmt.Sprintf("%s=%v", r.Rule, r.Passed))
+	}
+	want := []string{"not-revoked=true", "state-serving=true", "subscription-in-scope=true", "region-in-scope=true", "percentage=false"}
+	if !cmp.Equal(rules, want) || ex.Decisions[0].Included || string(ex.Pointer) != "null" || ex.Region != "westus" {
+		t.Errorf("explain --json (excluded) = rules %v included %v pointer %s; want %v, false, null", rules, ex.Decisions[0].Included, ex.Pointer, want)
+	}
+
+	for _, step := range []struct{ cmd, want string }{
+		{"pause", "paused at 10%"},
+		{"resume", "rolling at 10%"},
+		{"halt", "halted at 10%"},
+	} {
+		if out := mustRun(t, with("rollout", step.cmd, v)...); !strings.Contains(out, step.want) {
+			t.Errorf("rollout %s output %q lacks %q", step.cmd, out, step.want)
+		}
+	}
+	if _, _, code := lpsctl(t, with("rollout", "pause", v)...); code != exitRefused {
+		t.Errorf("pause a halted rollout: exit %d, want %d", code, exitRefused)
+	}
+	if out := mustRun(t, with("revoke", v)...); !strings.Contains(out, "REVOKED") {
+		t.Errorf("revoke output %q lacks REVOKED", out)
+	}
+
+	out = mustRun(t, with("audit")...)
+	for _, want := range []string{"SEQ", "token:ops", "published as draft", "state draft→rolling, percent 0→10, subscriptions all→sub-a,sub-b", "state rolling→paused", "revoked no→yes"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit output lacks %q:\n%s", want, out)
+		}
+	}
+	var au auditJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("audit", "--json")...)), &au); err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, e := range au.Entries {
+		actions = append(actions, e.Actor+" "+e.Action+" "+e.Target)
+	}
+	wantActions := []string{"publish", "rollout-set", "pause", "resume", "halt", "revoke"}
+	for i := range wantActions {
+		wantActions[i] = "token:ops " + wantActions[i] + " " + v
+	}
+	if !cmp.Equal(actions, wantActions) || string(au.Entries[0].Before) != "null" || len(au.Entries[1].After) == 0 {
+		t.Errorf("audit --json actions = %v, want %v (first before null)", actions, wantActions)
+	}
+	out, errOut, code := lpsctl(t, with("audit", "--after", "2", "--limit", "2", "--json")...)
+	if err := json.Unmarshal([]byte(out), &au); err != nil || code != exitOK || len(au.Entries) != 2 || au.Entries[0].Seq != 3 ||
+		!strings.Contains(errOut, "audit --after 4") {
+		t.Errorf("audit page: exit %d, %d entries, stderr %q", code, len(au.Entries), errOut)
+	}
+}
+
+func TestMutualTLSActor(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	dir := t.TempDir()
+	priv, pub := filepath.Join(dir, "k"), filepath.Join(dir, "k.pub")
+	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
+	art := writeFile(t, dir, "anc", "x")
+	env := filepath.Join(dir, "env.json")
+	mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.1",
+		"--artifact", "linux/amd64="+art+",https://b.example.com/a", "--valid-for", "1h", "--out", env)
+	mtls := []string{"--server", srv.addr, "--ca", srv.ca, "--server-name", "localhost", "--cert", srv.cert, "--key", srv.key}
+	mustRun(t, append([]string{"release", "publish", "--envelope", env}, mtls...)...)
+	entries, err := srv.store.Audit(t.Context(), 0, 10)
+	if err != nil || len(entries) != 1 || entries[0].Actor != "cert:alice" {
+		t.Errorf("audit after an mTLS publish = %+v, %v; want one entry by cert:alice", entries, err)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	dir := t.TempDir()
+	wrongToken := writeFile(t, dir, "wrong", strings.Repeat("z", 32))
+	notPEM := writeFile(t, dir, "ca.txt", "not a certificate")
+	garbage := writeFile(t, dir, "env.json", "{}")
+	missing := filepath.Join(dir, "missing")
+	tls := []string{"--server", srv.addr, "--ca", srv.ca, "--server-name", "localhost"}
+
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no-args", nil, exitUsage, "usage: lpsctl"},
+		{"unknown", []string{"frobnicate", "--x"}, exitUsage, "unknown command: frobnicate\n"},
+		{"unknown-sub", []string{"rollout", "explode", "x"}, exitUsage, "unknown command: rollout explode"},
+		{"bad-flag", []string{"status", "--bogus"}, exitUsage, "flag provided but not defined: -bogus"},
+		{"missing-version", append([]string{"rollout", "set", "--percent", "5"}, srv.conn()...), exitUsage, "want arguments VERSION"},
+		{"missing-percent", append([]string{"rollout", "set", "202604.01.1"}, srv.conn()...), exitUsage, "--percent is required"},
+		{"extra-arg", append([]string{"status", "extra"}, srv.conn()...), exitUsage, "unexpected arguments: extra"},
+		{"no-server", []string{"status", "--server", "", "--token-file", srv.token}, exitUsage, "--server (or $LPSCTL_SERVER) is required"},
+		{"no-credentials", []string{"status", "--server", srv.addr, "--token-file", ""}, exitUsage, "no credentials"},
+		{"cert-without-key", append([]string{"status", "--cert", srv.cert}, tls...), exitUsage, "--cert and --key go together"},
+		{"missing-token-file", append([]string{"status", "--token-file", missing}, tls...), exitError, "--token-file: open " + missing},
+		{"ca-not-pem", []string{"status", "--server", srv.addr, "--ca", notPEM, "--token-file", srv.token}, exitError, "--ca " + notPEM + ": no PEM certificates"},
+		{"wrong-token", append([]string{"status", "--token-file", wrongToken}, tls...), exitAuth, "invalid bearer token (Unauthenticated)"},
+		{"untrusted-server", []string{"status", "--server", srv.addr, "--server-name", "localhost", "--token-file", srv.token}, exitError, "certificate signed by unknown authority"},
+		{"unreachable", append([]string{"status", "--server", "127.0.0.1:1", "--timeout", "5s"}, srv.conn()[2:]...), exitError, "connect to 127.0.0.1:1"},
+		{"not-found", append([]string{"rollout", "pause", "202604.01.9"}, srv.conn()...), exitNotFound, "not found (NotFound)"},
+		{"bad-version", append([]string{"revoke", "nope"}, srv.conn()...), exitError, "InvalidArgument"},
+		{"bad-envelope", append([]string{"release", "publish", "--envelope", garbage}, srv.conn()...), exitError, "--envelope " + garbage + ": verify release: malformed"},
+		{"missing-envelope", append([]string{"release", "publish", "--envelope", missing}, srv.conn()...), exitError, "--envelope: open " + missing},
+		{"explain-no-vm", append([]string{"explain", "--subscription", "s"}, srv.conn()...), exitUsage, "--vm-id is required"},
+		{"audit-bad-limit", append([]string{"audit", "--limit", "0"}, srv.conn()...), exitUsage, "--limit at least 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, errOut, code := lpsctl(t, tt.args...)
+			if code != tt.code || !strings.Contains(errOut, tt.stderr) {
+				t.Errorf("lpsctl %v: exit %d, stderr %q; want %d and %q", tt.args, code, errOut, tt.code, tt.stderr)
+			}
+		})
+	}
+	if entries, _ := srv.store.Audit(t.Context(), 0, 10); len(entries) != 0 {
+		t.Errorf("failed commands left %d audit entries", len(entries))
+	}
+}
+
+// TestEnvironmentDefaults cannot run in parallel: it sets the process
+// environment.
+func TestEnvironmentDefaults(t *testing.T) {
+	srv := startServer(t)
+	t.Setenv(envServer, srv.addr)
+	t.Setenv(envTokenFile, srv.token)
+	out := mustRun(t, "status", "--ca", srv.ca, "--server-name", "localhost")
+	if !strings.Contains(out, "no releases") {
+		t.Errorf("status from environment defaults:\n%s", out)
+	}
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"help"}, {"status", "-h"}, {"rollout", "set", "--help"}} {
+		if _, _, code := lpsctl(t, args...); code != exitOK {
+			t.Errorf("lpsctl %v: exit %d, want 0", args, code)
+		}
+	}
+	if out := mustRun(t, "version"); out != version+"\n" {
+		t.Errorf("version printed %q", out)
+	}
+}
+
+func TestExitCodeTable(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for code, name := range map[int]string{exitOK: "0", exitError: "1", exitUsage: "2", exitRefused: "3", exitAuth: "4", exitNotFound: "5"} {
+		if !bytes.Contains(doc, []byte("\n\t"+name+"  ")) {
+			t.Errorf("doc.go exit code table has no row for %d", code)
+		}
+	}
+}
+
+// sum returns the hex sha256 of s.
+func sum(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// verifyEnvelope checks an envelope file against a public key file.
+func verifyEnvelope(t *testing.T, envFile, pubFile string) release.Release {
+	t.Helper()
+	pub, err := os.ReadFile(pubFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := release.ParseKeySet(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := ks.Verify(env, time.Now())
+	if err != nil {
+		t.Fatalf("verify %s with %s: %v", envFile, pubFile, err)
+	}
+	return r
+}
+
+func TestListFlag(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string][]string{"a, b,,c": {"a", "b", "c"}, "": nil, " , ": nil} {
+		var l listFlag
+		if err := l.Set(in); err != nil || !l.set || !cmp.Equal(l.vals, want, cmpopts.EquateEmpty()) {
+			t.Errorf("Set(%q) = %v (set %v, err %v), want %v", in, l.vals, l.set, err, want)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/release"
+)
+
+// maxKeyFileSize caps the private key file; a real one is about 120 bytes.
+const maxKeyFileSize = 64 << 10
+
+type signOpts struct {
+	key, base, version string
+	artifacts          artifactFlag
+	notAfter           string
+	validFor           time.Duration
+	out                string
+	json               bool
+}
+
+// artifactFlag collects repeated --artifact PLATFORM=PATH,URL values.
+type artifactFlag []artifactSpec
+
+type artifactSpec struct{ platform, path, url string }
+
+func (a *artifactFlag) String() string { return "" }
+
+func (a *artifactFlag) Set(s string) error {
+	platform, rest, ok := strings.Cut(s, "=")
+	path, url, ok2 := strings.Cut(rest, ",")
+	if !ok || !ok2 || platform == "" || path == "" || url == "" {
+		return fmt.Errorf("%q: want PLATFORM=PATH,URL (e.g. linux/amd64=./bin/anc,https://…)", s)
+	}
+	for _, prev := range *a {
+		if prev.platform == platform {
+			return fmt.Errorf("platform %s given twice", platform)
+		}
+	}
+	*a = append(*a, artifactSpec{platform, path, url})
+	return nil
+}
+
+func runReleaseSign(_ context.Context, args []string, e *env) error {
+	var o signOpts
+	fs := newFlagSet("release sign", "--key FILE --base B --version V --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) --out FILE", e)
+	fs.StringVar(&o.key, "key", "", "release private key `file` (from keys generate)")
+	fs.StringVar(&o.base, "base", "", "image base `YYYYMM.DD` the hotfix applies to")
+	fs.StringVar(&o.version, "version", "", "hotfix version `YYYYMM.DD.PATCH`")
+	fs.Var(&o.artifacts, "artifact", "`PLATFORM=PATH,URL`: local binary for PLATFORM (linux/amd64, linux/arm64) and the https URL nodes fetch it from; repeatable")
+	fs.StringVar(&o.notAfter, "not-after", "", "expiry as RFC 3339 `time` (or use --valid-for)")
+	fs.DurationVar(&o.validFor, "valid-for", 0, "expiry as a `duration` from now, e.g. 720h (or use --not-after)")
+	fs.StringVar(&o.out, "out", "", "`file` to write the signed envelope to (- for stdout)")
+	fs.BoolVar(&o.json, "json", false, "print JSON (schema in the manual)")
+	if _, err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := required([2]string{"key", o.key}, [2]string{"base", o.base}, [2]string{"version", o.version}, [2]string{"out", o.out}); err != nil {
+		return err
+	}
+	if len(o.artifacts) == 0 {
+		return usagef("--artifact is required (at least one)")
+	}
+	now := time.Now()
+	notAfter, err := expiry(o.notAfter, o.validFor, now)
+	if err != nil {
+		return err
+	}
+
+	keyPEM, err := capfile.Read(o.key, maxKeyFileSize)
+	if err != nil {
+		return fmt.Errorf("--key: %w", err)
+	}
+	priv, err := release.ParsePrivateKey(keyPEM)
+	if err != nil {
+		return fmt.Errorf("--key %s: %w", o.key, err)
+	}
+	rel := release.Release{Base: o.base, Version: o.version, NotAfter: notAfter, Artifacts: make(map[string]release.Artifact)}
+	for _, a := range o.artifacts {
+		sum, size, err := digest(a.path)
+		if err != nil {
+			return fmt.Errorf("--artifact %s: %w", a.platform, err)
+		}
+		rel.Artifacts[a.platform] = release.Artifact{URL: a.url, SHA256: sum, Size: size}
+	}
+	env, err := release.Sign(rel, priv)
+	if err != nil {
+		return err
+	}
+	env = append(env, '\n')
+	if o.out == "-" {
+		_, err := e.stdout.Write(env)
+		return err
+	}
+	if err := atomicfile.WriteFile(o.out, env, 0o644); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+
+	keyID := release.KeyID(priv.Public().(ed25519.PublicKey))
+	if o.json {
+		return writeJSON(e.stdout, struct {
+			Out       string                      `json:"out"`
+			KeyID     string                      `json:"key_id"`
+			Base      string                      `json:"base"`
+			Version   string                      `json:"version"`
+			NotAfter  string                      `json:"not_after"`
+			Artifacts map[string]release.Artifact `json:"artifacts"`
+		}{o.out, keyID, rel.Base, rel.Version, formatTime(notAfter.Truncate(time.Second)), rel.Artifacts})
+	}
+	fmt.Fprintf(e.stdout, "signed %s (base %s) with key %s, valid until %s\n", rel.Version, rel.Base, keyID, formatTime(notAfter))
+	for _, a := range o.artifacts {
+		art := rel.Artifacts[a.platform]
+		fmt.Fprintf(e.stdout, "  %s  %d bytes  sha256 %s  %s\n", a.platform, art.Size, art.SHA256, art.URL)
+	}
+	fmt.Fprintf(e.stdout, "wrote %s\n", o.out)
+	return nil
+}
+
+// expiry returns the release expiry from exactly one of --not-after and
+// --valid-for; it must be in the future, since nodes refuse an expired
+// release.
+func expiry(notAfter string, validFor time.Duration, now time.Time) (time.Time, error) {
+	var t time.Time
+	switch {
+	case (notAfter == "") == (validFor == 0):
+		return t, usagef("give exactly one of --not-after and --valid-for")
+	case notAfter != "":
+		var err error
+		if t, err = time.Parse(time.RFC3339, notAfter); err != nil {
+			return t, usagef("--not-after %q: want RFC 3339, e.g. 2026-06-01T00:00:00Z", notAfter)
+		}
+	default:
+		t = now.Add(validFor)
+	}
+	if !t.After(now) {
+		return t, usagef("expiry %s is not in the future", formatTime(t))
+	}
+	return t.UTC(), nil
+}
+
+// digest returns the sha256 (lowercase hex) and size of the regular file at
+// path, reading at most release.MaxArtifactSize+1 bytes.
+func digest(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", 0, fmt.Errorf("%s: not a regular file", path)
+	}
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(f, release.MaxArtifactSize+1))
+	if err != nil {
+		return "", 0, fmt.Errorf("read %s: %w", path, err)
+	}
+	if n == 0 || n > release.MaxArtifactSize {
+		return "", 0, fmt.Errorf("%s: %d bytes, want 1 to %d", path, n, release.MaxArtifactSize)
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}

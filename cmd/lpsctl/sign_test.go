@@ -1,0 +1,103 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"nodehotfix/internal/release"
+)
+
+func TestReleaseSignVerifiesWithTheGeneratedKey(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	priv, pub := filepath.Join(dir, "k"), filepath.Join(dir, "k.pub")
+	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
+	const amd64, arm64 = "amd64 binary", "arm64 binary!"
+	a := writeFile(t, dir, "a", amd64)
+	b := writeFile(t, dir, "b", arm64)
+	env := filepath.Join(dir, "env.json")
+	out := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.7",
+		"--artifact", "linux/amd64="+a+",https://blob.example.com/x?sig=a&b=c",
+		"--artifact", "linux/arm64="+b+",https://blob.example.com/y",
+		"--not-after", "2099-01-02T03:04:05Z", "--out", env, "--json")
+
+	got := verifyEnvelope(t, env, pub)
+	want := release.Release{
+		Base: "202604.01", Version: "202604.01.7",
+		Artifacts: map[string]release.Artifact{
+			"linux/amd64": {URL: "https://blob.example.com/x?sig=a&b=c", SHA256: sum(amd64), Size: int64(len(amd64))},
+			"linux/arm64": {URL: "https://blob.example.com/y", SHA256: sum(arm64), Size: int64(len(arm64))},
+		},
+		NotAfter: time.Date(2099, 1, 2, 3, 4, 5, 0, time.UTC),
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("signed release (-want +got):\n%s", diff)
+	}
+	var js struct {
+		Out      string `json:"out"`
+		KeyID    string `json:"key_id"`
+		NotAfter string `json:"not_after"`
+	}
+	if err := json.Unmarshal([]byte(out), &js); err != nil || js.Out != env || js.NotAfter != "2099-01-02T03:04:05Z" || js.KeyID == "" {
+		t.Errorf("release sign --json = %s (%v)", out, err)
+	}
+
+	stdout := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.8",
+		"--artifact", "linux/amd64="+a+",https://blob.example.com/x", "--valid-for", "1h", "--out", "-")
+	if _, err := release.Inspect([]byte(stdout)); err != nil {
+		t.Errorf("release sign --out - printed no envelope: %v\n%s", err, stdout)
+	}
+}
+
+func TestReleaseSignErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	priv := filepath.Join(dir, "k")
+	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", filepath.Join(dir, "k.pub"))
+	art := writeFile(t, dir, "art", "x")
+	empty := writeFile(t, dir, "empty", "")
+	notKey := writeFile(t, dir, "notkey", "hello")
+	missing := filepath.Join(dir, "missing")
+	base := func(extra ...string) []string {
+		return append([]string{"release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.1", "--out", filepath.Join(dir, "out.json")}, extra...)
+	}
+	ok := "linux/amd64=" + art + ",https://b.example.com/a"
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"no-artifact", base("--valid-for", "1h"), exitUsage, "--artifact is required"},
+		{"bad-artifact", base("--artifact", "linux/amd64="+art, "--valid-for", "1h"), exitUsage, "want PLATFORM=PATH,URL"},
+		{"dup-platform", base("--artifact", ok, "--artifact", ok, "--valid-for", "1h"), exitUsage, "platform linux/amd64 given twice"},
+		{"no-expiry", base("--artifact", ok), exitUsage, "exactly one of --not-after and --valid-for"},
+		{"both-expiry", base("--artifact", ok, "--valid-for", "1h", "--not-after", "2099-01-01T00:00:00Z"), exitUsage, "exactly one"},
+		{"past-expiry", base("--artifact", ok, "--not-after", "2001-01-01T00:00:00Z"), exitUsage, "not in the future"},
+		{"bad-time", base("--artifact", ok, "--not-after", "tomorrow"), exitUsage, `--not-after "tomorrow": want RFC 3339`},
+		{"missing-artifact", base("--artifact", "linux/amd64="+missing+",https://b.example.com/a", "--valid-for", "1h"), exitError, "--artifact linux/amd64: open " + missing},
+		{"empty-artifact", base("--artifact", "linux/amd64="+empty+",https://b.example.com/a", "--valid-for", "1h"), exitError, "0 bytes"},
+		{"dir-artifact", base("--artifact", "linux/amd64="+dir+",https://b.example.com/a", "--valid-for", "1h"), exitError, "not a regular file"},
+		{"http-url", base("--artifact", "linux/amd64="+art+",http://b.example.com/a", "--valid-for", "1h"), exitError, "scheme is not https"},
+		{"base-mismatch", []string{"release", "sign", "--key", priv, "--base", "202604.02", "--version", "202604.01.1", "--artifact", ok, "--valid-for", "1h", "--out", "-"}, exitError, `not of base "202604.02"`},
+		{"bad-key", []string{"release", "sign", "--key", notKey, "--base", "202604.01", "--version", "202604.01.1", "--artifact", ok, "--valid-for", "1h", "--out", "-"}, exitError, "--key " + notKey + ": parse release private key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, errOut, code := lpsctl(t, tt.args...)
+			if code != tt.code || !strings.Contains(errOut, tt.stderr) {
+				t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, tt.code, tt.stderr)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.json")); err == nil {
+		t.Error("a failed release sign wrote its --out file")
+	}
+}

@@ -1,0 +1,269 @@
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// Limits of the token file format (see the package doc).
+const (
+	maxTokenFileSize = 64 << 10
+	minTokenLength   = 16
+	maxTokenLength   = 4096
+	maxNameLength    = 64
+)
+
+// Token is one accepted admin bearer token. Only its sha256 is kept.
+type Token struct {
+	// Name identifies the token's holder in the audit log; may be empty.
+	Name string
+	sum  [sha256.Size]byte
+}
+
+// Actor returns the audit identity of the token's holder: "token:<name>",
+// or "token:sha256:<first 8 hex digits of the token's sha256>" when unnamed.
+func (t Token) Actor() string {
+	if t.Name != "" {
+		return "token:" + t.Name
+	}
+	return "token:sha256:" + hex.EncodeToString(t.sum[:4])
+}
+
+// ParseTokens parses a server token file (see the package doc). Errors name
+// the offending line but never echo its content.
+func ParseTokens(data []byte) ([]Token, error) {
+	lines, err := tokenLines(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse admin tokens: %w", err)
+	}
+	tokens := make([]Token, 0, len(lines))
+	seenSum := make(map[[sha256.Size]byte]int)
+	seenName := make(map[string]int)
+	for _, l := range lines {
+		t := Token{Name: l.name, sum: sha256.Sum256([]byte(l.token))}
+		if prev, dup := seenSum[t.sum]; dup {
+			return nil, fmt.Errorf("parse admin tokens: line %d: same token as line %d", l.n, prev)
+		}
+		if prev, dup := seenName[t.Name]; dup && t.Name != "" {
+			return nil, fmt.Errorf("parse admin tokens: line %d: name %q already used on line %d", l.n, t.Name, prev)
+		}
+		seenSum[t.sum], seenName[t.Name] = l.n, l.n
+		tokens = append(tokens, t)
+	}
+	return tokens, nil
+}
+
+// ClientToken returns the bearer token a client sends, from a client token
+// file: the same syntax as the server's, with exactly one token line whose
+// optional name prefix is dropped.
+func ClientToken(data []byte) (string, error) {
+	lines, err := tokenLines(data)
+	if err != nil {
+		return "", fmt.Errorf("read admin token: %w", err)
+	}
+	if len(lines) != 1 {
+		return "", fmt.Errorf("read admin token: %d token lines, want exactly 1", len(lines))
+	}
+	return lines[0].token, nil
+}
+
+type tokenLine struct {
+	n           int
+	name, token string
+}
+
+// tokenLines returns the token lines of a token file, at least one.
+func tokenLines(data []byte) ([]tokenLine, error) {
+	if len(data) > maxTokenFileSize {
+		return nil, fmt.Errorf("%d bytes exceeds the %d-byte limit", len(data), maxTokenFileSize)
+	}
+	var out []tokenLine
+	for i, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		name, token, named := strings.Cut(line, ":")
+		if !named {
+			name, token = "", line
+		} else if !validName(name) {
+			return nil, fmt.Errorf("line %d: name: want 1 to %d characters of [A-Za-z0-9._@-]", i+1, maxNameLength)
+		}
+		if !validToken(token) {
+			return nil, fmt.Errorf("line %d: token: want %d to %d characters of [A-Za-z0-9._~+/=-]", i+1, minTokenLength, maxTokenLength)
+		}
+		out = append(out, tokenLine{n: i + 1, name: name, token: token})
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no tokens")
+	}
+	return out, nil
+}
+
+func validName(s string) bool {
+	return len(s) >= 1 && len(s) <= maxNameLength && allIn(s, "._@-")
+}
+
+func validToken(s string) bool {
+	return len(s) >= minTokenLength && len(s) <= maxTokenLength && allIn(s, "._~+/=-")
+}
+
+// allIn reports whether s holds only ASCII letters, digits and bytes of
+// extra.
+func allIn(s, extra string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(extra, c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Auth authenticates admin callers by verified client certificate or bearer
+// token (see the package doc). It is immutable and safe for concurrent use.
+type Auth struct {
+	tokens []Token
+	log    *slog.Logger
+}
+
+// NewAuth returns an Auth accepting the given tokens (none: certificates
+// only) and every client certificate the TLS layer verified. log records
+// rejected calls; nil discards.
+func NewAuth(tokens []Token, log *slog.Logger) *Auth {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Auth{tokens: append([]Token(nil), tokens...), log: log}
+}
+
+// Authenticate returns the actor of the call in ctx, or an Unauthenticated
+// status error.
+func (a *Auth) Authenticate(ctx context.Context) (string, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "no peer information")
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "the admin API requires TLS")
+	}
+	// Only chains the handshake verified against the client CA count; a
+	// certificate merely presented proves nothing.
+	if len(ti.State.VerifiedChains) > 0 && len(ti.State.PeerCertificates) > 0 {
+		return certActor(ti.State.PeerCertificates[0]), nil
+	}
+	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
+	switch len(vals) {
+	case 0:
+		return "", status.Error(codes.Unauthenticated, "no credentials: send a bearer token or a client certificate")
+	case 1:
+	default:
+		return "", status.Error(codes.Unauthenticated, "more than one authorization value")
+	}
+	scheme, token, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", status.Error(codes.Unauthenticated, `authorization: want "Bearer <token>"`)
+	}
+	if len(token) > maxTokenLength {
+		return "", status.Error(codes.Unauthenticated, "invalid bearer token")
+	}
+	sum := sha256.Sum256([]byte(token))
+	match := -1
+	// Compare against every token, without stopping early, so timing says
+	// nothing about which token (if any) nearly matched.
+	for i := range a.tokens {
+		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].sum[:]) == 1 {
+			match = i
+		}
+	}
+	if match < 0 {
+		return "", status.Error(codes.Unauthenticated, "invalid bearer token")
+	}
+	return a.tokens[match].Actor(), nil
+}
+
+// certActor names a certificate holder: its subject CN, else its first DNS
+// name, else a fingerprint prefix.
+func certActor(c *x509.Certificate) string {
+	name := c.Subject.CommonName
+	if name == "" && len(c.DNSNames) > 0 {
+		name = c.DNSNames[0]
+	}
+	if name == "" {
+		sum := sha256.Sum256(c.Raw)
+		name = "sha256:" + hex.EncodeToString(sum[:8])
+	}
+	return "cert:" + strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, name)
+}
+
+// Unary is a grpc.UnaryServerInterceptor that rejects unauthenticated calls
+// and puts the actor in the handler's context (ActorFrom).
+func (a *Auth) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	actor, err := a.authenticate(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	return handler(withActor(ctx, actor), req)
+}
+
+// Stream is the grpc.StreamServerInterceptor counterpart of Unary.
+func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	actor, err := a.authenticate(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
+	}
+	return handler(srv, &actorStream{ServerStream: ss, ctx: withActor(ss.Context(), actor)})
+}
+
+func (a *Auth) authenticate(ctx context.Context, method string) (string, error) {
+	actor, err := a.Authenticate(ctx)
+	if err != nil {
+		addr := ""
+		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+			addr = p.Addr.String()
+		}
+		a.log.Warn("admin call rejected", "method", method, "peer", addr, "reason", status.Convert(err).Message())
+	}
+	return actor, err
+}
+
+type actorStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *actorStream) Context() context.Context { return s.ctx }
+
+type actorKey struct{}
+
+func withActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+// ActorFrom returns the authenticated actor the Auth interceptor put in ctx,
+// and whether there is one.
+func ActorFrom(ctx context.Context) (string, bool) {
+	a, ok := ctx.Value(actorKey{}).(string)
+	return a, ok && a != ""
+}

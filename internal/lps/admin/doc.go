@@ -1,0 +1,54 @@
+// Package admin serves the live-patching service's operator API
+// (nodehotfix.admin.v1.AdminService) to authenticated callers.
+//
+// # Threat model
+//
+// The admin API decides which signed releases the fleet is offered, at what
+// pace, and which are revoked; whoever can call it can halt a fix or roll a
+// signed one out everywhere at once. It cannot make a node run bytes no
+// release key signed (nodes verify every envelope themselves), and when the
+// service holds release public keys (Config.ReleaseKeys) it refuses to even
+// store an envelope they do not verify.
+//
+// It is therefore served on its own listener, always over TLS (TLSConfig),
+// and every call passes the Auth interceptor before any handler runs. A
+// caller proves its identity in one of two ways:
+//
+//   - a client certificate that the TLS handshake verified against the
+//     admin client CA (mTLS); the actor is "cert:<subject CN>";
+//   - a bearer token in the "authorization" metadata ("Bearer <token>"),
+//     compared in constant time against the tokens of the token file; the
+//     actor is "token:<name>", or "token:sha256:<8 hex digits>" for an
+//     unnamed token. Tokens are refused on a connection without TLS.
+//
+// A verified certificate wins over a token sent alongside it. Every other
+// call fails with Unauthenticated before reaching a handler, and the
+// handlers themselves refuse a context without an actor, so a server wired
+// without the interceptor fails closed.
+//
+// # Token file
+//
+// UTF-8 text of at most 64 KiB, one token per line:
+//
+//	# comment
+//	alice:3q2+7w…      a named token; the actor is token:alice
+//	Zm9vYmFyYmF6…      an unnamed token; the actor is token:sha256:<prefix>
+//
+// Blank lines and lines starting with '#' are ignored; surrounding spaces
+// are trimmed. A name is 1 to 64 characters of [A-Za-z0-9._@-]; a token is
+// 16 to 4096 characters of [A-Za-z0-9._~+/=-] (base64, base64url or hex),
+// so the first ':' always ends the name. Duplicate tokens or names, and a
+// file with no token, are errors; errors name the line, never its content.
+// A client's token file uses the same syntax with exactly one token line
+// (ClientToken), so an operator's file can be one line cut from the
+// server's. Generate a token with "openssl rand -base64 32".
+//
+// # Audit
+//
+// Every change (publish, rollout-set, pause, resume, halt, complete, revoke)
+// is written with an audit entry, in the same store transaction, holding the
+// actor, the action, the release version and the whole record (JSON) before
+// and after. Changes are compare-and-swap on the record's revision: a write
+// that lost a race fails with Aborted and changes nothing. A request that
+// would change nothing writes nothing.
+package admin

@@ -1,0 +1,525 @@
+package admin
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/lps"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+)
+
+// Audit actions.
+const (
+	ActionPublish    = "publish"
+	ActionRolloutSet = "rollout-set"
+	ActionPause      = "pause"
+	ActionResume     = "resume"
+	ActionHalt       = "halt"
+	ActionComplete   = "complete"
+	ActionRevoke     = "revoke"
+)
+
+// Request limits.
+const (
+	defaultAuditLimit = 100
+	maxAuditLimit     = 1000
+	maxIDLength       = 256
+	maxScopeEntries   = 1000
+)
+
+// SnapshotSource returns the snapshot the node-facing service serves from;
+// *lps.Snapshotter is one.
+type SnapshotSource interface {
+	// Current returns the latest snapshot, or nil before the first load.
+	Current() *lps.Snapshot
+}
+
+// Config configures a Server.
+type Config struct {
+	// Store holds releases and the audit log; required.
+	Store store.Store
+	// Snapshots is what Explain evaluates and Status reports the revision
+	// of. nil: Explain fails with Unavailable and Status reports no
+	// snapshot.
+	Snapshots SnapshotSource
+	// Counts returns this instance's node request counts by outcome. nil:
+	// Status reports none.
+	Counts func() map[string]uint64
+	// Region is this instance's region label, the default for Explain.
+	// Empty: none.
+	Region string
+	// ReleaseKeys, when set, makes PublishRelease refuse every envelope
+	// they do not verify. nil: envelopes are only checked for form and
+	// expiry (nodes still verify them).
+	ReleaseKeys *release.KeySet
+	// Now returns the current time. nil: time.Now.
+	Now func() time.Time
+	// Log records changes and internal errors. nil: discard.
+	Log *slog.Logger
+}
+
+// Server implements adminv1.AdminServiceServer. Register it on a
+// grpc.Server whose interceptors include an Auth; every handler refuses a
+// context without an actor. Safe for concurrent use.
+type Server struct {
+	adminv1.UnimplementedAdminServiceServer
+
+	store  store.Store
+	snaps  SnapshotSource
+	counts func() map[string]uint64
+	region string
+	keys   *release.KeySet
+	now    func() time.Time
+	log    *slog.Logger
+}
+
+var _ adminv1.AdminServiceServer = (*Server)(nil)
+
+// New returns a Server for cfg. It panics if cfg.Store is nil.
+func New(cfg Config) *Server {
+	if cfg.Store == nil {
+		panic("admin.New: nil Store")
+	}
+	s := &Server{
+		store:  cfg.Store,
+		snaps:  cfg.Snapshots,
+		counts: cfg.Counts,
+		region: cfg.Region,
+		keys:   cfg.ReleaseKeys,
+		now:    cfg.Now,
+		log:    cfg.Log,
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+// PublishRelease stores a signed release envelope as a draft rollout.
+// InvalidArgument for an envelope that is malformed, expired or (with
+// ReleaseKeys) not verified; AlreadyExists if the version is published.
+func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishReleaseRequest) (*adminv1.PublishReleaseResponse, error) {
+	actor, err := requireActor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	env := bytes.TrimSpace([]byte(req.GetEnvelopeJson()))
+	if len(env) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
+	}
+	now := s.now()
+	rel, err := s.checkEnvelope(env, now)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, env); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
+	}
+	r := rollout.Release{
+		Version:     rel.Version,
+		Base:        rel.Base,
+		Envelope:    compact.Bytes(),
+		Rollout:     rollout.Rollout{State: rollout.Draft},
+		PublishedAt: now,
+		UpdatedAt:   now,
+	}
+	if err := r.Validate(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
+	}
+	after, err := json.Marshal(r)
+	if err != nil {
+		return nil, s.internal("encode release", err)
+	}
+	rev, err := s.store.PutRelease(ctx, r, 0, store.AuditEntry{
+		Time: now, Actor: actor, Action: ActionPublish, Target: r.Version, After: after,
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil, status.Errorf(codes.AlreadyExists, "release %s is already published", r.Version)
+	}
+	if err != nil {
+		return nil, s.storeError("publish "+r.Version, err)
+	}
+	s.log.Info("release published", "version", r.Version, "actor", actor, "revision", rev)
+	return &adminv1.PublishReleaseResponse{Release: toProto(r, rev)}, nil
+}
+
+// checkEnvelope returns the release env signs: verified when the server
+// holds release keys, else only decoded; unexpired either way, since nodes
+// would refuse an expired one.
+func (s *Server) checkEnvelope(env []byte, now time.Time) (release.Release, error) {
+	if s.keys != nil {
+		return s.keys.Verify(env, now)
+	}
+	rel, err := release.Inspect(env)
+	if err != nil {
+		return release.Release{}, err
+	}
+	if !now.Before(rel.NotAfter) {
+		return release.Release{}, fmt.Errorf("release %s expired at %s", rel.Version, rel.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return rel, nil
+}
+
+// SetRollout grows a release's percentage and optionally replaces its
+// scope; a draft starts rolling. FailedPrecondition for a decrease or a
+// paused, halted, complete or revoked release.
+func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest) (*adminv1.SetRolloutResponse, error) {
+	actor, err := requireActor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pct := req.GetPercent()
+	if pct < 0 || pct > 100 {
+		return nil, status.Errorf(codes.InvalidArgument, "percent %d out of range 0..100", pct)
+	}
+	var subs, regions []string
+	if req.GetSetSubscriptions() {
+		if subs = req.GetSubscriptions(); subs == nil {
+			subs = []string{}
+		}
+	}
+	if req.GetSetRegions() {
+		if regions = req.GetRegions(); regions == nil {
+			regions = []string{}
+		}
+	}
+	for _, l := range [][]string{subs, regions} {
+		if err := checkIDs(l); err != nil {
+			return nil, err
+		}
+	}
+	r, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), func(r rollout.Release) (rollout.Release, error) {
+		return r.SetScope(int(pct), subs, regions)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.SetRolloutResponse{Release: r}, nil
+}
+
+func checkIDs(ids []string) error {
+	if len(ids) > maxScopeEntries {
+		return status.Errorf(codes.InvalidArgument, "%d scope entries, at most %d", len(ids), maxScopeEntries)
+	}
+	for _, id := range ids {
+		if len(id) > maxIDLength {
+			return status.Errorf(codes.InvalidArgument, "scope entry longer than %d bytes", maxIDLength)
+		}
+	}
+	return nil
+}
+
+// actionStates maps each transition to its audit action and target state.
+var actionStates = map[adminv1.Action]struct {
+	name string
+	to   rollout.State
+}{
+	adminv1.Action_ACTION_PAUSE:    {ActionPause, rollout.Paused},
+	adminv1.Action_ACTION_RESUME:   {ActionResume, rollout.Rolling},
+	adminv1.Action_ACTION_HALT:     {ActionHalt, rollout.Halted},
+	adminv1.Action_ACTION_COMPLETE: {ActionComplete, rollout.Complete},
+}
+
+// Transition pauses, resumes, halts or completes a rollout.
+// FailedPrecondition for a move the state machine does not allow.
+func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest) (*adminv1.TransitionResponse, error) {
+	actor, err := requireActor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := actionStates[req.GetAction()]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "action %v: want pause, resume, halt or complete", req.GetAction())
+	}
+	r, err := s.change(ctx, actor, a.name, req.GetVersion(), req.GetIfRevision(), func(r rollout.Release) (rollout.Release, error) {
+		return r.Transition(a.to)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.TransitionResponse{Release: r}, nil
+}
+
+// Revoke marks a release revoked. Revoking a revoked release changes
+// nothing.
+func (s *Server) Revoke(ctx context.Context, req *adminv1.RevokeRequest) (*adminv1.RevokeResponse, error) {
+	actor, err := requireActor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r, err := s.change(ctx, actor, ActionRevoke, req.GetVersion(), 0, func(r rollout.Release) (rollout.Release, error) {
+		r.Revoked = true
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.RevokeResponse{Release: r}, nil
+}
+
+// change applies one read-modify-write by actor to a release,
+// compare-and-swap on its revision (ifRev, or the one read when 0), with its
+// audit entry.
+func (s *Server) change(ctx context.Context, actor, action, version string, ifRev int64, apply func(rollout.Release) (rollout.Release, error)) (*adminv1.Release, error) {
+	v, err := hotfix.ParseVersion(version)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "version: %v", err)
+	}
+	version = v.String()
+	if ifRev < 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "if_revision %d is negative", ifRev)
+	}
+	cur, rev, err := s.store.Release(ctx, version)
+	if err != nil {
+		return nil, s.storeError("read release "+version, err)
+	}
+	if ifRev != 0 && ifRev != rev {
+		return nil, conflict(version, ifRev)
+	}
+	next, err := apply(cur)
+	if err != nil {
+		return nil, domainError(err)
+	}
+	if unchanged(cur, next) {
+		return toProto(cur, rev), nil
+	}
+	now := s.now()
+	next.UpdatedAt = now
+	before, err := json.Marshal(cur)
+	if err != nil {
+		return nil, s.internal("encode release", err)
+	}
+	after, err := json.Marshal(next)
+	if err != nil {
+		return nil, s.internal("encode release", err)
+	}
+	newRev, err := s.store.PutRelease(ctx, next, rev, store.AuditEntry{
+		Time: now, Actor: actor, Action: action, Target: version, Before: before, After: after,
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return nil, conflict(version, rev)
+	}
+	if err != nil {
+		return nil, s.storeError(action+" "+version, err)
+	}
+	s.log.Info("release changed", "action", action, "version", version, "actor", actor, "revision", newRev,
+		"state", next.Rollout.State, "percent", next.Rollout.Percent, "revoked", next.Revoked)
+	return toProto(next, newRev), nil
+}
+
+func unchanged(a, b rollout.Release) bool {
+	return a.Revoked == b.Revoked &&
+		a.Rollout.State == b.Rollout.State &&
+		a.Rollout.Percent == b.Rollout.Percent &&
+		slices.Equal(a.Rollout.Subscriptions, b.Rollout.Subscriptions) &&
+		slices.Equal(a.Rollout.Regions, b.Rollout.Regions)
+}
+
+func conflict(version string, rev int64) error {
+	return status.Errorf(codes.Aborted, "release %s changed since revision %d (a concurrent change won); re-read its status and retry", version, rev)
+}
+
+// Status lists every release (in the store's version order) with its revision, this instance's request
+// counts and the serving snapshot's revision.
+func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1.StatusResponse, error) {
+	if _, err := requireActor(ctx); err != nil {
+		return nil, err
+	}
+	rels, _, err := s.store.Releases(ctx)
+	if err != nil {
+		return nil, s.storeError("list releases", err)
+	}
+	resp := &adminv1.StatusResponse{Region: s.region}
+	// Releases carries no per-record revision; read each record so the
+	// revision shown is the one a compare-and-swap must name.
+	for _, listed := range rels {
+		r, rev, err := s.store.Release(ctx, listed.Version)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, s.storeError("read release "+listed.Version, err)
+		}
+		resp.Releases = append(resp.Releases, toProto(r, rev))
+	}
+	if s.counts != nil {
+		for outcome, n := range s.counts() {
+			resp.Requests = append(resp.Requests, &adminv1.OutcomeCount{Outcome: outcome, Count: n})
+		}
+		slices.SortFunc(resp.Requests, func(a, b *adminv1.OutcomeCount) int { return cmp.Compare(a.Outcome, b.Outcome) })
+	}
+	if snap := s.currentSnapshot(); snap != nil {
+		resp.SnapshotRevision = snap.Revision
+		resp.SnapshotTime = timestamppb.New(snap.Built)
+	}
+	return resp, nil
+}
+
+func (s *Server) currentSnapshot() *lps.Snapshot {
+	if s.snaps == nil {
+		return nil
+	}
+	return s.snaps.Current()
+}
+
+// Explain evaluates the serving snapshot for one node, rule by rule. The
+// region defaults to this instance's. Unavailable before the first
+// snapshot.
+func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adminv1.ExplainResponse, error) {
+	if _, err := requireActor(ctx); err != nil {
+		return nil, err
+	}
+	n := rollout.Node{VMID: req.GetVmId(), SubscriptionID: req.GetSubscriptionId(), Region: req.GetRegion()}
+	if n.Region == "" {
+		n.Region = s.region
+	}
+	for _, f := range []struct{ name, v string }{{"vm_id", n.VMID}, {"subscription_id", n.SubscriptionID}, {"region", n.Region}} {
+		switch {
+		case f.v == "" && f.name != "region":
+			return nil, status.Errorf(codes.InvalidArgument, "%s is required", f.name)
+		case len(f.v) > maxIDLength:
+			return nil, status.Errorf(codes.InvalidArgument, "%s longer than %d bytes", f.name, maxIDLength)
+		}
+	}
+	snap := s.currentSnapshot()
+	if snap == nil {
+		return nil, status.Error(codes.Unavailable, "no serving snapshot yet; retry shortly")
+	}
+	decisions, sel := rollout.Explain(snap.Releases, n)
+	resp := &adminv1.ExplainResponse{}
+	for _, d := range decisions {
+		pd := &adminv1.Decision{Version: d.Version, Base: d.Base, Included: d.Included, Chosen: d.Chosen}
+		for _, r := range d.Rules {
+			pd.Rules = append(pd.Rules, &adminv1.Rule{Rule: r.Rule, Passed: r.Passed, Detail: r.Detail})
+		}
+		resp.Decisions = append(resp.Decisions, pd)
+	}
+	if !sel.Empty() {
+		ptr, err := json.Marshal(sel.Pointer())
+		if err != nil {
+			return nil, s.internal("encode pointer", err)
+		}
+		resp.PointerJson = string(ptr)
+	}
+	return resp, nil
+}
+
+// ListAudit returns audit entries after a sequence number, oldest first; a
+// limit of 0 means 100, and at most 1000 are returned.
+func (s *Server) ListAudit(ctx context.Context, req *adminv1.ListAuditRequest) (*adminv1.ListAuditResponse, error) {
+	if _, err := requireActor(ctx); err != nil {
+		return nil, err
+	}
+	after, limit := req.GetAfterSeq(), int(req.GetLimit())
+	switch {
+	case after < 0:
+		return nil, status.Errorf(codes.InvalidArgument, "after_seq %d is negative", after)
+	case limit < 0:
+		return nil, status.Errorf(codes.InvalidArgument, "limit %d is negative", limit)
+	case limit == 0:
+		limit = defaultAuditLimit
+	case limit > maxAuditLimit:
+		limit = maxAuditLimit
+	}
+	entries, err := s.store.Audit(ctx, after, limit)
+	if err != nil {
+		return nil, s.storeError("read audit log", err)
+	}
+	resp := &adminv1.ListAuditResponse{}
+	for _, e := range entries {
+		resp.Entries = append(resp.Entries, &adminv1.AuditEntry{
+			Seq:        e.Seq,
+			Time:       timestamppb.New(e.Time),
+			Actor:      e.Actor,
+			Action:     e.Action,
+			Target:     e.Target,
+			BeforeJson: rawText(e.Before),
+			AfterJson:  rawText(e.After),
+		})
+	}
+	return resp, nil
+}
+
+// rawText returns JSON as text, with null as "".
+func rawText(m json.RawMessage) string {
+	if t := bytes.TrimSpace(m); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		return string(t)
+	}
+	return ""
+}
+
+func requireActor(ctx context.Context) (string, error) {
+	actor, ok := ActorFrom(ctx)
+	if !ok {
+		return "", status.Error(codes.Unauthenticated, "unauthenticated")
+	}
+	return actor, nil
+}
+
+// domainError converts a rollout rule's refusal.
+func domainError(err error) error {
+	switch {
+	case errors.Is(err, rollout.ErrPercentDecrease),
+		errors.Is(err, rollout.ErrInvalidTransition),
+		errors.Is(err, rollout.ErrRevoked):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
+}
+
+// storeError converts a store error; unexpected ones are logged and hidden.
+func (s *Server) storeError(op string, err error) error {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return status.Errorf(codes.NotFound, "%s: not found", op)
+	case errors.Is(err, store.ErrConflict):
+		return status.Errorf(codes.Aborted, "%s: concurrent change; retry", op)
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return status.FromContextError(err).Err()
+	case errors.Is(err, store.ErrClosed):
+		return status.Errorf(codes.Unavailable, "%s: store closed", op)
+	}
+	return s.internal(op, err)
+}
+
+func (s *Server) internal(op string, err error) error {
+	s.log.Error("admin request failed", "op", op, "err", err)
+	return status.Errorf(codes.Internal, "%s: internal error (see the service log)", op)
+}
+
+func toProto(r rollout.Release, rev int64) *adminv1.Release {
+	return &adminv1.Release{
+		Version:      r.Version,
+		Base:         r.Base,
+		EnvelopeJson: string(r.Envelope),
+		Rollout: &adminv1.Rollout{
+			State:         string(r.Rollout.State),
+			Percent:       int32(r.Rollout.Percent),
+			Subscriptions: r.Rollout.Subscriptions,
+			Regions:       r.Rollout.Regions,
+		},
+		Revoked:     r.Revoked,
+		PublishedAt: timestamppb.New(r.PublishedAt),
+		UpdatedAt:   timestamppb.New(r.UpdatedAt),
+		Revision:    rev,
+	}
+}

@@ -1,0 +1,824 @@
+package admin
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/json"
+	"math/big"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/lps"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
+)
+
+// testNow is the server's clock in every test; TLS uses the real one.
+var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+const (
+	opsToken     = "ops-0123456789abcdef-token"
+	unnamedToken = "unnamed0123456789abcdefXYZ"
+	tokenFile    = "# admin tokens\nops:" + opsToken + "\n\n" + unnamedToken + "\n"
+)
+
+// pki is a server certificate, its roots, an admin client CA with one
+// client ("alice"), and a client certificate from an unrelated CA.
+type pki struct {
+	server    tls.Certificate
+	roots     *x509.CertPool
+	clientCAs *x509.CertPool
+	alice     tls.Certificate
+	rogue     tls.Certificate
+}
+
+var sharedPKI = sync.OnceValue(func() *pki {
+	serverCA, serverKey := newCA("server CA")
+	clientCA, clientKey := newCA("admin client CA")
+	otherCA, otherKey := newCA("rogue CA")
+	p := &pki{
+		server:    issue(serverCA, serverKey, "localhost", x509.ExtKeyUsageServerAuth),
+		roots:     x509.NewCertPool(),
+		clientCAs: x509.NewCertPool(),
+		alice:     issue(clientCA, clientKey, "alice", x509.ExtKeyUsageClientAuth),
+		rogue:     issue(otherCA, otherKey, "alice", x509.ExtKeyUsageClientAuth),
+	}
+	p.roots.AddCert(serverCA)
+	p.clientCAs.AddCert(clientCA)
+	return p
+})
+
+func newCA(cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: cn},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign,
+	}
+	der := must(x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key))
+	return must(x509.ParseCertificate(der)), key
+}
+
+func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, usage x509.ExtKeyUsage) tls.Certificate {
+	key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.DNSNames = []string{cn}
+	}
+	der := must(x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey))
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: must(x509.ParseCertificate(der))}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// harness is an admin server on a real TLS socket over a memstore.
+type harness struct {
+	store *memstore.Store
+	snap  *lps.Snapshotter
+	srv   *Server
+	addr  string
+	pki   *pki
+}
+
+type harnessOpts struct {
+	keys        *release.KeySet
+	store       store.Store // nil: the harness's memstore
+	noSnapshot  bool
+	requireMTLS bool
+}
+
+func newHarness(t *testing.T, o harnessOpts) *harness {
+	t.Helper()
+	p := sharedPKI()
+	h := &harness{store: memstore.New(), pki: p}
+	t.Cleanup(func() { h.store.Close() })
+	st := o.store
+	if st == nil {
+		st = h.store
+	}
+	h.snap = lps.NewSnapshotter(st, nil, nil)
+	cfg := Config{
+		Store:       st,
+		Snapshots:   h.snap,
+		Counts:      func() map[string]uint64 { return map[string]uint64{"served": 7, "not-found": 2} },
+		Region:      "eastus",
+		ReleaseKeys: o.keys,
+		Now:         func() time.Time { return testNow },
+	}
+	if o.noSnapshot {
+		cfg.Snapshots = nil
+	}
+	h.srv = New(cfg)
+	tokens, err := ParseTokens([]byte(tokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth := NewAuth(tokens, nil)
+	g := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(TLSConfig(p.server, p.clientCAs, !o.requireMTLS))),
+		grpc.ChainUnaryInterceptor(auth.Unary),
+		grpc.ChainStreamInterceptor(auth.Stream),
+	)
+	adminv1.RegisterAdminServiceServer(g, h.srv)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go g.Serve(lis)
+	t.Cleanup(g.Stop)
+	h.addr = lis.Addr().String()
+	return h
+}
+
+// cred is how a test client authenticates.
+type cred struct {
+	token string
+	cert  *tls.Certificate
+}
+
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": string(b)}, nil
+}
+func (bearer) RequireTransportSecurity() bool { return true }
+
+func (h *harness) conn(t *testing.T, c cred) *grpc.ClientConn {
+	t.Helper()
+	tc := &tls.Config{RootCAs: h.pki.roots, ServerName: "localhost", MinVersion: tls.VersionTLS13}
+	if c.cert != nil {
+		// Always present the certificate, even one the server's CA list
+		// does not name, as a hostile client would.
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return c.cert, nil }
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tc))}
+	if c.token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(c.token)))
+	}
+	cc, err := grpc.NewClient(h.addr, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func (h *harness) client(t *testing.T, c cred) adminv1.AdminServiceClient {
+	return adminv1.NewAdminServiceClient(h.conn(t, c))
+}
+
+// ops is the client most tests use: the named bearer token.
+func (h *harness) ops(t *testing.T) adminv1.AdminServiceClient {
+	return h.client(t, cred{token: "Bearer " + opsToken})
+}
+
+func (h *harness) reload(t *testing.T) {
+	t.Helper()
+	if err := h.snap.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// signed returns an envelope for version, signed by priv and valid for a
+// month after testNow.
+func signed(t *testing.T, priv ed25519.PrivateKey, version string) string {
+	t.Helper()
+	v := hotfix.MustParseVersion(version)
+	env, err := release.Sign(release.Release{
+		Base:    v.Base(),
+		Version: version,
+		Artifacts: map[string]release.Artifact{
+			"linux/amd64": {URL: "https://blob.example.com/anc/" + version, SHA256: strings.Repeat("ab", 32), Size: 1234},
+		},
+		NotAfter: testNow.Add(30 * 24 * time.Hour),
+	}, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(env)
+}
+
+func newKey(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
+	t.Helper()
+	pub, priv, err := release.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, priv
+}
+
+func wantCode(t *testing.T, what string, err error, want codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != want {
+		t.Errorf("%s: code %v (%v), want %v", what, got, err, want)
+	}
+}
+
+func publish(t *testing.T, c adminv1.AdminServiceClient, env string) *adminv1.Release {
+	t.Helper()
+	resp, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: env})
+	if err != nil {
+		t.Fatalf("PublishRelease: %v", err)
+	}
+	return resp.GetRelease()
+}
+
+func TestPublishRelease(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	env := signed(t, priv, "202604.01.3")
+
+	got := publish(t, c, "\n"+env+"\n")
+	if got.GetVersion() != "202604.01.3" || got.GetBase() != "202604.01" || got.GetRollout().GetState() != "draft" ||
+		got.GetRollout().GetPercent() != 0 || got.GetRevision() == 0 || !got.GetPublishedAt().AsTime().Equal(testNow) {
+		t.Errorf("PublishRelease = %v, want a draft of 202604.01.3 at 0%% published at %v", got, testNow)
+	}
+	if got.GetEnvelopeJson() != env {
+		t.Errorf("stored envelope = %q, want the published one %q", got.GetEnvelopeJson(), env)
+	}
+
+	_, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: env})
+	wantCode(t, "publish again", err, codes.AlreadyExists)
+
+	expired, err := release.Sign(release.Release{
+		Base: "202604.01", Version: "202604.01.4", NotAfter: testNow,
+		Artifacts: map[string]release.Artifact{"linux/amd64": {URL: "https://x.example/a", SHA256: strings.Repeat("0", 64), Size: 1}},
+	}, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, env := range map[string]string{
+		"empty":   "  ",
+		"garbage": "{not json",
+		"expired": string(expired),
+	} {
+		_, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: env})
+		wantCode(t, "publish "+name, err, codes.InvalidArgument)
+	}
+}
+
+func TestPublishWithReleaseKeysRefusesUntrusted(t *testing.T) {
+	t.Parallel()
+	pub, priv := newKey(t)
+	_, otherPriv := newKey(t)
+	ks, err := release.NewKeySet(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{keys: &ks})
+	c := h.ops(t)
+
+	// Tamper: swap the payload of a trusted envelope for another version's.
+	var good, other map[string]any
+	if err := json.Unmarshal([]byte(signed(t, priv, "202604.01.5")), &good); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(signed(t, otherPriv, "202604.01.6")), &other); err != nil {
+		t.Fatal(err)
+	}
+	good["payload"] = other["payload"]
+	tampered, _ := json.Marshal(good)
+	payload, _ := base64.StdEncoding.DecodeString(other["payload"].(string))
+	unsigned, _ := json.Marshal(map[string]any{
+		"payloadType": "application/vnd.nodehotfix.release.v1+json",
+		"payload":     base64.StdEncoding.EncodeToString(payload),
+		"signatures":  []any{},
+	})
+
+	for name, env := range map[string]string{
+		"other-key": signed(t, otherPriv, "202604.01.4"),
+		"tampered":  string(tampered),
+		"unsigned":  string(unsigned),
+	} {
+		_, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: env})
+		wantCode(t, "publish "+name, err, codes.InvalidArgument)
+	}
+	if rels, _, _ := h.store.Releases(t.Context()); len(rels) != 0 {
+		t.Errorf("store holds %d releases after refused publishes, want 0", len(rels))
+	}
+	publish(t, c, signed(t, priv, "202604.01.3"))
+}
+
+func TestRolloutChanges(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	const v = "202604.01.3"
+	publish(t, c, signed(t, priv, v))
+	ctx := t.Context()
+
+	set := func(pct int32, subs ...string) (*adminv1.Release, error) {
+		resp, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: pct, Subscriptions: subs, SetSubscriptions: subs != nil})
+		return resp.GetRelease(), err
+	}
+	move := func(a adminv1.Action) (*adminv1.Release, error) {
+		resp, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: a})
+		return resp.GetRelease(), err
+	}
+	state := func(r *adminv1.Release) string { return r.GetRollout().GetState() }
+
+	r, err := set(10, "SUB-B", "sub-a")
+	if err != nil {
+		t.Fatalf("SetRollout 10%%: %v", err)
+	}
+	if state(r) != "rolling" || r.GetRollout().GetPercent() != 10 || !cmp.Equal(r.GetRollout().GetSubscriptions(), []string{"sub-a", "sub-b"}) {
+		t.Errorf("after SetRollout 10%% = %v, want rolling at 10%% for [sub-a sub-b]", r.GetRollout())
+	}
+	_, err = set(5)
+	wantCode(t, "decrease", err, codes.FailedPrecondition)
+	_, err = set(101)
+	wantCode(t, "percent 101", err, codes.InvalidArgument)
+	_, err = c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: "202604.01.99", Percent: 10})
+	wantCode(t, "unknown version", err, codes.NotFound)
+	_, err = c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: "nope", Percent: 10})
+	wantCode(t, "malformed version", err, codes.InvalidArgument)
+	_, err = c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 20, IfRevision: r.GetRevision() - 1})
+	wantCode(t, "stale if_revision", err, codes.Aborted)
+	resp, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 20, IfRevision: r.GetRevision()})
+	r = resp.GetRelease()
+	if err != nil || r.GetRollout().GetPercent() != 20 || len(r.GetRollout().GetSubscriptions()) != 2 {
+		t.Errorf("SetRollout 20%% at the current revision = %v, %v; want 20%% with the scope kept", r.GetRollout(), err)
+	}
+	resp, err = c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 20, SetSubscriptions: true, Regions: []string{"WestUS"}, SetRegions: true})
+	r = resp.GetRelease()
+	if err != nil || len(r.GetRollout().GetSubscriptions()) != 0 || !cmp.Equal(r.GetRollout().GetRegions(), []string{"westus"}) {
+		t.Errorf("SetRollout clearing subscriptions = %v, %v; want every subscription, region westus", r.GetRollout(), err)
+	}
+
+	steps := []struct {
+		action adminv1.Action
+		want   string
+		code   codes.Code
+	}{
+		{adminv1.Action_ACTION_PAUSE, "paused", codes.OK},
+		{adminv1.Action_ACTION_PAUSE, "", codes.FailedPrecondition},
+		{adminv1.Action_ACTION_RESUME, "rolling", codes.OK},
+		{adminv1.Action_ACTION_HALT, "halted", codes.OK},
+		{adminv1.Action_ACTION_COMPLETE, "", codes.FailedPrecondition},
+		{adminv1.Action_ACTION_RESUME, "rolling", codes.OK},
+		{adminv1.Action_ACTION_COMPLETE, "complete", codes.OK},
+		{adminv1.Action_ACTION_UNSPECIFIED, "", codes.InvalidArgument},
+	}
+	for i, s := range steps {
+		r, err := move(s.action)
+		wantCode(t, s.action.String(), err, s.code)
+		if s.code == codes.OK && state(r) != s.want {
+			t.Errorf("step %d: Transition(%v) state = %q, want %q", i, s.action, state(r), s.want)
+		}
+	}
+	if _, err := set(100); status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("SetRollout on a complete rollout: %v, want FailedPrecondition", err)
+	}
+
+	rv, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
+	if err != nil || !rv.GetRelease().GetRevoked() {
+		t.Fatalf("Revoke = %v, %v; want revoked", rv, err)
+	}
+	again, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
+	if err != nil || again.GetRelease().GetRevision() != rv.GetRelease().GetRevision() {
+		t.Errorf("Revoke again = %v, %v; want the same record unchanged", again, err)
+	}
+	_, err = move(adminv1.Action_ACTION_HALT)
+	wantCode(t, "halt revoked", err, codes.FailedPrecondition)
+	_, err = c.Revoke(ctx, &adminv1.RevokeRequest{Version: "202604.01.99"})
+	wantCode(t, "revoke unknown", err, codes.NotFound)
+}
+
+// auditView is what TestAuditRecordsEveryChange compares per entry.
+type auditView struct {
+	Seq                   int64
+	Actor, Action, Target string
+	Before, After         string // "state/percent/revoked", "" for none
+}
+
+func summarize(t *testing.T, js string) string {
+	t.Helper()
+	if js == "" {
+		return ""
+	}
+	var r rollout.Release
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatalf("audit record %q: %v", js, err)
+	}
+	s := string(r.Rollout.State) + "/" + strconv.Itoa(r.Rollout.Percent)
+	if r.Revoked {
+		s += "/revoked"
+	}
+	return s
+}
+
+func TestAuditRecordsEveryChange(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	ops := h.ops(t)
+	unnamed := h.client(t, cred{token: "bearer " + unnamedToken})
+	alice := h.client(t, cred{cert: &h.pki.alice})
+	_, priv := newKey(t)
+	ctx := t.Context()
+	const v = "202604.01.3"
+
+	publish(t, ops, signed(t, priv, v))
+	calls := []func() error{
+		func() error {
+			_, err := alice.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 25})
+			return err
+		},
+		func() error {
+			_, err := unnamed.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_PAUSE})
+			return err
+		},
+		func() error {
+			_, err := ops.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_RESUME})
+			return err
+		},
+		func() error {
+			_, err := ops.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_HALT})
+			return err
+		},
+		func() error {
+			_, err := ops.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
+			return err // refused: halted cannot complete; must not be audited
+		},
+		func() error {
+			_, err := ops.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_RESUME})
+			return err
+		},
+		func() error {
+			_, err := ops.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
+			return err
+		},
+		func() error {
+			_, err := alice.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
+			return err
+		},
+	}
+	for i, call := range calls {
+		if err := call(); err != nil && i != 4 {
+			t.Fatalf("change %d: %v", i, err)
+		}
+	}
+
+	resp, err := ops.ListAudit(ctx, &adminv1.ListAuditRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []auditView
+	for _, e := range resp.GetEntries() {
+		if !e.GetTime().AsTime().Equal(testNow) {
+			t.Errorf("entry %d time = %v, want %v", e.GetSeq(), e.GetTime().AsTime(), testNow)
+		}
+		got = append(got, auditView{e.GetSeq(), e.GetActor(), e.GetAction(), e.GetTarget(), summarize(t, e.GetBeforeJson()), summarize(t, e.GetAfterJson())})
+	}
+	unnamedActor := must(ParseTokens([]byte(unnamedToken)))[0].Actor()
+	want := []auditView{
+		{1, "token:ops", "publish", v, "", "draft/0"},
+		{2, "cert:alice", "rollout-set", v, "draft/0", "rolling/25"},
+		{3, unnamedActor, "pause", v, "rolling/25", "paused/25"},
+		{4, "token:ops", "resume", v, "paused/25", "rolling/25"},
+		{5, "token:ops", "halt", v, "rolling/25", "halted/25"},
+		{6, "token:ops", "resume", v, "halted/25", "rolling/25"},
+		{7, "token:ops", "complete", v, "rolling/25", "complete/100"},
+		{8, "cert:alice", "revoke", v, "complete/100", "complete/100/revoked"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit log (-want +got):\n%s", diff)
+	}
+	if !strings.HasPrefix(unnamedActor, "token:sha256:") || len(unnamedActor) != len("token:sha256:")+8 {
+		t.Errorf("unnamed token actor = %q, want token:sha256:<8 hex>", unnamedActor)
+	}
+
+	page, err := ops.ListAudit(ctx, &adminv1.ListAuditRequest{AfterSeq: 2, Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []int64
+	for _, e := range page.GetEntries() {
+		seqs = append(seqs, e.GetSeq())
+	}
+	if !cmp.Equal(seqs, []int64{3, 4, 5}) {
+		t.Errorf("ListAudit(after 2, limit 3) seqs = %v, want [3 4 5]", seqs)
+	}
+	_, err = ops.ListAudit(ctx, &adminv1.ListAuditRequest{AfterSeq: -1})
+	wantCode(t, "negative after_seq", err, codes.InvalidArgument)
+}
+
+func TestConcurrentSetRolloutOneWins(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	const v = "202604.01.3"
+	rev := publish(t, c, signed(t, priv, v)).GetRevision()
+
+	pcts := []int32{10, 30}
+	errs := make([]error, len(pcts))
+	var wg sync.WaitGroup
+	for i, p := range pcts {
+		wg.Go(func() {
+			_, errs[i] = c.SetRollout(t.Context(), &adminv1.SetRolloutRequest{Version: v, Percent: p, IfRevision: rev})
+		})
+	}
+	wg.Wait()
+	var won, aborted int
+	for _, err := range errs {
+		switch status.Code(err) {
+		case codes.OK:
+			won++
+		case codes.Aborted:
+			aborted++
+		default:
+			t.Errorf("concurrent SetRollout: %v, want OK or Aborted", err)
+		}
+	}
+	if won != 1 || aborted != 1 {
+		t.Errorf("concurrent SetRollout at one revision: %d won, %d aborted; want 1 and 1 (%v)", won, aborted, errs)
+	}
+	if entries, _ := h.store.Audit(t.Context(), 0, 10); len(entries) != 2 {
+		t.Errorf("audit holds %d entries, want 2 (publish and the winner)", len(entries))
+	}
+}
+
+// racingStore lets another writer change a release between the server's
+// read and its compare-and-swap.
+type racingStore struct {
+	*memstore.Store
+	race func()
+}
+
+func (s *racingStore) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error) {
+	if s.race != nil {
+		s.race()
+		s.race = nil
+	}
+	return s.Store.PutRelease(ctx, r, ifRev, a)
+}
+
+func TestSetRolloutLosingTheCASIsAborted(t *testing.T) {
+	t.Parallel()
+	rs := &racingStore{}
+	h := newHarness(t, harnessOpts{store: rs})
+	rs.Store = h.store
+	c := h.ops(t)
+	_, priv := newKey(t)
+	const v = "202604.01.3"
+	publish(t, c, signed(t, priv, v))
+
+	rs.race = func() {
+		r, rev, err := h.store.Release(t.Context(), v)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		r.Rollout = rollout.Rollout{State: rollout.Rolling, Percent: 50}
+		if _, err := h.store.PutRelease(t.Context(), r, rev, store.AuditEntry{Actor: "other", Action: "rollout-set", Target: v}); err != nil {
+			t.Error(err)
+		}
+	}
+	_, err := c.SetRollout(t.Context(), &adminv1.SetRolloutRequest{Version: v, Percent: 10})
+	wantCode(t, "SetRollout that lost the race", err, codes.Aborted)
+	if !strings.Contains(status.Convert(err).Message(), "retry") {
+		t.Errorf("Aborted message %q does not say to retry", status.Convert(err).Message())
+	}
+	r, _, _ := h.store.Release(t.Context(), v)
+	if r.Rollout.Percent != 50 {
+		t.Errorf("percent after the lost race = %d, want the winner's 50", r.Rollout.Percent)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	for _, v := range []string{"202604.01.10", "202604.01.9", "202603.15.1"} {
+		publish(t, c, signed(t, priv, v))
+	}
+	r, err := c.SetRollout(t.Context(), &adminv1.SetRolloutRequest{Version: "202604.01.9", Percent: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.reload(t)
+
+	st, err := c.Status(t.Context(), &adminv1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var versions []string
+	for _, rel := range st.GetReleases() {
+		versions = append(versions, rel.GetVersion())
+		if rel.GetVersion() == "202604.01.9" && (rel.GetRevision() != r.GetRelease().GetRevision() || rel.GetRollout().GetPercent() != 40) {
+			t.Errorf("status of 202604.01.9 = %v, want revision %d at 40%%", rel, r.GetRelease().GetRevision())
+		}
+	}
+	if want := []string{"202603.15.1", "202604.01.9", "202604.01.10"}; !cmp.Equal(versions, want) {
+		t.Errorf("status versions = %v, want %v", versions, want)
+	}
+	var counts []string
+	for _, oc := range st.GetRequests() {
+		counts = append(counts, oc.GetOutcome()+"="+strconv.Itoa(int(oc.GetCount())))
+	}
+	if want := []string{"not-found=2", "served=7"}; !cmp.Equal(counts, want) {
+		t.Errorf("status counts = %v, want %v", counts, want)
+	}
+	_, storeRev, _ := h.store.Releases(t.Context())
+	if st.GetRegion() != "eastus" || st.GetSnapshotRevision() != storeRev || st.GetSnapshotTime() == nil {
+		t.Errorf("status region %q snapshot %d at %v, want eastus, %d, a time", st.GetRegion(), st.GetSnapshotRevision(), st.GetSnapshotTime(), storeRev)
+	}
+}
+
+func TestExplainRuleByRule(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	for _, v := range []string{"202604.01.2", "202604.01.3", "202604.01.4", "202604.01.5", "202604.01.6", "202605.01.1"} {
+		publish(t, c, signed(t, priv, v))
+	}
+	steps := []struct {
+		v    string
+		do   func(v string) error
+		note string
+	}{
+		{"202604.01.2", func(v string) error { return setPct(ctx, c, v, 100, []string{"sub-a"}, nil) }, "chosen"},
+		{"202604.01.3", func(v string) error { return setPct(ctx, c, v, 0, nil, nil) }, "0%: never included"},
+		{"202604.01.4", func(v string) error {
+			if err := setPct(ctx, c, v, 100, nil, nil); err != nil {
+				return err
+			}
+			_, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_HALT})
+			return err
+		}, "halted"},
+		{"202604.01.5", func(v string) error { return setPct(ctx, c, v, 100, []string{"sub-b"}, nil) }, "other subscription"},
+		{"202604.01.6", func(v string) error { return setPct(ctx, c, v, 100, nil, []string{"westus"}) }, "other region"},
+		{"202605.01.1", func(v string) error {
+			_, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
+			return err
+		}, "revoked"},
+	}
+	for _, s := range steps {
+		if err := s.do(s.v); err != nil {
+			t.Fatalf("set up %s (%s): %v", s.v, s.note, err)
+		}
+	}
+	h.reload(t)
+
+	type rule struct {
+		Rule   string
+		Passed bool
+	}
+	type decision struct {
+		Version          string
+		Included, Chosen bool
+		Rules            []rule
+	}
+	explain := func(region string) ([]decision, hotfix.Pointer) {
+		t.Helper()
+		resp, err := c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "SUB-A", Region: region})
+		if err != nil {
+			t.Fatalf("Explain: %v", err)
+		}
+		var out []decision
+		for _, d := range resp.GetDecisions() {
+			dd := decision{Version: d.GetVersion(), Included: d.GetIncluded(), Chosen: d.GetChosen()}
+			for _, r := range d.GetRules() {
+				if r.GetDetail() == "" {
+					t.Errorf("%s rule %s has no detail", d.GetVersion(), r.GetRule())
+				}
+				dd.Rules = append(dd.Rules, rule{r.GetRule(), r.GetPassed()})
+			}
+			out = append(out, dd)
+		}
+		p, err := hotfix.ParsePointer([]byte(resp.GetPointerJson()))
+		if err != nil {
+			t.Fatalf("Explain pointer %q: %v", resp.GetPointerJson(), err)
+		}
+		return out, p
+	}
+	pass := func(names ...string) []rule {
+		var rs []rule
+		for _, n := range names {
+			rs = append(rs, rule{n, true})
+		}
+		return rs
+	}
+	fail := func(rs []rule, name string) []rule { return append(rs, rule{name, false}) }
+	all := pass("not-revoked", "state-serving", "subscription-in-scope", "region-in-scope", "percentage")
+
+	got, ptr := explain("")
+	want := []decision{
+		{"202604.01.2", true, true, all},
+		{"202604.01.3", false, false, fail(pass("not-revoked", "state-serving", "subscription-in-scope", "region-in-scope"), "percentage")},
+		{"202604.01.4", false, false, fail(pass("not-revoked"), "state-serving")},
+		{"202604.01.5", false, false, fail(pass("not-revoked", "state-serving"), "subscription-in-scope")},
+		{"202604.01.6", false, false, fail(pass("not-revoked", "state-serving", "subscription-in-scope"), "region-in-scope")},
+		{"202605.01.1", false, false, fail(nil, "not-revoked")},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Explain in the instance region (-want +got):\n%s", diff)
+	}
+	if !cmp.Equal(ptr.Hotfixes, map[string]string{"202604.01": "202604.01.2"}) || !cmp.Equal(ptr.Revoked, []string{"202605.01.1"}) || len(ptr.Releases) != 1 {
+		t.Errorf("Explain pointer = hotfixes %v revoked %v with %d releases, want 202604.01.2, [202605.01.1], 1", ptr.Hotfixes, ptr.Revoked, len(ptr.Releases))
+	}
+
+	got, ptr = explain("WestUS")
+	want[4] = decision{"202604.01.6", true, true, all}
+	want[0].Chosen = false
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Explain in region westus (-want +got):\n%s", diff)
+	}
+	if ptr.Hotfixes["202604.01"] != "202604.01.6" {
+		t.Errorf("Explain in westus serves %v, want 202604.01.6", ptr.Hotfixes)
+	}
+
+	_, err := c.Explain(ctx, &adminv1.ExplainRequest{SubscriptionId: "sub-a"})
+	wantCode(t, "explain without vm_id", err, codes.InvalidArgument)
+}
+
+func setPct(ctx context.Context, c adminv1.AdminServiceClient, v string, pct int32, subs, regions []string) error {
+	_, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{
+		Version: v, Percent: pct,
+		Subscriptions: subs, SetSubscriptions: subs != nil,
+		Regions: regions, SetRegions: regions != nil,
+	})
+	return err
+}
+
+func TestExplainWithoutSnapshot(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{noSnapshot: true})
+	_, err := h.ops(t).Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "sub-a"})
+	wantCode(t, "explain without a snapshot", err, codes.Unavailable)
+}
+
+func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
+	t.Parallel()
+	s := New(Config{Store: memstore.New()})
+	ctx := t.Context()
+	calls := map[string]func() error{
+		"PublishRelease": func() error { _, err := s.PublishRelease(ctx, &adminv1.PublishReleaseRequest{}); return err },
+		"SetRollout": func() error {
+			_, err := s.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: "202604.01.1"})
+			return err
+		},
+		"Transition": func() error {
+			_, err := s.Transition(ctx, &adminv1.TransitionRequest{Version: "202604.01.1", Action: adminv1.Action_ACTION_HALT})
+			return err
+		},
+		"Revoke": func() error { _, err := s.Revoke(ctx, &adminv1.RevokeRequest{Version: "202604.01.1"}); return err },
+		"Status": func() error { _, err := s.Status(ctx, &adminv1.StatusRequest{}); return err },
+		"Explain": func() error {
+			_, err := s.Explain(ctx, &adminv1.ExplainRequest{VmId: "x", SubscriptionId: "y"})
+			return err
+		},
+		"ListAudit": func() error { _, err := s.ListAudit(ctx, &adminv1.ListAuditRequest{}); return err },
+	}
+	for _, m := range adminv1.AdminService_ServiceDesc.Methods {
+		call, ok := calls[m.MethodName]
+		if !ok {
+			t.Errorf("method %s is not covered", m.MethodName)
+			continue
+		}
+		wantCode(t, m.MethodName+" without an actor", call(), codes.Unauthenticated)
+	}
+}
