@@ -91,9 +91,8 @@ $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 
 .PHONY: demo
-demo: ## run the whole flow locally (imds-emulator, lpsd, launcher, agent)
-	@if [ -x scripts/demo.sh ]; then scripts/demo.sh; else \
-		echo "make demo: not yet: the end-to-end demo lands with the imds-emulator/demo issue"; fi
+demo: ## run the whole flow locally (imds-emulator, lpsd, launcher, agent); DEMO_FLAGS=--keep keeps the work dir
+	go run ./test/demo $(DEMO_FLAGS)
 
 .PHONY: clean
 clean: ## remove build output

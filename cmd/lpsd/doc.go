@@ -1,0 +1,60 @@
+/*
+Command lpsd is the live-patching service. Nodes call
+akslivepatching.v1.LivePatchingService/GetComponentConfig over TLS with their
+attested instance-identity document; lpsd verifies the document and answers
+with the hotfix pointer for that node, from an in-memory snapshot of its
+store. Operators change the state through the admin API (lpsctl).
+
+Usage:
+
+	lpsd --tls-cert FILE --tls-key FILE (--admin-token-file FILE | --admin-client-ca FILE) [flags]
+
+Listeners:
+
+	--listen ADDR          node-facing gRPC/TLS (default :8443); selects ALPN
+	                       h2 for clients offering [aks-live-patching, h2] and
+	                       presents --tls-cert whatever SNI the node sends
+	--admin-listen ADDR    admin API, TLS 1.3, authenticated (default
+	                       127.0.0.1:8444)
+	--http-listen ADDR     /metrics (Prometheus), /healthz, /readyz (default
+	                       127.0.0.1:9090)
+	--addr-file FILE       write {"grpc","admin","http"} bound addresses as JSON
+
+TLS and authentication:
+
+	--tls-cert, --tls-key  node-facing certificate; must cover --server-name
+	--server-name NAME     default aks-security-patch.data.mcr.microsoft.com
+	--admin-tls-cert, --admin-tls-key   admin certificate (default the node one)
+	--admin-token-file FILE  bearer tokens, one [name:]token per line
+	--admin-client-ca FILE   CA for admin client certificates (mTLS)
+
+State:
+
+	--store SPEC           bolt:PATH (default bolt:/var/lib/lpsd/lpsd.db),
+	                       etcd:HOST:PORT[,HOST:PORT...] or mem:
+	--release-keys FILE    only releases signed by these keys can be published
+	--region LABEL         this instance's region, matched by rollout scopes
+
+Attestation (see internal/imds/attest):
+
+	--imds-roots FILE          trust anchors (default: embedded public roots)
+	--imds-intermediates FILE  intermediates for chain building
+	--imds-san-domain LIST     metadata domains (default metadata.azure.com)
+	--imds-aia-hosts LIST      AIA fetch allowlist (default www.microsoft.com)
+	--imds-no-aia              never fetch intermediates
+	--allowed-subscriptions LIST  only these subscriptions may attest
+	--attest-max-uses N        times one document is accepted (1: single use)
+
+Node-facing answers: the pointer {"hotfixes","releases","revoked"} when
+something applies; NotFound when nothing does; Unauthenticated or
+PermissionDenied (no detail) when attestation fails; Unavailable before the
+first snapshot or when an intermediate cannot be fetched.
+
+lpsd is stateless apart from its store: run several replicas on one etcd
+behind any L4 balancer; each watches the store and swaps its snapshot
+atomically. SIGINT/SIGTERM drain gracefully (readyz turns 503 first).
+
+Exit codes: 0 after a clean shutdown, 1 on a startup or serving error, 2 on
+usage errors.
+*/
+package main

@@ -1,0 +1,330 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/capfile"
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/imds/azureroots"
+	"nodehotfix/internal/lps"
+	"nodehotfix/internal/lps/admin"
+	"nodehotfix/internal/release"
+)
+
+type options struct {
+	listen, adminListen, httpListen string
+	addrFile                        string
+	tlsCert, tlsKey, serverName     string
+	adminCert, adminKey             string
+	adminTokens, adminClientCA      string
+	storeSpec                       string
+	imdsRoots, imdsIntermediates    string
+	sanDomains, aiaHosts            string
+	noAIA                           bool
+	allowedSubs                     string
+	maxUses                         int
+	region                          string
+	releaseKeys                     string
+	maxConns                        int
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("lpsd", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.listen, "listen", ":8443", "node-facing gRPC/TLS `address`")
+	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8444", "admin API gRPC/TLS `address`")
+	fs.StringVar(&o.httpListen, "http-listen", "127.0.0.1:9090", "`address` of /metrics, /healthz and /readyz")
+	fs.StringVar(&o.addrFile, "addr-file", "", "write the bound addresses as JSON {grpc,admin,http} to this `file`")
+	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate `file` for the node-facing listener (required)")
+	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key `file` for --tls-cert (required)")
+	fs.StringVar(&o.serverName, "server-name", lps.DefaultServerName, "name nodes verify the certificate for")
+	fs.StringVar(&o.adminCert, "admin-tls-cert", "", "PEM certificate `file` for the admin listener (default --tls-cert)")
+	fs.StringVar(&o.adminKey, "admin-tls-key", "", "PEM key `file` for --admin-tls-cert (default --tls-key)")
+	fs.StringVar(&o.adminTokens, "admin-token-file", "", "admin bearer tokens `file`, one [name:]token per line")
+	fs.StringVar(&o.adminClientCA, "admin-client-ca", "", "PEM CA `file` verifying admin client certificates (mTLS)")
+	fs.StringVar(&o.storeSpec, "store", defaultStore, "state backend: bolt:PATH, etcd:HOST:PORT[,...] or mem:")
+	fs.StringVar(&o.imdsRoots, "imds-roots", "", "PEM `file` of attested-document roots (default: the embedded public roots)")
+	fs.StringVar(&o.imdsIntermediates, "imds-intermediates", "", "PEM `file` of intermediates to build chains with")
+	fs.StringVar(&o.sanDomains, "imds-san-domain", "metadata.azure.com", "comma-separated metadata domains the signer's SAN must be under")
+	fs.StringVar(&o.aiaHosts, "imds-aia-hosts", "www.microsoft.com", "comma-separated hosts intermediates may be fetched from")
+	fs.BoolVar(&o.noAIA, "imds-no-aia", false, "never fetch intermediates; chains must build from --imds-intermediates")
+	fs.StringVar(&o.allowedSubs, "allowed-subscriptions", "", "comma-separated subscription IDs allowed to attest (default: all)")
+	fs.IntVar(&o.maxUses, "attest-max-uses", 0, "times one attested document is accepted while valid (0: the verifier default; 1: single use)")
+	fs.StringVar(&o.region, "region", "", "this instance's region label, matched against rollout regions")
+	fs.StringVar(&o.releaseKeys, "release-keys", "", "release public keys `file`; when set, only releases signed by them can be published")
+	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lpsd: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	if err := serve(ctx, o, log); err != nil {
+		log.Error("lpsd stopped", "err", err)
+		fmt.Fprintln(stderr, "lpsd:", err)
+		return 1
+	}
+	return 0
+}
+
+func serve(ctx context.Context, o options, log *slog.Logger) error {
+	if o.tlsCert == "" || o.tlsKey == "" {
+		return errors.New("--tls-cert and --tls-key are required")
+	}
+	if o.adminTokens == "" && o.adminClientCA == "" {
+		return errors.New("set --admin-token-file or --admin-client-ca: the admin API is never unauthenticated")
+	}
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err != nil {
+		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	adminCert := cert
+	if o.adminCert != "" || o.adminKey != "" {
+		if adminCert, err = tls.LoadX509KeyPair(o.adminCert, o.adminKey); err != nil {
+			return fmt.Errorf("--admin-tls-cert/--admin-tls-key: %w", err)
+		}
+	}
+	verifier, err := newVerifier(o)
+	if err != nil {
+		return err
+	}
+	var tokens []admin.Token
+	if o.adminTokens != "" {
+		data, err := capfile.Read(o.adminTokens, 1<<20)
+		if err != nil {
+			return fmt.Errorf("--admin-token-file: %w", err)
+		}
+		if tokens, err = admin.ParseTokens(data); err != nil {
+			return fmt.Errorf("--admin-token-file %s: %w", o.adminTokens, err)
+		}
+	}
+	var clientCAs *x509.CertPool
+	if o.adminClientCA != "" {
+		if clientCAs, err = loadPool(o.adminClientCA); err != nil {
+			return fmt.Errorf("--admin-client-ca: %w", err)
+		}
+	}
+	var keys *release.KeySet
+	if o.releaseKeys != "" {
+		data, err := capfile.Read(o.releaseKeys, release.MaxKeySetSize)
+		if err != nil {
+			return fmt.Errorf("--release-keys: %w", err)
+		}
+		ks, err := release.ParseKeySet(data)
+		if err != nil {
+			return fmt.Errorf("--release-keys %s: %w", o.releaseKeys, err)
+		}
+		keys = &ks
+	}
+
+	st, err := openStore(ctx, o.storeSpec)
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer st.Close()
+
+	reg := prometheus.NewRegistry()
+	metrics := lps.NewMetrics(reg)
+	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
+	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
+		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, Log: log,
+	})
+	if err != nil {
+		return err
+	}
+	auth := admin.NewAuth(tokens, log)
+	adminSrv := grpc.NewServer(
+		grpc.Creds(credentials.NewTLS(admin.TLSConfig(adminCert, clientCAs, len(tokens) > 0))),
+		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.Unary),
+		grpc.ChainStreamInterceptor(auth.Stream),
+		grpc.ConnectionTimeout(5*time.Second),
+	)
+	adminv1.RegisterAdminServiceServer(adminSrv, admin.New(admin.Config{
+		Store: st, Snapshots: snaps, Counts: metrics.Counts, Region: o.region, ReleaseKeys: keys, Log: log,
+	}))
+
+	nodeLn, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return err
+	}
+	adminLn, err := net.Listen("tcp", o.adminListen)
+	if err != nil {
+		nodeLn.Close()
+		return err
+	}
+	httpLn, err := net.Listen("tcp", o.httpListen)
+	if err != nil {
+		nodeLn.Close()
+		adminLn.Close()
+		return err
+	}
+	httpSrv := &http.Server{Handler: node.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	if o.addrFile != "" {
+		data, _ := json.Marshal(map[string]string{"grpc": nodeLn.Addr().String(), "admin": adminLn.Addr().String(), "http": httpLn.Addr().String()})
+		if err := atomicfile.WriteFile(o.addrFile, append(data, '\n'), 0o644); err != nil {
+			return fmt.Errorf("--addr-file: %w", err)
+		}
+	}
+	log.Info("lpsd serving", "grpc", nodeLn.Addr().String(), "admin", adminLn.Addr().String(), "http", httpLn.Addr().String(),
+		"store", storeKind(o.storeSpec), "region", o.region, "serverName", o.serverName)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	goRun := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && ctx.Err() == nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	goRun("snapshot", func() error { return keepSnapshot(ctx, snaps, log) })
+	goRun("node listener", func() error { return node.Serve(ctx, nodeLn) })
+	goRun("admin listener", func() error { return adminSrv.Serve(adminLn) })
+	goRun("http listener", func() error {
+		if err := httpSrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("lpsd shutting down")
+	case runErr = <-errc:
+	}
+	cancel()
+	stopped := make(chan struct{})
+	go func() { adminSrv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		adminSrv.Stop()
+	}
+	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
+	httpSrv.Shutdown(shutdownCtx)
+	done()
+	wg.Wait()
+	return runErr
+}
+
+// keepSnapshot loads the first snapshot, retrying until the store answers
+// (readyz stays false meanwhile), then keeps it fresh.
+func keepSnapshot(ctx context.Context, snaps *lps.Snapshotter, log *slog.Logger) error {
+	for {
+		err := snaps.Load(ctx)
+		if err == nil {
+			break
+		}
+		log.Warn("initial snapshot load failed; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+	return snaps.Run(ctx)
+}
+
+func newVerifier(o options) (*attest.Verifier, error) {
+	cfg := attest.Config{
+		Roots:                azureroots.Pool(),
+		SANDomains:           splitList(o.sanDomains),
+		AIAHosts:             splitList(o.aiaHosts),
+		DisableAIA:           o.noAIA,
+		AllowedSubscriptions: splitList(o.allowedSubs),
+		MaxUses:              o.maxUses,
+	}
+	if o.imdsRoots != "" {
+		data, err := capfile.Read(o.imdsRoots, 1<<20)
+		if err != nil {
+			return nil, fmt.Errorf("--imds-roots: %w", err)
+		}
+		if cfg.Roots, err = attest.RootsFromPEM(data); err != nil {
+			return nil, fmt.Errorf("--imds-roots %s: %w", o.imdsRoots, err)
+		}
+	}
+	if o.imdsIntermediates != "" {
+		data, err := capfile.Read(o.imdsIntermediates, 1<<20)
+		if err != nil {
+			return nil, fmt.Errorf("--imds-intermediates: %w", err)
+		}
+		if cfg.Intermediates, err = attest.ParseCertificatesPEM(data); err != nil {
+			return nil, fmt.Errorf("--imds-intermediates %s: %w", o.imdsIntermediates, err)
+		}
+	}
+	v, err := attest.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("attestation verifier: %w", err)
+	}
+	return v, nil
+}
+
+func loadPool(path string) (*x509.CertPool, error) {
+	data, err := capfile.Read(path, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	p := x509.NewCertPool()
+	if !p.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("%s: no PEM certificates", path)
+	}
+	return p, nil
+}
+
+// recoverUnary turns a panic in an admin handler into Internal: grpc-go does
+// not recover handler panics, and one bad request must not stop the service.
+func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+		defer func() {
+			if v := recover(); v != nil {
+				log.Error("admin handler panicked", "method", info.FullMethod, "panic", fmt.Sprint(v))
+				resp, err = nil, status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func storeKind(spec string) string {
+	kind, _, _ := strings.Cut(spec, ":")
+	return kind
+}

@@ -1,0 +1,275 @@
+// Command demo runs the whole hotfix flow locally on real processes and
+// explains what happened: `make demo`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"nodehotfix/test/harness"
+)
+
+const (
+	bakedVersion  = "202604.01.0"
+	hotfixVersion = "202604.01.1"
+	vmID          = "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
+	subscription  = "8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, out io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	keep := fs.Bool("keep", false, "keep the work directory (logs, node roots) after the demo")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	work, err := os.MkdirTemp("", "nodehotfix-demo-")
+	if err != nil {
+		fmt.Fprintln(out, "demo:", err)
+		return 1
+	}
+	d := &demo{out: out, work: work, start: time.Now()}
+	err = d.run(ctx)
+	d.cleanup()
+	if *keep || err != nil {
+		fmt.Fprintf(out, "\nwork directory kept: %s\n", work)
+	} else {
+		os.RemoveAll(work)
+	}
+	if err != nil {
+		fmt.Fprintln(out, "\nDEMO FAILED:", err)
+		return 1
+	}
+	fmt.Fprintf(out, "\ndemo finished in %s; every process it started has been stopped\n", time.Since(d.start).Round(100*time.Millisecond))
+	return 0
+}
+
+type demo struct {
+	out   io.Writer
+	work  string
+	start time.Time
+	stops []func()
+}
+
+func (d *demo) cleanup() {
+	for i := len(d.stops) - 1; i >= 0; i-- {
+		d.stops[i]()
+	}
+}
+
+func (d *demo) step(format string, a ...any) func() {
+	t := time.Now()
+	fmt.Fprintf(d.out, "==> "+format+"\n", a...)
+	return func() { fmt.Fprintf(d.out, "    done in %s\n", time.Since(t).Round(time.Millisecond)) }
+}
+
+func (d *demo) run(ctx context.Context) error {
+	binDir := filepath.Join(d.work, "bin")
+	os.MkdirAll(binDir, 0o755)
+	done := d.step("build lpsd, lpsctl, imds-emulator, a baked agent %s and a hotfix agent %s", bakedVersion, hotfixVersion)
+	bins, err := harness.Build(ctx, binDir)
+	if err != nil {
+		return err
+	}
+	baked, hotfix := filepath.Join(binDir, "agent-baked"), filepath.Join(d.work, "artifacts", "aks-node-controller-"+hotfixVersion)
+	os.MkdirAll(filepath.Dir(hotfix), 0o755)
+	if err := harness.BuildAgent(ctx, baked, bakedVersion); err != nil {
+		return err
+	}
+	if err := harness.BuildAgent(ctx, hotfix, hotfixVersion); err != nil {
+		return err
+	}
+	done()
+
+	done = d.step("start imds-emulator (vmId %s) and lpsd (bbolt store, minted TLS, admin token)", vmID)
+	svc := filepath.Join(d.work, "services")
+	os.MkdirAll(svc, 0o755)
+	imds, err := harness.StartIMDS(ctx, bins, svc, vmID, subscription)
+	if err != nil {
+		return err
+	}
+	d.stops = append(d.stops, func() { imds.Stop(5 * time.Second) })
+	lpsd, err := harness.StartLPSD(ctx, bins, svc, harness.LPSDOptions{IMDSRoots: imds.RootsFile, Region: "eastus"})
+	if err != nil {
+		return err
+	}
+	d.stops = append(d.stops, func() { lpsd.Stop(10 * time.Second) })
+	artifacts, err := harness.StartArtifactServer(filepath.Dir(hotfix), lpsd.TLS)
+	if err != nil {
+		return err
+	}
+	d.stops = append(d.stops, artifacts.Close)
+	fmt.Fprintf(d.out, "    imds-emulator %s, lpsd node %s admin %s, artifacts %s\n", imds.URL, lpsd.GRPCAddr, lpsd.AdminAddr, artifacts.URL)
+	done()
+
+	done = d.step("generate a release key; sign %s offline; publish; roll out to 100%%", hotfixVersion)
+	priv, pub, err := lpsd.GenerateKeys(ctx, svc)
+	if err != nil {
+		return err
+	}
+	env, err := lpsd.SignRelease(ctx, svc, harness.Release{Version: hotfixVersion, Binary: hotfix, URL: artifacts.URL + "/" + filepath.Base(hotfix), KeyFile: priv})
+	if err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"release", "publish", "--envelope", env},
+		{"rollout", "set", hotfixVersion, "--percent", "100"},
+	} {
+		if _, err := lpsd.Ctl(ctx, args...); err != nil {
+			return err
+		}
+	}
+	status, err := lpsd.Ctl(ctx, "status")
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(d.out, indent(status))
+	done()
+
+	pubKeys, err := os.ReadFile(pub)
+	if err != nil {
+		return err
+	}
+	// The node trusts the artifact server's CA through SSL_CERT_FILE, which
+	// Go reads for the system roots; production nodes use the real roots.
+	sslEnv := "SSL_CERT_FILE=" + lpsd.TLS.CAFile
+
+	done = d.step("node 1: flag ENABLE_PROVISIONING_HOTFIX=true; run the real launcher")
+	n1, err := harness.NewNode(filepath.Join(d.work, "node-on"), harness.NodeOptions{
+		BakedAgent: baked, ClusterCA: lpsd.TLS.CAPEM, ReleaseKeys: pubKeys,
+		Features: map[string]string{"ENABLE_PROVISIONING_HOTFIX": "true"},
+	})
+	if err != nil {
+		return err
+	}
+	res, err := n1.RunLauncher(ctx, bins.Launcher, imds.URL, lpsd.GRPCAddr, sslEnv)
+	if err != nil {
+		return err
+	}
+	done()
+	if err := d.report(n1, res); err != nil {
+		return err
+	}
+	if !strings.Contains(res.Output, "Using hotfix binary") {
+		return fmt.Errorf("node 1 did not run the hotfix binary:\n%s", res.Output)
+	}
+	prov, err := n1.Provisioned()
+	if err != nil || !strings.Contains(prov["Output"], "provisioned by aks-node-controller "+hotfixVersion) {
+		return fmt.Errorf("node 1 provision.json does not show the hotfix agent: %v %v", prov, err)
+	}
+	fmt.Fprintf(d.out, "    RESULT: provision ran from the hotfix agent %s (provision.json: %q)\n", hotfixVersion, strings.TrimSpace(prov["Output"]))
+
+	before := lpsdRequests(ctx, lpsd)
+	imdsBefore := strings.Count(imds.Log(), "attested document")
+	done = d.step("node 2: flag absent (default-off); run the launcher again")
+	n2, err := harness.NewNode(filepath.Join(d.work, "node-off"), harness.NodeOptions{BakedAgent: baked, ClusterCA: lpsd.TLS.CAPEM, ReleaseKeys: pubKeys})
+	if err != nil {
+		return err
+	}
+	res2, err := n2.RunLauncher(ctx, bins.Launcher, imds.URL, lpsd.GRPCAddr, sslEnv)
+	if err != nil {
+		return err
+	}
+	done()
+	if err := d.report(n2, res2); err != nil {
+		return err
+	}
+	prov2, err := n2.Provisioned()
+	if err != nil || !strings.Contains(prov2["Output"], "provisioned by aks-node-controller "+bakedVersion) {
+		return fmt.Errorf("node 2 provision.json does not show the baked agent: %v %v", prov2, err)
+	}
+	after := lpsdRequests(ctx, lpsd)
+	imdsAfter := strings.Count(imds.Log(), "attested document")
+	if after != before || imdsAfter != imdsBefore {
+		return fmt.Errorf("flag off made network calls: lpsd requests %d -> %d, imds %d -> %d", before, after, imdsBefore, imdsAfter)
+	}
+	fmt.Fprintf(d.out, "    RESULT: provision ran from the baked agent %s; lpsd requests %d -> %d and imds documents %d -> %d (no network calls)\n",
+		bakedVersion, before, after, imdsBefore, imdsAfter)
+	return nil
+}
+
+var durationRe = regexp.MustCompile(`durationMs=(\d+)`)
+var outcomeRe = regexp.MustCompile(`outcome=(\S+)`)
+
+// report prints the launcher's decisions and the node's event timeline.
+func (d *demo) report(n *harness.Node, res harness.LaunchResult) error {
+	fmt.Fprintf(d.out, "    launcher exit %d after %s; its decisions:\n", res.ExitCode, res.Duration.Round(time.Millisecond))
+	for _, line := range strings.Split(res.Output, "\n") {
+		if strings.HasPrefix(line, "{") {
+			continue // the agent's own JSON log lines
+		}
+		for _, key := range []string{"running check-hotfix", "check-hotfix completed", "download-hotfix", "Using ", "not newer", "exited with"} {
+			if strings.Contains(line, key) {
+				fmt.Fprintf(d.out, "      | %s\n", strings.TrimSpace(line))
+				break
+			}
+		}
+	}
+	evs, err := n.Events()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "    timeline (guest-agent events):\n")
+	fmt.Fprintf(d.out, "      %-23s  %-14s  %-13s  %-8s  %s\n", "start", "task", "agent version", "duration", "outcome")
+	for _, e := range evs {
+		task := strings.TrimPrefix(e.Task, "AKS.AKSNodeController.")
+		dur := ""
+		if m := durationRe.FindStringSubmatch(e.Message); m != nil {
+			dur = m[1] + "ms"
+		}
+		outcome := strings.SplitN(e.Message, " | ", 2)[0]
+		if m := outcomeRe.FindStringSubmatch(e.Message); m != nil {
+			outcome = m[1]
+			if i := strings.Index(e.Message, "route="); i >= 0 {
+				outcome += " " + strings.Fields(e.Message[i:])[0]
+			}
+		}
+		fmt.Fprintf(d.out, "      %-23s  %-14s  %-13s  %-8s  %s\n", e.Start, task, e.Version, dur, outcome)
+	}
+	return nil
+}
+
+// lpsdRequests returns the total node requests lpsd has answered.
+func lpsdRequests(ctx context.Context, l *harness.LPSD) int {
+	out, err := l.Ctl(ctx, "status", "--json")
+	if err != nil {
+		return -1
+	}
+	var st struct {
+		Requests []struct {
+			Count int `json:"count"`
+		} `json:"requests"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		return -1
+	}
+	n := 0
+	for _, r := range st.Requests {
+		n += r.Count
+	}
+	return n
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("      | " + line + "\n")
+	}
+	return b.String()
+}
