@@ -1,0 +1,304 @@
+// Package boltstore is the default store.Store: one local bbolt file.
+package boltstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/notify"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Buckets and keys of the file layout.
+const (
+	// releasesBucket maps a release version to its releaseRecord (JSON).
+	releasesBucket = "releases"
+	// auditBucket maps an 8-byte big-endian Seq to its auditRecord (JSON);
+	// the bucket's sequence allocates Seq.
+	auditBucket = "audit"
+	// metaBucket holds store-wide values.
+	metaBucket = "meta"
+	// revisionKey (in metaBucket) is the store-wide revision, 8-byte big
+	// endian, incremented by every write.
+	revisionKey = "revision"
+)
+
+// encodingVersion is written in every stored value; a reader refuses
+// values of any other version rather than misreading them.
+const encodingVersion = 1
+
+// lockTimeout bounds the wait for the file lock, so a second lpsd on the
+// same file fails at start with a clear error instead of hanging.
+const lockTimeout = time.Second
+
+// releaseRecord is the stored form of a release. The signed envelope is
+// kept as exact bytes beside the release (encoding/json would compact it
+// as a RawMessage), since nodes verify a signature over what is served.
+type releaseRecord struct {
+	V        int             `json:"v"`
+	Rev      int64           `json:"rev"`
+	Release  rollout.Release `json:"release"` // Envelope moved out
+	Envelope []byte          `json:"envelope"`
+}
+
+// auditRecord is the stored form of an audit entry; Before and After are
+// exact bytes for the same reason as releaseRecord.Envelope.
+type auditRecord struct {
+	V      int              `json:"v"`
+	Entry  store.AuditEntry `json:"entry"` // Before and After moved out
+	Before []byte           `json:"before"`
+	After  []byte           `json:"after"`
+}
+
+// Store is a store.Store in one bbolt file. bbolt allows one process per
+// file, so Watch is an in-process notification. Store is safe for
+// concurrent use.
+type Store struct {
+	db  *bolt.DB
+	hub notify.Hub
+}
+
+// Open opens or creates the database file at path (mode 0600, parent
+// directories 0700). It fails after about a second if another process holds
+// the file.
+func Open(path string) (*Store, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("open bolt store: %w", err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("open bolt store %s: file is locked by another process (waited %v): %w", path, lockTimeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		for _, b := range []string{releasesBucket, auditBucket, metaBucket} {
+			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
+				return fmt.Errorf("create bucket %s: %w", b, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Releases implements store.Store.
+func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
+	var (
+		out []rollout.Release
+		rev int64
+	)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		rev = revision(tx)
+		return tx.Bucket([]byte(releasesBucket)).ForEach(func(k, v []byte) error {
+			r, _, err := decodeRelease(v)
+			if err != nil {
+				return fmt.Errorf("release %q: %w", k, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("list releases: %w", mapErr(err))
+	}
+	slices.SortFunc(out, compareVersions)
+	return out, rev, nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, version string) (rollout.Release, int64, error) {
+	var (
+		r   rollout.Release
+		rev int64
+	)
+	err := s.db.View(func(tx *bolt.Tx) error {
+		v := tx.Bucket([]byte(releasesBucket)).Get([]byte(version))
+		if v == nil {
+			return store.ErrNotFound
+		}
+		var err error
+		r, rev, err = decodeRelease(v)
+		return err
+	})
+	if err != nil {
+		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, mapErr(err))
+	}
+	return r, rev, nil
+}
+
+// PutRelease implements store.Store.
+func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error) {
+	if err := r.Validate(); err != nil {
+		return 0, fmt.Errorf("put release: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
+	}
+	var rev int64
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		releases := tx.Bucket([]byte(releasesBucket))
+		var cur int64
+		if v := releases.Get([]byte(r.Version)); v != nil {
+			var err error
+			if _, cur, err = decodeRelease(v); err != nil {
+				return err
+			}
+		}
+		if cur != ifRev {
+			return fmt.Errorf("at revision %d (stored %d): %w", ifRev, cur, store.ErrConflict)
+		}
+		rev = revision(tx) + 1
+		rv, err := encodeRelease(r, rev)
+		if err != nil {
+			return err
+		}
+		if err := releases.Put([]byte(r.Version), rv); err != nil {
+			return err
+		}
+		if err := tx.Bucket([]byte(metaBucket)).Put([]byte(revisionKey), uint64Key(uint64(rev))); err != nil {
+			return err
+		}
+		audit := tx.Bucket([]byte(auditBucket))
+		seq, err := audit.NextSequence()
+		if err != nil {
+			return err
+		}
+		a.Seq = int64(seq)
+		av, err := encodeAudit(a)
+		if err != nil {
+			return err
+		}
+		return audit.Put(uint64Key(seq), av)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("put release %s: %w", r.Version, mapErr(err))
+	}
+	s.hub.Notify()
+	return rev, nil
+}
+
+// Audit implements store.Store.
+func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.AuditEntry, error) {
+	var out []store.AuditEntry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket([]byte(auditBucket)).Cursor()
+		for k, v := c.Seek(uint64Key(uint64(max(after, 0)) + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+			a, err := decodeAudit(v)
+			if err != nil {
+				return fmt.Errorf("audit entry %x: %w", k, err)
+			}
+			out = append(out, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read audit log: %w", mapErr(err))
+	}
+	return out, nil
+}
+
+// Watch implements store.Store: the channel receives a value after each
+// write through this Store.
+func (s *Store) Watch(ctx context.Context) <-chan struct{} {
+	return s.hub.Subscribe(ctx)
+}
+
+// Close closes every Watch channel and the file, after in-flight
+// transactions finish. Later calls return store.ErrClosed. Close is
+// idempotent.
+func (s *Store) Close() error {
+	s.hub.Close()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close bolt store: %w", err)
+	}
+	return nil
+}
+
+func revision(tx *bolt.Tx) int64 {
+	v := tx.Bucket([]byte(metaBucket)).Get([]byte(revisionKey))
+	if len(v) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
+
+func uint64Key(n uint64) []byte {
+	return binary.BigEndian.AppendUint64(nil, n)
+}
+
+// mapErr turns bbolt's closed-database error into store.ErrClosed.
+func mapErr(err error) error {
+	if errors.Is(err, berrors.ErrDatabaseNotOpen) {
+		return store.ErrClosed
+	}
+	return err
+}
+
+func encodeRelease(r rollout.Release, rev int64) ([]byte, error) {
+	rec := releaseRecord{V: encodingVersion, Rev: rev, Release: r, Envelope: r.Envelope}
+	rec.Release.Envelope = nil
+	return json.Marshal(rec)
+}
+
+func decodeRelease(v []byte) (rollout.Release, int64, error) {
+	var rec releaseRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rollout.Release{}, 0, fmt.Errorf("decode release record: %w", err)
+	}
+	if rec.V != encodingVersion {
+		return rollout.Release{}, 0, fmt.Errorf("release record encoding version %d, want %d", rec.V, encodingVersion)
+	}
+	rec.Release.Envelope = rec.Envelope
+	return rec.Release, rec.Rev, nil
+}
+
+func encodeAudit(a store.AuditEntry) ([]byte, error) {
+	rec := auditRecord{V: encodingVersion, Entry: a, Before: a.Before, After: a.After}
+	rec.Entry.Before, rec.Entry.After = nil, nil
+	return json.Marshal(rec)
+}
+
+func decodeAudit(v []byte) (store.AuditEntry, error) {
+	var rec auditRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return store.AuditEntry{}, fmt.Errorf("decode audit record: %w", err)
+	}
+	if rec.V != encodingVersion {
+		return store.AuditEntry{}, fmt.Errorf("audit record encoding version %d, want %d", rec.V, encodingVersion)
+	}
+	rec.Entry.Before, rec.Entry.After = rec.Before, rec.After
+	return rec.Entry, nil
+}
+
+// compareVersions orders releases by base, then numerically by patch
+// (202604.01.9 before 202604.01.10). Validate guarantees parsable versions.
+func compareVersions(a, b rollout.Release) int {
+	va, errA := hotfix.ParseVersion(a.Version)
+	vb, errB := hotfix.ParseVersion(b.Version)
+	if errA != nil || errB != nil {
+		return strings.Compare(a.Version, b.Version)
+	}
+	return cmp.Or(strings.Compare(va.Base(), vb.Base()), cmp.Compare(va.Patch(), vb.Patch()))
+}

@@ -1,0 +1,125 @@
+package boltstore_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/boltstore"
+	"nodehotfix/internal/store/storetest"
+)
+
+func TestStore(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store { return mustOpen(t, filepath.Join(t.TempDir(), "lpsd.db")) })
+}
+
+func mustOpen(t *testing.T, path string) *boltstore.Store {
+	t.Helper()
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatalf("Open(%s) = %v", path, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestOpenCreatesPrivateFile(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "state", "lpsd")
+	path := filepath.Join(dir, "lpsd.db")
+	mustOpen(t, path)
+	for _, c := range []struct {
+		path string
+		want os.FileMode
+	}{{dir, 0o700 | os.ModeDir}, {path, 0o600}} {
+		fi, err := os.Stat(c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode() != c.want {
+			t.Errorf("mode of %s = %v, want %v", c.path, fi.Mode(), c.want)
+		}
+	}
+}
+
+func TestOpenLockedFileFailsFast(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "lpsd.db")
+	mustOpen(t, path)
+	// bbolt's flock is per open file, so a second Open in this process
+	// stands in for a second lpsd.
+	s, err := boltstore.Open(path)
+	if err == nil {
+		s.Close()
+		t.Fatal("second Open of a locked file succeeded, want an error")
+	}
+	if !errors.Is(err, berrors.ErrTimeout) {
+		t.Errorf("second Open = %v, want a lock timeout", err)
+	}
+}
+
+func TestReopenKeepsState(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "lpsd.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := storetest.MustPut(t, s, storetest.Release("202604.01.1"), 0)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = mustOpen(t, path)
+	r, gotRev, err := s.Release(t.Context(), "202604.01.1")
+	if err != nil || gotRev != rev || string(r.Envelope) != string(storetest.Release("202604.01.1").Envelope) {
+		t.Errorf("Release after reopen = %q at %d, %v; want the stored record at %d", r.Envelope, gotRev, err, rev)
+	}
+	next := storetest.MustPut(t, s, storetest.Release("202604.01.2"), 0)
+	if next <= rev {
+		t.Errorf("revision after reopen = %d, want > %d", next, rev)
+	}
+	audit, err := s.Audit(t.Context(), 0, 10)
+	if err != nil || len(audit) != 2 || audit[1].Seq <= audit[0].Seq {
+		t.Errorf("Audit after reopen = %+v, %v; want two entries in Seq order", audit, err)
+	}
+}
+
+func TestUnknownEncodingVersionRefused(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "lpsd.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.MustPut(t, s, storetest.Release("202604.01.1"), 0)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("releases")).Put([]byte("202604.01.1"), []byte(`{"v":2,"rev":1,"release":{"version":"202604.01.1"}}`))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = mustOpen(t, path)
+	if _, _, err := s.Release(t.Context(), "202604.01.1"); err == nil {
+		t.Error("Release of a version-2 record = nil error, want a refusal")
+	}
+	if _, _, err := s.Releases(t.Context()); err == nil {
+		t.Error("Releases with a version-2 record = nil error, want a refusal")
+	}
+}

@@ -1,0 +1,163 @@
+package etcdstore_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/etcdstore"
+	"nodehotfix/internal/store/etcdstore/etcdtest"
+	"nodehotfix/internal/store/storetest"
+)
+
+func mustOpen(t *testing.T, endpoints []string, prefix string) *etcdstore.Store {
+	t.Helper()
+	s, err := etcdstore.Open(t.Context(), endpoints, etcdstore.Config{Prefix: prefix, Log: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	if err != nil {
+		t.Fatalf("Open(%v) = %v", endpoints, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestIntegrationStore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	endpoints := etcdtest.Start(t)
+	var n atomic.Int64
+	storetest.Run(t, func(t *testing.T) store.Store {
+		return mustOpen(t, endpoints, fmt.Sprintf("/storetest/%d/", n.Add(1)))
+	})
+}
+
+// TestIntegrationReplicasConverge checks that two lpsd replicas on one etcd
+// see each other's writes through Watch, and share one audit sequence.
+func TestIntegrationReplicasConverge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	c := etcdtest.StartCluster(t, 3)
+	a := mustOpen(t, c.Endpoints()[:2], "")
+	b := mustOpen(t, c.Endpoints()[2:], "")
+	checkConverge(t, a, b)
+
+	// Losing a member (maybe a's, maybe the leader) must not stop a's watch.
+	wa := a.Watch(t.Context())
+	// Stop is graceful: it waits up to etcd's request timeout (about 7s)
+	// for client streams such as a's watch to end.
+	c.Members[0].Stop()
+	v := "202607.01.1"
+	deadline := time.Now().Add(storetest.WaitTimeout)
+	for {
+		_, err := b.PutRelease(t.Context(), storetest.Release(v), 0, storetest.Entry("publish", v))
+		if err == nil {
+			break
+		}
+		// A write may fail during the election, even after it applied;
+		// the retry of an applied write conflicts.
+		if errors.Is(err, store.ErrConflict) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("PutRelease after losing a member = %v", err)
+		}
+		select { // retry backoff
+		case <-t.Context().Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	for {
+		storetest.WaitSignal(t, wa)
+		if _, _, err := a.Release(t.Context(), v); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("replica a did not see a write after losing a member")
+		}
+	}
+}
+
+func checkConverge(t *testing.T, a, b store.Store) {
+	ctx := t.Context()
+	wa, wb := a.Watch(ctx), b.Watch(ctx)
+
+	r := storetest.Release("202604.01.1")
+	rev := storetest.MustPut(t, a, r, 0)
+	storetest.WaitSignal(t, wb)
+	if _, got, err := b.Release(ctx, r.Version); err != nil || got != rev {
+		t.Fatalf("replica b: Release = revision %d, %v; want %d", got, err, rev)
+	}
+
+	r.Rollout.Percent = 30
+	rev2, err := b.PutRelease(ctx, r, rev, storetest.Entry("rollout-set", r.Version))
+	if err != nil {
+		t.Fatalf("replica b: PutRelease = %v", err)
+	}
+	storetest.WaitSignal(t, wa) // a's own write may have signalled first
+	deadline := time.Now().Add(storetest.WaitTimeout)
+	for {
+		got, gotRev, err := a.Release(ctx, r.Version)
+		if err != nil {
+			t.Fatalf("replica a: Release = %v", err)
+		}
+		if gotRev == rev2 && got.Rollout.Percent == 30 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replica a did not see b's write within %v", storetest.WaitTimeout)
+		}
+		storetest.WaitSignal(t, wa)
+	}
+	if _, err := a.PutRelease(ctx, r, rev, storetest.Entry("pause", r.Version)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("replica a: stale PutRelease = %v, want ErrConflict", err)
+	}
+
+	// Writes to different releases from both replicas at once all succeed,
+	// each with its own audit Seq.
+	const perReplica = 5
+	var wg sync.WaitGroup
+	for i, s := range []store.Store{a, b} {
+		wg.Go(func() {
+			for j := range perReplica {
+				v := fmt.Sprintf("202605.0%d.%d", i+1, j+1)
+				if _, err := s.PutRelease(ctx, storetest.Release(v), 0, storetest.Entry("publish", v)); err != nil {
+					t.Errorf("PutRelease(%s) = %v", v, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	audit, err := b.Audit(ctx, 0, 100)
+	if err != nil {
+		t.Fatalf("Audit = %v", err)
+	}
+	if len(audit) != 2+2*perReplica {
+		t.Errorf("audit has %d entries, want %d", len(audit), 2+2*perReplica)
+	}
+	for i := 1; i < len(audit); i++ {
+		if audit[i].Seq <= audit[i-1].Seq {
+			t.Errorf("audit Seq %d after %d, want strictly increasing", audit[i].Seq, audit[i-1].Seq)
+		}
+	}
+}
+
+func TestOpenUnreachableFailsFast(t *testing.T) {
+	t.Parallel()
+	const dialTimeout = 300 * time.Millisecond
+	start := time.Now()
+	s, err := etcdstore.Open(t.Context(), []string{"http://127.0.0.1:1"}, etcdstore.Config{DialTimeout: dialTimeout})
+	if err == nil {
+		s.Close()
+		t.Fatal("Open(unreachable) = nil error")
+	}
+	if d := time.Since(start); d > 10*dialTimeout {
+		t.Errorf("Open(unreachable) took %v, want about %v", d, dialTimeout)
+	}
+}

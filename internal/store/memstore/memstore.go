@@ -1,0 +1,161 @@
+// Package memstore is an in-memory store.Store for tests and `--store mem:`.
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/notify"
+)
+
+var _ store.Store = (*Store)(nil)
+
+// Store keeps releases and the audit log in memory; everything is lost on
+// Close. Revisions come from one store-wide counter that every write
+// increments. Records are copied in and out, so callers may modify what
+// they pass and get. Store is safe for concurrent use.
+type Store struct {
+	hub notify.Hub
+
+	mu       sync.Mutex
+	closed   bool
+	rev      int64
+	releases map[string]entry
+	audit    []store.AuditEntry
+}
+
+type entry struct {
+	r   rollout.Release
+	rev int64
+}
+
+// New returns an empty Store.
+func New() *Store {
+	return &Store{releases: make(map[string]entry)}
+}
+
+// Releases implements store.Store.
+func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, 0, fmt.Errorf("list releases: %w", store.ErrClosed)
+	}
+	out := make([]rollout.Release, 0, len(s.releases))
+	for _, e := range s.releases {
+		out = append(out, cloneRelease(e.r))
+	}
+	slices.SortFunc(out, compareVersions)
+	return out, s.rev, nil
+}
+
+// Release implements store.Store.
+func (s *Store) Release(ctx context.Context, version string) (rollout.Release, int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrClosed)
+	}
+	e, ok := s.releases[version]
+	if !ok {
+		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrNotFound)
+	}
+	return cloneRelease(e.r), e.rev, nil
+}
+
+// PutRelease implements store.Store.
+func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error) {
+	if err := r.Validate(); err != nil {
+		return 0, fmt.Errorf("put release: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, fmt.Errorf("put release %s: %w", r.Version, store.ErrClosed)
+	}
+	if cur := s.releases[r.Version].rev; cur != ifRev {
+		return 0, fmt.Errorf("put release %s at revision %d (stored %d): %w", r.Version, ifRev, cur, store.ErrConflict)
+	}
+	s.rev++
+	s.releases[r.Version] = entry{r: cloneRelease(r), rev: s.rev}
+	a.Seq = int64(len(s.audit)) + 1
+	s.audit = append(s.audit, cloneAudit(a))
+	s.hub.Notify()
+	return s.rev, nil
+}
+
+// Audit implements store.Store.
+func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.AuditEntry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("read audit log: %w", store.ErrClosed)
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	// Seq n is at index n-1.
+	start := int(min(max(after, 0), int64(len(s.audit))))
+	end := start + min(limit, len(s.audit)-start)
+	var out []store.AuditEntry
+	for _, a := range s.audit[start:end] {
+		out = append(out, cloneAudit(a))
+	}
+	return out, nil
+}
+
+// Watch implements store.Store.
+func (s *Store) Watch(ctx context.Context) <-chan struct{} {
+	return s.hub.Subscribe(ctx)
+}
+
+// Close drops the contents and closes every Watch channel. Later calls
+// return store.ErrClosed. Close is idempotent.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.releases = nil
+	s.audit = nil
+	s.mu.Unlock()
+	s.hub.Close()
+	return nil
+}
+
+func cloneRelease(r rollout.Release) rollout.Release {
+	r.Envelope = cloneRaw(r.Envelope)
+	r.Rollout.Subscriptions = slices.Clone(r.Rollout.Subscriptions)
+	r.Rollout.Regions = slices.Clone(r.Rollout.Regions)
+	return r
+}
+
+func cloneAudit(a store.AuditEntry) store.AuditEntry {
+	a.Before = cloneRaw(a.Before)
+	a.After = cloneRaw(a.After)
+	return a
+}
+
+func cloneRaw(m json.RawMessage) json.RawMessage {
+	if m == nil {
+		return nil
+	}
+	return slices.Clone(m)
+}
+
+// compareVersions orders releases by base, then numerically by patch
+// (202604.01.9 before 202604.01.10). Validate guarantees parsable versions.
+func compareVersions(a, b rollout.Release) int {
+	va, errA := hotfix.ParseVersion(a.Version)
+	vb, errB := hotfix.ParseVersion(b.Version)
+	if errA != nil || errB != nil {
+		return strings.Compare(a.Version, b.Version)
+	}
+	return cmp.Or(strings.Compare(va.Base(), vb.Base()), cmp.Compare(va.Patch(), vb.Patch()))
+}

@@ -1,0 +1,623 @@
+// Package storetest is the conformance suite every store.Store backend
+// passes.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+)
+
+// WaitTimeout bounds every wait for a Watch signal or channel close. It is
+// generous because shared backends deliver signals over the network, and
+// CI runs with -race on two cores.
+const WaitTimeout = 15 * time.Second
+
+// Run runs the conformance suite against the backend that open returns. Each
+// call of open must return a new, empty store that no other call shares
+// (for a shared server, a fresh key prefix). The suite closes every store it
+// opens; open may register its own clean-up too, since Close is idempotent.
+// Subtests run in parallel. The store-wide revision is only required to
+// grow, so stores sharing one etcd revision space pass.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	t.Helper()
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s store.Store)
+	}{
+		{"round-trip", testRoundTrip},
+		{"not-found", testNotFound},
+		{"create-only", testCreateOnly},
+		{"compare-and-swap", testCompareAndSwap},
+		{"revision-per-record", testRevisionPerRecord},
+		{"concurrent-writers", testConcurrentWriters},
+		{"concurrent-creators", testConcurrentCreators},
+		{"releases-order", testReleasesOrder},
+		{"invalid-release", testInvalidRelease},
+		{"audit-atomic", testAuditAtomic},
+		{"audit-paging", testAuditPaging},
+		{"isolation", testIsolation},
+		{"watch-signals", testWatchSignals},
+		{"watch-cancel", testWatchCancel},
+		{"close", testClose},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := open(t)
+			t.Cleanup(func() { s.Close() })
+			tt.fn(t, s)
+		})
+	}
+}
+
+// Release returns a valid draft release of version (YYYYMM.DD.PATCH) whose
+// envelope has insignificant whitespace, so byte-exact storage shows.
+func Release(version string) rollout.Release {
+	return rollout.Release{
+		Version:     version,
+		Base:        version[:9],
+		Envelope:    json.RawMessage(`{ "payload": "` + version + `",  "sig": "c2ln" }`),
+		Rollout:     rollout.Rollout{State: rollout.Draft},
+		PublishedAt: time.Date(2026, 4, 1, 12, 30, 45, 123456789, time.UTC),
+		UpdatedAt:   time.Date(2026, 4, 1, 12, 30, 45, 123456789, time.UTC),
+	}
+}
+
+// Entry returns an audit entry for a change of target.
+func Entry(action, target string) store.AuditEntry {
+	return store.AuditEntry{
+		Time:   time.Date(2026, 4, 2, 8, 0, 0, 987654321, time.UTC),
+		Actor:  "operator@example",
+		Action: action,
+		Target: target,
+		After:  json.RawMessage(`{"version": "` + target + `"}`),
+	}
+}
+
+// MustPut writes r with PutRelease and fails the test on error.
+func MustPut(t testing.TB, s store.Store, r rollout.Release, ifRev int64) int64 {
+	t.Helper()
+	rev, err := s.PutRelease(t.Context(), r, ifRev, Entry("publish", r.Version))
+	if err != nil {
+		t.Fatalf("PutRelease(%s, %d) = %v", r.Version, ifRev, err)
+	}
+	return rev
+}
+
+// WaitSignal waits up to WaitTimeout for a value on ch.
+func WaitSignal(t testing.TB, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case _, ok := <-ch:
+		if !ok {
+			t.Fatal("watch channel closed, want a signal")
+		}
+	case <-time.After(WaitTimeout):
+		t.Fatalf("no watch signal within %v", WaitTimeout)
+	}
+}
+
+// WaitClosed waits up to WaitTimeout for ch to be closed, discarding
+// pending signals.
+func WaitClosed(t testing.TB, ch <-chan struct{}) {
+	t.Helper()
+	deadline := time.After(WaitTimeout)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("watch channel not closed within %v", WaitTimeout)
+		}
+	}
+}
+
+// equateRecords compares times by instant and treats nil and empty slices
+// as equal, as a JSON round trip does; byte slices still compare exactly.
+var equateRecords = cmp.Options{cmpopts.EquateEmpty()}
+
+func allAudit(t *testing.T, s store.Store) []store.AuditEntry {
+	t.Helper()
+	got, err := s.Audit(t.Context(), 0, 1000)
+	if err != nil {
+		t.Fatalf("Audit(0, 1000) = %v", err)
+	}
+	return got
+}
+
+func testRoundTrip(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	want := Release("202604.01.3")
+	want.Rollout = rollout.Rollout{
+		State:         rollout.Rolling,
+		Percent:       25,
+		Subscriptions: []string{"sub-a", "sub-b"},
+		Regions:       []string{"westeurope"},
+	}
+	want.Revoked = true
+	want.PublishedAt = time.Date(2026, 4, 1, 12, 0, 0, 1, time.FixedZone("UTC+2", 2*3600))
+	want.UpdatedAt = time.Date(2026, 4, 3, 1, 2, 3, 999999999, time.UTC)
+	entry := Entry("publish", want.Version)
+	entry.Before = json.RawMessage("null")
+	entry.After = json.RawMessage("{\n  \"spaced\" : true }")
+
+	rev, err := s.PutRelease(ctx, want, 0, entry)
+	if err != nil {
+		t.Fatalf("PutRelease = %v", err)
+	}
+	if rev <= 0 {
+		t.Errorf("PutRelease revision = %d, want > 0", rev)
+	}
+	got, gotRev, err := s.Release(ctx, want.Version)
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if gotRev != rev {
+		t.Errorf("Release revision = %d, want %d", gotRev, rev)
+	}
+	if diff := cmp.Diff(want, got, equateRecords); diff != "" {
+		t.Errorf("Release mismatch (-want +got):\n%s", diff)
+	}
+	if string(got.Envelope) != string(want.Envelope) {
+		t.Errorf("Envelope = %q, want the exact bytes %q", got.Envelope, want.Envelope)
+	}
+
+	list, listRev, err := s.Releases(ctx)
+	if err != nil {
+		t.Fatalf("Releases = %v", err)
+	}
+	if diff := cmp.Diff([]rollout.Release{want}, list, equateRecords); diff != "" {
+		t.Errorf("Releases mismatch (-want +got):\n%s", diff)
+	}
+	if listRev < rev {
+		t.Errorf("Releases revision = %d, want >= %d", listRev, rev)
+	}
+
+	audit := allAudit(t, s)
+	if len(audit) != 1 {
+		t.Fatalf("Audit returned %d entries, want 1", len(audit))
+	}
+	if audit[0].Seq <= 0 {
+		t.Errorf("audit Seq = %d, want > 0", audit[0].Seq)
+	}
+	entry.Seq = audit[0].Seq
+	if diff := cmp.Diff(entry, audit[0]); diff != "" {
+		t.Errorf("audit entry mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func testNotFound(t *testing.T, s store.Store) {
+	_, _, err := s.Release(t.Context(), "202604.01.1")
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Release(missing) = %v, want ErrNotFound", err)
+	}
+	MustPut(t, s, Release("202604.01.2"), 0)
+	if _, _, err := s.Release(t.Context(), "202604.01.1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Release(missing) beside another = %v, want ErrNotFound", err)
+	}
+}
+
+func testCreateOnly(t *testing.T, s store.Store) {
+	r := Release("202604.01.1")
+	rev := MustPut(t, s, r, 0)
+	r2 := r
+	r2.Rollout.Percent = 50
+	if _, err := s.PutRelease(t.Context(), r2, 0, Entry("publish", r.Version)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("PutRelease(existing, ifRev 0) = %v, want ErrConflict", err)
+	}
+	got, gotRev, err := s.Release(t.Context(), r.Version)
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if gotRev != rev || got.Rollout.Percent != 0 {
+		t.Errorf("after a refused create: revision %d percent %d, want %d and 0", gotRev, got.Rollout.Percent, rev)
+	}
+}
+
+func testCompareAndSwap(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := Release("202604.01.1")
+	if _, err := s.PutRelease(ctx, r, 7, Entry("rollout-set", r.Version)); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("PutRelease(missing, ifRev 7) = %v, want ErrConflict", err)
+	}
+	rev1 := MustPut(t, s, r, 0)
+
+	r.Rollout.State, r.Rollout.Percent = rollout.Rolling, 10
+	rev2, err := s.PutRelease(ctx, r, rev1, Entry("rollout-set", r.Version))
+	if err != nil {
+		t.Fatalf("PutRelease(current rev) = %v", err)
+	}
+	if rev2 <= rev1 {
+		t.Errorf("revision after update = %d, want > %d", rev2, rev1)
+	}
+
+	r.Rollout.Percent = 20
+	for _, stale := range []int64{rev1, rev2 + 1000, -1} {
+		if _, err := s.PutRelease(ctx, r, stale, Entry("rollout-set", r.Version)); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("PutRelease(ifRev %d, stored %d) = %v, want ErrConflict", stale, rev2, err)
+		}
+	}
+	got, gotRev, err := s.Release(ctx, r.Version)
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if gotRev != rev2 || got.Rollout.Percent != 10 {
+		t.Errorf("after refused updates: revision %d percent %d, want %d and 10", gotRev, got.Rollout.Percent, rev2)
+	}
+
+	rev3, err := s.PutRelease(ctx, r, rev2, Entry("rollout-set", r.Version))
+	if err != nil {
+		t.Fatalf("PutRelease(current rev) = %v", err)
+	}
+	if rev3 <= rev2 {
+		t.Errorf("revision after second update = %d, want > %d", rev3, rev2)
+	}
+}
+
+func testRevisionPerRecord(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	a, b := Release("202604.01.1"), Release("202604.01.2")
+	revA := MustPut(t, s, a, 0)
+	revB := MustPut(t, s, b, 0)
+	a.Rollout.Percent = 5
+	if _, err := s.PutRelease(ctx, a, revA, Entry("rollout-set", a.Version)); err != nil {
+		t.Fatalf("PutRelease(a) = %v", err)
+	}
+	if _, gotRev, err := s.Release(ctx, b.Version); err != nil || gotRev != revB {
+		t.Errorf("Release(b) after a write to a = revision %d, %v; want %d, nil", gotRev, err, revB)
+	}
+	b.Rollout.Percent = 5
+	if _, err := s.PutRelease(ctx, b, revB, Entry("rollout-set", b.Version)); err != nil {
+		t.Errorf("PutRelease(b, its own revision) after a write to a = %v, want nil", err)
+	}
+}
+
+// race runs n writers of f released together and returns their errors.
+func race(n int, f func(i int) error) []error {
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = f(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+	return errs
+}
+
+// checkOneWinner fails unless exactly one error is nil and the rest are
+// ErrConflict.
+func checkOneWinner(t *testing.T, errs []error) int {
+	t.Helper()
+	winner := -1
+	for i, err := range errs {
+		switch {
+		case err == nil && winner >= 0:
+			t.Errorf("writers %d and %d both won", winner, i)
+		case err == nil:
+			winner = i
+		case !errors.Is(err, store.ErrConflict):
+			t.Errorf("writer %d: %v, want nil or ErrConflict", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no writer won")
+	}
+	return winner
+}
+
+func testConcurrentWriters(t *testing.T, s store.Store) {
+	const writers = 8
+	r := Release("202604.01.1")
+	rev := MustPut(t, s, r, 0)
+	before := len(allAudit(t, s))
+	errs := race(writers, func(i int) error {
+		w := r
+		w.Rollout.Percent = i + 1
+		_, err := s.PutRelease(t.Context(), w, rev, Entry("rollout-set", fmt.Sprint(i)))
+		return err
+	})
+	winner := checkOneWinner(t, errs)
+	got, _, err := s.Release(t.Context(), r.Version)
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if got.Rollout.Percent != winner+1 {
+		t.Errorf("stored percent = %d, want the winner's %d", got.Rollout.Percent, winner+1)
+	}
+	audit := allAudit(t, s)
+	if len(audit) != before+1 {
+		t.Fatalf("audit grew by %d entries, want 1", len(audit)-before)
+	}
+	if last := audit[len(audit)-1]; last.Target != fmt.Sprint(winner) {
+		t.Errorf("last audit entry target = %q, want the winner's %q", last.Target, fmt.Sprint(winner))
+	}
+}
+
+func testConcurrentCreators(t *testing.T, s store.Store) {
+	const writers = 8
+	errs := race(writers, func(i int) error {
+		r := Release("202604.01.1")
+		r.Rollout.Percent = i
+		_, err := s.PutRelease(t.Context(), r, 0, Entry("publish", r.Version))
+		return err
+	})
+	winner := checkOneWinner(t, errs)
+	got, _, err := s.Release(t.Context(), "202604.01.1")
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if got.Rollout.Percent != winner {
+		t.Errorf("stored percent = %d, want the winner's %d", got.Rollout.Percent, winner)
+	}
+	if n := len(allAudit(t, s)); n != 1 {
+		t.Errorf("audit has %d entries, want 1", n)
+	}
+}
+
+func testReleasesOrder(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	list, prev, err := s.Releases(ctx)
+	if err != nil {
+		t.Fatalf("Releases(empty) = %v", err)
+	}
+	if len(list) != 0 || prev < 0 {
+		t.Errorf("Releases(empty) = %d releases at revision %d, want none at >= 0", len(list), prev)
+	}
+	versions := []string{"202604.01.10", "202604.01.9", "202512.31.1", "202604.01.2", "202604.02.1"}
+	for _, v := range versions {
+		putRev := MustPut(t, s, Release(v), 0)
+		_, rev, err := s.Releases(ctx)
+		if err != nil {
+			t.Fatalf("Releases = %v", err)
+		}
+		if rev <= prev || rev < putRev {
+			t.Errorf("Releases revision after writing %s = %d, want > %d and >= %d", v, rev, prev, putRev)
+		}
+		prev = rev
+	}
+	list, _, err = s.Releases(ctx)
+	if err != nil {
+		t.Fatalf("Releases = %v", err)
+	}
+	var got []string
+	for _, r := range list {
+		got = append(got, r.Version)
+	}
+	want := []string{"202512.31.1", "202604.01.2", "202604.01.9", "202604.01.10", "202604.02.1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Releases order (-want +got):\n%s", diff)
+	}
+}
+
+func testInvalidRelease(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	existing := Release("202604.01.1")
+	rev := MustPut(t, s, existing, 0)
+	tests := []struct {
+		name   string
+		modify func(r *rollout.Release)
+		ifRev  int64
+	}{
+		{"bad-version", func(r *rollout.Release) { r.Version, r.Base = "dev", "" }, 0},
+		{"non-canonical", func(r *rollout.Release) { r.Version = "202604.01.01" }, 0},
+		{"base-mismatch", func(r *rollout.Release) { r.Base = "202604.02" }, rev},
+		{"no-envelope", func(r *rollout.Release) { r.Envelope = nil }, rev},
+		{"bad-state", func(r *rollout.Release) { r.Rollout.State = "deleted" }, rev},
+		{"bad-percent", func(r *rollout.Release) { r.Rollout.Percent = 101 }, rev},
+	}
+	for _, tt := range tests {
+		r := Release("202604.01.1")
+		tt.modify(&r)
+		_, err := s.PutRelease(ctx, r, tt.ifRev, Entry("publish", r.Version))
+		if err == nil {
+			t.Errorf("%s: PutRelease = nil, want an error", tt.name)
+		}
+		if errors.Is(err, store.ErrConflict) {
+			t.Errorf("%s: PutRelease = %v, want a validation error, not ErrConflict", tt.name, err)
+		}
+	}
+	list, _, err := s.Releases(ctx)
+	if err != nil {
+		t.Fatalf("Releases = %v", err)
+	}
+	if diff := cmp.Diff([]rollout.Release{existing}, list, equateRecords); diff != "" {
+		t.Errorf("store changed by invalid writes (-want +got):\n%s", diff)
+	}
+	// The store-wide revision of a shared backend moves with other
+	// tenants' writes; the record's own revision must not.
+	if _, gotRev, err := s.Release(ctx, existing.Version); err != nil || gotRev != rev {
+		t.Errorf("Release after invalid writes = revision %d, %v; want %d", gotRev, err, rev)
+	}
+	if n := len(allAudit(t, s)); n != 1 {
+		t.Errorf("audit has %d entries after invalid writes, want 1", n)
+	}
+}
+
+func testAuditAtomic(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := Release("202604.01.1")
+	rev := MustPut(t, s, r, 0)
+	if _, err := s.PutRelease(ctx, r, rev+100, Entry("pause", r.Version)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("PutRelease(stale) = %v, want ErrConflict", err)
+	}
+	if _, err := s.PutRelease(ctx, r, 0, Entry("publish", r.Version)); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("PutRelease(existing, 0) = %v, want ErrConflict", err)
+	}
+	audit := allAudit(t, s)
+	if len(audit) != 1 || audit[0].Action != "publish" {
+		t.Errorf("audit after refused writes = %+v, want only the publish", audit)
+	}
+}
+
+func testAuditPaging(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	var want []store.AuditEntry
+	revs := map[string]int64{}
+	for i, v := range []string{"202604.01.1", "202604.01.2", "202604.01.1", "202604.01.3", "202604.01.1"} {
+		r := Release(v)
+		r.Rollout.Percent = i
+		e := Entry(fmt.Sprintf("action-%d", i), v)
+		rev, err := s.PutRelease(ctx, r, revs[v], e)
+		if err != nil {
+			t.Fatalf("PutRelease(%s, %d) = %v", v, revs[v], err)
+		}
+		revs[v] = rev
+		want = append(want, e)
+	}
+	all := allAudit(t, s)
+	if len(all) != len(want) {
+		t.Fatalf("Audit returned %d entries, want %d", len(all), len(want))
+	}
+	for i := range all {
+		if i > 0 && all[i].Seq <= all[i-1].Seq {
+			t.Errorf("audit Seq %d after %d, want strictly increasing", all[i].Seq, all[i-1].Seq)
+		}
+		want[i].Seq = all[i].Seq
+	}
+	if diff := cmp.Diff(want, all); diff != "" {
+		t.Errorf("Audit mismatch (-want +got):\n%s", diff)
+	}
+
+	var paged []store.AuditEntry
+	after := int64(0)
+	for pages := 0; ; pages++ {
+		if pages > len(want) {
+			t.Fatal("paging does not end")
+		}
+		page, err := s.Audit(ctx, after, 2)
+		if err != nil {
+			t.Fatalf("Audit(%d, 2) = %v", after, err)
+		}
+		if len(page) > 2 {
+			t.Fatalf("Audit(%d, 2) returned %d entries", after, len(page))
+		}
+		if len(page) == 0 {
+			break
+		}
+		paged = append(paged, page...)
+		after = page[len(page)-1].Seq
+	}
+	if diff := cmp.Diff(want, paged); diff != "" {
+		t.Errorf("paged Audit mismatch (-want +got):\n%s", diff)
+	}
+	if got, err := s.Audit(ctx, all[2].Seq, 1); err != nil || len(got) != 1 || got[0].Seq != all[3].Seq {
+		t.Errorf("Audit(%d, 1) = %+v, %v; want entry %d", all[2].Seq, got, err, all[3].Seq)
+	}
+	if got, err := s.Audit(ctx, 0, 0); err != nil || len(got) != 0 {
+		t.Errorf("Audit(0, 0) = %d entries, %v; want none", len(got), err)
+	}
+}
+
+func testIsolation(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	r := Release("202604.01.1")
+	r.Rollout.Subscriptions = []string{"sub-a"}
+	want := Release("202604.01.1")
+	want.Rollout.Subscriptions = []string{"sub-a"}
+	MustPut(t, s, r, 0)
+	r.Envelope[0] = 'X'
+	r.Rollout.Subscriptions[0] = "changed"
+
+	got, _, err := s.Release(ctx, r.Version)
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	got.Envelope[0] = 'Y'
+	got.Rollout.Subscriptions[0] = "changed"
+	list, _, err := s.Releases(ctx)
+	if err != nil {
+		t.Fatalf("Releases = %v", err)
+	}
+	list[0].Envelope[0] = 'Z'
+
+	again, _, err := s.Release(ctx, r.Version)
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
+	if diff := cmp.Diff(want, again, equateRecords); diff != "" {
+		t.Errorf("stored record changed through caller's slices (-want +got):\n%s", diff)
+	}
+}
+
+func testWatchSignals(t *testing.T, s store.Store) {
+	w := s.Watch(t.Context())
+	rev := MustPut(t, s, Release("202604.01.1"), 0)
+	WaitSignal(t, w)
+
+	r := Release("202604.01.1")
+	r.Rollout.Percent = 10
+	if _, err := s.PutRelease(t.Context(), r, rev, Entry("rollout-set", r.Version)); err != nil {
+		t.Fatalf("PutRelease = %v", err)
+	}
+	// A signal is a hint to re-read: the latest write must be visible by
+	// the time one arrives, which may be the first one's if they coalesced.
+	deadline := time.Now().Add(WaitTimeout)
+	for {
+		got, _, err := s.Release(t.Context(), r.Version)
+		if err != nil {
+			t.Fatalf("Release = %v", err)
+		}
+		if got.Rollout.Percent == 10 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("update not visible within %v", WaitTimeout)
+		}
+		WaitSignal(t, w)
+	}
+}
+
+func testWatchCancel(t *testing.T, s store.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	w := s.Watch(ctx)
+	other := s.Watch(t.Context())
+	cancel()
+	WaitClosed(t, w)
+
+	MustPut(t, s, Release("202604.01.1"), 0)
+	WaitSignal(t, other)
+}
+
+func testClose(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	rev := MustPut(t, s, Release("202604.01.1"), 0)
+	w := s.Watch(ctx)
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	WaitClosed(t, w)
+
+	if _, _, err := s.Releases(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Releases after Close = %v, want ErrClosed", err)
+	}
+	if _, _, err := s.Release(ctx, "202604.01.1"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Release after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.PutRelease(ctx, Release("202604.01.1"), rev, Entry("pause", "202604.01.1")); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("PutRelease after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Audit(ctx, 0, 10); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Audit after Close = %v, want ErrClosed", err)
+	}
+	WaitClosed(t, s.Watch(ctx))
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
+	}
+}
