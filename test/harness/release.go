@@ -1,0 +1,99 @@
+package harness
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// ArtifactServer serves files over HTTPS on loopback.
+type ArtifactServer struct {
+	URL  string
+	srv  *http.Server
+	hits atomic.Int64
+	// Tamper, when set, replaces every body served.
+	Tamper atomic.Pointer[[]byte]
+}
+
+// StartArtifactServer serves dir over HTTPS with the certificate in f.
+func StartArtifactServer(dir string, f TLSFiles) (*ArtifactServer, error) {
+	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
+	if err != nil {
+		return nil, err
+	}
+	a := &ArtifactServer{URL: "https://" + ln.Addr().String()}
+	files := http.FileServer(http.Dir(dir))
+	a.srv = &http.Server{
+		ReadHeaderTimeout: 5 * time.Second,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a.hits.Add(1)
+			if b := a.Tamper.Load(); b != nil {
+				w.Write(*b)
+				return
+			}
+			files.ServeHTTP(w, r)
+		}),
+	}
+	go a.srv.Serve(ln)
+	return a, nil
+}
+
+// Hits returns the number of requests served.
+func (a *ArtifactServer) Hits() int64 { return a.hits.Load() }
+
+// Close stops the server.
+func (a *ArtifactServer) Close() { a.srv.Close() }
+
+// Release describes a hotfix release to sign and publish.
+type Release struct {
+	Version  string // YYYYMM.DD.PATCH
+	Binary   string // path of the hotfix agent
+	URL      string // where nodes download it
+	KeyFile  string // release private key
+	ValidFor time.Duration
+}
+
+// SignRelease signs r offline with lpsctl into dir and returns the envelope
+// path.
+func (l *LPSD) SignRelease(ctx context.Context, dir string, r Release) (string, error) {
+	if r.ValidFor == 0 {
+		r.ValidFor = 24 * time.Hour
+	}
+	out := filepath.Join(dir, "release-"+r.Version+".json")
+	_, err := l.Ctl(ctx, "release", "sign",
+		"--key", r.KeyFile, "--base", r.Version[:9], "--version", r.Version,
+		"--artifact", fmt.Sprintf("%s/%s=%s,%s", runtime.GOOS, runtime.GOARCH, r.Binary, r.URL),
+		"--valid-for", r.ValidFor.String(), "--out", out)
+	return out, err
+}
+
+// GenerateKeys creates a release key pair in dir with lpsctl.
+func (l *LPSD) GenerateKeys(ctx context.Context, dir string) (priv, pub string, err error) {
+	priv, pub = filepath.Join(dir, "release.key"), filepath.Join(dir, "release.pub")
+	os.Remove(priv)
+	os.Remove(pub)
+	_, err = l.Ctl(ctx, "keys", "generate", "--out-private", priv, "--out-public", pub)
+	return priv, pub, err
+}
+
+// FreePort returns a loopback address nothing listens on.
+func FreePort() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr, nil
+}
