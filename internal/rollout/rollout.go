@@ -4,6 +4,7 @@
 package rollout
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
@@ -323,4 +324,16 @@ func Explain(releases []Release, n Node) ([]Decision, Selection) {
 	}
 	slices.SortFunc(out, func(a, b Decision) int { return strings.Compare(a.Version, b.Version) })
 	return out, sel
+}
+
+// Compare orders releases by base, then numerically by patch (202604.01.9
+// before 202604.01.10); unparsable versions sort by their text. It is the
+// order stores list releases in.
+func Compare(a, b Release) int {
+	va, errA := hotfix.ParseVersion(a.Version)
+	vb, errB := hotfix.ParseVersion(b.Version)
+	if errA != nil || errB != nil {
+		return strings.Compare(a.Version, b.Version)
+	}
+	return cmp.Or(strings.Compare(va.Base(), vb.Base()), cmp.Compare(va.Patch(), vb.Patch()))
 }

@@ -2,7 +2,6 @@
 package boltstore
 
 import (
-	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -11,13 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
-	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/notify"
@@ -123,7 +120,7 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 	if err != nil {
 		return nil, 0, fmt.Errorf("list releases: %w", mapErr(err))
 	}
-	slices.SortFunc(out, compareVersions)
+	slices.SortFunc(out, rollout.Compare)
 	return out, rev, nil
 }
 
@@ -292,13 +289,3 @@ func decodeAudit(v []byte) (store.AuditEntry, error) {
 	return rec.Entry, nil
 }
 
-// compareVersions orders releases by base, then numerically by patch
-// (202604.01.9 before 202604.01.10). Validate guarantees parsable versions.
-func compareVersions(a, b rollout.Release) int {
-	va, errA := hotfix.ParseVersion(a.Version)
-	vb, errB := hotfix.ParseVersion(b.Version)
-	if errA != nil || errB != nil {
-		return strings.Compare(a.Version, b.Version)
-	}
-	return cmp.Or(strings.Compare(va.Base(), vb.Base()), cmp.Compare(va.Patch(), vb.Patch()))
-}

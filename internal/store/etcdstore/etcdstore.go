@@ -32,7 +32,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
-	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
@@ -200,7 +199,7 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 		}
 		out = append(out, r)
 	}
-	slices.SortFunc(out, compareVersions)
+	slices.SortFunc(out, rollout.Compare)
 	return out, resp.Header.Revision, nil
 }
 
@@ -559,13 +558,3 @@ func decodeAudit(v []byte) (store.AuditEntry, error) {
 	return rec.Entry, nil
 }
 
-// compareVersions orders releases by base, then numerically by patch
-// (202604.01.9 before 202604.01.10). Validate guarantees parsable versions.
-func compareVersions(a, b rollout.Release) int {
-	va, errA := hotfix.ParseVersion(a.Version)
-	vb, errB := hotfix.ParseVersion(b.Version)
-	if errA != nil || errB != nil {
-		return strings.Compare(a.Version, b.Version)
-	}
-	return cmp.Or(strings.Compare(va.Base(), vb.Base()), cmp.Compare(va.Patch(), vb.Patch()))
-}

@@ -2,15 +2,12 @@
 package memstore
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
-	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/notify"
@@ -53,7 +50,7 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 	for _, e := range s.releases {
 		out = append(out, cloneRelease(e.r))
 	}
-	slices.SortFunc(out, compareVersions)
+	slices.SortFunc(out, rollout.Compare)
 	return out, s.rev, nil
 }
 
@@ -149,13 +146,3 @@ func cloneRaw(m json.RawMessage) json.RawMessage {
 	return slices.Clone(m)
 }
 
-// compareVersions orders releases by base, then numerically by patch
-// (202604.01.9 before 202604.01.10). Validate guarantees parsable versions.
-func compareVersions(a, b rollout.Release) int {
-	va, errA := hotfix.ParseVersion(a.Version)
-	vb, errB := hotfix.ParseVersion(b.Version)
-	if errA != nil || errB != nil {
-		return strings.Compare(a.Version, b.Version)
-	}
-	return cmp.Or(strings.Compare(va.Base(), vb.Base()), cmp.Compare(va.Patch(), vb.Patch()))
-}
