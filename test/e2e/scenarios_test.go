@@ -1,0 +1,297 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/lpsclient/lpstest"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store/etcdstore/etcdtest"
+	"nodehotfix/test/harness"
+)
+
+// expect asserts what a launcher run did: exit 0, which agent provisioned,
+// and the check-hotfix / download-hotfix outcomes (empty: no such event).
+func expect(t *testing.T, n *harness.Node, res harness.LaunchResult, agent, check, download string) {
+	t.Helper()
+	if res.ExitCode != 0 {
+		t.Fatalf("launcher exit %d:\n%s", res.ExitCode, res.Output)
+	}
+	prov, err := n.Provisioned()
+	if err != nil || prov["ExitCode"] != "0" || !strings.Contains(prov["Output"], "provisioned by aks-node-controller "+agent) {
+		t.Errorf("provision.json = %v, %v; want success by agent %s\nlauncher output:\n%s", prov, err, agent, res.Output)
+	}
+	for task, outcome := range map[string]string{"CheckHotfix": check, "DownloadHotfix": download} {
+		_, found := n.EventWith(task, "")
+		switch {
+		case outcome == "" && found:
+			e, _ := n.EventWith(task, "")
+			t.Errorf("unexpected %s event: %s", task, e.Message)
+		case outcome != "":
+			if _, ok := n.EventWith(task, "outcome="+outcome); !ok {
+				evs, _ := n.Events()
+				t.Errorf("no %s event with outcome=%s; events: %+v\nlauncher output:\n%s", task, outcome, evs, res.Output)
+			}
+		}
+	}
+}
+
+func TestIntegrationHotfixProvisioned(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	s := newStack(t, stackOpts{})
+	s.publish(hotfix1, "", 100)
+	n := s.node(nodeOpts{})
+	res := s.launch(n, "", "")
+	expect(t, n, res, hotfix1, "lpsRead", "staged")
+	if !strings.Contains(res.Output, "Using hotfix binary") {
+		t.Errorf("launcher did not choose the hotfix:\n%s", res.Output)
+	}
+	if e, ok := n.EventWith("Provision", "Completed"); !ok || e.Version != hotfix1 {
+		t.Errorf("Provision event = %+v, want one from agent %s", e, hotfix1)
+	}
+
+	// provision-wait, as the CSE runs it from the baked binary, reports
+	// provisioning's status.
+	out, err := exec.CommandContext(t.Context(), n.Path("opt/azure/containers/aks-node-controller"), "provision-wait", "--root", n.Root, "--timeout", "30s").Output()
+	if err != nil || !strings.Contains(string(out), `"ExitCode":"0"`) {
+		t.Errorf("provision-wait = %q, %v", out, err)
+	}
+
+	// A re-run finds the verified hotfix in place and does not download.
+	hits := s.art.Hits()
+	res = s.launch(n, "", "")
+	if !strings.Contains(res.Output, "Using hotfix binary") || s.art.Hits() != hits {
+		t.Errorf("re-run downloaded again (%d -> %d) or lost the hotfix:\n%s", hits, s.art.Hits(), res.Output)
+	}
+	if _, ok := n.EventWith("DownloadHotfix", "outcome=alreadyStaged"); !ok {
+		t.Error("re-run did not report alreadyStaged")
+	}
+}
+
+func TestIntegrationFlagOffMakesNoNetworkCalls(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	s := newStack(t, stackOpts{})
+	s.publish(hotfix1, "", 100)
+	before, imdsBefore := s.requests(s.lpsd), strings.Count(s.imds.Log(), "attested document")
+	n := s.node(nodeOpts{flagOff: true})
+	res := s.launch(n, "", "")
+	expect(t, n, res, bakedVersion, "", "")
+	if after, imdsAfter := s.requests(s.lpsd), strings.Count(s.imds.Log(), "attested document"); after != before || imdsAfter != imdsBefore {
+		t.Errorf("flag off made network calls: lpsd %d -> %d, imds %d -> %d", before, after, imdsBefore, imdsAfter)
+	}
+}
+
+// TestIntegrationRolloutByBucket sets the percentage just below this VM's
+// bucket (excluded), then just above it (included).
+func TestIntegrationRolloutByBucket(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	b := rollout.Bucket(vmID, hotfix1)
+	below, above := b*100/rollout.Buckets, b*100/rollout.Buckets+1
+	s := newStack(t, stackOpts{})
+	s.publish(hotfix1, "", below)
+
+	n := s.node(nodeOpts{})
+	expect(t, n, s.launch(n, "", ""), bakedVersion, "noHotfixAvailable", "")
+	explain := s.ctl("explain", "--vm-id", vmID, "--subscription", subscription)
+	if !strings.Contains(explain, "bucket="+strconv.Itoa(b)) {
+		t.Errorf("explain does not show the bucket rule:\n%s", explain)
+	}
+
+	s.ctl("rollout", "set", hotfix1, "--percent", strconv.Itoa(above))
+	s.waitSynced(s.lpsd)
+	n2 := s.node(nodeOpts{})
+	expect(t, n2, s.launch(n2, "", ""), hotfix1, "lpsRead", "staged")
+}
+
+func TestIntegrationRevokedAfterStaging(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	s := newStack(t, stackOpts{})
+	s.publish(hotfix1, "", 100)
+	n := s.node(nodeOpts{})
+	expect(t, n, s.launch(n, "", ""), hotfix1, "lpsRead", "staged")
+
+	s.ctl("revoke", hotfix1)
+	s.waitSynced(s.lpsd)
+	res := s.launch(n, "", "")
+	if _, ok := n.EventWith("DownloadHotfix", "outcome=revoked"); !ok {
+		evs, _ := n.Events()
+		t.Fatalf("no revoked outcome; events %+v\n%s", evs, res.Output)
+	}
+	if _, err := os.Stat(n.Path("opt/azure/containers/aks-node-controller-hotfix")); err == nil {
+		t.Error("revoked hotfix binary still staged")
+	}
+	if !strings.Contains(res.Output, "Using VHD-baked binary") {
+		t.Errorf("launcher did not fall back to the baked agent:\n%s", res.Output)
+	}
+	prov, _ := n.Provisioned()
+	if !strings.Contains(prov["Output"], bakedVersion) {
+		t.Errorf("provision.json = %v, want the baked agent", prov)
+	}
+}
+
+// TestIntegrationServiceFaults: whatever the live-patching service does,
+// the node provisions with the baked agent.
+func TestIntegrationServiceFaults(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	s := newStack(t, stackOpts{})
+	s.publish(hotfix1, "", 100)
+	cert, err := tls.LoadX509KeyPair(s.lpsd.TLS.CertFile, s.lpsd.TLS.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down, err := harness.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hung, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hung.Close() })
+	go func() {
+		for {
+			c, err := hung.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	garbage := lpstest.Start(t, cert, lpstest.Config("<html>502 Bad Gateway</html>"), lpstest.Options{})
+	internal := lpstest.Start(t, cert, lpstest.Error(status.Error(codes.Internal, "boom")), lpstest.Options{})
+	tests := []struct {
+		name, addr, imds, want string
+	}{
+		{"lpsd down", down, "", "failed"},
+		{"lpsd hung", hung.Addr().String(), "", "failed"},
+		{"lpsd returns garbage", garbage.Addr, "", "failed"},
+		{"lpsd internal error", internal.Addr, "", "failed"},
+		{"imds down", "", "http://" + down, "failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := s.node(nodeOpts{})
+			expect(t, n, s.launch(n, tt.imds, tt.addr), bakedVersion, tt.want, "")
+		})
+	}
+}
+
+func TestIntegrationUntrustedReleases(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	t.Run("signed by another key", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, stackOpts{})
+		other, _, err := s.lpsd.GenerateKeys(t.Context(), t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.publish(hotfix1, other, 100)
+		n := s.node(nodeOpts{})
+		expect(t, n, s.launch(n, "", ""), bakedVersion, "lpsRead", "untrusted")
+		if s.art.Hits() != 0 {
+			t.Error("the node downloaded an untrusted artifact")
+		}
+	})
+	t.Run("tampered envelope", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, stackOpts{})
+		bin := filepath.Join(env.artifact, "aks-node-controller-"+hotfix1)
+		envPath, err := s.lpsd.SignRelease(t.Context(), t.TempDir(), harness.Release{Version: hotfix1, Binary: bin, URL: s.art.URL + "/x", KeyFile: s.priv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		envelope, _ := os.ReadFile(envPath)
+		var m map[string]any
+		json.Unmarshal(envelope, &m)
+		payload := m["payload"].(string)
+		m["payload"] = payload[:10] + strings.Map(func(r rune) rune {
+			if r == 'A' {
+				return 'B'
+			}
+			return r
+		}, payload[10:])
+		tampered, _ := json.Marshal(m)
+		body, _ := json.Marshal(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": hotfix1}, Releases: []json.RawMessage{tampered}})
+		cert, _ := tls.LoadX509KeyPair(s.lpsd.TLS.CertFile, s.lpsd.TLS.KeyFile)
+		fake := lpstest.Start(t, cert, lpstest.Config(string(body)), lpstest.Options{})
+		n := s.node(nodeOpts{})
+		expect(t, n, s.launch(n, "", fake.Addr), bakedVersion, "lpsRead", "untrusted")
+	})
+	t.Run("artifact server serves other bytes", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, stackOpts{})
+		s.publish(hotfix1, "", 100)
+		evil, _ := os.ReadFile(filepath.Join(env.artifact, "aks-node-controller-"+hotfix2))
+		s.art.Tamper.Store(&evil)
+		n := s.node(nodeOpts{})
+		expect(t, n, s.launch(n, "", ""), bakedVersion, "lpsRead", "failed")
+		if _, err := os.Stat(n.Path("opt/azure/containers/aks-node-controller-hotfix")); err == nil {
+			t.Error("wrong bytes were staged")
+		}
+	})
+}
+
+// TestIntegrationTwoReplicasOnEtcd publishes through one lpsd and serves a
+// node through another, both on one etcd.
+func TestIntegrationTwoReplicasOnEtcd(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	endpoints := etcdtest.Start(t)
+	spec := "etcd:" + strings.Join(endpoints, ",")
+	s := newStack(t, stackOpts{store: spec})
+	other, err := harness.StartLPSD(t.Context(), env.bins, s.dir, harness.LPSDOptions{
+		Name: "lpsd-b", IMDSRoots: s.imds.RootsFile, Store: spec, TLS: s.lpsd.TLS, Region: "eastus",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Stop(10 * time.Second) })
+
+	s.publish(hotfix1, "", 100)
+	converged := s.waitSynced(other)
+	t.Logf("replica b converged %s after the publish through replica a", converged)
+	if converged > time.Second {
+		t.Errorf("replica b took %s to see the publish, want within a second", converged)
+	}
+	n := s.node(nodeOpts{})
+	expect(t, n, s.launch(n, "", other.GRPCAddr), hotfix1, "lpsRead", "staged")
+	if s.requests(other) == 0 {
+		t.Error("replica b served no request")
+	}
+}
+
+func TestIntegrationCustomDataBoothook(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	s := newStack(t, stackOpts{})
+	s.publish(hotfix1, "", 100)
+	n := s.node(nodeOpts{})
+	// Render the node's custom data from its config with lpsctl and check it
+	// would lay down the same feature flag file the launcher reads.
+	out, err := s.lpsd.Ctl(t.Context(), "customdata", "--config", n.Path("opt/azure/containers/aks-node-controller-config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "#cloud-boothook\n") || !strings.Contains(out, "enabled_features.sh") {
+		t.Errorf("custom data:\n%s", out)
+	}
+}
