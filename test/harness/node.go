@@ -125,18 +125,35 @@ type LaunchResult struct {
 // RunLauncher runs the launcher against the node with the given metadata
 // service and live-patching address (either may be empty: defaults).
 func (n *Node) RunLauncher(ctx context.Context, launcher, imdsURL, lpsAddr string, extraEnv ...string) (LaunchResult, error) {
+	return n.RunLauncherWith(ctx, LaunchOptions{Launcher: launcher, IMDSURL: imdsURL, LPSAddr: lpsAddr, Env: extraEnv})
+}
+
+// LaunchOptions configure RunLauncherWith.
+type LaunchOptions struct {
+	Launcher string
+	// IMDSURL and LPSAddr override the agent's defaults when set.
+	IMDSURL, LPSAddr string
+	// Env adds environment variables.
+	Env []string
+	// Prefix wraps the command, e.g. InNetns(name).
+	Prefix []string
+}
+
+// RunLauncherWith runs the launcher against the node.
+func (n *Node) RunLauncherWith(ctx context.Context, o LaunchOptions) (LaunchResult, error) {
 	env := append(os.Environ(),
 		"NODE_ROOT="+n.Root,
 		"HOSTNAME_WAIT_SECONDS=5",
 	)
-	if imdsURL != "" {
-		env = append(env, "IMDS_URL="+imdsURL)
+	if o.IMDSURL != "" {
+		env = append(env, "IMDS_URL="+o.IMDSURL)
 	}
-	if lpsAddr != "" {
-		env = append(env, "LPS_ADDR="+lpsAddr)
+	if o.LPSAddr != "" {
+		env = append(env, "LPS_ADDR="+o.LPSAddr)
 	}
-	env = append(env, extraEnv...)
-	cmd := exec.CommandContext(ctx, "/bin/bash", launcher)
+	env = append(env, o.Env...)
+	argv := append(append([]string(nil), o.Prefix...), "/bin/bash", o.Launcher)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -22,16 +22,24 @@ type ArtifactServer struct {
 	Tamper atomic.Pointer[[]byte]
 }
 
-// StartArtifactServer serves dir over HTTPS with the certificate in f.
+// StartArtifactServer serves dir over HTTPS with the certificate in f on
+// a loopback port.
 func StartArtifactServer(dir string, f TLSFiles) (*ArtifactServer, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	return ServeArtifacts(ln, dir, f)
+}
+
+// ServeArtifacts serves dir over HTTPS on ln with the certificate in f.
+func ServeArtifacts(tcp net.Listener, dir string, f TLSFiles) (*ArtifactServer, error) {
 	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
 	if err != nil {
+		tcp.Close()
 		return nil, err
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}})
-	if err != nil {
-		return nil, err
-	}
+	ln := tls.NewListener(tcp, &tls.Config{Certificates: []tls.Certificate{cert}})
 	a := &ArtifactServer{URL: "https://" + ln.Addr().String()}
 	files := http.FileServer(http.Dir(dir))
 	a.srv = &http.Server{

@@ -25,12 +25,30 @@ type IMDS struct {
 
 // StartIMDS starts an emulator for vmID and sub on a loopback port.
 func StartIMDS(ctx context.Context, b Binaries, dir, vmID, sub string) (*IMDS, error) {
+	return StartIMDSWith(ctx, b, dir, IMDSOptions{VMID: vmID, Sub: sub})
+}
+
+// IMDSOptions configure StartIMDSWith.
+type IMDSOptions struct {
+	VMID, Sub string
+	// Listen is the address; empty means a loopback port.
+	Listen string
+	// Prefix wraps the command, e.g. InNetns(name).
+	Prefix []string
+}
+
+// StartIMDSWith starts an emulator.
+func StartIMDSWith(ctx context.Context, b Binaries, dir string, o IMDSOptions) (*IMDS, error) {
 	addrFile := filepath.Join(dir, "imds.addr")
 	roots := filepath.Join(dir, "imds-roots.pem")
-	p, err := Start("imds-emulator", filepath.Join(dir, "imds.log"), []string{
-		b.IMDS, "--listen", "127.0.0.1:0", "--addr-file", addrFile, "--write-roots", roots,
-		"--vm-id", vmID, "--subscription", sub,
-	}, nil)
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	vmID, sub := o.VMID, o.Sub
+	argv := append(append([]string(nil), o.Prefix...),
+		b.IMDS, "--listen", o.Listen, "--addr-file", addrFile, "--write-roots", roots,
+		"--vm-id", vmID, "--subscription", sub)
+	p, err := Start("imds-emulator", filepath.Join(dir, "imds.log"), argv, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +72,10 @@ type LPSDOptions struct {
 	Region string
 	// Name distinguishes several instances sharing dir.
 	Name string
+	// Listen is the node-facing address; empty means a loopback port.
+	Listen string
+	// Prefix wraps the command (and lpsctl), e.g. InNetns(name).
+	Prefix []string
 	// Extra flags.
 	Extra []string
 }
@@ -65,6 +87,7 @@ type LPSD struct {
 	TLS                           TLSFiles
 	TokenFile                     string
 	ctl                           string
+	prefix                        []string
 }
 
 // StartLPSD starts lpsd on loopback ports with an admin token.
@@ -92,15 +115,18 @@ func StartLPSD(ctx context.Context, b Binaries, dir string, o LPSDOptions) (*LPS
 	}
 	addrFile := filepath.Join(dir, name+".addr")
 	os.Remove(addrFile)
-	argv := []string{
+	if o.Listen == "" {
+		o.Listen = "127.0.0.1:0"
+	}
+	argv := append(append([]string(nil), o.Prefix...),
 		b.LPSD,
-		"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--listen", o.Listen, "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 		"--addr-file", addrFile,
 		"--tls-cert", o.TLS.CertFile, "--tls-key", o.TLS.KeyFile,
 		"--admin-token-file", tokenFile,
 		"--store", o.Store,
 		"--imds-roots", o.IMDSRoots,
-	}
+	)
 	if o.Region != "" {
 		argv = append(argv, "--region", o.Region)
 	}
@@ -119,14 +145,15 @@ func StartLPSD(ctx context.Context, b Binaries, dir string, o LPSDOptions) (*LPS
 		p.Kill()
 		return nil, fmt.Errorf("parse %s: %w", addrFile, err)
 	}
-	return &LPSD{Proc: p, GRPCAddr: addrs.GRPC, AdminAddr: addrs.Admin, HTTPAddr: addrs.HTTP, TLS: o.TLS, TokenFile: tokenFile, ctl: b.LPSCtl}, nil
+	return &LPSD{Proc: p, GRPCAddr: addrs.GRPC, AdminAddr: addrs.Admin, HTTPAddr: addrs.HTTP, TLS: o.TLS, TokenFile: tokenFile, ctl: b.LPSCtl, prefix: o.Prefix}, nil
 }
 
 // Ctl runs lpsctl against this instance and returns its stdout.
 func (l *LPSD) Ctl(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, l.ctl, args...)
+	argv := append(append([]string(nil), l.prefix...), l.ctl)
+	cmd := exec.CommandContext(ctx, argv[0], append(argv[1:], args...)...)
 	cmd.Env = append(os.Environ(),
 		"LPSCTL_SERVER="+l.AdminAddr,
 		"LPSCTL_TOKEN_FILE="+l.TokenFile,
