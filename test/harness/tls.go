@@ -52,7 +52,7 @@ func MintTLS(dir string) (TLSFiles, error) {
 		DNSNames:    []string{ServiceName, "localhost"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
 		NotBefore:   now.Add(-time.Hour), NotAfter: now.Add(30 * 24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, leaf, caCert, &key.PublicKey, caKey)
 	if err != nil {

@@ -288,4 +288,3 @@ func decodeAudit(v []byte) (store.AuditEntry, error) {
 	rec.Entry.Before, rec.Entry.After = rec.Before, rec.After
 	return rec.Entry, nil
 }
-

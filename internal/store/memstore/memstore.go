@@ -145,4 +145,3 @@ func cloneRaw(m json.RawMessage) json.RawMessage {
 	}
 	return slices.Clone(m)
 }
-
