@@ -14,6 +14,8 @@ Commands:
 	download-hotfix  stage the verified hotfix agent the pointer names, apply a
 	                 scripts hotfix, or remove a staged hotfix that no longer
 	                 applies
+	explain          say what the hotfix path would do on this node and why,
+	                 step by step, from local files only (--json for machines)
 	provision        run the node bootstrap; record provision.json and
 	                 provision.complete
 	provision-wait   wait for provision.complete; print provision.json

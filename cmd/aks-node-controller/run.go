@@ -32,6 +32,7 @@ func commands() []command {
 	return []command{
 		{"check-hotfix", "ask the live-patching service for the hotfix pointer and stage it (always exits 0)", runCheckHotfix},
 		{"download-hotfix", "stage the verified hotfix agent the pointer names, or remove one that no longer applies", runDownloadHotfix},
+		{"explain", "say what the hotfix path would do on this node and why (local files only)", runExplain},
 		{"provision", "run the node bootstrap and record provision.json / provision.complete", runProvision},
 		{"provision-wait", "wait for provisioning to complete and print provision.json", runProvisionWait},
 		{"version", "print the agent version", runVersion},

@@ -256,7 +256,7 @@ func resolve(ctx context.Context, cfg Config, log *slog.Logger, p hotfix.Pointer
 	}
 	if haveKeys {
 		res.Route = RouteDirect
-		rel, err := findRelease(keys, p, target, start)
+		rel, err := FindArtifact(keys, p, target, start)
 		if err != nil {
 			res.Outcome, res.Err = Untrusted, err
 			return removeStaged(cfg, log, res)
@@ -290,10 +290,10 @@ func loadKeys(cfg Config) (release.KeySet, bool, error) {
 	return ks, true, nil
 }
 
-// findRelease returns the artifact of the first release in the pointer that
-// verifies, is for target and has an artifact for this platform. The error
+// FindArtifact returns this platform's artifact of the first release in
+// the pointer that verifies with keys at now and is for target. The error
 // reports why each candidate was refused.
-func findRelease(keys release.KeySet, p hotfix.Pointer, target hotfix.Version, now time.Time) (release.Artifact, error) {
+func FindArtifact(keys release.KeySet, p hotfix.Pointer, target hotfix.Version, now time.Time) (release.Artifact, error) {
 	platform := release.Platform(runtime.GOOS, runtime.GOARCH)
 	if len(p.Releases) == 0 {
 		return release.Artifact{}, fmt.Errorf("no signed release for %s in the pointer", target)
@@ -321,7 +321,7 @@ func findRelease(keys release.KeySet, p hotfix.Pointer, target hotfix.Version, n
 
 func stageDirect(ctx context.Context, cfg Config, log *slog.Logger, a release.Artifact, target hotfix.Version, res Result) Result {
 	dst := cfg.Root.HotfixBinary()
-	if sameFile(dst, a.SHA256, a.Size) {
+	if IsStaged(dst, a) {
 		res.Outcome = AlreadyStaged
 		return res
 	}
@@ -532,15 +532,15 @@ func applyScripts(cfg Config, p hotfix.Pointer, log *slog.Logger) string {
 	return "applied"
 }
 
-// sameFile reports whether path is a regular file of size bytes hashing to
-// sha256hex, so a re-run does not download again.
-func sameFile(path, sha256hex string, size int64) bool {
+// IsStaged reports whether path is a regular file with exactly a's size and
+// sha256, so a re-run does not download again.
+func IsStaged(path string, a release.Artifact) bool {
 	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != size {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != a.Size {
 		return false
 	}
 	sum, err := fileSHA256(path)
-	return err == nil && strings.EqualFold(sum, sha256hex)
+	return err == nil && strings.EqualFold(sum, a.SHA256)
 }
 
 // redact drops the query, which may carry an access token.
