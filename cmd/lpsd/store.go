@@ -44,5 +44,5 @@ func openStore(ctx context.Context, spec string) (store.Store, error) {
 	case "mem":
 		return memstore.New(), nil
 	}
-	return nil, fmt.Errorf("--store %q: want bolt:PATH, etcd:HOST:PORT[,...] or mem:", spec)
+	return nil, fmt.Errorf("--store %q: want bolt:PATH, mem: or etcd:HOST:PORT[,...]", spec)
 }

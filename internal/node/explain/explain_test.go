@@ -87,7 +87,10 @@ func TestRun(t *testing.T) {
 		{"revoked", func(t *testing.T, f *fixture) { f.pointer.Revoked = []string{"202604.01.1"}; f.writePointer(t) }, true, "true", "baked", "revocation"},
 		{"unsigned with keys", func(t *testing.T, f *fixture) { f.pointer.Releases = nil; f.writePointer(t) }, true, "true", "baked", "trust"},
 		{"no keys: package manager", func(t *testing.T, f *fixture) { f.writePointer(t); f.stage(t, f.binary) }, false, "true", "hotfix", ""},
-		{"other base", func(t *testing.T, f *fixture) { f.pointer.Hotfixes = map[string]string{"202605.30": "202605.30.1"}; f.writePointer(t) }, true, "true", "baked", "pointer"},
+		{"other base", func(t *testing.T, f *fixture) {
+			f.pointer.Hotfixes = map[string]string{"202605.30": "202605.30.1"}
+			f.writePointer(t)
+		}, true, "true", "baked", "pointer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
