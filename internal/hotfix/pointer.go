@@ -3,11 +3,11 @@ package hotfix
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
+
+	"nodehotfix/internal/jsonobj"
 )
 
 // MaxPointerSize caps a pointer document, on disk or from the service. Real
@@ -60,32 +60,32 @@ func ParsePointer(data []byte) (Pointer, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return Pointer{}, nil
 	}
-	fields, err := decodeObject(data)
+	fields, err := jsonobj.Members(data)
 	if err != nil {
 		return Pointer{}, fmt.Errorf("parse hotfix pointer: %w", err)
 	}
 	var p Pointer
 	for _, f := range fields {
 		var err error
-		switch f.key {
+		switch f.Key {
 		case keyVersion:
-			err = json.Unmarshal(f.val, &p.Version)
+			err = json.Unmarshal(f.Value, &p.Version)
 		case keyScriptsVersion:
-			err = json.Unmarshal(f.val, &p.ScriptsVersion)
+			err = json.Unmarshal(f.Value, &p.ScriptsVersion)
 		case keyHotfixes:
-			p.Hotfixes, err = decodeHotfixes(f.val)
+			p.Hotfixes, err = decodeHotfixes(f.Value)
 		case keyReleases:
-			err = json.Unmarshal(f.val, &p.Releases)
+			err = json.Unmarshal(f.Value, &p.Releases)
 		case keyRevoked:
-			err = json.Unmarshal(f.val, &p.Revoked)
+			err = json.Unmarshal(f.Value, &p.Revoked)
 		default:
 			if p.extra == nil {
 				p.extra = make(map[string]json.RawMessage)
 			}
-			p.extra[f.key] = f.val
+			p.extra[f.Key] = f.Value
 		}
 		if err != nil {
-			return Pointer{}, fmt.Errorf("parse hotfix pointer: key %q: %w", f.key, err)
+			return Pointer{}, fmt.Errorf("parse hotfix pointer: key %q: %w", f.Key, err)
 		}
 	}
 	return p, nil
@@ -207,69 +207,21 @@ func (p Pointer) Resolve(current Version) (string, Source) {
 	return "", SourceNone
 }
 
-type field struct {
-	key string
-	val json.RawMessage
-}
-
-var errDuplicateKey = errors.New("duplicate key")
-
-// decodeObject splits a JSON object into its members in order, rejecting
-// duplicate keys and trailing data.
-func decodeObject(data []byte) ([]field, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	var out []field
-	seen := make(map[string]bool)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("object key is not a string")
-		}
-		if seen[key] {
-			return nil, fmt.Errorf("%w %q", errDuplicateKey, key)
-		}
-		seen[key] = true
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, err
-		}
-		out = append(out, field{key, val})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after the JSON object")
-	}
-	return out, nil
-}
-
 func decodeHotfixes(raw json.RawMessage) (map[string]string, error) {
 	if string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
 	}
-	fields, err := decodeObject(raw)
+	fields, err := jsonobj.Members(raw)
 	if err != nil {
 		return nil, err
 	}
 	m := make(map[string]string, len(fields))
 	for _, f := range fields {
 		var v string
-		if err := json.Unmarshal(f.val, &v); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", f.key, err)
+		if err := json.Unmarshal(f.Value, &v); err != nil {
+			return nil, fmt.Errorf("entry %q: %w", f.Key, err)
 		}
-		m[f.key] = v
+		m[f.Key] = v
 	}
 	return m, nil
 }

@@ -7,10 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
+
+	"nodehotfix/internal/jsonobj"
 )
 
 // Wire constants of the envelope and payload (see the package doc).
@@ -128,13 +129,13 @@ func decodeSignature(data []byte) (signature, error) {
 // ReasonMalformed, ReasonWrongType (another document type or schema) or
 // ReasonInvalid.
 func parseRelease(data []byte) (Release, error) {
-	fields, err := objectFields(data)
+	fields, err := jsonobj.Members(data)
 	if err != nil {
 		return Release{}, verifyErr(ReasonMalformed, fmt.Errorf("decode payload: %w", err))
 	}
 	m := make(map[string]json.RawMessage, len(fields))
 	for _, f := range fields {
-		m[f.key] = f.val
+		m[f.Key] = f.Value
 	}
 	// The type is checked before the shape so that a signed document of
 	// another kind reports as such, not as a malformed release.
@@ -156,7 +157,7 @@ func parseRelease(data []byte) (Release, error) {
 	return r, nil
 }
 
-func decodeRelease(fields []field) (Release, error) {
+func decodeRelease(fields []jsonobj.Member) (Release, error) {
 	m, err := requireKeys(fields, keySchema, keyType, keyBase, keyVersion, keyArtifacts, keyNotAfter)
 	if err != nil {
 		return Release{}, err
@@ -173,17 +174,17 @@ func decodeRelease(fields []field) (Release, error) {
 	if r.NotAfter, err = parseNotAfter(notAfter); err != nil {
 		return Release{}, err
 	}
-	artifacts, err := objectFields(m[keyArtifacts])
+	artifacts, err := jsonobj.Members(m[keyArtifacts])
 	if err != nil {
 		return Release{}, fmt.Errorf("key %q: %w", keyArtifacts, err)
 	}
 	r.Artifacts = make(map[string]Artifact, len(artifacts))
 	for _, f := range artifacts {
-		a, err := decodeArtifact(f.val)
+		a, err := decodeArtifact(f.Value)
 		if err != nil {
-			return Release{}, fmt.Errorf("artifact %q: %w", f.key, err)
+			return Release{}, fmt.Errorf("artifact %q: %w", f.Key, err)
 		}
-		r.Artifacts[f.key] = a
+		r.Artifacts[f.Key] = a
 	}
 	return r, nil
 }
@@ -227,56 +228,9 @@ func decodeBase64(s string) ([]byte, error) {
 	return base64.StdEncoding.Strict().DecodeString(s)
 }
 
-type field struct {
-	key string
-	val json.RawMessage
-}
-
-// objectFields splits a JSON object into its members in order, rejecting
-// duplicate keys (which encoding/json would resolve as "last one wins") and
-// any data after the object.
-func objectFields(data []byte) ([]field, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("not a JSON object")
-	}
-	var out []field
-	seen := make(map[string]bool)
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, ok := tok.(string)
-		if !ok {
-			return nil, errors.New("object key is not a string")
-		}
-		if seen[key] {
-			return nil, fmt.Errorf("duplicate key %q", key)
-		}
-		seen[key] = true
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, err
-		}
-		out = append(out, field{key, val})
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the JSON object")
-	}
-	return out, nil
-}
-
 // exactFields decodes a JSON object that must have exactly the given keys.
 func exactFields(data []byte, keys ...string) (map[string]json.RawMessage, error) {
-	fields, err := objectFields(data)
+	fields, err := jsonobj.Members(data)
 	if err != nil {
 		return nil, err
 	}
@@ -285,13 +239,13 @@ func exactFields(data []byte, keys ...string) (map[string]json.RawMessage, error
 
 // requireKeys indexes fields by key, failing unless the keys are exactly the
 // given ones. Keys match case-sensitively, unlike encoding/json.
-func requireKeys(fields []field, keys ...string) (map[string]json.RawMessage, error) {
+func requireKeys(fields []jsonobj.Member, keys ...string) (map[string]json.RawMessage, error) {
 	m := make(map[string]json.RawMessage, len(fields))
 	for _, f := range fields {
-		if !slices.Contains(keys, f.key) {
-			return nil, fmt.Errorf("unknown key %q", f.key)
+		if !slices.Contains(keys, f.Key) {
+			return nil, fmt.Errorf("unknown key %q", f.Key)
 		}
-		m[f.key] = f.val
+		m[f.Key] = f.Value
 	}
 	for _, k := range keys {
 		if _, ok := m[k]; !ok {

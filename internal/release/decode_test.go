@@ -3,44 +3,7 @@ package release
 import (
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 )
-
-func TestObjectFields(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in      string
-		want    []string // keys in order
-		wantErr bool
-	}{
-		{in: `{}`, want: nil},
-		{in: ` {"b":1, "a":{"b":2,"b":3}} `, want: []string{"b", "a"}},
-		{in: `{"a":1,"a":2}`, wantErr: true},
-		{in: `{"a":1,"A":2}`, want: []string{"a", "A"}},
-		{in: `{"a":1}{}`, wantErr: true},
-		{in: `{"a":1} x`, wantErr: true},
-		{in: `{"a":1`, wantErr: true},
-		{in: `{"a":}`, wantErr: true},
-		{in: `[]`, wantErr: true},
-		{in: `"a"`, wantErr: true},
-		{in: ``, wantErr: true},
-	}
-	for _, tt := range tests {
-		fields, err := objectFields([]byte(tt.in))
-		if (err != nil) != tt.wantErr {
-			t.Errorf("objectFields(%s) = %v, want error %v", tt.in, err, tt.wantErr)
-			continue
-		}
-		var keys []string
-		for _, f := range fields {
-			keys = append(keys, f.key)
-		}
-		if diff := cmp.Diff(tt.want, keys); diff != "" {
-			t.Errorf("objectFields(%s) keys mismatch (-want +got):\n%s", tt.in, diff)
-		}
-	}
-}
 
 func TestRequireKeys(t *testing.T) {
 	t.Parallel()

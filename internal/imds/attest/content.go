@@ -1,14 +1,14 @@
 package attest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
+
+	"nodehotfix/internal/jsonobj"
 )
 
 // TimeLayout is the Go layout of the document's timeStamp values, e.g.
@@ -90,43 +90,25 @@ func parseContent(data []byte) (document, error) {
 }
 
 // members returns the raw values of the known keys of the JSON object data.
-// A known key that appears twice, or an unknown key equal to a known one
-// under case folding, is an error; other unknown keys are skipped. Trailing
-// data after the object is an error.
+// Any duplicate key, an unknown key equal to a known one under case folding
+// (encoding/json would match it), or trailing data is an error; other
+// unknown keys are skipped.
 func members(data []byte, known ...string) (map[string]json.RawMessage, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return nil, errors.New("not a JSON object")
+	all, err := jsonobj.Members(data)
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]json.RawMessage, len(known))
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, err
-		}
-		key, _ := tok.(string) // inside an object the decoder only yields string keys here
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); err != nil {
-			return nil, err
-		}
-		if slices.Contains(known, key) {
-			if _, dup := out[key]; dup {
-				return nil, fmt.Errorf("duplicate key %q", key)
-			}
-			out[key] = raw
+	for _, m := range all {
+		if slices.Contains(known, m.Key) {
+			out[m.Key] = m.Value
 			continue
 		}
 		for _, k := range known {
-			if strings.EqualFold(k, key) {
+			if strings.EqualFold(k, m.Key) {
 				return nil, fmt.Errorf("key differs from %q only in case", k)
 			}
 		}
-	}
-	if _, err := dec.Token(); err != nil {
-		return nil, err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("trailing data after JSON object")
 	}
 	return out, nil
 }
