@@ -83,16 +83,23 @@ func (d *demo) run(ctx context.Context) error {
 	binDir := filepath.Join(d.work, "bin")
 	os.MkdirAll(binDir, 0o755)
 	done := d.step("build lpsd, lpsctl, imds-emulator, a baked agent %s and a hotfix agent %s", bakedVersion, hotfixVersion)
-	bins, err := harness.Build(ctx, binDir)
-	if err != nil {
-		return err
-	}
 	baked, hotfix := filepath.Join(binDir, "agent-baked"), filepath.Join(d.work, "artifacts", "aks-node-controller-"+hotfixVersion)
 	os.MkdirAll(filepath.Dir(hotfix), 0o755)
-	if err := harness.BuildAgent(ctx, baked, bakedVersion); err != nil {
-		return err
+	// The agents and the services share most dependencies; building them
+	// concurrently lets the go command share and parallelise that work.
+	agentErr := make(chan error, 1)
+	go func() {
+		err := harness.BuildAgent(ctx, baked, bakedVersion)
+		if err == nil {
+			err = harness.BuildAgent(ctx, hotfix, hotfixVersion)
+		}
+		agentErr <- err
+	}()
+	bins, err := harness.Build(ctx, binDir)
+	if aerr := <-agentErr; err == nil {
+		err = aerr
 	}
-	if err := harness.BuildAgent(ctx, hotfix, hotfixVersion); err != nil {
+	if err != nil {
 		return err
 	}
 	done()

@@ -55,10 +55,12 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 		Launcher: filepath.Join(root, "deploy/node/aks-node-controller-launcher.sh"),
 		dir:      dir,
 	}
-	for name, out := range map[string]string{"lpsd": b.LPSD, "lpsctl": b.LPSCtl, "imds-emulator": b.IMDS} {
-		if err := goBuild(ctx, root, "./cmd/"+name, out, ""); err != nil {
-			return Binaries{}, err
-		}
+	// One invocation builds the three commands with shared work in parallel.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+string(filepath.Separator), "./cmd/lpsd", "./cmd/lpsctl", "./cmd/imds-emulator")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return Binaries{}, fmt.Errorf("go build: %v\n%s", err, out)
 	}
 	return b, nil
 }
