@@ -227,6 +227,9 @@ _features_file_reason() {
 # 1, after logging why, when a file-level anomaly (too many lines, duplicate key) voids it.
 _parse_features() {
     local _file="$1" _line _key _n=0 _why
+    # Bytes, not characters: in a UTF-8 locale `read` swallows the LF after an invalid
+    # multibyte lead byte, merging two lines (and hiding a duplicate key).
+    local LC_ALL=C
     local -A _first_line=()
     _FEATURE_KEYS=()
     _FEATURE_VALUES=()

@@ -488,6 +488,48 @@ baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh --root $NODE_ROOT"
     expect_output "writable by group or others (mode 666)"
 }
 
+@test "features: an invalid UTF-8 byte cannot merge lines and hide a duplicate key" {
+    # In a UTF-8 locale bash's read would take the LF after \xc3 as part of a character.
+    export LC_ALL=C.UTF-8
+    features 'ENABLE_PROVISIONING_HOTFIX=true\nX=\xc3\nENABLE_PROVISIONING_HOTFIX=false\n'
+    with_nbc_cmd
+    run_launcher
+    expect_status 0
+    expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
+    expect_output "key ENABLE_PROVISIONING_HOTFIX set twice (lines 1 and 3)"
+}
+
+@test "features: a byte-order mark before the flag leaves it off" {
+    features '\xef\xbb\xbfENABLE_PROVISIONING_HOTFIX=true\n'
+    with_nbc_cmd
+    run_launcher
+    expect_status 0
+    expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
+    expect_output "Feature flags line 1: invalid key"
+}
+
+@test "features: a symlink to /dev/zero is ignored without being read" {
+    ln -s /dev/zero "$DIR/enabled_features.sh"
+    with_nbc_cmd
+    run_launcher
+    expect_status 0
+    expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
+    expect_output "it is a symlink"
+}
+
+@test "features: a file owned by another user is ignored" {
+    if [[ "$EUID" -ne 0 ]]; then
+        skip "needs root to give the file to uid 1000"
+    fi
+    features 'ENABLE_PROVISIONING_HOTFIX=true\n'
+    chown 1000 "$DIR/enabled_features.sh"
+    with_nbc_cmd
+    run_launcher
+    expect_status 0
+    expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
+    expect_output "owned by uid 1000, not 0"
+}
+
 @test "features: accepted flags are exported to provision (the reference contract)" {
     features 'FEATURE_A=on\nlower_case_ok=1\n'
     with_nbc_cmd

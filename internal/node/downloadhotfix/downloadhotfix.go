@@ -189,8 +189,13 @@ func Run(ctx context.Context, cfg Config) Result {
 
 func runLocked(ctx context.Context, cfg Config, log *slog.Logger, start time.Time) Result {
 	unlock, err := lock(ctx, cfg.Root.HotfixLock())
-	if err != nil {
+	if errors.Is(err, errBusy) {
 		return Result{Outcome: Busy, Err: err}
+	}
+	if err != nil {
+		// An unusable staging directory (read-only, missing) is a failure
+		// to report, not contention.
+		return Result{Outcome: Failed, Err: err}
 	}
 	defer unlock()
 	removeLeftovers(cfg.Root.HotfixBinary(), log)

@@ -16,6 +16,10 @@ import (
 // lockWait bounds how long a second run waits for the first.
 const lockWait = 30 * time.Second
 
+// errBusy is returned (wrapped) by lock when another run held the lock for
+// the whole wait.
+var errBusy = errors.New("another download-hotfix is running")
+
 // lock takes an exclusive flock on path, waiting up to lockWait (within
 // ctx) for a concurrent run to finish, so two runs never interleave staging.
 func lock(ctx context.Context, path string) (func(), error) {
@@ -40,7 +44,7 @@ func lock(ctx context.Context, path string) (func(), error) {
 		select {
 		case <-ctx.Done():
 			f.Close()
-			return nil, fmt.Errorf("another download-hotfix holds %s: %w", path, ctx.Err())
+			return nil, fmt.Errorf("%w: it holds %s: %w", errBusy, path, ctx.Err())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
