@@ -13,6 +13,8 @@
 #
 # Environment (read from the environment only, never from the features file):
 #   BIN_PATH, HOTFIX_JSON, CONFIG_PATH, NBC_CMD_PATH, FEATURES_PATH  path overrides, as the reference.
+#   EVENTS_DIR       where the launcher's telemetry event (its binary choice) goes; default the
+#                    guest agent's events directory under NODE_ROOT.
 #     HOTFIX_BIN is always "${BIN_PATH}-hotfix".
 #   NODE_ROOT        absolute directory the default paths (and /etc/hostname) resolve under;
 #                    default "/". When it is not "/", every node subcommand also gets
@@ -93,7 +95,8 @@ HOTFIX_JSON="${HOTFIX_JSON:-${_CONTAINERS}/aks-node-controller-hotfix.json}"
 CONFIG_PATH="${CONFIG_PATH:-${_CONTAINERS}/aks-node-controller-config.json}"
 NBC_CMD_PATH="${NBC_CMD_PATH:-${_CONTAINERS}/aks-node-controller-nbc-cmd.sh}"
 FEATURES_PATH="${FEATURES_PATH:-${_CONTAINERS}/enabled_features.sh}"
-readonly BIN_PATH HOTFIX_BIN HOTFIX_JSON CONFIG_PATH NBC_CMD_PATH FEATURES_PATH
+EVENTS_DIR="${EVENTS_DIR:-${_ROOT}/var/log/azure/Microsoft.Azure.Extensions.CustomScript/events}"
+readonly BIN_PATH HOTFIX_BIN HOTFIX_JSON CONFIG_PATH NBC_CMD_PATH FEATURES_PATH EVENTS_DIR
 
 _HOSTNAME_WAIT="$(_seconds "${HOSTNAME_WAIT_SECONDS:-}" 60 0 600)"
 _CHECK_TIMEOUT="$(_seconds "${CHECK_HOTFIX_TIMEOUT_SECONDS:-}" 120 1 900)"
@@ -111,7 +114,7 @@ readonly _ROOT_ARGS _NET_ARGS
 
 # Names the features file may never set (exact match), besides the prefixes in
 # _reserved_key_reason.
-readonly _LAUNCHER_VARS=(BIN_PATH HOTFIX_BIN HOTFIX_JSON CONFIG_PATH NBC_CMD_PATH FEATURES_PATH
+readonly _LAUNCHER_VARS=(BIN_PATH HOTFIX_BIN HOTFIX_JSON CONFIG_PATH NBC_CMD_PATH FEATURES_PATH EVENTS_DIR
     NODE_ROOT IMDS_URL LPS_ADDR HOSTNAME_WAIT_SECONDS CHECK_HOTFIX_TIMEOUT_SECONDS
     DOWNLOAD_HOTFIX_TIMEOUT_SECONDS HOTFIX_VERSION_TIMEOUT_SECONDS)
 readonly _SHELL_VARS=(PATH IFS ENV SHELL HOME CDPATH GLOBIGNORE PROMPT_COMMAND SHELLOPTS BASHOPTS
@@ -432,6 +435,30 @@ _hotfix_verdict() {
     echo "hotfix ${_hv} is newer than baked ${_bv}"
 }
 
+# _json_string S prints S as a JSON string literal; control characters become spaces.
+_json_string() {
+    local _s="${1//\\/\\\\}"
+    _s="${_s//\"/\\\"}"
+    printf '"%s"' "$(printf '%s' "$_s" | tr '\000-\037' ' ')"
+}
+
+# _emit_event LEVEL MESSAGE writes one guest-agent telemetry event, in the agent's format, for
+# the launcher's binary choice. It is best effort: telemetry never stops provisioning. The file
+# appears by rename, so the collector never reads a partial one.
+_emit_event() {
+    local _level="$1" _msg="$2" _now _dir="$EVENTS_DIR" _tmp
+    _now="$(date -u '+%Y-%m-%d %H:%M:%S.%3N')"
+    mkdir -p "$_dir" 2>/dev/null || return 0
+    _tmp="${_dir}/.launcher-event.$$"
+    if printf '{"Timestamp":%s,"OperationId":%s,"Version":"","TaskName":"AKS.AKSNodeController.Launcher","EventLevel":%s,"Message":%s,"EventPid":"%d","EventTid":"0"}' \
+        "$(_json_string "$_now")" "$(_json_string "$_now")" "$(_json_string "$_level")" "$(_json_string "$_msg")" "$$" >"$_tmp" 2>/dev/null &&
+        chmod 0644 "$_tmp" && mv -f "$_tmp" "${_dir}/$(date +%s%N).json"; then
+        return 0
+    fi
+    rm -f "$_tmp"
+    return 0
+}
+
 # _select_binary sets _SELECTED_BIN to the binary provision must run.
 _select_binary() {
     local _why
@@ -439,12 +466,14 @@ _select_binary() {
         log "Hotfix binary accepted: ${_why}"
         log "Using hotfix binary: ${HOTFIX_BIN}"
         _SELECTED_BIN="$HOTFIX_BIN"
+        _emit_event Informational "launcher choice=hotfix reason=${_why}"
     else
         if [[ -n "$_why" ]]; then
             log "Not using hotfix binary ${HOTFIX_BIN}: ${_why}"
         fi
         log "Using VHD-baked binary: ${BIN_PATH}"
         _SELECTED_BIN="$BIN_PATH"
+        _emit_event Informational "launcher choice=baked reason=${_why:-no hotfix staged}"
     fi
 }
 

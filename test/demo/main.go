@@ -213,6 +213,7 @@ func (d *demo) run(ctx context.Context) error {
 
 var durationRe = regexp.MustCompile(`durationMs=(\d+)`)
 var outcomeRe = regexp.MustCompile(`outcome=(\S+)`)
+var choiceRe = regexp.MustCompile(`choice=(\S+)`)
 
 // report prints the launcher's decisions and the node's event timeline.
 func (d *demo) report(n *harness.Node, res harness.LaunchResult) error {
@@ -241,7 +242,9 @@ func (d *demo) report(n *harness.Node, res harness.LaunchResult) error {
 			dur = m[1] + "ms"
 		}
 		outcome := strings.SplitN(e.Message, " | ", 2)[0]
-		if m := outcomeRe.FindStringSubmatch(e.Message); m != nil {
+		if m := choiceRe.FindStringSubmatch(e.Message); m != nil {
+			outcome = "chose " + m[1]
+		} else if m := outcomeRe.FindStringSubmatch(e.Message); m != nil {
 			outcome = m[1]
 			if i := strings.Index(e.Message, "route="); i >= 0 {
 				outcome += " " + strings.Fields(e.Message[i:])[0]

@@ -51,17 +51,24 @@ use_explicit_paths() {
     export NBC_CMD_PATH="$DIR/aks-node-controller-nbc-cmd.sh"
     export HOTFIX_JSON="$DIR/aks-node-controller-hotfix.json"
     export FEATURES_PATH="$DIR/enabled_features.sh"
+    export EVENTS_DIR="$T/events"
 }
 
 # use_node_root switches to hermetic mode: only NODE_ROOT is set, the defaults resolve under it.
 use_node_root() {
-    unset BIN_PATH CONFIG_PATH NBC_CMD_PATH HOTFIX_JSON FEATURES_PATH
+    unset BIN_PATH CONFIG_PATH NBC_CMD_PATH HOTFIX_JSON FEATURES_PATH EVENTS_DIR
     export NODE_ROOT="$T/root"
     DIR="$NODE_ROOT/opt/azure/containers"
     mkdir -p "$DIR" "$NODE_ROOT/etc"
     echo node-1 >"$NODE_ROOT/etc/hostname"
     export FAKE_HOSTNAME=node-1
     install_agent "$DIR/aks-node-controller"
+}
+
+# fail MESSAGE fails the current test with MESSAGE.
+fail() {
+    echo "$*" >&2
+    return 1
 }
 
 install_agent() {
@@ -599,6 +606,32 @@ baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
     expect_calls "hotfix provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
     expect_output "Hotfix binary accepted: hotfix 202604.01.3 is newer than baked 202604.01.0"
     expect_output "Using hotfix binary: $DIR/aks-node-controller-hotfix"
+}
+
+@test "telemetry: the binary choice is one Launcher event in the agent's format" {
+    export FAKE_BAKED_VERSION=202604.01.0 FAKE_HOTFIX_VERSION=202604.01.3
+    stage_hotfix
+    with_nbc_cmd
+    run_launcher
+    expect_status 0
+    local files
+    files=("$EVENTS_DIR"/*.json)
+    [[ ${#files[@]} -eq 1 ]] || fail "want one event file, got: ${files[*]}"
+    grep -q '"TaskName":"AKS.AKSNodeController.Launcher"' "${files[0]}" || fail "no Launcher task: $(cat "${files[0]}")"
+    grep -q '"Message":"launcher choice=hotfix reason=hotfix 202604.01.3 is newer than baked 202604.01.0"' "${files[0]}" ||
+        fail "unexpected message: $(cat "${files[0]}")"
+    [[ -z "$(find "$EVENTS_DIR" -name '.launcher-event.*')" ]] || fail "temp event file left behind"
+}
+
+@test "telemetry: the baked choice says why, and the event lands under NODE_ROOT" {
+    use_node_root
+    export FAKE_BAKED_VERSION=202604.01.5 FAKE_HOTFIX_VERSION=202604.01.4
+    stage_hotfix
+    with_nbc_cmd
+    run_launcher
+    expect_status 0
+    grep -q '"Message":"launcher choice=baked reason=not newer (hotfix 202604.01.4, baked 202604.01.5)"' \
+        "$NODE_ROOT"/var/log/azure/Microsoft.Azure.Extensions.CustomScript/events/*.json || fail "no baked-choice event"
 }
 
 @test "selection: patch numbers compare as integers (10 > 9)" {
