@@ -56,7 +56,8 @@ fuzz: ## run every fuzz target briefly (FUZZTIME=10s each)
 	done
 
 .PHONY: lint
-lint: tools ## go vet, staticcheck, gofmt, buf lint and buf format
+lint: tools ## go vet, staticcheck, gofmt, go.mod tidiness, buf lint and buf format
+	go mod tidy -diff
 	go vet ./...
 	$(TOOLS)/staticcheck ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
