@@ -352,13 +352,21 @@ func TestRunPointerStates(t *testing.T) {
 		{"empty object", "{}", baked, NoPointer},
 		{"invalid JSON", `{"hotfixes":`, baked, InvalidPointer},
 		{"dev build", `{"hotfixes":{"202604.01":"202604.01.1"}}`, "dev", UnparsableVersion},
+		{"a directory at the path", "dir", baked, InvalidPointer},
+		{"a FIFO at the path", "fifo", baked, InvalidPointer},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t)
 			f.version = tt.version
-			if tt.pointer != "-" {
+			switch tt.pointer {
+			case "-":
+			case "dir":
+				os.Mkdir(f.root.Pointer(), 0o755)
+			case "fifo":
+				syscall.Mkfifo(f.root.Pointer(), 0o600)
+			default:
 				os.WriteFile(f.root.Pointer(), []byte(tt.pointer), 0o600)
 			}
 			if res := f.run(); res.Outcome != tt.want || res.ExitCode() != 0 {
