@@ -1,0 +1,88 @@
+package fleet
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/rollout"
+)
+
+// expected is what a node must be served under a snapshot's releases,
+// computed here from the rollout rules as documented rather than with
+// rollout.Select, so that the simulator checks the service instead of
+// repeating it: per base, the highest patch that is not revoked, is
+// rolling, paused or complete, and (unless complete) puts the node's
+// bucket, sha256(lower(vmId) 0x00 version) mod 10000, below percent*100;
+// plus every revoked version. Scopes are not used by the simulator.
+func expected(rels []rollout.Release, vmID string) hotfix.Pointer {
+	best := map[string]rollout.Release{}
+	var revoked []string
+	for _, r := range rels {
+		if r.Revoked {
+			revoked = append(revoked, r.Version)
+			continue
+		}
+		in := false
+		switch r.Rollout.State {
+		case rollout.Complete:
+			in = true
+		case rollout.Rolling, rollout.Paused:
+			in = bucket(vmID, r.Version) < r.Rollout.Percent*100
+		}
+		if !in {
+			continue
+		}
+		if cur, ok := best[r.Base]; !ok || patch(r.Version) > patch(cur.Version) {
+			best[r.Base] = r
+		}
+	}
+	p := hotfix.Pointer{Revoked: revoked}
+	slices.Sort(p.Revoked)
+	if len(best) > 0 {
+		p.Hotfixes = map[string]string{}
+		for _, base := range slices.Sorted(maps.Keys(best)) {
+			p.Hotfixes[base] = best[base].Version
+			p.Releases = append(p.Releases, best[base].Envelope)
+		}
+	}
+	return p
+}
+
+func bucket(vmID, version string) int {
+	h := sha256.Sum256([]byte(strings.ToLower(vmID) + "\x00" + version))
+	return int(binary.BigEndian.Uint64(h[:8]) % 10000)
+}
+
+func patch(version string) int {
+	n, _ := strconv.Atoi(version[strings.LastIndexByte(version, '.')+1:])
+	return n
+}
+
+// diff returns "" if got is want, else what differs. Envelopes compare as
+// compacted JSON: the service re-encodes the pointer.
+func diff(got, want hotfix.Pointer) string {
+	if !maps.Equal(got.Hotfixes, want.Hotfixes) {
+		return fmt.Sprintf("hotfixes %v, want %v", got.Hotfixes, want.Hotfixes)
+	}
+	if !slices.Equal(got.Revoked, want.Revoked) {
+		return fmt.Sprintf("revoked %v, want %v", got.Revoked, want.Revoked)
+	}
+	if len(got.Releases) != len(want.Releases) {
+		return fmt.Sprintf("%d releases, want %d", len(got.Releases), len(want.Releases))
+	}
+	for i := range got.Releases {
+		var a, b bytes.Buffer
+		if json.Compact(&a, got.Releases[i]) != nil || json.Compact(&b, want.Releases[i]) != nil || !bytes.Equal(a.Bytes(), b.Bytes()) {
+			return fmt.Sprintf("release envelope %d differs from the published one", i)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,354 @@
+// Package rig stands up, on loopback, what the node's hotfix commands talk
+// to in the node-side benchmarks.
+//
+// It provides a metadata-service stand-in, warm in-process live-patching
+// servers, node roots, release signing, and a timed runner for the real
+// binaries.
+package rig
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"nodehotfix/bench/internal/binary"
+	"nodehotfix/bench/internal/mint"
+	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/lps"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
+	"nodehotfix/test/harness"
+)
+
+// Versions of the baked agent and of the hotfix the rig publishes.
+const (
+	BakedVersion  = "202604.01.0"
+	HotfixVersion = "202604.01.1"
+)
+
+// Rig is the shared material of one benchmark run. Everything it starts
+// stops when the ctx given to New is done.
+type Rig struct {
+	// Dir is the work directory.
+	Dir string
+	// TLS is the cluster CA and the service certificate (for the
+	// live-patching servers and the artifact server alike).
+	TLS harness.TLSFiles
+	// Agent is the baked aks-node-controller binary.
+	Agent string
+	// IMDS is the metadata-service stand-in.
+	IMDS *IMDS
+	// ReleaseKeys is the trusted release key file content nodes carry.
+	ReleaseKeys []byte
+
+	ctx    context.Context
+	cert   tls.Certificate
+	minter *mint.Minter
+	priv   ed25519.PrivateKey
+	verify *attest.Verifier
+}
+
+// New builds the baked agent into dir, mints TLS and release keys, and
+// starts the metadata stand-in with docs pre-signed documents (one vmId
+// each; more are signed on demand and counted).
+func New(ctx context.Context, dir string, docs int) (*Rig, error) {
+	r := &Rig{Dir: dir, ctx: ctx, Agent: filepath.Join(dir, "aks-node-controller")}
+	if err := harness.BuildAgent(ctx, r.Agent, BakedVersion); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.TLS, err = harness.MintTLS(dir); err != nil {
+		return nil, err
+	}
+	if r.cert, err = tls.LoadX509KeyPair(r.TLS.CertFile, r.TLS.KeyFile); err != nil {
+		return nil, err
+	}
+	pub, priv, err := release.GenerateKey(nil)
+	if err != nil {
+		return nil, err
+	}
+	r.priv, r.ReleaseKeys = priv, release.MarshalPublicKey(pub, "bench")
+	if r.minter, err = mint.New(mint.RSA, 6*time.Hour); err != nil {
+		return nil, err
+	}
+	roots, err := attest.RootsFromPEM(r.minter.RootPEM())
+	if err != nil {
+		return nil, err
+	}
+	// As lpsd --imds-roots with the default attest settings; the chain
+	// builds without AIA, so none is fetched either way.
+	if r.verify, err = attest.New(attest.Config{Roots: roots}); err != nil {
+		return nil, err
+	}
+	if r.IMDS, err = startIMDS(ctx, r.minter, docs); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Build compiles pkg (a bench floor, say) into the work directory and
+// returns the binary's path.
+func (r *Rig) Build(pkg string) (string, error) {
+	out := filepath.Join(r.Dir, filepath.Base(pkg))
+	return out, binary.Build(r.ctx, pkg, out, "")
+}
+
+// SignRelease signs version's artifact for this platform (at url, with
+// content's digest and size) with the rig's release key.
+func (r *Rig) SignRelease(version, url string, sha256hex string, size int64) ([]byte, error) {
+	v := release.Release{
+		Base:    version[:9],
+		Version: version,
+		Artifacts: map[string]release.Artifact{
+			release.Platform(runtime.GOOS, runtime.GOARCH): {URL: url, SHA256: sha256hex, Size: size},
+		},
+		NotAfter: time.Now().Add(24 * time.Hour),
+	}
+	return release.Sign(v, r.priv)
+}
+
+// Rolled returns the store record of a release rolled out to percent.
+func Rolled(version string, envelope []byte, percent int) rollout.Release {
+	now := time.Now()
+	return rollout.Release{
+		Version:     version,
+		Base:        version[:9],
+		Envelope:    envelope,
+		Rollout:     rollout.Rollout{State: rollout.Rolling, Percent: percent},
+		PublishedAt: now,
+		UpdatedAt:   now,
+	}
+}
+
+// StartLPS starts a warm in-process live-patching server (lps.NewServer,
+// attestation on, an in-memory store holding rels) on a loopback port and
+// returns its address.
+func (r *Rig) StartLPS(rels ...rollout.Release) (string, error) {
+	st := memstore.New()
+	for _, rel := range rels {
+		if _, err := st.PutRelease(r.ctx, rel, 0, store.AuditEntry{Time: time.Now(), Actor: "bench", Action: "publish", Target: rel.Version}); err != nil {
+			return "", err
+		}
+	}
+	snaps := lps.NewSnapshotter(st, nil, nil)
+	if err := snaps.Load(r.ctx); err != nil {
+		return "", err
+	}
+	srv, err := lps.NewServer(snaps, r.verify, lps.NewMetrics(prometheus.NewRegistry()), lps.ServerConfig{Certificate: r.cert})
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	go srv.Serve(r.ctx, ln)
+	return ln.Addr().String(), nil
+}
+
+// StartHungLPS starts a TLS gRPC server with the service certificate whose
+// GetComponentConfig never answers, and returns its address.
+func (r *Rig) StartHungLPS() (string, error) {
+	gs := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{r.cert}, NextProtos: []string{"h2"}})))
+	lpsv1.RegisterLivePatchingServiceServer(gs, hung{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	go gs.Serve(ln)
+	context.AfterFunc(r.ctx, gs.Stop)
+	return ln.Addr().String(), nil
+}
+
+type hung struct {
+	lpsv1.UnimplementedLivePatchingServiceServer
+}
+
+func (hung) GetComponentConfig(ctx context.Context, _ *lpsv1.GetComponentConfigRequest) (*lpsv1.GetComponentConfigResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// StartBlackhole accepts TCP connections and never sends a byte (a TLS
+// handshake that never completes), and returns its address.
+func (r *Rig) StartBlackhole() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	context.AfterFunc(r.ctx, func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	return ln.Addr().String(), nil
+}
+
+// NewNode lays out a node root under the work directory, trusting the
+// rig's cluster CA and release keys.
+func (r *Rig) NewNode(name string, features map[string]string) (*harness.Node, error) {
+	return harness.NewNode(filepath.Join(r.Dir, name), harness.NodeOptions{
+		BakedAgent: r.Agent, ClusterCA: r.TLS.CAPEM, ReleaseKeys: r.ReleaseKeys, Features: features,
+	})
+}
+
+// IMDS is the metadata-service stand-in: the emulator's request rules and
+// response shape, but serving documents signed before the measurement (the
+// real service caches its documents too), one vmId per request.
+type IMDS struct {
+	URL      string
+	pool     []string
+	next     atomic.Int64
+	minter   *mint.Minter
+	onDemand atomic.Int64
+}
+
+func startIMDS(ctx context.Context, m *mint.Minter, docs int) (*IMDS, error) {
+	pool, err := m.Tokens(mint.VMIDs("imds", docs))
+	if err != nil {
+		return nil, err
+	}
+	s := &IMDS{pool: pool, minter: m}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s.URL = "http://" + ln.Addr().String()
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second}
+	go srv.Serve(ln)
+	context.AfterFunc(ctx, func() { srv.Close() })
+	return s, nil
+}
+
+func (s *IMDS) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/metadata/attested/document" || r.Header.Get("Metadata") != "true" || r.URL.Query().Get("api-version") == "" {
+		http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+		return
+	}
+	i := s.next.Add(1) - 1
+	var tok string
+	if i < int64(len(s.pool)) {
+		tok = s.pool[i]
+	} else {
+		s.onDemand.Add(1)
+		var err error
+		if tok, err = s.minter.Token(mint.VMID("imds-extra", int(i))); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	json.NewEncoder(w).Encode(map[string]string{"encoding": "pkcs7", "signature": tok})
+}
+
+// OnDemand is how many documents were signed while serving, because the
+// pre-signed pool ran out.
+func (s *IMDS) OnDemand() int64 { return s.onDemand.Load() }
+
+// Result is one timed process run.
+type Result struct {
+	Wall   time.Duration
+	Exit   int
+	Output []byte
+}
+
+// Run executes argv with extra environment and returns its wall time from
+// start to exit. A non-zero exit is a Result, not an error.
+func Run(ctx context.Context, argv []string, env ...string) (Result, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(), env...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err := cmd.Run()
+	res := Result{Wall: time.Since(start), Output: out.Bytes()}
+	if cmd.ProcessState != nil {
+		res.Exit = cmd.ProcessState.ExitCode()
+	}
+	if _, ok := err.(*exec.ExitError); ok {
+		err = nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("run %s: %w", argv[0], err)
+	}
+	return res, nil
+}
+
+// PeakRSS runs argv under GNU time and returns the peak resident set size
+// of the process (or of a child it waited for, if larger), with the run.
+// The rusage of a child Go starts directly is useless here: Go spawns with
+// CLONE_VM, so the kernel charges the parent's resident set to the child's
+// maxrss at exec; time(1) is a small parent.
+func PeakRSS(ctx context.Context, dir string, argv []string, env ...string) (int64, Result, error) {
+	f, err := os.CreateTemp(dir, "maxrss-")
+	if err != nil {
+		return 0, Result{}, err
+	}
+	f.Close()
+	defer os.Remove(f.Name())
+	res, err := Run(ctx, append([]string{"/usr/bin/time", "-f", "%M", "-o", f.Name()}, argv...), env...)
+	if err != nil {
+		return 0, res, err
+	}
+	data, err := os.ReadFile(f.Name())
+	if err != nil {
+		return 0, res, err
+	}
+	var kb int64
+	if _, err := fmt.Sscan(string(bytes.TrimSpace(data)), &kb); err != nil {
+		return 0, res, fmt.Errorf("parse /usr/bin/time output %q: %w", data, err)
+	}
+	return kb << 10, res, nil
+}
+
+// FileSHA256 returns the hex sha256 and size of a file.
+func FileSHA256(path string) (string, int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := f.WriteTo(h)
+	if err != nil {
+		return "", 0, err
+	}
+	return hex.EncodeToString(h.Sum(nil)), n, nil
+}

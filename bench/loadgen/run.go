@@ -1,0 +1,519 @@
+package main
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"nodehotfix/bench/internal/binary"
+	"nodehotfix/bench/internal/mint"
+	"nodehotfix/bench/internal/procstat"
+	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/node/lpsclient"
+	"nodehotfix/test/harness"
+)
+
+const version = "202604.01.1"
+
+type options struct {
+	mode     string
+	dur      time.Duration
+	warm     time.Duration
+	conc     []int
+	docs     int
+	leaf     string
+	sample   time.Duration
+	out      string
+	keep     bool
+	openDur  time.Duration
+	loadFrac []float64
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var o options
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.mode, "mode", "throughput", "throughput (lpsd vs floor), memory (lpsd RSS under distinct documents) or profile (pprof of the request path)")
+	fs.DurationVar(&o.dur, "dur", 10*time.Second, "length of each closed-loop phase (memory: of the run; 0 = until every document was used once)")
+	fs.DurationVar(&o.openDur, "open-dur", 10*time.Second, "length of each open-loop phase")
+	fs.DurationVar(&o.warm, "warmup", 2*time.Second, "closed-loop warm-up before measuring each server")
+	conc := fs.String("conc", "4,16,64", "closed-loop concurrencies tried for max throughput (memory and profile use the first)")
+	load := fs.String("load", "0.5,0.8", "open-loop rates as fractions of each server's max throughput")
+	fs.IntVar(&o.docs, "docs", 60000, "attested documents to sign before measuring, one vmId each")
+	fs.StringVar(&o.leaf, "leaf", "rsa", "document signing key: rsa (as Azure) or ecdsa (mints ~15x faster, for memory runs)")
+	fs.DurationVar(&o.sample, "sample", 5*time.Second, "memory: RSS sampling interval")
+	fs.StringVar(&o.out, "out", "", "profile: directory for the profiles (default: the work directory, kept)")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var err error
+	if o.conc, err = parseList(*conc, strconv.Atoi); err == nil {
+		o.loadFrac, err = parseList(*load, func(s string) (float64, error) { return strconv.ParseFloat(s, 64) })
+	}
+	if err != nil || len(o.conc) == 0 {
+		fmt.Fprintf(stderr, "loadgen: bad -conc or -load: %v\n", err)
+		return 2
+	}
+	dir, err := os.MkdirTemp("", "bench-loadgen-")
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if o.mode == "profile" && o.out == "" {
+		o.out, o.keep = dir, true
+	}
+	if o.keep {
+		fmt.Fprintln(stdout, "work directory:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if err := bench(ctx, o, dir, stdout); err != nil {
+		fmt.Fprintln(stderr, "loadgen:", err)
+		return 1
+	}
+	return 0
+}
+
+// env is what every mode shares.
+type env struct {
+	dir    string
+	bins   harness.Binaries
+	floor  string
+	prof   string
+	tls    harness.TLSFiles
+	roots  *x509.CertPool // cluster CA, as nodes trust it
+	rootsF string         // attested-document roots for lpsd
+	toks   *tokens
+	out    io.Writer
+	procs  []*harness.Proc
+}
+
+func bench(ctx context.Context, o options, dir string, out io.Writer) error {
+	e := &env{dir: dir, out: out}
+	defer func() {
+		for _, p := range e.procs {
+			p.Stop(5 * time.Second)
+		}
+	}()
+	var err error
+	binDir := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	if e.bins, err = harness.Build(ctx, binDir); err != nil {
+		return err
+	}
+	e.floor, e.prof = filepath.Join(binDir, "lpsfloor"), filepath.Join(binDir, "lpsdprof")
+	for pkg, bin := range map[string]string{"./bench/floor/lpsfloor": e.floor, "./bench/lpsdprof": e.prof} {
+		if err := binary.Build(ctx, pkg, bin, ""); err != nil {
+			return err
+		}
+	}
+	if e.tls, err = harness.MintTLS(dir); err != nil {
+		return err
+	}
+	e.roots = x509.NewCertPool()
+	e.roots.AppendCertsFromPEM(e.tls.CAPEM)
+	m, err := mint.New(mint.Leaf(o.leaf), 6*time.Hour)
+	if err != nil {
+		return err
+	}
+	e.rootsF = filepath.Join(dir, "imds-roots.pem")
+	if err := os.WriteFile(e.rootsF, m.RootPEM(), 0o644); err != nil {
+		return err
+	}
+	start := time.Now()
+	all, err := m.Tokens(mint.VMIDs("loadgen", o.docs))
+	if err != nil {
+		return err
+	}
+	e.toks = &tokens{all: all}
+	fmt.Fprintf(out, "signed %d attested documents (%s leaf, one vmId each) in %s, before any measurement\n", o.docs, o.leaf, time.Since(start).Round(100*time.Millisecond))
+	switch o.mode {
+	case "throughput":
+		return throughput(ctx, o, e)
+	case "memory":
+		return memory(ctx, o, e)
+	case "profile":
+		return profile(ctx, o, e)
+	}
+	return fmt.Errorf("unknown -mode %q", o.mode)
+}
+
+// startLPSD starts the real lpsd (in-memory store, attestation on with the
+// bench CA's root, no AIA) and publishes a release rolled out to 100%, so
+// every node is served the pointer.
+func (e *env) startLPSD(ctx context.Context) (*harness.LPSD, string, error) {
+	l, err := harness.StartLPSD(ctx, e.bins, e.dir, harness.LPSDOptions{
+		Store: "mem:", IMDSRoots: e.rootsF, TLS: e.tls, Extra: []string{"--imds-no-aia"},
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	e.procs = append(e.procs, l.Proc)
+	priv, _, err := l.GenerateKeys(ctx, e.dir)
+	if err != nil {
+		return nil, "", err
+	}
+	bin := filepath.Join(e.dir, "artifact")
+	if err := os.WriteFile(bin, []byte("stand-in artifact\n"), 0o644); err != nil {
+		return nil, "", err
+	}
+	envFile, err := l.SignRelease(ctx, e.dir, harness.Release{Version: version, Binary: bin, URL: "https://artifacts.invalid/aks-node-controller", KeyFile: priv})
+	if err != nil {
+		return nil, "", err
+	}
+	for _, args := range [][]string{{"release", "publish", "--envelope", envFile}, {"rollout", "set", version, "--percent", "100"}} {
+		if _, err := l.Ctl(ctx, args...); err != nil {
+			return nil, "", err
+		}
+	}
+	return l, envFile, nil
+}
+
+// served makes one call and returns the config, checking it is the
+// published release.
+func (e *env) served(ctx context.Context, addr string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
+	defer cancel()
+	cfg, err := lpsclient.Fetch(ctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: e.roots}, e.toks.take())
+	if err != nil {
+		return "", err
+	}
+	if !strings.Contains(cfg, version) {
+		return "", fmt.Errorf("served config lacks %s: %s", version, cfg)
+	}
+	return cfg, nil
+}
+
+func (e *env) startFloor(ctx context.Context, config string, extra ...string) (target, error) {
+	cfgFile, addrFile := filepath.Join(e.dir, "floor-config.json"), filepath.Join(e.dir, "floor.addr")
+	if err := os.WriteFile(cfgFile, []byte(config), 0o644); err != nil {
+		return target{}, err
+	}
+	argv := append([]string{e.floor, "-tls-cert", e.tls.CertFile, "-tls-key", e.tls.KeyFile, "-addr-file", addrFile, "-config-file", cfgFile}, extra...)
+	p, err := harness.Start("lpsfloor", filepath.Join(e.dir, "lpsfloor.log"), argv, nil)
+	if err != nil {
+		return target{}, err
+	}
+	e.procs = append(e.procs, p)
+	addr, err := harness.WaitFile(ctx, p, addrFile)
+	if err != nil {
+		return target{}, err
+	}
+	return target{name: "floor (bare grpc-go TLS, constant)", addr: addr, pid: p.Pid(), toks: &tokens{all: e.toks.all[:1], constant: true}}, nil
+}
+
+func throughput(ctx context.Context, o options, e *env) error {
+	l, _, err := e.startLPSD(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := e.served(ctx, l.GRPCAddr)
+	if err != nil {
+		return err
+	}
+	fl, err := e.startFloor(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	lpsd := target{name: "lpsd (attestation on)", addr: l.GRPCAddr, pid: l.Pid(), toks: e.toks}
+	fmt.Fprintf(e.out, "\nnew TLS connection + one GetComponentConfig per node (lpsclient.Fetch, %s deadline); closed loop %s per concurrency, open loop %s per rate; the two servers alternate phase by phase\n", nodeTimeout, o.dur, o.openDur)
+	fmt.Fprintf(e.out, "  floor: %s\n  lpsd:  %s\n\n", fl.name, lpsd.name)
+	targets := []target{fl, lpsd}
+	names := map[string]string{fl.name: "floor", lpsd.name: "lpsd"}
+	meter := procstat.NewMeter()
+	srv0 := map[string]time.Duration{}
+	for _, t := range targets {
+		srv0[t.name], _ = procstat.CPU(t.pid)
+		closedLoop(ctx, t, e.roots, o.conc[0], o.warm)
+	}
+	best := map[string]float64{}
+	cpu := map[string]float64{}
+	allCPU := map[string]time.Duration{}
+	allOK := map[string]int64{}
+	for _, c := range o.conc {
+		for _, t := range targets {
+			p := closedLoop(ctx, t, e.roots, c, o.dur)
+			lat := p.latencies()
+			fmt.Fprintf(e.out, "  %-5s closed conc %-4d %7.0f req/s  p50 %6.1fms p99 %6.1fms  failed %d %v  server CPU %4.0fus/req  client CPU %4.0fus/req\n",
+				names[t.name], c, p.rate(), lat.Median, lat.P99, p.failures(), p.failed, p.perReq(p.serverCPU), p.perReq(p.clientCPU))
+			if p.rate() > best[t.name] {
+				best[t.name], cpu[t.name] = p.rate(), p.perReq(p.serverCPU)
+			}
+			allCPU[t.name] += p.serverCPU
+			allOK[t.name] += p.ok
+		}
+	}
+	for _, f := range o.loadFrac {
+		for _, t := range targets {
+			rate := f * best[t.name]
+			p := openLoop(ctx, t, e.roots, rate, o.openDur)
+			lat := p.latencies()
+			fmt.Fprintf(e.out, "  %-5s open %3.0f%% = %5.0f/s  achieved %5.0f/s  p50 %6.1fms p99 %6.1fms  failed %d %v dropped %d  server CPU %4.0fus/req\n",
+				names[t.name], 100*f, rate, float64(p.ok)/o.openDur.Seconds(), lat.Median, lat.P99, p.failures(), p.failed, p.dropped, p.perReq(p.serverCPU))
+		}
+	}
+	load := meter.Stop()
+	var servers time.Duration
+	for _, t := range targets {
+		s1, _ := procstat.CPU(t.pid)
+		servers += s1 - srv0[t.name]
+	}
+	fmt.Fprintf(e.out, "  %s; of it the two servers %.0f%%\n", load, 100*float64(servers)/float64(load.MachineCapacity))
+	if mean, err := verifyMean(ctx, l.HTTPAddr); err == nil {
+		fmt.Fprintf(e.out, "\nlpsd's mean attestation verification (its /metrics, whole run): %s\n", mean.Round(time.Microsecond))
+	}
+	fmt.Fprintf(e.out, "\nmax throughput: lpsd %.0f req/s, floor %.0f req/s: ratio %.2f (target >= 0.7)\n", best[lpsd.name], best[fl.name], best[lpsd.name]/best[fl.name])
+	fmt.Fprintf(e.out, "server CPU per request at max: lpsd %.0fus, floor %.0fus: capacity ratio %.2f (floor CPU / lpsd CPU, client cost excluded)\n",
+		cpu[lpsd.name], cpu[fl.name], cpu[fl.name]/cpu[lpsd.name])
+	perReq := func(n string) float64 { return float64(allCPU[n].Microseconds()) / float64(allOK[n]) }
+	fmt.Fprintf(e.out, "server CPU per request over all closed-loop phases: lpsd %.0fus, floor %.0fus: capacity ratio %.2f\n",
+		perReq(lpsd.name), perReq(fl.name), perReq(fl.name)/perReq(lpsd.name))
+	if n := e.toks.wrapped.Load(); n > 0 {
+		fmt.Fprintf(e.out, "note: %d calls reused a document (pool of %d exhausted; reuse within attest MaxUses is still accepted)\n", n, len(e.toks.all))
+	}
+	return nil
+}
+
+// memory drives the real lpsd at max throughput with a distinct document
+// per call and samples its memory.
+func memory(ctx context.Context, o options, e *env) error {
+	l, _, err := e.startLPSD(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := e.served(ctx, l.GRPCAddr); err != nil {
+		return err
+	}
+	t := target{name: "lpsd", addr: l.GRPCAddr, pid: l.Pid(), toks: e.toks}
+	m0, _ := procstat.ReadMemory(t.pid)
+	fmt.Fprintf(e.out, "\nlpsd memory at max throughput (closed loop, conc %d), one distinct document per call; attest replay cache holds at most %d documents\n", o.conc[0], attest.DefaultReplayCacheSize)
+	fmt.Fprintf(e.out, "  %-8s %10s %12s %10s %10s\n", "t", "calls", "distinct", "RSS", "peak RSS")
+	fmt.Fprintf(e.out, "  %-8s %10d %12d %10s %10s\n", "idle", 0, e.toks.used(), procstat.MiB(m0.RSS), procstat.MiB(m0.HWM))
+	dur := o.dur
+	if dur == 0 {
+		dur = 24 * time.Hour
+	}
+	runCtx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	start := time.Now()
+	done := make(chan phase, 1)
+	go func() {
+		// Stop once every document was used once, when -dur is 0.
+		pctx, pcancel := context.WithCancel(runCtx)
+		defer pcancel()
+		if o.dur == 0 {
+			go func() {
+				for pctx.Err() == nil && e.toks.next.Load() < int64(len(e.toks.all)) {
+					time.Sleep(100 * time.Millisecond)
+				}
+				pcancel()
+			}()
+		}
+		done <- closedLoop(pctx, t, e.roots, o.conc[0], dur)
+	}()
+	tick := time.NewTicker(o.sample)
+	defer tick.Stop()
+	var p phase
+	for running := true; running; {
+		label := ""
+		select {
+		case p = <-done:
+			running, label = false, "end "
+		case <-tick.C:
+		}
+		m, err := procstat.ReadMemory(t.pid)
+		if err != nil {
+			return err
+		}
+		label += time.Since(start).Round(time.Second).String()
+		fmt.Fprintf(e.out, "  %-8s %10d %12d %10s %10s\n", label, e.toks.next.Load(), e.toks.used(), procstat.MiB(m.RSS), procstat.MiB(m.HWM))
+	}
+	fmt.Fprintf(e.out, "\n%d calls answered at %.0f req/s, %d failed %v; documents reused: %d\n", p.ok, p.rate(), p.failures(), p.failed, e.toks.wrapped.Load())
+	if mean, err := verifyMean(ctx, l.HTTPAddr); err == nil {
+		fmt.Fprintf(e.out, "lpsd's mean attestation verification (its /metrics): %s\n", mean.Round(time.Microsecond))
+	}
+	return nil
+}
+
+// profile drives lpsdprof (lpsd's request path with pprof), then the floor,
+// each at the first -conc for -dur while taking a CPU profile, then a heap
+// profile, and prints the top of each with the CPU per request.
+func profile(ctx context.Context, o options, e *env) error {
+	l, envFile, err := e.startLPSD(ctx)
+	if err != nil {
+		return err
+	}
+	cfg, err := e.served(ctx, l.GRPCAddr)
+	if err != nil {
+		return err
+	}
+	l.Stop(5 * time.Second)
+	addrFile := filepath.Join(e.dir, "lpsdprof.addr")
+	p, err := harness.Start("lpsdprof", filepath.Join(e.dir, "lpsdprof.log"), []string{e.prof,
+		"-tls-cert", e.tls.CertFile, "-tls-key", e.tls.KeyFile, "-imds-roots", e.rootsF, "-envelope", envFile, "-addr-file", addrFile}, nil)
+	if err != nil {
+		return err
+	}
+	e.procs = append(e.procs, p)
+	line, err := harness.WaitFile(ctx, p, addrFile)
+	if err != nil {
+		return err
+	}
+	var addrs struct{ GRPC, PProf string }
+	if err := json.Unmarshal([]byte(line), &addrs); err != nil {
+		return err
+	}
+	if _, err := e.served(ctx, addrs.GRPC); err != nil {
+		return err
+	}
+	if err := e.profileTarget(ctx, o, "lpsd", target{name: "lpsdprof", addr: addrs.GRPC, pid: p.Pid(), toks: e.toks}, addrs.PProf); err != nil {
+		return err
+	}
+	pprofAddr, err := harness.FreePort()
+	if err != nil {
+		return err
+	}
+	fl, err := e.startFloor(ctx, cfg, "-pprof-listen", pprofAddr)
+	if err != nil {
+		return err
+	}
+	return e.profileTarget(ctx, o, "floor", fl, pprofAddr)
+}
+
+func (e *env) profileTarget(ctx context.Context, o options, name string, t target, pprofAddr string) error {
+	closedLoop(ctx, t, e.roots, o.conc[0], o.warm)
+	cpuFile, heapFile := filepath.Join(o.out, name+"-cpu.pprof"), filepath.Join(o.out, name+"-heap.pprof")
+	got := make(chan error, 1)
+	go func() {
+		got <- fetchTo(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, int(o.dur.Seconds())), cpuFile)
+	}()
+	ph := closedLoop(ctx, t, e.roots, o.conc[0], o.dur+time.Second)
+	if err := <-got; err != nil {
+		return err
+	}
+	if err := fetchTo(ctx, "http://"+pprofAddr+"/debug/pprof/heap", heapFile); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.out, "\n=== %s: profiled %s at conc %d: %.0f req/s, server CPU %.0fus/req, failed %d %v\n", name, o.dur, o.conc[0], ph.rate(), ph.perReq(ph.serverCPU), ph.failures(), ph.failed)
+	fmt.Fprintf(e.out, "profiles: %s %s (requests in the CPU profile window: about %.0f)\n", cpuFile, heapFile, ph.rate()*o.dur.Seconds())
+	for _, args := range [][]string{
+		{"-top", "-nodecount=20", cpuFile},
+		{"-top", "-cum", "-nodecount=45", cpuFile},
+		{"-top", "-sample_index=inuse_space", "-nodecount=8", heapFile},
+	} {
+		outp, err := exec.CommandContext(ctx, "go", append([]string{"tool", "pprof"}, args...)...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("go tool pprof %v: %v\n%s", args, err, outp)
+		}
+		fmt.Fprintf(e.out, "\n$ go tool pprof %s\n%s", strings.Join(args, " "), outp)
+	}
+	return nil
+}
+
+func fetchTo(ctx context.Context, url, file string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// scrape returns the Prometheus sample lines of url that start with one of
+// prefixes (a metric name, with or without labels).
+func scrape(ctx context.Context, url string, prefixes ...string) ([]string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := (&http.Client{}).Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, line := range strings.Split(string(body), "\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				out = append(out, line)
+			}
+		}
+	}
+	return out, nil
+}
+
+// verifyMean returns lpsd's own mean attestation verification time for
+// accepted documents, from its /metrics.
+func verifyMean(ctx context.Context, httpAddr string) (time.Duration, error) {
+	lines, err := scrape(ctx, "http://"+httpAddr+"/metrics",
+		`lpsd_attestation_verify_seconds_sum{result="accepted"}`, `lpsd_attestation_verify_seconds_count{result="accepted"}`)
+	if err != nil {
+		return 0, err
+	}
+	var sum, count float64
+	for _, l := range lines {
+		f := strings.Fields(l)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			return 0, err
+		}
+		if strings.Contains(l, "_sum") {
+			sum = v
+		} else {
+			count = v
+		}
+	}
+	if count == 0 {
+		return 0, fmt.Errorf("no accepted verifications in %v", lines)
+	}
+	return time.Duration(sum / count * float64(time.Second)), nil
+}
+
+func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
+	var out []T
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		v, err := parse(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
