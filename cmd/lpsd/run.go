@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -147,8 +146,8 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	defer st.Close()
 
-	reg := prometheus.NewRegistry()
-	metrics := lps.NewMetrics(reg)
+	// A nil registry gets the Go runtime and process collectors too.
+	metrics := lps.NewMetrics(nil)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, Log: log,

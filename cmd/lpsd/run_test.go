@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -87,6 +88,17 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		case <-waitCtx.Done():
 			t.Fatalf("never ready: %v", err)
 		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	resp, err := http.Get("http://" + addrs.HTTP + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"lpsd_requests_total", "go_goroutines", "process_resident_memory_bytes"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 	cancel()
