@@ -435,24 +435,29 @@ _hotfix_verdict() {
     echo "hotfix ${_hv} is newer than baked ${_bv}"
 }
 
-# _json_string S prints S as a JSON string literal; control characters become spaces.
+# _json_string VAR S sets VAR to S as a JSON string literal; control characters become spaces.
 _json_string() {
-    local _s="${1//\\/\\\\}"
+    local -n _json_out="$1"
+    local _s="${2//\\/\\\\}"
     _s="${_s//\"/\\\"}"
-    printf '"%s"' "$(printf '%s' "$_s" | tr '\000-\037' ' ')"
+    printf -v _json_out '"%s"' "${_s//[[:cntrl:]]/ }"
 }
 
 # _emit_event LEVEL MESSAGE writes one guest-agent telemetry event, in the agent's format, for
 # the launcher's binary choice. It is best effort: telemetry never stops provisioning. The file
-# appears by rename, so the collector never reads a partial one.
+# appears by rename, so the collector never reads a partial one. Builtins only, apart from the
+# rename: this runs on every node's critical path.
 _emit_event() {
-    local _level="$1" _msg="$2" _now _dir="$EVENTS_DIR" _tmp
-    _now="$(date -u '+%Y-%m-%d %H:%M:%S.%3N')"
-    mkdir -p "$_dir" 2>/dev/null || return 0
-    _tmp="${_dir}/.launcher-event.$$"
+    local _us="${EPOCHREALTIME/[.,]/}" _now _jnow _jlevel _jmsg _tmp
+    TZ=UTC printf -v _now '%(%Y-%m-%d %H:%M:%S)T.%s' "${_us:0:-6}" "${_us: -6:3}"
+    _json_string _jnow "$_now"
+    _json_string _jlevel "$1"
+    _json_string _jmsg "$2"
+    [[ -d "$EVENTS_DIR" ]] || mkdir -p "$EVENTS_DIR" 2>/dev/null || return 0
+    _tmp="${EVENTS_DIR}/.launcher-event.$$"
     if printf '{"Timestamp":%s,"OperationId":%s,"Version":"","TaskName":"AKS.AKSNodeController.Launcher","EventLevel":%s,"Message":%s,"EventPid":"%d","EventTid":"0"}' \
-        "$(_json_string "$_now")" "$(_json_string "$_now")" "$(_json_string "$_level")" "$(_json_string "$_msg")" "$$" >"$_tmp" 2>/dev/null &&
-        chmod 0644 "$_tmp" && mv -f "$_tmp" "${_dir}/$(date +%s%N).json"; then
+        "$_jnow" "$_jnow" "$_jlevel" "$_jmsg" "$$" >"$_tmp" 2>/dev/null &&
+        mv -f "$_tmp" "${EVENTS_DIR}/${_us}000.json"; then
         return 0
     fi
     rm -f "$_tmp"
