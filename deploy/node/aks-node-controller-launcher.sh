@@ -133,12 +133,36 @@ _FEATURE_KEYS=()
 _FEATURE_VALUES=()
 _SELECTED_BIN=""
 
+# Logging goes to stdout and to one logger(1) process for the whole run, fed through a pipe:
+# a logger process per line cost about a millisecond each on every node's critical path. The
+# few kilobytes a run logs never fill the pipe, so a stalled syslog cannot block the launcher.
+_LOG_FD=""
+_LOG_PID=""
+
+_start_logger() {
+    command -v logger >/dev/null 2>&1 || return 0
+    exec {_LOG_FD}> >(exec logger -t "$_LOG_TAG" >/dev/null 2>&1)
+    _LOG_PID=$!
+}
+
+# _stop_logger closes the pipe and waits for logger to drain it; a watchdog ends a logger stuck
+# on a stalled syslog after 2 s, so the launcher always exits.
+_stop_logger() {
+    [[ -n "$_LOG_FD" ]] || return 0
+    exec {_LOG_FD}>&-
+    _LOG_FD=""
+    local _watchdog
+    { sleep 2 && kill "$_LOG_PID"; } >/dev/null 2>&1 &
+    _watchdog=$!
+    wait "$_LOG_PID" 2>/dev/null
+    kill "$_watchdog" 2>/dev/null
+}
+
 log() {
-    local _msg="$*"
-    if command -v logger >/dev/null 2>&1; then
-        timeout 2 logger -t "$_LOG_TAG" -- "$_msg" >/dev/null 2>&1 || true
+    printf '%s\n' "$*"
+    if [[ -n "$_LOG_FD" ]]; then
+        printf '%s\n' "$*" 1>&"$_LOG_FD" 2>/dev/null || _LOG_FD=""
     fi
-    printf '%s\n' "$_msg"
 }
 
 # _quoted prints its argument in shell-quoted form, so control bytes in logged data stay visible.
@@ -496,7 +520,11 @@ _provision() {
         _cmd+=("--nbc-cmd=${NBC_CMD_PATH}")
     fi
     _cmd+=("${_ROOT_ARGS[@]}")
-    "${_cmd[@]}" &
+    if [[ -n "$_LOG_FD" ]]; then
+        "${_cmd[@]}" {_LOG_FD}>&- &
+    else
+        "${_cmd[@]}" &
+    fi
     _pid=$!
     log "Spawned aks-node-controller (pid ${_pid})"
     wait "$_pid"
@@ -510,6 +538,8 @@ _provision() {
 }
 
 main() {
+    _start_logger
+    trap _stop_logger EXIT
     if [[ "$_NODE_ROOT_RAW" != /* ]]; then
         log "NODE_ROOT must be an absolute path, got $(_quoted "$_NODE_ROOT_RAW")"
         exit 2

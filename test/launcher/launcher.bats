@@ -27,7 +27,8 @@ if [[ -n "${FAKE_HOSTNAME:-}" ]]; then echo "$FAKE_HOSTNAME"; else cat /etc/host
 EOF
     cat >"$T/bin/logger" <<'EOF'
 #!/usr/bin/env bash
-printf '%s\n' "$*" >>"$LOGGER_LOG"
+# The launcher runs one logger and feeds it lines on stdin.
+while IFS= read -r line; do printf '%s -- %s\n' "$*" "$line"; done >>"$LOGGER_LOG"
 EOF
     chmod 0755 "$T/bin/hostname" "$T/bin/logger"
     export PATH="$T/bin:$PATH"
