@@ -111,6 +111,7 @@ type Verifier struct {
 	subs    map[string]bool // empty: all allowed
 	maxUses int
 	replay  *replayCache
+	chains  *chainCache
 	now     func() time.Time
 }
 
@@ -133,6 +134,7 @@ func New(cfg Config) (*Verifier, error) {
 		maxAge:  cfg.MaxAge,
 		maxUses: cmpOr(cfg.MaxUses, DefaultMaxUses),
 		replay:  newReplayCache(cmpOr(cfg.ReplayCacheSize, DefaultReplayCacheSize)),
+		chains:  newChainCache(),
 		now:     cfg.Now,
 	}
 	if v.now == nil {
@@ -391,14 +393,18 @@ func (v *Verifier) sanAllowed(c *x509.Certificate) bool {
 // the known intermediates do not suffice it fetches the one at leaf's AIA URL
 // and, once a chain through it verifies, caches it.
 func (v *Verifier) verifyChain(ctx context.Context, leaf *x509.Certificate, now time.Time) error {
+	if v.chains.verified(leaf, now) {
+		return nil
+	}
 	opts := x509.VerifyOptions{
 		Roots:         v.roots,
 		Intermediates: v.inter.current(),
 		CurrentTime:   now,
 		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	_, err := leaf.Verify(opts)
+	chains, err := leaf.Verify(opts)
 	if err == nil {
+		v.chains.add(chains[0])
 		return nil
 	}
 	if !intermediateMissing(err, leaf) {
@@ -417,10 +423,12 @@ func (v *Verifier) verifyChain(ctx context.Context, leaf *x509.Certificate, now 
 	}
 	opts.Intermediates = opts.Intermediates.Clone()
 	opts.Intermediates.AddCert(c)
-	if _, err := leaf.Verify(opts); err != nil {
+	chains, err = leaf.Verify(opts)
+	if err != nil {
 		return reject(ReasonChain, err)
 	}
 	v.inter.add(aia, c)
+	v.chains.add(chains[0])
 	return nil
 }
 
