@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"nodehotfix/bench/internal/procstat"
 	"nodehotfix/bench/internal/rig"
 	"nodehotfix/bench/internal/stats"
 	"nodehotfix/test/harness"
@@ -44,25 +43,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	dir, err := os.MkdirTemp("", "bench-checkhotfix-")
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	if o.keep {
-		fmt.Fprintln(stdout, "work directory:", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	meter := procstat.NewMeter()
-	if err := bench(ctx, o, dir, stdout); err != nil {
-		fmt.Fprintln(stderr, "checkhotfix:", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "\nduring the run: %s\n", meter.Stop())
-	return 0
+	return rig.Session(ctx, "checkhotfix", o.keep, stdout, stderr, func(ctx context.Context, dir string) error {
+		return bench(ctx, o, dir, stdout)
+	})
 }
 
 func bench(ctx context.Context, o options, dir string, out io.Writer) error {

@@ -48,25 +48,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		sizes = append(sizes, mib<<20)
 	}
-	dir, err := os.MkdirTemp("", "bench-downloadhotfix-")
-	if err != nil {
-		fmt.Fprintln(stderr, err)
-		return 1
-	}
-	if o.keep {
-		fmt.Fprintln(stdout, "work directory:", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	meter := procstat.NewMeter()
-	if err := bench(ctx, o, sizes, dir, stdout); err != nil {
-		fmt.Fprintln(stderr, "downloadhotfix:", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "\nduring the run: %s\n", meter.Stop())
-	return 0
+	return rig.Session(ctx, "downloadhotfix", o.keep, stdout, stderr, func(ctx context.Context, dir string) error {
+		return bench(ctx, o, sizes, dir, stdout)
+	})
 }
 
 // artifact is one hotfix binary padded to a size, with the node that
