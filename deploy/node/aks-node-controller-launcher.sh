@@ -3,7 +3,8 @@
 # `nohup /bin/bash <this file>`, or systemd starts it through aks-node-controller.service.
 #
 # Order (same as the reference launcher; every step except provision is fail-open):
-#   1. wait (bounded) until `hostname` matches /etc/hostname;
+#   1. wait (bounded) until the kernel hostname (/proc/sys/kernel/hostname, what `hostname`
+#      prints) matches the first line of /etc/hostname;
 #   2. exit 0 if neither the provision config nor the nbc cmd file exists;
 #   3. read enabled_features.sh as data and export the accepted KEY=VALUE pairs;
 #   4. if ENABLE_PROVISIONING_HOTFIX is exactly `true`: `<baked> check-hotfix`;
@@ -16,7 +17,8 @@
 #   EVENTS_DIR       where the launcher's telemetry event (its binary choice) goes; default the
 #                    guest agent's events directory under NODE_ROOT.
 #     HOTFIX_BIN is always "${BIN_PATH}-hotfix".
-#   NODE_ROOT        absolute directory the default paths (and /etc/hostname) resolve under;
+#   NODE_ROOT        absolute directory the default paths (and /etc/hostname and
+#                    /proc/sys/kernel/hostname) resolve under;
 #                    default "/". When it is not "/", every node subcommand also gets
 #                    `--root NODE_ROOT`, so production argv is exactly the reference's.
 #   IMDS_URL, LPS_ADDR  when non-empty, passed as --imds-url / --lps-addr to check-hotfix and
@@ -27,8 +29,9 @@
 #
 # enabled_features.sh is DATA. It is never sourced, evaluated or executed.
 #   Whole file ignored (every feature off, one log line with the reason) when the path is a
-#   symlink or not a regular file (a FIFO is never opened, so it cannot hang us), is not owned
-#   by the launcher's user (root on a node) or is group/world-writable, is larger than 64 KiB,
+#   symlink or not a regular file (a FIFO is never opened, so it cannot hang us), when it or its
+#   directory is not owned by the launcher's user (root on a node) or is group/world-writable
+#   (so nobody else can swap a FIFO in after the check), is larger than 64 KiB,
 #   has more than 256 lines, contains a CR (CRLF line endings) or a NUL byte, or sets a key
 #   twice. Producers render a map as LF lines and drop values containing CR or LF, so any of
 #   these means the file was not written by a producer; no line of it is trusted, and a CR is
@@ -45,15 +48,16 @@
 #   used by provisioning behave. It is a denylist, because producers accept any identifier and
 #   CSE scripts consume the exported flags.
 #
-# The hotfix binary is used only if it is a regular, executable, non-symlink file owned by the
-# launcher's user and not group/world-writable, and `<hotfix> version` (bounded by timeout,
-# output capped) reports YYYYMM.DD.PATCH with the same YYYYMM.DD as `<baked> version` and a
-# strictly higher PATCH. Versions parse as internal/hotfix.ParseVersion does (month 01-12, day
+# The hotfix binary is used only if it is a regular, executable, non-symlink file that, like its
+# directory, is owned by the launcher's user and not group/world-writable, and
+# `<hotfix> version` (bounded by timeout, output capped) reports YYYYMM.DD.PATCH with the same
+# YYYYMM.DD as `<baked> version` and a strictly higher PATCH. Versions parse as internal/hotfix.ParseVersion does (month 01-12, day
 # 01-31, PATCH without leading zeros and at most 2147483647); anything else keeps the baked one.
 #
 # `set -e` is deliberately off (as in the reference): every hotfix step must be able to fail
 # without stopping provisioning, so failures are checked explicitly where they matter.
-# Requires bash >= 4.4 and coreutils `timeout`; without `timeout` the hotfix steps fail open.
+# Requires bash >= 4.4 and coreutils `timeout` and `stat`; without them the hotfix steps fail
+# open and the features file is ignored.
 set -uo pipefail
 
 readonly _LOG_TAG="aks-node-controller-launcher"
@@ -65,29 +69,29 @@ readonly _MAX_PATCH=2147483647
 readonly _DIGITS="0123456789"
 readonly _IDENT_CHARS="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_${_DIGITS}"
 
-# _seconds VALUE DEFAULT MIN MAX prints VALUE if it is a decimal integer in [MIN, MAX], else DEFAULT.
+# _seconds VAR VALUE DEFAULT MIN MAX sets VAR to VALUE if it is a decimal integer in [MIN, MAX],
+# else to DEFAULT.
 _seconds() {
-    local _v="$1" _default="$2" _min="$3" _max="$4"
+    local _v="$2"
     if [[ -n "$_v" && "$_v" != *[!$_DIGITS]* && ${#_v} -le 4 ]] &&
-        ((10#$_v >= _min && 10#$_v <= _max)); then
-        printf '%d\n' "$((10#$_v))"
+        ((10#$_v >= $4 && 10#$_v <= $5)); then
+        printf -v "$1" '%d' "$((10#$_v))"
     else
-        printf '%s\n' "$_default"
+        printf -v "$1" '%s' "$3"
     fi
 }
 
-# _strip_trailing_slashes turns "/" into "" and "/x//" into "/x".
-_strip_trailing_slashes() {
-    local _p="$1"
-    while [[ "$_p" == */ ]]; do _p="${_p%/}"; done
-    printf '%s\n' "$_p"
-}
-
+# The launcher runs on every node's critical path, so everything before provision uses
+# builtins: no command substitution, and an external command only where bash has no equivalent
+# (stat(1) for owner and mode, mv(1) for the event's rename, timeout(1) around the agent).
 readonly _NODE_ROOT_RAW="${NODE_ROOT:-/}"
-_ROOT="$(_strip_trailing_slashes "$_NODE_ROOT_RAW")"
+_ROOT="$_NODE_ROOT_RAW"
+while [[ "$_ROOT" == */ ]]; do _ROOT="${_ROOT%/}"; done # "/" -> "", "/x//" -> "/x"
 readonly _ROOT
 readonly _CONTAINERS="${_ROOT}/opt/azure/containers"
 readonly _HOSTNAME_FILE="${_ROOT}/etc/hostname"
+# The kernel's hostname, what hostname(1) prints; under a NODE_ROOT, the node root's copy.
+readonly _KERNEL_HOSTNAME_FILE="${_ROOT}/proc/sys/kernel/hostname"
 
 BIN_PATH="${BIN_PATH:-${_CONTAINERS}/aks-node-controller}"
 HOTFIX_BIN="${BIN_PATH}-hotfix"
@@ -98,10 +102,10 @@ FEATURES_PATH="${FEATURES_PATH:-${_CONTAINERS}/enabled_features.sh}"
 EVENTS_DIR="${EVENTS_DIR:-${_ROOT}/var/log/azure/Microsoft.Azure.Extensions.CustomScript/events}"
 readonly BIN_PATH HOTFIX_BIN HOTFIX_JSON CONFIG_PATH NBC_CMD_PATH FEATURES_PATH EVENTS_DIR
 
-_HOSTNAME_WAIT="$(_seconds "${HOSTNAME_WAIT_SECONDS:-}" 60 0 600)"
-_CHECK_TIMEOUT="$(_seconds "${CHECK_HOTFIX_TIMEOUT_SECONDS:-}" 120 1 900)"
-_DOWNLOAD_TIMEOUT="$(_seconds "${DOWNLOAD_HOTFIX_TIMEOUT_SECONDS:-}" 300 1 900)"
-_VERSION_TIMEOUT="$(_seconds "${HOTFIX_VERSION_TIMEOUT_SECONDS:-}" 10 1 60)"
+_seconds _HOSTNAME_WAIT "${HOSTNAME_WAIT_SECONDS:-}" 60 0 600
+_seconds _CHECK_TIMEOUT "${CHECK_HOTFIX_TIMEOUT_SECONDS:-}" 120 1 900
+_seconds _DOWNLOAD_TIMEOUT "${DOWNLOAD_HOTFIX_TIMEOUT_SECONDS:-}" 300 1 900
+_seconds _VERSION_TIMEOUT "${HOTFIX_VERSION_TIMEOUT_SECONDS:-}" 10 1 60
 readonly _HOSTNAME_WAIT _CHECK_TIMEOUT _DOWNLOAD_TIMEOUT _VERSION_TIMEOUT
 
 # Hermetic-mode flags. Empty in production, so the argv matches the reference exactly.
@@ -133,41 +137,48 @@ _FEATURE_KEYS=()
 _FEATURE_VALUES=()
 _SELECTED_BIN=""
 
-# Logging goes to stdout and to one logger(1) process for the whole run, fed through a pipe:
-# a logger process per line cost about a millisecond each on every node's critical path. The
-# few kilobytes a run logs never fill the pipe, so a stalled syslog cannot block the launcher.
-_LOG_FD=""
+# Logging goes to stdout and to one logger(1) process for the whole run, fed through the pipe
+# of a co-process: a logger per line cost about a millisecond each on every node's critical
+# path. The co-process drains its input even if logger exits early, so a log write can never
+# raise SIGPIPE in the launcher, and the few kilobytes a run logs never fill the pipe, so a
+# stalled syslog cannot block it. Bash marks the co-process's descriptors close-on-exec, so
+# the agent's steps and provision do not inherit them.
 _LOG_PID=""
 
 _start_logger() {
     command -v logger >/dev/null 2>&1 || return 0
-    exec {_LOG_FD}> >(exec logger -t "$_LOG_TAG" >/dev/null 2>&1)
-    _LOG_PID=$!
+    coproc _LOGGER {
+        logger -t "$_LOG_TAG" >/dev/null 2>&1
+        while IFS= read -r _; do :; done
+    }
+    _LOG_PID="$_LOGGER_PID"
 }
 
-# _stop_logger closes the pipe and waits for logger to drain it; a watchdog ends a logger stuck
-# on a stalled syslog after 2 s, so the launcher always exits.
+# _stop_logger closes the co-process's input and waits until it has passed everything on and
+# exited (its output pipe reaches EOF); after 2 s of a logger stuck on a stalled syslog it
+# gives up, so the launcher always exits.
 _stop_logger() {
-    [[ -n "$_LOG_FD" ]] || return 0
-    exec {_LOG_FD}>&-
-    _LOG_FD=""
-    local _watchdog
-    { sleep 2 && kill "$_LOG_PID"; } >/dev/null 2>&1 &
-    _watchdog=$!
-    wait "$_LOG_PID" 2>/dev/null
-    kill "$_watchdog" 2>/dev/null
+    local _in="${_LOGGER[1]:-}" _out="${_LOGGER[0]:-}" _line
+    [[ -n "$_LOG_PID" ]] || return 0
+    if [[ -n "$_in" ]]; then exec {_in}>&-; fi
+    if [[ -n "$_out" ]]; then
+        read -r -t 2 -u "$_out" _line
+        if (($? > 128)); then kill "$_LOG_PID" 2>/dev/null; fi
+    fi
+    _LOG_PID=""
 }
 
 log() {
     printf '%s\n' "$*"
-    if [[ -n "$_LOG_FD" ]]; then
-        printf '%s\n' "$*" 1>&"$_LOG_FD" 2>/dev/null || _LOG_FD=""
+    # Empty once bash has reaped a co-process that died.
+    if [[ -n "${_LOGGER[1]:-}" ]]; then
+        printf '%s\n' "$*" 1>&"${_LOGGER[1]}" 2>/dev/null
     fi
 }
 
-# _quoted prints its argument in shell-quoted form, so control bytes in logged data stay visible.
-_quoted() {
-    printf '%q' "$1"
+# _quote VAR S sets VAR to S in shell-quoted form, so control bytes in logged data stay visible.
+_quote() {
+    printf -v "$1" '%q' "$2"
 }
 
 # _in_list WORD LIST... returns 0 if WORD is one of LIST.
@@ -185,82 +196,103 @@ _is_identifier() {
     [[ -n "$_s" && "$_s" != [$_DIGITS]* && "$_s" != *[!$_IDENT_CHARS]* ]]
 }
 
-# _reserved_key_reason KEY prints why KEY may not come from the features file and returns 0,
-# or returns 1 if KEY is allowed.
+# _reserved_key_reason KEY sets _WHY to why KEY may not come from the features file and
+# returns 0, or returns 1 if KEY is allowed.
 _reserved_key_reason() {
     local _k="$1"
     if _in_list "$_k" "${_LAUNCHER_VARS[@]}"; then
-        echo "launcher variable"
+        _WHY="launcher variable"
     elif [[ "$_k" == _* ]]; then
-        echo "launcher-internal name"
+        _WHY="launcher-internal name"
     elif _in_list "$_k" "${_SHELL_VARS[@]}" || [[ "$_k" == BASH* || "$_k" == LC_* ||
         "$_k" == COMP_* || "$_k" == HIST* || "$_k" == READLINE_* ]]; then
-        echo "shell or locale variable"
+        _WHY="shell or locale variable"
     elif [[ "$_k" == LD_* || "$_k" == MALLOC_* || "$_k" == RESOLV_* ]]; then
-        echo "dynamic loader or libc variable"
+        _WHY="dynamic loader or libc variable"
     elif _in_list "$_k" "${_PROCESS_VARS[@]}" || [[ "$_k" == GRPC_* || "$_k" == SYSTEMD_* ||
         "$_k" == LISTEN_* || "$_k" == PYTHON* || "$_k" == PERL5* ]]; then
-        echo "runtime, trust, proxy or interpreter variable"
+        _WHY="runtime, trust, proxy or interpreter variable"
     else
         return 1
     fi
 }
 
-# _count_bytes FILE SET prints how many bytes of FILE (capped) are in the tr(1) SET.
-_count_bytes() {
-    timeout 5 head -c "$_FEATURES_MAX_BYTES" -- "$1" 2>/dev/null | tr -cd "$2" | wc -c
+# _owner_mode_reason WHAT UID MODE sets _WHY and returns 0 if a file owned by UID with octal
+# MODE must not be trusted (not owned by the launcher's user, or writable by group or others),
+# else returns 1. WHAT prefixes the reason ("" for the file itself).
+_owner_mode_reason() {
+    if [[ "$2" != "$EUID" ]]; then
+        _WHY="${1}owned by uid ${2}, not ${EUID}"
+    elif ((8#$3 & 8#022)); then
+        _WHY="${1}writable by group or others (mode ${3})"
+    else
+        return 1
+    fi
 }
 
-# _insecure_file_reason FILE prints why FILE must not be trusted (wrong owner or writable by
-# others) and returns 0, or returns 1.
+# _insecure_file_reason FILE sets _WHY and returns 0 if FILE or its directory must not be
+# trusted, else returns 1. The directory matters because whoever can write it can replace the
+# file after these checks. One stat(1) for both (bash cannot read owner or mode); stat does not
+# follow symlinks.
 _insecure_file_reason() {
-    local _owner_mode _uid _mode
-    if ! _owner_mode="$(stat -c '%u %a' -- "$1" 2>/dev/null)"; then
-        echo "cannot stat it"
+    local _file="$1" _dir _st _fuid _fmode _duid _dmode
+    _dir="${_file%/*}"
+    if [[ "$_file" != */* ]]; then _dir=.; fi
+    if [[ -z "$_dir" ]]; then _dir=/; fi
+    if ! _st="$(stat --printf '%u %a ' -- "$_file" "$_dir" 2>/dev/null)"; then
+        _WHY="cannot stat it or its directory"
         return 0
     fi
-    read -r _uid _mode <<<"$_owner_mode"
-    if [[ "$_uid" != "$EUID" ]]; then
-        echo "owned by uid ${_uid}, not ${EUID}"
-    elif ((8#$_mode & 8#022)); then
-        echo "writable by group or others (mode ${_mode})"
-    else
-        return 1
-    fi
+    read -r _fuid _fmode _duid _dmode <<<"$_st"
+    _owner_mode_reason "" "$_fuid" "$_fmode" || _owner_mode_reason "its directory ${_dir} is " "$_duid" "$_dmode"
 }
 
-# _features_file_reason FILE prints why the whole FILE must be ignored and returns 0, or
-# returns 1. It never opens anything that is not a regular file.
-_features_file_reason() {
-    local _file="$1" _size
-    if [[ -L "$_file" ]]; then
-        echo "it is a symlink"
-    elif [[ ! -f "$_file" ]]; then
-        echo "not a regular file"
-    elif _insecure_file_reason "$_file"; then
-        :
-    elif ! _size="$(stat -c '%s' -- "$_file" 2>/dev/null)" || ((_size > _FEATURES_MAX_BYTES)); then
-        echo "larger than ${_FEATURES_MAX_BYTES} bytes"
-    elif (($(_count_bytes "$_file" '\r') > 0)); then
-        echo "contains a carriage return (CRLF line endings?)"
-    elif (($(_count_bytes "$_file" '\000') > 0)); then
-        echo "contains a NUL byte"
-    else
-        return 1
-    fi
-}
-
-# _parse_features FILE fills _FEATURE_KEYS/_FEATURE_VALUES with the accepted pairs. It returns
-# 1, after logging why, when a file-level anomaly (too many lines, duplicate key) voids it.
-_parse_features() {
-    local _file="$1" _line _key _n=0 _why
+# _read_features FILE fills _FEATURE_KEYS/_FEATURE_VALUES with the accepted pairs of FILE and
+# returns 0, or logs why the whole file is void (every feature stays off) and returns 1.
+# It never opens anything that is not a regular file, and reads at most the size cap.
+_read_features() {
+    local _file="$1" _text="" _rc=-1
     # Bytes, not characters: in a UTF-8 locale `read` swallows the LF after an invalid
     # multibyte lead byte, merging two lines (and hiding a duplicate key).
     local LC_ALL=C
-    local -A _first_line=()
     _FEATURE_KEYS=()
     _FEATURE_VALUES=()
-    while IFS= read -r _line || [[ -n "$_line" ]]; do
+    if [[ -L "$_file" ]]; then
+        _WHY="it is a symlink"
+    elif [[ ! -f "$_file" ]]; then
+        _WHY="not a regular file"
+    elif _insecure_file_reason "$_file"; then
+        :
+    else
+        # One read up to the first NUL or cap+1 bytes: status 0 means a NUL (bash variables
+        # cannot hold one) or too large; 1 means the whole file was read.
+        { IFS= read -r -d '' -n "$((_FEATURES_MAX_BYTES + 1))" _text; _rc=$?; } <"$_file" 2>/dev/null
+        if ((_rc < 0)); then
+            _WHY="cannot open it"
+        elif ((_rc == 0 && ${#_text} > _FEATURES_MAX_BYTES)); then
+            _WHY="larger than ${_FEATURES_MAX_BYTES} bytes"
+        elif ((_rc == 0)); then
+            _WHY="contains a NUL byte"
+        elif [[ "$_text" == *$'\r'* ]]; then
+            _WHY="contains a carriage return (CRLF line endings?)"
+        else
+            _parse_features "$_file" "$_text"
+            return
+        fi
+    fi
+    log "Ignoring feature flags file ${_file}: ${_WHY}; all features stay off"
+    return 1
+}
+
+# _parse_features FILE TEXT appends the accepted pairs of TEXT to _FEATURE_KEYS/_FEATURE_VALUES.
+# It returns 1, after logging why, when a file-level anomaly (too many lines, duplicate key)
+# voids the file. Lines are split by parameter expansion, which stays linear in the line length.
+_parse_features() {
+    local _file="$1" _rest="$2" _line _key _n=0 _q
+    local -A _first_line=()
+    while [[ -n "$_rest" ]]; do
+        _line="${_rest%%$'\n'*}"
+        _rest="${_rest:${#_line}+1}"
         _n=$((_n + 1))
         if ((_n > _FEATURES_MAX_LINES)); then
             log "Ignoring feature flags file ${_file}: more than ${_FEATURES_MAX_LINES} lines; all features stay off"
@@ -275,7 +307,8 @@ _parse_features() {
         fi
         _key="${_line%%=*}"
         if ! _is_identifier "$_key"; then
-            log "Feature flags line ${_n}: invalid key $(_quoted "$_key"); skipped"
+            _quote _q "$_key"
+            log "Feature flags line ${_n}: invalid key ${_q}; skipped"
             continue
         fi
         if [[ -n "${_first_line[$_key]:-}" ]]; then
@@ -283,49 +316,54 @@ _parse_features() {
             return 1
         fi
         _first_line[$_key]="$_n"
-        if _why="$(_reserved_key_reason "$_key")"; then
-            log "Feature flags line ${_n}: refusing reserved key ${_key} (${_why}); skipped"
+        if _reserved_key_reason "$_key"; then
+            log "Feature flags line ${_n}: refusing reserved key ${_key} (${_WHY}); skipped"
             continue
         fi
         _FEATURE_KEYS+=("$_key")
         _FEATURE_VALUES+=("${_line#*=}")
-    done < <(timeout 5 head -c "$_FEATURES_MAX_BYTES" -- "$_file" 2>/dev/null)
+    done
 }
 
 # _apply_features FILE exports the accepted KEY=VALUE pairs of FILE, or nothing.
 _apply_features() {
-    local _file="$1" _why _i
+    local _file="$1" _i
     if [[ ! -e "$_file" && ! -L "$_file" ]]; then
         return 0
     fi
     log "Reading feature flags from ${_file}"
-    if _why="$(_features_file_reason "$_file")"; then
-        log "Ignoring feature flags file ${_file}: ${_why}; all features stay off"
-        return 0
-    fi
-    _parse_features "$_file" || return 0
+    _read_features "$_file" || return 0
     for _i in "${!_FEATURE_KEYS[@]}"; do
         export "${_FEATURE_KEYS[$_i]}=${_FEATURE_VALUES[$_i]}"
     done
     log "Exported ${#_FEATURE_KEYS[@]} feature flag(s) from ${_file}"
 }
 
-# _wait_for_hostname polls once a second until `hostname` equals /etc/hostname, for at most
-# _HOSTNAME_WAIT seconds (the reference waits forever), then carries on either way.
+# _wait_for_hostname polls once a second until the kernel's hostname (what hostname(1)
+# prints) equals the first line of /etc/hostname, for at most _HOSTNAME_WAIT seconds (the
+# reference waits forever), then carries on either way.
 _wait_for_hostname() {
-    local _want _have _waited=0
+    local _want _have _waited=0 _qwant _qhave
     if [[ -L "$_HOSTNAME_FILE" || ! -f "$_HOSTNAME_FILE" ]]; then
         log "No regular file ${_HOSTNAME_FILE}; not waiting for the hostname"
         return 0
     fi
+    if [[ ! -f "$_KERNEL_HOSTNAME_FILE" || ! -r "$_KERNEL_HOSTNAME_FILE" ]]; then
+        log "Cannot read the kernel hostname from ${_KERNEL_HOSTNAME_FILE}; not waiting for the hostname"
+        return 0
+    fi
     while :; do
-        _want="$(timeout 5 head -c 256 -- "$_HOSTNAME_FILE" 2>/dev/null)"
-        _have="$(timeout 5 hostname 2>/dev/null)"
+        _want=""
+        _have=""
+        IFS= read -r -n 256 _want <"$_HOSTNAME_FILE" 2>/dev/null
+        IFS= read -r -n 256 _have <"$_KERNEL_HOSTNAME_FILE" 2>/dev/null
         if [[ -n "$_want" && "$_have" == "$_want" ]]; then
             return 0
         fi
         if ((_waited >= _HOSTNAME_WAIT)); then
-            log "Hostname $(_quoted "$_have") still differs from ${_HOSTNAME_FILE} $(_quoted "$_want") after ${_waited}s; continuing"
+            _quote _qhave "$_have"
+            _quote _qwant "$_want"
+            log "Hostname ${_qhave} still differs from ${_HOSTNAME_FILE} ${_qwant} after ${_waited}s; continuing"
             return 0
         fi
         if ((_waited == 0)); then
@@ -354,7 +392,9 @@ _run_step() {
 _maybe_check_hotfix() {
     if [[ "${ENABLE_PROVISIONING_HOTFIX:-}" != "true" ]]; then
         if [[ -n "${ENABLE_PROVISIONING_HOTFIX+set}" ]]; then
-            log "ENABLE_PROVISIONING_HOTFIX is $(_quoted "$ENABLE_PROVISIONING_HOTFIX"), not exactly true; skipping check-hotfix"
+            local _q
+            _quote _q "$ENABLE_PROVISIONING_HOTFIX"
+            log "ENABLE_PROVISIONING_HOTFIX is ${_q}, not exactly true; skipping check-hotfix"
         fi
         return 0
     fi
@@ -400,63 +440,68 @@ _binary_version() {
     printf '%s\n' "$_out"
 }
 
-# _parse_version V prints "YYYYMM.DD PATCH" for a strict YYYYMM.DD.PATCH, or returns 1.
+# _parse_version VAR V sets VAR to "YYYYMM.DD PATCH" for a strict YYYYMM.DD.PATCH, or returns 1.
 _parse_version() {
-    local _v="$1" _ym _dd _patch _rest
+    local _v="$2" _ym _dd _patch _rest
     [[ "$_v" == *.*.* && "$_v" != *.*.*.* ]] || return 1
-    IFS=. read -r _ym _dd _patch _rest <<<"$_v"
-    [[ -z "$_rest" && ${#_ym} -eq 6 && ${#_dd} -eq 2 && -n "$_patch" && ${#_patch} -le 10 ]] || return 1
+    _ym="${_v%%.*}"
+    _rest="${_v#*.}"
+    _dd="${_rest%%.*}"
+    _patch="${_rest#*.}"
+    [[ ${#_ym} -eq 6 && ${#_dd} -eq 2 && -n "$_patch" && ${#_patch} -le 10 ]] || return 1
     [[ "$_ym$_dd$_patch" != *[!$_DIGITS]* ]] || return 1
     [[ "$_patch" == 0 || "$_patch" != 0* ]] || return 1
     ((10#${_ym:4:2} >= 1 && 10#${_ym:4:2} <= 12 && 10#$_dd >= 1 && 10#$_dd <= 31)) || return 1
     ((10#$_patch <= _MAX_PATCH)) || return 1
-    printf '%s %s\n' "${_ym}.${_dd}" "$_patch"
+    printf -v "$1" '%s %s' "${_ym}.${_dd}" "$_patch"
 }
 
-# _hotfix_verdict HOTFIX BAKED prints why HOTFIX may be used and returns 0, or prints why not
-# (nothing if no hotfix is staged) and returns 1.
+# _hotfix_verdict HOTFIX BAKED sets _WHY to why HOTFIX may be used and returns 0, or sets it to
+# why not (empty if no hotfix is staged) and returns 1.
 _hotfix_verdict() {
-    local _hotfix="$1" _baked="$2" _why _hv _bv _hbase _hpatch _bbase _bpatch
+    local _hotfix="$1" _baked="$2" _hv _bv _hp _bp _q
+    _WHY=""
     if [[ ! -e "$_hotfix" && ! -L "$_hotfix" ]]; then
         return 1
     fi
     if [[ -L "$_hotfix" ]]; then
-        echo "it is a symlink"
+        _WHY="it is a symlink"
         return 1
     elif [[ ! -f "$_hotfix" ]]; then
-        echo "not a regular file"
+        _WHY="not a regular file"
         return 1
     elif [[ ! -x "$_hotfix" ]]; then
-        echo "not executable"
+        _WHY="not executable"
         return 1
-    elif _why="$(_insecure_file_reason "$_hotfix")"; then
-        echo "$_why"
+    elif _insecure_file_reason "$_hotfix"; then
         return 1
     fi
     if ! _hv="$(_binary_version "$_hotfix")"; then
-        echo "hotfix ${_hv}"
+        _WHY="hotfix ${_hv}"
         return 1
     fi
-    if ! read -r _hbase _hpatch < <(_parse_version "$_hv"); then
-        echo "hotfix reports malformed version $(_quoted "$_hv")"
+    if ! _parse_version _hp "$_hv"; then
+        _quote _q "$_hv"
+        _WHY="hotfix reports malformed version ${_q}"
         return 1
     fi
     if ! _bv="$(_binary_version "$_baked")"; then
-        echo "baked ${_bv}"
+        _WHY="baked ${_bv}"
         return 1
     fi
-    if ! read -r _bbase _bpatch < <(_parse_version "$_bv"); then
-        echo "baked binary reports malformed version $(_quoted "$_bv")"
+    if ! _parse_version _bp "$_bv"; then
+        _quote _q "$_bv"
+        _WHY="baked binary reports malformed version ${_q}"
         return 1
     fi
-    if [[ "$_hbase" != "$_bbase" ]]; then
-        echo "different base (hotfix ${_hv}, baked ${_bv})"
+    if [[ "${_hp% *}" != "${_bp% *}" ]]; then
+        _WHY="different base (hotfix ${_hv}, baked ${_bv})"
         return 1
-    elif ((_hpatch <= _bpatch)); then
-        echo "not newer (hotfix ${_hv}, baked ${_bv})"
+    elif ((${_hp#* } <= ${_bp#* })); then
+        _WHY="not newer (hotfix ${_hv}, baked ${_bv})"
         return 1
     fi
-    echo "hotfix ${_hv} is newer than baked ${_bv}"
+    _WHY="hotfix ${_hv} is newer than baked ${_bv}"
 }
 
 # _json_string VAR S sets VAR to S as a JSON string literal; control characters become spaces.
@@ -491,12 +536,14 @@ _emit_event() {
 # _select_binary sets _SELECTED_BIN to the binary provision must run.
 _select_binary() {
     local _why
-    if _why="$(_hotfix_verdict "$HOTFIX_BIN" "$BIN_PATH")"; then
+    if _hotfix_verdict "$HOTFIX_BIN" "$BIN_PATH"; then
+        _why="$_WHY"
         log "Hotfix binary accepted: ${_why}"
         log "Using hotfix binary: ${HOTFIX_BIN}"
         _SELECTED_BIN="$HOTFIX_BIN"
         _emit_event Informational "launcher choice=hotfix reason=${_why}"
     else
+        _why="$_WHY"
         if [[ -n "$_why" ]]; then
             log "Not using hotfix binary ${HOTFIX_BIN}: ${_why}"
         fi
@@ -520,11 +567,7 @@ _provision() {
         _cmd+=("--nbc-cmd=${NBC_CMD_PATH}")
     fi
     _cmd+=("${_ROOT_ARGS[@]}")
-    if [[ -n "$_LOG_FD" ]]; then
-        "${_cmd[@]}" {_LOG_FD}>&- &
-    else
-        "${_cmd[@]}" &
-    fi
+    "${_cmd[@]}" &
     _pid=$!
     log "Spawned aks-node-controller (pid ${_pid})"
     wait "$_pid"
@@ -541,7 +584,9 @@ main() {
     _start_logger
     trap _stop_logger EXIT
     if [[ "$_NODE_ROOT_RAW" != /* ]]; then
-        log "NODE_ROOT must be an absolute path, got $(_quoted "$_NODE_ROOT_RAW")"
+        local _q
+        _quote _q "$_NODE_ROOT_RAW"
+        log "NODE_ROOT must be an absolute path, got ${_q}"
         exit 2
     fi
     _wait_for_hostname

@@ -45,7 +45,7 @@ type Node struct {
 func NewNode(dir string, o NodeOptions) (*Node, error) {
 	n := &Node{Root: dir}
 	c := n.Path("opt/azure/containers")
-	for _, d := range []string{c, n.Path("etc"), n.Path("var/log/azure")} {
+	for _, d := range []string{c, n.Path("etc"), n.Path("proc/sys/kernel"), n.Path("var/log/azure")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -67,8 +67,11 @@ func NewNode(dir string, o NodeOptions) (*Node, error) {
 	if bootstrap == "" {
 		bootstrap = "echo \"provisioned by aks-node-controller ${AKS_NODE_CONTROLLER_VERSION:-unknown}\"\n"
 	}
+	// Under a node root the launcher reads the kernel's hostname from
+	// proc/sys/kernel/hostname.
 	files := map[string][]byte{
-		"etc/hostname": []byte(host + "\n"),
+		"etc/hostname":             []byte(host + "\n"),
+		"proc/sys/kernel/hostname": []byte(host + "\n"),
 		"opt/azure/containers/aks-node-controller-config.json": cfgJSON,
 		"opt/azure/containers/aks-node-controller-nbc-cmd.sh":  []byte(bootstrap),
 	}

@@ -2,8 +2,9 @@
 # Each @test runs in its own subshell, so per-test exports are meant to be local:
 # shellcheck disable=SC2030,SC2031
 # Tests for deploy/node/aks-node-controller-launcher.sh. The launcher runs as a real process
-# against a temp directory, with fake `hostname` and `logger` on PATH and fake-agent.sh as the
-# agent binary (it records every call in $FAKE_CALLS).
+# against a temp directory, with a fake `logger` on PATH and fake-agent.sh as the agent binary
+# (it records every call in $FAKE_CALLS). In hermetic mode the kernel hostname the launcher
+# compares with etc/hostname is NODE_ROOT/proc/sys/kernel/hostname (set_kernel_hostname).
 
 LAUNCHER="${BATS_TEST_DIRNAME}/../../deploy/node/aks-node-controller-launcher.sh"
 FAKE_AGENT="${BATS_TEST_DIRNAME}/fake-agent.sh"
@@ -15,35 +16,27 @@ setup() {
     : >"$FAKE_CALLS"
     export LOGGER_LOG="$T/logger.log"
 
-    cat >"$T/bin/hostname" <<'EOF'
-#!/usr/bin/env bash
-# Answers "localhost" for the first $FAKE_HOSTNAME_MISMATCHES calls, then $FAKE_HOSTNAME
-# (default: the content of /etc/hostname).
-count_file="${BATS_TEST_TMPDIR}/hostname.count"
-n=$(( $(cat "$count_file" 2>/dev/null || echo 0) + 1 ))
-echo "$n" >"$count_file"
-if (( n <= ${FAKE_HOSTNAME_MISMATCHES:-0} )); then echo localhost; exit 0; fi
-if [[ -n "${FAKE_HOSTNAME:-}" ]]; then echo "$FAKE_HOSTNAME"; else cat /etc/hostname; fi
-EOF
     cat >"$T/bin/logger" <<'EOF'
 #!/usr/bin/env bash
 # The launcher runs one logger and feeds it lines on stdin.
 while IFS= read -r line; do printf '%s -- %s\n' "$*" "$line"; done >>"$LOGGER_LOG"
 EOF
-    chmod 0755 "$T/bin/hostname" "$T/bin/logger"
+    chmod 0755 "$T/bin/logger"
     export PATH="$T/bin:$PATH"
     export BATS_TEST_TMPDIR
 
     unset NODE_ROOT IMDS_URL LPS_ADDR ENABLE_PROVISIONING_HOTFIX HOSTNAME_WAIT_SECONDS
     unset CHECK_HOTFIX_TIMEOUT_SECONDS DOWNLOAD_HOTFIX_TIMEOUT_SECONDS HOTFIX_VERSION_TIMEOUT_SECONDS
-    unset FAKE_HOSTNAME FAKE_HOSTNAME_MISMATCHES FAKE_BAKED_VERSION FAKE_HOTFIX_VERSION
+    unset FAKE_BAKED_VERSION FAKE_HOTFIX_VERSION
     unset FAKE_POINTER FAKE_STAGE_HOTFIX FAKE_ENV_DUMP FAKE_ENV_VARS
     use_explicit_paths
 }
 
 # use_explicit_paths sets every path through the reference's variables (production argv:
-# NODE_ROOT unset, so no --root).
+# NODE_ROOT unset, so no --root). The hostname check then reads this machine's /etc/hostname
+# and kernel hostname, so it is not waited for.
 use_explicit_paths() {
+    export HOSTNAME_WAIT_SECONDS=0
     DIR="$T/containers"
     mkdir -p "$DIR"
     install_agent "$DIR/aks-node-controller"
@@ -57,13 +50,20 @@ use_explicit_paths() {
 
 # use_node_root switches to hermetic mode: only NODE_ROOT is set, the defaults resolve under it.
 use_node_root() {
-    unset BIN_PATH CONFIG_PATH NBC_CMD_PATH HOTFIX_JSON FEATURES_PATH EVENTS_DIR
+    unset BIN_PATH CONFIG_PATH NBC_CMD_PATH HOTFIX_JSON FEATURES_PATH EVENTS_DIR HOSTNAME_WAIT_SECONDS
     export NODE_ROOT="$T/root"
     DIR="$NODE_ROOT/opt/azure/containers"
-    mkdir -p "$DIR" "$NODE_ROOT/etc"
+    mkdir -p "$DIR" "$NODE_ROOT/etc" "$NODE_ROOT/proc/sys/kernel"
     echo node-1 >"$NODE_ROOT/etc/hostname"
-    export FAKE_HOSTNAME=node-1
+    set_kernel_hostname node-1
     install_agent "$DIR/aks-node-controller"
+}
+
+# set_kernel_hostname NAME sets the hermetic node's kernel hostname (replaced atomically, as
+# the kernel's changes).
+set_kernel_hostname() {
+    echo "$1" >"$NODE_ROOT/proc/sys/kernel/hostname.tmp"
+    mv -f "$NODE_ROOT/proc/sys/kernel/hostname.tmp" "$NODE_ROOT/proc/sys/kernel/hostname"
 }
 
 # fail MESSAGE fails the current test with MESSAGE.
@@ -416,10 +416,10 @@ baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh --root $NODE_ROOT"
             CHECK_HOTFIX_TIMEOUT_SECONDS REPLY FUNCNAME MAILPATH histchars LANGUAGE TZDIR GORACE \
             GOFIPS140 ftp_proxy NODE_OPTIONS RUBYLIB "${_LAUNCHER_VARS[@]}" "${_SHELL_VARS[@]}" \
             "${_PROCESS_VARS[@]}"; do
-            _reserved_key_reason "$k" >/dev/null || echo "allowed: $k"
+            _reserved_key_reason "$k" || echo "allowed: $k"
         done
         for k in ENABLE_PROVISIONING_HOTFIX FOO enable_x PATHS HOME_DIR LDX; do
-            _reserved_key_reason "$k" >/dev/null && echo "refused: $k"
+            _reserved_key_reason "$k" && echo "refused: $k ($_WHY)"
         done
         true
     ' _ "$LAUNCHER"
@@ -494,6 +494,28 @@ baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh --root $NODE_ROOT"
     expect_status 0
     expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
     expect_output "writable by group or others (mode 666)"
+}
+
+@test "features: a file in a group- or world-writable directory is ignored" {
+    features 'ENABLE_PROVISIONING_HOTFIX=true\n'
+    chmod 0777 "$DIR"
+    with_nbc_cmd
+    run_launcher
+    expect_status 0
+    expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
+    expect_output "Ignoring feature flags file $DIR/enabled_features.sh: its directory $DIR is writable by group or others (mode 777); all features stay off"
+}
+
+@test "features: a file that ends without LF, or with blank lines, is read whole" {
+    features '\n\n# c\nA=1\n\nENABLE_PROVISIONING_HOTFIX=true'
+    with_config
+    with_nbc_cmd
+    dump_env A
+    run_launcher
+    expect_status 0
+    expect_env "declare -x A=\"1\""
+    expect_output "Exported 2 feature flag(s)"
+    expect_output "running check-hotfix"
 }
 
 @test "features: an invalid UTF-8 byte cannot merge lines and hide a duplicate key" {
@@ -764,20 +786,29 @@ hotfix provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
     expect_status 0
     expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
     expect_output "writable by group or others (mode 775)"
+
+    chmod 0755 "$DIR/aks-node-controller-hotfix"
+    chmod 0770 "$DIR"
+    : >"$FAKE_CALLS"
+    run_launcher
+    expect_status 0
+    expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
+    expect_output "its directory $DIR is writable by group or others (mode 770)"
 }
 
 @test "selection: version parsing table (same rules as internal/hotfix.ParseVersion)" {
     run bash -c '
         source "$1"
-        ok() { _parse_version "$1" >/dev/null || echo "rejected valid: $1"; }
-        bad() { ! _parse_version "$1" >/dev/null || echo "accepted invalid: [$1]"; }
+        ok() { _parse_version v "$1" || echo "rejected valid: $1"; }
+        bad() { ! _parse_version v "$1" || echo "accepted invalid: [$1]"; }
         ok 202604.01.0; ok 202604.01.1; ok 202612.31.2147483647; ok 200001.01.10
-        [[ "$(_parse_version 202604.01.42)" == "202604.01 42" ]] || echo "bad split"
+        _parse_version v 202604.01.42 && [[ "$v" == "202604.01 42" ]] || echo "bad split"
         bad ""; bad dev; bad 202604.01; bad 202604.1.2; bad 20264.01.2; bad 202604.01.01
         bad 202604.01.2.5; bad 202604.01.1-1; bad "202604.01.2 "; bad " 202604.01.2"
         bad 202613.01.1; bad 202600.01.1; bad 202604.00.1; bad 202604.32.1
         bad 202604.01.2147483648; bad 202604.01.99999999999; bad 202604.01.+1; bad 202604.01.
         bad "202604.01.2$(printf "\r")"; bad ２０２６０４.01.1; bad 202604.01.1x
+        bad "202604.01.1$(printf "\nx")"; bad "$(printf "\n202604.01.1")"
         true
     ' _ "$LAUNCHER"
     expect_status 0
@@ -841,7 +872,8 @@ baked provision --provision-config=$DIR/aks-node-controller-config.json --nbc-cm
 
 @test "hostname: the wait is bounded and provisioning continues" {
     use_node_root
-    export FAKE_HOSTNAME=never-matches HOSTNAME_WAIT_SECONDS=2
+    set_kernel_hostname never-matches
+    export HOSTNAME_WAIT_SECONDS=2
     with_nbc_cmd
     # Unbounded, it would end in run_launcher's timeout (status 124).
     local start=$SECONDS
@@ -849,29 +881,52 @@ baked provision --provision-config=$DIR/aks-node-controller-config.json --nbc-cm
     expect_status 0
     ((SECONDS - start >= 2))
     expect_output "Waiting up to 2s for hostname to match $NODE_ROOT/etc/hostname"
-    expect_output "still differs from $NODE_ROOT/etc/hostname node-1 after 2s; continuing"
+    expect_output "Hostname never-matches still differs from $NODE_ROOT/etc/hostname node-1 after 2s; continuing"
     expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh --root $NODE_ROOT"
 }
 
 @test "hostname: the launcher waits until the hostname converges" {
     use_node_root
-    export FAKE_HOSTNAME_MISMATCHES=2 HOSTNAME_WAIT_SECONDS=30
+    set_kernel_hostname localhost
+    export HOSTNAME_WAIT_SECONDS=30
     with_nbc_cmd
+    # The hostname converges once the launcher has seen it differ (it polls once a second).
+    (
+        until grep -q "Waiting up to" "$LOGGER_LOG" 2>/dev/null; do sleep 0.1; done
+        set_kernel_hostname node-1
+    ) 3>&- &
+    local start=$SECONDS
     run_launcher
+    wait
     expect_status 0
     expect_output "Waiting up to 30s"
     expect_no_output "still differs"
-    [[ "$(cat "$T/hostname.count")" -eq 3 ]]
+    ((SECONDS - start >= 1))
     expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh --root $NODE_ROOT"
 }
 
 @test "hostname: the wait runs before the config gate" {
     use_node_root
-    export FAKE_HOSTNAME_MISMATCHES=1
+    set_kernel_hostname localhost
+    export HOSTNAME_WAIT_SECONDS=1
     run_launcher
     expect_status 0
-    [[ "${lines[0]}" == "Waiting up to 60s for hostname to match $NODE_ROOT/etc/hostname" ]]
+    [[ "${lines[0]}" == "Waiting up to 1s for hostname to match $NODE_ROOT/etc/hostname" ]]
     expect_output "Gracefully exit aks-node-controller without provision config or nbc cmd"
+}
+
+@test "hostname: only the first line of etc/hostname counts, and an unreadable kernel hostname is not waited for" {
+    use_node_root
+    printf 'node-1\n# written by cloud-init\n' >"$NODE_ROOT/etc/hostname"
+    with_nbc_cmd
+    run_launcher
+    expect_status 0
+    expect_no_output "Waiting"
+    rm "$NODE_ROOT/proc/sys/kernel/hostname"
+    run_launcher
+    expect_status 0
+    expect_output "Cannot read the kernel hostname from $NODE_ROOT/proc/sys/kernel/hostname; not waiting for the hostname"
+    expect_no_output "Waiting"
 }
 
 @test "logging: every line also goes to logger with the launcher tag" {
@@ -880,6 +935,28 @@ baked provision --provision-config=$DIR/aks-node-controller-config.json --nbc-cm
     expect_status 0
     grep -q -x -F -- "-t aks-node-controller-launcher -- Using VHD-baked binary: $DIR/aks-node-controller" "$LOGGER_LOG"
     [[ "$(wc -l <"$LOGGER_LOG")" -eq "${#lines[@]}" ]]
+}
+
+@test "logging: a logger that exits at once does not stop the launcher (no SIGPIPE)" {
+    printf '#!/usr/bin/env bash\nexit 0\n' >"$T/bin/logger"
+    with_nbc_cmd
+    features 'A=1\nB=2\n'
+    run_launcher
+    expect_status 0
+    expect_output "aks-node-controller completed successfully"
+    expect_calls "baked provision --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh"
+}
+
+@test "logging: a logger stuck on syslog delays the exit by at most 2 s" {
+    # Never reads its input, never exits on its own.
+    printf '#!/usr/bin/env bash\nexec sleep 60\n' >"$T/bin/logger"
+    with_nbc_cmd
+    local start=$SECONDS
+    run_launcher
+    expect_status 0
+    expect_output "aks-node-controller completed successfully"
+    # Unbounded, it would end in run_launcher's timeout (status 124) after 60 s.
+    ((SECONDS - start < 30))
 }
 
 @test "environment: HOTFIX_BIN is always derived from BIN_PATH, never taken from the environment" {

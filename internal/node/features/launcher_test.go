@@ -23,7 +23,7 @@ source "$LAUNCHER" || exit 9
 log() { :; }
 f="$1"
 shift
-if _features_file_reason "$f" >/dev/null || ! _parse_features "$f"; then
+if ! _read_features "$f"; then
 	printf 'void\0'
 else
 	printf 'ok\0'
@@ -33,7 +33,7 @@ else
 fi
 printf 'reserved\0'
 for k in "$@"; do
-	if _reserved_key_reason "$k" >/dev/null; then printf '%s\0' "$k"; fi
+	if _reserved_key_reason "$k"; then printf '%s\0' "$k"; fi
 done
 `
 
