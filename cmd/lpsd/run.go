@@ -46,6 +46,7 @@ type options struct {
 	region                          string
 	releaseKeys                     string
 	maxConns                        int
+	maxHandshakes                   int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -73,7 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.maxUses, "attest-max-uses", 0, "times one attested document is accepted while valid (0: the verifier default; 1: single use)")
 	fs.StringVar(&o.region, "region", "", "this instance's region label, matched against rollout regions")
 	fs.StringVar(&o.releaseKeys, "release-keys", "", "release public keys `file`; when set, only releases signed by them can be published")
-	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default)")
+	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default, 4096)")
+	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 1 s for a slot are closed (0: the default, 512 per CPU)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -150,7 +152,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	metrics := lps.NewMetrics(nil)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
-		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, Log: log,
+		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes, Log: log,
 	})
 	if err != nil {
 		return err

@@ -65,6 +65,8 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	verify      *prometheus.HistogramVec
 	storeErrors prometheus.Counter
+	// shed counts connections closed for want of a handshake slot.
+	shed atomic.Uint64
 	// counts has a fixed key set (every outcome), so reads need no lock.
 	counts map[string]*atomic.Uint64
 }
@@ -101,8 +103,31 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	reg.MustRegister(m.requests, m.verify, m.storeErrors)
+	reg.MustRegister(m.requests, m.verify, m.storeErrors,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "lpsd_connections_shed_total",
+			Help: "Node connections closed unanswered because no TLS handshake slot freed within 1 s (overload).",
+		}, func() float64 { return float64(m.shed.Load()) }))
 	return m
+}
+
+// Shed returns the number of connections shed for overload since m was
+// created.
+func (m *Metrics) Shed() uint64 { return m.shed.Load() }
+
+// registerHandshakes adds gauges of the handshakes in progress (read with
+// inFlight at scrape time) and of their limit.
+func (m *Metrics) registerHandshakes(inFlight func() float64, limit int) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "lpsd_handshakes_in_flight",
+			Help: "Node TLS handshakes in progress.",
+		}, inFlight),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "lpsd_handshakes_limit",
+			Help: "Most node TLS handshakes allowed at once (--max-handshakes).",
+		}, func() float64 { return float64(limit) }),
+	)
 }
 
 // StoreError counts a failed store read; pass it as the onError hook of

@@ -75,6 +75,10 @@ type ServerConfig struct {
 	// further connections wait in the listen backlog.
 	// 0: DefaultMaxConnections.
 	MaxConnections int
+	// MaxHandshakes caps concurrent TLS handshakes; a connection that finds
+	// no free slot within 1 s is closed (lpsd_connections_shed_total), so
+	// the node fails open at once. 0: DefaultMaxHandshakes().
+	MaxHandshakes int
 	// Log receives rejections (with reasons), panics and, at debug level,
 	// every answer. nil: discard.
 	Log *slog.Logger
@@ -106,6 +110,12 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 	if cfg.MaxConnections < 0 {
 		return nil, fmt.Errorf("new live-patching server: negative MaxConnections %d", cfg.MaxConnections)
 	}
+	if cfg.MaxHandshakes == 0 {
+		cfg.MaxHandshakes = DefaultMaxHandshakes()
+	}
+	if cfg.MaxHandshakes < 0 {
+		return nil, fmt.Errorf("new live-patching server: negative MaxHandshakes %d", cfg.MaxHandshakes)
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -120,7 +130,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		NextProtos: []string{"h2"},
 	}
 	gs := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(tlsCfg)),
+		grpc.Creds(newGatedCreds(credentials.NewTLS(tlsCfg), cfg.MaxHandshakes, m)),
 		grpc.ChainUnaryInterceptor(recoverPanics(m, cfg.Log), authenticate(v, m, cfg.Log)),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		grpc.MaxHeaderListSize(maxHeaderListSize),

@@ -187,6 +187,7 @@ type serverOpts struct {
 	v        verifier // nil: newVerifier
 	region   string
 	maxConns int
+	maxHands int
 	noLoad   bool // leave the snapshotter without a snapshot
 	releases []rollout.Release
 }
@@ -210,7 +211,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	ts.roots = ca.Pool()
 	cert := ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), DefaultServerName)
 	var err error
-	ts.srv, err = NewServer(ts.snaps, o.v, ts.m, ServerConfig{Certificate: cert, Region: o.region, MaxConnections: o.maxConns, Log: testLog(t)})
+	ts.srv, err = NewServer(ts.snaps, o.v, ts.m, ServerConfig{Certificate: cert, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHands, Log: testLog(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -751,6 +752,7 @@ func TestNewServerChecksCertificate(t *testing.T) {
 		{"wrong-name", ServerConfig{Certificate: ca.Leaf(t, now, now.Add(time.Hour), apiHost)}, true},
 		{"no-certificate", ServerConfig{}, true},
 		{"negative-limit", ServerConfig{Certificate: ca.Leaf(t, now, now.Add(time.Hour), DefaultServerName), MaxConnections: -1}, true},
+		{"negative-handshakes", ServerConfig{Certificate: ca.Leaf(t, now, now.Add(time.Hour), DefaultServerName), MaxHandshakes: -1}, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -788,4 +790,50 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("connection after the first closed: %v", err)
 	}
 	third.Close()
+}
+
+// TestHandshakeGate: with one handshake slot held by a client that never
+// sends its ClientHello, the next connection is closed after waiting
+// handshakeWait and counted as shed; once the slot frees, handshakes
+// complete again.
+func TestHandshakeGate(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, serverOpts{noLoad: true, maxHands: 1})
+	staller, err := net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer staller.Close()
+	// The staller must hold the slot before the next client arrives.
+	waitFor(t, "the staller's handshake", func() bool { return scalars(t, ts.m.reg)["lpsd_handshakes_in_flight"] == 1 })
+
+	d := tls.Dialer{Config: ts.nodeTLS()}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	if c, err := d.DialContext(ctx, "tcp", ts.addr); err == nil {
+		c.Close()
+		t.Fatal("handshake completed while the only slot was held")
+	}
+	if waited := time.Since(start); waited < handshakeWait {
+		t.Errorf("shed after %v, want at least the %v wait", waited, handshakeWait)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("connection was not closed: the client hit its own deadline")
+	}
+	if got := ts.m.Shed(); got != 1 {
+		t.Errorf("Shed() = %d, want 1", got)
+	}
+
+	staller.Close()
+	waitFor(t, "the slot to free", func() bool { return scalars(t, ts.m.reg)["lpsd_handshakes_in_flight"] == 0 })
+	c, err := d.DialContext(ctx, "tcp", ts.addr)
+	if err != nil {
+		t.Fatalf("handshake after the slot freed: %v", err)
+	}
+	c.Close()
+	got := scalars(t, ts.m.reg)
+	if got["lpsd_handshakes_limit"] != 1 || got["lpsd_connections_shed_total"] != 1 {
+		t.Errorf("limit %v and shed %v metrics, want 1 and 1", got["lpsd_handshakes_limit"], got["lpsd_connections_shed_total"])
+	}
 }

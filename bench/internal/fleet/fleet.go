@@ -66,6 +66,9 @@ type Config struct {
 	// MaxConnections is each replica's cap on open node connections
 	// (lpsd --max-connections); 0 is lpsd's default, 4096.
 	MaxConnections int
+	// MaxHandshakes is each replica's cap on concurrent TLS handshakes
+	// (lpsd --max-handshakes); 0 is lpsd's default, 512 per CPU.
+	MaxHandshakes int
 	// Members is the etcd cluster size.
 	Members int
 	// Leaf signs the nodes' documents; ECDSA mints faster.
@@ -217,7 +220,7 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	}
 	reps := make([]*replica, cfg.Replicas)
 	for i := range reps {
-		reps[i] = &replica{idx: i, cert: cert, roots: imdsRoots, endpoints: c.endpoints(), maxConns: cfg.MaxConnections}
+		reps[i] = &replica{idx: i, cert: cert, roots: imdsRoots, endpoints: c.endpoints(), maxConns: cfg.MaxConnections, maxHands: cfg.MaxHandshakes}
 		if err := reps[i].start(ctx); err != nil {
 			return nil, fmt.Errorf("start replica %d: %w", i, err)
 		}

@@ -25,6 +25,7 @@ type replica struct {
 	roots     *x509.CertPool
 	endpoints []string
 	maxConns  int
+	maxHands  int
 
 	mu    sync.Mutex
 	snaps *lps.Snapshotter // nil while down
@@ -55,7 +56,7 @@ func (r *replica) start(ctx context.Context) error {
 		st.Close()
 		return err
 	}
-	srv, err := lps.NewServer(snaps, v, lps.NewMetrics(prometheus.NewRegistry()), lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns})
+	srv, err := lps.NewServer(snaps, v, lps.NewMetrics(prometheus.NewRegistry()), lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns, MaxHandshakes: r.maxHands})
 	if err != nil {
 		st.Close()
 		return err

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"nodehotfix/bench/internal/stats"
+	"nodehotfix/internal/lps"
 )
 
 // Fraction is how often a rolling release was served at one configured
@@ -100,8 +101,12 @@ func (r *Report) Print(w io.Writer) {
 	if c.MaxConnections > 0 {
 		maxConns = fmt.Sprint(c.MaxConnections)
 	}
-	fmt.Fprintf(w, "nodes %d in %d bursts over %s, %d lpsd replicas (max connections %s each), %d etcd members, node deadline %s, %s documents\n",
-		c.Nodes, c.Bursts, c.Arrival, c.Replicas, maxConns, c.Members, c.NodeTimeout, c.Leaf)
+	maxHands := fmt.Sprintf("%d (default)", lps.DefaultMaxHandshakes())
+	if c.MaxHandshakes > 0 {
+		maxHands = fmt.Sprint(c.MaxHandshakes)
+	}
+	fmt.Fprintf(w, "nodes %d in %d bursts over %s, %d lpsd replicas (max connections %s, max handshakes %s each), %d etcd members, node deadline %s, %s documents\n",
+		c.Nodes, c.Bursts, c.Arrival, c.Replicas, maxConns, maxHands, c.Members, c.NodeTimeout, c.Leaf)
 	fmt.Fprintf(w, "all nodes done after %s; %s\n", r.Elapsed.Round(time.Millisecond), r.Load)
 	for _, e := range r.Events {
 		fmt.Fprintf(w, "  event t=%6.3fs %s\n", e.At.Seconds(), e.What)
@@ -129,14 +134,21 @@ func (r *Report) Print(w io.Writer) {
 			shown++
 		}
 	}
-	var lat []time.Duration
+	var lat, failLat []time.Duration
 	for _, n := range r.Nodes {
-		if n.Outcome == Served {
+		switch n.Outcome {
+		case Served:
 			lat = append(lat, n.Latency)
+		case FailedReplicaDown, FailedOther:
+			failLat = append(failLat, n.Latency)
 		}
 	}
 	ls := stats.Of(stats.Millis(lat))
 	fmt.Fprintf(w, "latency of served calls: p50 %.1fms p90 %.1fms p99 %.1fms max %.1fms\n", ls.Median, ls.P90, ls.P99, ls.Max)
+	if len(failLat) > 0 {
+		fs := stats.Of(stats.Millis(failLat))
+		fmt.Fprintf(w, "time to failure (the node then fails open): p50 %.1fms p90 %.1fms p99 %.1fms max %.1fms\n", fs.Median, fs.P90, fs.P99, fs.Max)
+	}
 	if !r.Sampled() {
 		fmt.Fprintln(w, "rollout fractions below are of a biased sample: more than 5% of the nodes timed out with their replica up (overload)")
 	}
