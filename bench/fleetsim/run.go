@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.Replicas, "replicas", 3, "lpsd replicas")
 	fs.IntVar(&c.Members, "members", 3, "etcd members")
 	fs.IntVar(&c.MaxConnections, "max-connections", 0, "each replica's cap on open node connections, as lpsd --max-connections (0: lpsd's default, 4096)")
-	fs.IntVar(&c.MaxHandshakes, "max-handshakes", 0, "each replica's cap on concurrent TLS handshakes, as lpsd --max-handshakes (0: lpsd's default, 512 per CPU)")
+	fs.IntVar(&c.MaxHandshakes, "max-handshakes", 0, "each replica's cap on concurrent TLS handshakes, as lpsd --max-handshakes (0: lpsd's 128 per CPU times a replica's share of this machine, see fleet.ReplicaHandshakes)")
 	leaf := fs.String("leaf", "ecdsa", "document signing key: rsa (as Azure; slower to mint) or ecdsa")
 	fs.IntVar(&c.Percent, "percent", 30, "starting rollout percentage of "+fleet.RollingVer)
 	fs.IntVar(&c.ChangeTo, "change-to", 60, "percentage the change scenario raises it to")

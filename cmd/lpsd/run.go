@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.region, "region", "", "this instance's region label, matched against rollout regions")
 	fs.StringVar(&o.releaseKeys, "release-keys", "", "release public keys `file`; when set, only releases signed by them can be published")
 	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default, 4096)")
-	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 1 s for a slot are closed (0: the default, 512 per CPU)")
+	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 2 s for a slot are closed (0: the default, 128 per CPU)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

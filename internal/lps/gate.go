@@ -14,24 +14,30 @@ import (
 //
 // A server handshake holds its slot for about one network round trip
 // (TLS 1.3: the server's flight, then the client's Finished) plus its CPU
-// time (~0.3 ms). Across a WAN (round trips up to ~300 ms) 512 slots per CPU
-// still admit ~1,700 handshakes a second per CPU, more than one CPU can
-// complete, so the limit does not throttle a healthy server. When the CPUs
-// are saturated, 512 queued handshakes per CPU take well under a second to
-// drain, so an admitted node finishes inside its 3 s deadline instead of
-// every node's handshake slowing until all of them miss it.
-const DefaultHandshakesPerCPU = 512
+// time (~0.5 ms). Nodes reach the lpsd of their own region, tens of
+// milliseconds away at most, so at a 50 ms round trip 128 slots per CPU
+// admit ~2,500 handshakes a second per CPU, about twice what one CPU
+// completes (bench/README.md): the limit does not throttle a healthy server.
+// When the CPUs are saturated, 128 queued handshakes per CPU drain in well
+// under a second, so an admitted node finishes inside its 3 s deadline
+// instead of every handshake slowing until none completes. Size
+// --max-handshakes up for nodes further away, down when lpsd gets only a
+// share of the machine's CPUs.
+const DefaultHandshakesPerCPU = 128
 
 // handshakeWait is how long a connection may wait for a handshake slot
-// before it is closed. Nodes give the whole call 3 s; after a second in the
-// queue, closing lets the node fail open at once rather than at its deadline.
-const handshakeWait = time.Second
+// before it is closed. Nodes give the whole call 3 s, and an admitted
+// handshake and call take well under one at the default limit, so a node
+// that waited 2 s can still be answered in time; later, closing lets it fail
+// open at once rather than at its deadline. It also absorbs bursts: a burst
+// the CPUs clear within 2 s is served whole (bench/README.md).
+const handshakeWait = 2 * time.Second
 
 // DefaultMaxHandshakes is the handshake limit for this process.
 func DefaultMaxHandshakes() int { return DefaultHandshakesPerCPU * runtime.GOMAXPROCS(0) }
 
 // errShed ends a connection that waited handshakeWait without a slot.
-var errShed = errors.New("overloaded: no TLS handshake slot within 1s; connection shed")
+var errShed = errors.New("overloaded: no TLS handshake slot within 2s; connection shed")
 
 // gatedCreds runs at most cap(slots) server handshakes at once. It is the
 // admission control of the node-facing server: under overload it keeps the

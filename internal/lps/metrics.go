@@ -106,7 +106,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	reg.MustRegister(m.requests, m.verify, m.storeErrors,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
-			Help: "Node connections closed unanswered because no TLS handshake slot freed within 1 s (overload).",
+			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
 		}, func() float64 { return float64(m.shed.Load()) }))
 	return m
 }

@@ -76,7 +76,7 @@ type ServerConfig struct {
 	// 0: DefaultMaxConnections.
 	MaxConnections int
 	// MaxHandshakes caps concurrent TLS handshakes; a connection that finds
-	// no free slot within 1 s is closed (lpsd_connections_shed_total), so
+	// no free slot within 2 s is closed (lpsd_connections_shed_total), so
 	// the node fails open at once. 0: DefaultMaxHandshakes().
 	MaxHandshakes int
 	// Log receives rejections (with reasons), panics and, at debug level,

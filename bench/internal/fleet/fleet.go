@@ -67,7 +67,8 @@ type Config struct {
 	// (lpsd --max-connections); 0 is lpsd's default, 4096.
 	MaxConnections int
 	// MaxHandshakes is each replica's cap on concurrent TLS handshakes
-	// (lpsd --max-handshakes); 0 is lpsd's default, 512 per CPU.
+	// (lpsd --max-handshakes); 0 sizes it as an operator would for the
+	// replica's share of the machine (see ReplicaHandshakes).
 	MaxHandshakes int
 	// Members is the etcd cluster size.
 	Members int
@@ -220,7 +221,7 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	}
 	reps := make([]*replica, cfg.Replicas)
 	for i := range reps {
-		reps[i] = &replica{idx: i, cert: cert, roots: imdsRoots, endpoints: c.endpoints(), maxConns: cfg.MaxConnections, maxHands: cfg.MaxHandshakes}
+		reps[i] = &replica{idx: i, cert: cert, roots: imdsRoots, endpoints: c.endpoints(), maxConns: cfg.MaxConnections, maxHands: cfg.handshakes()}
 		if err := reps[i].start(ctx); err != nil {
 			return nil, fmt.Errorf("start replica %d: %w", i, err)
 		}
@@ -498,4 +499,22 @@ func change(ctx context.Context, st store.Store, reps []*replica, percent int) (
 	}
 	conv.Converged = true
 	return conv, nil
+}
+
+// ReplicaHandshakes is the handshake limit of each of replicas replicas when
+// Config leaves it 0: lpsd's default per CPU times a replica's share of this
+// machine, which the replicas share with each other and with the simulated
+// nodes' TLS clients (about half of the CPU when saturated). lpsd's own
+// default assumes the machine's CPUs are its own, which here would admit
+// several times more handshakes than the CPUs can finish within a node's
+// deadline.
+func ReplicaHandshakes(replicas int) int {
+	return max(1, lps.DefaultHandshakesPerCPU*runtime.GOMAXPROCS(0)/(2*max(1, replicas)))
+}
+
+func (c Config) handshakes() int {
+	if c.MaxHandshakes > 0 {
+		return c.MaxHandshakes
+	}
+	return ReplicaHandshakes(c.Replicas)
 }

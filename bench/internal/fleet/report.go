@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"runtime"
 	"slices"
 	"time"
 
@@ -101,9 +102,9 @@ func (r *Report) Print(w io.Writer) {
 	if c.MaxConnections > 0 {
 		maxConns = fmt.Sprint(c.MaxConnections)
 	}
-	maxHands := fmt.Sprintf("%d (default)", lps.DefaultMaxHandshakes())
-	if c.MaxHandshakes > 0 {
-		maxHands = fmt.Sprint(c.MaxHandshakes)
+	maxHands := fmt.Sprint(c.handshakes())
+	if c.MaxHandshakes == 0 {
+		maxHands += fmt.Sprintf(" (lpsd's %d per CPU x a replica's share of %d CPUs)", lps.DefaultHandshakesPerCPU, runtime.GOMAXPROCS(0))
 	}
 	fmt.Fprintf(w, "nodes %d in %d bursts over %s, %d lpsd replicas (max connections %s, max handshakes %s each), %d etcd members, node deadline %s, %s documents\n",
 		c.Nodes, c.Bursts, c.Arrival, c.Replicas, maxConns, maxHands, c.Members, c.NodeTimeout, c.Leaf)
@@ -150,7 +151,7 @@ func (r *Report) Print(w io.Writer) {
 		fmt.Fprintf(w, "time to failure (the node then fails open): p50 %.1fms p90 %.1fms p99 %.1fms max %.1fms\n", fs.Median, fs.P90, fs.P99, fs.Max)
 	}
 	if !r.Sampled() {
-		fmt.Fprintln(w, "rollout fractions below are of a biased sample: more than 5% of the nodes timed out with their replica up (overload)")
+		fmt.Fprintln(w, "rollout fractions below are of a biased sample: more than 5% of the nodes failed with their replica up (overload: shed or timed out)")
 	}
 	for _, f := range r.Fractions() {
 		fmt.Fprintf(w, "rollout %s at %d%%: served to %d of %d = %.2f%% (tolerance ±%.2f%%, within: %v)\n",
