@@ -51,8 +51,9 @@
 # The hotfix binary is used only if it is a regular, executable, non-symlink file that, like its
 # directory, is owned by the launcher's user and not group/world-writable, and
 # `<hotfix> version` (bounded by timeout, output capped) reports YYYYMM.DD.PATCH with the same
-# YYYYMM.DD as `<baked> version` and a strictly higher PATCH. Versions parse as internal/hotfix.ParseVersion does (month 01-12, day
-# 01-31, PATCH without leading zeros and at most 2147483647); anything else keeps the baked one.
+# YYYYMM.DD as `<baked> version` and a strictly higher PATCH. Versions parse as
+# internal/hotfix.ParseVersion does (month 01-12, day 01-31, PATCH without leading zeros and at
+# most 2147483647); anything else keeps the baked one.
 #
 # `set -e` is deliberately off (as in the reference): every hotfix step must be able to fail
 # without stopping provisioning, so failures are checked explicitly where they matter.
@@ -81,9 +82,10 @@ _seconds() {
     fi
 }
 
-# The launcher runs on every node's critical path, so everything before provision uses
-# builtins: no command substitution, and an external command only where bash has no equivalent
-# (stat(1) for owner and mode, mv(1) for the event's rename, timeout(1) around the agent).
+# The launcher runs on every node's critical path, so everything before provision uses bash
+# builtins (helpers set variables rather than print into a subshell), and an external command
+# only where bash has no equivalent: stat(1) for owner and mode, mv(1) for the event's rename,
+# timeout(1) around the agent.
 readonly _NODE_ROOT_RAW="${NODE_ROOT:-/}"
 _ROOT="$_NODE_ROOT_RAW"
 while [[ "$_ROOT" == */ ]]; do _ROOT="${_ROOT%/}"; done # "/" -> "", "/x//" -> "/x"
@@ -136,6 +138,8 @@ readonly _PROCESS_VARS=(GCONV_PATH GETCONF_DIR GLIBC_TUNABLES HOSTALIASES LOCALD
 _FEATURE_KEYS=()
 _FEATURE_VALUES=()
 _SELECTED_BIN=""
+# _WHY carries a reason out of the checks that return one (no subshell needed to read it).
+_WHY=""
 
 # Logging goes to stdout and to one logger(1) process for the whole run, fed through the pipe
 # of a co-process: a logger per line cost about a millisecond each on every node's critical
