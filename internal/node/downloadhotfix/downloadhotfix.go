@@ -188,6 +188,12 @@ func Run(ctx context.Context, cfg Config) Result {
 }
 
 func runLocked(ctx context.Context, cfg Config, log *slog.Logger, start time.Time) Result {
+	// Before the lock, which creates a file there. Nothing in an untrusted
+	// directory is touched, the staged binary included; the launcher refuses
+	// a binary staged in such a directory too.
+	if err := checkStagingDir(filepath.Dir(cfg.Root.HotfixBinary())); err != nil {
+		return Result{Outcome: Failed, Err: err}
+	}
 	unlock, err := lock(ctx, cfg.Root.HotfixLock())
 	if errors.Is(err, errBusy) {
 		return Result{Outcome: Busy, Err: err}

@@ -3,6 +3,7 @@ package downloadhotfix
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -375,5 +376,66 @@ func TestRunRecoversPanic(t *testing.T) {
 	assertEvents(t, f.root, []string{"outcome=failed route=none error=panic: failpoint: hotfix requested"})
 	if res := f.run(); res.Outcome != Staged {
 		t.Errorf("next Run = %+v, want staged (lock released)", res)
+	}
+}
+
+// TestRunRefusesUntrustedStagingDir: a staging directory others could write
+// (or one that is a symlink, or owned by another user) is refused before
+// anything is downloaded, locked or removed there.
+func TestRunRefusesUntrustedStagingDir(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prepare func(t *testing.T, f *fixture)
+		want    string
+	}{
+		{"group-writable", func(t *testing.T, f *fixture) { chmod(t, f.root.Containers(), 0o775) }, "writable by group or others (mode 0775)"},
+		{"world-writable-sticky", func(t *testing.T, f *fixture) { chmod(t, f.root.Containers(), 0o777|fs.ModeSticky) }, "writable by group or others (mode 0777)"},
+		{"symlink", func(t *testing.T, f *fixture) {
+			dir := f.root.Containers()
+			moved := dir + ".moved"
+			if err := os.Rename(dir, moved); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(moved, dir); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a symlink"},
+		{"other-owner", func(t *testing.T, f *fixture) {
+			if os.Geteuid() != 0 {
+				t.Skip("needs root to give the directory to uid 1000")
+			}
+			if err := os.Chown(f.root.Containers(), 1000, -1); err != nil {
+				t.Fatal(err)
+			}
+		}, "owned by uid 1000, not 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.layDown()
+			tt.prepare(t, f)
+			res := f.run()
+			if res.Outcome != Failed || res.Err == nil || !strings.Contains(res.Err.Error(), tt.want) {
+				t.Fatalf("Run = %+v, want failed with %q", res, tt.want)
+			}
+			if f.hits.Load() != 0 {
+				t.Errorf("downloaded %d times into an untrusted directory", f.hits.Load())
+			}
+			if s := f.finalState([]byte("old hotfix")); s != "old" {
+				t.Errorf("hotfix path is %s, want the old binary untouched", s)
+			}
+			if _, err := os.Lstat(f.root.HotfixLock()); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("lock file created in the untrusted directory (Lstat: %v)", err)
+			}
+		})
+	}
+}
+
+func chmod(t *testing.T, path string, mode fs.FileMode) {
+	t.Helper()
+	if err := os.Chmod(path, mode); err != nil {
+		t.Fatal(err)
 	}
 }
