@@ -111,10 +111,6 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	return m
 }
 
-// Shed returns the number of connections shed for overload since m was
-// created.
-func (m *Metrics) Shed() uint64 { return m.shed.Load() }
-
 // registerHandshakes adds gauges of the handshakes in progress (read with
 // inFlight at scrape time) and of their limit.
 func (m *Metrics) registerHandshakes(inFlight func() float64, limit int) {

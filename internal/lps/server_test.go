@@ -821,8 +821,8 @@ func TestHandshakeGate(t *testing.T) {
 	if ctx.Err() != nil {
 		t.Fatal("connection was not closed: the client hit its own deadline")
 	}
-	if got := ts.m.Shed(); got != 1 {
-		t.Errorf("Shed() = %d, want 1", got)
+	if got := scalars(t, ts.m.reg)["lpsd_connections_shed_total"]; got != 1 {
+		t.Errorf("lpsd_connections_shed_total = %v, want 1", got)
 	}
 
 	staller.Close()
