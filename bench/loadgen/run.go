@@ -73,6 +73,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.mode == "profile" && o.out == "" {
 		o.out, o.keep = dir, true
 	}
+	if o.out != "" {
+		if err := os.MkdirAll(o.out, 0o755); err != nil {
+			fmt.Fprintln(stderr, err)
+			return 1
+		}
+	}
 	if o.keep {
 		fmt.Fprintln(stdout, "work directory:", dir)
 	} else {
