@@ -73,16 +73,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if o.mode == "profile" && o.out == "" {
 		o.out, o.keep = dir, true
 	}
+	if o.keep {
+		fmt.Fprintln(stdout, "work directory:", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
 	if o.out != "" {
 		if err := os.MkdirAll(o.out, 0o755); err != nil {
 			fmt.Fprintln(stderr, err)
 			return 1
 		}
-	}
-	if o.keep {
-		fmt.Fprintln(stdout, "work directory:", dir)
-	} else {
-		defer os.RemoveAll(dir)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
