@@ -155,7 +155,7 @@ _start_logger() {
         logger -t "$_LOG_TAG" >/dev/null 2>&1
         while IFS= read -r _; do :; done
     }
-    _LOG_PID="$_LOGGER_PID"
+    _LOG_PID="${_LOGGER_PID:-}"
 }
 
 # _stop_logger closes the co-process's input and waits until it has passed everything on and
