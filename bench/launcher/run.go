@@ -40,6 +40,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	})
 }
 
+// otherFlags is how many features besides the hotfix flag the realistic
+// "flag false" node's file carries.
+const otherFlags = 20
+
+var manyName = fmt.Sprintf("launcher, flag false, %d other flags", otherFlags)
+
 // a case is one way of provisioning a node root, timed as a process.
 type tcase struct {
 	name  string
@@ -74,11 +80,18 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 		return err
 	}
 
+	// A fleet's file carries other features too; each costs the launcher
+	// a parsed, checked and exported line.
+	many := map[string]string{"ENABLE_PROVISIONING_HOTFIX": "false"}
+	for i := range otherFlags {
+		many[fmt.Sprintf("FEATURE_%02d", i)] = "true"
+	}
 	nodes := map[string]*harness.Node{}
 	for name, feats := range map[string]map[string]string{
 		"absent": nil,
 		"off":    {"ENABLE_PROVISIONING_HOTFIX": "false"},
 		"on":     {"ENABLE_PROVISIONING_HOTFIX": "true"},
+		"many":   many,
 	} {
 		if nodes[name], err = r.NewNode("node-"+name, feats); err != nil {
 			return err
@@ -117,12 +130,14 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	onArgv, onEnv := launch(nodes["on"])
 	absArgv, absEnv := launch(nodes["absent"])
 	offArgv, offEnv := launch(nodes["off"])
+	manyArgv, manyEnv := launch(nodes["many"])
 	nlArgv, nlEnv := launch(nodes["absent"], "PATH="+noLogger)
 	onNLArgv, onNLEnv := launch(nodes["on"], "PATH="+noLogger)
 	cases := []*tcase{
 		{name: "provision directly", argv: direct(nodes["absent"]), env: []string{"PATH=" + nodePATH}, check: provisioned},
 		{name: "launcher, flag absent", argv: absArgv, env: absEnv, check: baked()},
 		{name: "launcher, flag false", argv: offArgv, env: offEnv, check: baked()},
+		{name: manyName, argv: manyArgv, env: manyEnv, check: baked(fmt.Sprintf("Exported %d feature flag(s)", otherFlags+1))},
 		{name: "launcher, flag on, nothing to do", argv: onArgv, env: onEnv, check: baked(`"outcome":"noHotfixAvailable"`)},
 		{name: "check-hotfix alone (NotFound)", argv: []string{r.Agent, "check-hotfix", "--root", nodes["on"].Root, "--imds-url", r.IMDS.URL, "--lps-addr", empty},
 			check: func(res rig.Result) error {
@@ -168,6 +183,7 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "added, flag absent:            %+.1fms (target <= 10ms)\n", sum["launcher, flag absent"].Median-base)
 	fmt.Fprintf(out, "added, flag false:             %+.1fms (target <= 10ms)\n", sum["launcher, flag false"].Median-base)
+	fmt.Fprintf(out, "  with %d other flags:         %+.1fms\n", otherFlags, sum[manyName].Median-base)
 	on := sum["launcher, flag on, nothing to do"].Median - base
 	fmt.Fprintf(out, "added, flag on, nothing to do: %+.1fms (target <= 1.5 x floor %.1fms + 10ms = %.1fms)\n", on, floorMed, 1.5*floorMed+10)
 	fmt.Fprintf(out, "  of which logger(1) calls:    flag absent %.1fms, flag on %.1fms\n",
