@@ -929,6 +929,68 @@ baked provision --provision-config=$DIR/aks-node-controller-config.json --nbc-cm
     expect_no_output "Waiting"
 }
 
+# record_spawns puts a recording shim in front of each common external command, so a test
+# can assert which ones the launcher itself starts (in order, into $T/spawned; commands started
+# by bats or by the agent are not the launcher's). A fork and exec costs about a millisecond on
+# the node's critical path; these tests keep such costs from creeping back.
+record_spawns() {
+    local cmd real grep
+    : >"$T/spawned"
+    grep="$(command -v grep)"
+    for cmd in basename cat chmod cp date dirname env head hostname id ln ls mkdir mktemp mv \
+        readlink rm sed sleep stat tail tee timeout touch tr wc; do
+        # Shims stay for the whole test; a second call only empties the record.
+        [[ ! -e "$T/bin/$cmd" ]] || continue
+        real="$(command -v "$cmd")" || continue
+        # The shim expands $PPID and "$@" itself, when it runs.
+        # shellcheck disable=SC2016
+        printf '#!/bin/sh\nif %s -qa aks-node-controller-launcher.sh "/proc/$PPID/cmdline"; then echo %s >>"%s"; fi\nexec %s "$@"\n' \
+            "$grep" "$cmd" "$T/spawned" "$real" >"$T/bin/$cmd"
+        chmod 0755 "$T/bin/$cmd"
+    done
+}
+
+expect_spawned() {
+    local got
+    got="$(cat "$T/spawned")"
+    if [[ "$got" != "$1" ]]; then
+        printf 'spawned:\n%s\nwant:\n%s\n' "$got" "$1" >&2
+        return 1
+    fi
+}
+
+@test "cost: with the flag absent, the launcher starts no command but mv (the event) and the agent" {
+    use_node_root
+    mkdir -p "$NODE_ROOT/var/log/azure/Microsoft.Azure.Extensions.CustomScript/events"
+    with_config
+    with_nbc_cmd
+    record_spawns
+    run_launcher
+    expect_status 0
+    expect_spawned "mv"
+    expect_calls "baked provision --provision-config=$DIR/aks-node-controller-config.json --nbc-cmd=$DIR/aks-node-controller-nbc-cmd.sh --root $NODE_ROOT"
+}
+
+@test "cost: a features file adds one stat; the flag on adds timeout around check-hotfix" {
+    use_node_root
+    mkdir -p "$NODE_ROOT/var/log/azure/Microsoft.Azure.Extensions.CustomScript/events"
+    with_nbc_cmd
+    features 'ENABLE_PROVISIONING_HOTFIX=false\nA=1\nB=2\nPATH=/x\n'
+    record_spawns
+    run_launcher
+    expect_status 0
+    expect_spawned "stat
+mv"
+
+    features 'ENABLE_PROVISIONING_HOTFIX=true\nA=1\n'
+    record_spawns
+    run_launcher
+    expect_status 0
+    expect_spawned "stat
+timeout
+mv"
+}
+
 @test "logging: every line also goes to logger with the launcher tag" {
     with_nbc_cmd
     run_launcher
