@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"nodehotfix/bench/internal/binary"
 	"nodehotfix/bench/internal/procstat"
 	"nodehotfix/bench/internal/rig"
 	"nodehotfix/bench/internal/stats"
@@ -80,7 +79,7 @@ func bench(ctx context.Context, o options, sizes []int64, dir string, out io.Wri
 	// Stripped, so that it fits the smallest artifact; the padding makes up
 	// the rest of each size.
 	hotfixBin := filepath.Join(dir, "hotfix-agent")
-	if err := binary.Build(ctx, "./cmd/aks-node-controller", hotfixBin, "-s -w -X main.version="+rig.HotfixVersion); err != nil {
+	if err := harness.GoBuild(ctx, "./cmd/aks-node-controller", hotfixBin, "-s -w -X main.version="+rig.HotfixVersion); err != nil {
 		return err
 	}
 	srv, err := harness.StartArtifactServer(artDir, r.TLS)

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"nodehotfix/bench/internal/binary"
 	"nodehotfix/bench/internal/mint"
 	"nodehotfix/bench/internal/procstat"
 	"nodehotfix/internal/imds/attest"
@@ -124,7 +123,7 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	}
 	e.floor, e.prof = filepath.Join(binDir, "lpsfloor"), filepath.Join(binDir, "lpsdprof")
 	for pkg, bin := range map[string]string{"./bench/floor/lpsfloor": e.floor, "./bench/lpsdprof": e.prof} {
-		if err := binary.Build(ctx, pkg, bin, ""); err != nil {
+		if err := harness.GoBuild(ctx, pkg, bin, ""); err != nil {
 			return err
 		}
 	}

@@ -67,17 +67,24 @@ func Build(ctx context.Context, dir string) (Binaries, error) {
 
 // BuildAgent compiles aks-node-controller stamped with version to out.
 func BuildAgent(ctx context.Context, out, version string) error {
+	ldflags := ""
+	if version != "" {
+		ldflags = "-X main.version=" + version
+	}
+	return GoBuild(ctx, "./cmd/aks-node-controller", out, ldflags)
+}
+
+// GoBuild compiles the module's package pkg (e.g. "./cmd/lpsd") to out the
+// way the Makefile does (CGO off, -trimpath), passing ldflags (may be
+// empty) to the linker.
+func GoBuild(ctx context.Context, pkg, out, ldflags string) error {
 	root, err := RepoRoot()
 	if err != nil {
 		return err
 	}
-	return goBuild(ctx, root, "./cmd/aks-node-controller", out, version)
-}
-
-func goBuild(ctx context.Context, root, pkg, out, version string) error {
 	args := []string{"build", "-trimpath", "-o", out}
-	if version != "" {
-		args = append(args, "-ldflags", "-X main.version="+version)
+	if ldflags != "" {
+		args = append(args, "-ldflags", ldflags)
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, pkg)...)
 	cmd.Dir = root

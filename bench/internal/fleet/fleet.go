@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/etcdstore"
+	"nodehotfix/internal/store/etcdstore/etcdembed"
 	"nodehotfix/test/harness"
 )
 
@@ -204,13 +206,14 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	imdsRoots := x509.NewCertPool()
 	imdsRoots.AppendCertsFromPEM(m.RootPEM())
 
-	c, err := startCluster(dir, cfg.Members)
+	// Members fsync, as production members do.
+	c, err := etcdembed.Start(filepath.Join(dir, "etcd"), cfg.Members, etcdembed.Options{})
 	if err != nil {
 		return nil, err
 	}
-	defer c.stop()
+	defer c.Stop()
 	opCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	operator, err := etcdstore.Open(opCtx, c.endpoints(), etcdstore.Config{})
+	operator, err := etcdstore.Open(opCtx, c.Endpoints(), etcdstore.Config{})
 	cancel()
 	if err != nil {
 		return nil, err
@@ -221,7 +224,7 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	}
 	reps := make([]*replica, cfg.Replicas)
 	for i := range reps {
-		reps[i] = &replica{idx: i, cert: cert, roots: imdsRoots, endpoints: c.endpoints(), maxConns: cfg.MaxConnections, maxHands: cfg.handshakes()}
+		reps[i] = &replica{idx: i, cert: cert, roots: imdsRoots, endpoints: c.Endpoints(), maxConns: cfg.MaxConnections, maxHands: cfg.handshakes()}
 		if err := reps[i].start(ctx); err != nil {
 			return nil, fmt.Errorf("start replica %d: %w", i, err)
 		}
@@ -254,15 +257,15 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	var memberStopped sync.WaitGroup
 	defer memberStopped.Wait()
 	add(cfg.StopMemberAt, func() {
-		l := c.leader()
+		l := c.Leader()
 		if l == nil {
 			event("no etcd leader to stop")
 			return
 		}
-		event("stopping etcd member %s (the leader)", l.name)
+		event("stopping etcd member %s (the leader)", l.Name)
 		memberStopped.Go(func() {
-			l.stop()
-			event("etcd member %s stopped (graceful close returned)", l.name)
+			l.Stop()
+			event("etcd member %s stopped (graceful close returned)", l.Name)
 		})
 	})
 	add(cfg.KillReplicaAt, func() {

@@ -29,7 +29,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"nodehotfix/bench/internal/binary"
 	"nodehotfix/bench/internal/mint"
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
 	"nodehotfix/internal/imds/attest"
@@ -111,7 +110,7 @@ func New(ctx context.Context, dir string, docs int) (*Rig, error) {
 // returns the binary's path.
 func (r *Rig) Build(pkg string) (string, error) {
 	out := filepath.Join(r.Dir, filepath.Base(pkg))
-	return out, binary.Build(r.ctx, pkg, out, "")
+	return out, harness.GoBuild(r.ctx, pkg, out, "")
 }
 
 // SignRelease signs version's artifact for this platform (at url, with
