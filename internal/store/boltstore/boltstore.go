@@ -4,7 +4,6 @@ package boltstore
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -18,15 +17,16 @@ import (
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/notify"
+	"nodehotfix/internal/store/storecodec"
 )
 
 var _ store.Store = (*Store)(nil)
 
 // Buckets and keys of the file layout.
 const (
-	// releasesBucket maps a release version to its releaseRecord (JSON).
+	// releasesBucket maps a release version to its stored form (storecodec).
 	releasesBucket = "releases"
-	// auditBucket maps an 8-byte big-endian Seq to its auditRecord (JSON);
+	// auditBucket maps an 8-byte big-endian Seq to its stored form (storecodec);
 	// the bucket's sequence allocates Seq.
 	auditBucket = "audit"
 	// metaBucket holds store-wide values.
@@ -36,32 +36,9 @@ const (
 	revisionKey = "revision"
 )
 
-// encodingVersion is written in every stored value; a reader refuses
-// values of any other version rather than misreading them.
-const encodingVersion = 1
-
 // lockTimeout bounds the wait for the file lock, so a second lpsd on the
 // same file fails at start with a clear error instead of hanging.
 const lockTimeout = time.Second
-
-// releaseRecord is the stored form of a release. The signed envelope is
-// kept as exact bytes beside the release (encoding/json would compact it
-// as a RawMessage), since nodes verify a signature over what is served.
-type releaseRecord struct {
-	V        int             `json:"v"`
-	Rev      int64           `json:"rev"`
-	Release  rollout.Release `json:"release"` // Envelope moved out
-	Envelope []byte          `json:"envelope"`
-}
-
-// auditRecord is the stored form of an audit entry; Before and After are
-// exact bytes for the same reason as releaseRecord.Envelope.
-type auditRecord struct {
-	V      int              `json:"v"`
-	Entry  store.AuditEntry `json:"entry"` // Before and After moved out
-	Before []byte           `json:"before"`
-	After  []byte           `json:"after"`
-}
 
 // Store is a store.Store in one bbolt file. bbolt allows one process per
 // file, so Watch is an in-process notification. Store is safe for
@@ -109,7 +86,7 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 	err := s.db.View(func(tx *bolt.Tx) error {
 		rev = revision(tx)
 		return tx.Bucket([]byte(releasesBucket)).ForEach(func(k, v []byte) error {
-			r, _, err := decodeRelease(v)
+			r, _, err := storecodec.DecodeRelease(v)
 			if err != nil {
 				return fmt.Errorf("release %q: %w", k, err)
 			}
@@ -136,7 +113,7 @@ func (s *Store) Release(ctx context.Context, version string) (rollout.Release, i
 			return store.ErrNotFound
 		}
 		var err error
-		r, rev, err = decodeRelease(v)
+		r, rev, err = storecodec.DecodeRelease(v)
 		return err
 	})
 	if err != nil {
@@ -159,7 +136,7 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 		var cur int64
 		if v := releases.Get([]byte(r.Version)); v != nil {
 			var err error
-			if _, cur, err = decodeRelease(v); err != nil {
+			if _, cur, err = storecodec.DecodeRelease(v); err != nil {
 				return err
 			}
 		}
@@ -167,7 +144,7 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 			return fmt.Errorf("at revision %d (stored %d): %w", ifRev, cur, store.ErrConflict)
 		}
 		rev = revision(tx) + 1
-		rv, err := encodeRelease(r, rev)
+		rv, err := storecodec.EncodeRelease(r, rev)
 		if err != nil {
 			return err
 		}
@@ -183,7 +160,7 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 			return err
 		}
 		a.Seq = int64(seq)
-		av, err := encodeAudit(a)
+		av, err := storecodec.EncodeAudit(a)
 		if err != nil {
 			return err
 		}
@@ -202,7 +179,7 @@ func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.Audi
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte(auditBucket)).Cursor()
 		for k, v := c.Seek(uint64Key(uint64(max(after, 0)) + 1)); k != nil && len(out) < limit; k, v = c.Next() {
-			a, err := decodeAudit(v)
+			a, err := storecodec.DecodeAudit(v)
 			if err != nil {
 				return fmt.Errorf("audit entry %x: %w", k, err)
 			}
@@ -251,40 +228,4 @@ func mapErr(err error) error {
 		return store.ErrClosed
 	}
 	return err
-}
-
-func encodeRelease(r rollout.Release, rev int64) ([]byte, error) {
-	rec := releaseRecord{V: encodingVersion, Rev: rev, Release: r, Envelope: r.Envelope}
-	rec.Release.Envelope = nil
-	return json.Marshal(rec)
-}
-
-func decodeRelease(v []byte) (rollout.Release, int64, error) {
-	var rec releaseRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
-		return rollout.Release{}, 0, fmt.Errorf("decode release record: %w", err)
-	}
-	if rec.V != encodingVersion {
-		return rollout.Release{}, 0, fmt.Errorf("release record encoding version %d, want %d", rec.V, encodingVersion)
-	}
-	rec.Release.Envelope = rec.Envelope
-	return rec.Release, rec.Rev, nil
-}
-
-func encodeAudit(a store.AuditEntry) ([]byte, error) {
-	rec := auditRecord{V: encodingVersion, Entry: a, Before: a.Before, After: a.After}
-	rec.Entry.Before, rec.Entry.After = nil, nil
-	return json.Marshal(rec)
-}
-
-func decodeAudit(v []byte) (store.AuditEntry, error) {
-	var rec auditRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
-		return store.AuditEntry{}, fmt.Errorf("decode audit record: %w", err)
-	}
-	if rec.V != encodingVersion {
-		return store.AuditEntry{}, fmt.Errorf("audit record encoding version %d, want %d", rec.V, encodingVersion)
-	}
-	rec.Entry.Before, rec.Entry.After = rec.Before, rec.After
-	return rec.Entry, nil
 }

@@ -17,7 +17,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -34,6 +33,7 @@ import (
 
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/storecodec"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -57,28 +57,6 @@ const (
 	watchBackoffMin  = 100 * time.Millisecond
 	watchBackoffMax  = 5 * time.Second
 )
-
-// encodingVersion is written in every stored value; a reader refuses
-// values of any other version rather than misreading them.
-const encodingVersion = 1
-
-// releaseRecord is the stored form of a release. The signed envelope is
-// kept as exact bytes beside the release (encoding/json would compact it
-// as a RawMessage), since nodes verify a signature over what is served.
-type releaseRecord struct {
-	V        int             `json:"v"`
-	Release  rollout.Release `json:"release"` // Envelope moved out
-	Envelope []byte          `json:"envelope"`
-}
-
-// auditRecord is the stored form of an audit entry; Before and After are
-// exact bytes for the same reason as releaseRecord.Envelope.
-type auditRecord struct {
-	V      int              `json:"v"`
-	Entry  store.AuditEntry `json:"entry"` // Before and After moved out
-	Before []byte           `json:"before"`
-	After  []byte           `json:"after"`
-}
 
 // Config holds the optional settings of Open. The zero value works for a
 // plain-text etcd without authentication.
@@ -193,7 +171,7 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 	}
 	out := make([]rollout.Release, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		r, err := decodeRelease(kv.Value)
+		r, _, err := storecodec.DecodeRelease(kv.Value)
 		if err != nil {
 			return nil, 0, fmt.Errorf("list releases: key %q: %w", kv.Key, err)
 		}
@@ -217,7 +195,7 @@ func (s *Store) Release(ctx context.Context, version string) (rollout.Release, i
 	if len(resp.Kvs) == 0 {
 		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrNotFound)
 	}
-	r, err := decodeRelease(resp.Kvs[0].Value)
+	r, _, err := storecodec.DecodeRelease(resp.Kvs[0].Value)
 	if err != nil {
 		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, err)
 	}
@@ -236,10 +214,11 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 		return 0, fmt.Errorf("put release %s: %w", r.Version, store.ErrClosed)
 	}
 	key := s.releaseKey(r.Version)
-	val, err := encodeRelease(r)
+	b, err := storecodec.EncodeRelease(r, 0) // etcd keeps the revision
 	if err != nil {
 		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
 	}
+	val := string(b)
 	relCmp := clientv3.Compare(clientv3.ModRevision(key), "=", ifRev)
 	if ifRev == 0 {
 		relCmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
@@ -263,7 +242,7 @@ func (s *Store) tryPut(ctx context.Context, key, val string, relCmp clientv3.Cmp
 	seq, seqModRev := s.seq, s.seqModRev
 	s.seqMu.Unlock()
 	a.Seq = seq + 1
-	av, err := encodeAudit(a)
+	av, err := storecodec.EncodeAudit(a)
 	if err != nil {
 		return 0, false, err
 	}
@@ -278,7 +257,7 @@ func (s *Store) tryPut(ctx context.Context, key, val string, relCmp clientv3.Cmp
 		).
 		Then(
 			clientv3.OpPut(key, val),
-			clientv3.OpPut(s.auditKey(a.Seq), av),
+			clientv3.OpPut(s.auditKey(a.Seq), string(av)),
 			clientv3.OpPut(s.seqKey(), strconv.FormatInt(a.Seq, 10)),
 		).
 		Else(
@@ -347,7 +326,7 @@ func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.Audi
 	}
 	var out []store.AuditEntry
 	for _, kv := range resp.Kvs {
-		a, err := decodeAudit(kv.Value)
+		a, err := storecodec.DecodeAudit(kv.Value)
 		if err != nil {
 			return nil, fmt.Errorf("read audit log: key %q: %w", kv.Key, err)
 		}
@@ -518,42 +497,4 @@ func (s *Store) mapErr(err error) error {
 		return store.ErrClosed
 	}
 	return err
-}
-
-func encodeRelease(r rollout.Release) (string, error) {
-	rec := releaseRecord{V: encodingVersion, Release: r, Envelope: r.Envelope}
-	rec.Release.Envelope = nil
-	b, err := json.Marshal(rec)
-	return string(b), err
-}
-
-func decodeRelease(v []byte) (rollout.Release, error) {
-	var rec releaseRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
-		return rollout.Release{}, fmt.Errorf("decode release record: %w", err)
-	}
-	if rec.V != encodingVersion {
-		return rollout.Release{}, fmt.Errorf("release record encoding version %d, want %d", rec.V, encodingVersion)
-	}
-	rec.Release.Envelope = rec.Envelope
-	return rec.Release, nil
-}
-
-func encodeAudit(a store.AuditEntry) (string, error) {
-	rec := auditRecord{V: encodingVersion, Entry: a, Before: a.Before, After: a.After}
-	rec.Entry.Before, rec.Entry.After = nil, nil
-	b, err := json.Marshal(rec)
-	return string(b), err
-}
-
-func decodeAudit(v []byte) (store.AuditEntry, error) {
-	var rec auditRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
-		return store.AuditEntry{}, fmt.Errorf("decode audit record: %w", err)
-	}
-	if rec.V != encodingVersion {
-		return store.AuditEntry{}, fmt.Errorf("audit record encoding version %d, want %d", rec.V, encodingVersion)
-	}
-	rec.Entry.Before, rec.Entry.After = rec.Before, rec.After
-	return rec.Entry, nil
 }

@@ -1,0 +1,74 @@
+// Package storecodec is the stored form of releases and audit entries that
+// the durable backends (boltstore, etcdstore) share: JSON with a format
+// version, a reader refusing any other version rather than misreading it.
+// Signed envelopes and audit snapshots are kept as exact bytes beside the
+// record, because encoding/json would compact them as RawMessage and nodes
+// verify a signature over what is served.
+package storecodec
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+)
+
+// version is written in every stored value.
+const version = 1
+
+type releaseRecord struct {
+	V int `json:"v"`
+	// Rev is the release's revision where the backend has no revision of
+	// its own to give (bbolt); 0 and absent elsewhere.
+	Rev      int64           `json:"rev,omitempty"`
+	Release  rollout.Release `json:"release"` // Envelope moved out
+	Envelope []byte          `json:"envelope"`
+}
+
+type auditRecord struct {
+	V      int              `json:"v"`
+	Entry  store.AuditEntry `json:"entry"` // Before and After moved out
+	Before []byte           `json:"before"`
+	After  []byte           `json:"after"`
+}
+
+// EncodeRelease returns the stored form of r at revision rev (0: none).
+func EncodeRelease(r rollout.Release, rev int64) ([]byte, error) {
+	rec := releaseRecord{V: version, Rev: rev, Release: r, Envelope: r.Envelope}
+	rec.Release.Envelope = nil
+	return json.Marshal(rec)
+}
+
+// DecodeRelease reads what EncodeRelease wrote.
+func DecodeRelease(v []byte) (rollout.Release, int64, error) {
+	var rec releaseRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rollout.Release{}, 0, fmt.Errorf("decode release record: %w", err)
+	}
+	if rec.V != version {
+		return rollout.Release{}, 0, fmt.Errorf("release record encoding version %d, want %d", rec.V, version)
+	}
+	rec.Release.Envelope = rec.Envelope
+	return rec.Release, rec.Rev, nil
+}
+
+// EncodeAudit returns the stored form of a.
+func EncodeAudit(a store.AuditEntry) ([]byte, error) {
+	rec := auditRecord{V: version, Entry: a, Before: a.Before, After: a.After}
+	rec.Entry.Before, rec.Entry.After = nil, nil
+	return json.Marshal(rec)
+}
+
+// DecodeAudit reads what EncodeAudit wrote.
+func DecodeAudit(v []byte) (store.AuditEntry, error) {
+	var rec auditRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return store.AuditEntry{}, fmt.Errorf("decode audit record: %w", err)
+	}
+	if rec.V != version {
+		return store.AuditEntry{}, fmt.Errorf("audit record encoding version %d, want %d", rec.V, version)
+	}
+	rec.Entry.Before, rec.Entry.After = rec.Before, rec.After
+	return rec.Entry, nil
+}
