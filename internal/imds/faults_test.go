@@ -5,53 +5,19 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
-)
 
-// blackhole returns a loopback address where TCP connects hang, as they do
-// for a metadata service whose route is missing: the listener's accept
-// queue (backlog 0) is filled and never drained, so further SYNs are
-// dropped.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
-	filler, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { filler.Close() })
-	if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-		c.Close()
-		t.Skip("this kernel completes connects beyond the accept queue; cannot build a blackhole")
-	}
-	return addr
-}
+	"nodehotfix/test/faultnet"
+)
 
 // TestAttestedSignatureBlackholeIsBounded calls a metadata service whose
 // connects hang, with no deadline from the caller: the client's own dial
 // timeout per attempt bounds the call to about two seconds.
 func TestAttestedSignatureBlackholeIsBounded(t *testing.T) {
 	t.Parallel()
-	addr := blackhole(t)
+	addr := faultnet.Blackhole(t)
 	start := time.Now()
 	_, err := NewClient("http://" + addr).AttestedSignature(t.Context())
 	took := time.Since(start)

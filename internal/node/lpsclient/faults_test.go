@@ -7,15 +7,14 @@ import (
 	"errors"
 	"io"
 	"net"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"nodehotfix/internal/node/lpsclient/lpstest"
+	"nodehotfix/test/faultnet"
 )
 
 const secretToken = "attested-doc-token-must-not-leak"
@@ -257,44 +256,11 @@ func TestFetchIgnoresProxyEnvironment(t *testing.T) {
 	}
 }
 
-// blackhole returns a loopback address where TCP connects hang (a missing
-// route or a dropping firewall): the listener's accept queue (backlog 0) is
-// filled and never drained, so further SYNs are dropped.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
-	filler, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { filler.Close() })
-	if c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond); err == nil {
-		c.Close()
-		t.Skip("this kernel completes connects beyond the accept queue; cannot build a blackhole")
-	}
-	return addr
-}
-
 // TestFetchConnectBlackholeBoundedByContext dials a service whose connects
 // hang: the caller's deadline ends the call, as an unreachable service.
 func TestFetchConnectBlackholeBoundedByContext(t *testing.T) {
 	t.Parallel()
-	addr := blackhole(t)
+	addr := faultnet.Blackhole(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	start := time.Now()
