@@ -48,14 +48,7 @@ func TestIntegrationNetnsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.art.Close)
-	priv, pub, err := s.lpsd.GenerateKeys(ctx, s.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.priv = priv
-	if s.pubKeys, err = os.ReadFile(pub); err != nil {
-		t.Fatal(err)
-	}
+	s.generateKeys(ctx)
 	s.publish(hotfix1, "", 100)
 
 	n := s.node(nodeOpts{})

@@ -54,19 +54,26 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.art.Close)
-	priv, pub, err := s.lpsd.GenerateKeys(ctx, s.dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.priv = priv
-	if s.pubKeys, err = os.ReadFile(pub); err != nil {
-		t.Fatal(err)
-	}
+	s.generateKeys(ctx)
 	return s
 }
 
 // publish signs version with key (the stack's when empty), publishes it
 // and rolls it out to percent.
+// generateKeys makes the release key pair the stack signs with and nodes
+// trust.
+func (s *stack) generateKeys(ctx context.Context) {
+	s.t.Helper()
+	priv, pub, err := s.lpsd.GenerateKeys(ctx, s.dir)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.priv = priv
+	if s.pubKeys, err = os.ReadFile(pub); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
 func (s *stack) publish(version, key string, percent int) {
 	s.t.Helper()
 	if key == "" {
