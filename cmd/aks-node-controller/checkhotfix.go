@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"time"
 
 	"nodehotfix/internal/node/checkhotfix"
 	"nodehotfix/internal/node/layout"
@@ -21,13 +23,15 @@ func runCheckHotfix(ctx context.Context, args []string, e *env) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "check-hotfix", fs.Args())
-	checkhotfix.Run(ctx, checkhotfix.Config{
-		Root:    root,
-		Version: version,
-		IMDSURL: nf.imdsURL,
-		LPSAddr: nf.lpsAddr,
-		Budget:  *budget,
-		Log:     log,
-	})
+	checkHotfix(ctx, root, log, nf, *budget)
 	return exitOK
+}
+
+// checkHotfix runs check-hotfix in its lifecycle; launch calls it in-process.
+func checkHotfix(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, budget time.Duration) checkhotfix.Result {
+	return checkHotfixTask(budget).run(ctx, root, log, func(ctx context.Context) checkhotfix.Result {
+		return checkhotfix.Run(ctx, checkhotfix.Config{
+			Root: root, Version: version, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr, Log: log,
+		})
+	})
 }

@@ -2,23 +2,41 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
+	"time"
 
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/node/downloadhotfix"
 	"nodehotfix/internal/node/layout"
 )
 
+// downloadFlags are download-hotfix's own flags; launch takes them too.
+type downloadFlags struct {
+	keys       string
+	artifactCA string
+	budget     time.Duration
+}
+
+// register adds the flags; budgetFlag names the budget's ("budget" for
+// download-hotfix, "download-budget" for launch).
+func (f *downloadFlags) register(fs *flag.FlagSet, budgetFlag string) {
+	fs.StringVar(&f.keys, "release-keys", "", "trusted release public keys `file` (default <root>/opt/azure/containers/aks-node-controller-release-keys.pub)")
+	fs.StringVar(&f.artifactCA, "artifact-ca", "", "extra CA bundle `file` (PEM) trusted for artifact downloads, besides the system roots")
+	fs.DurationVar(&f.budget, budgetFlag, downloadhotfix.DefaultBudget, "download-hotfix's overall time budget")
+}
+
 func runDownloadHotfix(ctx context.Context, args []string, e *env) int {
 	var nf nodeFlags
+	var df downloadFlags
 	fs := newFlagSet("download-hotfix", e)
 	// The launcher passes the network overrides to both hotfix commands;
 	// download-hotfix talks to neither service but accepts them.
 	nf.register(fs, true)
-	keys := fs.String("release-keys", "", "trusted release public keys `file` (default <root>/opt/azure/containers/aks-node-controller-release-keys.pub)")
-	artifactCA := fs.String("artifact-ca", "", "extra CA bundle `file` (PEM) trusted for artifact downloads, besides the system roots")
-	budget := fs.Duration("budget", downloadhotfix.DefaultBudget, "overall time budget")
+	df.register(fs, "budget")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -29,23 +47,28 @@ func runDownloadHotfix(ctx context.Context, args []string, e *env) int {
 	root := layout.Root(nf.root)
 	log, closeLog := logger(root, e)
 	defer closeLog()
-	var caPEM []byte
-	if *artifactCA != "" {
-		var err error
-		if caPEM, err = capfile.Read(*artifactCA, 1<<20); err != nil {
-			fmt.Fprintf(e.stderr, "aks-node-controller: --artifact-ca: %v\n", err)
-			return exitUsage
-		}
+	res, err := downloadHotfix(ctx, root, log, df, e.stderr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "aks-node-controller: %v\n", err)
+		return exitUsage
 	}
-	res := downloadhotfix.Run(ctx, downloadhotfix.Config{
-		Root:          root,
-		Version:       version,
-		ReleaseKeys:   *keys,
-		ArtifactCAPEM: caPEM,
-		Budget:        *budget,
-		PackageOutput: e.stderr,
-		Log:           log,
-	})
 	fmt.Fprintln(e.stdout, res.Message())
 	return res.ExitCode()
+}
+
+// downloadHotfix runs download-hotfix in its lifecycle; launch calls it
+// in-process. The error is a usage error (an unreadable --artifact-ca).
+func downloadHotfix(ctx context.Context, root layout.Root, log *slog.Logger, df downloadFlags, pkgOut io.Writer) (downloadhotfix.Result, error) {
+	var caPEM []byte
+	if df.artifactCA != "" {
+		var err error
+		if caPEM, err = capfile.Read(df.artifactCA, 1<<20); err != nil {
+			return downloadhotfix.Result{}, fmt.Errorf("--artifact-ca: %w", err)
+		}
+	}
+	return downloadHotfixTask(df.budget).run(ctx, root, log, func(ctx context.Context) downloadhotfix.Result {
+		return downloadhotfix.Run(ctx, downloadhotfix.Config{
+			Root: root, Version: version, ReleaseKeys: df.keys, ArtifactCAPEM: caPEM, PackageOutput: pkgOut, Log: log,
+		})
+	}), nil
 }

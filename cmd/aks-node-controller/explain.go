@@ -7,9 +7,10 @@ import (
 
 	"nodehotfix/internal/node/explain"
 	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/quote"
 )
 
-func runExplain(_ context.Context, args []string, e *env) int {
+func runExplain(ctx context.Context, args []string, e *env) int {
 	var nf nodeFlags
 	fs := newFlagSet("explain", e)
 	nf.register(fs, false)
@@ -18,7 +19,7 @@ func runExplain(_ context.Context, args []string, e *env) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	r := explain.Run(explain.Config{Root: layout.Root(nf.root), Version: version, ReleaseKeys: *keys})
+	r := explain.Run(ctx, explain.Config{Root: layout.Root(nf.root), Version: version, ReleaseKeys: *keys})
 	if *asJSON {
 		enc := json.NewEncoder(e.stdout)
 		enc.SetIndent("", "  ")
@@ -31,8 +32,9 @@ func runExplain(_ context.Context, args []string, e *env) int {
 		if !s.OK {
 			mark = "NO  "
 		}
-		fmt.Fprintf(e.stdout, "  %s %-13s %s\n", mark, s.Step, s.Detail)
+		// Details carry strings from the service and the staged binary.
+		fmt.Fprintf(e.stdout, "  %s %-13s %s\n", mark, s.Step, quote.Text(s.Detail))
 	}
-	fmt.Fprintf(e.stdout, "the launcher would provision with the %s agent\n", r.Binary)
+	fmt.Fprintf(e.stdout, "launch would provision with the %s agent (%s)\n", r.Binary, r.Reason)
 	return exitOK
 }

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
 	"time"
 
 	"nodehotfix/internal/node/event"
+	"nodehotfix/internal/node/launch"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
 )
@@ -24,9 +27,8 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "provision", fs.Args())
-	start := time.Now()
-	emit(root, log, event.TaskProvision, event.LevelInformational, "Starting", start, start)
-	code := provision.Run(ctx, provision.Config{
+	// Set by launch for a hotfix agent child (internal/node/launch).
+	return provisionTask(ctx, root, log, provision.Config{
 		Root:            root,
 		ProvisionConfig: *configPath,
 		NBCCmd:          *nbcCmd,
@@ -34,7 +36,19 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 		Stderr:          e.stderr,
 		Log:             log,
 		AgentVersion:    version,
+		LaunchID:        os.Getenv(launch.EnvLaunchID),
+		Agent:           os.Getenv(launch.EnvAgent),
+		FallbackFollows: os.Getenv(launch.EnvBakedFallback) == "1",
 	})
+}
+
+// provisionTask runs provision with its telemetry: a Starting event, then
+// one with its result. provision.Run recovers its own panics, because it
+// must record them in provision.json.
+func provisionTask(ctx context.Context, root layout.Root, log *slog.Logger, cfg provision.Config) int {
+	start := time.Now()
+	emit(root, log, event.TaskProvision, event.LevelInformational, "Starting", start, start)
+	code := provision.Run(ctx, cfg)
 	if code == 0 {
 		emit(root, log, event.TaskProvision, event.LevelInformational, "Completed", start, time.Now())
 	} else {

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
+	"nodehotfix/internal/node/agentlog"
 	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
 )
@@ -33,6 +32,7 @@ func commands() []command {
 		{"check-hotfix", "ask the live-patching service for the hotfix pointer and stage it (always exits 0)", runCheckHotfix},
 		{"download-hotfix", "stage the verified hotfix agent the pointer names, or remove one that no longer applies", runDownloadHotfix},
 		{"explain", "say what the hotfix path would do on this node and why (local files only)", runExplain},
+		{"launch", "provision the node as the launcher does: feature flags, check-hotfix, download-hotfix, the agent choice, provision", runLaunch},
 		{"provision", "run the node bootstrap and record provision.json / provision.complete", runProvision},
 		{"provision-wait", "wait for provisioning to complete and print provision.json", runProvisionWait},
 		{"version", "print the agent version", runVersion},
@@ -107,14 +107,13 @@ func newFlagSet(name string, e *env) *flag.FlagSet {
 // be opened the agent carries on with stderr alone: logging must never be
 // the reason provisioning stops.
 func logger(root layout.Root, e *env) (*slog.Logger, func()) {
-	path := root.LogFile()
 	var w io.Writer = e.stderr
 	closeFn := func() {}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err == nil {
-		if f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644); err == nil {
-			w = io.MultiWriter(f, e.stderr)
-			closeFn = func() { f.Close() }
-		}
+	if f, err := agentlog.Open(root.LogFile()); err == nil {
+		w = io.MultiWriter(f, e.stderr)
+		closeFn = func() { f.Close() }
+	} else {
+		fmt.Fprintf(e.stderr, "aks-node-controller: agent log: %v; logging to stderr only\n", err)
 	}
 	return slog.New(slog.NewJSONHandler(w, nil)), closeFn
 }

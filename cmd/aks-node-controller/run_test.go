@@ -58,7 +58,7 @@ func TestCheckHotfixAlwaysExitsZero(t *testing.T) {
 				t.Errorf("got %d events, want 1", len(events))
 			}
 			logData, err := os.ReadFile(filepath.Join(root, "var/log/azure/aks-node-controller.log"))
-			if err != nil || !strings.Contains(string(logData), "check-hotfix completed with error (fail-open)") {
+			if err != nil || !strings.Contains(string(logData), "check-hotfix failed (fail-open)") {
 				t.Errorf("agent log = %q, %v", logData, err)
 			}
 		})

@@ -1,11 +1,21 @@
-// Package atomicfile replaces files so that readers, and the file system
-// after a crash, see either the old content or the complete new content.
+// Package atomicfile replaces files so that readers see either the old
+// content or the complete new content.
 //
-// The sequence is the one that survives power loss on Linux file systems: a
-// temp file created O_EXCL in the destination's own directory, write, fchmod,
-// fsync, close, rename over the destination, fsync the directory. A failed
+// The sequence is a temp file created O_EXCL in the destination's own
+// directory, write, fchmod, close, rename over the destination. WriteFile
+// and Create add the fsyncs that make it survive power loss on Linux file
+// systems: the temp file before the rename, the directory after it. A failed
 // fsync is final and never retried: after an fsync error the kernel may have
 // dropped the dirty pages, so a retry can succeed while the data is lost.
+//
+// Replace skips both fsyncs, for files that are rewritten on every boot and
+// cost nothing to lose. Readers see the same atomic switch, but after a
+// crash the path may hold the old content (or nothing, if there was none),
+// the new content, or an empty or truncated file: the rename can reach the
+// disk before the data does. ext4 in its default mode (data=ordered,
+// auto_da_alloc) writes the data before it commits a rename over an existing
+// file, but that is a heuristic, absent when nothing was at the path, under
+// noauto_da_alloc or data=writeback; XFS has no such heuristic for rename.
 package atomicfile
 
 import (
@@ -25,6 +35,9 @@ type File struct {
 	tmp    string
 	synced bool
 	done   bool // committed or aborted
+	// durable: fsync the content before the rename and the directory after
+	// it. Replace clears it.
+	durable bool
 }
 
 // Create starts new content for path with permission bits mode. The temp file
@@ -32,6 +45,10 @@ type File struct {
 // atomic) with a random name, O_EXCL, so a planted file or symlink at a
 // predictable name cannot redirect the write.
 func Create(path string, mode fs.FileMode) (*File, error) {
+	return create(path, mode, true)
+}
+
+func create(path string, mode fs.FileMode, durable bool) (*File, error) {
 	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
@@ -40,7 +57,7 @@ func Create(path string, mode fs.FileMode) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create temp file for %s: %w", path, err)
 	}
-	return &File{path: path, mode: mode.Perm(), f: f, tmp: f.Name()}, nil
+	return &File{path: path, mode: mode.Perm(), f: f, tmp: f.Name(), durable: durable}, nil
 }
 
 // Write appends p to the new content.
@@ -73,9 +90,11 @@ func (a *File) Sync() error {
 		f.Close()
 		return fmt.Errorf("chmod %s: %w", a.tmp, err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync %s: %w", a.tmp, err)
+	if a.durable {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("fsync %s: %w", a.tmp, err)
+		}
 	}
 	// Close errors matter: NFS and quota failures can surface only here.
 	if err := f.Close(); err != nil {
@@ -104,6 +123,9 @@ func (a *File) Commit() error {
 	// After a successful rename the temp name must never be removed again:
 	// another writer may already have created a file of the same name.
 	a.done = true
+	if !a.durable {
+		return nil
+	}
 	return SyncDir(filepath.Dir(a.path))
 }
 
@@ -124,9 +146,24 @@ func (a *File) Abort() error {
 	return nil
 }
 
-// WriteFile atomically replaces path with data and permission bits mode.
+// WriteFile atomically and durably replaces path with data and permission
+// bits mode: once it returns nil, the new content survives a crash. A
+// symlink at the path is replaced, never followed. On error the path is
+// untouched and no temp file is left.
 func WriteFile(path string, data []byte, mode fs.FileMode) error {
-	f, err := Create(path, mode)
+	return writeFile(path, data, mode, true)
+}
+
+// Replace is WriteFile without the fsyncs, for files that are rewritten on
+// every boot: readers see the old or the complete new content, but after a
+// crash the path may hold either, or an empty or truncated file (see the
+// package documentation). It costs no disk flush.
+func Replace(path string, data []byte, mode fs.FileMode) error {
+	return writeFile(path, data, mode, false)
+}
+
+func writeFile(path string, data []byte, mode fs.FileMode, durable bool) error {
+	f, err := create(path, mode, durable)
 	if err != nil {
 		return err
 	}

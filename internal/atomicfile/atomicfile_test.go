@@ -48,6 +48,16 @@ func checkFile(t *testing.T, path, content string, mode fs.FileMode) {
 	}
 }
 
+// writers are the whole-file entry points; they differ only in durability,
+// which a test cannot observe, so every test of one runs both.
+var writers = []struct {
+	name  string
+	write func(path string, data []byte, mode fs.FileMode) error
+}{
+	{"WriteFile", WriteFile},
+	{"Replace", Replace},
+}
+
 func TestWriteFile(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -66,55 +76,67 @@ func TestWriteFile(t *testing.T) {
 		{name: "replace-narrower", old: "old", oldMode: 0o777, mode: 0o640, wantMode: 0o640},
 		{name: "type-bits-dropped", mode: fs.ModeSetuid | 0o755, wantMode: 0o755},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			path := filepath.Join(dir, "f")
-			if tt.old != "" {
-				mustWrite(t, path, tt.old, tt.oldMode)
-			}
-			if err := WriteFile(path, []byte("new"), tt.mode); err != nil {
-				t.Fatalf("WriteFile: %v", err)
-			}
-			checkFile(t, path, "new", tt.wantMode)
-			if got := names(t, dir); !slices.Equal(got, []string{"f"}) {
-				t.Errorf("directory = %q, want only f", got)
-			}
-		})
+	for _, w := range writers {
+		for _, tt := range tests {
+			t.Run(w.name+"/"+tt.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				path := filepath.Join(dir, "f")
+				if tt.old != "" {
+					mustWrite(t, path, tt.old, tt.oldMode)
+				}
+				if err := w.write(path, []byte("new"), tt.mode); err != nil {
+					t.Fatalf("%s: %v", w.name, err)
+				}
+				checkFile(t, path, "new", tt.wantMode)
+				if got := names(t, dir); !slices.Equal(got, []string{"f"}) {
+					t.Errorf("directory = %q, want only f", got)
+				}
+			})
+		}
 	}
 }
 
 func TestCommitReplacesSymlinkNotTarget(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	victim := filepath.Join(t.TempDir(), "passwd")
-	mustWrite(t, victim, "root:x:0:0", 0o644)
-	path := filepath.Join(dir, "hotfix")
-	if err := os.Symlink(victim, path); err != nil {
-		t.Fatal(err)
+	for _, w := range writers {
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			victim := filepath.Join(t.TempDir(), "passwd")
+			mustWrite(t, victim, "root:x:0:0", 0o644)
+			path := filepath.Join(dir, "hotfix")
+			if err := os.Symlink(victim, path); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.write(path, []byte("new"), 0o755); err != nil {
+				t.Fatalf("%s: %v", w.name, err)
+			}
+			checkFile(t, path, "new", 0o755)
+			checkFile(t, victim, "root:x:0:0", 0o644)
+		})
 	}
-	if err := WriteFile(path, []byte("new"), 0o755); err != nil {
-		t.Fatalf("WriteFile: %v", err)
-	}
-	checkFile(t, path, "new", 0o755)
-	checkFile(t, victim, "root:x:0:0", 0o644)
 }
 
 func TestCommitDanglingSymlink(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	target := filepath.Join(t.TempDir(), "created-by-follow")
-	path := filepath.Join(dir, "hotfix")
-	if err := os.Symlink(target, path); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFile(path, []byte("new"), 0o755); err != nil {
-		t.Fatalf("WriteFile: %v", err)
-	}
-	checkFile(t, path, "new", 0o755)
-	if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("symlink target exists (%v); the link was followed", err)
+	for _, w := range writers {
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			target := filepath.Join(t.TempDir(), "created-by-follow")
+			path := filepath.Join(dir, "hotfix")
+			if err := os.Symlink(target, path); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.write(path, []byte("new"), 0o755); err != nil {
+				t.Fatalf("%s: %v", w.name, err)
+			}
+			checkFile(t, path, "new", 0o755)
+			if _, err := os.Lstat(target); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("symlink target exists (%v); the link was followed", err)
+			}
+		})
 	}
 }
 
@@ -239,8 +261,10 @@ func TestCreateFails(t *testing.T) {
 				f.Abort()
 				t.Fatalf("Create(%s) = nil error, want one", path)
 			}
-			if err := WriteFile(path, []byte("x"), 0o644); err == nil {
-				t.Errorf("WriteFile(%s) = nil, want an error", path)
+			for _, w := range writers {
+				if err := w.write(path, []byte("x"), 0o644); err == nil {
+					t.Errorf("%s(%s) = nil, want an error", w.name, path)
+				}
 			}
 		})
 	}
@@ -248,20 +272,25 @@ func TestCreateFails(t *testing.T) {
 
 func TestCommitRenameFailsCleansUp(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	// A non-empty directory at the destination cannot be renamed over.
-	path := filepath.Join(dir, "f")
-	if err := os.MkdirAll(filepath.Join(path, "child"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := WriteFile(path, []byte("new"), 0o644); err == nil {
-		t.Fatal("WriteFile over a directory = nil, want an error")
-	}
-	if got := names(t, dir); !slices.Equal(got, []string{"f"}) {
-		t.Errorf("directory = %q, want only f", got)
-	}
-	if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
-		t.Errorf("destination = %v, %v; want the directory intact", fi, err)
+	for _, w := range writers {
+		t.Run(w.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			// A non-empty directory at the destination cannot be renamed over.
+			path := filepath.Join(dir, "f")
+			if err := os.MkdirAll(filepath.Join(path, "child"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.write(path, []byte("new"), 0o644); err == nil {
+				t.Fatalf("%s over a directory = nil, want an error", w.name)
+			}
+			if got := names(t, dir); !slices.Equal(got, []string{"f"}) {
+				t.Errorf("directory = %q, want only f (the temp file removed)", got)
+			}
+			if fi, err := os.Lstat(path); err != nil || !fi.IsDir() {
+				t.Errorf("destination = %v, %v; want the directory intact", fi, err)
+			}
+		})
 	}
 }
 

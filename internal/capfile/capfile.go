@@ -21,12 +21,32 @@ var ErrTooLarge = errors.New("file too large")
 // device or socket.
 var ErrNotRegular = errors.New("not a regular file")
 
+// ErrSymlink is returned (wrapped) by ReadNoFollow when the path's last
+// component is a symlink.
+var ErrSymlink = errors.New("is a symlink")
+
 // Read returns the content of the regular file at path if it is at most max
 // bytes. A missing file yields an error that satisfies
 // errors.Is(err, fs.ErrNotExist). The open is non-blocking so that a FIFO at
-// the path fails fast instead of waiting for a writer.
+// the path fails fast instead of waiting for a writer. A symlink at the path
+// is followed; ReadNoFollow refuses it.
 func Read(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	return read(path, max, 0)
+}
+
+// ReadNoFollow is Read, except that a symlink at the path's last component is
+// refused with an error wrapping ErrSymlink instead of being followed. Use it
+// for files whose replacement by a symlink would redirect trust (a pointer
+// another user could swap for a link to a file of their choosing).
+func ReadNoFollow(path string, max int64) ([]byte, error) {
+	return read(path, max, syscall.O_NOFOLLOW)
+}
+
+func read(path string, max int64, flags int) ([]byte, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC|flags, 0)
+	if flags&syscall.O_NOFOLLOW != 0 && errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("open %s: %w", path, ErrSymlink)
+	}
 	if err != nil {
 		return nil, err
 	}

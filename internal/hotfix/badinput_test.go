@@ -1,6 +1,7 @@
 package hotfix
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"testing/quick"
@@ -82,5 +83,57 @@ func TestIsUpgradeIsAStrictOrder(t *testing.T) {
 	}
 	if err := quick.Check(small, &quick.Config{MaxCount: 20_000}); err != nil {
 		t.Error(err)
+	}
+}
+
+// servedWithSignedURLs returns a canonical served pointer of about n bytes
+// whose releases carry SAS-style URLs, dense in '&' and with '<' and '>' in
+// an opaque field: the characters json.Marshal would expand sixfold.
+func servedWithSignedURLs(n int) string {
+	var rels []string
+	for size := 0; size < n; {
+		r := fmt.Sprintf(`{"url":"https://store.example/agent/%d?sv=2026-01-01&ss=b&srt=o&sp=r&se=2026-12-31&st=2026-01-01&spr=https&sig=a%%2Bb&x=1&y=2&z=3","note":"<signed & sealed>"}`, len(rels))
+		rels = append(rels, r)
+		size += len(r) + 1
+	}
+	return `{"hotfixes":{"202604.01":"202604.01.1"},"releases":[` + strings.Join(rels, ",") + `],"revoked":["202604.01.0"]}`
+}
+
+// TestPointerEncodingKeepsSize checks that staging what the service served
+// does not grow it: a document full of '&', '<' and '>' re-encodes to the
+// same bytes (canonical input) or fewer (with whitespace), never past what
+// download-hotfix reads.
+func TestPointerEncodingKeepsSize(t *testing.T) {
+	t.Parallel()
+	signed := servedWithSignedURLs(12_700)
+	if strings.Count(signed, "&") < 500 {
+		t.Fatalf("fixture has %d '&', want a dense one", strings.Count(signed, "&"))
+	}
+	tests := []struct {
+		name, in string
+		same     bool // canonical input: the encoding is byte-identical
+	}{
+		{"signed-urls", signed, true},
+		{"near-cap", servedWithSignedURLs(MaxPointerSize - 300), true},
+		{"html-everywhere", `{"version":"<a&b>","scripts_version":"&","hotfixes":{"<&>":"<&>"},"releases":[{"u":"&<>"}],"k&":["<"]}`, true},
+		{"whitespace", `{ "hotfixes" : { "202604.01" : "202604.01.1" } , "releases" : [ { "u" : "a&b" } ] }`, false},
+	}
+	for _, tt := range tests {
+		p, err := ParsePointer([]byte(tt.in))
+		if err != nil {
+			t.Errorf("%s: ParsePointer: %v", tt.name, err)
+			continue
+		}
+		out, err := p.MarshalJSON()
+		if err != nil {
+			t.Errorf("%s: MarshalJSON: %v", tt.name, err)
+			continue
+		}
+		if tt.same && string(out) != tt.in {
+			t.Errorf("%s: MarshalJSON changed %d bytes into %d bytes", tt.name, len(tt.in), len(out))
+		}
+		if len(out) > len(tt.in) || len(out) > MaxPointerSize {
+			t.Errorf("%s: MarshalJSON = %d bytes from %d, want at most the input and %d", tt.name, len(out), len(tt.in), MaxPointerSize)
+		}
 	}
 }

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"nodehotfix/internal/jsonobj"
@@ -51,8 +52,13 @@ type Pointer struct {
 // the zero Pointer (no hotfix). Unknown top-level keys are kept. The document
 // must be a single JSON object no larger than MaxPointerSize, with no
 // duplicate keys at the top level or in hotfixes (an ambiguous document is
-// rejected rather than resolved by "last one wins"), and with well-typed
-// known keys.
+// rejected rather than resolved by "last one wins"), with well-typed known
+// keys and with a valid version (ParseVersion) in every revoked entry.
+//
+// A document whose encoding by MarshalJSON would exceed MaxPointerSize is
+// rejected too, so whatever ParsePointer accepts can be staged and read
+// back. That is possible only near the cap: the encoding adds a missing
+// hotfixes key and escapes U+2028 and U+2029.
 func ParsePointer(data []byte) (Pointer, error) {
 	if len(data) > MaxPointerSize {
 		return Pointer{}, fmt.Errorf("parse hotfix pointer: %d bytes exceeds the %d-byte limit", len(data), MaxPointerSize)
@@ -77,7 +83,7 @@ func ParsePointer(data []byte) (Pointer, error) {
 		case keyReleases:
 			err = json.Unmarshal(f.Value, &p.Releases)
 		case keyRevoked:
-			err = json.Unmarshal(f.Value, &p.Revoked)
+			p.Revoked, err = decodeRevoked(f.Value)
 		default:
 			if p.extra == nil {
 				p.extra = make(map[string]json.RawMessage)
@@ -88,6 +94,13 @@ func ParsePointer(data []byte) (Pointer, error) {
 			return Pointer{}, fmt.Errorf("parse hotfix pointer: key %q: %w", f.Key, err)
 		}
 	}
+	out, err := p.MarshalJSON()
+	if err != nil {
+		return Pointer{}, fmt.Errorf("parse hotfix pointer: %w", err)
+	}
+	if len(out) > MaxPointerSize {
+		return Pointer{}, fmt.Errorf("parse hotfix pointer: its encoding of %d bytes exceeds the %d-byte limit", len(out), MaxPointerSize)
+	}
 	return p, nil
 }
 
@@ -95,23 +108,39 @@ func ParsePointer(data []byte) (Pointer, error) {
 // hotfixes in the reference's order (hotfixes always present, {} when empty;
 // the version keys only when set), then releases and revoked when set, then
 // preserved unknown keys in sorted order.
+//
+// Nothing is HTML-escaped: signed URLs in releases are dense in '&', which
+// escaping would grow sixfold past what readers accept. json.Marshal(p)
+// escapes the result again, so writers call MarshalJSON directly, or encode
+// with a json.Encoder after SetEscapeHTML(false).
 func (p Pointer) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	// encode appends v's compact encoding; Encode ends each value with a
+	// newline, which is dropped.
+	encode := func(v any) error {
+		if err := enc.Encode(v); err != nil {
+			return err
+		}
+		b.Truncate(b.Len() - 1)
+		return nil
+	}
 	b.WriteByte('{')
 	first := true
 	put := func(key string, v any) error {
-		val, err := json.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("encode %q: %w", key, err)
-		}
 		if !first {
 			b.WriteByte(',')
 		}
 		first = false
-		k, _ := json.Marshal(key)
-		b.Write(k)
+		if err := encode(key); err != nil {
+			return fmt.Errorf("encode key %q: %w", key, err)
+		}
 		b.WriteByte(':')
-		return json.Compact(&b, val)
+		if err := encode(v); err != nil {
+			return fmt.Errorf("encode %q: %w", key, err)
+		}
+		return nil
 	}
 	hotfixes := p.Hotfixes
 	if hotfixes == nil {
@@ -136,12 +165,7 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 	}
-	keys := make([]string, 0, len(p.extra))
-	for k := range p.extra {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(p.extra)) {
 		if err := put(k, p.extra[k]); err != nil {
 			return nil, err
 		}
@@ -150,15 +174,95 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// WithServed returns the result of staging a served pointer over p: the
-// served hotfixes, releases and revoked lists replace p's, while p's
-// version, scripts_version and unknown keys are kept. The served document's
-// own version keys are ignored: the service can never set them.
+// WithServed returns the result of staging a served pointer over p, which
+// is not modified:
+//
+//   - hotfixes: served entries win per base; a base the served map lacks
+//     keeps p's entry, so a served map for other bases cannot drop this
+//     node's custom-data entry. The service withdraws a base by revoking
+//     its version, not by omitting the base.
+//   - releases: the served ones, then p's that are not identical to a served
+//     one (insignificant whitespace aside), so a release for a kept entry
+//     survives with it.
+//   - revoked: the union, p's entries first, without duplicates.
+//   - version, scripts_version and unknown keys: p's. The served document's
+//     own version keys are ignored: the service can never set them.
 func (p Pointer) WithServed(served Pointer) Pointer {
 	out := p
-	out.Hotfixes = served.Hotfixes
-	out.Releases = served.Releases
-	out.Revoked = served.Revoked
+	out.Hotfixes = maps.Clone(p.Hotfixes)
+	if out.Hotfixes == nil && len(served.Hotfixes) > 0 {
+		out.Hotfixes = make(map[string]string, len(served.Hotfixes))
+	}
+	maps.Copy(out.Hotfixes, served.Hotfixes)
+	out.Releases = mergeReleases(served.Releases, p.Releases)
+	out.Revoked = mergeRevoked(p.Revoked, served.Revoked)
+	return out
+}
+
+// WithColdStart returns the result of staging the node config's cold-start
+// map m over p, which is not modified: m's entries are added only for bases
+// p has no entry for, and everything else (releases, revoked, the version
+// keys, unknown keys) is kept. Cold start runs when the service is
+// unreachable, so an outage never removes a staged, verifiable hotfix or a
+// revocation.
+func (p Pointer) WithColdStart(m map[string]string) Pointer {
+	out := p
+	out.Hotfixes = maps.Clone(p.Hotfixes)
+	for base, v := range m {
+		if _, ok := out.Hotfixes[base]; ok {
+			continue
+		}
+		if out.Hotfixes == nil {
+			out.Hotfixes = make(map[string]string, len(m))
+		}
+		out.Hotfixes[base] = v
+	}
+	return out
+}
+
+// mergeReleases returns first, then the releases of then that are not
+// identical to one already taken.
+func mergeReleases(first, then []json.RawMessage) []json.RawMessage {
+	if len(then) == 0 {
+		return first
+	}
+	seen := make(map[string]bool, len(first)+len(then))
+	out := make([]json.RawMessage, 0, len(first)+len(then))
+	for _, r := range first {
+		seen[releaseKey(r)] = true
+		out = append(out, r)
+	}
+	for _, r := range then {
+		if k := releaseKey(r); !seen[k] {
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// releaseKey identifies a release by its compact text: the file holds
+// compacted releases, the service may send them with whitespace.
+func releaseKey(r json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, r); err != nil {
+		return string(r)
+	}
+	return b.String()
+}
+
+// mergeRevoked returns the entries of a, then of b, each version once.
+func mergeRevoked(a, b []string) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	var out []string
+	for _, r := range slices.Concat(a, b) {
+		// ParseVersion ignores surrounding whitespace and is otherwise
+		// strict, so the trimmed text identifies the version.
+		if k := strings.TrimSpace(r); !seen[k] {
+			seen[k] = true
+			out = append(out, r)
+		}
+	}
 	return out
 }
 
@@ -205,6 +309,19 @@ func (p Pointer) Resolve(current Version) (string, Source) {
 		return v, SourceLegacy
 	}
 	return "", SourceNone
+}
+
+func decodeRevoked(raw json.RawMessage) ([]string, error) {
+	var revoked []string
+	if err := json.Unmarshal(raw, &revoked); err != nil {
+		return nil, err
+	}
+	for _, r := range revoked {
+		if _, err := ParseVersion(r); err != nil {
+			return nil, fmt.Errorf("entry %q: %w", r, err)
+		}
+	}
+	return revoked, nil
 }
 
 func decodeHotfixes(raw json.RawMessage) (map[string]string, error) {

@@ -1,6 +1,7 @@
 package hotfix
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -28,6 +29,11 @@ func TestParsePointer(t *testing.T) {
 		{name: "surrounding whitespace", in: "\n {\"hotfixes\":{}}\n", want: Pointer{Hotfixes: map[string]string{}}},
 		{name: "null hotfixes", in: `{"hotfixes":null}`, want: Pointer{}},
 		{name: "revoked", in: `{"revoked":["202604.01.2"]}`, want: Pointer{Revoked: []string{"202604.01.2"}}},
+		{name: "revoked-padded", in: `{"revoked":[" 202604.01.2 "]}`, want: Pointer{Revoked: []string{" 202604.01.2 "}}},
+		{name: "revoked-not-a-version", in: `{"revoked":["202604.01.2","garbage"]}`, wantErr: `entry "garbage"`},
+		{name: "revoked-base-only", in: `{"revoked":["202604.01"]}`, wantErr: `entry "202604.01"`},
+		{name: "revoked-empty-entry", in: `{"revoked":[""]}`, wantErr: `entry ""`},
+		{name: "revoked-not-strings", in: `{"revoked":[1]}`, wantErr: `key "revoked"`},
 		{name: "invalid json", in: `{"hotfixes":`, wantErr: "parse hotfix pointer"},
 		{name: "not an object", in: `["202604.01.1"]`, wantErr: "not a JSON object"},
 		{name: "trailing garbage", in: `{"version":"202604.01.1"} x`, wantErr: "trailing data"},
@@ -37,6 +43,9 @@ func TestParsePointer(t *testing.T) {
 		{name: "wrong type", in: `{"hotfixes":{"202604.01":1}}`, wantErr: "202604.01"},
 		{name: "version not a string", in: `{"version":5}`, wantErr: `key "version"`},
 		{name: "oversized", in: `{"x":"` + strings.Repeat("a", MaxPointerSize) + `"}`, wantErr: "limit"},
+		// At the cap but without hotfixes: the encoding adds "hotfixes":{},
+		// so it could not be written back.
+		{name: "encoding-over-cap", in: `{"x":"` + strings.Repeat("a", MaxPointerSize-8) + `"}`, wantErr: "encoding"},
 		{name: "deep nesting", in: strings.Repeat("[", 10000), wantErr: "not a JSON object"},
 	}
 	for _, tt := range tests {
@@ -71,9 +80,12 @@ func TestPointerMarshal(t *testing.T) {
 			want: `{"version":"202604.01.5","scripts_version":"202604.01.6","hotfixes":{}}`},
 		{name: "our keys follow", p: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1"}, Releases: []json.RawMessage{json.RawMessage(`{"a": 1}`)}, Revoked: []string{"202604.01.0"}},
 			want: `{"hotfixes":{"202604.01":"202604.01.1"},"releases":[{"a":1}],"revoked":["202604.01.0"]}`},
+		{name: "html-not-escaped", p: Pointer{Version: "<&>", Hotfixes: map[string]string{"a&b": "<c>"}, Releases: []json.RawMessage{json.RawMessage(`{"url": "https://x/b?a=1&b=<2>"}`)},
+			extra: map[string]json.RawMessage{"k<": json.RawMessage(`"&"`)}},
+			want: `{"version":"<&>","hotfixes":{"a&b":"<c>"},"releases":[{"url":"https://x/b?a=1&b=<2>"}],"k<":"&"}`},
 	}
 	for _, tt := range tests {
-		got, err := json.Marshal(tt.p)
+		got, err := tt.p.MarshalJSON()
 		if err != nil {
 			t.Errorf("%s: Marshal error: %v", tt.name, err)
 			continue
@@ -96,7 +108,7 @@ func TestPointerUnknownKeysSurviveRewrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"version":"202604.01.5","scripts_version":"202604.01.6","hotfixes":{"202604.01":"202604.01.2"},"artifacts":{"x":"y"},"future_key":{"nested":[1,2]}}`
+	want := `{"version":"202604.01.5","scripts_version":"202604.01.6","hotfixes":{"202601.01":"202601.01.1","202604.01":"202604.01.2"},"artifacts":{"x":"y"},"future_key":{"nested":[1,2]}}`
 	if string(got) != want {
 		t.Errorf("rewrite = %s\nwant      %s", got, want)
 	}
@@ -141,11 +153,15 @@ func TestPointerIsRevoked(t *testing.T) {
 }
 
 // FuzzParsePointer checks that parsing never panics and that an accepted
-// pointer re-encodes to a document that parses to the same value.
+// pointer encodes within MaxPointerSize (the input was within it) to a
+// canonical document: one that parses to the same value and encodes to the
+// same bytes again, so staging a staged pointer changes nothing.
 func FuzzParsePointer(f *testing.F) {
 	for _, s := range []string{
 		``, `{}`, `{"hotfixes":{"202604.01":"202604.01.1"}}`, `{"version":"202604.01.1","x":[1,{"y":null}]}`,
-		`{"hotfixes":{"a":"b","a":"c"}}`, `{"releases":[{}],"revoked":["1"]}`, `[`, `{"hotfixes":null}`,
+		`{"hotfixes":{"a":"b","a":"c"}}`, `{"releases":[{}],"revoked":["202604.01.1"]}`, `[`, `{"hotfixes":null}`,
+		`{"releases":[{"u":"https://x/a?b=1&c=<2>"}],"k&":"\u0026"}`, "{\"version\":\"\u2028\xff\"}",
+		`{"revoked":["garbage"]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -154,9 +170,12 @@ func FuzzParsePointer(f *testing.F) {
 		if err != nil {
 			return
 		}
-		out, err := json.Marshal(p)
+		out, err := p.MarshalJSON()
 		if err != nil {
-			t.Fatalf("Marshal of accepted pointer: %v", err)
+			t.Fatalf("MarshalJSON of accepted pointer: %v", err)
+		}
+		if len(data) <= MaxPointerSize && len(out) > MaxPointerSize {
+			t.Fatalf("MarshalJSON of a %d-byte document = %d bytes, over the %d-byte limit", len(data), len(out), MaxPointerSize)
 		}
 		again, err := ParsePointer(out)
 		if err != nil {
@@ -169,5 +188,166 @@ func FuzzParsePointer(f *testing.F) {
 		})); diff != "" {
 			t.Fatalf("round trip mismatch (-first +second):\n%s", diff)
 		}
+		if out2, err := again.MarshalJSON(); err != nil || !bytes.Equal(out2, out) {
+			t.Fatalf("re-encoding = %s, %v; want the first encoding %s", out2, err, out)
+		}
 	})
+}
+
+// cmpPointer compares pointers including their preserved unknown keys.
+var cmpPointer = cmp.AllowUnexported(Pointer{})
+
+func rels(s ...string) []json.RawMessage {
+	out := make([]json.RawMessage, len(s))
+	for i, r := range s {
+		out[i] = json.RawMessage(r)
+	}
+	return out
+}
+
+func TestPointerWithServed(t *testing.T) {
+	t.Parallel()
+	const (
+		r1  = `{"release":"202604.01.1"}`
+		r7  = `{"release":"202604.01.7"}`
+		r15 = `{"release":"202607.15.1"}`
+	)
+	extra := map[string]json.RawMessage{"artifacts": json.RawMessage(`{"k":"v"}`)}
+	tests := []struct {
+		name           string
+		staged, served Pointer
+		want           Pointer
+	}{
+		{
+			name:   "served-wins-per-base",
+			staged: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1", "202605.30": "202605.30.1"}},
+			served: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.2"}},
+			want:   Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.2", "202605.30": "202605.30.1"}},
+		},
+		{
+			// The custom-data entry and its release survive a served map
+			// for other bases.
+			name:   "other-bases-keep-custom-data",
+			staged: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.7"}, Releases: rels(r7)},
+			served: Pointer{Hotfixes: map[string]string{"202607.15": "202607.15.1"}, Releases: rels(r15)},
+			want:   Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.7", "202607.15": "202607.15.1"}, Releases: rels(r15, r7)},
+		},
+		{
+			// Identity ignores insignificant whitespace, so a release
+			// served pretty-printed is not staged twice.
+			name:   "identical-releases-once",
+			staged: Pointer{Releases: rels(r1, r7, r7)},
+			served: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1"}, Releases: rels(`{ "release": "202604.01.1" }`)},
+			want:   Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1"}, Releases: rels(`{ "release": "202604.01.1" }`, r7)},
+		},
+		{
+			name:   "revoked-union",
+			staged: Pointer{Revoked: []string{"202604.01.3", "202604.01.4"}},
+			served: Pointer{Revoked: []string{"202604.01.5", " 202604.01.4", "202604.01.5"}},
+			want:   Pointer{Revoked: []string{"202604.01.3", "202604.01.4", "202604.01.5"}},
+		},
+		{
+			name:   "version-keys-from-staged",
+			staged: Pointer{Version: "202604.01.5", ScriptsVersion: "202604.01.6", extra: extra},
+			served: Pointer{Version: "202699.01.1", ScriptsVersion: "202699.01.1", Hotfixes: map[string]string{"202604.01": "202604.01.2"}},
+			want:   Pointer{Version: "202604.01.5", ScriptsVersion: "202604.01.6", Hotfixes: map[string]string{"202604.01": "202604.01.2"}, extra: extra},
+		},
+		{
+			name:   "empty-served-keeps-all",
+			staged: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.7"}, Releases: rels(r7), Revoked: []string{"202604.01.3"}},
+			served: Pointer{},
+			want:   Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.7"}, Releases: rels(r7), Revoked: []string{"202604.01.3"}},
+		},
+		{
+			name:   "nothing-staged",
+			served: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1"}, Releases: rels(r1), Revoked: []string{"202604.01.0"}},
+			want:   Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1"}, Releases: rels(r1), Revoked: []string{"202604.01.0"}},
+		},
+	}
+	for _, tt := range tests {
+		before := clonePointer(tt.staged)
+		got := tt.staged.WithServed(tt.served)
+		if diff := cmp.Diff(tt.want, got, cmpPointer, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: WithServed mismatch (-want +got):\n%s", tt.name, diff)
+		}
+		if diff := cmp.Diff(before, tt.staged, cmpPointer); diff != "" {
+			t.Errorf("%s: WithServed modified the staged pointer (-before +after):\n%s", tt.name, diff)
+		}
+	}
+}
+
+// clonePointer deep-copies p's maps and slices, so a test can tell whether
+// a method wrote through shared storage.
+func clonePointer(p Pointer) Pointer {
+	data, err := p.MarshalJSON()
+	if err != nil {
+		panic(err)
+	}
+	q, err := ParsePointer(data)
+	if err != nil {
+		panic(err)
+	}
+	if p.Hotfixes == nil {
+		q.Hotfixes = nil
+	}
+	return q
+}
+
+func TestPointerWithColdStart(t *testing.T) {
+	t.Parallel()
+	const r1 = `{"release":"202604.01.1"}`
+	extra := map[string]json.RawMessage{"artifacts": json.RawMessage(`{"k":"v"}`)}
+	// staged is what an earlier answer from the service left on the node.
+	staged := Pointer{
+		Version:  "202604.01.2",
+		Hotfixes: map[string]string{"202604.01": "202604.01.1"},
+		Releases: rels(r1),
+		Revoked:  []string{"202604.01.7"},
+		extra:    extra,
+	}
+	tests := []struct {
+		name   string
+		staged Pointer
+		m      map[string]string
+		want   Pointer
+	}{
+		{
+			// The verified hotfix for this base stays; the cold-start
+			// entry for another base is added; revocations stay.
+			name:   "same-and-other-base",
+			staged: staged,
+			m:      map[string]string{"202604.01": "202604.01.7", "202605.30": "202605.30.2"},
+			want: Pointer{
+				Version:  "202604.01.2",
+				Hotfixes: map[string]string{"202604.01": "202604.01.1", "202605.30": "202605.30.2"},
+				Releases: rels(r1),
+				Revoked:  []string{"202604.01.7"},
+				extra:    extra,
+			},
+		},
+		{name: "same-base-only", staged: staged, m: map[string]string{"202604.01": "202604.01.7"}, want: staged},
+		{name: "empty-map", staged: staged, want: staged},
+		{
+			name: "nothing-staged",
+			m:    map[string]string{"202604.01": "202604.01.7"},
+			want: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.7"}},
+		},
+		{
+			// A blank staged entry is still the service's entry for the base.
+			name:   "blank-staged-entry",
+			staged: Pointer{Hotfixes: map[string]string{"202604.01": ""}},
+			m:      map[string]string{"202604.01": "202604.01.7"},
+			want:   Pointer{Hotfixes: map[string]string{"202604.01": ""}},
+		},
+	}
+	for _, tt := range tests {
+		before := clonePointer(tt.staged)
+		got := tt.staged.WithColdStart(tt.m)
+		if diff := cmp.Diff(tt.want, got, cmpPointer, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("%s: WithColdStart mismatch (-want +got):\n%s", tt.name, diff)
+		}
+		if diff := cmp.Diff(before, tt.staged, cmpPointer); diff != "" {
+			t.Errorf("%s: WithColdStart modified the staged pointer (-before +after):\n%s", tt.name, diff)
+		}
+	}
 }

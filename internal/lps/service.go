@@ -2,7 +2,6 @@ package lps
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 
 	"google.golang.org/grpc/codes"
@@ -96,7 +95,7 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 		s.log.Debug("nothing applies", "vm_id", id.VMID, "revision", snap.Revision)
 		return nil, fail(s.m, outcomeNotFound)
 	}
-	body, err := json.Marshal(sel.Pointer())
+	body, err := sel.Pointer().MarshalJSON()
 	if err != nil {
 		s.log.Error("encode pointer", "vm_id", id.VMID, "revision", snap.Revision, "err", err)
 		return nil, fail(s.m, outcomeInternal)

@@ -1,57 +1,39 @@
 #!/usr/bin/env bash
-# fake-agent.sh stands in for aks-node-controller in the launcher tests. Installed as
-# <dir>/aks-node-controller it plays the "baked" role; as <dir>/aks-node-controller-hotfix
-# it plays "hotfix". Each call appends one line, "<role> <argv, shell-quoted>", to $FAKE_CALLS.
-#
-# Knobs (environment; ROLE is BAKED or HOTFIX, SUB is the subcommand upper-cased with - → _):
-#   FAKE_<ROLE>_VERSION  what `version` prints (defaults 202604.01.0 / 202604.01.1)
-#   FAKE_EXIT_<SUB>      exit code of SUB for either role (default 0)
-#   FAKE_SLEEP_<SUB>     seconds SUB sleeps before exiting (default 0)
-#   FAKE_POINTER         check-hotfix creates this file (a pointer "written by check-hotfix")
-#   FAKE_STAGE_HOTFIX=1  download-hotfix copies this script to <baked>-hotfix
-#   FAKE_ENV_DUMP        provision writes `declare -p` of FAKE_ENV_VARS (names) to this file
+# fake-agent.sh stands in for the baked aks-node-controller in the launcher shim's tests. Each call
+# appends "<argv, shell-quoted>" to $FAKE_CALLS, then behaves as $FAKE_LAUNCH says for `launch`:
+#   ok        exit 0 (the default)
+#   started   record the bootstrap's start for $AKS_NODE_CONTROLLER_LAUNCH_ID, as provision does,
+#             then exit $FAKE_EXIT_LAUNCH (a failed bootstrap: its code stands)
+#   stale     record a start for another launch ID, then exit $FAKE_EXIT_LAUNCH
+#   unknown   an older agent without launch: "unknown command", exit 2
+#   killed    die by SIGKILL
+#   env       write `launch`'s AKS_NODE_CONTROLLER_LAUNCH_ID to $FAKE_ENV_DUMP, exit 0
+# `provision` exits $FAKE_EXIT_PROVISION (default 0).
 set -uo pipefail
 
-role=baked
-if [[ "$0" == *-hotfix ]]; then role=hotfix; fi
+printf '%q ' "$@" >>"${FAKE_CALLS:?FAKE_CALLS must be set}"
+printf '\n' >>"$FAKE_CALLS"
 
-{
-    printf '%s' "$role"
-    printf ' %q' "$@"
-    printf '\n'
-} >>"${FAKE_CALLS:?FAKE_CALLS must be set}"
-
-sub="${1:-}"
-knob="$(printf '%s' "$sub" | tr 'a-z-' 'A-Z_')"
-
-sleep_var="FAKE_SLEEP_${knob}"
-if [[ -n "${!sleep_var:-}" ]]; then sleep "${!sleep_var}"; fi
-
-case "$sub" in
-version)
-    if [[ "$role" == hotfix ]]; then
-        printf '%s\n' "${FAKE_HOTFIX_VERSION-202604.01.1}"
-    else
-        printf '%s\n' "${FAKE_BAKED_VERSION-202604.01.0}"
-    fi
+started="${NODE_ROOT:-/}"
+started="${started%/}/var/log/azure/aks/provision-started.json"
+case "${1:-}" in
+launch)
+    case "${FAKE_LAUNCH:-ok}" in
+    started | stale)
+        id="$AKS_NODE_CONTROLLER_LAUNCH_ID"
+        [[ "$FAKE_LAUNCH" == stale ]] && id="1-1"
+        mkdir -p "${started%/*}"
+        printf '{"LaunchID":"%s","AgentVersion":"202604.01.0","Pid":%d}' "$id" "$$" >"$started"
+        exit "${FAKE_EXIT_LAUNCH:-1}"
+        ;;
+    unknown)
+        echo "aks-node-controller: unknown command: launch" >&2
+        exit 2
+        ;;
+    killed) kill -9 $$ ;;
+    env) printf '%s\n' "${AKS_NODE_CONTROLLER_LAUNCH_ID:-unset}" >"$FAKE_ENV_DUMP" ;;
+    esac
     ;;
-check-hotfix)
-    if [[ -n "${FAKE_POINTER:-}" ]]; then printf '{"hotfixes":{}}\n' >"$FAKE_POINTER"; fi
-    ;;
-download-hotfix)
-    if [[ "${FAKE_STAGE_HOTFIX:-}" == 1 ]]; then
-        cp -- "$0" "$0-hotfix"
-        chmod 0755 "$0-hotfix"
-    fi
-    ;;
-provision)
-    if [[ -n "${FAKE_ENV_DUMP:-}" ]]; then
-        for name in ${FAKE_ENV_VARS:-}; do
-            declare -p "$name" 2>/dev/null || echo "unset $name"
-        done >"$FAKE_ENV_DUMP"
-    fi
-    ;;
+provision) exit "${FAKE_EXIT_PROVISION:-0}" ;;
 esac
-
-exit_var="FAKE_EXIT_${knob}"
-exit "${!exit_var:-0}"
+exit 0

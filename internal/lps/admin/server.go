@@ -414,7 +414,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		resp.Decisions = append(resp.Decisions, pd)
 	}
 	if !sel.Empty() {
-		ptr, err := json.Marshal(sel.Pointer())
+		ptr, err := sel.Pointer().MarshalJSON()
 		if err != nil {
 			return nil, s.internal("encode pointer", err)
 		}

@@ -10,7 +10,6 @@ package checkhotfix
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -23,7 +22,6 @@ import (
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/imds"
-	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/nodeconfig"
@@ -66,8 +64,6 @@ type Config struct {
 	// LPSAddr overrides where to dial ("host:port"); empty means the API
 	// server name on port 443. TLS verification is unaffected.
 	LPSAddr string
-	// Budget bounds the run; zero means DefaultBudget.
-	Budget time.Duration
 	// Log receives progress and the final outcome; nil discards.
 	Log *slog.Logger
 }
@@ -79,7 +75,8 @@ type Result struct {
 	Err error
 	// Detail qualifies a benign outcome, e.g. the service's status code.
 	Detail string
-	// Panic is the recovered value if the workflow panicked.
+	// Panic is the recovered value if the workflow panicked (set by the
+	// command's panic guard).
 	Panic any
 }
 
@@ -99,58 +96,19 @@ func (r Result) Message() string {
 	return m
 }
 
-// Run performs check-hotfix and emits its event. It never fails: every
-// problem becomes an outcome.
+// Failed reports whether the run ended in the Failed outcome.
+func (r Result) Failed() bool { return r.Outcome == Failed }
+
+// Run performs check-hotfix under ctx, which carries the command's budget
+// (DefaultBudget unless the operator set one). It never fails: every problem
+// becomes an outcome.
 func Run(ctx context.Context, cfg Config) Result {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	budget := cfg.Budget
-	if budget <= 0 {
-		budget = DefaultBudget
-	}
-	start := time.Now()
-	log.Info("aks-node-controller check-hotfix started", "version", cfg.Version, "budget", budget.String())
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	res := guard(func() Result { return run(ctx, cfg, log) })
-	cancel()
-	end := time.Now()
-
-	if res.Panic != nil {
-		log.Error("check-hotfix panicked (fail-open)", "panic", fmt.Sprint(res.Panic))
-	}
-	if res.Outcome == Failed {
-		log.Warn("check-hotfix completed with error (fail-open)", "outcome", res.Outcome, "err", res.Err)
-	} else {
-		log.Info("check-hotfix completed", "outcome", res.Outcome, "detail", res.Detail, "durationMs", end.Sub(start).Milliseconds())
-	}
-	level := event.LevelInformational
-	if res.Outcome == Failed {
-		level = event.LevelError
-	}
-	if _, err := event.Write(cfg.Root.EventsDir(), event.Event{
-		Task:    event.TaskCheckHotfix,
-		Level:   level,
-		Message: res.Message() + event.Timing(start, end),
-		Start:   start,
-		End:     end,
-		Version: cfg.Version,
-	}); err != nil {
-		log.Warn("write check-hotfix event", "err", err)
-	}
-	return res
-}
-
-// guard turns a panic in f into a Failed result, so a bug in the workflow
-// can never fail provisioning.
-func guard(f func() Result) (res Result) {
-	defer func() {
-		if v := recover(); v != nil {
-			res = Result{Outcome: Failed, Panic: v}
-		}
-	}()
-	return f()
+	log.Info("aks-node-controller check-hotfix started", "version", cfg.Version)
+	return run(ctx, cfg, log)
 }
 
 func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
@@ -188,7 +146,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		log.Info("LPS returned no hotfixes for this node; leaving existing pointer intact (fail-open)")
 		return Result{Outcome: NoHotfixAvailable}
 	}
-	if err := stage(cfg.Root.Pointer(), served, log); err != nil {
+	if err := stage(cfg.Root.Pointer(), func(p hotfix.Pointer) hotfix.Pointer { return p.WithServed(served) }, log); err != nil {
 		return Result{Outcome: Failed, Err: err}
 	}
 	v, err := hotfix.ParseVersion(cfg.Version)
@@ -245,39 +203,46 @@ func coldStart(cfg Config, log *slog.Logger, cause error) Result {
 	if len(m) == 0 {
 		return Result{Outcome: Failed, Err: fmt.Errorf("%w; no cold-start pointer present", cause)}
 	}
-	if err := stage(cfg.Root.Pointer(), hotfix.Pointer{Hotfixes: m}, log); err != nil {
+	if err := stage(cfg.Root.Pointer(), func(p hotfix.Pointer) hotfix.Pointer { return p.WithColdStart(m) }, log); err != nil {
 		return Result{Outcome: Failed, Err: fmt.Errorf("%w; stage cold-start pointer: %w", cause, err)}
 	}
 	return Result{Outcome: CustomDataFallback, Err: cause}
 }
 
-// stage merges served into the pointer file: served hotfixes, releases and
-// revoked replace the file's; everything else in the file is kept. The write
-// is atomic and keeps an existing regular file's mode (else 0644). A symlink
-// at the path is neither read nor followed: it is replaced.
-func stage(path string, served hotfix.Pointer, log *slog.Logger) error {
+// stage replaces the pointer file with merge applied to its content (the
+// zero Pointer if there is none, or it is unreadable, or it is a symlink,
+// which is neither read nor followed but replaced). See write.
+func stage(path string, merge func(existing hotfix.Pointer) hotfix.Pointer, log *slog.Logger) error {
 	existing, err := readExisting(path)
 	if err != nil {
 		log.Warn("existing hotfix pointer unreadable; replacing it", "path", path, "err", err)
 	}
-	if err := write(path, existing.WithServed(served)); err != nil {
+	p := merge(existing)
+	if err := write(path, p); err != nil {
 		return err
 	}
-	log.Info("staged hotfix pointer for download-hotfix", "path", path, "hotfixes", served.Hotfixes)
+	log.Info("staged hotfix pointer for download-hotfix", "path", path, "hotfixes", p.Hotfixes, "revoked", len(p.Revoked))
 	return nil
 }
 
 // write replaces the pointer file atomically, keeping an existing regular
-// file's mode (else 0644).
+// file's mode (else 0644). An encoding over hotfix.MaxPointerSize is refused
+// and nothing is written: download-hotfix would refuse to read it.
 func write(path string, p hotfix.Pointer) error {
-	data, err := json.Marshal(p)
+	// MarshalJSON, not json.Marshal: json.Marshal would HTML-escape it.
+	data, err := p.MarshalJSON()
 	if err != nil {
 		return fmt.Errorf("encode hotfix pointer: %w", err)
+	}
+	if len(data) > hotfix.MaxPointerSize {
+		return fmt.Errorf("stage hotfix pointer: %d bytes exceeds the %d-byte read limit", len(data), hotfix.MaxPointerSize)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create pointer directory: %w", err)
 	}
-	if err := atomicfile.WriteFile(path, data, atomicfile.ModeOf(path, 0o644)); err != nil {
+	// Not fsynced (milliseconds on the critical path): a crash can leave the
+	// file old, empty or truncated, and every boot refetches it.
+	if err := atomicfile.Replace(path, data, atomicfile.ModeOf(path, 0o644)); err != nil {
 		return fmt.Errorf("stage hotfix pointer: %w", err)
 	}
 	return nil
@@ -286,34 +251,16 @@ func write(path string, p hotfix.Pointer) error {
 // stageRevoked adds versions to the pointer's revoked list and changes
 // nothing else.
 func stageRevoked(path string, versions []string, log *slog.Logger) error {
-	existing, err := readExisting(path)
-	if err != nil {
-		log.Warn("existing hotfix pointer unreadable; replacing it", "path", path, "err", err)
-	}
-	seen := make(map[string]bool)
-	var merged []string
-	for _, v := range append(append([]string(nil), existing.Revoked...), versions...) {
-		if !seen[v] {
-			seen[v] = true
-			merged = append(merged, v)
-		}
-	}
-	existing.Revoked = merged
-	return write(path, existing)
+	return stage(path, func(p hotfix.Pointer) hotfix.Pointer { return p.WithServed(hotfix.Pointer{Revoked: versions}) }, log)
 }
 
+// readExisting reads the staged pointer; a missing file is the zero
+// Pointer. A symlink at the path is refused, not followed.
 func readExisting(path string) (hotfix.Pointer, error) {
-	fi, err := os.Lstat(path)
+	data, err := capfile.ReadNoFollow(path, hotfix.MaxPointerSize)
 	if errors.Is(err, fs.ErrNotExist) {
 		return hotfix.Pointer{}, nil
 	}
-	if err != nil {
-		return hotfix.Pointer{}, err
-	}
-	if !fi.Mode().IsRegular() {
-		return hotfix.Pointer{}, fmt.Errorf("%s is not a regular file (%s)", path, fi.Mode().Type())
-	}
-	data, err := capfile.Read(path, hotfix.MaxPointerSize)
 	if err != nil {
 		return hotfix.Pointer{}, err
 	}

@@ -1,8 +1,9 @@
 package checkhotfix
 
 import (
+	"context"
 	"encoding/base64"
-	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/lpsclient/lpstest"
@@ -34,7 +36,8 @@ type node struct {
 	ca      *lpstest.CA
 	lps     *lpstest.Server
 	imdsURL string
-	budget  time.Duration
+	budget  time.Duration // the command's budget; zero: DefaultBudget
+	last    Result
 }
 
 type nodeOpts struct {
@@ -102,7 +105,15 @@ func (n *node) seedPointer(s string, mode os.FileMode) {
 
 func (n *node) run() Result {
 	n.t.Helper()
-	return Run(n.t.Context(), Config{Root: n.root, Version: bakedVer, IMDSURL: n.imdsURL, LPSAddr: n.lps.Addr, Budget: n.budget})
+	ctx := n.t.Context()
+	budget := n.budget
+	if budget == 0 {
+		budget = DefaultBudget
+	}
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	n.last = Run(ctx, Config{Root: n.root, Version: bakedVer, IMDSURL: n.imdsURL, LPSAddr: n.lps.Addr})
+	return n.last
 }
 
 func (n *node) pointer() (string, bool) {
@@ -117,57 +128,18 @@ func (n *node) pointer() (string, bool) {
 	return string(data), true
 }
 
-// events returns the decoded event files, asserting there are no stray
-// (temp) files beside them.
-func (n *node) events() []map[string]string {
-	n.t.Helper()
-	entries, err := os.ReadDir(n.root.EventsDir())
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	var out []map[string]string
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") {
-			n.t.Errorf("stray file in events dir: %s", e.Name())
-			continue
-		}
-		data, err := os.ReadFile(filepath.Join(n.root.EventsDir(), e.Name()))
-		if err != nil {
-			n.t.Fatal(err)
-		}
-		var m map[string]string
-		if err := json.Unmarshal(data, &m); err != nil {
-			n.t.Fatalf("event %s: %v", e.Name(), err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-// checkEvent asserts exactly one event describing outcome.
+// checkEvent asserts the last run's outcome and that its event message (the
+// command writes it) names that outcome.
 func (n *node) checkEvent(outcome Outcome) map[string]string {
 	n.t.Helper()
-	evs := n.events()
-	if len(evs) != 1 {
-		n.t.Fatalf("got %d events, want exactly 1", len(evs))
+	msg := n.last.Message()
+	if n.last.Outcome != outcome || !strings.HasPrefix(msg, "check-hotfix outcome="+string(outcome)) {
+		n.t.Errorf("last run = %s, message %q; want outcome %s", n.last.Outcome, msg, outcome)
 	}
-	ev := evs[0]
-	wantLevel := "Informational"
-	if outcome == Failed {
-		wantLevel = "Error"
+	if n.last.Failed() != (outcome == Failed) {
+		n.t.Errorf("Failed() = %v for outcome %s", n.last.Failed(), outcome)
 	}
-	if ev["TaskName"] != "AKS.AKSNodeController.CheckHotfix" || ev["EventLevel"] != wantLevel || ev["Version"] != bakedVer {
-		n.t.Errorf("event header = %s/%s/%s, want CheckHotfix/%s/%s", ev["TaskName"], ev["EventLevel"], ev["Version"], wantLevel, bakedVer)
-	}
-	if !strings.HasPrefix(ev["Message"], "check-hotfix outcome="+string(outcome)) || !strings.Contains(ev["Message"], " | startTime=") {
-		n.t.Errorf("event message = %q, want outcome %s with timing", ev["Message"], outcome)
-	}
-	for _, k := range []string{"Timestamp", "OperationId", "EventPid", "EventTid"} {
-		if ev[k] == "" {
-			n.t.Errorf("event field %s is empty", k)
-		}
-	}
-	return ev
+	return map[string]string{"Message": msg}
 }
 
 func TestRunStagesServedPointer(t *testing.T) {
@@ -237,7 +209,7 @@ func TestRunPreservesKeysItDoesNotOwn(t *testing.T) {
 		t.Fatalf("Run = %+v", res)
 	}
 	got, _ := n.pointer()
-	want := `{"version":"202604.01.3","scripts_version":"202604.01.4","hotfixes":{"202604.01":"202604.01.1","202605.30":"202605.30.1"},"artifacts":{"k":"v"},"zz_future":[1,2,3]}`
+	want := `{"version":"202604.01.3","scripts_version":"202604.01.4","hotfixes":{"202601.01":"202601.01.1","202604.01":"202604.01.1","202605.30":"202605.30.1"},"artifacts":{"k":"v"},"zz_future":[1,2,3]}`
 	if got != want {
 		t.Errorf("pointer = %s\nwant      %s", got, want)
 	}
@@ -254,27 +226,140 @@ func TestRunPreservesKeysItDoesNotOwn(t *testing.T) {
 
 func TestRunDoesNotFollowSymlinkAtPointer(t *testing.T) {
 	t.Parallel()
-	n := newNode(t, nodeOpts{})
-	victim := filepath.Join(t.TempDir(), "victim")
-	if err := os.WriteFile(victim, []byte("precious"), 0o600); err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name        string
+		o           nodeOpts
+		want        Outcome
+		wantPointer string
+	}{
+		{"served", nodeOpts{}, LPSRead, servedMatch},
+		{"cold-start", nodeOpts{handler: lpstest.Error(status.Error(codes.Unavailable, "x")), config: coldStartConfig}, CustomDataFallback, `{"hotfixes":{"202604.01":"202604.01.7"}}`},
 	}
-	if err := os.Symlink(victim, n.root.Pointer()); err != nil {
-		t.Fatal(err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t, tt.o)
+			victim := filepath.Join(t.TempDir(), "victim")
+			if err := os.WriteFile(victim, []byte(`{"hotfixes":{"202604.01":"202604.01.9"}}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(victim, n.root.Pointer()); err != nil {
+				t.Fatal(err)
+			}
+			if res := n.run(); res.Outcome != tt.want {
+				t.Fatalf("Run = %+v, want %s", res, tt.want)
+			}
+			if data, _ := os.ReadFile(victim); string(data) != `{"hotfixes":{"202604.01":"202604.01.9"}}` {
+				t.Errorf("symlink target was overwritten: %q", data)
+			}
+			fi, err := os.Lstat(n.root.Pointer())
+			if err != nil || !fi.Mode().IsRegular() {
+				t.Fatalf("pointer path is %v, %v; want a regular file replacing the link", fi.Mode(), err)
+			}
+			// The link's target is not read either: nothing of it is merged.
+			if got, _ := n.pointer(); got != tt.wantPointer {
+				t.Errorf("pointer = %q, want %q", got, tt.wantPointer)
+			}
+		})
 	}
-	if res := n.run(); res.Outcome != LPSRead {
-		t.Fatalf("Run = %+v", res)
+}
+
+// releases returns a JSON array of n signed-looking releases tagged tag,
+// with SAS-style URLs dense in '&' and '<', '>' in an opaque field.
+func releases(tag string, n int) string {
+	var rs []string
+	for size := 0; size < n; {
+		r := fmt.Sprintf(`{"tag":%q,"url":"https://store.example/agent/%d?sv=2026-01-01&ss=b&srt=o&sp=r&se=2026-12-31&spr=https&sig=a%%2Bb","note":"<signed & sealed>"}`, tag, len(rs))
+		rs = append(rs, r)
+		size += len(r) + 1
 	}
-	if data, _ := os.ReadFile(victim); string(data) != "precious" {
-		t.Errorf("symlink target was overwritten: %q", data)
+	return "[" + strings.Join(rs, ",") + "]"
+}
+
+// TestRunStagesServedBytesUnchanged stages a canonical served document full
+// of characters json.Marshal would HTML-escape: the staged file must be the
+// same bytes, or a document well under download-hotfix's read limit could
+// be staged over it.
+func TestRunStagesServedBytesUnchanged(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{12_700, hotfix.MaxPointerSize - 500} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			t.Parallel()
+			served := `{"hotfixes":{"202604.01":"202604.01.1"},"releases":` + releases("served", size) + `}`
+			n := newNode(t, nodeOpts{handler: lpstest.Config(served)})
+			if res := n.run(); res.Outcome != LPSRead {
+				t.Fatalf("Run = %+v, want lpsRead", res)
+			}
+			if got, _ := n.pointer(); got != served {
+				t.Errorf("staged %d bytes from a served %d bytes, want them unchanged", len(got), len(served))
+			}
+		})
 	}
-	fi, err := os.Lstat(n.root.Pointer())
-	if err != nil || !fi.Mode().IsRegular() {
-		t.Fatalf("pointer path is %v, %v; want a regular file replacing the link", fi.Mode(), err)
+}
+
+// TestRunRefusesPointerOverReadLimit merges a served document into a staged
+// one whose releases it must keep, giving more than download-hotfix reads:
+// nothing is written and the old file is intact.
+func TestRunRefusesPointerOverReadLimit(t *testing.T) {
+	t.Parallel()
+	seeded := `{"hotfixes":{"202604.01":"202604.01.7"},"releases":` + releases("custom-data", 40<<10) + `}`
+	served := `{"hotfixes":{"202607.15":"202607.15.1"},"releases":` + releases("served", 30<<10) + `}`
+	n := newNode(t, nodeOpts{handler: lpstest.Config(served)})
+	n.seedPointer(seeded, 0o640)
+	res := n.run()
+	if res.Outcome != Failed || res.Err == nil || !strings.Contains(res.Err.Error(), "limit") {
+		t.Fatalf("Run = %+v, want failed over the limit", res)
 	}
-	if got, _ := n.pointer(); got != servedMatch {
-		t.Errorf("pointer = %q", got)
+	if got, _ := n.pointer(); got != seeded {
+		t.Errorf("pointer changed to %d bytes, want the old %d bytes intact", len(got), len(seeded))
 	}
+	if fi, _ := os.Stat(n.root.Pointer()); fi.Mode().Perm() != 0o640 {
+		t.Errorf("pointer mode = %v, want the existing 0640", fi.Mode().Perm())
+	}
+	entries, _ := os.ReadDir(n.root.Containers())
+	for _, e := range entries {
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temp file left behind: %s", e.Name())
+		}
+	}
+	n.checkEvent(Failed)
+}
+
+// TestRunServedMapForOtherBasesKeepsCustomData seeds what custom data
+// stages (a map entry for this node's base, with its release) and serves a
+// map for other bases only.
+func TestRunServedMapForOtherBasesKeepsCustomData(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{handler: lpstest.Config(`{"version":"202699.01.1","hotfixes":{"202607.15":"202607.15.1","202604.01":""},"releases":[{"r":"15"},{"r":"7"}],"revoked":["202604.01.5","202604.01.3"]}`)})
+	n.seedPointer(`{"version":"202604.01.2","hotfixes":{"202604.01":"202604.01.7","202605.30":"202605.30.1"},"releases":[{"r":"7"},{"r":"30"}],"revoked":["202604.01.3"]}`, 0o644)
+	if res := n.run(); res.Outcome != NoHotfixForBase {
+		t.Fatalf("Run = %+v, want noHotfixForBase", res)
+	}
+	// 202604.01 is served (blank), so the served entry wins; 202605.30 is
+	// not, so the staged entry and its release stay.
+	want := `{"version":"202604.01.2","hotfixes":{"202604.01":"","202605.30":"202605.30.1","202607.15":"202607.15.1"},"releases":[{"r":"15"},{"r":"7"},{"r":"30"}],"revoked":["202604.01.3","202604.01.5"]}`
+	if got, _ := n.pointer(); got != want {
+		t.Errorf("pointer = %s\nwant      %s", got, want)
+	}
+}
+
+// TestRunColdStartKeepsStagedPointer runs with the service down over a
+// pointer an earlier answer staged: the cold-start map adds only bases the
+// pointer lacks, and its releases and revocations stay, so an outage
+// cannot make download-hotfix remove a verified hotfix.
+func TestRunColdStartKeepsStagedPointer(t *testing.T) {
+	t.Parallel()
+	const config = `{"version":"v1","api_server_config":{"api_server_name":"` + apiHost + `"},"kubernetes_ca_cert":"$CA","hotfixes":{"202604.01":"202604.01.7","202605.30":"202605.30.2"}}`
+	n := newNode(t, nodeOpts{handler: lpstest.Error(status.Error(codes.Unavailable, "x")), config: config})
+	n.seedPointer(`{"version":"202604.01.4","hotfixes":{"202604.01":"202604.01.1"},"releases":[{"r":"1"}],"revoked":["202604.01.7"],"x":1}`, 0o644)
+	if res := n.run(); res.Outcome != CustomDataFallback {
+		t.Fatalf("Run = %+v, want customDataFallback", res)
+	}
+	want := `{"version":"202604.01.4","hotfixes":{"202604.01":"202604.01.1","202605.30":"202605.30.2"},"releases":[{"r":"1"}],"revoked":["202604.01.7"],"x":1}`
+	if got, _ := n.pointer(); got != want {
+		t.Errorf("pointer = %s\nwant      %s", got, want)
+	}
+	n.checkEvent(CustomDataFallback)
 }
 
 const coldStartConfig = `{"version":"v1","api_server_config":{"api_server_name":"` + apiHost + `"},"kubernetes_ca_cert":"$CA","hotfixes":{"202604.01":"202604.01.7"}}`
@@ -468,17 +553,6 @@ func TestRunUnparsableVersionIsNoHotfixForBase(t *testing.T) {
 	res := Run(t.Context(), Config{Root: n.root, Version: "dev", IMDSURL: n.imdsURL, LPSAddr: n.lps.Addr})
 	if res.Outcome != NoHotfixForBase {
 		t.Fatalf("Run = %+v, want noHotfixForBase", res)
-	}
-}
-
-func TestGuardRecoversPanic(t *testing.T) {
-	t.Parallel()
-	res := guard(func() Result { panic("boom") })
-	if res.Outcome != Failed || res.Panic != "boom" {
-		t.Fatalf("guard = %+v", res)
-	}
-	if got := res.Message(); got != "check-hotfix outcome=failed panic=boom" {
-		t.Errorf("Message() = %q", got)
 	}
 }
 

@@ -19,20 +19,18 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/hotfix"
-	"nodehotfix/internal/node/event"
+	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/fetch"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/pkgmgr"
+	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/node/scripts"
 	"nodehotfix/internal/release"
 )
@@ -75,8 +73,6 @@ const (
 	maxVersionOutput = 256
 	// maxBinarySize caps a binary copied from the package manager.
 	maxBinarySize = release.MaxArtifactSize
-	// etxtbsyRetry bounds retries of exec on ETXTBSY (golang/go#22315).
-	etxtbsyRetry = 2 * time.Second
 )
 
 // Config configures a run. Root and Version are required.
@@ -90,8 +86,6 @@ type Config struct {
 	ReleaseKeys string
 	// ArtifactCAPEM is extra CA PEM trusted for artifact downloads.
 	ArtifactCAPEM []byte
-	// Budget bounds the run; zero means DefaultBudget.
-	Budget time.Duration
 	// PackageOutput receives package-manager output; nil discards.
 	PackageOutput io.Writer
 	// Log receives progress; nil discards.
@@ -117,7 +111,7 @@ func (r Result) ExitCode() int {
 	if r.Outcome != Failed {
 		return 0
 	}
-	var ce *pkgmgr.CmdError
+	var ce *proc.CmdError
 	if errors.As(r.Err, &ce) {
 		if c := ce.ExitCode(); c > 0 && c < 256 {
 			return c
@@ -126,6 +120,9 @@ func (r Result) ExitCode() int {
 	}
 	return 1
 }
+
+// Failed reports whether the run ended in the Failed outcome.
+func (r Result) Failed() bool { return r.Outcome == Failed }
 
 // Message renders the event message without timing.
 func (r Result) Message() string {
@@ -146,51 +143,25 @@ func (r Result) Message() string {
 	return b.String()
 }
 
-// Run performs download-hotfix and emits its event.
+// Run performs download-hotfix under ctx, which carries the run's budget.
+// It decides with hotfix.Select on the node's facts, removes a staged file
+// the decision does not run, and stages the target when it is not in place.
 func Run(ctx context.Context, cfg Config) Result {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	budget := cfg.Budget
-	if budget <= 0 {
-		budget = DefaultBudget
-	}
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	res := func() (res Result) {
-		defer func() {
-			if v := recover(); v != nil {
-				res = Result{Outcome: Failed, Route: RouteNone, Err: fmt.Errorf("panic: %v", v)}
-			}
-		}()
-		return runLocked(ctx, cfg, log, start)
-	}()
-	cancel()
-	end := time.Now()
+	res := runLocked(ctx, cfg, log)
 	if res.Route == "" {
 		res.Route = RouteNone
-	}
-	level := event.LevelInformational
-	if res.Outcome == Failed {
-		level = event.LevelError
-		log.Error("download-hotfix failed", "outcome", res.Outcome, "route", res.Route, "version", res.Version, "err", res.Err)
-	} else {
-		log.Info("download-hotfix completed", "outcome", res.Outcome, "route", res.Route, "version", res.Version, "removedStaged", res.Removed, "err", res.Err)
-	}
-	if _, err := event.Write(cfg.Root.EventsDir(), event.Event{
-		Task: event.TaskDownloadHotfix, Level: level, Message: res.Message() + event.Timing(start, end),
-		Start: start, End: end, Version: cfg.Version,
-	}); err != nil {
-		log.Warn("write download-hotfix event", "err", err)
 	}
 	return res
 }
 
-func runLocked(ctx context.Context, cfg Config, log *slog.Logger, start time.Time) Result {
+func runLocked(ctx context.Context, cfg Config, log *slog.Logger) Result {
 	// Before the lock, which creates a file there. Nothing in an untrusted
-	// directory is touched, the staged binary included; the launcher refuses
-	// a binary staged in such a directory too.
+	// directory is touched, the staged binary included; launch refuses a
+	// binary staged in such a directory too.
 	if err := checkStagingDir(filepath.Dir(cfg.Root.HotfixBinary())); err != nil {
 		return Result{Outcome: Failed, Err: err}
 	}
@@ -205,7 +176,7 @@ func runLocked(ctx context.Context, cfg Config, log *slog.Logger, start time.Tim
 	}
 	defer unlock()
 	removeLeftovers(cfg.Root.HotfixBinary(), log)
-	return run(ctx, cfg, log, start)
+	return run(ctx, cfg, log)
 }
 
 // removeLeftovers deletes temp files a killed earlier run left beside the
@@ -221,156 +192,90 @@ func removeLeftovers(final string, log *slog.Logger) {
 	}
 }
 
-func run(ctx context.Context, cfg Config, log *slog.Logger, start time.Time) Result {
-	p, err := readPointer(cfg.Root.Pointer())
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return Result{Outcome: NoPointer}
-	case err != nil:
-		return Result{Outcome: InvalidPointer, Err: err}
+func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
+	f := facts.Gather(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys})
+	var res Result
+	if f.PointerErr == nil {
+		res.Scripts = applyScripts(cfg, f.Pointer, log)
 	}
-	scriptsResult := applyScripts(cfg, p, log)
-
-	current, err := hotfix.ParseVersion(cfg.Version)
+	d := hotfix.Select(f.Input)
+	res.Version = d.Requested
+	if !d.Target.IsZero() {
+		res.Version = d.Target.String()
+	}
+	if d.Remove {
+		// Whatever the decision does not run must not stay, including when
+		// the replacement below fails.
+		res.Removed, res.Err = removeStaged(cfg, log, d.Reason)
+	}
+	switch d.Reason {
+	case hotfix.ReasonHotfix:
+		res.Outcome = AlreadyStaged
+		return res
+	case hotfix.ReasonNotStaged, hotfix.ReasonStagedUnsafe, hotfix.ReasonStagedMismatch:
+		if res.Err != nil {
+			res.Outcome = Failed
+			return res
+		}
+	default:
+		res.Outcome = Outcome(d.Reason)
+		if d.Reason == hotfix.ReasonInvalidPointer || d.Reason == hotfix.ReasonUntrusted || d.Reason == hotfix.ReasonNotNewer {
+			res.Err = errors.Join(errors.New(d.Detail), res.Err)
+		}
+		return res
+	}
+	log.Info("hotfix requested", "version", d.Target.String(), "source", string(d.Source), "staged", string(d.Reason))
+	var err error
+	if f.Trust.Keys {
+		res.Route = RouteDirect
+		err = stageDirect(ctx, cfg, log, f.Artifacts[d.Target.String()], d.Target)
+	} else {
+		res.Route = RoutePackageManager
+		log.Warn("no release keys on this node; installing from the package manager, trusting repository signing", "keys", keysPath(cfg))
+		err = stageFromPackage(ctx, cfg, log, d.Target)
+	}
 	if err != nil {
-		return Result{Outcome: UnparsableVersion, Err: err, Scripts: scriptsResult}
+		res.Outcome, res.Err = Failed, err
+		return res
 	}
-	res := resolve(ctx, cfg, log, p, current, start)
-	res.Scripts = scriptsResult
+	res.Outcome = Staged
 	return res
 }
 
-// resolve decides and performs the binary step.
-func resolve(ctx context.Context, cfg Config, log *slog.Logger, p hotfix.Pointer, current hotfix.Version, start time.Time) Result {
-	want, src := p.Resolve(current)
-	if want == "" {
-		return removeStaged(cfg, log, Result{Outcome: NoHotfixForBase})
-	}
-	target, err := hotfix.ParseVersion(want)
-	if err != nil || !hotfix.IsUpgrade(current, target) {
-		if err == nil {
-			err = fmt.Errorf("%s is not a newer patch of %s", target, current)
-		}
-		return removeStaged(cfg, log, Result{Outcome: NotNewer, Version: want, Err: err})
-	}
-	res := Result{Version: target.String()}
-	if p.IsRevoked(target) {
-		res.Outcome = Revoked
-		return removeStaged(cfg, log, res)
-	}
-	log.Info("hotfix requested", "version", target.String(), "source", string(src))
-
-	keys, haveKeys, err := loadKeys(cfg)
-	if err != nil {
-		res.Outcome, res.Err = Untrusted, err
-		return removeStaged(cfg, log, res)
-	}
-	if haveKeys {
-		res.Route = RouteDirect
-		rel, err := FindArtifact(keys, p, target, start)
-		if err != nil {
-			res.Outcome, res.Err = Untrusted, err
-			return removeStaged(cfg, log, res)
-		}
-		return stageDirect(ctx, cfg, log, rel, target, res)
-	}
-	res.Route = RoutePackageManager
-	log.Warn("no release keys on this node; installing from the package manager, trusting repository signing", "keys", keysPath(cfg))
-	return stageFromPackage(ctx, cfg, log, target, res)
-}
-
 func keysPath(cfg Config) string {
-	if cfg.ReleaseKeys != "" {
-		return cfg.ReleaseKeys
-	}
-	return cfg.Root.ReleaseKeys()
+	return facts.Config{Root: cfg.Root, ReleaseKeys: cfg.ReleaseKeys}.KeysPath()
 }
 
-func loadKeys(cfg Config) (release.KeySet, bool, error) {
-	data, err := capfile.Read(keysPath(cfg), 64<<10)
-	if errors.Is(err, fs.ErrNotExist) {
-		return release.KeySet{}, false, nil
-	}
-	if err != nil {
-		return release.KeySet{}, true, fmt.Errorf("read release keys: %w", err)
-	}
-	ks, err := release.ParseKeySet(data)
-	if err != nil {
-		return release.KeySet{}, true, fmt.Errorf("release keys %s: %w", keysPath(cfg), err)
-	}
-	return ks, true, nil
-}
-
-// FindArtifact returns this platform's artifact of the first release in
-// the pointer that verifies with keys at now and is for target. The error
-// reports why each candidate was refused.
-func FindArtifact(keys release.KeySet, p hotfix.Pointer, target hotfix.Version, now time.Time) (release.Artifact, error) {
-	platform := release.Platform(runtime.GOOS, runtime.GOARCH)
-	if len(p.Releases) == 0 {
-		return release.Artifact{}, fmt.Errorf("no signed release for %s in the pointer", target)
-	}
-	var reasons []string
-	for i, env := range p.Releases {
-		rel, err := keys.Verify(env, now)
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("release %d: %v", i, err))
-			continue
-		}
-		if err := rel.Matches(target); err != nil {
-			reasons = append(reasons, fmt.Sprintf("release %d: %v", i, err))
-			continue
-		}
-		a, ok := rel.Artifact(platform)
-		if !ok {
-			reasons = append(reasons, fmt.Sprintf("release %d: no artifact for %s", i, platform))
-			continue
-		}
-		return a, nil
-	}
-	return release.Artifact{}, fmt.Errorf("no valid signed release for %s: %s", target, strings.Join(reasons, "; "))
-}
-
-func stageDirect(ctx context.Context, cfg Config, log *slog.Logger, a release.Artifact, target hotfix.Version, res Result) Result {
-	dst := cfg.Root.HotfixBinary()
-	if IsStaged(dst, a) {
-		res.Outcome = AlreadyStaged
-		return res
-	}
+func stageDirect(ctx context.Context, cfg Config, log *slog.Logger, a release.Artifact, target hotfix.Version) error {
 	client, err := fetch.New(fetch.Config{ExtraRootsPEM: cfg.ArtifactCAPEM})
 	if err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
+		return err
 	}
-	f, err := atomicfile.Create(dst, bakedMode(cfg))
+	f, err := atomicfile.Create(cfg.Root.HotfixBinary(), bakedMode(cfg))
 	if err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
+		return err
 	}
 	defer f.Abort()
 	log.Info("downloading hotfix", "version", target.String(), "url", redact(a.URL), "size", a.Size)
 	if err := client.Download(ctx, a.URL, fetch.Want{SHA256: a.SHA256, Size: a.Size}, f); err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
+		return err
 	}
-	return commit(ctx, f, target, res)
+	return commit(ctx, f, target)
 }
 
-func stageFromPackage(ctx context.Context, cfg Config, log *slog.Logger, target hotfix.Version, res Result) Result {
+func stageFromPackage(ctx context.Context, cfg Config, log *slog.Logger, target hotfix.Version) error {
 	installed, err := pkgmgr.Install(ctx, pkgmgr.ExecRunner{Output: cfg.PackageOutput}, pkgmgr.Config{Root: string(cfg.Root)}, target.String())
 	if err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
+		return err
 	}
 	src, err := os.Open(installed)
 	if err != nil {
-		res.Outcome, res.Err = Failed, fmt.Errorf("open installed agent: %w", err)
-		return res
+		return fmt.Errorf("open installed agent: %w", err)
 	}
 	defer src.Close()
 	f, err := atomicfile.Create(cfg.Root.HotfixBinary(), bakedMode(cfg))
 	if err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
+		return err
 	}
 	defer f.Abort()
 	n, err := io.Copy(f, io.LimitReader(src, maxBinarySize+1))
@@ -378,39 +283,30 @@ func stageFromPackage(ctx context.Context, cfg Config, log *slog.Logger, target 
 		err = fmt.Errorf("installed agent exceeds %d bytes", maxBinarySize)
 	}
 	if err != nil {
-		res.Outcome, res.Err = Failed, fmt.Errorf("copy installed agent: %w", err)
-		return res
+		return fmt.Errorf("copy installed agent: %w", err)
 	}
 	log.Info("copied installed agent", "from", installed, "bytes", n)
-	return commit(ctx, f, target, res)
+	return commit(ctx, f, target)
 }
 
 // commit checks that the complete temp file is an executable reporting
-// target, then moves it into place durably.
-func commit(ctx context.Context, f *atomicfile.File, target hotfix.Version, res Result) Result {
+// target, then moves it into place durably: the staged binary must survive
+// a power cut between staging and the launcher's exec.
+func commit(ctx context.Context, f *atomicfile.File, target hotfix.Version) error {
 	if err := f.Sync(); err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
+		return err
 	}
 	if err := checkExecutable(f.TempName()); err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
+		return err
 	}
 	got, err := reportedVersion(ctx, f.TempName())
 	if err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
+		return err
 	}
 	if got != target.String() {
-		res.Outcome, res.Err = Failed, fmt.Errorf("staged binary reports version %q, want %q", got, target)
-		return res
+		return fmt.Errorf("staged binary reports version %q, want %s", got, target)
 	}
-	if err := f.Commit(); err != nil {
-		res.Outcome, res.Err = Failed, err
-		return res
-	}
-	res.Outcome = Staged
-	return res
+	return f.Commit()
 }
 
 // checkExecutable refuses anything that is not an ELF executable: an
@@ -432,85 +328,29 @@ func checkExecutable(path string) error {
 func reportedVersion(ctx context.Context, path string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
 	defer cancel()
-	deadline := time.Now().Add(etxtbsyRetry)
-	for {
-		out := &capped{max: maxVersionOutput}
-		cmd := exec.CommandContext(ctx, path, "version")
-		cmd.Stdout = out
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-		cmd.WaitDelay = time.Second
-		err := cmd.Run()
-		// A just-written file can be briefly busy when a concurrent fork
-		// inherited its descriptor; that resolves once the child execs.
-		if errors.Is(err, syscall.ETXTBSY) && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("run %s version: %w", filepath.Base(path), err)
-		}
-		if out.over {
-			return "", fmt.Errorf("%s version printed more than %d bytes", filepath.Base(path), maxVersionOutput)
-		}
-		return strings.TrimSpace(string(out.buf)), nil
-	}
+	return proc.Output(ctx, maxVersionOutput, path, "version")
 }
 
-type capped struct {
-	max  int
-	buf  []byte
-	over bool
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	room := c.max - len(c.buf)
-	if len(p) > room {
-		c.buf = append(c.buf, p[:max(room, 0)]...)
-		c.over = true
-		return len(p), nil
-	}
-	c.buf = append(c.buf, p...)
-	return len(p), nil
-}
-
-// removeStaged deletes a staged hotfix binary: whatever the pointer no
-// longer selects must not run.
-func removeStaged(cfg Config, log *slog.Logger, res Result) Result {
+// removeStaged deletes the staged hotfix binary (a symlink there is removed,
+// not followed) and reports whether it did.
+func removeStaged(cfg Config, log *slog.Logger, why hotfix.Reason) (bool, error) {
 	path := cfg.Root.HotfixBinary()
-	if _, err := os.Lstat(path); err != nil {
-		return res
-	}
 	if err := os.Remove(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return false, nil
+		}
 		log.Error("remove stale hotfix binary", "path", path, "err", err)
-		res.Err = errors.Join(res.Err, fmt.Errorf("remove stale hotfix binary: %w", err))
-		return res
+		return false, fmt.Errorf("remove stale hotfix binary: %w", err)
 	}
 	if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 		log.Warn("sync after removing hotfix binary", "err", err)
 	}
-	log.Info("removed stale hotfix binary", "path", path, "outcome", res.Outcome)
-	res.Removed = true
-	return res
+	log.Info("removed stale hotfix binary", "path", path, "reason", string(why))
+	return true, nil
 }
 
 func bakedMode(cfg Config) fs.FileMode {
 	return atomicfile.ModeOf(cfg.Root.BakedBinary(), 0o755)
-}
-
-func readPointer(path string) (hotfix.Pointer, error) {
-	data, err := capfile.Read(path, hotfix.MaxPointerSize)
-	if err != nil {
-		return hotfix.Pointer{}, err
-	}
-	p, err := hotfix.ParsePointer(data)
-	if err != nil {
-		return hotfix.Pointer{}, err
-	}
-	if p.IsEmpty() && p.ScriptsVersion == "" {
-		return p, fs.ErrNotExist
-	}
-	return p, nil
 }
 
 // applyScripts runs the scripts hotfix when scripts_version is a newer patch
@@ -541,17 +381,6 @@ func applyScripts(cfg Config, p hotfix.Pointer, log *slog.Logger) string {
 	}
 	log.Info("applied scripts hotfix", "version", sv)
 	return "applied"
-}
-
-// IsStaged reports whether path is a regular file with exactly a's size and
-// sha256, so a re-run does not download again.
-func IsStaged(path string, a release.Artifact) bool {
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != a.Size {
-		return false
-	}
-	sum, err := fileSHA256(path)
-	return err == nil && strings.EqualFold(sum, a.SHA256)
 }
 
 // redact drops the query, which may carry an access token.

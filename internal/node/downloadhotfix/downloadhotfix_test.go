@@ -1,6 +1,7 @@
 package downloadhotfix
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -145,7 +146,7 @@ func (f *fixture) stageOld(content string) {
 
 func (f *fixture) run() Result {
 	f.t.Helper()
-	return Run(f.t.Context(), Config{Root: f.root, Version: f.version, ArtifactCAPEM: f.caPEM, Budget: time.Minute})
+	return Run(within(f.t, time.Minute), Config{Root: f.root, Version: f.version, ArtifactCAPEM: f.caPEM})
 }
 
 // noTemps asserts nothing but the expected files is in the staging dir.
@@ -196,7 +197,9 @@ func TestRunStagesSignedRelease(t *testing.T) {
 	if res.Outcome != AlreadyStaged || f.hits.Load() != 1 {
 		t.Errorf("second Run = %+v after %d downloads, want alreadyStaged after 1", res, f.hits.Load())
 	}
-	assertEvents(t, f.root, []string{"outcome=staged route=direct version=202604.01.1", "outcome=alreadyStaged"})
+	if got, want := res.Message(), "download-hotfix outcome=alreadyStaged route=none version=202604.01.1"; got != want {
+		t.Errorf("Message() = %q, want %q", got, want)
+	}
 }
 
 func TestRunRefusesUntrustedReleases(t *testing.T) {
@@ -210,7 +213,7 @@ func TestRunRefusesUntrustedReleases(t *testing.T) {
 		releases func(f *fixture, sign func(release.Release) json.RawMessage) []json.RawMessage
 		want     string
 	}{
-		{"unsigned (no releases)", func(*fixture, func(release.Release) json.RawMessage) []json.RawMessage { return nil }, "no signed release"},
+		{"unsigned (no releases)", func(*fixture, func(release.Release) json.RawMessage) []json.RawMessage { return nil }, "carries no release"},
 		{"wrong key", func(f *fixture, _ func(release.Release) json.RawMessage) []json.RawMessage {
 			return []json.RawMessage{other(f)(f.release(f.body, nil))}
 		}, "untrusted"},
@@ -224,7 +227,7 @@ func TestRunRefusesUntrustedReleases(t *testing.T) {
 		}, "release 0"},
 		{"other version", func(f *fixture, sign func(release.Release) json.RawMessage) []json.RawMessage {
 			return []json.RawMessage{sign(f.release(f.body, func(r *release.Release) { r.Version = "202604.01.2" }))}
-		}, "release 0"},
+		}, "verified releases are of 202604.01.2"},
 		{"other arch", func(f *fixture, sign func(release.Release) json.RawMessage) []json.RawMessage {
 			return []json.RawMessage{sign(f.release(f.body, func(r *release.Release) {
 				a := r.Artifacts[release.Platform(runtime.GOOS, runtime.GOARCH)]
@@ -300,8 +303,8 @@ func TestRunRejectsBadArtifacts(t *testing.T) {
 			if res.Outcome != Failed || !strings.Contains(res.Err.Error(), tt.want) || res.ExitCode() != 1 {
 				t.Fatalf("Run = %+v, want failed mentioning %q", res, tt.want)
 			}
-			if got, _ := f.staged(); got != "old hotfix" {
-				t.Errorf("staged binary = %q, want the old one intact", got)
+			if got, ok := f.staged(); ok || !res.Removed {
+				t.Errorf("staged binary = %q, want the stale one removed", got)
 			}
 			f.noTemps()
 		})
@@ -388,7 +391,7 @@ func TestRunWaitsForConcurrentRun(t *testing.T) {
 	if err := syscall.Flock(int(lk.Fd()), syscall.LOCK_EX); err != nil {
 		t.Fatal(err)
 	}
-	res := Run(t.Context(), Config{Root: f.root, Version: baked, Budget: 300 * time.Millisecond})
+	res := Run(within(t, 300*time.Millisecond), Config{Root: f.root, Version: baked})
 	if res.Outcome != Busy || res.ExitCode() != 0 {
 		t.Fatalf("Run while locked = %+v, want busy", res)
 	}
@@ -464,31 +467,18 @@ func TestRunPackageManagerRoute(t *testing.T) {
 	if got, _ := f.staged(); got != string(fakeAgent(t, target)) {
 		t.Error("staged binary is not the installed agent")
 	}
-	assertEvents(t, f.root, []string{"outcome=staged route=package-manager"})
+	if got, want := res.Message(), "download-hotfix outcome=staged route=package-manager version="+target; got != want {
+		t.Errorf("Message() = %q, want %q", got, want)
+	}
 }
 
-func assertEvents(t *testing.T, root layout.Root, want []string) {
+// within returns the test's context bounded by d, the run's budget (the
+// command's lifecycle sets it in production).
+func within(t *testing.T, d time.Duration) context.Context {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(root.EventsDir(), "*.json"))
-	if len(files) != len(want) {
-		t.Fatalf("got %d events, want %d", len(files), len(want))
-	}
-	var msgs []string
-	for _, p := range files {
-		data, _ := os.ReadFile(p)
-		var ev map[string]string
-		json.Unmarshal(data, &ev)
-		if ev["TaskName"] != "AKS.AKSNodeController.DownloadHotfix" {
-			t.Errorf("event task = %q", ev["TaskName"])
-		}
-		msgs = append(msgs, ev["Message"])
-	}
-	all := strings.Join(msgs, "\n")
-	for _, w := range want {
-		if !strings.Contains(all, w) {
-			t.Errorf("no event contains %q; events:\n%s", w, all)
-		}
-	}
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 func TestRunRemovesLeftoverTemps(t *testing.T) {

@@ -1,24 +1,26 @@
 // Package explain reports, without changing anything or touching the
 // network, what the hotfix path would do on this node and why.
+//
+// It reads the node through facts.Gather and decides with hotfix.Select,
+// exactly as download-hotfix and launch do, so its verdict is launch's
+// choice for the same files.
 package explain
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"time"
 
-	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/hotfix"
-	"nodehotfix/internal/node/downloadhotfix"
+	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/features"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/nodeconfig"
-	"nodehotfix/internal/release"
 )
 
-// Step is one decision, in the order the launcher and agent take them.
+// Step is one decision, in the order launch takes them.
 type Step struct {
 	Step   string `json:"step"`
 	OK     bool   `json:"ok"`
@@ -29,8 +31,13 @@ type Step struct {
 type Report struct {
 	Version string `json:"version"`
 	Steps   []Step `json:"steps"`
-	// Binary is what the launcher would provision with: "hotfix" or "baked".
-	Binary string `json:"binary"`
+	// Binary is what launch would provision with: "hotfix" or "baked".
+	Binary hotfix.Agent `json:"binary"`
+	// Reason is hotfix.Select's reason for that choice.
+	Reason hotfix.Reason `json:"reason"`
+	// Target is the hotfix version the pointer requests, if it is a valid
+	// upgrade.
+	Target string `json:"target,omitempty"`
 }
 
 // Config says which node to explain.
@@ -44,26 +51,42 @@ type Config struct {
 	Now time.Time
 }
 
-// Run builds the report. It reads local files only.
-func Run(cfg Config) Report {
-	r := Report{Version: cfg.Version, Binary: "baked"}
+// decisionSteps are Select's checks in its order, with the reasons that
+// stop at each.
+var decisionSteps = []struct {
+	step    string
+	reasons []hotfix.Reason
+}{
+	{"baked-version", []hotfix.Reason{hotfix.ReasonUnparsableVersion}},
+	{"pointer", []hotfix.Reason{hotfix.ReasonInvalidPointer, hotfix.ReasonNoPointer, hotfix.ReasonNoHotfixForBase}},
+	{"gate", []hotfix.Reason{hotfix.ReasonNotNewer}},
+	{"revocation", []hotfix.Reason{hotfix.ReasonRevoked}},
+	{"trust", []hotfix.Reason{hotfix.ReasonUntrusted}},
+	{"staged", []hotfix.Reason{hotfix.ReasonNotStaged, hotfix.ReasonStagedUnsafe, hotfix.ReasonStagedMismatch}},
+}
+
+// Run builds the report. It reads local files only; the staged binary is
+// run (`version`) only when launch would run it too.
+func Run(ctx context.Context, cfg Config) Report {
+	r := Report{Version: cfg.Version}
 	add := func(step string, ok bool, format string, a ...any) {
 		r.Steps = append(r.Steps, Step{Step: step, OK: ok, Detail: fmt.Sprintf(format, a...)})
 	}
-	now := cfg.Now
-	if now.IsZero() {
-		now = time.Now()
-	}
 
-	feats, err := readFeatures(cfg.Root.EnabledFeatures())
+	path := cfg.Root.EnabledFeatures()
+	ff, err := features.Read(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		add("feature-flag", false, "%s absent: check-hotfix off (default)", cfg.Root.EnabledFeatures())
+		add("feature-flag", false, "%s absent: check-hotfix off (default)", path)
 	case err != nil:
 		add("feature-flag", false, "%v: every feature off", err)
 	default:
-		on := features.HotfixEnabled(feats)
-		add("feature-flag", on, "%s=%q (on only for exactly \"true\"; off skips check-hotfix, not a custom-data pointer)", features.HotfixKey, feats[features.HotfixKey])
+		v, set := ff.Values[features.HotfixKey]
+		if !set {
+			add("feature-flag", false, "%s not set: check-hotfix off (a staged pointer still applies)", features.HotfixKey)
+		} else {
+			add("feature-flag", ff.HotfixEnabled(), "%s=%q (on only for exactly \"true\"; off skips check-hotfix, not a staged pointer)", features.HotfixKey, v)
+		}
 	}
 
 	if t, err := nodeconfig.ResolveTarget(cfg.Root.NodeConfig(), cfg.Root.NBCCmd()); err != nil {
@@ -72,92 +95,66 @@ func Run(cfg Config) Report {
 		add("lps-target", len(t.CAPEM) > 0, "host %s from %s; cluster CA %s", t.Host, t.Source, presence(len(t.CAPEM) > 0))
 	}
 
-	current, err := hotfix.ParseVersion(cfg.Version)
-	if err != nil {
-		add("baked-version", false, "%v: no hotfix can apply", err)
-		return r
+	f := facts.Gather(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys, Now: cfg.Now})
+	d := hotfix.Select(f.Input)
+	r.Binary, r.Reason = d.Agent, d.Reason
+	if !d.Target.IsZero() {
+		r.Target = d.Target.String()
 	}
-	add("baked-version", true, "%s (base %s)", current, current.Base())
-
-	data, err := capfile.Read(cfg.Root.Pointer(), hotfix.MaxPointerSize)
-	if err != nil {
-		add("pointer", false, "%v", err)
-		return r
-	}
-	p, err := hotfix.ParsePointer(data)
-	if err != nil {
-		add("pointer", false, "%v", err)
-		return r
-	}
-	want, src := p.Resolve(current)
-	if want == "" {
-		add("pointer", false, "no hotfix requested for base %s (a staged hotfix would be removed)", current.Base())
-		return r
-	}
-	add("pointer", true, "requests %s (from %s)", want, src)
-	target, err := hotfix.ParseVersion(want)
-	if err != nil || !hotfix.IsUpgrade(current, target) {
-		add("gate", false, "%s is not a newer patch of %s", want, current)
-		return r
-	}
-	add("gate", true, "%s upgrades %s", target, current)
-	if p.IsRevoked(target) {
-		add("revocation", false, "%s is revoked", target)
-		return r
-	}
-	add("revocation", true, "%s is not revoked", target)
-
-	keysPath := cfg.ReleaseKeys
-	if keysPath == "" {
-		keysPath = cfg.Root.ReleaseKeys()
-	}
-	var artifact *release.Artifact
-	keyData, err := capfile.Read(keysPath, release.MaxKeySetSize)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		add("trust", true, "no release keys at %s: the package manager would install %s (repository signing)", keysPath, target)
-	case err != nil:
-		add("trust", false, "release keys unreadable: %v", err)
-		return r
-	default:
-		ks, err := release.ParseKeySet(keyData)
-		if err != nil {
-			add("trust", false, "release keys %s: %v", keysPath, err)
-			return r
+	for _, s := range decisionSteps {
+		if contains(s.reasons, d.Reason) {
+			add(s.step, false, "%s", d.Detail)
+			break
 		}
-		a, err := downloadhotfix.FindArtifact(ks, p, target, now)
-		if err != nil {
-			add("trust", false, "%v", err)
-			return r
-		}
-		artifact = &a
-		add("trust", true, "release %s signed by a trusted key; artifact %s (%d bytes, sha256 %s…)", target, a.URL, a.Size, a.SHA256[:12])
+		add(s.step, true, "%s", passed(s.step, f, d))
 	}
-
-	staged := cfg.Root.HotfixBinary()
-	fi, err := os.Lstat(staged)
-	switch {
-	case err != nil:
-		add("staged", false, "no hotfix binary staged yet: download-hotfix would fetch it")
-	case artifact != nil:
-		match := downloadhotfix.IsStaged(staged, *artifact)
-		add("staged", match, "%s (%d bytes) %s the signed artifact", staged, fi.Size(), map[bool]string{true: "matches", false: "does not match"}[match])
-		if match {
-			r.Binary = "hotfix"
-		}
-	default:
-		add("staged", true, "%s present; the launcher runs it if `version` reports %s", staged, target)
-		r.Binary = "hotfix"
+	if d.Agent == hotfix.AgentHotfix {
+		add("choice", true, "%s", d.Detail)
 	}
 	return r
 }
 
-func readFeatures(path string) (map[string]string, error) {
-	data, err := capfile.Read(path, features.MaxSize)
-	if err != nil {
-		return nil, err
+// passed describes a check Select passed.
+func passed(step string, f facts.Facts, d hotfix.Decision) string {
+	switch step {
+	case "baked-version":
+		v, _ := hotfix.ParseVersion(f.Baked)
+		return fmt.Sprintf("%s (base %s)", v, v.Base())
+	case "pointer":
+		return fmt.Sprintf("requests %s (from %s)", d.Requested, d.Source)
+	case "gate":
+		return fmt.Sprintf("%s is a newer patch of %s", d.Target, f.Baked)
+	case "revocation":
+		return fmt.Sprintf("%s is not revoked", d.Target)
+	case "trust":
+		if !f.Trust.Keys {
+			return "no release keys on this node: the package manager installs the exact version (repository signing)"
+		}
+		a := f.Artifacts[d.Target.String()]
+		return fmt.Sprintf("release %s signed by a trusted key; artifact %s (%d bytes, sha256 %.12s…)", d.Target, redact(a.URL), a.Size, a.SHA256)
+	case "staged":
+		return fmt.Sprintf("the staged binary reports %s", d.Target)
 	}
-	return features.Parse(data)
+	return ""
+}
+
+func contains(rs []hotfix.Reason, r hotfix.Reason) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
+}
+
+// redact drops a URL's query, which may carry an access token.
+func redact(u string) string {
+	for i := 0; i < len(u); i++ {
+		if u[i] == '?' || u[i] == '#' {
+			return u[:i]
+		}
+	}
+	return u
 }
 
 func presence(ok bool) string {

@@ -24,7 +24,7 @@ type fixture struct {
 
 func newFixture(t *testing.T, keys bool, flag string) fixture {
 	t.Helper()
-	f := fixture{root: layout.Root(t.TempDir()), binary: []byte("\x7fELF hotfix bytes")}
+	f := fixture{root: layout.Root(t.TempDir()), binary: []byte("#!/bin/sh\necho 202604.01.1\n")}
 	os.MkdirAll(f.root.Containers(), 0o755)
 	write := func(path, content string) {
 		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -87,6 +87,26 @@ func TestRun(t *testing.T) {
 		{"revoked", func(t *testing.T, f *fixture) { f.pointer.Revoked = []string{"202604.01.1"}; f.writePointer(t) }, true, "true", "baked", "revocation"},
 		{"unsigned with keys", func(t *testing.T, f *fixture) { f.pointer.Releases = nil; f.writePointer(t) }, true, "true", "baked", "trust"},
 		{"no keys: package manager", func(t *testing.T, f *fixture) { f.writePointer(t); f.stage(t, f.binary) }, false, "true", "hotfix", ""},
+		{"no keys: staged reports another version", func(t *testing.T, f *fixture) {
+			f.writePointer(t)
+			f.stage(t, []byte("#!/bin/sh\necho 202604.01.7\n"))
+		}, false, "true", "baked", "staged"},
+		{"staged group-writable", func(t *testing.T, f *fixture) {
+			f.writePointer(t)
+			f.stage(t, f.binary)
+			os.Chmod(f.root.HotfixBinary(), 0o775)
+		}, true, "true", "baked", "staged"},
+		{"staged not executable", func(t *testing.T, f *fixture) {
+			f.writePointer(t)
+			f.stage(t, f.binary)
+			os.Chmod(f.root.HotfixBinary(), 0o644)
+		}, false, "true", "baked", "staged"},
+		{"pointer is a symlink", func(t *testing.T, f *fixture) {
+			f.writePointer(t)
+			os.Rename(f.root.Pointer(), f.root.Pointer()+".real")
+			os.Symlink(f.root.Pointer()+".real", f.root.Pointer())
+			f.stage(t, f.binary)
+		}, true, "true", "baked", "pointer"},
 		{"other base", func(t *testing.T, f *fixture) {
 			f.pointer.Hotfixes = map[string]string{"202605.30": "202605.30.1"}
 			f.writePointer(t)
@@ -97,15 +117,15 @@ func TestRun(t *testing.T) {
 			t.Parallel()
 			f := newFixture(t, tt.keys, tt.flag)
 			tt.setup(t, &f)
-			r := Run(Config{Root: f.root, Version: "202604.01.0"})
-			if r.Binary != tt.wantBinary || lastFailed(r) != tt.wantFailed {
+			r := Run(t.Context(), Config{Root: f.root, Version: "202604.01.0"})
+			if string(r.Binary) != tt.wantBinary || lastFailed(r) != tt.wantFailed {
 				t.Errorf("Run = binary %s, first failed step %q; want %s, %q\n%+v", r.Binary, lastFailed(r), tt.wantBinary, tt.wantFailed, r.Steps)
 			}
 		})
 	}
-	r := Run(Config{Root: layout.Root(t.TempDir()), Version: "dev"})
+	r := Run(t.Context(), Config{Root: layout.Root(t.TempDir()), Version: "dev"})
 	last := r.Steps[len(r.Steps)-1]
-	if r.Binary != "baked" || last.Step != "baked-version" || last.OK || !strings.Contains(last.Detail, "malformed") {
+	if r.Binary != "baked" || last.Step != "baked-version" || last.OK || !strings.Contains(last.Detail, "not YYYYMM.DD.PATCH") {
 		t.Errorf("dev build: %+v", r)
 	}
 }

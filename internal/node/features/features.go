@@ -1,30 +1,23 @@
-// Package features renders and parses enabled_features.sh, the per-node
-// KEY=VALUE flag file the launcher reads as data.
-//
-// Render is the producer side (custom data); Parse applies the launcher's
-// file-level rules so Go tools (explain, tests) read a file exactly as the
-// launcher would, except for the launcher's reserved-name denylist, which
-// only matters to a shell.
 package features
 
-import (
-	"bytes"
-	"errors"
-	"fmt"
-	"sort"
-	"strings"
-)
+import "errors"
 
 // HotfixKey turns the provisioning-hotfix path on when set to exactly "true".
 const HotfixKey = "ENABLE_PROVISIONING_HOTFIX"
 
-// Limits shared with the launcher.
+// Limits of a features file; a file over either is void. Producers write a
+// few short lines, so either limit means the file is not theirs.
 const (
-	MaxSize  = 64 << 10
+	MaxSize  = 64 << 10 // bytes
 	MaxLines = 256
 )
 
-// ValidKey reports whether k is an ASCII shell identifier.
+// ErrInvalid is returned, wrapped with the reason, for a file that is void
+// as a whole: every feature is then off.
+var ErrInvalid = errors.New("invalid features file")
+
+// ValidKey reports whether k is an ASCII shell identifier,
+// [A-Za-z_][A-Za-z0-9_]*.
 func ValidKey(k string) bool {
 	if k == "" {
 		return false
@@ -39,72 +32,46 @@ func ValidKey(k string) bool {
 	return true
 }
 
-// Render produces the file for m: one KEY=VALUE line per entry whose key is
-// an identifier and whose value has no CR, LF or NUL, sorted by key, values
-// verbatim. It returns nil when no entry survives: then no file is written
-// and custom data is byte-identical to a node without features.
-func Render(m map[string]string) []byte {
-	keys := make([]string, 0, len(m))
-	for k, v := range m {
-		if ValidKey(k) && !strings.ContainsAny(v, "\r\n\x00") {
-			keys = append(keys, k)
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	sort.Strings(keys)
-	var b bytes.Buffer
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(m[k])
-		b.WriteByte('\n')
-	}
-	return b.Bytes()
-}
-
-// ErrInvalid is returned (wrapped) for a file the launcher ignores as a
-// whole: every feature is then off.
-var ErrInvalid = errors.New("invalid features file")
-
-// Parse reads a features file as the launcher does. A file that is too
-// large, has too many lines, contains CR or NUL, or sets a key twice is
-// invalid as a whole. Blank lines, comments and malformed lines are skipped.
-// Values are verbatim: no quote removal, trimming or expansion.
-func Parse(data []byte) (map[string]string, error) {
-	if len(data) > MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes exceeds %d", ErrInvalid, len(data), MaxSize)
-	}
-	if i := bytes.IndexByte(data, '\r'); i >= 0 {
-		return nil, fmt.Errorf("%w: CR at line %d", ErrInvalid, bytes.Count(data[:i], []byte("\n"))+1)
-	}
-	if i := bytes.IndexByte(data, 0); i >= 0 {
-		return nil, fmt.Errorf("%w: NUL at line %d", ErrInvalid, bytes.Count(data[:i], []byte("\n"))+1)
-	}
-	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(data) == 0 {
-		lines = nil
-	}
-	if len(lines) > MaxLines {
-		return nil, fmt.Errorf("%w: %d lines exceeds %d", ErrInvalid, len(lines), MaxLines)
-	}
-	out := make(map[string]string)
-	for i, line := range lines {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok || !ValidKey(k) {
-			continue
-		}
-		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("%w: key %s set twice (line %d)", ErrInvalid, k, i+1)
-		}
-		out[k] = v
-	}
-	return out, nil
-}
-
-// HotfixEnabled reports whether m turns the hotfix path on.
+// HotfixEnabled reports whether m turns the hotfix path on: only the exact
+// value "true" does.
 func HotfixEnabled(m map[string]string) bool { return m[HotfixKey] == "true" }
+
+// File is the content of a features file that is not void. The zero File
+// has no features.
+type File struct {
+	// Values holds every pair with a valid key, reserved keys included. It
+	// is what the file says, for decisions such as HotfixEnabled; it is
+	// never an environment.
+	Values map[string]string
+	// Accepted holds, in file order, the pairs whose key is not Reserved:
+	// the only pairs a child's environment may receive (see Env).
+	Accepted []Pair
+	// Notes says, in file order, why a line was skipped or refused.
+	Notes []Note
+}
+
+// Pair is one KEY=VALUE line.
+type Pair struct {
+	Key, Value string
+}
+
+// Note says why a line contributes nothing to a child's environment.
+type Note struct {
+	Line   int    // 1-based
+	Reason string // e.g. "not KEY=VALUE", "reserved key PATH (shell variable)"
+}
+
+// HotfixEnabled reports whether f turns the hotfix path on: only the exact
+// value "true" does.
+func (f File) HotfixEnabled() bool { return HotfixEnabled(f.Values) }
+
+// Env returns the accepted pairs as "KEY=VALUE" strings in file order, for
+// the environment of a child that consumes the flags (append it to the
+// child's exec.Cmd.Env). The slice is new on every call.
+func (f File) Env() []string {
+	env := make([]string, 0, len(f.Accepted))
+	for _, p := range f.Accepted {
+		env = append(env, p.Key+"="+p.Value)
+	}
+	return env
+}

@@ -49,6 +49,16 @@ func (r Root) ProvisionComplete() string { return r.join(containers + "/provisio
 // ProvisionJSON holds provisioning's exit code, error and output tail.
 func (r Root) ProvisionJSON() string { return r.join("var/log/azure/aks/provision.json") }
 
+// ProvisionStarted records that the bootstrap started, by which agent and
+// for which launch; written just before the bootstrap runs.
+func (r Root) ProvisionStarted() string { return r.join("var/log/azure/aks/provision-started.json") }
+
+// EtcHostname is /etc/hostname, the name cloud-init configures.
+func (r Root) EtcHostname() string { return r.join("etc/hostname") }
+
+// KernelHostname is the kernel's hostname, what hostname(1) prints.
+func (r Root) KernelHostname() string { return r.join("proc/sys/kernel/hostname") }
+
 // EventsDir is where the guest agent collects telemetry event files.
 func (r Root) EventsDir() string {
 	return r.join("var/log/azure/Microsoft.Azure.Extensions.CustomScript/events")

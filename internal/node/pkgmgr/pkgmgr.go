@@ -35,7 +35,7 @@ type Config struct {
 // each try limited to 60 s, all within ctx; the caller sets the overall
 // deadline. A malformed version wraps hotfix.ErrMalformedVersion and an
 // unsupported OS ErrUnsupportedOS, both before any command runs; a failed
-// command is a *CmdError, which keeps the package manager's exit code.
+// command is a *proc.CmdError, which keeps the package manager's exit code.
 func Install(ctx context.Context, r Runner, cfg Config, version string) (string, error) {
 	// Only a parsed version reaches argv, so the pin cannot carry an option,
 	// a glob or a second package.

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/proc"
 )
 
 // node is a fake node: a root directory with os-release and apt sources, and
@@ -231,9 +232,9 @@ func TestInstallAllAttemptsFail(t *testing.T) {
 	n.tool(t, "dpkg", "exit 0")
 	n.tool(t, "apt-get", n.failsUntil(99, "exit 0"))
 	_, err := Install(t.Context(), ExecRunner{}, Config{Root: n.root, Backoff: time.Millisecond}, version)
-	var ce *CmdError
+	var ce *proc.CmdError
 	if !errors.As(err, &ce) {
-		t.Fatalf("Install = %v, want a *CmdError", err)
+		t.Fatalf("Install = %v, want a *proc.CmdError", err)
 	}
 	if got := ce.ExitCode(); got != 100 {
 		t.Errorf("exit code = %d, want 100", got)

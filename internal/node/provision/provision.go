@@ -10,11 +10,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -24,6 +21,7 @@ import (
 	nodeconfigv1 "nodehotfix/internal/gen/nodeconfig/v1"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/nodeconfig"
+	"nodehotfix/internal/node/proc"
 )
 
 // ExitFailFast is the exit code recorded when provisioning cannot start
@@ -42,6 +40,26 @@ type Status struct {
 	ExecDuration string `json:"ExecDuration,omitempty"` // seconds
 	StartTime    string `json:"StartTime,omitempty"`    // RFC 3339, UTC
 	EndTime      string `json:"EndTime,omitempty"`      // RFC 3339, UTC
+	// Agent is which agent provisioned ("baked" or "hotfix"); empty when
+	// provision ran outside launch.
+	Agent string `json:"Agent,omitempty"`
+	// AgentVersion is the provisioning agent's version.
+	AgentVersion string `json:"AgentVersion,omitempty"`
+	// Fallback is why the baked agent provisioned after a hotfix agent
+	// failed before the bootstrap started.
+	Fallback string `json:"Fallback,omitempty"`
+}
+
+// Start is provision-started.json, written just before the bootstrap
+// starts: from then on a failure is the bootstrap's, which is not
+// idempotent and must not run twice.
+type Start struct {
+	// LaunchID is the launch this provision ran under; empty outside one.
+	LaunchID     string `json:"LaunchID"`
+	Agent        string `json:"Agent,omitempty"`
+	AgentVersion string `json:"AgentVersion"`
+	Pid          int    `json:"Pid"`
+	Time         string `json:"Time"` // RFC 3339, UTC
 }
 
 // Config says what to provision.
@@ -60,27 +78,52 @@ type Config struct {
 	// AKS_NODE_CONTROLLER_VERSION, so its output says which agent (baked or
 	// hotfix) ran it.
 	AgentVersion string
+	// Env is added to the bootstrap's environment (the accepted feature
+	// flags when launch provisions in-process).
+	Env []string
+	// Agent, recorded in provision.json, is "baked" or "hotfix" under
+	// launch, empty outside it.
+	Agent string
+	// Fallback, recorded in provision.json, is why the baked agent
+	// provisions after a hotfix failed before the bootstrap started.
+	Fallback string
+	// LaunchID is recorded in provision-started.json, which tells launch
+	// (and the launcher shim) whether the bootstrap started under it.
+	LaunchID string
+	// FallbackFollows says a same-boot fallback to the baked agent follows
+	// a failure before the bootstrap starts. The status files are then left
+	// to that run, so provision-wait never sees this attempt's failure, and
+	// the start must be recorded: if it cannot be, the bootstrap does not
+	// start here (a failure of it would pass for one before it, and the
+	// fallback would run it twice).
+	FallbackFollows bool
 }
 
-// Run provisions the node and returns the exit code to exit with. It always
-// writes provision.json and provision.complete, including when the inputs
-// are unusable or the bootstrap cannot start.
+// Run provisions the node and returns the exit code to exit with. It writes
+// provision.json and provision.complete, including when the inputs are
+// unusable or the bootstrap cannot start, unless FallbackFollows and the
+// bootstrap never started.
 func Run(ctx context.Context, cfg Config) (code int) {
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	start := time.Now()
-	st := Status{ExitCode: strconv.Itoa(ExitFailFast)}
+	st := Status{ExitCode: strconv.Itoa(ExitFailFast), Agent: cfg.Agent, AgentVersion: cfg.AgentVersion, Fallback: cfg.Fallback}
+	started := false
 	defer func() {
 		if v := recover(); v != nil {
-			st = Status{ExitCode: strconv.Itoa(ExitFailFast), Error: fmt.Sprintf("provision panicked: %v", v), Output: st.Output}
+			st.ExitCode, st.Error = strconv.Itoa(ExitFailFast), fmt.Sprintf("provision panicked: %v", v)
 			code = ExitFailFast
+		}
+		if cfg.FallbackFollows && !started {
+			log.Warn("provision failed before the bootstrap started; leaving the status to the baked agent", "err", st.Error)
+			return
 		}
 		end := time.Now()
 		st.StartTime, st.EndTime = start.UTC().Format(time.RFC3339), end.UTC().Format(time.RFC3339)
 		st.ExecDuration = strconv.Itoa(int(end.Sub(start).Seconds()))
-		if err := writeStatus(cfg.Root, st); err != nil {
+		if err := WriteStatus(cfg.Root, st); err != nil {
 			log.Error("write provision status", "err", err)
 		}
 	}()
@@ -91,8 +134,17 @@ func Run(ctx context.Context, cfg Config) (code int) {
 		log.Error("provision cannot start", "err", err)
 		return ExitFailFast
 	}
-	log.Info("provision starting", "argv", argv)
-	env = append(env, "AKS_NODE_CONTROLLER_VERSION="+cfg.AgentVersion)
+	if err := recordStart(cfg); err != nil {
+		if cfg.FallbackFollows {
+			st.Error = err.Error()
+			log.Error("provision cannot record the bootstrap's start; not starting it", "err", err)
+			return ExitFailFast
+		}
+		log.Warn("record the bootstrap's start", "err", err)
+	}
+	started = true
+	log.Info("provision starting", "argv", argv, "agent", cfg.Agent, "version", cfg.AgentVersion)
+	env = append(append(cfg.Env, env...), "AKS_NODE_CONTROLLER_VERSION="+cfg.AgentVersion)
 	exit, out, err := execute(ctx, argv, env, cfg.Stdout, cfg.Stderr)
 	st.ExitCode, st.Output = strconv.Itoa(exit), out
 	if err != nil {
@@ -100,6 +152,51 @@ func Run(ctx context.Context, cfg Config) (code int) {
 	}
 	log.Info("provision finished", "exitCode", exit, "err", err)
 	return exit
+}
+
+// recordStart writes provision-started.json. It is for this boot only, so
+// an atomic rename without fsync is enough.
+func recordStart(cfg Config) error {
+	data, err := json.Marshal(Start{
+		LaunchID: cfg.LaunchID, Agent: cfg.Agent, AgentVersion: cfg.AgentVersion,
+		Pid: os.Getpid(), Time: time.Now().UTC().Format(time.RFC3339Nano),
+	})
+	if err != nil {
+		return fmt.Errorf("encode start record: %w", err)
+	}
+	path := cfg.Root.ProvisionStarted()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("create status directory: %w", err)
+	}
+	if err := atomicfile.Replace(path, data, 0o644); err != nil {
+		return fmt.Errorf("record bootstrap start: %w", err)
+	}
+	return nil
+}
+
+// maxStartRecord caps provision-started.json; ours is about 150 bytes.
+const maxStartRecord = 4 << 10
+
+// Started reports whether the bootstrap started under the launch launchID,
+// as provision recorded it.
+func Started(root layout.Root, launchID string) bool {
+	if launchID == "" {
+		return false
+	}
+	data, err := capfile.ReadNoFollow(root.ProvisionStarted(), maxStartRecord)
+	if err != nil {
+		return false
+	}
+	var s Start
+	return json.Unmarshal(data, &s) == nil && s.LaunchID == launchID
+}
+
+// Abandon records a provisioning whose agent died after the bootstrap
+// started, with code as its exit code, so provision-wait does not wait out
+// its timeout for a status nobody will write.
+func Abandon(root layout.Root, code int, reason string) error {
+	now := time.Now().UTC().Format(time.RFC3339)
+	return WriteStatus(root, Status{ExitCode: strconv.Itoa(code), Error: reason, StartTime: now, EndTime: now})
 }
 
 // command decides what to run. nbc-cmd.sh runs as `/bin/bash -- <file>`;
@@ -135,39 +232,30 @@ func command(cfg Config) (argv, env []string, err error) {
 	return []string{"/bin/bash", "--", script}, env, nil
 }
 
-// execute runs argv in its own process group, so that a cancelled ctx stops
-// the whole bootstrap tree, and returns its exit code and output tail.
+// execute runs the bootstrap and returns its exit code and output tail.
+// Services it starts may keep running after it exits, by design; a
+// cancelled ctx kills the whole bootstrap tree.
 func execute(ctx context.Context, argv, env []string, stdout, stderr io.Writer) (int, string, error) {
-	tail := &tailBuffer{max: outputTail}
-	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), env...)
-	cmd.Stdout = io.MultiWriter(orDiscard(stdout), tail)
-	cmd.Stderr = io.MultiWriter(orDiscard(stderr), tail)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 5 * time.Second
-	err := cmd.Run()
-	var ee *exec.ExitError
+	res, err := proc.Run(ctx, proc.Cmd{
+		Args: argv, Env: env, Stdout: stdout, Stderr: stderr,
+		TailSize: outputTail, Linger: true,
+	})
+	tail := string(res.Tail)
 	switch {
 	case err == nil:
-		return 0, tail.String(), nil
-	case errors.As(err, &ee) && ee.ExitCode() >= 0:
-		return ee.ExitCode(), tail.String(), fmt.Errorf("bootstrap exited with code %d", ee.ExitCode())
+		return 0, tail, nil
+	case res.ExitCode > 0:
+		return res.ExitCode, tail, fmt.Errorf("bootstrap exited with code %d", res.ExitCode)
 	case ctx.Err() != nil:
-		return ExitFailFast, tail.String(), fmt.Errorf("bootstrap stopped: %w", ctx.Err())
+		return ExitFailFast, tail, fmt.Errorf("bootstrap stopped: %w", ctx.Err())
 	default:
-		return ExitFailFast, tail.String(), fmt.Errorf("run bootstrap: %w", err)
+		return ExitFailFast, tail, fmt.Errorf("bootstrap: %w", err)
 	}
 }
 
-func orDiscard(w io.Writer) io.Writer {
-	if w == nil {
-		return io.Discard
-	}
-	return w
-}
-
-func writeStatus(root layout.Root, st Status) error {
+// WriteStatus writes provision.json, then provision.complete, durably:
+// their presence is what the CSE extension waits for.
+func WriteStatus(root layout.Root, st Status) error {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return fmt.Errorf("encode provision status: %w", err)
@@ -186,27 +274,4 @@ func writeStatus(root layout.Root, st Status) error {
 		return fmt.Errorf("create containers directory: %w", err)
 	}
 	return atomicfile.WriteFile(done, nil, 0o600)
-}
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.buf)
 }

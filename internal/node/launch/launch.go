@@ -1,0 +1,341 @@
+// Package launch provisions a node in the reference launcher's order: the
+// hostname wait, the config gate, the feature flags, check-hotfix,
+// download-hotfix, the choice of agent, and provision, falling back to the
+// baked agent in the same boot when a hotfix fails before the bootstrap
+// starts.
+//
+// Everything before provision is fail-open: no step's failure, panic or
+// timeout keeps the node from provisioning. Feature flags are data: they
+// never enter this process's environment, only the bootstrap's (and a
+// hotfix agent child's, which hands them on to the bootstrap).
+package launch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/event"
+	"nodehotfix/internal/node/facts"
+	"nodehotfix/internal/node/features"
+	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/proc"
+	"nodehotfix/internal/node/provision"
+	"nodehotfix/internal/quote"
+)
+
+// Environment a hotfix agent child receives from launch; its provision
+// command reads them.
+const (
+	// EnvLaunchID identifies this launch; provision records it when the
+	// bootstrap starts, which is how launch (and the shell shim) tell a
+	// failed bootstrap from an agent that died before it.
+	EnvLaunchID = "AKS_NODE_CONTROLLER_LAUNCH_ID"
+	// EnvAgent says which agent provision runs as ("hotfix").
+	EnvAgent = "AKS_NODE_CONTROLLER_AGENT"
+	// EnvBakedFallback, "1", tells provision that the baked agent provisions
+	// if it fails before the bootstrap starts, so it leaves the status files
+	// that provision-wait watches to that run.
+	EnvBakedFallback = "AKS_NODE_CONTROLLER_BAKED_FALLBACK"
+)
+
+// DefaultHostnameWait bounds the wait for the hostname (the reference
+// waits forever).
+const DefaultHostnameWait = 60 * time.Second
+
+// Config configures a launch. Root, Version and the three step functions
+// are required.
+type Config struct {
+	Root layout.Root
+	// Version is this agent's version: launch runs as the baked agent.
+	Version string
+	// BakedPath is the baked agent (the reference's BIN_PATH); empty means
+	// the default under Root.
+	BakedPath string
+	// PointerPath is the pointer whose presence runs download-hotfix (the
+	// reference's HOTFIX_JSON); empty means the default under Root.
+	PointerPath string
+	// ConfigPath, NBCCmdPath and FeaturesPath are the node config, the
+	// bootstrap command and the feature flags; empty means the defaults.
+	ConfigPath, NBCCmdPath, FeaturesPath string
+	// ReleaseKeys is the trusted key file; empty means the default.
+	ReleaseKeys string
+	// LaunchID identifies this launch (the shim passes its own); empty
+	// means one is made up.
+	LaunchID string
+	// HostnameWait bounds the hostname wait; zero means
+	// DefaultHostnameWait, negative means no wait.
+	HostnameWait time.Duration
+	// Stdout receives the reference's decision lines and the hotfix
+	// agent's output; Stderr the hotfix agent's errors. Nil discards.
+	Stdout, Stderr io.Writer
+	// Log receives progress; nil discards.
+	Log *slog.Logger
+
+	// CheckHotfix and DownloadHotfix run those commands in this process,
+	// each behind its own budget and panic guard.
+	CheckHotfix, DownloadHotfix func(ctx context.Context)
+	// Provision provisions with the baked agent in this process; env is
+	// added to the bootstrap's environment, fallback says why the baked
+	// agent provisions after a hotfix failed ("" when it was the choice).
+	// It returns the exit code.
+	Provision func(ctx context.Context, p Provision) int
+	// Event records the launcher's telemetry event; nil records none.
+	Event func(level, message string)
+}
+
+// Provision is what the baked agent's in-process provision gets.
+type Provision struct {
+	ConfigPath, NBCCmdPath string
+	// Env is added to the bootstrap's environment: the accepted flags.
+	Env []string
+	// LaunchID is recorded when the bootstrap starts.
+	LaunchID string
+	// Fallback is why the baked agent provisions after the hotfix failed.
+	Fallback string
+}
+
+func (c *Config) defaults() {
+	if c.BakedPath == "" {
+		c.BakedPath = c.Root.BakedBinary()
+	}
+	if c.PointerPath == "" {
+		c.PointerPath = c.Root.Pointer()
+	}
+	if c.ConfigPath == "" {
+		c.ConfigPath = c.Root.NodeConfig()
+	}
+	if c.NBCCmdPath == "" {
+		c.NBCCmdPath = c.Root.NBCCmd()
+	}
+	if c.FeaturesPath == "" {
+		c.FeaturesPath = c.Root.EnabledFeatures()
+	}
+	if c.LaunchID == "" {
+		c.LaunchID = strconv.FormatInt(time.Now().UnixNano(), 10) + "-" + strconv.Itoa(os.Getpid())
+	}
+	if c.HostnameWait == 0 {
+		c.HostnameWait = DefaultHostnameWait
+	}
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	if c.Stderr == nil {
+		c.Stderr = io.Discard
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Event == nil {
+		c.Event = func(string, string) {}
+	}
+}
+
+// Run launches and returns the exit code: provision's, or 0 when the node
+// has neither a config nor a bootstrap command.
+func Run(ctx context.Context, cfg Config) int {
+	cfg.defaults()
+	log := cfg.Log
+	waitForHostname(ctx, cfg.Root, cfg.HostnameWait, cfg.Stdout)
+	hasConfig, hasNBC := isFile(cfg.ConfigPath), isFile(cfg.NBCCmdPath)
+	if !hasConfig && !hasNBC {
+		say(cfg.Stdout, "Gracefully exit aks-node-controller without provision config or nbc cmd")
+		return 0
+	}
+	ff := readFeatures(cfg.FeaturesPath, cfg.Stdout)
+	if ff.HotfixEnabled() {
+		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer")
+		cfg.CheckHotfix(ctx)
+	} else if v, set := ff.Values[features.HotfixKey]; set {
+		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX is %s, not exactly true; skipping check-hotfix", quote.Text(v))
+	}
+	// The reference's gate: a pointer from custom data applies with the
+	// flag off too.
+	if isFile(cfg.PointerPath) {
+		say(cfg.Stdout, "Found ANC hotfix config at %s; running download-hotfix", cfg.PointerPath)
+		cfg.DownloadHotfix(ctx)
+	}
+
+	hotfixPath := cfg.BakedPath + "-hotfix"
+	d := Choose(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys, Hotfix: hotfixPath})
+	p := Provision{Env: ff.Env(), LaunchID: cfg.LaunchID}
+	if hasConfig {
+		p.ConfigPath = cfg.ConfigPath
+	}
+	if hasNBC {
+		p.NBCCmdPath = cfg.NBCCmdPath
+	}
+	if d.Agent != hotfix.AgentHotfix {
+		if d.Reason != hotfix.ReasonNoPointer {
+			say(cfg.Stdout, "Not using hotfix binary %s: %s", hotfixPath, d.Detail)
+		}
+		say(cfg.Stdout, "Using VHD-baked binary: %s", cfg.BakedPath)
+		cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
+		log.Info("launch chose the baked agent", "reason", string(d.Reason), "detail", d.Detail)
+		return cfg.Provision(ctx, p)
+	}
+	say(cfg.Stdout, "Hotfix binary accepted: %s", d.Detail)
+	say(cfg.Stdout, "Using hotfix binary: %s", hotfixPath)
+	cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=hotfix version=%s reason=%s", d.Target, d.Reason))
+	log.Info("launch chose the hotfix agent", "version", d.Target.String(), "path", hotfixPath)
+
+	code, why := runHotfix(ctx, cfg, hotfixPath, p)
+	if why == "" {
+		return code
+	}
+	if ctx.Err() != nil {
+		// Stopped from outside (shutdown): no second bootstrap.
+		return code
+	}
+	say(cfg.Stdout, "Hotfix agent failed before provisioning started (%s); falling back to VHD-baked binary: %s", why, cfg.BakedPath)
+	cfg.Event(event.LevelError, fmt.Sprintf("launcher choice=baked fallback=true version=%s reason=%s", d.Target, why))
+	log.Error("hotfix agent failed before the bootstrap started; the baked agent provisions", "version", d.Target.String(), "reason", why)
+	p.Fallback = why
+	return cfg.Provision(ctx, p)
+}
+
+// Choose is launch's decision on the node as it stands: the one Select, on
+// the facts Gather reads, that explain reports too.
+func Choose(ctx context.Context, c facts.Config) hotfix.Decision {
+	return hotfix.Select(facts.Gather(ctx, c).Input)
+}
+
+// runHotfix runs `<hotfix> provision …` and returns its exit code and, when
+// the bootstrap never started, why the baked agent must provision instead.
+func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, string) {
+	argv := []string{path, "provision"}
+	if p.ConfigPath != "" {
+		argv = append(argv, "--provision-config="+p.ConfigPath)
+	}
+	if p.NBCCmdPath != "" {
+		argv = append(argv, "--nbc-cmd="+p.NBCCmdPath)
+	}
+	if string(cfg.Root) != "/" {
+		argv = append(argv, "--root", string(cfg.Root))
+	}
+	env := append(p.Env, EnvLaunchID+"="+p.LaunchID, EnvAgent+"="+string(hotfix.AgentHotfix), EnvBakedFallback+"=1")
+	say(cfg.Stdout, "Launching %s", strings.Join(argv, " "))
+	res, err := proc.Run(ctx, proc.Cmd{Args: argv, Env: env, Stdout: cfg.Stdout, Stderr: cfg.Stderr, Linger: true})
+	if err == nil {
+		say(cfg.Stdout, "aks-node-controller completed successfully")
+		return 0, ""
+	}
+	var ce *proc.CmdError
+	sig, killed := syscall.Signal(0), false
+	if errors.As(err, &ce) {
+		sig, killed = ce.Signal()
+	}
+	started := provision.Started(cfg.Root, p.LaunchID)
+	switch {
+	case started && killed:
+		// The bootstrap may still be running, orphaned; its result is
+		// unknown. Recording the failure beats provision-wait waiting out
+		// its timeout for a status nobody will write.
+		code := 128 + int(sig)
+		provision.Abandon(cfg.Root, code, fmt.Sprintf("hotfix agent killed by %v after the bootstrap started", sig))
+		say(cfg.Stdout, "aks-node-controller (hotfix) killed by %v after the bootstrap started", sig)
+		return code, ""
+	case started:
+		say(cfg.Stdout, "aks-node-controller exited with code %d", res.ExitCode)
+		return res.ExitCode, ""
+	case killed:
+		return 128 + int(sig), fmt.Sprintf("killed by %v", sig)
+	case res.ExitCode >= 0:
+		return res.ExitCode, fmt.Sprintf("exited with code %d", res.ExitCode)
+	default:
+		return provision.ExitFailFast, fmt.Sprintf("could not start: %v", err)
+	}
+}
+
+// readFeatures reads the flag file as data and logs what it skipped. A file
+// that is void as a whole turns every feature off.
+func readFeatures(path string, out io.Writer) features.File {
+	ff, err := features.Read(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return features.File{}
+	case err != nil:
+		say(out, "Ignoring feature flags: %s; all features stay off", quote.Text(err.Error()))
+		return features.File{}
+	}
+	say(out, "Reading feature flags from %s", path)
+	for _, n := range ff.Notes {
+		say(out, "Feature flags line %d: %s; skipped", n.Line, quote.Text(n.Reason))
+	}
+	say(out, "Accepted %d feature flag(s) from %s", len(ff.Accepted), path)
+	return ff
+}
+
+// waitForHostname polls once a second until the kernel's hostname equals
+// the first line of /etc/hostname (cloud-init sets both), for at most wait.
+func waitForHostname(ctx context.Context, root layout.Root, wait time.Duration, out io.Writer) {
+	if wait < 0 {
+		return
+	}
+	want, err := firstLine(root.EtcHostname())
+	if err != nil || want == "" {
+		return
+	}
+	deadline := time.Now().Add(wait)
+	for i := 0; ; i++ {
+		have, err := firstLine(root.KernelHostname())
+		if err != nil {
+			say(out, "Cannot read the kernel hostname: %s; not waiting for the hostname", quote.Text(err.Error()))
+			return
+		}
+		if have == want {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			say(out, "Hostname %s still differs from %s %s after %v; continuing", quote.Text(have), root.EtcHostname(), quote.Text(want), wait)
+			return
+		}
+		if i == 0 {
+			say(out, "Waiting up to %v for hostname to match %s", wait, root.EtcHostname())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// maxHostnameFile caps what is read of a hostname file.
+const maxHostnameFile = 4 << 10
+
+func firstLine(path string) (string, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s is not a regular file", path)
+	}
+	buf := make([]byte, maxHostnameFile)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", err
+	}
+	line, _, _ := strings.Cut(string(buf[:n]), "\n")
+	return line, nil
+}
+
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+func say(w io.Writer, format string, a ...any) {
+	fmt.Fprintf(w, format+"\n", a...)
+}

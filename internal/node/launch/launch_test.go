@@ -1,0 +1,301 @@
+package launch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/explain"
+	"nodehotfix/internal/node/facts"
+	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/provision"
+)
+
+const (
+	baked  = "202604.01.0"
+	target = "202604.01.1"
+)
+
+// node is a node root with recording step functions.
+type node struct {
+	t        *testing.T
+	root     layout.Root
+	calls    []string
+	provided []Provision
+	events   []string
+	out      bytes.Buffer
+}
+
+func newNode(t *testing.T) *node {
+	t.Helper()
+	n := &node{t: t, root: layout.Root(t.TempDir())}
+	for _, d := range []string{n.root.Containers(), filepath.Dir(n.root.ProvisionJSON())} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.write(n.root.NBCCmd(), "echo bootstrap\n", 0o600)
+	return n
+}
+
+func (n *node) write(path, content string, mode os.FileMode) {
+	n.t.Helper()
+	if err := os.WriteFile(path, []byte(content), mode); err != nil {
+		n.t.Fatal(err)
+	}
+	if err := os.Chmod(path, mode); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *node) pointer(p hotfix.Pointer) {
+	n.t.Helper()
+	data, err := p.MarshalJSON()
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.write(n.root.Pointer(), string(data), 0o644)
+}
+
+// stageHotfix stages a shell-script agent reporting target; its provision
+// runs body (with the node root as $1).
+func (n *node) stageHotfix(body string) {
+	n.write(n.root.HotfixBinary(), `#!/bin/sh
+case "$1" in
+version) echo `+target+`;;
+provision) root=`+string(n.root)+`
+`+body+`
+;;
+esac
+`, 0o755)
+}
+
+// startsBootstrap is a hotfix provision that records the start as provision
+// does, then runs the rest.
+func startsBootstrap(rest string) string {
+	return `printf '{"LaunchID":"%s","AgentVersion":"` + target + `"}' "$AKS_NODE_CONTROLLER_LAUNCH_ID" >"$root/var/log/azure/aks/provision-started.json"
+` + rest
+}
+
+func (n *node) launch() int {
+	n.t.Helper()
+	return Run(n.t.Context(), Config{
+		Root: n.root, Version: baked, HostnameWait: -1, Stdout: &n.out, Stderr: &n.out,
+		CheckHotfix:    func(context.Context) { n.calls = append(n.calls, "check-hotfix") },
+		DownloadHotfix: func(context.Context) { n.calls = append(n.calls, "download-hotfix") },
+		Provision: func(_ context.Context, p Provision) int {
+			n.calls = append(n.calls, "baked-provision")
+			n.provided = append(n.provided, p)
+			return 0
+		},
+		Event: func(level, msg string) { n.events = append(n.events, level+" "+msg) },
+	})
+}
+
+func TestRunGateAndFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		features string // "" = no file
+		pointer  bool
+		noConfig bool
+		want     []string
+	}{
+		{name: "no-config", noConfig: true, features: "ENABLE_PROVISIONING_HOTFIX=true\n", want: nil},
+		{name: "flag-absent", want: []string{"baked-provision"}},
+		{name: "flag-true", features: "ENABLE_PROVISIONING_HOTFIX=true\n", want: []string{"check-hotfix", "baked-provision"}},
+		{name: "flag-quoted", features: "ENABLE_PROVISIONING_HOTFIX=\"true\"\n", want: []string{"baked-provision"}},
+		{name: "flag-crlf", features: "ENABLE_PROVISIONING_HOTFIX=true\r\n", want: []string{"baked-provision"}},
+		{name: "pointer-flag-off", pointer: true, want: []string{"download-hotfix", "baked-provision"}},
+		{name: "flag-and-pointer", features: "ENABLE_PROVISIONING_HOTFIX=true\n", pointer: true, want: []string{"check-hotfix", "download-hotfix", "baked-provision"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			if tt.noConfig {
+				os.Remove(n.root.NBCCmd())
+			}
+			if tt.features != "" {
+				n.write(n.root.EnabledFeatures(), tt.features, 0o600)
+			}
+			if tt.pointer {
+				n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202605.30": "202605.30.1"}})
+			}
+			if code := n.launch(); code != 0 {
+				t.Fatalf("Run = %d, want 0\n%s", code, n.out.String())
+			}
+			if !slices.Equal(n.calls, tt.want) {
+				t.Errorf("calls = %v, want %v", n.calls, tt.want)
+			}
+		})
+	}
+}
+
+// TestRunFeaturesNeverReachThisProcess: a flag that names a shell or loader
+// control variable (FUNCNEST=1 killed the bash launcher) is refused from the
+// bootstrap's environment and never set in this process's; the other flags
+// reach the bootstrap only.
+func TestRunFeaturesNeverReachThisProcess(t *testing.T) {
+	n := newNode(t)
+	n.write(n.root.EnabledFeatures(), "FUNCNEST=1\nLD_PRELOAD=/tmp/evil.so\nENABLE_PROVISIONING_HOTFIX=true\nMY_FLAG=on\n", 0o600)
+	if code := n.launch(); code != 0 {
+		t.Fatalf("Run = %d\n%s", code, n.out.String())
+	}
+	if len(n.provided) != 1 {
+		t.Fatalf("provisioned %d times, want 1", len(n.provided))
+	}
+	env := n.provided[0].Env
+	if want := []string{"ENABLE_PROVISIONING_HOTFIX=true", "MY_FLAG=on"}; !slices.Equal(env, want) {
+		t.Errorf("bootstrap env = %v, want %v", env, want)
+	}
+	for _, k := range []string{"FUNCNEST", "LD_PRELOAD", "MY_FLAG"} {
+		if _, set := os.LookupEnv(k); set {
+			t.Errorf("%s set in the agent's own environment", k)
+		}
+	}
+}
+
+func TestRunHotfixAndFallback(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		body         string
+		wantCode     int
+		wantFallback string // "" = no fallback
+		wantStatus   string // provision.json ExitCode written by launch ("" = none)
+	}{
+		{name: "succeeds", body: startsBootstrap("exit 0"), wantCode: 0},
+		{name: "bootstrap-failed", body: startsBootstrap("exit 7"), wantCode: 7},
+		{name: "crash-before-bootstrap", body: "echo 'panic: boom' >&2; exit 2", wantFallback: "exited with code 2"},
+		{name: "could-not-start", body: "exit 240", wantFallback: "exited with code 240"},
+		{name: "killed-before-bootstrap", body: "kill -9 $$", wantFallback: "killed by killed"},
+		{name: "killed-after-bootstrap", body: startsBootstrap("kill -9 $$"), wantCode: 137, wantStatus: "137"},
+		{name: "stale-start-record", body: `printf '{"LaunchID":"an-earlier-boot"}' >"$root/var/log/azure/aks/provision-started.json"; exit 3`, wantFallback: "exited with code 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix(tt.body)
+			code := n.launch()
+			if !strings.Contains(n.out.String(), "Using hotfix binary: "+n.root.HotfixBinary()) {
+				t.Fatalf("hotfix not chosen:\n%s", n.out.String())
+			}
+			if tt.wantFallback == "" {
+				if code != tt.wantCode || len(n.provided) != 0 {
+					t.Fatalf("Run = %d with %d baked provisions, want %d and none\n%s", code, len(n.provided), tt.wantCode, n.out.String())
+				}
+			} else {
+				if len(n.provided) != 1 || !strings.Contains(n.provided[0].Fallback, tt.wantFallback) {
+					t.Fatalf("baked provisions = %+v, want one with fallback %q\n%s", n.provided, tt.wantFallback, n.out.String())
+				}
+				if last := n.events[len(n.events)-1]; !strings.HasPrefix(last, "Error launcher choice=baked fallback=true") {
+					t.Errorf("last event = %q, want the fallback", last)
+				}
+			}
+			data, err := os.ReadFile(n.root.ProvisionJSON())
+			switch {
+			case tt.wantStatus == "" && err == nil:
+				t.Errorf("launch wrote provision.json %s, want none (the agent that provisions writes it)", data)
+			case tt.wantStatus != "":
+				var st provision.Status
+				if err := json.Unmarshal(data, &st); err != nil || st.ExitCode != tt.wantStatus {
+					t.Errorf("provision.json = %s (%v), want ExitCode %s", data, err, tt.wantStatus)
+				}
+			}
+		})
+	}
+}
+
+// TestRunRefusesRevokedEvenIfDownloadFailed: download-hotfix did nothing
+// (failed, busy); launch decides on the files as they are and never runs a
+// revoked staged binary.
+func TestRunRefusesRevokedEvenIfDownloadFailed(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, Revoked: []string{target}})
+	n.stageHotfix(startsBootstrap("exit 0"))
+	if code := n.launch(); code != 0 || !slices.Equal(n.calls, []string{"download-hotfix", "baked-provision"}) {
+		t.Fatalf("Run = %d, calls %v\n%s", code, n.calls, n.out.String())
+	}
+	if !strings.Contains(n.out.String(), "Using VHD-baked binary: ") || !strings.Contains(n.out.String(), "is revoked") {
+		t.Errorf("output lacks the baked choice and its reason:\n%s", n.out.String())
+	}
+}
+
+// TestExplainAgreesWithLaunch: in every node state, explain's verdict is
+// the agent launch chooses.
+func TestExplainAgreesWithLaunch(t *testing.T) {
+	t.Parallel()
+	states := map[string]func(n *node){
+		"nothing":      func(*node) {},
+		"pointer-only": func(n *node) { n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}}) },
+		"staged-only":  func(n *node) { n.stageHotfix("exit 0") },
+		"staged-target": func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix("exit 0")
+		},
+		"revoked": func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, Revoked: []string{target}})
+			n.stageHotfix("exit 0")
+		},
+		"other-base": func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202605.30": "202605.30.1"}})
+			n.stageHotfix("exit 0")
+		},
+		"not-newer": func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": baked}})
+			n.stageHotfix("exit 0")
+		},
+		"group-writable": func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix("exit 0")
+			os.Chmod(n.root.HotfixBinary(), 0o775)
+		},
+		"not-executable": func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix("exit 0")
+			os.Chmod(n.root.HotfixBinary(), 0o644)
+		},
+		"symlinked-binary": func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix("exit 0")
+			os.Rename(n.root.HotfixBinary(), n.root.HotfixBinary()+".real")
+			os.Symlink(n.root.HotfixBinary()+".real", n.root.HotfixBinary())
+		},
+		"keys-unsigned": func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix("exit 0")
+			n.write(n.root.ReleaseKeys(), "not a key\n", 0o644)
+		},
+		"invalid-pointer": func(n *node) { n.write(n.root.Pointer(), "{", 0o644); n.stageHotfix("exit 0") },
+	}
+	for name, setup := range states {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			setup(n)
+			d := Choose(t.Context(), facts.Config{Root: n.root, Baked: baked})
+			r := explain.Run(t.Context(), explain.Config{Root: n.root, Version: baked})
+			if r.Binary != d.Agent || r.Reason != d.Reason {
+				t.Errorf("explain says %s (%s), launch chooses %s (%s)", r.Binary, r.Reason, d.Agent, d.Reason)
+			}
+			n.launch()
+			chose := hotfix.AgentBaked
+			if strings.Contains(n.out.String(), "Using hotfix binary: ") {
+				chose = hotfix.AgentHotfix
+			}
+			if chose != r.Binary {
+				t.Errorf("launch ran the %s agent, explain said %s\n%s", chose, r.Binary, n.out.String())
+			}
+		})
+	}
+}
