@@ -254,7 +254,7 @@ func lastEventDuration(n *harness.Node) (float64, bool) {
 // expect checks that check-hotfix logged outcome (and exited 0, as it
 // always must).
 func expect(res rig.Result, outcome string) error {
-	if res.Exit != 0 || !bytes.Contains(res.Output, []byte(`"outcome":"`+outcome+`"`)) {
+	if res.Exit != 0 || !bytes.Contains(res.Output, []byte("check-hotfix outcome="+outcome)) {
 		return fmt.Errorf("check-hotfix did not end with outcome %s (exit %d):\n%s", outcome, res.Exit, res.Output)
 	}
 	return nil

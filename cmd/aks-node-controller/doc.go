@@ -1,7 +1,8 @@
 /*
-Command aks-node-controller is the node agent. During provisioning the
-launcher (deploy/node/aks-node-controller-launcher.sh) runs it to stage and
-apply a hotfix of itself, then to provision the node.
+Command aks-node-controller is the node agent. The launcher shim
+(deploy/node/aks-node-controller-launcher.sh) runs `aks-node-controller
+launch`, which stages and applies a hotfix of the agent and provisions the
+node.
 
 Usage:
 
@@ -9,13 +10,14 @@ Usage:
 
 Commands:
 
+	launch           provision the node as the launcher does (below)
 	check-hotfix     ask the live-patching service for the hotfix pointer and
 	                 stage it; always exits 0
 	download-hotfix  stage the verified hotfix agent the pointer names, apply a
 	                 scripts hotfix, or remove a staged hotfix that no longer
 	                 applies
-	explain          say what the hotfix path would do on this node and why,
-	                 step by step, from local files only (--json for machines)
+	explain          say what launch would do on this node and why, step by
+	                 step, from local files only (--json for machines)
 	provision        run the node bootstrap; record provision.json and
 	                 provision.complete
 	provision-wait   wait for provision.complete; print provision.json
@@ -29,6 +31,89 @@ Flags common to the node commands:
 	                     <api_server_name>:443); TLS still verifies the cluster
 	                     CA and aks-security-patch.data.mcr.microsoft.com
 
+# launch
+
+launch does the reference launcher's job, in its order, and only provision
+can fail it:
+
+ 1. wait, at most --hostname-wait (default 60s), until the kernel hostname
+    equals the first line of /etc/hostname;
+ 2. exit 0 if neither the node config nor the bootstrap command exists;
+ 3. read enabled_features.sh as data (never sourced): the file is void,
+    every feature off, if it is a symlink, not a regular file, owned by
+    another user, writable by group or others (it or its directory), larger
+    than 64 KiB or 256 lines, or holds a CR, a NUL or a key twice. Flags
+    never enter the agent's own environment; the accepted ones are added to
+    the bootstrap's. Keys that steer the shell, the loader, libc, the Go
+    runtime, proxies or the TLS trust of curl, OpenSSL, Python, Node or git
+    are refused (features.Reserved);
+ 4. if ENABLE_PROVISIONING_HOTFIX is exactly "true": check-hotfix, in this
+    process, within --check-budget (5s);
+ 5. if the pointer file exists: download-hotfix, in this process, within
+    --download-budget (3m);
+ 6. choose the agent with the one decision (hotfix.Select) that
+    download-hotfix and explain use too: the staged hotfix runs only if the
+    pointer requests, for the baked base, a newer patch that is not revoked,
+    that a release key signed (when the image has keys), and the staged
+    file is a regular executable that only root can write, in a directory
+    only root can write, whose sha256 is the signed one and whose `version`
+    reports exactly that patch. Whatever download-hotfix did (staged, failed,
+    busy), this is decided on the files as they are, so a revoked or stale
+    binary never runs. It prints the reference's line "Using hotfix binary:
+    PATH" or "Using VHD-baked binary: PATH" and records a Launcher event;
+ 7. provision: with the baked agent in this process, or with the hotfix as
+    `<hotfix> provision [--provision-config=F] [--nbc-cmd=F] [--root R]`,
+    and exit with its code.
+
+Same-boot fallback. provision records the bootstrap's start, with the
+launch's ID, in var/log/azure/aks/provision-started.json just before it
+starts the bootstrap. If the hotfix agent ends non-zero and no start was
+recorded for this launch (a crash, a panic, a signal, exit 240, a failed
+preflight), the baked agent provisions in the same boot, once; provision.json
+records Agent "baked" and the Fallback reason, and the Launcher event says
+fallback=true. A bootstrap that started is never run again (it is not
+idempotent): its exit code stands. If the hotfix agent is killed by a
+signal after the bootstrap started, launch records that in provision.json
+(exit code 128+signal) so provision-wait does not wait out its timeout.
+
+launch flags, besides the common ones: --bin-path (the baked agent; the
+hotfix is <bin-path>-hotfix), --hotfix-json, --provision-config, --nbc-cmd,
+--features (paths, default under --root), --release-keys, --artifact-ca,
+--hostname-wait, --check-budget, --download-budget.
+
+The shim maps the reference launcher's environment onto these flags
+(BIN_PATH, HOTFIX_JSON, CONFIG_PATH, NBC_CMD_PATH, FEATURES_PATH; NODE_ROOT,
+IMDS_URL, LPS_ADDR, HOSTNAME_WAIT_SECONDS for hermetic runs) and falls back
+to `<baked> provision` itself if launch does not exist (an older agent) or
+ends non-zero before a start was recorded for its launch ID: fail-open even
+against a bug in launch.
+
+Environment provision reads (set by launch for a hotfix agent child; the
+shim sets the first):
+
+	AKS_NODE_CONTROLLER_LAUNCH_ID     recorded in provision-started.json
+	AKS_NODE_CONTROLLER_AGENT         recorded in provision.json ("hotfix")
+	AKS_NODE_CONTROLLER_BAKED_FALLBACK "1": a fallback follows a failure
+	                                  before the bootstrap starts, so the
+	                                  status files are left to it, and the
+	                                  bootstrap does not start unless its
+	                                  start could be recorded
+
+# Pointer precedence
+
+check-hotfix merges what the service serves into the staged pointer:
+served entries win per base; a base the served map lacks keeps its staged
+(custom-data) entry, so a served map for other image bases never disables
+this node's custom-data hotfix. The revoked lists are united; staged
+releases that the service did not send again are kept. A base is withdrawn
+by revocation, never by omission. When the service is unreachable the node
+config's cold-start map only adds bases the staged pointer lacks: an outage
+never removes a verified hotfix or a revocation. `version` and
+`scripts_version` (custom data) are never set by the service. Pointer
+writes are atomic, unescaped, and refused above the 64 KiB read cap.
+
+# Other commands
+
 check-hotfix flags:
 
 	--budget DURATION    overall budget, metadata service included (default 5s)
@@ -41,6 +126,10 @@ download-hotfix flags:
 	                     otherwise the package manager installs the exact version
 	--artifact-ca FILE   extra CA (PEM) for artifact downloads
 	--budget DURATION    overall budget (default 3m)
+
+A staged binary the decision does not run (revoked, not the target, not
+signed, unsafe) is removed before anything is downloaded, so a failed
+replacement leaves nothing that could run.
 
 provision flags:
 
@@ -61,29 +150,36 @@ Exit codes:
 	1    error (download-hotfix staging failed, provision-wait timed out, an
 	     unexpected argument)
 	2    usage error (unknown command or flag)
-	N    provision: the bootstrap's exit code (240 when it could not start);
-	     provision-wait: the recorded ExitCode; download-hotfix: the package
-	     manager's exit code (255 if it was killed)
+	N    launch and provision: the bootstrap's exit code (240 when it could
+	     not start; 128+signal when a hotfix agent was killed after it
+	     started); provision-wait: the recorded ExitCode; download-hotfix: the
+	     package manager's exit code (255 if it was killed)
 
 Files (under --root):
 
 	opt/azure/containers/aks-node-controller-config.json   node config (read)
 	opt/azure/containers/aks-node-controller-nbc-cmd.sh    bootstrap command (read)
-	opt/azure/containers/aks-node-controller-hotfix.json   hotfix pointer (check-hotfix writes, download-hotfix reads)
+	opt/azure/containers/enabled_features.sh               feature flags (launch reads, as data)
+	opt/azure/containers/aks-node-controller-hotfix.json   hotfix pointer (check-hotfix writes, download-hotfix reads; a symlink is refused)
 	opt/azure/containers/aks-node-controller-release-keys.pub  trusted release keys (read)
 	opt/azure/containers/aks-node-controller-hotfix        staged hotfix agent (download-hotfix writes or removes)
 	opt/azure/containers/nodecustomdata.yml                scripts hotfix source (read)
 	opt/azure/containers/provision.complete                provisioning done (provision writes)
-	var/log/azure/aks/provision.json                       provisioning result (provision writes)
-	var/log/azure/aks-node-controller.log                  JSON log (appended)
-	var/log/azure/Microsoft.Azure.Extensions.CustomScript/events/*.json  telemetry events
+	var/log/azure/aks/provision-started.json               the bootstrap started: launch ID, agent, version, pid, time
+	var/log/azure/aks/provision.json                       provisioning result: ExitCode, Error, Output, timing, Agent, AgentVersion, Fallback
+	var/log/azure/aks-node-controller.log                  JSON log (appended; never through a symlink)
+	var/log/azure/Microsoft.Azure.Extensions.CustomScript/events/*.json  telemetry events (the directory is never a symlink)
 
 Telemetry: one guest-agent event per command run, task
-AKS.AKSNodeController.{CheckHotfix,DownloadHotfix,Provision,ProvisionWait}.
+AKS.AKSNodeController.{CheckHotfix,DownloadHotfix,Launcher,Provision,ProvisionWait},
+whether the command ran as its own process or inside launch.
 check-hotfix outcomes are the reference's: lpsRead, noHotfixForBase,
 noHotfixAvailable, customDataFallback, failed. download-hotfix outcomes:
 staged, alreadyStaged, noPointer, invalidPointer, noHotfixForBase, notNewer,
 unparsableVersion, revoked, untrusted, busy, failed; each event also names
-the route (direct, package-manager, none) and the version.
+the route (direct, package-manager, none) and the version. Launcher events:
+"launcher choice=hotfix version=V reason=hotfix", "launcher choice=baked
+reason=R detail=…", and, at Error level, "launcher choice=baked
+fallback=true version=V reason=…".
 */
 package main

@@ -19,6 +19,8 @@ const (
 	bakedVersion = "202604.01.0"
 	hotfix1      = "202604.01.1"
 	hotfix2      = "202604.01.2"
+	// crashingHotfix verifies and stages, then panics in provision.
+	crashingHotfix = "202604.01.3"
 )
 
 // env holds what TestMain builds once for every scenario.
@@ -70,7 +72,7 @@ func build(dir string) error {
 			return err
 		}
 	}
-	return nil
+	return harness.GoBuild(ctx, "./test/e2e/testdata/crashagent", filepath.Join(env.artifact, "aks-node-controller-"+crashingHotfix), "-X main.version="+crashingHotfix)
 }
 
 func integration(t *testing.T) {

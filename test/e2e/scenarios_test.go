@@ -48,6 +48,39 @@ func expect(t *testing.T, n *harness.Node, res harness.LaunchResult, agent, chec
 	}
 }
 
+// TestIntegrationCrashingHotfixFallsBack: a signed hotfix that verifies and
+// stages but panics in provision before the bootstrap starts. The baked
+// agent provisions in the same boot, once; provision.json and the launcher
+// event say so, and provision-wait reports success.
+func TestIntegrationCrashingHotfixFallsBack(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	s := newStack(t, stackOpts{})
+	s.publish(crashingHotfix, "", 100)
+	n := s.node(nodeOpts{})
+	res := s.launch(n, "", "")
+	expect(t, n, res, bakedVersion, "lpsRead", "staged")
+	for _, want := range []string{"Using hotfix binary", "panic: injected", "falling back to VHD-baked binary"} {
+		if !strings.Contains(res.Output, want) {
+			t.Errorf("launcher output lacks %q:\n%s", want, res.Output)
+		}
+	}
+	prov, _ := n.Provisioned()
+	if prov["Agent"] != "baked" || prov["AgentVersion"] != bakedVersion || !strings.Contains(prov["Fallback"], "exited with code 2") {
+		t.Errorf("provision.json = %v, want the baked agent after a fallback", prov)
+	}
+	if e, ok := n.EventWith("Launcher", "fallback=true"); !ok || e.Level != "Error" || !strings.Contains(e.Message, "version="+crashingHotfix) {
+		t.Errorf("launcher fallback event = %+v, %v", e, ok)
+	}
+	if got := strings.Count(res.Output, "provisioned by aks-node-controller"); got != 1 {
+		t.Errorf("the bootstrap ran %d times, want once:\n%s", got, res.Output)
+	}
+	out, err := exec.CommandContext(t.Context(), n.Path("opt/azure/containers/aks-node-controller"), "provision-wait", "--root", n.Root, "--timeout", "30s").Output()
+	if err != nil || !strings.Contains(string(out), `"ExitCode":"0"`) {
+		t.Errorf("provision-wait = %q, %v", out, err)
+	}
+}
+
 func TestIntegrationHotfixProvisioned(t *testing.T) {
 	integration(t)
 	t.Parallel()
