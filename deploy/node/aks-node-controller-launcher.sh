@@ -8,13 +8,14 @@
 set -uo pipefail
 
 root="${NODE_ROOT:-/}"
-[[ "$root" == /* ]] || { echo "NODE_ROOT must be an absolute path, got ${root@Q}"; exit 2; }
+[[ "$root" == /* ]] || { printf 'NODE_ROOT must be an absolute path, got %q\n' "$root"; exit 2; }
 dir="${root%/}/opt/azure/containers"
 bin="${BIN_PATH:-$dir/aks-node-controller}"
 config="${CONFIG_PATH:-$dir/aks-node-controller-config.json}"
 nbc="${NBC_CMD_PATH:-$dir/aks-node-controller-nbc-cmd.sh}"
 # provision records this ID when the bootstrap starts: then a failure is the bootstrap's own.
-export AKS_NODE_CONTROLLER_LAUNCH_ID="${EPOCHREALTIME/[.,]/}-$$"
+id="${EPOCHREALTIME:-${RANDOM}${RANDOM}}" # bash < 5 has no EPOCHREALTIME
+export AKS_NODE_CONTROLLER_LAUNCH_ID="${id/[.,]/}-$$"
 started="${root%/}/var/log/azure/aks/provision-started.json"
 
 args=()

@@ -18,6 +18,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -175,8 +176,11 @@ func Run(ctx context.Context, cfg Config) int {
 		p.NBCCmdPath = cfg.NBCCmdPath
 	}
 	if d.Agent != hotfix.AgentHotfix {
-		if d.Reason != hotfix.ReasonNoPointer {
+		switch {
+		case d.Remove:
 			say(cfg.Stdout, "Not using hotfix binary %s: %s", hotfixPath, d.Detail)
+		case d.Reason != hotfix.ReasonNoPointer:
+			say(cfg.Stdout, "No hotfix to run: %s", d.Detail)
 		}
 		say(cfg.Stdout, "Using VHD-baked binary: %s", cfg.BakedPath)
 		cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
@@ -222,7 +226,7 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, 
 	if string(cfg.Root) != "/" {
 		argv = append(argv, "--root", string(cfg.Root))
 	}
-	env := append(p.Env, EnvLaunchID+"="+p.LaunchID, EnvAgent+"="+string(hotfix.AgentHotfix), EnvBakedFallback+"=1")
+	env := slices.Concat(p.Env, []string{EnvLaunchID + "=" + p.LaunchID, EnvAgent + "=" + string(hotfix.AgentHotfix), EnvBakedFallback + "=1"})
 	say(cfg.Stdout, "Launching %s", strings.Join(argv, " "))
 	res, err := proc.Run(ctx, proc.Cmd{Args: argv, Env: env, Stdout: cfg.Stdout, Stderr: cfg.Stderr, Linger: true})
 	if err == nil {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -144,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (code int) {
 	}
 	started = true
 	log.Info("provision starting", "argv", argv, "agent", cfg.Agent, "version", cfg.AgentVersion)
-	env = append(append(cfg.Env, env...), "AKS_NODE_CONTROLLER_VERSION="+cfg.AgentVersion)
+	env = slices.Concat(cfg.Env, env, []string{"AKS_NODE_CONTROLLER_VERSION=" + cfg.AgentVersion})
 	exit, out, err := execute(ctx, argv, env, cfg.Stdout, cfg.Stderr)
 	st.ExitCode, st.Output = strconv.Itoa(exit), out
 	if err != nil {

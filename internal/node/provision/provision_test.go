@@ -218,3 +218,99 @@ func processesMentioning(t *testing.T, s string) []string {
 	}
 	return pids
 }
+
+// TestRunRecordsStartUnderLaunch: the start record carries the launch ID
+// before the bootstrap runs, and provision.json says which agent ran.
+func TestRunRecordsStartUnderLaunch(t *testing.T) {
+	t.Parallel()
+	root := layout.Root(t.TempDir())
+	nbc := filepath.Join(string(root), "nbc.sh")
+	// The bootstrap sees the record already written.
+	writeScript(t, nbc, `cat `+root.ProvisionStarted())
+	code := Run(t.Context(), Config{Root: root, NBCCmd: nbc, AgentVersion: "202604.01.1", LaunchID: "42-7", Agent: "hotfix", Fallback: ""})
+	if code != 0 {
+		t.Fatalf("Run = %d", code)
+	}
+	st := readStatus(t, root)
+	if !strings.Contains(st.Output, `"LaunchID":"42-7"`) || !strings.Contains(st.Output, `"AgentVersion":"202604.01.1"`) {
+		t.Errorf("the bootstrap saw start record %q", st.Output)
+	}
+	if st.Agent != "hotfix" || st.AgentVersion != "202604.01.1" {
+		t.Errorf("provision.json agent = %q %q", st.Agent, st.AgentVersion)
+	}
+	if !Started(root, "42-7") || Started(root, "42-8") || Started(root, "") {
+		t.Error("Started does not match exactly the recorded launch ID")
+	}
+}
+
+// TestRunFallbackFollows: when a same-boot fallback follows, a failure
+// before the bootstrap writes no status (provision-wait must not see it),
+// and a start that cannot be recorded keeps the bootstrap from starting.
+func TestRunFallbackFollows(t *testing.T) {
+	t.Parallel()
+	t.Run("preflight-failure", func(t *testing.T) {
+		t.Parallel()
+		root := layout.Root(t.TempDir())
+		code := Run(t.Context(), Config{Root: root, NBCCmd: filepath.Join(string(root), "missing.sh"), LaunchID: "1-1", FallbackFollows: true})
+		if code != ExitFailFast {
+			t.Fatalf("Run = %d, want %d", code, ExitFailFast)
+		}
+		for _, p := range []string{root.ProvisionJSON(), root.ProvisionComplete(), root.ProvisionStarted()} {
+			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("%s exists (%v); the fallback writes the status", p, err)
+			}
+		}
+	})
+	t.Run("start-not-recordable", func(t *testing.T) {
+		t.Parallel()
+		root := layout.Root(t.TempDir())
+		marker := filepath.Join(string(root), "bootstrap-ran")
+		nbc := filepath.Join(string(root), "nbc.sh")
+		writeScript(t, nbc, "touch "+marker)
+		// A directory where the record goes: it cannot be replaced.
+		if err := os.MkdirAll(root.ProvisionStarted(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if code := Run(t.Context(), Config{Root: root, NBCCmd: nbc, LaunchID: "1-1", FallbackFollows: true}); code != ExitFailFast {
+			t.Fatalf("Run = %d, want %d", code, ExitFailFast)
+		}
+		if _, err := os.Stat(marker); err == nil {
+			t.Error("the bootstrap ran although its start could not be recorded")
+		}
+		if _, err := os.Stat(root.ProvisionComplete()); err == nil {
+			t.Error("provision.complete written; the fallback writes the status")
+		}
+	})
+	t.Run("last-attempt-runs-anyway", func(t *testing.T) {
+		t.Parallel()
+		root := layout.Root(t.TempDir())
+		marker := filepath.Join(string(root), "bootstrap-ran")
+		nbc := filepath.Join(string(root), "nbc.sh")
+		writeScript(t, nbc, "touch "+marker)
+		if err := os.MkdirAll(root.ProvisionStarted(), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		// No fallback follows (the baked agent): provisioning is never
+		// blocked by the record.
+		if code := Run(t.Context(), Config{Root: root, NBCCmd: nbc, LaunchID: "1-1", Agent: "baked", Fallback: "exited with code 2"}); code != 0 {
+			t.Fatalf("Run = %d, want 0", code)
+		}
+		if _, err := os.Stat(marker); err != nil {
+			t.Error("the bootstrap did not run")
+		}
+		if st := readStatus(t, root); st.Agent != "baked" || st.Fallback != "exited with code 2" {
+			t.Errorf("provision.json = %+v", st)
+		}
+	})
+}
+
+func TestAbandon(t *testing.T) {
+	t.Parallel()
+	root := layout.Root(t.TempDir())
+	if err := Abandon(root, 137, "hotfix agent killed by killed after the bootstrap started"); err != nil {
+		t.Fatal(err)
+	}
+	if st := readStatus(t, root); st.ExitCode != "137" || !strings.Contains(st.Error, "killed") {
+		t.Errorf("status = %+v", st)
+	}
+}
