@@ -65,16 +65,24 @@ can fail it:
     `<hotfix> provision [--provision-config=F] [--nbc-cmd=F] [--root R]`,
     and exit with its code.
 
-Same-boot fallback. provision records the bootstrap's start, with the
-launch's ID, in var/log/azure/aks/provision-started.json just before it
-starts the bootstrap. If the hotfix agent ends non-zero and no start was
-recorded for this launch (a crash, a panic, a signal, exit 240, a failed
-preflight), the baked agent provisions in the same boot, once; provision.json
-records Agent "baked" and the Fallback reason, and the Launcher event says
-fallback=true. A bootstrap that started is never run again (it is not
-idempotent): its exit code stands. If the hotfix agent is killed by a
-signal after the bootstrap started, launch records that in provision.json
-(exit code 128+signal) so provision-wait does not wait out its timeout.
+Same-boot fallback. Before it provisions, launch records its launch ID in
+var/log/azure/aks/launch.json (the handover: from then on the shim never
+provisions; if it cannot be recorded launch provisions nothing and leaves the
+node to the shim). A hotfix agent's provision records its preflight, then,
+just before it starts the bootstrap, the bootstrap's start, in
+var/log/azure/aks/provision-started.json. If the hotfix agent ends non-zero
+and neither recorded the start nor wrote provision.complete (an agent that
+keeps no record, such as the reference's, writes it once its bootstrap has
+run) — a crash, a panic, a signal, exit 240, a failed preflight — the baked
+agent provisions in the same boot, once; provision.json records Agent
+"baked" and the Fallback reason, and the Launcher event says fallback=true.
+A preflight that does not reach the bootstrap within a minute is a hang:
+the hotfix agent is killed and the baked agent provisions. A bootstrap that
+started is never run again (it is not idempotent): its exit code stands. If
+the hotfix agent is killed by a signal after the bootstrap started, launch
+records that in provision.json (exit code 128+signal) so provision-wait does
+not wait out its timeout. The hotfix agent writes to launch's own stdout and
+stderr, not a pipe, so its bootstrap outlives a launch that dies.
 
 launch flags, besides the common ones: --bin-path (the baked agent; the
 hotfix is <bin-path>-hotfix), --hotfix-json, --provision-config, --nbc-cmd,
@@ -85,13 +93,13 @@ The shim maps the reference launcher's environment onto these flags
 (BIN_PATH, HOTFIX_JSON, CONFIG_PATH, NBC_CMD_PATH, FEATURES_PATH; NODE_ROOT,
 IMDS_URL, LPS_ADDR, HOSTNAME_WAIT_SECONDS for hermetic runs) and falls back
 to `<baked> provision` itself if launch does not exist (an older agent) or
-ends non-zero before a start was recorded for its launch ID: fail-open even
+ends non-zero without a handover recorded for its launch ID: fail-open even
 against a bug in launch.
 
 Environment provision reads (set by launch for a hotfix agent child; the
 shim sets the first):
 
-	AKS_NODE_CONTROLLER_LAUNCH_ID     recorded in provision-started.json
+	AKS_NODE_CONTROLLER_LAUNCH_ID     recorded in launch.json and provision-started.json
 	AKS_NODE_CONTROLLER_AGENT         recorded in provision.json ("hotfix")
 	AKS_NODE_CONTROLLER_BAKED_FALLBACK "1": a fallback follows a failure
 	                                  before the bootstrap starts, so the
@@ -165,7 +173,8 @@ Files (under --root):
 	opt/azure/containers/aks-node-controller-hotfix        staged hotfix agent (download-hotfix writes or removes)
 	opt/azure/containers/nodecustomdata.yml                scripts hotfix source (read)
 	opt/azure/containers/provision.complete                provisioning done (provision writes)
-	var/log/azure/aks/provision-started.json               the bootstrap started: launch ID, agent, version, pid, time
+	var/log/azure/aks/launch.json                          launch handed over to provisioning: launch ID, agent, version, pid, time
+	var/log/azure/aks/provision-started.json               a provision under launch: its preflight, then the bootstrap's start
 	var/log/azure/aks/provision.json                       provisioning result: ExitCode, Error, Output, timing, Agent, AgentVersion, Fallback
 	var/log/azure/aks-node-controller.log                  JSON log (appended; never through a symlink)
 	var/log/azure/Microsoft.Azure.Extensions.CustomScript/events/*.json  telemetry events (the directory is never a symlink)

@@ -27,7 +27,6 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "provision", fs.Args())
-	// Set by launch for a hotfix agent child (internal/node/launch).
 	return provisionTask(ctx, root, log, provision.Config{
 		Root:            root,
 		ProvisionConfig: *configPath,
@@ -36,6 +35,7 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 		Stderr:          e.stderr,
 		Log:             log,
 		AgentVersion:    version,
+		// Set by launch for a hotfix agent child (internal/node/launch).
 		LaunchID:        os.Getenv(launch.EnvLaunchID),
 		Agent:           os.Getenv(launch.EnvAgent),
 		FallbackFollows: os.Getenv(launch.EnvBakedFallback) == "1",

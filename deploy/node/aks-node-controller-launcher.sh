@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # aks-node-controller-launcher.sh: the boothook (nohup) or aks-node-controller.service starts it.
 # It runs `<baked> launch`, which provisions the node (see `aks-node-controller launch -h`), and
-# exits with its code. If launch is missing (an older agent) or dies before the bootstrap starts,
+# exits with its code. If launch is missing (an older agent) or ends before it provisions,
 # it runs `<baked> provision` itself: fail-open even against a bug in launch. Environment, as
 # the reference's launcher: BIN_PATH HOTFIX_JSON CONFIG_PATH NBC_CMD_PATH FEATURES_PATH; for
 # hermetic runs NODE_ROOT IMDS_URL LPS_ADDR HOSTNAME_WAIT_SECONDS.
@@ -13,10 +13,10 @@ dir="${root%/}/opt/azure/containers"
 bin="${BIN_PATH:-$dir/aks-node-controller}"
 config="${CONFIG_PATH:-$dir/aks-node-controller-config.json}"
 nbc="${NBC_CMD_PATH:-$dir/aks-node-controller-nbc-cmd.sh}"
-# provision records this ID when the bootstrap starts: then a failure is the bootstrap's own.
+# launch records this ID before it provisions; from then on provisioning (and any fallback) is its.
 id="${EPOCHREALTIME:-${RANDOM}${RANDOM}}" # bash < 5 has no EPOCHREALTIME
 export AKS_NODE_CONTROLLER_LAUNCH_ID="${id/[.,]/}-$$"
-started="${root%/}/var/log/azure/aks/provision-started.json"
+handover="${root%/}/var/log/azure/aks/launch.json"
 
 args=()
 [[ "$root" == / ]] || args+=(--root "$root")
@@ -31,10 +31,10 @@ done
 rc=$?
 ((rc == 0)) && exit 0
 record=""
-[[ -f "$started" && ! -L "$started" ]] && IFS= read -r -n 4096 record <"$started"
+[[ -f "$handover" && ! -L "$handover" ]] && IFS= read -r -n 4096 record <"$handover"
 [[ "$record" == *"\"LaunchID\":\"${AKS_NODE_CONTROLLER_LAUNCH_ID}\""* ]] && exit "$rc"
 
-echo "aks-node-controller launch exited with code ${rc} before provisioning started; falling back"
+echo "aks-node-controller launch exited with code ${rc} before it provisioned; falling back"
 prov=(provision)
 [[ -f "$config" ]] && prov+=("--provision-config=${config}")
 [[ -f "$nbc" ]] && prov+=("--nbc-cmd=${nbc}")

@@ -3,7 +3,7 @@
 # shellcheck disable=SC2030,SC2031
 # Tests for deploy/node/aks-node-controller-launcher.sh, the shim in front of
 # `aks-node-controller launch`: its environment overrides, its exit code and its two fallbacks to
-# `<baked> provision` (launch missing, launch dying before the bootstrap started). What launch
+# `<baked> provision` (launch missing, launch ending before it provisions). What launch
 # itself does is tested in Go (internal/node/launch, test/e2e with the real binaries).
 
 bats_require_minimum_version 1.5.0
@@ -83,7 +83,7 @@ fail() {
     [[ "$(cat "$T/env")" =~ ^[0-9]+-[0-9]+$ ]] || fail "launch ID: $(cat "$T/env")"
 }
 
-@test "a bootstrap that started and failed keeps its exit code, with no second provision" {
+@test "after launch's handover a failed provisioning keeps its exit code, with no second provision" {
     export FAKE_LAUNCH=started FAKE_EXIT_LAUNCH=9
     run bash "$LAUNCHER"
     [ "$status" -eq 9 ] || fail "status $status: $output"
@@ -113,17 +113,17 @@ provision --provision-config=$DIR/aks-node-controller-config.json --nbc-cmd=$DIR
     [[ "$(calls)" == *"provision --provision-config="* ]] || fail "calls: $(calls)"
 }
 
-@test "a start recorded by another launch does not count: the baked agent provisions" {
+@test "a handover recorded by another launch does not count: the baked agent provisions" {
     export FAKE_LAUNCH=stale FAKE_EXIT_LAUNCH=3
     run bash "$LAUNCHER"
     [ "$status" -eq 0 ] || fail "status $status: $output"
     [[ "$(calls)" == *"provision --provision-config="* ]] || fail "calls: $(calls)"
 }
 
-@test "a FIFO at the start record's path cannot hang the fallback" {
+@test "a FIFO at the handover record's path cannot hang the fallback" {
     export FAKE_LAUNCH=unknown
     mkdir -p "$NODE_ROOT/var/log/azure/aks"
-    mkfifo "$NODE_ROOT/var/log/azure/aks/provision-started.json"
+    mkfifo "$NODE_ROOT/var/log/azure/aks/launch.json"
     run timeout 10 bash "$LAUNCHER"
     [ "$status" -eq 0 ] || fail "status $status: $output"
     [[ "$(calls)" == *"provision --provision-config="* ]] || fail "calls: $(calls)"

@@ -217,13 +217,31 @@ func stage(path string, merge func(existing hotfix.Pointer) hotfix.Pointer, log 
 	if err != nil {
 		log.Warn("existing hotfix pointer unreadable; replacing it", "path", path, "err", err)
 	}
-	p := merge(existing)
-	if err := write(path, p); err != nil {
+	// Releases and entries only this node's file holds accumulate across
+	// rotations. Past the size cap, shed them, never a revocation or a
+	// served entry: a pointer that cannot be written would keep a just
+	// revoked hotfix running.
+	lean := existing
+	lean.Releases = nil
+	leaner := lean
+	leaner.Hotfixes = nil
+	var p hotfix.Pointer
+	for i, base := range []hotfix.Pointer{existing, lean, leaner} {
+		p = merge(base)
+		if err = write(path, p); !errors.Is(err, errTooLarge) {
+			break
+		}
+		log.Warn("merged hotfix pointer over the size cap; shedding what only this node's file held", "attempt", i+1, "err", err)
+	}
+	if err != nil {
 		return err
 	}
 	log.Info("staged hotfix pointer for download-hotfix", "path", path, "hotfixes", p.Hotfixes, "revoked", len(p.Revoked))
 	return nil
 }
+
+// errTooLarge is returned (wrapped) by write for an encoding readers refuse.
+var errTooLarge = errors.New("pointer too large")
 
 // write replaces the pointer file atomically, keeping an existing regular
 // file's mode (else 0644). An encoding over hotfix.MaxPointerSize is refused
@@ -235,7 +253,7 @@ func write(path string, p hotfix.Pointer) error {
 		return fmt.Errorf("encode hotfix pointer: %w", err)
 	}
 	if len(data) > hotfix.MaxPointerSize {
-		return fmt.Errorf("stage hotfix pointer: %d bytes exceeds the %d-byte read limit", len(data), hotfix.MaxPointerSize)
+		return fmt.Errorf("stage hotfix pointer: %w: %d bytes, the read limit is %d", errTooLarge, len(data), hotfix.MaxPointerSize)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create pointer directory: %w", err)

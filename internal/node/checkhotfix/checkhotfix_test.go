@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -302,12 +303,18 @@ func TestRunStagesServedBytesUnchanged(t *testing.T) {
 // nothing is written and the old file is intact.
 func TestRunRefusesPointerOverReadLimit(t *testing.T) {
 	t.Parallel()
-	seeded := `{"hotfixes":{"202604.01":"202604.01.7"},"releases":` + releases("custom-data", 40<<10) + `}`
+	// Revocations are never shed, so a staged list this long plus the
+	// served releases cannot fit.
+	var revoked []string
+	for i := range 3000 {
+		revoked = append(revoked, fmt.Sprintf("%q", fmt.Sprintf("202604.01.%d", i+10)))
+	}
+	seeded := `{"hotfixes":{"202604.01":"202604.01.7"},"revoked":[` + strings.Join(revoked, ",") + `]}`
 	served := `{"hotfixes":{"202607.15":"202607.15.1"},"releases":` + releases("served", 30<<10) + `}`
 	n := newNode(t, nodeOpts{handler: lpstest.Config(served)})
 	n.seedPointer(seeded, 0o640)
 	res := n.run()
-	if res.Outcome != Failed || res.Err == nil || !strings.Contains(res.Err.Error(), "limit") {
+	if res.Outcome != Failed || res.Err == nil || !strings.Contains(res.Err.Error(), "read limit") {
 		t.Fatalf("Run = %+v, want failed over the limit", res)
 	}
 	if got, _ := n.pointer(); got != seeded {
@@ -323,6 +330,34 @@ func TestRunRefusesPointerOverReadLimit(t *testing.T) {
 		}
 	}
 	n.checkEvent(Failed)
+}
+
+// TestRunShedsStagedOnlyReleasesOverReadLimit: releases only the node's
+// file holds pile up across rotations; once the merge passes the read cap
+// they are shed, so the served pointer (and its revocations) still stage.
+func TestRunShedsStagedOnlyReleasesOverReadLimit(t *testing.T) {
+	t.Parallel()
+	seeded := `{"hotfixes":{"202604.01":"202604.01.7"},"releases":` + releases("custom-data", 40<<10) + `,"revoked":["202604.01.3"]}`
+	served := `{"hotfixes":{"202607.15":"202607.15.1"},"releases":` + releases("served", 30<<10) + `,"revoked":["202604.01.5"]}`
+	n := newNode(t, nodeOpts{handler: lpstest.Config(served)})
+	n.seedPointer(seeded, 0o640)
+	if res := n.run(); res.Outcome != NoHotfixForBase {
+		t.Fatalf("Run = %+v, want noHotfixForBase (staged; nothing served for this base)", res)
+	}
+	got, _ := n.pointer()
+	p, err := hotfix.ParsePointer([]byte(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(got, "custom-data") || !strings.Contains(got, `"served"`) {
+		t.Errorf("staged releases: custom-data kept %v, served kept %v", strings.Contains(got, "custom-data"), strings.Contains(got, `"served"`))
+	}
+	if p.Hotfixes["202604.01"] != "202604.01.7" || p.Hotfixes["202607.15"] != "202607.15.1" {
+		t.Errorf("hotfixes = %v, want both bases", p.Hotfixes)
+	}
+	if want := []string{"202604.01.3", "202604.01.5"}; !slices.Equal(p.Revoked, want) {
+		t.Errorf("revoked = %v, want %v", p.Revoked, want)
+	}
 }
 
 // TestRunServedMapForOtherBasesKeepsCustomData seeds what custom data

@@ -67,10 +67,6 @@ const (
 	// DefaultBudget bounds a run: far below the 15-minute CSE timeout, with
 	// room for the package manager's retries.
 	DefaultBudget = 3 * time.Minute
-	// versionTimeout bounds `<binary> version`.
-	versionTimeout = 10 * time.Second
-	// maxVersionOutput caps what `<binary> version` may print.
-	maxVersionOutput = 256
 	// maxBinarySize caps a binary copied from the package manager.
 	maxBinarySize = release.MaxArtifactSize
 )
@@ -256,7 +252,7 @@ func stageDirect(ctx context.Context, cfg Config, log *slog.Logger, a release.Ar
 		return err
 	}
 	defer f.Abort()
-	log.Info("downloading hotfix", "version", target.String(), "url", redact(a.URL), "size", a.Size)
+	log.Info("downloading hotfix", "version", target.String(), "url", fetch.Redact(a.URL), "size", a.Size)
 	if err := client.Download(ctx, a.URL, fetch.Want{SHA256: a.SHA256, Size: a.Size}, f); err != nil {
 		return err
 	}
@@ -299,7 +295,7 @@ func commit(ctx context.Context, f *atomicfile.File, target hotfix.Version) erro
 	if err := checkExecutable(f.TempName()); err != nil {
 		return err
 	}
-	got, err := reportedVersion(ctx, f.TempName())
+	got, err := facts.ReportedVersion(ctx, f.TempName())
 	if err != nil {
 		return err
 	}
@@ -322,13 +318,6 @@ func checkExecutable(path string) error {
 		return fmt.Errorf("staged artifact is not an ELF executable")
 	}
 	return nil
-}
-
-// reportedVersion runs `<path> version` with a deadline and a capped output.
-func reportedVersion(ctx context.Context, path string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	return proc.Output(ctx, maxVersionOutput, path, "version")
 }
 
 // removeStaged deletes the staged hotfix binary (a symlink there is removed,
@@ -381,12 +370,4 @@ func applyScripts(cfg Config, p hotfix.Pointer, log *slog.Logger) string {
 	}
 	log.Info("applied scripts hotfix", "version", sv)
 	return "applied"
-}
-
-// redact drops the query, which may carry an access token.
-func redact(u string) string {
-	if i := strings.IndexAny(u, "?#"); i >= 0 {
-		return u[:i]
-	}
-	return u
 }

@@ -16,6 +16,7 @@ import (
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/features"
+	"nodehotfix/internal/node/fetch"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/nodeconfig"
 )
@@ -131,7 +132,7 @@ func passed(step string, f facts.Facts, d hotfix.Decision) string {
 			return "no release keys on this node: the package manager installs the exact version (repository signing)"
 		}
 		a := f.Artifacts[d.Target.String()]
-		return fmt.Sprintf("release %s signed by a trusted key; artifact %s (%d bytes, sha256 %.12s…)", d.Target, redact(a.URL), a.Size, a.SHA256)
+		return fmt.Sprintf("release %s signed by a trusted key; artifact %s (%d bytes, sha256 %.12s…)", d.Target, fetch.Redact(a.URL), a.Size, a.SHA256)
 	case "staged":
 		return fmt.Sprintf("the staged binary reports %s", d.Target)
 	}
@@ -145,16 +146,6 @@ func contains(rs []hotfix.Reason, r hotfix.Reason) bool {
 		}
 	}
 	return false
-}
-
-// redact drops a URL's query, which may carry an access token.
-func redact(u string) string {
-	for i := 0; i < len(u); i++ {
-		if u[i] == '?' || u[i] == '#' {
-			return u[:i]
-		}
-	}
-	return u
 }
 
 func presence(ok bool) string {

@@ -220,15 +220,22 @@ func probe(ctx context.Context, path string, st hotfix.Staged, want string) hotf
 			return st
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	out, err := proc.Output(ctx, maxVersionOutput, path, "version")
+	out, err := ReportedVersion(ctx, path)
 	if err != nil {
 		st.ProbeErr = err.Error()
 		return st
 	}
 	st.Reported = out
 	return st
+}
+
+// ReportedVersion runs `<path> version`, bounded in time and output, and
+// returns what it printed without surrounding whitespace. download-hotfix
+// runs it on a binary before staging it, Gather on a staged one.
+func ReportedVersion(ctx context.Context, path string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	return proc.Output(ctx, maxVersionOutput, path, "version")
 }
 
 // fileSHA256 hashes the regular file at path without following a symlink.

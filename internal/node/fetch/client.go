@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 )
 
@@ -132,6 +133,20 @@ func checkURL(u *url.URL) error {
 		return errors.New("no host")
 	}
 	return nil
+}
+
+// Redact returns the URL raw without user info, query or fragment, for logs
+// and operator text: artifact URLs may carry an access token in the query.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		// Cut at the first query or fragment marker all the same.
+		if i := strings.IndexAny(raw, "?#"); i >= 0 {
+			return raw[:i]
+		}
+		return raw
+	}
+	return redact(u)
 }
 
 // redact returns u without user info, query or fragment: artifact URLs may

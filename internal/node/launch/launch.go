@@ -49,9 +49,18 @@ const (
 	EnvBakedFallback = "AKS_NODE_CONTROLLER_BAKED_FALLBACK"
 )
 
-// DefaultHostnameWait bounds the wait for the hostname (the reference
-// waits forever).
-const DefaultHostnameWait = 60 * time.Second
+const (
+	// DefaultHostnameWait bounds the wait for the hostname (the reference
+	// waits forever).
+	DefaultHostnameWait = 60 * time.Second
+	// MaxHostnameWait caps an operator's --hostname-wait.
+	MaxHostnameWait = 10 * time.Minute
+	// DefaultStartTimeout bounds a hotfix agent's preflight: the config
+	// checks before the bootstrap take milliseconds, so a minute is a hang.
+	DefaultStartTimeout = time.Minute
+	// startPoll is how often the preflight watch reads the start record.
+	startPoll = 100 * time.Millisecond
+)
 
 // Config configures a launch. Root, Version and the three step functions
 // are required.
@@ -74,8 +83,12 @@ type Config struct {
 	// means one is made up.
 	LaunchID string
 	// HostnameWait bounds the hostname wait; zero means
-	// DefaultHostnameWait, negative means no wait.
+	// DefaultHostnameWait, negative means no wait, and it is capped at
+	// MaxHostnameWait.
 	HostnameWait time.Duration
+	// StartTimeout bounds a hotfix agent's preflight (see runHotfix); zero
+	// means DefaultStartTimeout.
+	StartTimeout time.Duration
 	// Stdout receives the reference's decision lines and the hotfix
 	// agent's output; Stderr the hotfix agent's errors. Nil discards.
 	Stdout, Stderr io.Writer
@@ -126,6 +139,10 @@ func (c *Config) defaults() {
 	}
 	if c.HostnameWait == 0 {
 		c.HostnameWait = DefaultHostnameWait
+	}
+	c.HostnameWait = min(c.HostnameWait, MaxHostnameWait)
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
 	}
 	if c.Stdout == nil {
 		c.Stdout = io.Discard
@@ -178,26 +195,28 @@ func Run(ctx context.Context, cfg Config) int {
 	if d.Agent != hotfix.AgentHotfix {
 		switch {
 		case d.Remove:
-			say(cfg.Stdout, "Not using hotfix binary %s: %s", hotfixPath, d.Detail)
+			say(cfg.Stdout, "Not using hotfix binary %s: %s", hotfixPath, quote.Text(d.Detail))
 		case d.Reason != hotfix.ReasonNoPointer:
-			say(cfg.Stdout, "No hotfix to run: %s", d.Detail)
+			say(cfg.Stdout, "No hotfix to run: %s", quote.Text(d.Detail))
 		}
 		say(cfg.Stdout, "Using VHD-baked binary: %s", cfg.BakedPath)
 		cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
 		log.Info("launch chose the baked agent", "reason", string(d.Reason), "detail", d.Detail)
+		if !handOver(cfg, hotfix.AgentBaked) {
+			return provision.ExitFailFast
+		}
 		return cfg.Provision(ctx, p)
 	}
-	say(cfg.Stdout, "Hotfix binary accepted: %s", d.Detail)
+	say(cfg.Stdout, "Hotfix binary accepted: %s", quote.Text(d.Detail))
 	say(cfg.Stdout, "Using hotfix binary: %s", hotfixPath)
 	cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=hotfix version=%s reason=%s", d.Target, d.Reason))
 	log.Info("launch chose the hotfix agent", "version", d.Target.String(), "path", hotfixPath)
+	if !handOver(cfg, hotfix.AgentHotfix) {
+		return provision.ExitFailFast
+	}
 
 	code, why := runHotfix(ctx, cfg, hotfixPath, p)
 	if why == "" {
-		return code
-	}
-	if ctx.Err() != nil {
-		// Stopped from outside (shutdown): no second bootstrap.
 		return code
 	}
 	say(cfg.Stdout, "Hotfix agent failed before provisioning started (%s); falling back to VHD-baked binary: %s", why, cfg.BakedPath)
@@ -207,14 +226,40 @@ func Run(ctx context.Context, cfg Config) int {
 	return cfg.Provision(ctx, p)
 }
 
+// handOver records, in launch.json, that this launch provisions from here
+// on, so the launcher shim never provisions a second time. If it cannot be
+// recorded launch provisions nothing: the shim, seeing no record, runs the
+// baked agent's provision once itself.
+func handOver(cfg Config, agent hotfix.Agent) bool {
+	err := provision.WriteRecord(cfg.Root.LaunchRecord(), provision.Start{LaunchID: cfg.LaunchID, Agent: string(agent), AgentVersion: cfg.Version})
+	if err != nil {
+		say(cfg.Stdout, "Cannot record the handover to provisioning (%s); leaving provisioning to the launcher's fallback", quote.Text(err.Error()))
+		cfg.Log.Error("record the handover to provisioning; the launcher shim provisions", "err", err)
+		return false
+	}
+	return true
+}
+
 // Choose is launch's decision on the node as it stands: the one Select, on
 // the facts Gather reads, that explain reports too.
 func Choose(ctx context.Context, c facts.Config) hotfix.Decision {
 	return hotfix.Select(facts.Gather(ctx, c).Input)
 }
 
+// errNoBootstrap ends a hotfix agent that began its preflight but did not
+// start the bootstrap within Config.StartTimeout.
+var errNoBootstrap = errors.New("did not start the bootstrap in time")
+
 // runHotfix runs `<hotfix> provision …` and returns its exit code and, when
 // the bootstrap never started, why the baked agent must provision instead.
+//
+// The bootstrap started if the child recorded so (provision-started.json)
+// or wrote provision.complete (an agent that keeps no record, such as the
+// reference's, writes it once its bootstrap has run). A child that recorded
+// its preflight keeps the protocol, so a preflight that outlasts
+// StartTimeout is a hang: the child is killed and the baked agent
+// provisions. A child that records nothing is never timed: it may be
+// running its bootstrap.
 func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, string) {
 	argv := []string{path, "provision"}
 	if p.ConfigPath != "" {
@@ -228,7 +273,16 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, 
 	}
 	env := slices.Concat(p.Env, []string{EnvLaunchID + "=" + p.LaunchID, EnvAgent + "=" + string(hotfix.AgentHotfix), EnvBakedFallback + "=1"})
 	say(cfg.Stdout, "Launching %s", strings.Join(argv, " "))
-	res, err := proc.Run(ctx, proc.Cmd{Args: argv, Env: env, Stdout: cfg.Stdout, Stderr: cfg.Stderr, Linger: true})
+	mark := provision.MarkStatus(cfg.Root)
+	childCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	watched := make(chan struct{})
+	go watchPreflight(childCtx, cfg, p.LaunchID, cancel, watched)
+	// Passthrough: the child writes to this process's own stdout and
+	// stderr, so its bootstrap outlives this process if it dies.
+	res, err := proc.Run(childCtx, proc.Cmd{Args: argv, Env: env, Stdout: cfg.Stdout, Stderr: cfg.Stderr, Linger: true, Passthrough: true})
+	cancel(nil)
+	<-watched
 	if err == nil {
 		say(cfg.Stdout, "aks-node-controller completed successfully")
 		return 0, ""
@@ -238,25 +292,59 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, 
 	if errors.As(err, &ce) {
 		sig, killed = ce.Signal()
 	}
-	started := provision.Started(cfg.Root, p.LaunchID)
+	started := provision.Started(cfg.Root, p.LaunchID) || mark.Changed(cfg.Root)
 	switch {
+	case ctx.Err() != nil:
+		// Stopped from outside (shutdown): nothing more runs.
+		return 128 + int(syscall.SIGTERM), ""
 	case started && killed:
 		// The bootstrap may still be running, orphaned; its result is
 		// unknown. Recording the failure beats provision-wait waiting out
 		// its timeout for a status nobody will write.
 		code := 128 + int(sig)
-		provision.Abandon(cfg.Root, code, fmt.Sprintf("hotfix agent killed by %v after the bootstrap started", sig))
+		if err := provision.Abandon(cfg.Root, code, fmt.Sprintf("hotfix agent killed by %v after the bootstrap started", sig)); err != nil {
+			cfg.Log.Error("record the abandoned provisioning", "err", err)
+		}
 		say(cfg.Stdout, "aks-node-controller (hotfix) killed by %v after the bootstrap started", sig)
 		return code, ""
 	case started:
 		say(cfg.Stdout, "aks-node-controller exited with code %d", res.ExitCode)
 		return res.ExitCode, ""
+	case errors.Is(context.Cause(childCtx), errNoBootstrap):
+		return provision.ExitFailFast, fmt.Sprintf("began its preflight but did not start the bootstrap within %v", cfg.StartTimeout)
 	case killed:
 		return 128 + int(sig), fmt.Sprintf("killed by %v", sig)
 	case res.ExitCode >= 0:
 		return res.ExitCode, fmt.Sprintf("exited with code %d", res.ExitCode)
 	default:
 		return provision.ExitFailFast, fmt.Sprintf("could not start: %v", err)
+	}
+}
+
+// watchPreflight polls the child's start record until the bootstrap starts
+// or ctx ends; a preflight recorded but not followed by the bootstrap
+// within cfg.StartTimeout cancels the child with errNoBootstrap.
+func watchPreflight(ctx context.Context, cfg Config, id string, cancel context.CancelCauseFunc, done chan<- struct{}) {
+	defer close(done)
+	tick := time.NewTicker(startPoll)
+	defer tick.Stop()
+	var deadline <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline:
+			cancel(errNoBootstrap)
+			return
+		case <-tick.C:
+			s, ok := provision.ReadRecord(cfg.Root.ProvisionStarted(), id)
+			switch {
+			case ok && s.Phase == provision.PhaseBootstrap:
+				return
+			case ok && deadline == nil:
+				deadline = time.After(cfg.StartTimeout)
+			}
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/explain"
@@ -79,14 +80,14 @@ esac
 // startsBootstrap is a hotfix provision that records the start as provision
 // does, then runs the rest.
 func startsBootstrap(rest string) string {
-	return `printf '{"LaunchID":"%s","AgentVersion":"` + target + `"}' "$AKS_NODE_CONTROLLER_LAUNCH_ID" >"$root/var/log/azure/aks/provision-started.json"
+	return `printf '{"LaunchID":"%s","Phase":"bootstrap","AgentVersion":"` + target + `"}' "$AKS_NODE_CONTROLLER_LAUNCH_ID" >"$root/var/log/azure/aks/provision-started.json"
 ` + rest
 }
 
 func (n *node) launch() int {
 	n.t.Helper()
 	return Run(n.t.Context(), Config{
-		Root: n.root, Version: baked, HostnameWait: -1, Stdout: &n.out, Stderr: &n.out,
+		Root: n.root, Version: baked, HostnameWait: -1, Stdout: &n.out, Stderr: &n.out, StartTimeout: 300 * time.Millisecond,
 		CheckHotfix:    func(context.Context) { n.calls = append(n.calls, "check-hotfix") },
 		DownloadHotfix: func(context.Context) { n.calls = append(n.calls, "download-hotfix") },
 		Provision: func(_ context.Context, p Provision) int {
@@ -177,6 +178,9 @@ func TestRunHotfixAndFallback(t *testing.T) {
 		{name: "could-not-start", body: "exit 240", wantFallback: "exited with code 240"},
 		{name: "killed-before-bootstrap", body: "kill -9 $$", wantFallback: "killed by killed"},
 		{name: "killed-after-bootstrap", body: startsBootstrap("kill -9 $$"), wantCode: 137, wantStatus: "137"},
+		{name: "reference-style-bootstrap-failed", body: `mkdir -p "$root/opt/azure/containers"; echo '{"ExitCode":"5"}' >"$root/var/log/azure/aks/provision.json"; : >"$root/opt/azure/containers/provision.complete"; exit 5`, wantCode: 5},
+		{name: "reference-style-crash", body: "exit 2", wantFallback: "exited with code 2"},
+		{name: "hung-in-preflight", body: `printf '{"LaunchID":"%s","Phase":"preflight"}' "$AKS_NODE_CONTROLLER_LAUNCH_ID" >"$root/var/log/azure/aks/provision-started.json"; exec sleep 600`, wantFallback: "did not start the bootstrap within 300ms"},
 		{name: "stale-start-record", body: `printf '{"LaunchID":"an-earlier-boot"}' >"$root/var/log/azure/aks/provision-started.json"; exit 3`, wantFallback: "exited with code 3"},
 	}
 	for _, tt := range tests {
@@ -203,7 +207,7 @@ func TestRunHotfixAndFallback(t *testing.T) {
 			}
 			data, err := os.ReadFile(n.root.ProvisionJSON())
 			switch {
-			case tt.wantStatus == "" && err == nil:
+			case tt.wantStatus == "" && err == nil && !strings.HasPrefix(tt.name, "reference-style"):
 				t.Errorf("launch wrote provision.json %s, want none (the agent that provisions writes it)", data)
 			case tt.wantStatus != "":
 				var st provision.Status
@@ -297,5 +301,28 @@ func TestExplainAgreesWithLaunch(t *testing.T) {
 				t.Errorf("launch ran the %s agent, explain said %s\n%s", chose, r.Binary, n.out.String())
 			}
 		})
+	}
+}
+
+// TestRunHandover: launch records that it provisions from here on (the
+// shim's cue never to provision again); if it cannot, it provisions nothing
+// and leaves the node to the shim's fallback.
+func TestRunHandover(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	if code := n.launch(); code != 0 {
+		t.Fatalf("Run = %d", code)
+	}
+	data, err := os.ReadFile(n.root.LaunchRecord())
+	if err != nil || !strings.Contains(string(data), `"Agent":"baked"`) {
+		t.Errorf("launch.json = %s, %v", data, err)
+	}
+
+	m := newNode(t)
+	if err := os.MkdirAll(m.root.LaunchRecord(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if code := m.launch(); code != provision.ExitFailFast || len(m.provided) != 0 {
+		t.Fatalf("Run = %d after %d provisions, want %d and none", code, len(m.provided), provision.ExitFailFast)
 	}
 }

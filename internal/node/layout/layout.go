@@ -53,6 +53,10 @@ func (r Root) ProvisionJSON() string { return r.join("var/log/azure/aks/provisio
 // for which launch; written just before the bootstrap runs.
 func (r Root) ProvisionStarted() string { return r.join("var/log/azure/aks/provision-started.json") }
 
+// LaunchRecord records that launch handed the node over to a provision, for
+// which launch ID: after that, the launcher shim never provisions again.
+func (r Root) LaunchRecord() string { return r.join("var/log/azure/aks/launch.json") }
+
 // EtcHostname is /etc/hostname, the name cloud-init configures.
 func (r Root) EtcHostname() string { return r.join("etc/hostname") }
 

@@ -54,6 +54,12 @@ type Cmd struct {
 	// as soon as the command exits, so a descendant holding the output pipe
 	// neither delays Run nor survives it.
 	Linger bool
+	// Passthrough gives Stdout and Stderr to the child as they are: an
+	// *os.File is inherited, with no pipe through this process, and no tail
+	// is kept. For a child whose descendants must keep writing if this
+	// process dies (a hotfix agent's bootstrap would otherwise die of
+	// SIGPIPE with it).
+	Passthrough bool
 	// WaitDelay is how long Run waits for the output pipes to close after
 	// the command exits or is killed; then it closes them itself. Zero: 5 s.
 	WaitDelay time.Duration
@@ -82,7 +88,10 @@ func Run(ctx context.Context, c Cmd) (Result, error) {
 	}
 	tail := &tailBuffer{max: cmp.Or(c.TailSize, defaultTailSize)}
 	stdout, stderr := tee(tail, c.Stdout), tee(tail, c.Stderr)
-	if sameWriter(c.Stdout, c.Stderr) {
+	switch {
+	case c.Passthrough:
+		stdout, stderr = c.Stdout, c.Stderr
+	case sameWriter(c.Stdout, c.Stderr):
 		stderr = stdout
 	}
 

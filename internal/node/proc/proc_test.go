@@ -437,3 +437,25 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestRunPassthroughInheritsFiles: with Passthrough an *os.File reaches the
+// child as its own descriptor, not a pipe through this process.
+func TestRunPassthroughInheritsFiles(t *testing.T) {
+	t.Parallel()
+	f, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := Run(t.Context(), Cmd{Args: []string{"sh", "-c", "readlink /proc/self/fd/1; echo hi"}, Stdout: f, Stderr: f, Passthrough: true})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	data, _ := os.ReadFile(f.Name())
+	if got := string(data); !strings.HasPrefix(got, f.Name()+"\n") || !strings.HasSuffix(got, "hi\n") {
+		t.Errorf("child's stdout is %q, want the file itself", got)
+	}
+	if len(res.Tail) != 0 {
+		t.Errorf("Tail = %q, want none with Passthrough", res.Tail)
+	}
+}

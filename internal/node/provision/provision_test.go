@@ -255,10 +255,13 @@ func TestRunFallbackFollows(t *testing.T) {
 		if code != ExitFailFast {
 			t.Fatalf("Run = %d, want %d", code, ExitFailFast)
 		}
-		for _, p := range []string{root.ProvisionJSON(), root.ProvisionComplete(), root.ProvisionStarted()} {
+		for _, p := range []string{root.ProvisionJSON(), root.ProvisionComplete()} {
 			if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("%s exists (%v); the fallback writes the status", p, err)
 			}
+		}
+		if s, ok := ReadRecord(root.ProvisionStarted(), "1-1"); !ok || s.Phase != PhasePreflight || Started(root, "1-1") {
+			t.Errorf("start record = %+v, %v; want the preflight only", s, ok)
 		}
 	})
 	t.Run("start-not-recordable", func(t *testing.T) {
@@ -312,5 +315,27 @@ func TestAbandon(t *testing.T) {
 	}
 	if st := readStatus(t, root); st.ExitCode != "137" || !strings.Contains(st.Error, "killed") {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+func TestStatusMark(t *testing.T) {
+	t.Parallel()
+	root := layout.Root(t.TempDir())
+	before := MarkStatus(root)
+	if before.Changed(root) {
+		t.Fatal("an absent status changed by itself")
+	}
+	if err := WriteStatus(root, Status{ExitCode: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if !before.Changed(root) {
+		t.Error("a written status is not a change")
+	}
+	again := MarkStatus(root)
+	if err := WriteStatus(root, Status{ExitCode: "1"}); err != nil {
+		t.Fatal(err)
+	}
+	if !again.Changed(root) {
+		t.Error("a rewritten status (same content) is not a change")
 	}
 }
