@@ -326,3 +326,26 @@ func TestRunHandover(t *testing.T) {
 		t.Fatalf("Run = %d after %d provisions, want %d and none", code, len(m.provided), provision.ExitFailFast)
 	}
 }
+
+// TestRunQuotesControlCharacters: a staged binary whose `version` prints
+// terminal escapes cannot put them on the operator's terminal.
+func TestRunQuotesControlCharacters(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+	n.write(n.root.HotfixBinary(), "#!/bin/sh\nprintf '\\033[2J\\033]0;owned\\007'\n", 0o755)
+	if code := n.launch(); code != 0 {
+		t.Fatalf("Run = %d\n%s", code, n.out.String())
+	}
+	if strings.ContainsAny(n.out.String(), "\x1b\x07") {
+		t.Errorf("launch printed raw control characters: %q", n.out.String())
+	}
+	if !strings.Contains(n.out.String(), `\x1b[2J`) {
+		t.Errorf("the refused version is not shown quoted:\n%s", n.out.String())
+	}
+	for _, e := range n.events {
+		if strings.ContainsAny(e, "\x1b\x07") {
+			t.Errorf("event carries raw control characters: %q", e)
+		}
+	}
+}
