@@ -287,7 +287,7 @@ func stageFromPackage(ctx context.Context, cfg Config, log *slog.Logger, target 
 
 // commit checks that the complete temp file is an executable reporting
 // target, then moves it into place durably: the staged binary must survive
-// a power cut between staging and the launcher's exec.
+// a power cut between staging and launch's exec.
 func commit(ctx context.Context, f *atomicfile.File, target hotfix.Version) error {
 	if err := f.Sync(); err != nil {
 		return err

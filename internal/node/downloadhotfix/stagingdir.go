@@ -10,7 +10,7 @@ import (
 
 // checkStagingDir refuses a staging directory that someone other than this
 // process's user could write: whoever can write it can swap the staged binary
-// between its verification and the launcher's exec. The image's directory is
+// between its verification and launch's exec. The image's directory is
 // root-owned and 0755. A missing directory is fine: lock creates it.
 func checkStagingDir(dir string) error {
 	fi, err := os.Lstat(dir)

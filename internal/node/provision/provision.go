@@ -99,7 +99,7 @@ type Config struct {
 	// provisions after a hotfix failed before the bootstrap started.
 	Fallback string
 	// LaunchID is recorded in provision-started.json, which tells launch
-	// (and the launcher shim) whether the bootstrap started under it.
+	// whether the bootstrap started under it.
 	LaunchID string
 	// FallbackFollows says a same-boot fallback to the baked agent follows
 	// a failure before the bootstrap starts. The status files are then left
