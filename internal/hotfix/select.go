@@ -34,6 +34,13 @@ const (
 	ReasonHotfix            Reason = "hotfix"            // the staged binary is the verified target
 )
 
+// Tombstone is what the service serves, for a base whose hotfix is revoked
+// and that has nothing else for the node: the base's patch 0. No agent of
+// that base takes it for an upgrade (the reference's gate, like IsUpgrade,
+// wants a strictly higher patch), so it overrides a custom-data pointer to
+// the revoked version on reference nodes too; Select reports it as revoked.
+func Tombstone(base string) string { return base + ".0" }
+
 // Input is everything Select decides on. Callers gather it from the node;
 // Select itself does no I/O.
 type Input struct {
@@ -139,6 +146,11 @@ func decide(in Input) Decision {
 		return baked(ReasonNoHotfixForBase, "the pointer requests nothing for base %s", current.Base())
 	}
 	target, err := ParseVersion(want)
+	if err == nil && target.Base() == current.Base() && target.Patch() == 0 {
+		d := baked(ReasonRevoked, "base %s is withdrawn: its hotfix is revoked (the service's tombstone %s)", current.Base(), target)
+		d.Requested, d.Source = want, src
+		return d
+	}
 	if err != nil || !IsUpgrade(current, target) {
 		d := baked(ReasonNotNewer, "the pointer requests %q (from %s), not a newer patch of %s", want, src, current)
 		d.Requested, d.Source = want, src

@@ -32,6 +32,8 @@ func TestSelect(t *testing.T) {
 		{name: "same-patch", in: Input{Baked: target, Pointer: ptr, Staged: good}, want: AgentBaked, reason: ReasonNotNewer, remove: true},
 		{name: "older", in: Input{Baked: "202604.01.5", Pointer: ptr}, want: AgentBaked, reason: ReasonNotNewer},
 		{name: "malformed-target", in: Input{Baked: baked, Pointer: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.x"}}}, want: AgentBaked, reason: ReasonNotNewer},
+		{name: "tombstone", in: Input{Baked: baked, Pointer: Pointer{Hotfixes: map[string]string{"202604.01": Tombstone("202604.01")}}, Staged: good}, want: AgentBaked, reason: ReasonRevoked, remove: true, detailHas: "withdrawn"},
+		{name: "tombstone-over-patch-0-baked", in: Input{Baked: "202604.01.0", Pointer: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.0"}}}, want: AgentBaked, reason: ReasonRevoked},
 		{name: "revoked", in: Input{Baked: baked, Pointer: Pointer{Hotfixes: ptr.Hotfixes, Revoked: []string{target}}, Staged: good}, want: AgentBaked, reason: ReasonRevoked, remove: true, wantTarget: target},
 		{name: "keys-unusable", in: Input{Baked: baked, Pointer: ptr, Trust: Trust{Keys: true, KeysErr: errors.New("no keys")}, Staged: good}, want: AgentBaked, reason: ReasonUntrusted, remove: true},
 		{name: "keys-no-release", in: Input{Baked: baked, Pointer: ptr, Trust: Trust{Keys: true, Refused: []string{"release 0: bad signature"}}, Staged: good}, want: AgentBaked, reason: ReasonUntrusted, remove: true, detailHas: "bad signature"},

@@ -352,7 +352,7 @@ func TestFetchOutcomes(t *testing.T) {
 		{
 			name:    "revoked-only",
 			opts:    serverOpts{releases: []rollout.Release{relScoped, relRevoked}},
-			want:    `{"hotfixes":{},"revoked":["202501.15.3"]}`,
+			want:    `{"hotfixes":{"202501.15":"202501.15.0"},"revoked":["202501.15.3"]}`,
 			outcome: outcomeServed,
 		},
 		{
@@ -606,7 +606,8 @@ func TestSnapshotSwap(t *testing.T) {
 		t.Errorf("Fetch after the publish = %s, want %s", got, want)
 	}
 
-	// Revoking moves the release from hotfixes to revoked.
+	// Revoking moves the release from hotfixes to revoked, and the base
+	// gets its tombstone (patch 0), so reference nodes see "not newer".
 	r, rev, err := ts.st.Release(t.Context(), relServed.Version)
 	if err != nil {
 		t.Fatal(err)
@@ -615,7 +616,7 @@ func TestSnapshotSwap(t *testing.T) {
 	if _, err := ts.st.PutRelease(t.Context(), r, rev, store.AuditEntry{Actor: "test", Action: "revoke", Target: r.Version}); err != nil {
 		t.Fatal(err)
 	}
-	want = `{"hotfixes":{},"revoked":["202501.15.2"]}`
+	want = `{"hotfixes":{"202501.15":"202501.15.0"},"revoked":["202501.15.2"]}`
 	waitFor(t, "the revocation to be served", func() bool {
 		got, err = ts.fetch(t, mintToken(t, cas.good, docOpts{}))
 		return err == nil && got == want

@@ -43,7 +43,7 @@ func TestGetComponentConfig(t *testing.T) {
 		{
 			name:  "revoked-only",
 			snaps: snapshotOf(relRevoked),
-			want:  `{"hotfixes":{},"revoked":["202501.15.3"]}`,
+			want:  `{"hotfixes":{"202501.15":"202501.15.0"},"revoked":["202501.15.3"]}`,
 		},
 		{
 			name:   "region-in-scope",

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -244,6 +245,13 @@ func scopeText(ids []string) string {
 type Selection struct {
 	// Hotfixes maps each base to the chosen release's version.
 	Hotfixes map[string]string
+	// Tombstones lists the bases with a revoked release and no release
+	// chosen for the node; Pointer serves hotfix.Tombstone(base) for each,
+	// so a reference node's custom-data pointer to the revoked version
+	// cannot install it. The price: while a base has a revoked release, a
+	// node outside every rollout of that base cannot take a hotfix of it
+	// from custom data either.
+	Tombstones []string
 	// Releases are the chosen releases' signed envelopes.
 	Releases []json.RawMessage
 	// Revoked lists every revoked version, so nodes drop staged copies.
@@ -251,11 +259,23 @@ type Selection struct {
 }
 
 // Empty reports whether nothing applies to the node.
-func (s Selection) Empty() bool { return len(s.Hotfixes) == 0 && len(s.Revoked) == 0 }
+func (s Selection) Empty() bool {
+	return len(s.Hotfixes) == 0 && len(s.Revoked) == 0 && len(s.Tombstones) == 0
+}
 
 // Pointer renders the selection as the pointer document nodes stage.
 func (s Selection) Pointer() hotfix.Pointer {
-	return hotfix.Pointer{Hotfixes: s.Hotfixes, Releases: s.Releases, Revoked: s.Revoked}
+	hotfixes := s.Hotfixes
+	if len(s.Tombstones) > 0 {
+		hotfixes = maps.Clone(s.Hotfixes)
+		if hotfixes == nil {
+			hotfixes = make(map[string]string, len(s.Tombstones))
+		}
+		for _, b := range s.Tombstones {
+			hotfixes[b] = hotfix.Tombstone(b)
+		}
+	}
+	return hotfix.Pointer{Hotfixes: hotfixes, Releases: s.Releases, Revoked: s.Revoked}
 }
 
 // Select picks, for each base, the highest-patch release that includes n.
@@ -264,6 +284,7 @@ func Select(releases []Release, n Node) Selection {
 	best := make(map[string]hotfix.Version)
 	env := make(map[string]json.RawMessage)
 	var revoked []string
+	revokedBases := make(map[string]bool)
 	for _, r := range releases {
 		v, err := hotfix.ParseVersion(r.Version)
 		if err != nil {
@@ -271,6 +292,7 @@ func Select(releases []Release, n Node) Selection {
 		}
 		if r.Revoked {
 			revoked = append(revoked, v.String())
+			revokedBases[v.Base()] = true
 			continue
 		}
 		if ok, _ := r.Includes(n); !ok {
@@ -283,6 +305,12 @@ func Select(releases []Release, n Node) Selection {
 	}
 	s := Selection{Revoked: revoked}
 	slices.Sort(s.Revoked)
+	for b := range revokedBases {
+		if _, chosen := best[b]; !chosen {
+			s.Tombstones = append(s.Tombstones, b)
+		}
+	}
+	slices.Sort(s.Tombstones)
 	if len(best) > 0 {
 		s.Hotfixes = make(map[string]string, len(best))
 		bases := make([]string, 0, len(best))

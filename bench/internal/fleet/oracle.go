@@ -21,13 +21,17 @@ import (
 // repeating it: per base, the highest patch that is not revoked, is
 // rolling, paused or complete, and (unless complete) puts the node's
 // bucket, sha256(lower(vmId) 0x00 version) mod 10000, below percent*100;
-// plus every revoked version. Scopes are not used by the simulator.
+// plus every revoked version, and for a base with a revoked release and
+// nothing chosen its tombstone, the base's patch 0. Scopes are not used by
+// the simulator.
 func expected(rels []rollout.Release, vmID string) hotfix.Pointer {
 	best := map[string]rollout.Release{}
 	var revoked []string
+	revokedBases := map[string]bool{}
 	for _, r := range rels {
 		if r.Revoked {
 			revoked = append(revoked, r.Version)
+			revokedBases[r.Base] = true
 			continue
 		}
 		in := false
@@ -46,11 +50,16 @@ func expected(rels []rollout.Release, vmID string) hotfix.Pointer {
 	}
 	p := hotfix.Pointer{Revoked: revoked}
 	slices.Sort(p.Revoked)
-	if len(best) > 0 {
+	if len(best) > 0 || len(revokedBases) > 0 {
 		p.Hotfixes = map[string]string{}
-		for _, base := range slices.Sorted(maps.Keys(best)) {
-			p.Hotfixes[base] = best[base].Version
-			p.Releases = append(p.Releases, best[base].Envelope)
+	}
+	for _, base := range slices.Sorted(maps.Keys(best)) {
+		p.Hotfixes[base] = best[base].Version
+		p.Releases = append(p.Releases, best[base].Envelope)
+	}
+	for base := range revokedBases {
+		if _, chosen := best[base]; !chosen {
+			p.Hotfixes[base] = base + ".0"
 		}
 	}
 	return p

@@ -319,7 +319,7 @@ func TestRunRemovesWhatNoLongerApplies(t *testing.T) {
 		want Outcome
 	}{
 		{"map lacks this base", hotfix.Pointer{Hotfixes: map[string]string{"202605.30": "202605.30.1"}}, NoHotfixForBase},
-		{"not newer", hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.0"}}, NotNewer},
+		{"tombstone (patch 0)", hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.0"}}, Revoked},
 		{"other base in value", hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202605.30.2"}}, NotNewer},
 		{"malformed target", hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1-1"}}, NotNewer},
 		{"revoked", hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, Revoked: []string{target}}, Revoked},
