@@ -111,7 +111,7 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	noLPS, _, err := timeN(ctx, o.n, o.warmup, agent(refused), nil, "failed", nil)
+	noLPS, _, err := timeN(ctx, o.n, o.warmup, agent(refused), nil, "noColdStartPointer", nil)
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 		if c.budget > 0 {
 			argv, bound, label = append(argv, "--budget", c.budget.String()), c.budget, "--budget "+c.budget.String()
 		}
-		s, in, err := timeN(ctx, o.hungN, 0, argv, nil, "failed", node)
+		s, in, err := timeN(ctx, o.hungN, 0, argv, nil, "noColdStartPointer", node)
 		if err != nil {
 			return err
 		}

@@ -183,7 +183,8 @@ Telemetry: one guest-agent event per command run, task
 AKS.AKSNodeController.{CheckHotfix,DownloadHotfix,Launcher,Provision,ProvisionWait},
 whether the command ran as its own process or inside launch.
 check-hotfix outcomes are the reference's: lpsRead, noHotfixForBase,
-noHotfixAvailable, customDataFallback, failed. download-hotfix outcomes:
+noHotfixAvailable, customDataFallback, noColdStartPointer (the service
+unreachable and no cold-start map: Informational), failed. download-hotfix outcomes:
 staged, alreadyStaged, noPointer, invalidPointer, noHotfixForBase, notNewer,
 unparsableVersion, revoked, untrusted, busy, failed; each event also names
 the route (direct, package-manager, none) and the version. Launcher events:

@@ -41,6 +41,10 @@ const (
 	// CustomDataFallback: the service was unreachable and the node config's
 	// cold-start map was staged.
 	CustomDataFallback Outcome = "customDataFallback"
+	// NoColdStartPointer: the service was unreachable and the node config
+	// has no cold-start map; nothing written. Informational, as the
+	// reference reports it: an unreachable service is fail-open by design.
+	NoColdStartPointer Outcome = "noColdStartPointer"
 	// Failed: nothing was staged.
 	Failed Outcome = "failed"
 )
@@ -201,7 +205,7 @@ func coldStart(cfg Config, log *slog.Logger, cause error) Result {
 		return Result{Outcome: Failed, Err: fmt.Errorf("%w; cold-start fallback failed: %w", cause, err)}
 	}
 	if len(m) == 0 {
-		return Result{Outcome: Failed, Err: fmt.Errorf("%w; no cold-start pointer present", cause)}
+		return Result{Outcome: NoColdStartPointer, Err: fmt.Errorf("%w; no cold-start pointer present", cause)}
 	}
 	if err := stage(cfg.Root.Pointer(), func(p hotfix.Pointer) hotfix.Pointer { return p.WithColdStart(m) }, log); err != nil {
 		return Result{Outcome: Failed, Err: fmt.Errorf("%w; stage cold-start pointer: %w", cause, err)}

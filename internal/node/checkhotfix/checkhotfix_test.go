@@ -416,7 +416,7 @@ func TestRunErrorMapping(t *testing.T) {
 		{name: "resource exhausted does not fall back", handler: lpstest.Error(status.Error(codes.ResourceExhausted, "x")), coldStart: true, want: Failed, wantMsg: "not falling back"},
 		{name: "unavailable falls back to cold start", handler: lpstest.Error(status.Error(codes.Unavailable, "x")), coldStart: true, want: CustomDataFallback, wantPointer: `{"hotfixes":{"202604.01":"202604.01.7"}}`},
 		{name: "internal falls back to cold start", handler: lpstest.Error(status.Error(codes.Internal, "x")), coldStart: true, want: CustomDataFallback, wantPointer: `{"hotfixes":{"202604.01":"202604.01.7"}}`},
-		{name: "unavailable without cold start fails", handler: lpstest.Error(status.Error(codes.Unavailable, "x")), want: Failed, wantMsg: "no cold-start pointer present"},
+		{name: "unavailable without cold start", handler: lpstest.Error(status.Error(codes.Unavailable, "x")), want: NoColdStartPointer, wantMsg: "no cold-start pointer present"},
 		{name: "invalid body", handler: lpstest.Config(`{"hotfixes":`), coldStart: true, want: Failed, wantMsg: "parse hotfix pointer"},
 		{name: "garbage body", handler: lpstest.Config("<html>captive portal</html>"), want: Failed, wantMsg: "parse hotfix pointer"},
 		{name: "oversized body", handler: lpstest.Config(`{"x":"` + strings.Repeat("a", 2<<20) + `"}`), coldStart: true, want: Failed, wantMsg: "ResourceExhausted"},
@@ -518,13 +518,14 @@ func TestRunIMDSFailures(t *testing.T) {
 			n := newNode(t, nodeOpts{imds: tt.imds})
 			n.budget = 500 * time.Millisecond
 			res := n.run()
-			if res.Outcome != Failed || !strings.Contains(res.Err.Error(), tt.wantMsg) {
-				t.Fatalf("Run = %+v, want failed mentioning %q", res, tt.wantMsg)
+			// Fallback-eligible, and the node config has no cold-start map.
+			if res.Outcome != NoColdStartPointer || !strings.Contains(res.Err.Error(), tt.wantMsg) {
+				t.Fatalf("Run = %+v, want noColdStartPointer mentioning %q", res, tt.wantMsg)
 			}
 			if len(n.lps.Requests()) != 0 {
 				t.Error("LPS was called without a token")
 			}
-			n.checkEvent(Failed)
+			n.checkEvent(NoColdStartPointer)
 		})
 	}
 }
@@ -549,8 +550,8 @@ func TestRunTargetFallbacks(t *testing.T) {
 		{"nbc-cmd when config absent", "-", `API_SERVER_NAME=` + apiHost + ` KUBE_CA_CRT="$CA" /bin/bash /opt/azure/containers/provision_start.sh`, LPSRead},
 		{"nbc-cmd with unquoted CA", "-", `API_SERVER_NAME=` + apiHost + ` KUBE_CA_CRT=$CA /bin/true`, LPSRead},
 		{"nbc-cmd when config lacks the name", `{"version":"v1"}`, `API_SERVER_NAME=` + apiHost + `; KUBE_CA_CRT='$CA'; /bin/true`, LPSRead},
-		{"no CA anywhere", "-", `API_SERVER_NAME=` + apiHost + ` /bin/true`, Failed},
-		{"nothing at all", "-", "", Failed},
+		{"no CA anywhere", "-", `API_SERVER_NAME=` + apiHost + ` /bin/true`, NoColdStartPointer},
+		{"nothing at all", "-", "", NoColdStartPointer},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -574,7 +575,7 @@ func TestRunRefusesWithoutCA(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, nodeOpts{config: `{"api_server_config":{"api_server_name":"` + apiHost + `"}}`})
 	res := n.run()
-	if res.Outcome != Failed || !strings.Contains(res.Err.Error(), "refusing to fetch over unverified TLS") {
+	if res.Outcome != NoColdStartPointer || !strings.Contains(res.Err.Error(), "refusing to fetch over unverified TLS") {
 		t.Fatalf("Run = %+v", res)
 	}
 	if len(n.lps.Requests()) != 0 {
