@@ -131,7 +131,10 @@ download-hotfix flags:
 	--release-keys FILE  trusted release keys (default
 	                     <root>/opt/azure/containers/aks-node-controller-release-keys.pub);
 	                     when present only signed releases are downloaded,
-	                     otherwise the package manager installs the exact version
+	                     otherwise the package manager installs the exact
+	                     version: the one package whose upstream version is
+	                     the target (apt-cache madison, dnf/tdnf list
+	                     --showduplicates), pinned with its revision
 	--artifact-ca FILE   extra CA (PEM) for artifact downloads
 	--budget DURATION    overall budget (default 3m)
 
@@ -186,7 +189,9 @@ check-hotfix outcomes are the reference's: lpsRead, noHotfixForBase,
 noHotfixAvailable, customDataFallback, noColdStartPointer (the service
 unreachable and no cold-start map: Informational), failed. download-hotfix outcomes:
 staged, alreadyStaged, noPointer, invalidPointer, noHotfixForBase, notNewer,
-unparsableVersion, revoked, untrusted, busy, failed; each event also names
+unparsableVersion, revoked, untrusted, busy, noPackage and ambiguousPackage
+(the repositories have none, or several revisions, of the version; both
+failures), failed; each event also names
 the route (direct, package-manager, none) and the version. Launcher events:
 "launcher choice=hotfix version=V reason=hotfix", "launcher choice=baked
 reason=R detail=…", and, at Error level, "launcher choice=baked

@@ -50,6 +50,8 @@ const (
 	Revoked           Outcome = "revoked"           // requested version is revoked
 	Untrusted         Outcome = "untrusted"         // keys present but no valid signed release
 	Busy              Outcome = "busy"              // another run holds the lock
+	NoPackage         Outcome = "noPackage"         // the repositories have no package of the version
+	AmbiguousPackage  Outcome = "ambiguousPackage"  // they have several (revisions); none is guessed
 	Failed            Outcome = "failed"            // install or staging failed
 )
 
@@ -104,7 +106,7 @@ type Result struct {
 // ExitCode maps a result to the command's exit status: 0 unless staging
 // failed; a package manager's own exit status is propagated.
 func (r Result) ExitCode() int {
-	if r.Outcome != Failed {
+	if !r.Failed() {
 		return 0
 	}
 	var ce *proc.CmdError
@@ -117,8 +119,10 @@ func (r Result) ExitCode() int {
 	return 1
 }
 
-// Failed reports whether the run ended in the Failed outcome.
-func (r Result) Failed() bool { return r.Outcome == Failed }
+// Failed reports whether the run failed to stage what it should have.
+func (r Result) Failed() bool {
+	return r.Outcome == Failed || r.Outcome == NoPackage || r.Outcome == AmbiguousPackage
+}
 
 // Message renders the event message without timing.
 func (r Result) Message() string {
@@ -230,11 +234,16 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		log.Warn("no release keys on this node; installing from the package manager, trusting repository signing", "keys", keysPath(cfg))
 		err = stageFromPackage(ctx, cfg, log, d.Target)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, pkgmgr.ErrNoPackage):
+		res.Outcome, res.Err = NoPackage, err
+	case errors.Is(err, pkgmgr.ErrAmbiguousPackage):
+		res.Outcome, res.Err = AmbiguousPackage, err
+	case err != nil:
 		res.Outcome, res.Err = Failed, err
-		return res
+	default:
+		res.Outcome = Staged
 	}
-	res.Outcome = Staged
 	return res
 }
 

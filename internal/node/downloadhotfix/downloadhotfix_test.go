@@ -449,6 +449,7 @@ func TestRunPackageManagerRoute(t *testing.T) {
 		}
 	}
 	script("dpkg", "exit 0")
+	script("apt-cache", `echo " aks-node-controller | `+target+`0-ubuntu22.04u1 | x"; echo " aks-node-controller | `+target+`-ubuntu22.04u1 | x"`)
 	script("apt-get", fmt.Sprintf(`case "$1" in install) mkdir -p %[1]s/usr/bin && cp %[2]s %[1]s/usr/bin/aks-node-controller;; esac`, root, agentPath))
 	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
 
@@ -458,8 +459,8 @@ func TestRunPackageManagerRoute(t *testing.T) {
 		t.Fatalf("Run = %+v", res)
 	}
 	argv, _ := os.ReadFile(record)
-	if !strings.Contains(string(argv), "apt-get install -y --allow-downgrades -o Dpkg::Options::=--force-confold aks-node-controller="+target+"\n") {
-		t.Errorf("apt-get was not called with the exact pin; calls:\n%s", argv)
+	if !strings.Contains(string(argv), "apt-get install -y --allow-downgrades -o Dpkg::Options::=--force-confold aks-node-controller="+target+"-ubuntu22.04u1\n") {
+		t.Errorf("apt-get was not called with the listed version pinned in full; calls:\n%s", argv)
 	}
 	if strings.Contains(string(argv), target+"*") {
 		t.Error("apt-get version was globbed")
@@ -494,5 +495,37 @@ func TestRunRemovesLeftoverTemps(t *testing.T) {
 	}
 	if _, err := os.Stat(other); err != nil {
 		t.Error("an unrelated file was removed")
+	}
+}
+
+// TestRunPackageManagerNoSuchVersion: a repository without a package of the
+// target version is its own outcome, a failure, and nothing is installed.
+func TestRunPackageManagerNoSuchVersion(t *testing.T) {
+	f := newFixture(t)
+	root := string(f.root)
+	os.MkdirAll(filepath.Join(root, "etc/apt/sources.list.d"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/os-release"), []byte("ID=ubuntu\nVERSION_ID=\"22.04\"\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "etc/apt/sources.list.d/microsoft-prod.list"), []byte("deb x"), 0o644)
+	bin := t.TempDir()
+	record := filepath.Join(t.TempDir(), "argv")
+	for name, body := range map[string]string{
+		"dpkg":      "exit 0",
+		"apt-cache": `echo " aks-node-controller | ` + target + `0-ubuntu22.04u1 | x"`,
+		"apt-get":   "exit 0",
+	} {
+		s := fmt.Sprintf("#!/bin/sh\necho \"%s $*\" >> %s\n%s\n", name, record, body)
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	f.writePointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+	res := f.run()
+	if res.Outcome != NoPackage || !res.Failed() || res.ExitCode() != 1 || !strings.Contains(res.Err.Error(), target+"0-ubuntu22.04u1") {
+		t.Fatalf("Run = %+v, want noPackage naming what the repository has", res)
+	}
+	argv, _ := os.ReadFile(record)
+	if strings.Contains(string(argv), "apt-get install") {
+		t.Errorf("installed without a matching package:\n%s", argv)
 	}
 }

@@ -31,7 +31,13 @@ type Config struct {
 
 // Install installs exactly version of the agent with the node's package
 // manager (see Choose) and returns the path of the installed binary,
-// <root>/usr/bin/aks-node-controller. Each command is tried up to 5 times,
+// <root>/usr/bin/aks-node-controller.
+//
+// Real packages carry a distribution revision (202608.26.2-ubuntu24.04u1,
+// 202608.26.2-1.azl3), so Install asks the package manager which versions
+// its repositories have and installs the one whose upstream version is
+// exactly version, pinned in full: ErrNoPackage when none is, and
+// ErrAmbiguousPackage when several are. Each command is tried up to 5 times,
 // each try limited to 60 s, all within ctx; the caller sets the overall
 // deadline. A malformed version wraps hotfix.ErrMalformedVersion and an
 // unsupported OS ErrUnsupportedOS, both before any command runs; a failed
@@ -56,21 +62,41 @@ func Install(ctx context.Context, r Runner, cfg Config, version string) (string,
 	if err != nil {
 		return "", fmt.Errorf("install agent %s: %w", v, err)
 	}
-	cmds, err := commands(root, mgr, v)
-	if err != nil {
-		return "", fmt.Errorf("install agent %s with %s: %w", v, mgr, err)
-	}
 	backoff := cfg.Backoff
 	if backoff == 0 {
 		backoff = defaultBackoff
 	}
-	for _, argv := range cmds {
+	run := func(argv []string) error {
+		return retry(ctx, backoff, func(ctx context.Context) error { return r.Run(ctx, argv[0], argv[1:]...) })
+	}
+	list := func(argv []string) ([]byte, error) {
+		var out []byte
 		err := retry(ctx, backoff, func(ctx context.Context) error {
-			return r.Run(ctx, argv[0], argv[1:]...)
+			var err error
+			out, err = r.List(ctx, argv[0], argv[1:]...)
+			return err
 		})
-		if err != nil {
+		return out, err
+	}
+	p, err := plan(root, mgr)
+	if err != nil {
+		return "", fmt.Errorf("install agent %s with %s: %w", v, mgr, err)
+	}
+	for _, argv := range p.prepare {
+		if err := run(argv); err != nil {
 			return "", fmt.Errorf("install agent %s with %s: %w", v, mgr, err)
 		}
+	}
+	listing, err := list(p.list)
+	if err != nil {
+		return "", fmt.Errorf("install agent %s with %s: list versions: %w", v, mgr, err)
+	}
+	full, err := pick(listing, p.parse, v)
+	if err != nil {
+		return "", fmt.Errorf("install agent %s with %s: %w", v, mgr, err)
+	}
+	if err := run(p.install(full)); err != nil {
+		return "", fmt.Errorf("install agent %s with %s: %w", v, mgr, err)
 	}
 	bin := filepath.Join(root, "usr/bin", packageName)
 	fi, err := os.Lstat(bin)
@@ -83,35 +109,57 @@ func Install(ctx context.Context, r Runner, cfg Config, version string) (string,
 	return bin, nil
 }
 
-// commands returns the argv of each step, in order.
-func commands(root string, mgr Manager, v hotfix.Version) ([][]string, error) {
+// steps is how one package manager installs an exact version: commands to
+// run first, the command that lists the versions the repositories have, a
+// parser for its output, and the install of one full version.
+type steps struct {
+	prepare [][]string
+	list    []string
+	parse   func(listing []byte) []string
+	install func(full string) []string
+}
+
+// plan returns mgr's steps.
+func plan(root string, mgr Manager) (steps, error) {
 	switch mgr {
 	case APT:
 		src, err := aptSource(root)
 		if err != nil {
-			return nil, err
+			return steps{}, err
 		}
 		apt := func(args ...string) []string {
 			return append([]string{"env", "DEBIAN_FRONTEND=noninteractive"}, args...)
 		}
-		return [][]string{
-			// Finish any install an earlier, interrupted run left behind;
-			// apt refuses to work until it is done.
-			apt("dpkg", "--configure", "-a", "--force-confdef", "--force-confold"),
-			// Refresh only the Microsoft repository: faster, and a broken
-			// third-party source cannot fail the hotfix.
-			apt("apt-get", "update", "-o", "Dpkg::Options::=--force-confold",
-				"-o", "Dir::Etc::sourcelist="+src, "-o", "Dir::Etc::sourceparts=-"),
-			// An exact pin: the reference's "=<v>*" also matched 01.30 for 01.3.
-			apt("apt-get", "install", "-y", "--allow-downgrades",
-				"-o", "Dpkg::Options::=--force-confold", packageName+"="+v.String()),
+		return steps{
+			prepare: [][]string{
+				// Finish any install an earlier, interrupted run left
+				// behind; apt refuses to work until it is done.
+				apt("dpkg", "--configure", "-a", "--force-confdef", "--force-confold"),
+				// Refresh only the Microsoft repository: faster, and a
+				// broken third-party source cannot fail the hotfix.
+				apt("apt-get", "update", "-o", "Dpkg::Options::=--force-confold",
+					"-o", "Dir::Etc::sourcelist="+src, "-o", "Dir::Etc::sourceparts=-"),
+			},
+			list:  apt("apt-cache", "madison", packageName),
+			parse: debVersions,
+			// The full version, pinned: the reference's "=<v>*" also
+			// matched 01.30 for 01.3.
+			install: func(full string) []string {
+				return apt("apt-get", "install", "-y", "--allow-downgrades",
+					"-o", "Dpkg::Options::=--force-confold", packageName+"="+full)
+			},
 		}, nil
 	case DNF, TDNF:
-		return [][]string{
-			{string(mgr), "install", "-y", "--refresh", "--allowerasing", packageName + "-" + v.String()},
+		m := string(mgr)
+		return steps{
+			list:  []string{m, "list", "--refresh", "--showduplicates", packageName},
+			parse: rpmVersions,
+			install: func(full string) []string {
+				return []string{m, "install", "-y", "--allowerasing", packageName + "-" + full}
+			},
 		}, nil
 	}
-	return nil, fmt.Errorf("%w: package manager %q", ErrUnsupportedOS, mgr)
+	return steps{}, fmt.Errorf("%w: package manager %q", ErrUnsupportedOS, mgr)
 }
 
 // aptSource returns the Microsoft repository's source file, preferring the

@@ -87,18 +87,47 @@ func (n node) calls(t *testing.T) [][]string {
 	return calls
 }
 
-const version = "202604.01.1"
+const (
+	version = "202604.01.1"
+	// debFull and rpmFull are the full package versions of version, as the
+	// real repositories name them.
+	debFull = "202604.01.1-ubuntu22.04u1"
+	rpmFull = "202604.01.1-1.azl3"
+)
+
+// madison is what apt-cache madison prints for a repository holding, among
+// others, a version that a glob pin of 202604.01.1 would also match.
+const madison = ` aks-node-controller | 202604.01.10-ubuntu22.04u1 | https://packages.microsoft.com/ubuntu/22.04/prod jammy/main amd64 Packages
+ aks-node-controller | ` + debFull + ` | https://packages.microsoft.com/ubuntu/22.04/prod jammy/main amd64 Packages
+ aks-node-controller | 202604.01.0-ubuntu22.04u1 | https://packages.microsoft.com/ubuntu/22.04/prod jammy/main amd64 Packages
+`
+
+// dnfList is what dnf list --showduplicates prints for the same.
+const dnfList = `Last metadata expiration check: 0:00:01 ago on Tue Dec  1 09:00:00 2026.
+Available Packages
+aks-node-controller.x86_64   202604.01.0-1.azl3    azurelinux-official-base
+aks-node-controller.x86_64   ` + rpmFull + `    azurelinux-official-base
+aks-node-controller.x86_64   202604.01.10-1.azl3   azurelinux-official-base
+`
+
+// lists is a tool body that prints listing for a list command (apt-cache,
+// or dnf/tdnf list) and otherwise behaves like then.
+func lists(listing, then string) string {
+	return fmt.Sprintf("case \"$1\" in list|madison) printf '%%s' '%s'; exit 0;; esac\n%s", listing, then)
+}
 
 func aptCalls(src string) [][]string {
 	env := []string{"env", "DEBIAN_FRONTEND=noninteractive"}
 	dpkg := []string{"dpkg", "--configure", "-a", "--force-confdef", "--force-confold"}
 	update := []string{"apt-get", "update", "-o", "Dpkg::Options::=--force-confold",
 		"-o", "Dir::Etc::sourcelist=" + src, "-o", "Dir::Etc::sourceparts=-"}
+	madison := []string{"apt-cache", "madison", "aks-node-controller"}
 	install := []string{"apt-get", "install", "-y", "--allow-downgrades",
-		"-o", "Dpkg::Options::=--force-confold", "aks-node-controller=202604.01.1"}
+		"-o", "Dpkg::Options::=--force-confold", "aks-node-controller=" + debFull}
 	return [][]string{
 		append(env[:2:2], dpkg...), dpkg,
 		append(env[:2:2], update...), update,
+		append(env[:2:2], madison...), madison,
 		append(env[:2:2], install...), install,
 	}
 }
@@ -119,6 +148,7 @@ func TestInstallAPT(t *testing.T) {
 			n := newNode(t, "ID=ubuntu\nVERSION_ID=\"22.04\"\n", tt.sources...)
 			n.tool(t, "dpkg", "exit 0")
 			n.tool(t, "apt-get", n.installs())
+			n.tool(t, "apt-cache", lists(madison, "exit 0"))
 
 			bin, err := Install(t.Context(), ExecRunner{}, Config{Root: n.root, Backoff: time.Millisecond}, version)
 			if tt.want == "" {
@@ -163,12 +193,15 @@ func TestInstallDNF(t *testing.T) {
 				writeFile(t, filepath.Join(n.root, "usr/lib/os-release"), "ID=azurelinux\n")
 			}
 			for _, tool := range tt.tools {
-				n.tool(t, tool, n.installs())
+				n.tool(t, tool, lists(dnfList, n.installs()))
 			}
 			if _, err := Install(t.Context(), ExecRunner{}, Config{Root: n.root}, version); err != nil {
 				t.Fatalf("Install: %v", err)
 			}
-			want := [][]string{{tt.want, "install", "-y", "--refresh", "--allowerasing", "aks-node-controller-202604.01.1"}}
+			want := [][]string{
+				{tt.want, "list", "--refresh", "--showduplicates", "aks-node-controller"},
+				{tt.want, "install", "-y", "--allowerasing", "aks-node-controller-" + rpmFull},
+			}
 			if diff := cmp.Diff(want, n.calls(t)); diff != "" {
 				t.Errorf("commands (-want +got):\n%s", diff)
 			}
@@ -211,6 +244,7 @@ func TestInstallRefusesBeforeRunning(t *testing.T) {
 func TestInstallRetriesFailingCommand(t *testing.T) {
 	n := newNode(t, "ID=ubuntu\n", "etc/apt/sources.list.d/microsoft-prod.list")
 	n.tool(t, "dpkg", "exit 0")
+	n.tool(t, "apt-cache", lists(madison, "exit 0"))
 	n.tool(t, "apt-get", `[ "$1" = install ] || exit 0
 `+n.failsUntil(2, n.installs()))
 	if _, err := Install(t.Context(), ExecRunner{}, Config{Root: n.root, Backoff: time.Millisecond}, version); err != nil {
@@ -261,8 +295,41 @@ func TestInstallAllAttemptsFail(t *testing.T) {
 
 func TestInstallMissingBinary(t *testing.T) {
 	n := newNode(t, "ID=mariner\n")
-	n.tool(t, "tdnf", "exit 0")
+	n.tool(t, "tdnf", lists(dnfList, "exit 0"))
 	if _, err := Install(t.Context(), ExecRunner{}, Config{Root: n.root}, version); err == nil {
 		t.Error("Install = nil, want an error when the binary is not installed")
+	}
+}
+
+// TestInstallPicksTheExactVersion: the repositories' listing decides the
+// full version; none or several matches are their own errors, and nothing
+// is installed then.
+func TestInstallPicksTheExactVersion(t *testing.T) {
+	tests := []struct {
+		name    string
+		listing string
+		want    error
+	}{
+		{name: "none", listing: " aks-node-controller | 202604.01.10-ubuntu22.04u1 | x\n aks-node-controller | 202604.01.2-ubuntu22.04u1 | x\n", want: ErrNoPackage},
+		{name: "empty", listing: "", want: ErrNoPackage},
+		{name: "two-revisions", listing: " aks-node-controller | 202604.01.1-ubuntu22.04u1 | x\n aks-node-controller | 202604.01.1-ubuntu22.04u2 | x\n", want: ErrAmbiguousPackage},
+		{name: "hostile-version", listing: " aks-node-controller | --allow-unauthenticated | x\n aks-node-controller | 202604.01.1;reboot | x\n", want: ErrNoPackage},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newNode(t, "ID=ubuntu\n", "etc/apt/sources.list.d/microsoft-prod.list")
+			n.tool(t, "dpkg", "exit 0")
+			n.tool(t, "apt-get", n.installs())
+			n.tool(t, "apt-cache", lists(tt.listing, "exit 0"))
+			_, err := Install(t.Context(), ExecRunner{}, Config{Root: n.root, Backoff: time.Millisecond}, version)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Install = %v, want %v", err, tt.want)
+			}
+			for _, c := range n.calls(t) {
+				if c[0] == "apt-get" && c[1] == "install" {
+					t.Errorf("installed %q after %v", c, err)
+				}
+			}
+		})
 	}
 }

@@ -11,7 +11,14 @@ import (
 // *proc.CmdError when the command cannot start or does not exit 0.
 type Runner interface {
 	Run(ctx context.Context, name string, args ...string) error
+	// List runs the command like Run and returns its stdout, at most
+	// MaxListing bytes (more is an error).
+	List(ctx context.Context, name string, args ...string) ([]byte, error)
 }
+
+// MaxListing caps a package manager's version listing: a repository keeps a
+// few hundred versions of the agent at most, a line each.
+const MaxListing = 256 << 10
 
 // ExecRunner runs commands as child processes with proc.Run: each in its
 // own process group, killed with SIGKILL when it exits or ctx is done, so
@@ -30,4 +37,10 @@ func (r ExecRunner) Run(ctx context.Context, name string, args ...string) error 
 	// One writer for both streams keeps their interleaving.
 	_, err := proc.Run(ctx, proc.Cmd{Args: append([]string{name}, args...), Stdout: r.Output, Stderr: r.Output})
 	return err
+}
+
+// List runs name with args and returns its stdout (stderr discarded).
+func (r ExecRunner) List(ctx context.Context, name string, args ...string) ([]byte, error) {
+	out, err := proc.Output(ctx, MaxListing, append([]string{name}, args...)...)
+	return []byte(out), err
 }
