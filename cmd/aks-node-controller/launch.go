@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"nodehotfix/internal/node/launch"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
+	"nodehotfix/internal/node/report"
 )
 
 func runLaunch(ctx context.Context, args []string, e *env) int {
@@ -51,13 +53,21 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 		Stdout:       e.stdout,
 		Stderr:       e.stderr,
 		Log:          log,
-		CheckHotfix: func(ctx context.Context) {
-			checkHotfix(ctx, root, log, nf, *checkBudget)
+		CheckHotfix: func(ctx context.Context) report.Step {
+			start := time.Now()
+			res := checkHotfix(ctx, root, log, nf, *checkBudget)
+			return report.Step{Outcome: string(res.Outcome), Elapsed: time.Since(start)}
 		},
-		DownloadHotfix: func(ctx context.Context) {
-			if _, err := downloadHotfix(ctx, root, log, df, e.stderr); err != nil {
+		DownloadHotfix: func(ctx context.Context) report.Step {
+			start := time.Now()
+			res, err := downloadHotfix(ctx, root, log, df, e.stderr)
+			if err != nil {
 				log.Warn("download-hotfix not run", "err", err)
 			}
+			return report.Step{Outcome: string(res.Outcome), Route: string(res.Route), Elapsed: time.Since(start)}
+		},
+		Report: func(ctx context.Context, o report.Outcome) {
+			sendReport(ctx, root, log, nf, o)
 		},
 		Provision: func(ctx context.Context, p launch.Provision) int {
 			return provisionTask(ctx, root, log, provision.Config{
@@ -71,4 +81,18 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 			emit(root, log, event.TaskLauncher, level, msg, now, now)
 		},
 	})
+}
+
+// sendReport sends the outcome report within report.Timeout. It is
+// telemetry: a failure is logged and changes nothing.
+func sendReport(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, o report.Outcome) {
+	ctx, cancel := context.WithTimeout(ctx, report.Timeout)
+	defer cancel()
+	start := time.Now()
+	first, err := report.Send(ctx, report.Config{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}, o)
+	if err != nil {
+		log.Warn("outcome report not delivered (fail-open)", "err", err, "durationMs", time.Since(start).Milliseconds())
+		return
+	}
+	log.Info("outcome report delivered", "first", first, "durationMs", time.Since(start).Milliseconds())
 }

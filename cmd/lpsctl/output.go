@@ -22,6 +22,23 @@ type releaseJSON struct {
 	PublishedAt   time.Time `json:"published_at"`
 	UpdatedAt     time.Time `json:"updated_at"`
 	Revision      int64     `json:"revision"`
+	// Counts are nodes' outcome reports (status only).
+	Counts *countsJSON `json:"counts,omitempty"`
+}
+
+// countsJSON is the JSON of adminv1.Counts.
+type countsJSON struct {
+	Reported uint64 `json:"reported"`
+	OK       uint64 `json:"ok"`
+	Failed   uint64 `json:"failed"`
+	Fallback uint64 `json:"fallback"`
+}
+
+func toCountsJSON(c *adminv1.Counts) *countsJSON {
+	if c == nil {
+		return nil
+	}
+	return &countsJSON{Reported: c.GetReported(), OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback()}
 }
 
 func toReleaseJSON(r *adminv1.Release) releaseJSON {
@@ -36,6 +53,7 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 		PublishedAt:   r.GetPublishedAt().AsTime(),
 		UpdatedAt:     r.GetUpdatedAt().AsTime(),
 		Revision:      r.GetRevision(),
+		Counts:        toCountsJSON(r.GetCounts()),
 	}
 }
 

@@ -14,6 +14,14 @@ type statusJSON struct {
 	SnapshotTime     *time.Time    `json:"snapshot_time"`
 	Releases         []releaseJSON `json:"releases"`
 	Requests         []countJSON   `json:"requests"`
+	// Control counts, per base, the nodes with the hotfix path on that
+	// provisioned with the baked agent.
+	Control []controlJSON `json:"control"`
+}
+
+type controlJSON struct {
+	Base   string      `json:"base"`
+	Counts *countsJSON `json:"counts"`
 }
 
 type countJSON struct {
@@ -37,7 +45,7 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 		return err
 	}
 	if c.json {
-		out := statusJSON{Region: st.GetRegion(), SnapshotRevision: st.GetSnapshotRevision(), Releases: []releaseJSON{}, Requests: []countJSON{}}
+		out := statusJSON{Region: st.GetRegion(), SnapshotRevision: st.GetSnapshotRevision(), Releases: []releaseJSON{}, Requests: []countJSON{}, Control: []controlJSON{}}
 		if st.GetSnapshotTime() != nil {
 			t := st.GetSnapshotTime().AsTime()
 			out.SnapshotTime = &t
@@ -47,6 +55,9 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 		}
 		for _, n := range st.GetRequests() {
 			out.Requests = append(out.Requests, countJSON{n.GetOutcome(), n.GetCount()})
+		}
+		for _, c := range st.GetControl() {
+			out.Control = append(out.Control, controlJSON{Base: c.GetBase(), Counts: toCountsJSON(c.GetCounts())})
 		}
 		return writeJSON(e.stdout, out)
 	}
@@ -67,11 +78,22 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 	if len(st.GetReleases()) == 0 {
 		fmt.Fprintln(tw, "no releases")
 	} else {
-		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tREVISION\tUPDATED")
+		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tREPORTED\tOK\tFAILED\tFALLBACK\tREVISION\tUPDATED")
 		for _, r := range st.GetReleases() {
-			ro := r.GetRollout()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%d\t%s\n", r.GetVersion(), r.GetBase(), ro.GetState(), ro.GetPercent(),
-				scope(ro.GetSubscriptions()), scope(ro.GetRegions()), yesNo(r.GetRevoked()), r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
+			ro, c := r.GetRollout(), r.GetCounts()
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.GetVersion(), r.GetBase(), ro.GetState(), ro.GetPercent(),
+				scope(ro.GetSubscriptions()), scope(ro.GetRegions()), yesNo(r.GetRevoked()),
+				c.GetReported(), c.GetOk(), c.GetFailed(), c.GetFallback(), r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
+		}
+	}
+	fmt.Fprintln(tw)
+	if len(st.GetControl()) == 0 {
+		fmt.Fprintln(tw, "no control-cohort reports yet (nodes with the hotfix flag on that ran the baked agent)")
+	} else {
+		fmt.Fprintln(tw, "CONTROL BASE\tREPORTED\tOK\tFAILED")
+		for _, c := range st.GetControl() {
+			n := c.GetCounts()
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", c.GetBase(), n.GetReported(), n.GetOk(), n.GetFailed())
 		}
 	}
 	fmt.Fprintln(tw)

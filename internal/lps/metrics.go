@@ -65,6 +65,7 @@ type Metrics struct {
 	requests    *prometheus.CounterVec
 	verify      *prometheus.HistogramVec
 	storeErrors prometheus.Counter
+	reports     *prometheus.CounterVec
 	// shed counts connections closed for want of a handshake slot.
 	shed atomic.Uint64
 	// counts has a fixed key set (every outcome), so reads need no lock.
@@ -94,7 +95,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_store_errors_total",
 			Help: "Failed store reads while refreshing the serving snapshot.",
 		}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_reports_total",
+			Help: "Node outcome reports by result: accepted (duplicate counts those that replaced an earlier report of the same boot), or why one was refused.",
+		}, []string{"result"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
+	}
+	for _, r := range reportResults {
+		m.reports.WithLabelValues(r)
 	}
 	for o, c := range outcomeCodes {
 		m.counts[o] = new(atomic.Uint64)
@@ -103,7 +111,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	reg.MustRegister(m.requests, m.verify, m.storeErrors,
+	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -146,6 +154,11 @@ func (m *Metrics) Counts() map[string]uint64 {
 
 // count records one request that ended with outcome o, which must be a key
 // of outcomeCodes.
+// reportResults are the values of lpsd_reports_total's result label.
+var reportResults = []string{"accepted", "duplicate", "invalid", "not-offered", "too-many-boots", "queue-full", "store", "canceled", "unauthenticated"}
+
+func (m *Metrics) countReport(result string) { m.reports.WithLabelValues(result).Inc() }
+
 func (m *Metrics) count(o string) {
 	m.counts[o].Add(1)
 	m.requests.WithLabelValues(outcomeCodes[o].String(), o).Inc()

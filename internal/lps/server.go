@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 )
 
 // DefaultMaxConnections is the default cap on open node connections.
@@ -82,6 +83,9 @@ type ServerConfig struct {
 	// Log receives rejections (with reasons), panics and, at debug level,
 	// every answer. nil: discard.
 	Log *slog.Logger
+	// Reports stores nodes' outcome reports (the store's PutReports); nil
+	// serves no ReportService, so nodes' reports fail (open) Unimplemented.
+	Reports reportWriter
 }
 
 // Server is the node-facing gRPC server: the LivePatchingService behind
@@ -94,6 +98,7 @@ type Server struct {
 	m        *Metrics
 	maxConns int
 	draining atomic.Bool
+	reports  *reportBatcher // nil without a report store
 }
 
 // NewServer returns a Server answering from snaps (a *Snapshotter),
@@ -146,8 +151,15 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minClientPingInterval}),
 	)
 	lpsv1.RegisterLivePatchingServiceServer(gs, NewService(snaps, m, cfg.Region, cfg.Log))
+	var batch *reportBatcher
+	if cfg.Reports != nil {
+		batch = newReportBatcher(cfg.Reports)
+		nodev1.RegisterReportServiceServer(gs, &reportService{
+			snaps: snaps, region: cfg.Region, m: m, log: cfg.Log, batch: batch, boots: newBootLimit(), now: time.Now,
+		})
+	}
 	m.registerSnapshots(snaps, time.Now)
-	return &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections}, nil
+	return &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, reports: batch}, nil
 }
 
 // checkCertificate fails unless c has a leaf valid for name.
@@ -174,6 +186,14 @@ func checkCertificate(c tls.Certificate, name string) error {
 // accepting fails first. Call it once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ln = netutil.LimitListener(ln, s.maxConns)
+	if s.reports != nil {
+		// The batcher outlives the listener: it writes what is pending once
+		// the calls that queued it have drained.
+		batchCtx, stopBatch := context.WithCancel(context.WithoutCancel(ctx))
+		batchDone := make(chan struct{})
+		go func() { s.reports.Run(batchCtx); close(batchDone) }()
+		defer func() { stopBatch(); <-batchDone }()
+	}
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(ln) }()
 	select {

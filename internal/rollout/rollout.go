@@ -234,6 +234,24 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 	return true, rules
 }
 
+// Offered reports whether r has ever been served to n, whatever its state
+// now: it left draft, n is in its scope, and the rollout is complete or n's
+// bucket is under the percentage (which only grows). A halt or revocation
+// since does not undo an offer; it is how lpsd knows a node's report about
+// r can be genuine.
+func (r Release) Offered(n Node) bool {
+	if r.Rollout.State == Draft || r.Rollout.State == "" {
+		return false
+	}
+	if len(r.Rollout.Subscriptions) > 0 && !slices.Contains(r.Rollout.Subscriptions, strings.ToLower(n.SubscriptionID)) {
+		return false
+	}
+	if len(r.Rollout.Regions) > 0 && !slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region)) {
+		return false
+	}
+	return r.Rollout.State == Complete || Bucket(n.VMID, r.Version) < r.Rollout.Percent*Buckets/100
+}
+
 func scopeText(ids []string) string {
 	if len(ids) == 0 {
 		return "all"

@@ -1,5 +1,6 @@
 // Package store defines the storage contract of the live-patching service:
-// release records with their rollouts, and an append-only audit log.
+// release records with their rollouts, an append-only audit log, and nodes'
+// provisioning outcome reports.
 //
 // Backends live in subpackages (memstore, boltstore, etcdstore) and all pass
 // the storetest conformance suite. The service never reads a store on the
@@ -7,9 +8,12 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"nodehotfix/internal/rollout"
@@ -24,6 +28,8 @@ var (
 	ErrConflict = errors.New("conflict")
 	// ErrClosed: the store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrInvalidReport: a report's key (VMID, Boot) cannot be stored.
+	ErrInvalidReport = errors.New("invalid report")
 )
 
 // AuditEntry is one change to the state, recorded in the same transaction
@@ -46,7 +52,49 @@ type AuditEntry struct {
 	After  json.RawMessage `json:"after"`
 }
 
-// Store persists releases and the audit log. Implementations are safe for
+// Report is one node's provisioning outcome for one boot, as lpsd stores it.
+// (VMID, Boot) is its key.
+type Report struct {
+	VMID           string    `json:"vm_id"`
+	Boot           string    `json:"boot"` // the node's kernel boot ID
+	SubscriptionID string    `json:"subscription_id"`
+	Base           string    `json:"base"` // the image base YYYYMM.DD
+	BakedVersion   string    `json:"baked_version"`
+	Agent          string    `json:"agent"` // "baked" or "hotfix": who provisioned
+	AgentVersion   string    `json:"agent_version"`
+	HotfixVersion  string    `json:"hotfix_version,omitempty"` // the release launch chose; "" for the control cohort
+	Decision       string    `json:"decision,omitempty"`
+	CheckHotfix    string    `json:"check_hotfix,omitempty"`
+	DownloadHotfix string    `json:"download_hotfix,omitempty"`
+	Route          string    `json:"route,omitempty"`
+	Fallback       bool      `json:"fallback,omitempty"`
+	FallbackReason string    `json:"fallback_reason,omitempty"`
+	ExitCode       int       `json:"exit_code"`
+	CheckMS        int64     `json:"check_ms,omitempty"`
+	DownloadMS     int64     `json:"download_ms,omitempty"`
+	ProvisionMS    int64     `json:"provision_ms,omitempty"`
+	Time           time.Time `json:"time"` // when lpsd accepted it
+}
+
+// ValidateKey returns an error wrapping ErrInvalidReport unless r's VMID and
+// Boot are both non-empty and free of "/", which backends use to join them
+// into one key.
+func (r Report) ValidateKey() error {
+	for _, f := range []struct{ name, v string }{{"vm id", r.VMID}, {"boot", r.Boot}} {
+		if f.v == "" || strings.Contains(f.v, "/") {
+			return fmt.Errorf("report %s %q: empty or contains \"/\": %w", f.name, f.v, ErrInvalidReport)
+		}
+	}
+	return nil
+}
+
+// CompareReports orders reports by (VMID, Boot), the order of Reports, for
+// slices.SortFunc.
+func CompareReports(a, b Report) int {
+	return cmp.Or(strings.Compare(a.VMID, b.VMID), strings.Compare(a.Boot, b.Boot))
+}
+
+// Store persists releases, the audit log and reports. Implementations are safe for
 // concurrent use.
 type Store interface {
 	// Releases returns every release (in version order) and the store-wide
@@ -72,6 +120,25 @@ type Store interface {
 	// coalescing bursts; it is closed when ctx is done or the store is
 	// closed. Consumers re-read Releases on each signal.
 	Watch(ctx context.Context) <-chan struct{}
+
+	// PutReports stores rs in one atomic write per call (a backend may split
+	// a call into consecutive atomic writes of at most 128 reports, say so),
+	// each keyed by (VMID, Boot): a report whose key is already stored
+	// replaces it, so a (vmId, boot) is stored once however often it reports.
+	// It returns, per report, whether its key was new. Reports with an empty
+	// VMID or Boot, or one containing "/", are refused with ErrInvalidReport
+	// (wrapped) and nothing of the call is stored. Within one call, a later
+	// report for the same key wins, and only the first occurrence of a new key
+	// is reported new.
+	//
+	// Reports are not releases: PutReports changes neither the revision
+	// Releases returns nor any release's, and does not signal Watch.
+	// ErrClosed after Close; ctx's error if it is done before the write.
+	PutReports(ctx context.Context, rs []Report) (first []bool, err error)
+
+	// Reports returns every stored report, ordered by (VMID, Boot).
+	// ErrClosed after Close.
+	Reports(ctx context.Context) ([]Report, error)
 
 	// Close releases the backend's resources.
 	Close() error

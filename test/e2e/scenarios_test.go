@@ -79,6 +79,10 @@ func TestIntegrationCrashingHotfixFallsBack(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), `"ExitCode":"0"`) {
 		t.Errorf("provision-wait = %q, %v", out, err)
 	}
+	// The node reported the fallback, attested, before the launcher exited.
+	if got := s.releaseCounts(crashingHotfix); got != (counts{Reported: 1, Fallback: 1}) {
+		t.Errorf("counts of %s = %+v, want one fallback reported\n%s", crashingHotfix, got, res.Output)
+	}
 }
 
 func TestIntegrationHotfixProvisioned(t *testing.T) {
@@ -94,6 +98,9 @@ func TestIntegrationHotfixProvisioned(t *testing.T) {
 	}
 	if e, ok := n.EventWith("Provision", "Completed"); !ok || e.Version != hotfix1 {
 		t.Errorf("Provision event = %+v, want one from agent %s", e, hotfix1)
+	}
+	if got := s.releaseCounts(hotfix1); got != (counts{Reported: 1, OK: 1}) {
+		t.Errorf("counts of %s = %+v, want one ok report", hotfix1, got)
 	}
 
 	// provision-wait, as the CSE runs it from the baked binary, reports

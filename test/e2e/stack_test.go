@@ -126,11 +126,37 @@ type statusJSON struct {
 		Revision int64  `json:"revision"`
 		State    string `json:"state"`
 		Revoked  bool   `json:"revoked"`
+		Counts   counts `json:"counts"`
 	} `json:"releases"`
+	Control []struct {
+		Base   string `json:"base"`
+		Counts counts `json:"counts"`
+	} `json:"control"`
 	Requests []struct {
 		Outcome string `json:"outcome"`
 		Count   int    `json:"count"`
 	} `json:"requests"`
+}
+
+// counts are a cohort's outcome reports, as lpsctl status --json prints them.
+type counts struct {
+	Reported, OK, Failed, Fallback int
+}
+
+// releaseCounts returns the reports counted for version.
+func (s *stack) releaseCounts(version string) counts {
+	s.t.Helper()
+	st, err := lpsdStatus(s.t.Context(), s.lpsd)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, r := range st.Releases {
+		if r.Version == version {
+			return r.Counts
+		}
+	}
+	s.t.Fatalf("no release %s in status", version)
+	return counts{}
 }
 
 func (st statusJSON) synced() bool {

@@ -3,6 +3,7 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -45,7 +46,7 @@ type Node struct {
 func NewNode(dir string, o NodeOptions) (*Node, error) {
 	n := &Node{Root: dir}
 	c := n.Path("opt/azure/containers")
-	for _, d := range []string{c, n.Path("etc"), n.Path("proc/sys/kernel"), n.Path("var/log/azure")} {
+	for _, d := range []string{c, n.Path("etc"), n.Path("proc/sys/kernel/random"), n.Path("var/log/azure")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
@@ -72,6 +73,8 @@ func NewNode(dir string, o NodeOptions) (*Node, error) {
 	files := map[string][]byte{
 		"etc/hostname":             []byte(host + "\n"),
 		"proc/sys/kernel/hostname": []byte(host + "\n"),
+		// A boot ID per node root: each root is one boot of one node.
+		"proc/sys/kernel/random/boot_id":                       []byte(bootID() + "\n"),
 		"opt/azure/containers/aks-node-controller-config.json": cfgJSON,
 		"opt/azure/containers/aks-node-controller-nbc-cmd.sh":  []byte(bootstrap),
 	}
@@ -97,6 +100,13 @@ func NewNode(dir string, o NodeOptions) (*Node, error) {
 		return nil, err
 	}
 	return n, nil
+}
+
+// bootID returns a random UUID, the shape of the kernel's boot_id.
+func bootID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 func renderFeatures(m map[string]string) []byte {

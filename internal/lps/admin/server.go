@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
+	"nodehotfix/internal/tally"
 )
 
 // Audit actions.
@@ -361,6 +363,17 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		}
 		resp.Releases = append(resp.Releases, toProto(r, rev))
 	}
+	reports, err := s.store.Reports(ctx)
+	if err != nil {
+		return nil, s.storeError("list reports", err)
+	}
+	t := tally.Of(reports)
+	for _, r := range resp.Releases {
+		r.Counts = countsProto(t.Releases[r.Version])
+	}
+	for _, base := range slices.Sorted(maps.Keys(t.Control)) {
+		resp.Control = append(resp.Control, &adminv1.ControlCohort{Base: base, Counts: countsProto(t.Control[base])})
+	}
 	if s.counts != nil {
 		for outcome, n := range s.counts() {
 			resp.Requests = append(resp.Requests, &adminv1.OutcomeCount{Outcome: outcome, Count: n})
@@ -372,6 +385,10 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		resp.SnapshotTime = timestamppb.New(snap.Built)
 	}
 	return resp, nil
+}
+
+func countsProto(c tally.Counts) *adminv1.Counts {
+	return &adminv1.Counts{Reported: c.Reported, Ok: c.OK, Failed: c.Failed, Fallback: c.Fallback}
 }
 
 func (s *Server) currentSnapshot() *lps.Snapshot {

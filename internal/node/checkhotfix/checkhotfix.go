@@ -9,7 +9,6 @@ package checkhotfix
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -176,12 +175,9 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 		}
 		log.Info("loaded LPS target from nbc-cmd.sh fallback", "host", target.Host)
 	}
-	if len(target.CAPEM) == 0 {
-		return "", errors.New("cluster CA unavailable from provision-config; refusing to fetch over unverified TLS")
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(target.CAPEM) {
-		return "", errors.New("parse cluster CA: no PEM certificates")
+	roots, err := target.CertPool()
+	if err != nil {
+		return "", err
 	}
 
 	imdsURL := cfg.IMDSURL

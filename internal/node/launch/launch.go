@@ -31,6 +31,7 @@ import (
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/node/provision"
+	"nodehotfix/internal/node/report"
 	"nodehotfix/internal/quote"
 )
 
@@ -96,8 +97,8 @@ type Config struct {
 	Log *slog.Logger
 
 	// CheckHotfix and DownloadHotfix run those commands in this process,
-	// each behind its own budget and panic guard.
-	CheckHotfix, DownloadHotfix func(ctx context.Context)
+	// each behind its own budget and panic guard, and say how they ended.
+	CheckHotfix, DownloadHotfix func(ctx context.Context) report.Step
 	// Provision provisions with the baked agent in this process; env is
 	// added to the bootstrap's environment, fallback says why the baked
 	// agent provisions after a hotfix failed ("" when it was the choice).
@@ -105,6 +106,10 @@ type Config struct {
 	Provision func(ctx context.Context, p Provision) int
 	// Event records the launcher's telemetry event; nil records none.
 	Event func(level, message string)
+	// Report sends the outcome report after provisioning, when the hotfix
+	// flag is on; it bounds itself and cannot change the exit code. Nil
+	// sends none.
+	Report func(ctx context.Context, o report.Outcome)
 }
 
 // Provision is what the baked agent's in-process provision gets.
@@ -162,7 +167,6 @@ func (c *Config) defaults() {
 // has neither a config nor a bootstrap command.
 func Run(ctx context.Context, cfg Config) int {
 	cfg.defaults()
-	log := cfg.Log
 	waitForHostname(ctx, cfg.Root, cfg.HostnameWait, cfg.Stdout)
 	hasConfig, hasNBC := isFile(cfg.ConfigPath), isFile(cfg.NBCCmdPath)
 	if !hasConfig && !hasNBC {
@@ -170,9 +174,10 @@ func Run(ctx context.Context, cfg Config) int {
 		return 0
 	}
 	ff := readFeatures(cfg.FeaturesPath, cfg.Stdout)
+	var out launched
 	if ff.HotfixEnabled() {
 		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer")
-		cfg.CheckHotfix(ctx)
+		out.Check = cfg.CheckHotfix(ctx)
 	} else if v, set := ff.Values[features.HotfixKey]; set {
 		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX is %s, not exactly true; skipping check-hotfix", quote.Text(v))
 	}
@@ -180,7 +185,7 @@ func Run(ctx context.Context, cfg Config) int {
 	// flag off too.
 	if isFile(cfg.PointerPath) {
 		say(cfg.Stdout, "Found ANC hotfix config at %s; running download-hotfix", cfg.PointerPath)
-		cfg.DownloadHotfix(ctx)
+		out.Download = cfg.DownloadHotfix(ctx)
 	}
 
 	hotfixPath := cfg.BakedPath + "-hotfix"
@@ -192,6 +197,33 @@ func Run(ctx context.Context, cfg Config) int {
 	if hasNBC {
 		p.NBCCmdPath = cfg.NBCCmdPath
 	}
+	out.Baked, out.Decision = cfg.Version, d.Reason
+	start := time.Now()
+	code := provisionWith(ctx, cfg, d, hotfixPath, p, &out)
+	if code == provision.ExitFailFast && !out.handedOver {
+		return code
+	}
+	out.ExitCode, out.Provision = code, time.Since(start)
+	// Nodes with the flag on report, the control cohort (baked chosen)
+	// included; the flag off sends nothing anywhere.
+	if ff.HotfixEnabled() && cfg.Report != nil {
+		cfg.Report(ctx, out.Outcome)
+	}
+	return code
+}
+
+// launched is the report being built, and whether launch got as far as
+// provisioning.
+type launched struct {
+	report.Outcome
+	handedOver bool
+}
+
+// provisionWith provisions with the agent d chose, falling back to the baked
+// agent when the hotfix fails before its bootstrap starts, and fills in
+// the report.
+func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, hotfixPath string, p Provision, out *launched) int {
+	log := cfg.Log
 	if d.Agent != hotfix.AgentHotfix {
 		switch {
 		case d.Remove:
@@ -205,6 +237,8 @@ func Run(ctx context.Context, cfg Config) int {
 		if !handOver(cfg, hotfix.AgentBaked) {
 			return provision.ExitFailFast
 		}
+		out.handedOver = true
+		out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
 		return cfg.Provision(ctx, p)
 	}
 	say(cfg.Stdout, "Hotfix binary accepted: %s", quote.Text(d.Detail))
@@ -214,6 +248,9 @@ func Run(ctx context.Context, cfg Config) int {
 	if !handOver(cfg, hotfix.AgentHotfix) {
 		return provision.ExitFailFast
 	}
+	out.handedOver = true
+	out.Hotfix = d.Target.String()
+	out.Agent, out.AgentVersion = hotfix.AgentHotfix, d.Target.String()
 
 	code, why := runHotfix(ctx, cfg, hotfixPath, p)
 	if why == "" {
@@ -223,6 +260,8 @@ func Run(ctx context.Context, cfg Config) int {
 	cfg.Event(event.LevelError, fmt.Sprintf("launcher choice=baked fallback=true version=%s reason=%s", d.Target, why))
 	log.Error("hotfix agent failed before the bootstrap started; the baked agent provisions", "version", d.Target.String(), "reason", why)
 	p.Fallback = why
+	out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
+	out.Fallback, out.FallbackReason = true, why
 	return cfg.Provision(ctx, p)
 }
 

@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/explain"
 	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
+	"nodehotfix/internal/node/report"
 )
 
 const (
@@ -30,6 +33,7 @@ type node struct {
 	calls    []string
 	provided []Provision
 	events   []string
+	reports  []report.Outcome
 	out      bytes.Buffer
 }
 
@@ -88,8 +92,15 @@ func (n *node) launch() int {
 	n.t.Helper()
 	return Run(n.t.Context(), Config{
 		Root: n.root, Version: baked, HostnameWait: -1, Stdout: &n.out, Stderr: &n.out, StartTimeout: 300 * time.Millisecond,
-		CheckHotfix:    func(context.Context) { n.calls = append(n.calls, "check-hotfix") },
-		DownloadHotfix: func(context.Context) { n.calls = append(n.calls, "download-hotfix") },
+		CheckHotfix: func(context.Context) report.Step {
+			n.calls = append(n.calls, "check-hotfix")
+			return report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond}
+		},
+		DownloadHotfix: func(context.Context) report.Step {
+			n.calls = append(n.calls, "download-hotfix")
+			return report.Step{Outcome: "alreadyStaged", Route: "none"}
+		},
+		Report: func(_ context.Context, o report.Outcome) { n.reports = append(n.reports, o) },
 		Provision: func(_ context.Context, p Provision) int {
 			n.calls = append(n.calls, "baked-provision")
 			n.provided = append(n.provided, p)
@@ -347,5 +358,59 @@ func TestRunQuotesControlCharacters(t *testing.T) {
 		if strings.ContainsAny(e, "\x1b\x07") {
 			t.Errorf("event carries raw control characters: %q", e)
 		}
+	}
+}
+
+// TestRunReports: with the flag on, launch reports once after provisioning,
+// what it chose and how it went (the control cohort too); with the flag off
+// it reports nothing.
+func TestRunReports(t *testing.T) {
+	t.Parallel()
+	flagOn := "ENABLE_PROVISIONING_HOTFIX=true\n"
+	tests := []struct {
+		name     string
+		features string
+		setup    func(n *node)
+		want     []report.Outcome
+	}{
+		{name: "flag-off", setup: func(*node) {}},
+		{name: "control", features: flagOn, setup: func(*node) {}, want: []report.Outcome{{
+			Baked: baked, Agent: hotfix.AgentBaked, AgentVersion: baked, Decision: hotfix.ReasonNoPointer,
+			Check: report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
+		}}},
+		{name: "hotfix", features: flagOn, setup: func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix(startsBootstrap("exit 4"))
+		}, want: []report.Outcome{{
+			Baked: baked, Agent: hotfix.AgentHotfix, AgentVersion: target, Hotfix: target, Decision: hotfix.ReasonHotfix, ExitCode: 4,
+			Check:    report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
+			Download: report.Step{Outcome: "alreadyStaged", Route: "none"},
+		}}},
+		{name: "fallback", features: flagOn, setup: func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix("exit 2")
+		}, want: []report.Outcome{{
+			Baked: baked, Agent: hotfix.AgentBaked, AgentVersion: baked, Hotfix: target, Decision: hotfix.ReasonHotfix,
+			Fallback: true, FallbackReason: "exited with code 2",
+			Check:    report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
+			Download: report.Step{Outcome: "alreadyStaged", Route: "none"},
+		}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			if tt.features != "" {
+				n.write(n.root.EnabledFeatures(), tt.features, 0o600)
+			}
+			tt.setup(n)
+			n.launch()
+			for i := range n.reports {
+				n.reports[i].Provision = 0 // wall time
+			}
+			if diff := cmp.Diff(tt.want, n.reports); diff != "" {
+				t.Errorf("reports (-want +got):\n%s\n%s", diff, n.out.String())
+			}
+		})
 	}
 }

@@ -63,6 +63,9 @@ func (r Root) EtcHostname() string { return r.join("etc/hostname") }
 // KernelHostname is the kernel's hostname, what hostname(1) prints.
 func (r Root) KernelHostname() string { return r.join("proc/sys/kernel/hostname") }
 
+// BootID is the kernel's boot ID, a UUID that changes every boot.
+func (r Root) BootID() string { return r.join("proc/sys/kernel/random/boot_id") }
+
 // EventsDir is where the guest agent collects telemetry event files.
 func (r Root) EventsDir() string {
 	return r.join("var/log/azure/Microsoft.Azure.Extensions.CustomScript/events")

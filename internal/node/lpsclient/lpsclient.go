@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 )
 
 // Wire constants shared with the service (and pinned by the reference).
@@ -91,14 +92,47 @@ func (e *Error) Unwrap() error { return e.Err }
 // token in the "authorization" metadata and returns the config text. ctx
 // bounds connect, handshake and call. Errors are *Error.
 func Fetch(ctx context.Context, t Target, token string) (string, error) {
+	conn, vr, err := connect(t, token)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	resp, err := lpsv1.NewLivePatchingServiceClient(conn).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+	if err != nil {
+		return "", callError(err, vr)
+	}
+	return resp.GetConfig(), nil
+}
+
+// Report sends one provisioning outcome report (nodehotfix.node.v1) over
+// the same TLS, ALPN, verification and token as Fetch, and returns whether
+// the service had no earlier report for this boot. ctx bounds connect,
+// handshake and call. Errors are *Error.
+func Report(ctx context.Context, t Target, token string, r *nodev1.ReportOutcomeRequest) (bool, error) {
+	conn, vr, err := connect(t, token)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	resp, err := nodev1.NewReportServiceClient(conn).ReportOutcome(ctx, r)
+	if err != nil {
+		return false, callError(err, vr)
+	}
+	return resp.GetFirst(), nil
+}
+
+// connect makes the client both calls use: TLS verified against t.Roots for
+// ServerName (not the SNI), ALPN as the reference offers it, the token per
+// call, and no dial until the call.
+func connect(t Target, token string) (*grpc.ClientConn, *verifyRecorder, error) {
 	if t.Roots == nil {
-		return "", &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: errors.New("no cluster CA; refusing to send credentials over unverified TLS")}
+		return nil, nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: errors.New("no cluster CA; refusing to send credentials over unverified TLS")}
 	}
 	addr := t.Addr
 	if addr == "" {
 		addr = net.JoinHostPort(t.Host, Port)
 	}
-	var vr verifyRecorder
+	vr := &verifyRecorder{}
 	tlsCfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		// ServerName stays empty: gRPC derives the SNI from the authority
@@ -123,17 +157,18 @@ func Fetch(ctx context.Context, t Target, token string) (string, error) {
 		}),
 	)
 	if err != nil {
-		return "", &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: fmt.Errorf("create client for %s: %w", addr, err)}
+		return nil, nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: fmt.Errorf("create client for %s: %w", addr, err)}
 	}
-	defer conn.Close()
-	resp, err := lpsv1.NewLivePatchingServiceClient(conn).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
-	if err != nil {
-		if verr := vr.err(); verr != nil {
-			return "", &Error{Class: ClassTLS, Code: status.Code(err), Err: verr}
-		}
-		return "", classify(err)
+	return conn, vr, nil
+}
+
+// callError turns a failed call into an *Error: a certificate the node
+// refused is ClassTLS, whatever code gRPC reported for it.
+func callError(err error, vr *verifyRecorder) *Error {
+	if verr := vr.err(); verr != nil {
+		return &Error{Class: ClassTLS, Code: status.Code(err), Err: verr}
 	}
-	return resp.GetConfig(), nil
+	return classify(err)
 }
 
 func classify(err error) *Error {

@@ -3,6 +3,7 @@
 package nodeconfig
 
 import (
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -41,6 +42,19 @@ type Target struct {
 	CAPEM []byte
 	// Source says which file supplied the target.
 	Source Source
+}
+
+// CertPool returns the cluster CA as the trust anchors of the live-patching
+// connection; without one, no credentials may be sent.
+func (t Target) CertPool() (*x509.CertPool, error) {
+	if len(t.CAPEM) == 0 {
+		return nil, errors.New("cluster CA unavailable from provision-config; refusing to fetch over unverified TLS")
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(t.CAPEM) {
+		return nil, errors.New("parse cluster CA: no PEM certificates")
+	}
+	return roots, nil
 }
 
 // Load parses the node config at path with protojson, discarding unknown

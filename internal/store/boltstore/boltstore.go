@@ -29,10 +29,13 @@ const (
 	// auditBucket maps an 8-byte big-endian Seq to its stored form (storecodec);
 	// the bucket's sequence allocates Seq.
 	auditBucket = "audit"
+	// reportsBucket maps VMID + "/" + Boot to a report's stored form
+	// (storecodec); neither part contains "/".
+	reportsBucket = "reports"
 	// metaBucket holds store-wide values.
 	metaBucket = "meta"
 	// revisionKey (in metaBucket) is the store-wide revision, 8-byte big
-	// endian, incremented by every write.
+	// endian, incremented by every release write.
 	revisionKey = "revision"
 )
 
@@ -49,7 +52,8 @@ type Store struct {
 }
 
 // Open opens or creates the database file at path (mode 0600, parent
-// directories 0700). It fails after about a second if another process holds
+// directories 0700), adding any bucket a file from an older lpsd lacks. It
+// fails after about a second if another process holds
 // the file.
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -63,7 +67,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range []string{releasesBucket, auditBucket, metaBucket} {
+		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, metaBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -193,8 +197,76 @@ func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.Audi
 	return out, nil
 }
 
+// PutReports implements store.Store with one bbolt transaction per call.
+func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, error) {
+	vals := make([][]byte, len(rs))
+	for i, r := range rs {
+		if err := r.ValidateKey(); err != nil {
+			return nil, fmt.Errorf("put reports: %w", err)
+		}
+		v, err := storecodec.EncodeReport(r)
+		if err != nil {
+			return nil, fmt.Errorf("put reports: %w", err)
+		}
+		vals[i] = v
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("put reports: %w", err)
+	}
+	if len(rs) == 0 {
+		// Spare an empty commit's fsync, but still report a closed store.
+		if err := s.db.View(func(*bolt.Tx) error { return nil }); err != nil {
+			return nil, fmt.Errorf("put reports: %w", mapErr(err))
+		}
+		return []bool{}, nil
+	}
+	var first []bool
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		first = make([]bool, len(rs))
+		b := tx.Bucket([]byte(reportsBucket))
+		for i, r := range rs {
+			k := reportKey(r)
+			// A key put earlier in this transaction is seen here, so only
+			// its first occurrence in rs counts as new.
+			first[i] = b.Get(k) == nil
+			if err := b.Put(k, vals[i]); err != nil {
+				return fmt.Errorf("report %q: %w", k, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put reports: %w", mapErr(err))
+	}
+	return first, nil
+}
+
+// Reports implements store.Store.
+func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list reports: %w", err)
+	}
+	var out []store.Report
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(reportsBucket)).ForEach(func(k, v []byte) error {
+			r, err := storecodec.DecodeReport(v)
+			if err != nil {
+				return fmt.Errorf("report %q: %w", k, err)
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list reports: %w", mapErr(err))
+	}
+	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
+	slices.SortFunc(out, store.CompareReports)
+	return out, nil
+}
+
 // Watch implements store.Store: the channel receives a value after each
-// write through this Store.
+// release write through this Store.
 func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	return s.hub.Subscribe(ctx)
 }
@@ -216,6 +288,10 @@ func revision(tx *bolt.Tx) int64 {
 		return 0
 	}
 	return int64(binary.BigEndian.Uint64(v))
+}
+
+func reportKey(r store.Report) []byte {
+	return []byte(r.VMID + "/" + r.Boot)
 }
 
 func uint64Key(n uint64) []byte {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
@@ -71,11 +72,19 @@ func TestReopenKeepsState(t *testing.T) {
 		t.Fatal(err)
 	}
 	rev := storetest.MustPut(t, s, storetest.Release("202604.01.1"), 0)
+	reports := []store.Report{storetest.Report("vm-a", "boot-1"), storetest.Report("vm-b", "boot-1")}
+	storetest.MustPutReports(t, s, reports...)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 
 	s = mustOpen(t, path)
+	if diff := cmp.Diff(reports, storetest.MustReports(t, s)); diff != "" {
+		t.Errorf("Reports after reopen (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]bool{false, true}, storetest.MustPutReports(t, s, reports[0], storetest.Report("vm-c", "boot-1"))); diff != "" {
+		t.Errorf("PutReports after reopen: first flags (-want +got):\n%s", diff)
+	}
 	r, gotRev, err := s.Release(t.Context(), "202604.01.1")
 	if err != nil || gotRev != rev || string(r.Envelope) != string(storetest.Release("202604.01.1").Envelope) {
 		t.Errorf("Release after reopen = %q at %d, %v; want the stored record at %d", r.Envelope, gotRev, err, rev)
@@ -106,7 +115,10 @@ func TestUnknownEncodingVersionRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("releases")).Put([]byte("202604.01.1"), []byte(`{"v":2,"rev":1,"release":{"version":"202604.01.1"}}`))
+		if err := tx.Bucket([]byte("releases")).Put([]byte("202604.01.1"), []byte(`{"v":2,"rev":1,"release":{"version":"202604.01.1"}}`)); err != nil {
+			return err
+		}
+		return tx.Bucket([]byte("reports")).Put([]byte("vm-a/boot-1"), []byte(`{"v":2,"report":{"vm_id":"vm-a","boot":"boot-1"}}`))
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -121,5 +133,45 @@ func TestUnknownEncodingVersionRefused(t *testing.T) {
 	}
 	if _, _, err := s.Releases(t.Context()); err == nil {
 		t.Error("Releases with a version-2 record = nil error, want a refusal")
+	}
+	if _, err := s.Reports(t.Context()); err == nil {
+		t.Error("Reports with a version-2 record = nil error, want a refusal")
+	}
+}
+
+// TestOpenAddsReportsBucket opens a file written before reports were
+// stored: it keeps its releases and gains the reports bucket.
+func TestOpenAddsReportsBucket(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "lpsd.db")
+	s, err := boltstore.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := storetest.MustPut(t, s, storetest.Release("202604.01.1"), 0)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte("reports")) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s = mustOpen(t, path)
+	if _, got, err := s.Release(t.Context(), "202604.01.1"); err != nil || got != rev {
+		t.Errorf("Release after reopen = revision %d, %v; want %d", got, err, rev)
+	}
+	if got := storetest.MustReports(t, s); len(got) != 0 {
+		t.Errorf("Reports of an old file = %+v, want none", got)
+	}
+	storetest.MustPutReports(t, s, storetest.Report("vm-a", "boot-1"))
+	if got := storetest.MustReports(t, s); len(got) != 1 {
+		t.Errorf("Reports = %d reports, want 1", len(got))
 	}
 }

@@ -3,14 +3,17 @@
 //
 // Key layout under Config.Prefix (default DefaultPrefix):
 //
-//	<prefix>releases/<version>   release record (JSON, encoding version "v")
-//	<prefix>audit/<seq>          audit entry (JSON, "v"); seq is 20-digit zero-padded
-//	<prefix>audit-seq            last allocated audit seq (decimal)
+//	<prefix>releases/<version>      release record (JSON, encoding version "v")
+//	<prefix>audit/<seq>             audit entry (JSON, "v"); seq is 20-digit zero-padded
+//	<prefix>audit-seq               last allocated audit seq (decimal)
+//	<prefix>reports/<vmId>/<boot>   report (JSON, "v")
 //
 // A release's revision is its key's ModRevision, and the store-wide
-// revision is etcd's. A write is one transaction that compares the
-// release's ModRevision and the audit-seq counter's, then puts the release,
-// its audit entry and the counter.
+// revision is the highest ModRevision under releases/ (release keys are
+// never deleted), so writes to other keys, such as reports or another
+// prefix's, do not move it. A release write is one transaction that
+// compares the release's ModRevision and the audit-seq counter's, then puts
+// the release, its audit entry and the counter.
 package etcdstore
 
 import (
@@ -56,6 +59,12 @@ const (
 	maxWatchFailures = 8
 	watchBackoffMin  = 100 * time.Millisecond
 	watchBackoffMax  = 5 * time.Second
+	// maxReportsPerTxn is etcd's default --max-txn-ops; 128 reports of
+	// well under 1 KiB also stay far below its 1.5 MiB request limit.
+	maxReportsPerTxn = 128
+	// reportsPageSize bounds each range read of Reports, so a large fleet's
+	// reports never make one huge response.
+	reportsPageSize = 1000
 )
 
 // Config holds the optional settings of Open. The zero value works for a
@@ -152,13 +161,18 @@ func (s *Store) releasesPrefix() string     { return s.prefix + "releases/" }
 func (s *Store) releaseKey(v string) string { return s.releasesPrefix() + v }
 func (s *Store) auditPrefix() string        { return s.prefix + "audit/" }
 func (s *Store) seqKey() string             { return s.prefix + "audit-seq" }
+func (s *Store) reportsPrefix() string      { return s.prefix + "reports/" }
+func (s *Store) reportKey(r store.Report) string {
+	return s.reportsPrefix() + r.VMID + "/" + r.Boot
+}
 
 // auditKey zero-pads seq to 20 digits so key order is Seq order.
 func (s *Store) auditKey(seq int64) string {
 	return fmt.Sprintf("%s%020d", s.auditPrefix(), seq)
 }
 
-// Releases implements store.Store with one linearizable range read.
+// Releases implements store.Store with one linearizable range read. The
+// revision is the highest ModRevision among the releases (0 for none).
 func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
 	if s.isClosed() {
 		return nil, 0, fmt.Errorf("list releases: %w", store.ErrClosed)
@@ -170,15 +184,17 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 		return nil, 0, fmt.Errorf("list releases: %w", s.mapErr(err))
 	}
 	out := make([]rollout.Release, 0, len(resp.Kvs))
+	var rev int64
 	for _, kv := range resp.Kvs {
 		r, _, err := storecodec.DecodeRelease(kv.Value)
 		if err != nil {
 			return nil, 0, fmt.Errorf("list releases: key %q: %w", kv.Key, err)
 		}
 		out = append(out, r)
+		rev = max(rev, kv.ModRevision)
 	}
 	slices.SortFunc(out, rollout.Compare)
-	return out, resp.Header.Revision, nil
+	return out, rev, nil
 }
 
 // Release implements store.Store.
@@ -333,6 +349,129 @@ func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.Audi
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// PutReports implements store.Store. A call of more than 128 distinct keys
+// (etcd's default --max-txn-ops) is split into consecutive transactions of
+// at most 128 puts each; atomicity is per transaction, so an error may leave
+// the earlier ones applied. An error other than ErrInvalidReport or
+// ErrClosed (a timeout, say) leaves the outcome of the failing transaction
+// unknown; retrying the call is safe, but may then report keys it stored as
+// not new.
+func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, error) {
+	// etcd refuses a transaction that puts one key twice, so each key is
+	// put once, at its first occurrence, with its last occurrence's value.
+	keys := make([]string, 0, len(rs))  // distinct, in order of first occurrence
+	at := make(map[string]int, len(rs)) // key -> index of its first occurrence in rs
+	value := make(map[string]string, len(rs))
+	for i, r := range rs {
+		if err := r.ValidateKey(); err != nil {
+			return nil, fmt.Errorf("put reports: %w", err)
+		}
+		b, err := storecodec.EncodeReport(r)
+		if err != nil {
+			return nil, fmt.Errorf("put reports: %w", err)
+		}
+		k := s.reportKey(r)
+		if _, ok := at[k]; !ok {
+			at[k] = i
+			keys = append(keys, k)
+		}
+		value[k] = string(b)
+	}
+	if s.isClosed() {
+		return nil, fmt.Errorf("put reports: %w", store.ErrClosed)
+	}
+	first := make([]bool, len(rs))
+	stored := 0
+	for chunk := range slices.Chunk(keys, maxReportsPerTxn) {
+		err := ctx.Err()
+		var resp *clientv3.TxnResponse
+		if err == nil {
+			ops := make([]clientv3.Op, len(chunk))
+			for i, k := range chunk {
+				ops[i] = clientv3.OpPut(k, value[k], clientv3.WithPrevKV())
+			}
+			resp, err = s.commitReports(ctx, ops)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("put reports (%d of %d keys stored before): %w", stored, len(keys), err)
+		}
+		for i, k := range chunk {
+			first[at[k]] = resp.Responses[i].GetResponsePut().GetPrevKv() == nil
+		}
+		stored += len(chunk)
+	}
+	return first, nil
+}
+
+// commitReports runs one unconditional transaction of ops, bounded by the
+// request timeout.
+func (s *Store) commitReports(ctx context.Context, ops []clientv3.Op) (*clientv3.TxnResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	return resp, nil
+}
+
+// Reports implements store.Store with range reads of up to 1000 reports,
+// all at the revision of the first, so the list is one consistent view. Each
+// read is bounded by the request timeout.
+func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("list reports: %w", store.ErrClosed)
+	}
+	var (
+		out   []store.Report
+		rev   int64 // 0 until the first page fixes it
+		from  = s.reportsPrefix()
+		end   = clientv3.GetPrefixRangeEnd(s.reportsPrefix())
+		pages int
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("list reports: %w", err)
+		}
+		resp, err := s.reportsPage(ctx, from, end, rev)
+		if err != nil {
+			return nil, fmt.Errorf("list reports: page %d: %w", pages, err)
+		}
+		pages++
+		rev = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			r, err := storecodec.DecodeReport(kv.Value)
+			if err != nil {
+				return nil, fmt.Errorf("list reports: key %q: %w", kv.Key, err)
+			}
+			out = append(out, r)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
+	slices.SortFunc(out, store.CompareReports)
+	return out, nil
+}
+
+// reportsPage reads up to reportsPageSize keys in [from, end) at revision
+// rev (0: the current one).
+func (s *Store) reportsPage(ctx context.Context, from, end string, rev int64) (*clientv3.GetResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(reportsPageSize)}
+	if rev > 0 {
+		opts = append(opts, clientv3.WithRev(rev))
+	}
+	resp, err := s.cli.Get(ctx, from, opts...)
+	if err != nil {
+		return nil, s.mapErr(err)
+	}
+	return resp, nil
 }
 
 // Watch implements store.Store with an etcd watch on the releases, so it

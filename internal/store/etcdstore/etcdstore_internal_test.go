@@ -1,10 +1,12 @@
 package etcdstore
 
 import (
+	"fmt"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/etcdstore/etcdtest"
 	"nodehotfix/internal/store/storetest"
 )
@@ -77,5 +79,41 @@ func TestIntegrationAuditNeverOverwritten(t *testing.T) {
 	}
 	if _, _, err := s.Release(t.Context(), r.Version); err == nil {
 		t.Error("the refused release was stored")
+	}
+}
+
+// TestIntegrationReportsFleet stores a large fleet's reports in calls of the
+// size lpsd batches, then lists them across several range pages.
+func TestIntegrationReportsFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	s, err := Open(t.Context(), etcdtest.Start(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+
+	const n, batch = 20_000, 2000
+	want := make([]store.Report, n)
+	for i := range want {
+		want[i] = storetest.Report(fmt.Sprintf("vm-%06d", i), "boot-1")
+	}
+	for i := 0; i < n; i += batch {
+		storetest.MustPutReports(t, s, want[i:i+batch]...)
+	}
+	got := storetest.MustReports(t, s)
+	if len(got) != n {
+		t.Fatalf("Reports = %d reports, want %d (pages of %d)", len(got), n, reportsPageSize)
+	}
+	for i := range got {
+		if got[i].VMID != want[i].VMID {
+			t.Fatalf("Reports[%d] = %s, want %s", i, got[i].VMID, want[i].VMID)
+		}
+	}
+	resp, err := s.cli.Get(t.Context(), s.reportsPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != n {
+		t.Errorf("report keys in etcd = %v, %v; want %d", resp, err, n)
 	}
 }

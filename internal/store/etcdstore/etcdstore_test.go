@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/etcdstore"
 	"nodehotfix/internal/store/etcdstore/etcdtest"
@@ -47,6 +49,7 @@ func TestIntegrationReplicasConverge(t *testing.T) {
 	a := mustOpen(t, c.Endpoints()[:2], "")
 	b := mustOpen(t, c.Endpoints()[2:], "")
 	checkConverge(t, a, b)
+	checkReportsShared(t, a, b)
 
 	// Losing a member (maybe a's, maybe the leader) must not stop a's watch.
 	wa := a.Watch(t.Context())
@@ -145,6 +148,23 @@ func checkConverge(t *testing.T, a, b store.Store) {
 		if audit[i].Seq <= audit[i-1].Seq {
 			t.Errorf("audit Seq %d after %d, want strictly increasing", audit[i].Seq, audit[i-1].Seq)
 		}
+	}
+}
+
+// checkReportsShared checks that replicas count a (vmId, boot) once,
+// whichever of them it reports to.
+func checkReportsShared(t *testing.T, a, b store.Store) {
+	r := storetest.Report("vm-a", "boot-1")
+	if first := storetest.MustPutReports(t, a, r); !first[0] {
+		t.Errorf("replica a: PutReports(new) first = false, want true")
+	}
+	r.ExitCode = 0
+	if first := storetest.MustPutReports(t, b, r, storetest.Report("vm-b", "boot-1")); first[0] || !first[1] {
+		t.Errorf("replica b: PutReports(a's key, new) first = %v, want [false true]", first)
+	}
+	want := []store.Report{r, storetest.Report("vm-b", "boot-1")}
+	if diff := cmp.Diff(want, storetest.MustReports(t, a)); diff != "" {
+		t.Errorf("replica a: Reports, want b's writes (-want +got):\n%s", diff)
 	}
 }
 

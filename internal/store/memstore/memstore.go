@@ -15,9 +15,9 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-// Store keeps releases and the audit log in memory; everything is lost on
-// Close. Revisions come from one store-wide counter that every write
-// increments. Records are copied in and out, so callers may modify what
+// Store keeps releases, the audit log and reports in memory; everything is
+// lost on Close. Revisions come from one store-wide counter that every
+// release write increments. Records are copied in and out, so callers may modify what
 // they pass and get. Store is safe for concurrent use.
 type Store struct {
 	hub notify.Hub
@@ -27,7 +27,12 @@ type Store struct {
 	rev      int64
 	releases map[string]entry
 	audit    []store.AuditEntry
+	// reports holds values only (a Report has no slices or maps), so
+	// storing and returning copies of the struct isolates callers.
+	reports map[reportKey]store.Report
 }
+
+type reportKey struct{ vmID, boot string }
 
 type entry struct {
 	r   rollout.Release
@@ -36,7 +41,7 @@ type entry struct {
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{releases: make(map[string]entry)}
+	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report)}
 }
 
 // Releases implements store.Store.
@@ -109,6 +114,49 @@ func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.Audi
 	return out, nil
 }
 
+// PutReports implements store.Store with one atomic write per call.
+func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, error) {
+	for _, r := range rs {
+		if err := r.ValidateKey(); err != nil {
+			return nil, fmt.Errorf("put reports: %w", err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("put reports: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("put reports: %w", err)
+	}
+	first := make([]bool, len(rs))
+	for i, r := range rs {
+		k := reportKey{r.VMID, r.Boot}
+		_, stored := s.reports[k]
+		first[i] = !stored
+		s.reports[k] = r
+	}
+	return first, nil
+}
+
+// Reports implements store.Store.
+func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("list reports: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list reports: %w", err)
+	}
+	out := make([]store.Report, 0, len(s.reports))
+	for _, r := range s.reports {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, store.CompareReports)
+	return out, nil
+}
+
 // Watch implements store.Store.
 func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	return s.hub.Subscribe(ctx)
@@ -121,6 +169,7 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.releases = nil
 	s.audit = nil
+	s.reports = nil
 	s.mu.Unlock()
 	s.hub.Close()
 	return nil

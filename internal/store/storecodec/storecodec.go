@@ -1,6 +1,7 @@
-// Package storecodec is the stored form of releases and audit entries that
-// the durable backends (boltstore, etcdstore) share: JSON with a format
-// version, a reader refusing any other version rather than misreading it.
+// Package storecodec is the stored form of releases, audit entries and
+// reports that the durable backends (boltstore, etcdstore) share: JSON with
+// a format version, a reader refusing any other version rather than
+// misreading it.
 // Signed envelopes and audit snapshots are kept as exact bytes beside the
 // record, because encoding/json would compact them as RawMessage and nodes
 // verify a signature over what is served.
@@ -31,6 +32,11 @@ type auditRecord struct {
 	Entry  store.AuditEntry `json:"entry"` // Before and After moved out
 	Before []byte           `json:"before"`
 	After  []byte           `json:"after"`
+}
+
+type reportRecord struct {
+	V      int          `json:"v"`
+	Report store.Report `json:"report"`
 }
 
 // EncodeRelease returns the stored form of r at revision rev (0: none).
@@ -71,4 +77,21 @@ func DecodeAudit(v []byte) (store.AuditEntry, error) {
 	}
 	rec.Entry.Before, rec.Entry.After = rec.Before, rec.After
 	return rec.Entry, nil
+}
+
+// EncodeReport returns the stored form of r.
+func EncodeReport(r store.Report) ([]byte, error) {
+	return json.Marshal(reportRecord{V: version, Report: r})
+}
+
+// DecodeReport reads what EncodeReport wrote.
+func DecodeReport(v []byte) (store.Report, error) {
+	var rec reportRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return store.Report{}, fmt.Errorf("decode report record: %w", err)
+	}
+	if rec.V != version {
+		return store.Report{}, fmt.Errorf("report record encoding version %d, want %d", rec.V, version)
+	}
+	return rec.Report, nil
 }

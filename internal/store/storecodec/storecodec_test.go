@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -45,7 +48,33 @@ func TestAuditRoundTripKeepsSnapshots(t *testing.T) {
 	}
 }
 
+func TestReportRoundTrip(t *testing.T) {
+	want := store.Report{
+		VMID: "vm-1", Boot: "boot-1", SubscriptionID: "sub-a", Base: "202604.01",
+		BakedVersion: "1.2.3", Agent: "hotfix", AgentVersion: "1.2.4", HotfixVersion: "202604.01.2",
+		Decision: "run-hotfix", Route: "direct", Fallback: true, FallbackReason: "timeout",
+		ExitCode: 3, CheckMS: 12, DownloadMS: 345, ProvisionMS: 6789,
+		Time: time.Date(2026, 4, 2, 8, 0, 0, 987654321, time.UTC),
+	}
+	b, err := EncodeReport(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeReport(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("DecodeReport(EncodeReport(r)) mismatch (-want +got):\n%s", diff)
+	}
+}
+
 func TestOtherVersionsAndGarbageRefused(t *testing.T) {
+	for _, v := range []string{`{"v":2,"report":{"vm_id":"a","boot":"b"}}`, `{"report":{}}`, `not json`} {
+		if _, err := DecodeReport([]byte(v)); err == nil || !strings.Contains(err.Error(), "report record") {
+			t.Errorf("DecodeReport(%s) = %v, want a report record error", v, err)
+		}
+	}
 	for _, v := range []string{`{"v":2,"release":{}}`, `{"release":{}}`, `not json`} {
 		if _, _, err := DecodeRelease([]byte(v)); err == nil {
 			t.Errorf("DecodeRelease(%s) accepted it", v)

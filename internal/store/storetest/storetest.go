@@ -49,6 +49,13 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"isolation", testIsolation},
 		{"watch-signals", testWatchSignals},
 		{"watch-cancel", testWatchCancel},
+		{"reports-first", testReportsFirst},
+		{"reports-within-call", testReportsWithinCall},
+		{"reports-invalid", testReportsInvalid},
+		{"reports-order", testReportsOrder},
+		{"reports-not-releases", testReportsNotReleases},
+		{"reports-large-call", testReportsLargeCall},
+		{"reports-cancel", testReportsCancel},
 		{"close", testClose},
 	}
 	for _, tt := range tests {
@@ -93,6 +100,58 @@ func MustPut(t testing.TB, s store.Store, r rollout.Release, ifRev int64) int64 
 		t.Fatalf("PutRelease(%s, %d) = %v", r.Version, ifRev, err)
 	}
 	return rev
+}
+
+// QuietWait is how long a test watches for a signal that must not come. A
+// due signal arrives far sooner on every backend, so a wrong one would show.
+const QuietWait = 500 * time.Millisecond
+
+// Report returns a report for (vmID, boot) with every field set.
+func Report(vmID, boot string) store.Report {
+	return store.Report{
+		VMID:           vmID,
+		Boot:           boot,
+		SubscriptionID: "sub-a",
+		Base:           "202604.01",
+		BakedVersion:   "1.4.0",
+		Agent:          "hotfix",
+		AgentVersion:   "1.4.2",
+		HotfixVersion:  "202604.01.2",
+		Decision:       "run-hotfix",
+		CheckHotfix:    "ok",
+		DownloadHotfix: "verified",
+		Route:          "direct",
+		Fallback:       true,
+		FallbackReason: "launch-timeout",
+		ExitCode:       2,
+		CheckMS:        15,
+		DownloadMS:     420,
+		ProvisionMS:    61000,
+		Time:           time.Date(2026, 4, 3, 9, 15, 0, 123456789, time.UTC),
+	}
+}
+
+// MustPutReports writes rs with PutReports and fails the test on error.
+func MustPutReports(t testing.TB, s store.Store, rs ...store.Report) []bool {
+	t.Helper()
+	first, err := s.PutReports(t.Context(), rs)
+	if err != nil {
+		t.Fatalf("PutReports(%d reports) = %v", len(rs), err)
+	}
+	if len(first) != len(rs) {
+		t.Fatalf("PutReports(%d reports) returned %d flags", len(rs), len(first))
+	}
+	return first
+}
+
+// MustReports reads every report and fails the test on error.
+func MustReports(t testing.TB, s store.Store) []store.Report {
+	t.Helper()
+	got, err := s.Reports(t.Context())
+	if err != nil {
+		t.Fatalf("Reports = %v", err)
+	}
+	return got
 }
 
 // WaitSignal waits up to WaitTimeout for a value on ch.
@@ -616,8 +675,180 @@ func testClose(t *testing.T, s store.Store) {
 	if _, err := s.Audit(ctx, 0, 10); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Audit after Close = %v, want ErrClosed", err)
 	}
+	if _, err := s.PutReports(ctx, []store.Report{Report("vm-1", "boot-1")}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("PutReports after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Reports(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Reports after Close = %v, want ErrClosed", err)
+	}
 	WaitClosed(t, s.Watch(ctx))
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
+	}
+}
+
+func testReportsFirst(t *testing.T, s store.Store) {
+	if first := MustPutReports(t, s); len(first) != 0 {
+		t.Errorf("PutReports(none) = %v, want no flags", first)
+	}
+	if got := MustReports(t, s); len(got) != 0 {
+		t.Errorf("Reports(empty) = %+v, want none", got)
+	}
+
+	a, b := Report("vm-a", "boot-1"), Report("vm-b", "boot-1")
+	if diff := cmp.Diff([]bool{true, true}, MustPutReports(t, s, a, b)); diff != "" {
+		t.Errorf("PutReports(a, b) on an empty store: first flags (-want +got):\n%s", diff)
+	}
+	a2 := a
+	a2.ExitCode, a2.Fallback, a2.FallbackReason = 0, false, ""
+	a2.Time = a.Time.Add(time.Minute)
+	c := Report("vm-a", "boot-2") // same VM, new boot: a new key
+	if diff := cmp.Diff([]bool{false, true}, MustPutReports(t, s, a2, c)); diff != "" {
+		t.Errorf("PutReports(a again, c): first flags (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]store.Report{a2, c, b}, MustReports(t, s)); diff != "" {
+		t.Errorf("Reports (-want +got):\n%s", diff)
+	}
+}
+
+func testReportsWithinCall(t *testing.T, s store.Store) {
+	old := Report("vm-old", "boot-1")
+	MustPutReports(t, s, old)
+
+	x1, x2, y := Report("vm-x", "boot-1"), Report("vm-x", "boot-1"), Report("vm-y", "boot-1")
+	x2.ExitCode = 7
+	old2, old3 := old, old
+	old2.ExitCode, old3.ExitCode = 8, 9
+	first := MustPutReports(t, s, x1, old2, y, x2, old3)
+	if diff := cmp.Diff([]bool{true, false, true, false, false}, first); diff != "" {
+		t.Errorf("PutReports(x, old, y, x, old): first flags (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]store.Report{old3, x2, y}, MustReports(t, s)); diff != "" {
+		t.Errorf("Reports after duplicates in one call, want the later ones (-want +got):\n%s", diff)
+	}
+}
+
+func testReportsInvalid(t *testing.T, s store.Store) {
+	stored := Report("vm-a", "boot-1")
+	MustPutReports(t, s, stored)
+	tests := []struct {
+		name     string
+		vm, boot string
+	}{
+		{"empty-vm", "", "boot-1"},
+		{"empty-boot", "vm-a", ""},
+		{"slash-vm", "vm/a", "boot-1"},
+		{"slash-boot", "vm-a", "boot/1"},
+	}
+	for _, tt := range tests {
+		changed := stored
+		changed.ExitCode = 99
+		// Valid reports before and after the bad one, one of them replacing
+		// a stored key, must not be written either.
+		rs := []store.Report{changed, Report("vm-new", "boot-1"), Report(tt.vm, tt.boot), Report("vm-z", "boot-1")}
+		first, err := s.PutReports(t.Context(), rs)
+		if !errors.Is(err, store.ErrInvalidReport) {
+			t.Errorf("%s: PutReports = %v, %v; want ErrInvalidReport", tt.name, first, err)
+		}
+	}
+	if diff := cmp.Diff([]store.Report{stored}, MustReports(t, s)); diff != "" {
+		t.Errorf("store changed by refused calls (-want +got):\n%s", diff)
+	}
+}
+
+func testReportsOrder(t *testing.T, s store.Store) {
+	// "-" and "." sort before "/", so joined keys in byte order would put
+	// vm-a-1 before vm-a.
+	keys := [][2]string{
+		{"vm-b", "boot-1"}, {"vm-a.2", "boot-1"}, {"vm-a", "boot-2"}, {"vm-a-1", "boot-1"},
+		{"vm-a", "boot-10"}, {"vm-a", "boot-1"}, {"VM-C", "boot-1"},
+	}
+	var rs []store.Report
+	for _, k := range keys {
+		rs = append(rs, Report(k[0], k[1]))
+	}
+	MustPutReports(t, s, rs[:3]...)
+	MustPutReports(t, s, rs[3:]...)
+	var got [][2]string
+	for _, r := range MustReports(t, s) {
+		got = append(got, [2]string{r.VMID, r.Boot})
+	}
+	want := [][2]string{
+		{"VM-C", "boot-1"}, {"vm-a", "boot-1"}, {"vm-a", "boot-10"}, {"vm-a", "boot-2"},
+		{"vm-a-1", "boot-1"}, {"vm-a.2", "boot-1"}, {"vm-b", "boot-1"},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Reports order (-want +got):\n%s", diff)
+	}
+}
+
+func testReportsNotReleases(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	rev := MustPut(t, s, Release("202604.01.1"), 0)
+	_, listRev, err := s.Releases(ctx)
+	if err != nil {
+		t.Fatalf("Releases = %v", err)
+	}
+	w := s.Watch(ctx)
+
+	MustPutReports(t, s, Report("vm-a", "boot-1"), Report("vm-b", "boot-1"))
+	MustPutReports(t, s, Report("vm-a", "boot-1"))
+	if _, got, err := s.Releases(ctx); err != nil || got != listRev {
+		t.Errorf("Releases revision after reports = %d, %v; want %d unchanged", got, err, listRev)
+	}
+	if _, got, err := s.Release(ctx, "202604.01.1"); err != nil || got != rev {
+		t.Errorf("Release revision after reports = %d, %v; want %d unchanged", got, err, rev)
+	}
+	if n := len(allAudit(t, s)); n != 1 {
+		t.Errorf("audit has %d entries after reports, want the publish only", n)
+	}
+	select {
+	case _, ok := <-w:
+		t.Errorf("Watch signalled (open %v) after report writes only, want nothing", ok)
+	case <-time.After(QuietWait):
+	}
+	// The watch is live: a release write still signals.
+	MustPut(t, s, Release("202604.01.2"), 0)
+	WaitSignal(t, w)
+}
+
+func testReportsLargeCall(t *testing.T, s store.Store) {
+	const n = 300 // more than one etcd transaction of 128
+	rs := make([]store.Report, n)
+	for i := range rs {
+		rs[i] = Report(fmt.Sprintf("vm-%04d", i), "boot-1")
+	}
+	for i, f := range MustPutReports(t, s, rs...) {
+		if !f {
+			t.Fatalf("PutReports(%d new): report %d not new", n, i)
+		}
+	}
+	if diff := cmp.Diff(rs, MustReports(t, s)); diff != "" {
+		t.Fatalf("Reports after %d new (-want +got):\n%s", n, diff)
+	}
+	for i := range rs {
+		rs[i].ExitCode = i
+	}
+	for i, f := range MustPutReports(t, s, rs...) {
+		if f {
+			t.Fatalf("PutReports(%d stored): report %d new", n, i)
+		}
+	}
+	if diff := cmp.Diff(rs, MustReports(t, s)); diff != "" {
+		t.Errorf("Reports after %d replaced (-want +got):\n%s", n, diff)
+	}
+}
+
+func testReportsCancel(t *testing.T, s store.Store) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.PutReports(ctx, []store.Report{Report("vm-a", "boot-1")}); !errors.Is(err, context.Canceled) {
+		t.Errorf("PutReports(canceled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := s.Reports(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Reports(canceled ctx) = %v, want context.Canceled", err)
+	}
+	if got := MustReports(t, s); len(got) != 0 {
+		t.Errorf("Reports after a canceled PutReports = %+v, want none", got)
 	}
 }

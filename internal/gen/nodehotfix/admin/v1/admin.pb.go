@@ -106,7 +106,9 @@ type Release struct {
 	// When it last changed.
 	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// Store revision of the record, for compare-and-swap.
-	Revision      int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	Revision int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	// Nodes' outcome reports for this release (Status only).
+	Counts        *Counts `protobuf:"bytes,9,opt,name=counts,proto3" json:"counts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,6 +199,143 @@ func (x *Release) GetRevision() int64 {
 	return 0
 }
 
+func (x *Release) GetCounts() *Counts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+// Counts are nodes' provisioning outcome reports, each (vmId, boot) once.
+type Counts struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Nodes that reported: ok + failed + fallback.
+	Reported uint64 `protobuf:"varint,1,opt,name=reported,proto3" json:"reported,omitempty"`
+	// Provisioned successfully by the cohort's agent.
+	Ok uint64 `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// Provisioning failed without a fallback.
+	Failed uint64 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
+	// The hotfix failed before the bootstrap and the baked agent provisioned.
+	Fallback      uint64 `protobuf:"varint,4,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Counts) Reset() {
+	*x = Counts{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Counts) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Counts) ProtoMessage() {}
+
+func (x *Counts) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Counts.ProtoReflect.Descriptor instead.
+func (*Counts) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Counts) GetReported() uint64 {
+	if x != nil {
+		return x.Reported
+	}
+	return 0
+}
+
+func (x *Counts) GetOk() uint64 {
+	if x != nil {
+		return x.Ok
+	}
+	return 0
+}
+
+func (x *Counts) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *Counts) GetFallback() uint64 {
+	if x != nil {
+		return x.Fallback
+	}
+	return 0
+}
+
+// ControlCohort counts the nodes of one image base that had the hotfix path
+// on and provisioned with the baked agent: what that base's releases are
+// compared with.
+type ControlCohort struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Image base YYYYMM.DD.
+	Base string `protobuf:"bytes,1,opt,name=base,proto3" json:"base,omitempty"`
+	// Their reports.
+	Counts        *Counts `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlCohort) Reset() {
+	*x = ControlCohort{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlCohort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlCohort) ProtoMessage() {}
+
+func (x *ControlCohort) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlCohort.ProtoReflect.Descriptor instead.
+func (*ControlCohort) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ControlCohort) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ControlCohort) GetCounts() *Counts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
 // Rollout says which nodes a release is served to.
 type Rollout struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -214,7 +353,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -226,7 +365,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -239,7 +378,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Rollout) GetState() string {
@@ -281,7 +420,7 @@ type PublishReleaseRequest struct {
 
 func (x *PublishReleaseRequest) Reset() {
 	*x = PublishReleaseRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -293,7 +432,7 @@ func (x *PublishReleaseRequest) String() string {
 func (*PublishReleaseRequest) ProtoMessage() {}
 
 func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -306,7 +445,7 @@ func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseRequest.ProtoReflect.Descriptor instead.
 func (*PublishReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PublishReleaseRequest) GetEnvelopeJson() string {
@@ -327,7 +466,7 @@ type PublishReleaseResponse struct {
 
 func (x *PublishReleaseResponse) Reset() {
 	*x = PublishReleaseResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +478,7 @@ func (x *PublishReleaseResponse) String() string {
 func (*PublishReleaseResponse) ProtoMessage() {}
 
 func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +491,7 @@ func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseResponse.ProtoReflect.Descriptor instead.
 func (*PublishReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PublishReleaseResponse) GetRelease() *Release {
@@ -385,7 +524,7 @@ type SetRolloutRequest struct {
 
 func (x *SetRolloutRequest) Reset() {
 	*x = SetRolloutRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +536,7 @@ func (x *SetRolloutRequest) String() string {
 func (*SetRolloutRequest) ProtoMessage() {}
 
 func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +549,7 @@ func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*SetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SetRolloutRequest) GetVersion() string {
@@ -473,7 +612,7 @@ type SetRolloutResponse struct {
 
 func (x *SetRolloutResponse) Reset() {
 	*x = SetRolloutResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +624,7 @@ func (x *SetRolloutResponse) String() string {
 func (*SetRolloutResponse) ProtoMessage() {}
 
 func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +637,7 @@ func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutResponse.ProtoReflect.Descriptor instead.
 func (*SetRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetRolloutResponse) GetRelease() *Release {
@@ -523,7 +662,7 @@ type TransitionRequest struct {
 
 func (x *TransitionRequest) Reset() {
 	*x = TransitionRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -535,7 +674,7 @@ func (x *TransitionRequest) String() string {
 func (*TransitionRequest) ProtoMessage() {}
 
 func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -548,7 +687,7 @@ func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionRequest.ProtoReflect.Descriptor instead.
 func (*TransitionRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TransitionRequest) GetVersion() string {
@@ -583,7 +722,7 @@ type TransitionResponse struct {
 
 func (x *TransitionResponse) Reset() {
 	*x = TransitionResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +734,7 @@ func (x *TransitionResponse) String() string {
 func (*TransitionResponse) ProtoMessage() {}
 
 func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +747,7 @@ func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionResponse.ProtoReflect.Descriptor instead.
 func (*TransitionResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *TransitionResponse) GetRelease() *Release {
@@ -629,7 +768,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +780,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +793,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RevokeRequest) GetVersion() string {
@@ -675,7 +814,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +826,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +839,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RevokeResponse) GetRelease() *Release {
@@ -719,7 +858,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +870,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +883,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 // StatusResponse describes the service's state.
@@ -759,14 +898,16 @@ type StatusResponse struct {
 	// Store revision of the serving snapshot.
 	SnapshotRevision int64 `protobuf:"varint,4,opt,name=snapshot_revision,json=snapshotRevision,proto3" json:"snapshot_revision,omitempty"`
 	// When the serving snapshot was built.
-	SnapshotTime  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=snapshot_time,json=snapshotTime,proto3" json:"snapshot_time,omitempty"`
+	SnapshotTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=snapshot_time,json=snapshotTime,proto3" json:"snapshot_time,omitempty"`
+	// Control cohorts, by base.
+	Control       []*ControlCohort `protobuf:"bytes,6,rep,name=control,proto3" json:"control,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -778,7 +919,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -791,7 +932,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StatusResponse) GetReleases() []*Release {
@@ -829,6 +970,13 @@ func (x *StatusResponse) GetSnapshotTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StatusResponse) GetControl() []*ControlCohort {
+	if x != nil {
+		return x.Control
+	}
+	return nil
+}
+
 // OutcomeCount is a request counter.
 type OutcomeCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -842,7 +990,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -854,7 +1002,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -867,7 +1015,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -899,7 +1047,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1059,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1072,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -962,7 +1110,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1122,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1135,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -1023,7 +1171,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1035,7 +1183,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1048,7 +1196,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Decision) GetVersion() string {
@@ -1101,7 +1249,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1261,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1274,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Rule) GetRule() string {
@@ -1163,7 +1311,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1175,7 +1323,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1188,7 +1336,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -1216,7 +1364,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1376,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1389,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -1274,7 +1422,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1434,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1447,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -1355,7 +1503,7 @@ var File_nodehotfix_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc4\x02\n" +
+	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x02\n" +
 	"\aRelease\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04base\x18\x02 \x01(\tR\x04base\x12#\n" +
@@ -1365,7 +1513,16 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fpublished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vpublishedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1a\n" +
-	"\brevision\x18\b \x01(\x03R\brevision\"y\n" +
+	"\brevision\x18\b \x01(\x03R\brevision\x123\n" +
+	"\x06counts\x18\t \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"h\n" +
+	"\x06Counts\x12\x1a\n" +
+	"\breported\x18\x01 \x01(\x04R\breported\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\x04R\x02ok\x12\x16\n" +
+	"\x06failed\x18\x03 \x01(\x04R\x06failed\x12\x1a\n" +
+	"\bfallback\x18\x04 \x01(\x04R\bfallback\"X\n" +
+	"\rControlCohort\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"y\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -1398,13 +1555,14 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\tR\aversion\"H\n" +
 	"\x0eRevokeResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\x0f\n" +
-	"\rStatusRequest\"\x8f\x02\n" +
+	"\rStatusRequest\"\xcd\x02\n" +
 	"\x0eStatusResponse\x128\n" +
 	"\breleases\x18\x01 \x03(\v2\x1c.nodehotfix.admin.v1.ReleaseR\breleases\x12=\n" +
 	"\brequests\x18\x02 \x03(\v2!.nodehotfix.admin.v1.OutcomeCountR\brequests\x12\x16\n" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12+\n" +
 	"\x11snapshot_revision\x18\x04 \x01(\x03R\x10snapshotRevision\x12?\n" +
-	"\rsnapshot_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fsnapshotTime\">\n" +
+	"\rsnapshot_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fsnapshotTime\x12<\n" +
+	"\acontrol\x18\x06 \x03(\v2\".nodehotfix.admin.v1.ControlCohortR\acontrol\">\n" +
 	"\fOutcomeCount\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\"f\n" +
@@ -1471,66 +1629,71 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                    // 0: nodehotfix.admin.v1.Action
 	(*Release)(nil),                // 1: nodehotfix.admin.v1.Release
-	(*Rollout)(nil),                // 2: nodehotfix.admin.v1.Rollout
-	(*PublishReleaseRequest)(nil),  // 3: nodehotfix.admin.v1.PublishReleaseRequest
-	(*PublishReleaseResponse)(nil), // 4: nodehotfix.admin.v1.PublishReleaseResponse
-	(*SetRolloutRequest)(nil),      // 5: nodehotfix.admin.v1.SetRolloutRequest
-	(*SetRolloutResponse)(nil),     // 6: nodehotfix.admin.v1.SetRolloutResponse
-	(*TransitionRequest)(nil),      // 7: nodehotfix.admin.v1.TransitionRequest
-	(*TransitionResponse)(nil),     // 8: nodehotfix.admin.v1.TransitionResponse
-	(*RevokeRequest)(nil),          // 9: nodehotfix.admin.v1.RevokeRequest
-	(*RevokeResponse)(nil),         // 10: nodehotfix.admin.v1.RevokeResponse
-	(*StatusRequest)(nil),          // 11: nodehotfix.admin.v1.StatusRequest
-	(*StatusResponse)(nil),         // 12: nodehotfix.admin.v1.StatusResponse
-	(*OutcomeCount)(nil),           // 13: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),         // 14: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),        // 15: nodehotfix.admin.v1.ExplainResponse
-	(*Decision)(nil),               // 16: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                   // 17: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),       // 18: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 19: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),             // 20: nodehotfix.admin.v1.AuditEntry
-	(*timestamppb.Timestamp)(nil),  // 21: google.protobuf.Timestamp
+	(*Counts)(nil),                 // 2: nodehotfix.admin.v1.Counts
+	(*ControlCohort)(nil),          // 3: nodehotfix.admin.v1.ControlCohort
+	(*Rollout)(nil),                // 4: nodehotfix.admin.v1.Rollout
+	(*PublishReleaseRequest)(nil),  // 5: nodehotfix.admin.v1.PublishReleaseRequest
+	(*PublishReleaseResponse)(nil), // 6: nodehotfix.admin.v1.PublishReleaseResponse
+	(*SetRolloutRequest)(nil),      // 7: nodehotfix.admin.v1.SetRolloutRequest
+	(*SetRolloutResponse)(nil),     // 8: nodehotfix.admin.v1.SetRolloutResponse
+	(*TransitionRequest)(nil),      // 9: nodehotfix.admin.v1.TransitionRequest
+	(*TransitionResponse)(nil),     // 10: nodehotfix.admin.v1.TransitionResponse
+	(*RevokeRequest)(nil),          // 11: nodehotfix.admin.v1.RevokeRequest
+	(*RevokeResponse)(nil),         // 12: nodehotfix.admin.v1.RevokeResponse
+	(*StatusRequest)(nil),          // 13: nodehotfix.admin.v1.StatusRequest
+	(*StatusResponse)(nil),         // 14: nodehotfix.admin.v1.StatusResponse
+	(*OutcomeCount)(nil),           // 15: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),         // 16: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),        // 17: nodehotfix.admin.v1.ExplainResponse
+	(*Decision)(nil),               // 18: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                   // 19: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),       // 20: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),      // 21: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),             // 22: nodehotfix.admin.v1.AuditEntry
+	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	21, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	21, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
-	1,  // 3: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 4: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	0,  // 5: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 6: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 7: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 8: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	13, // 9: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	21, // 10: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	16, // 11: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	17, // 12: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	20, // 13: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	21, // 14: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	3,  // 15: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	5,  // 16: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	7,  // 17: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	9,  // 18: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	11, // 19: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	14, // 20: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	18, // 21: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	4,  // 22: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	6,  // 23: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	8,  // 24: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	10, // 25: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	12, // 26: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	15, // 27: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	19, // 28: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	4,  // 0: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	23, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	23, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	2,  // 3: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
+	2,  // 4: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
+	1,  // 5: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 6: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	0,  // 7: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 8: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 9: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 10: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	15, // 11: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	23, // 12: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 13: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	18, // 14: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	19, // 15: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	22, // 16: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	23, // 17: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	5,  // 18: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	7,  // 19: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	9,  // 20: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	11, // 21: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	13, // 22: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	16, // 23: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	20, // 24: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	6,  // 25: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	8,  // 26: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	10, // 27: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	12, // 28: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	14, // 29: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	17, // 30: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	21, // 31: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	25, // [25:32] is the sub-list for method output_type
+	18, // [18:25] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -1544,7 +1707,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

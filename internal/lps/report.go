@@ -1,0 +1,362 @@
+package lps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+)
+
+const (
+	// reportFlush is how long an accepted report waits for others to share
+	// its store write: one write per replica per interval bounds the write
+	// rate a fleet puts on the store, and the node's 2 s budget leaves room.
+	reportFlush = 100 * time.Millisecond
+	// reportBatch flushes early once this many reports wait (etcd's default
+	// transaction size).
+	reportBatch = 128
+	// reportQueue bounds the reports waiting for a write; past it a report
+	// is refused (ResourceExhausted) rather than queued without bound.
+	reportQueue = 4096
+	// maxBootsPerVM is how many boots of one vmId this replica accepts: a
+	// node provisions once per boot and reboots rarely, so more is a node
+	// inventing boot IDs to inflate the counts.
+	maxBootsPerVM = 16
+	// bootsTracked bounds the vmIds the boot limit remembers.
+	bootsTracked = 65536
+	// maxReportText caps each free-text field.
+	maxReportText = 256
+	// maxReportMS bounds each duration: provisioning has a 15-minute limit.
+	maxReportMS = int64(24 * time.Hour / time.Millisecond)
+)
+
+// reportWriter is the store method the report service needs.
+type reportWriter interface {
+	PutReports(ctx context.Context, rs []store.Report) ([]bool, error)
+}
+
+// reportService implements nodehotfix.node.v1.ReportService.
+type reportService struct {
+	nodev1.UnimplementedReportServiceServer
+	snaps  snapshots
+	region string
+	m      *Metrics
+	log    *slog.Logger
+	batch  *reportBatcher
+	boots  *bootLimit
+	now    func() time.Time
+}
+
+// ReportOutcome validates a report against the caller's attested identity
+// and what it was offered, then stores it (keyed by vmId and boot) before
+// answering: an acknowledged report is durable.
+func (s *reportService) ReportOutcome(ctx context.Context, req *nodev1.ReportOutcomeRequest) (*nodev1.ReportOutcomeResponse, error) {
+	id, ok := identityFrom(ctx)
+	if !ok {
+		return nil, s.refuse(codes.Unauthenticated, "unauthenticated", errors.New("no verified identity"))
+	}
+	r, err := s.validate(id, req)
+	if err != nil {
+		return nil, err
+	}
+	if !s.boots.admit(r.VMID, r.Boot) {
+		return nil, s.refuse(codes.ResourceExhausted, "too-many-boots", fmt.Errorf("vmId %s reported more than %d boots", r.VMID, maxBootsPerVM))
+	}
+	first, err := s.batch.put(ctx, r)
+	switch {
+	case errors.Is(err, errReportQueueFull):
+		return nil, s.refuse(codes.ResourceExhausted, "queue-full", err)
+	case err != nil && ctx.Err() != nil:
+		return nil, s.refuse(codes.DeadlineExceeded, "canceled", err)
+	case err != nil:
+		s.log.Error("store reports", "err", err)
+		return nil, s.refuse(codes.Unavailable, "store", err)
+	}
+	s.m.countReport("accepted")
+	if !first {
+		s.m.countReport("duplicate")
+	}
+	return &nodev1.ReportOutcomeResponse{First: first}, nil
+}
+
+func (s *reportService) refuse(c codes.Code, reason string, err error) error {
+	s.m.countReport(reason)
+	return status.Error(c, err.Error())
+}
+
+// validate turns a request into a store.Report or refuses it with
+// InvalidArgument (malformed) or FailedPrecondition (a hotfix this node was
+// never offered).
+func (s *reportService) validate(id attest.Identity, req *nodev1.ReportOutcomeRequest) (store.Report, error) {
+	bad := func(format string, a ...any) (store.Report, error) {
+		return store.Report{}, s.refuse(codes.InvalidArgument, "invalid", fmt.Errorf("report: "+format, a...))
+	}
+	if !isUUID(req.GetBootId()) {
+		return bad("boot_id %q is not a UUID", clip(req.GetBootId()))
+	}
+	baked, err := hotfix.ParseVersion(req.GetBakedVersion())
+	if err != nil {
+		return bad("baked_version: %v", err)
+	}
+	agentVersion, err := hotfix.ParseVersion(req.GetAgentVersion())
+	if err != nil {
+		return bad("agent_version: %v", err)
+	}
+	r := store.Report{
+		VMID: id.VMID, Boot: req.GetBootId(), SubscriptionID: id.SubscriptionID,
+		Base: baked.Base(), BakedVersion: baked.String(), AgentVersion: agentVersion.String(),
+		Fallback: req.GetFallback(), ExitCode: int(req.GetProvisionExitCode()),
+		CheckMS: req.GetCheckHotfixMs(), DownloadMS: req.GetDownloadHotfixMs(), ProvisionMS: req.GetProvisionMs(),
+		Time: s.now(),
+	}
+	for _, f := range []struct {
+		name string
+		in   string
+		out  *string
+	}{
+		{"decision", req.GetDecision(), &r.Decision},
+		{"check_hotfix_outcome", req.GetCheckHotfixOutcome(), &r.CheckHotfix},
+		{"download_hotfix_outcome", req.GetDownloadHotfixOutcome(), &r.DownloadHotfix},
+		{"route", req.GetRoute(), &r.Route},
+		{"fallback_reason", req.GetFallbackReason(), &r.FallbackReason},
+	} {
+		if len(f.in) > maxReportText || !utf8.ValidString(f.in) {
+			return bad("%s: over %d bytes or not UTF-8", f.name, maxReportText)
+		}
+		*f.out = f.in
+	}
+	if r.ExitCode < 0 || r.ExitCode > 255 {
+		return bad("provision_exit_code %d is not an exit code", r.ExitCode)
+	}
+	for _, ms := range []int64{r.CheckMS, r.DownloadMS, r.ProvisionMS} {
+		if ms < 0 || ms > maxReportMS {
+			return bad("a duration of %d ms", ms)
+		}
+	}
+	switch req.GetAgent() {
+	case nodev1.Agent_AGENT_BAKED:
+		r.Agent = string(hotfix.AgentBaked)
+		if agentVersion != baked {
+			return bad("the baked agent reports %s, the baked version is %s", agentVersion, baked)
+		}
+		if r.Fallback && req.GetHotfixVersion() == "" {
+			return bad("a fallback without the hotfix it fell back from")
+		}
+	case nodev1.Agent_AGENT_HOTFIX:
+		r.Agent = string(hotfix.AgentHotfix)
+		if r.Fallback || req.GetHotfixVersion() != agentVersion.String() {
+			return bad("the hotfix agent %s is not the chosen hotfix %q", agentVersion, clip(req.GetHotfixVersion()))
+		}
+	default:
+		return bad("agent %v", req.GetAgent())
+	}
+	if hv := req.GetHotfixVersion(); hv != "" {
+		v, err := hotfix.ParseVersion(hv)
+		if err != nil || !hotfix.IsUpgrade(baked, v) {
+			return bad("hotfix_version %q is not a newer patch of %s", clip(hv), baked)
+		}
+		r.HotfixVersion = v.String()
+		if !s.offered(id, v.String()) {
+			return store.Report{}, s.refuse(codes.FailedPrecondition, "not-offered", fmt.Errorf("report: %s was never offered to vmId %s", v, id.VMID))
+		}
+	}
+	return r, nil
+}
+
+// offered reports whether the serving snapshot's release version was ever
+// offered to the node.
+func (s *reportService) offered(id attest.Identity, version string) bool {
+	snap := s.snaps.Current()
+	if snap == nil {
+		return false
+	}
+	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region}
+	for _, rel := range snap.Releases {
+		if rel.Version == version {
+			return rel.Offered(n)
+		}
+	}
+	return false
+}
+
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// clip shortens a node-supplied string for an error message.
+func clip(s string) string {
+	const most = 64
+	if len(s) > most {
+		return s[:most] + "…"
+	}
+	return s
+}
+
+// bootLimit remembers, per vmId, the boots this replica accepted reports
+// for. It holds at most bootsTracked vmIds; past that a random one is
+// forgotten, so memory stays bounded under a flood of vmIds (each of which
+// needed its own attested document).
+type bootLimit struct {
+	mu    sync.Mutex
+	boots map[string]map[string]bool
+}
+
+func newBootLimit() *bootLimit { return &bootLimit{boots: make(map[string]map[string]bool)} }
+
+// admit reports whether a report for (vm, boot) may be counted.
+func (l *bootLimit) admit(vm, boot string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := l.boots[vm]
+	if seen[boot] {
+		return true
+	}
+	if len(seen) >= maxBootsPerVM {
+		return false
+	}
+	if seen == nil {
+		if len(l.boots) >= bootsTracked {
+			// Map iteration order is random enough to pick a victim.
+			for k := range l.boots {
+				delete(l.boots, k)
+				break
+			}
+		}
+		seen = make(map[string]bool)
+		l.boots[vm] = seen
+	}
+	seen[boot] = true
+	return true
+}
+
+// errReportQueueFull is returned by put when reportQueue reports wait.
+var errReportQueueFull = errors.New("too many reports waiting for the store")
+
+// reportBatcher gathers reports and writes them in batches: at most one
+// store write per reportFlush, or sooner when reportBatch wait. put returns
+// once its report's batch is stored, so an acknowledgement means durable.
+type reportBatcher struct {
+	w       reportWriter
+	mu      sync.Mutex
+	pending []pendingReport
+	kick    chan struct{}
+	closed  bool
+}
+
+type pendingReport struct {
+	r    store.Report
+	done chan reportResult
+}
+
+type reportResult struct {
+	first bool
+	err   error
+}
+
+func newReportBatcher(w reportWriter) *reportBatcher {
+	return &reportBatcher{w: w, kick: make(chan struct{}, 1)}
+}
+
+// put queues r and waits for its write, or for ctx.
+func (b *reportBatcher) put(ctx context.Context, r store.Report) (bool, error) {
+	done := make(chan reportResult, 1)
+	b.mu.Lock()
+	switch {
+	case b.closed:
+		b.mu.Unlock()
+		return false, errors.New("live-patching service is stopping")
+	case len(b.pending) >= reportQueue:
+		b.mu.Unlock()
+		return false, errReportQueueFull
+	}
+	b.pending = append(b.pending, pendingReport{r: r, done: done})
+	full := len(b.pending) >= reportBatch
+	b.mu.Unlock()
+	if full {
+		select {
+		case b.kick <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case res := <-done:
+		return res.first, res.err
+	case <-ctx.Done():
+		// The report may still be stored; the node does not wait to know.
+		return false, ctx.Err()
+	}
+}
+
+// Run writes batches until ctx ends, then writes what is pending (within
+// a bounded time) and refuses new reports.
+func (b *reportBatcher) Run(ctx context.Context) {
+	t := time.NewTicker(reportFlush)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.mu.Lock()
+			b.closed = true
+			b.mu.Unlock()
+			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+			b.flush(final)
+			cancel()
+			return
+		case <-t.C:
+		case <-b.kick:
+		}
+		b.flush(ctx)
+	}
+}
+
+func (b *reportBatcher) flush(ctx context.Context) {
+	for {
+		b.mu.Lock()
+		n := min(len(b.pending), reportBatch)
+		batch := b.pending[:n:n]
+		b.pending = b.pending[n:]
+		b.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		rs := make([]store.Report, n)
+		for i, p := range batch {
+			rs[i] = p.r
+		}
+		first, err := b.w.PutReports(ctx, rs)
+		for i, p := range batch {
+			res := reportResult{err: err}
+			if err == nil && i < len(first) {
+				res.first = first[i]
+			}
+			p.done <- res
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package lps
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
+	"nodehotfix/internal/node/lpsclient"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/tally"
+)
+
+const testBoot = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
+
+// hotfixReport is a valid report from a node that ran relServed's hotfix.
+func hotfixReport() *nodev1.ReportOutcomeRequest {
+	return &nodev1.ReportOutcomeRequest{
+		BootId: testBoot, BakedVersion: "202501.15.0", Agent: nodev1.Agent_AGENT_HOTFIX,
+		AgentVersion: relServed.Version, HotfixVersion: relServed.Version, Decision: "hotfix",
+		CheckHotfixOutcome: "lpsRead", DownloadHotfixOutcome: "staged", Route: "direct",
+		CheckHotfixMs: 4, DownloadHotfixMs: 40, ProvisionMs: 90000,
+	}
+}
+
+func (ts *testServer) report(t *testing.T, token string, r *nodev1.ReportOutcomeRequest) (bool, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	return lpsclient.Report(ctx, lpsclient.Target{Host: apiHost, Addr: ts.addr, Roots: ts.roots}, token, r)
+}
+
+// TestReportOutcomeCountsEachBootOnce: a report is stored under the
+// attested vmId; the same boot reported again replaces it and counts once;
+// another boot is another report.
+func TestReportOutcomeCountsEachBootOnce(t *testing.T) {
+	t.Parallel()
+	cas := mustCAs(t)
+	ts := startServer(t, serverOpts{releases: []rollout.Release{relServed}})
+	for i, want := range []bool{true, false, false} {
+		first, err := ts.report(t, mintToken(t, cas.good, docOpts{}), hotfixReport())
+		if err != nil || first != want {
+			t.Fatalf("report %d = %v, %v; want first=%v", i, first, err, want)
+		}
+	}
+	failed := hotfixReport()
+	failed.BootId = "8c9e6679-7425-40de-944b-e07fc1f90ae7"
+	failed.ProvisionExitCode = 7
+	if first, err := ts.report(t, mintToken(t, cas.good, docOpts{}), failed); err != nil || !first {
+		t.Fatalf("another boot = %v, %v", first, err)
+	}
+	control := &nodev1.ReportOutcomeRequest{BootId: "9c9e6679-7425-40de-944b-e07fc1f90ae7", BakedVersion: "202501.15.0", Agent: nodev1.Agent_AGENT_BAKED, AgentVersion: "202501.15.0", Decision: "noHotfixForBase"}
+	if _, err := ts.report(t, mintToken(t, cas.good, docOpts{}), control); err != nil {
+		t.Fatalf("control report: %v", err)
+	}
+	reports, err := ts.st.Reports(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := tally.Of(reports)
+	if c := got.Releases[relServed.Version]; c != (tally.Counts{Reported: 2, OK: 1, Failed: 1}) {
+		t.Errorf("release counts = %+v, want 2 reported, 1 ok, 1 failed", c)
+	}
+	if c := got.Control["202501.15"]; c != (tally.Counts{Reported: 1, OK: 1}) {
+		t.Errorf("control counts = %+v, want 1 reported, 1 ok", c)
+	}
+	for _, r := range reports {
+		if r.VMID != testVMID || r.SubscriptionID != testSub {
+			t.Errorf("stored identity %s/%s, want the attested %s/%s", r.VMID, r.SubscriptionID, testVMID, testSub)
+		}
+	}
+}
+
+// TestReportOutcomeRefuses: hostile or broken reports are refused with a
+// clear code and nothing is stored.
+func TestReportOutcomeRefuses(t *testing.T) {
+	t.Parallel()
+	cas := mustCAs(t)
+	never := release("202501.15.4", rollout.Rollout{State: rollout.Rolling, Percent: 0}, false)
+	ts := startServer(t, serverOpts{releases: []rollout.Release{relServed, never}})
+	tests := []struct {
+		name   string
+		token  func() string
+		mutate func(r *nodev1.ReportOutcomeRequest)
+		want   codes.Code
+	}{
+		{"forged document", func() string { return mintToken(t, cas.unpinned, docOpts{}) }, nil, codes.Unauthenticated},
+		{"no document", func() string { return "" }, nil, codes.Unauthenticated},
+		{"boot not a UUID", nil, func(r *nodev1.ReportOutcomeRequest) { r.BootId = "../../etc" }, codes.InvalidArgument},
+		{"baked version malformed", nil, func(r *nodev1.ReportOutcomeRequest) { r.BakedVersion = "dev" }, codes.InvalidArgument},
+		{"agent unset", nil, func(r *nodev1.ReportOutcomeRequest) { r.Agent = nodev1.Agent_AGENT_UNSPECIFIED }, codes.InvalidArgument},
+		{"hotfix agent not the chosen hotfix", nil, func(r *nodev1.ReportOutcomeRequest) { r.AgentVersion = "202501.15.9" }, codes.InvalidArgument},
+		{"hotfix of another base", nil, func(r *nodev1.ReportOutcomeRequest) { r.BakedVersion = "202502.01.0" }, codes.InvalidArgument},
+		{"oversized text", nil, func(r *nodev1.ReportOutcomeRequest) { r.FallbackReason = strings.Repeat("x", 300) }, codes.InvalidArgument},
+		{"negative duration", nil, func(r *nodev1.ReportOutcomeRequest) { r.ProvisionMs = -1 }, codes.InvalidArgument},
+		{"exit code out of range", nil, func(r *nodev1.ReportOutcomeRequest) { r.ProvisionExitCode = 1000 }, codes.InvalidArgument},
+		{"never offered", nil, func(r *nodev1.ReportOutcomeRequest) { r.AgentVersion, r.HotfixVersion = never.Version, never.Version }, codes.FailedPrecondition},
+		{"unknown release", nil, func(r *nodev1.ReportOutcomeRequest) { r.AgentVersion, r.HotfixVersion = "202501.15.8", "202501.15.8" }, codes.FailedPrecondition},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := hotfixReport()
+			if tt.mutate != nil {
+				tt.mutate(r)
+			}
+			token := mintToken(t, cas.good, docOpts{})
+			if tt.token != nil {
+				token = tt.token()
+			}
+			_, err := ts.report(t, token, r)
+			var le *lpsclient.Error
+			if err == nil || !asError(err, &le) || le.Code != tt.want {
+				t.Errorf("report = %v, want %v", err, tt.want)
+			}
+		})
+	}
+	if reports, _ := ts.st.Reports(t.Context()); len(reports) != 0 {
+		t.Errorf("%d reports stored from refused calls", len(reports))
+	}
+}
+
+// TestReportOutcomeBootFlood: a node inventing boot IDs is refused past
+// maxBootsPerVM, and what it got in counts once per boot.
+func TestReportOutcomeBootFlood(t *testing.T) {
+	t.Parallel()
+	cas := mustCAs(t)
+	ts := startServer(t, serverOpts{releases: []rollout.Release{relServed}})
+	for i := range maxBootsPerVM + 1 {
+		r := hotfixReport()
+		r.BootId = fmt.Sprintf("%08d-7425-40de-944b-e07fc1f90ae7", i)
+		_, err := ts.report(t, mintToken(t, cas.good, docOpts{}), r)
+		if i < maxBootsPerVM && err != nil {
+			t.Fatalf("boot %d refused: %v", i, err)
+		}
+		if i == maxBootsPerVM && status.Code(unwrapStatus(err)) != codes.ResourceExhausted {
+			t.Fatalf("boot %d = %v, want ResourceExhausted", i, err)
+		}
+	}
+	if reports, _ := ts.st.Reports(t.Context()); len(reports) != maxBootsPerVM {
+		t.Errorf("%d reports stored, want %d", len(reports), maxBootsPerVM)
+	}
+}
+
+func asError(err error, target **lpsclient.Error) bool {
+	le, ok := err.(*lpsclient.Error)
+	if ok {
+		*target = le
+	}
+	return ok
+}
+
+func unwrapStatus(err error) error {
+	if le, ok := err.(*lpsclient.Error); ok {
+		return status.Error(le.Code, le.Error())
+	}
+	return err
+}

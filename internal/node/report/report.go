@@ -1,0 +1,150 @@
+// Package report sends a node's provisioning outcome to the live-patching
+// service: one attempt, bounded by the caller, over the same TLS, ALPN,
+// verification and attested-document token as check-hotfix.
+package report
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/imds"
+	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/lpsclient"
+	"nodehotfix/internal/node/nodeconfig"
+)
+
+// Timeout bounds a report, metadata service included: it runs after
+// provisioning, and nothing waits for it but the launcher's exit.
+const Timeout = 2 * time.Second
+
+// Outcome is what a node reports of one provisioning.
+type Outcome struct {
+	// Baked is the baked agent's version.
+	Baked string
+	// Agent provisioned, at AgentVersion.
+	Agent        hotfix.Agent
+	AgentVersion string
+	// Hotfix is the version launch chose, even if it then fell back; empty
+	// when the baked agent was the choice.
+	Hotfix string
+	// Decision is hotfix.Select's reason.
+	Decision hotfix.Reason
+	// Check and Download are the hotfix steps' results (zero: not run).
+	Check, Download Step
+	// Fallback: the hotfix failed before the bootstrap started and the baked
+	// agent provisioned; FallbackReason says why.
+	Fallback       bool
+	FallbackReason string
+	// ExitCode is provision's.
+	ExitCode int
+	// Provision is how long provisioning took.
+	Provision time.Duration
+}
+
+// Step is one hotfix step's result.
+type Step struct {
+	Outcome string
+	// Route is download-hotfix's (direct, package-manager, none).
+	Route   string
+	Elapsed time.Duration
+}
+
+// Config says where to send.
+type Config struct {
+	Root layout.Root
+	// IMDSURL is the metadata service; empty means imds.DefaultURL.
+	IMDSURL string
+	// LPSAddr overrides where to dial; TLS verification is unaffected.
+	LPSAddr string
+}
+
+// Send reports o once, within ctx, and returns whether the service had no
+// earlier report of this boot. Nothing is retried: the report is
+// telemetry, and the node has already provisioned.
+func Send(ctx context.Context, cfg Config, o Outcome) (bool, error) {
+	boot, err := BootID(cfg.Root)
+	if err != nil {
+		return false, err
+	}
+	target, err := nodeconfig.ResolveTarget(cfg.Root.NodeConfig(), cfg.Root.NBCCmd())
+	if err != nil {
+		return false, fmt.Errorf("resolve live-patching target: %w", err)
+	}
+	roots, err := target.CertPool()
+	if err != nil {
+		return false, err
+	}
+	url := cfg.IMDSURL
+	if url == "" {
+		url = imds.DefaultURL
+	}
+	token, err := imds.NewClient(url).AttestedSignature(ctx)
+	if err != nil {
+		return false, err
+	}
+	return lpsclient.Report(ctx, lpsclient.Target{Host: target.Host, Addr: cfg.LPSAddr, Roots: roots}, token, request(boot, o))
+}
+
+func request(boot string, o Outcome) *nodev1.ReportOutcomeRequest {
+	agent := nodev1.Agent_AGENT_BAKED
+	if o.Agent == hotfix.AgentHotfix {
+		agent = nodev1.Agent_AGENT_HOTFIX
+	}
+	return &nodev1.ReportOutcomeRequest{
+		BootId:                boot,
+		BakedVersion:          o.Baked,
+		Agent:                 agent,
+		AgentVersion:          o.AgentVersion,
+		HotfixVersion:         o.Hotfix,
+		Decision:              string(o.Decision),
+		CheckHotfixOutcome:    o.Check.Outcome,
+		DownloadHotfixOutcome: o.Download.Outcome,
+		Route:                 o.Download.Route,
+		Fallback:              o.Fallback,
+		FallbackReason:        truncate(o.FallbackReason, 256),
+		ProvisionExitCode:     int32(o.ExitCode),
+		CheckHotfixMs:         o.Check.Elapsed.Milliseconds(),
+		DownloadHotfixMs:      o.Download.Elapsed.Milliseconds(),
+		ProvisionMs:           o.Provision.Milliseconds(),
+	}
+}
+
+// BootID returns the kernel's boot ID (/proc/sys/kernel/random/boot_id under
+// root): the service counts each (vmId, boot) once.
+func BootID(root layout.Root) (string, error) {
+	path := root.BootID()
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64)
+	n, err := io.ReadFull(f, buf)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("read boot id: %w", err)
+	}
+	id := strings.TrimSpace(string(buf[:n]))
+	if len(id) != 36 {
+		return "", fmt.Errorf("read boot id: %s holds %q, not a UUID", path, id)
+	}
+	return id, nil
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
