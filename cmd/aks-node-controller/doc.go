@@ -84,6 +84,16 @@ records that in provision.json (exit code 128+signal) so provision-wait does
 not wait out its timeout. The hotfix agent writes to launch's own stdout and
 stderr, not a pipe, so its bootstrap outlives a launch that dies.
 
+Outcome report. With ENABLE_PROVISIONING_HOTFIX=true, launch reports once,
+after provision and within 2 s, to the live-patching service
+(nodehotfix.node.v1.ReportService, same TLS, ALPN, verify name and attested
+document as check-hotfix): the boot ID, the baked version, the agent that
+provisioned and its version, the hotfix chosen, the decision, check-hotfix's
+and download-hotfix's outcomes and route, the fallback and its reason,
+provision's exit code and the durations. A failed report is logged and
+changes nothing. Nodes that chose the baked agent are their base's control
+cohort. With the flag off nothing is sent.
+
 launch flags, besides the common ones: --bin-path (the baked agent; the
 hotfix is <bin-path>-hotfix), --hotfix-json, --provision-config, --nbc-cmd,
 --features (paths, default under --root), --release-keys, --artifact-ca,

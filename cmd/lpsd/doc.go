@@ -5,6 +5,17 @@ attested instance-identity document; lpsd verifies the document and answers
 with the hotfix pointer for that node, from an in-memory snapshot of its
 store. Operators change the state through the admin API (lpsctl).
 
+After provisioning, a node with the hotfix flag on reports how it went
+(nodehotfix.node.v1.ReportService/ReportOutcome, on the same listener,
+authenticated the same way). lpsd keeps the vmId from the document, refuses
+a hotfix report unless the node was offered that release, at most 16 boots
+per vmId per replica, and stores each (vmId, boot) once: reports are
+written in batches, one store write per 100 ms per replica, and a node's
+call returns once its report is stored. lpsctl status shows, per release,
+the nodes that reported, succeeded, failed and fell back, and, per base,
+the control cohort (nodes that ran the baked agent). Metric:
+lpsd_reports_total{result}.
+
 Usage:
 
 	lpsd --tls-cert FILE --tls-key FILE (--admin-token-file FILE | --admin-client-ca FILE) [flags]

@@ -160,3 +160,22 @@ func unwrapStatus(err error) error {
 	}
 	return err
 }
+
+// TestReportOutcomeReplayedDocument: a document used past the verifier's
+// MaxUses is refused on the report path as on GetComponentConfig.
+func TestReportOutcomeReplayedDocument(t *testing.T) {
+	t.Parallel()
+	cas := mustCAs(t)
+	ts := startServer(t, serverOpts{releases: []rollout.Release{relServed}})
+	token := mintToken(t, cas.good, docOpts{})
+	for i := range testMaxUses {
+		if _, err := ts.report(t, token, hotfixReport()); err != nil {
+			t.Fatalf("use %d refused: %v", i+1, err)
+		}
+	}
+	_, err := ts.report(t, token, hotfixReport())
+	var le *lpsclient.Error
+	if !asError(err, &le) || le.Code != codes.Unauthenticated {
+		t.Fatalf("replayed document = %v, want Unauthenticated", err)
+	}
+}
