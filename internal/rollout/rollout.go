@@ -75,6 +75,8 @@ type Rollout struct {
 	// Regions limits the scope to service instances labelled with one of
 	// these regions; empty means every region.
 	Regions []string `json:"regions,omitempty"`
+	// Plan, when set, steps the percentage by itself (see Plan).
+	Plan *Plan `json:"plan,omitempty"`
 }
 
 // Release is a published hotfix release and its rollout.
@@ -114,6 +116,11 @@ func (r Release) Validate() error {
 	}
 	if r.Rollout.Percent < 0 || r.Rollout.Percent > 100 {
 		return fmt.Errorf("release %s: percent %d out of range 0..100", r.Version, r.Rollout.Percent)
+	}
+	if r.Rollout.Plan != nil {
+		if err := r.Rollout.Plan.Validate(); err != nil {
+			return fmt.Errorf("release %s: %w", r.Version, err)
+		}
 	}
 	return nil
 }

@@ -50,6 +50,9 @@ type AuditEntry struct {
 	// Before is null for a publish.
 	Before json.RawMessage `json:"before"`
 	After  json.RawMessage `json:"after"`
+	// Evidence is what an automatic change was decided on (the counts, the
+	// rule and its numbers), JSON; empty for an operator's change.
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 // Report is one node's provisioning outcome for one boot, as lpsd stores it.

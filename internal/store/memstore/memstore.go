@@ -179,12 +179,18 @@ func cloneRelease(r rollout.Release) rollout.Release {
 	r.Envelope = cloneRaw(r.Envelope)
 	r.Rollout.Subscriptions = slices.Clone(r.Rollout.Subscriptions)
 	r.Rollout.Regions = slices.Clone(r.Rollout.Regions)
+	if p := r.Rollout.Plan; p != nil {
+		c := *p
+		c.Steps = slices.Clone(p.Steps)
+		r.Rollout.Plan = &c
+	}
 	return r
 }
 
 func cloneAudit(a store.AuditEntry) store.AuditEntry {
 	a.Before = cloneRaw(a.Before)
 	a.After = cloneRaw(a.After)
+	a.Evidence = cloneRaw(a.Evidence)
 	return a
 }
 

@@ -1,0 +1,119 @@
+package health
+
+import (
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/tally"
+)
+
+// plan is the documented default-like plan the tests judge under.
+var plan = rollout.Plan{
+	Steps:          []rollout.PlanStep{{Percent: 1, Bake: time.Hour, MinReports: 20}, {Percent: 100, Bake: time.Hour, MinReports: 100}},
+	Margin:         0.05,
+	MaxFailureRate: 0.20,
+}
+
+func TestJudge(t *testing.T) {
+	t.Parallel()
+	c := func(ok, failed, fallback uint64) tally.Counts {
+		return tally.Counts{Reported: ok + failed + fallback, OK: ok, Failed: failed, Fallback: fallback}
+	}
+	tests := []struct {
+		name    string
+		rel     tally.Counts
+		control tally.Counts
+		verdict string
+		rule    string
+	}{
+		{"too-few", c(10, 9, 0), c(1000, 20, 0), Insufficient, ""},
+		{"equal-rates", c(98, 2, 0), c(980, 20, 0), Healthy, ""},
+		{"within-margin", c(94, 6, 0), c(980, 20, 0), Healthy, ""},
+		{"bad-canary-vs-control", c(12, 4, 4), c(980, 20, 0), Regressing, RuleComparison},
+		{"fallbacks-count-as-failures", c(70, 0, 30), c(980, 20, 0), Regressing, RuleComparison},
+		{"ceiling-without-control", c(10, 10, 0), c(5, 0, 0), Regressing, RuleCeiling},
+		{"no-control-healthy", c(20, 0, 0), tally.Counts{}, Healthy, ""},
+		{"all-failing-control", c(0, 20, 0), c(0, 1000, 0), Regressing, RuleCeiling},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Judge(tt.rel, tt.control, plan)
+			if v.Verdict != tt.verdict || v.Rule != tt.rule {
+				t.Errorf("Judge = %s/%s (%s), want %s/%s", v.Verdict, v.Rule, v.Detail, tt.verdict, tt.rule)
+			}
+		})
+	}
+}
+
+// simulate streams release reports at failure rate p1 against a control of
+// n0 reports at p0, judging after every report up to maxN (the worst case:
+// the autopilot looks on every new report). It returns the report count at
+// the first regression, or 0 if none.
+func simulate(rng *rand.Rand, p1, p0 float64, n0, maxN int) int {
+	var control tally.Counts
+	for range n0 {
+		control.Reported++
+		if rng.Float64() < p0 {
+			control.Failed++
+		} else {
+			control.OK++
+		}
+	}
+	var rel tally.Counts
+	for n := 1; n <= maxN; n++ {
+		rel.Reported++
+		if rng.Float64() < p1 {
+			rel.Failed++
+		} else {
+			rel.OK++
+		}
+		if Judge(rel, control, plan).Verdict == Regressing {
+			return n
+		}
+	}
+	return 0
+}
+
+// TestErrorRates measures the rule's error rates by simulation, with a
+// fixed seed so the numbers are reproducible (they are quoted in
+// docs/closed-loop.md): false halts of a healthy release looked at after
+// every report, and how many reports a clearly bad one needs.
+func TestErrorRates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulation")
+	}
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const runs = 1000
+	for _, p := range []float64{0.02, 0.10} {
+		halts := 0
+		for range runs {
+			if simulate(rng, p, p, 500, 2000) > 0 {
+				halts++
+			}
+		}
+		rate := float64(halts) / runs
+		t.Logf("healthy release at %.0f%% (control %.0f%%, 500 control reports), judged after each of 2000 reports: %d/%d runs halted (%.1f%%)", 100*p, 100*p, halts, runs, 100*rate)
+		if rate > 0.01 {
+			t.Errorf("false-halt rate %.1f%% at %.0f%%, want at most 1%%", 100*rate, 100*p)
+		}
+	}
+	var at []int
+	missed := 0
+	for range runs {
+		n := simulate(rng, 0.30, 0.02, 500, 2000)
+		if n == 0 {
+			missed++
+			continue
+		}
+		at = append(at, n)
+	}
+	sort.Ints(at)
+	t.Logf("bad release at 30%% vs control 2%%: halted in %d/%d runs; reports at the halt: median %d, p95 %d, max %d", runs-missed, runs, at[len(at)/2], at[len(at)*95/100], at[len(at)-1])
+	if missed > 0 || at[len(at)*95/100] > 60 {
+		t.Errorf("a 30%% vs 2%% regression: %d missed, p95 %d reports; want none missed and p95 within 60", missed, at[len(at)*95/100])
+	}
+}

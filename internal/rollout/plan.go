@@ -1,0 +1,147 @@
+package rollout
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalidPlan is returned (wrapped) for a plan that cannot run.
+var ErrInvalidPlan = errors.New("invalid rollout plan")
+
+// Plan is a rollout in steps that lpsd advances by itself while the release
+// stays healthy and halts when it regresses (internal/autopilot). The
+// first step is the canary: a small percentage that must gather its reports
+// before more nodes get the release.
+type Plan struct {
+	// Steps are the percentages to go through, strictly increasing; after
+	// the last (which may be 100) the release completes.
+	Steps []PlanStep `json:"steps"`
+	// Margin is how many points the release's failure rate may exceed its
+	// base's control cohort's before it is judged a regression (0.05: five
+	// points).
+	Margin float64 `json:"margin"`
+	// MaxFailureRate is the absolute ceiling: a release that fails more
+	// often than this halts whatever the control does.
+	MaxFailureRate float64 `json:"max_failure_rate"`
+	// Step is the index of the current step, and StepSince when it began.
+	Step      int       `json:"step"`
+	StepSince time.Time `json:"step_since"`
+}
+
+// PlanStep is one step of a plan.
+type PlanStep struct {
+	Percent int `json:"percent"`
+	// Bake is the least time the step runs before the next.
+	Bake time.Duration `json:"bake"`
+	// MinReports is how many reports the release must have (over all
+	// steps so far) before the step may end; the health rule judges no
+	// release on fewer.
+	MinReports int `json:"min_reports"`
+}
+
+// Limits of a plan.
+const (
+	maxPlanSteps = 20
+	maxBake      = 30 * 24 * time.Hour
+)
+
+// Validate checks p's invariants.
+func (p Plan) Validate() error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPlan, fmt.Sprintf(format, a...))
+	}
+	if len(p.Steps) == 0 || len(p.Steps) > maxPlanSteps {
+		return bad("%d steps; want 1 to %d", len(p.Steps), maxPlanSteps)
+	}
+	prev := 0
+	for i, s := range p.Steps {
+		if s.Percent <= prev || s.Percent > 100 {
+			return bad("step %d: %d%% after %d%%; steps must grow, up to 100", i+1, s.Percent, prev)
+		}
+		if s.Bake < 0 || s.Bake > maxBake {
+			return bad("step %d: bake %v out of range 0..%v", i+1, s.Bake, maxBake)
+		}
+		if s.MinReports < 1 || s.MinReports > 1_000_000 {
+			return bad("step %d: min reports %d out of range 1..1000000", i+1, s.MinReports)
+		}
+		prev = s.Percent
+	}
+	if p.Margin < 0 || p.Margin >= 1 {
+		return bad("margin %v out of range [0, 1)", p.Margin)
+	}
+	if p.MaxFailureRate <= 0 || p.MaxFailureRate > 1 {
+		return bad("max failure rate %v out of range (0, 1]", p.MaxFailureRate)
+	}
+	if p.Step < 0 || p.Step >= len(p.Steps) {
+		return bad("current step %d of %d", p.Step, len(p.Steps))
+	}
+	return nil
+}
+
+// Current returns the step the plan is at.
+func (p Plan) Current() PlanStep { return p.Steps[p.Step] }
+
+// Due returns when the current step's bake ends.
+func (p Plan) Due() time.Time { return p.StepSince.Add(p.Current().Bake) }
+
+// SetPlan returns r rolling under plan p from its first step that is
+// above r's current percentage (a percentage never shrinks), started at
+// now. A draft starts rolling; a paused, halted, complete or revoked
+// release is refused.
+func (r Release) SetPlan(p Plan, now time.Time) (Release, error) {
+	if r.Revoked {
+		return r, fmt.Errorf("%w: %s", ErrRevoked, r.Version)
+	}
+	switch r.Rollout.State {
+	case Paused, Halted, Complete:
+		return r, fmt.Errorf("%w: %s is %s; a plan needs a draft or rolling release", ErrInvalidTransition, r.Version, r.Rollout.State)
+	}
+	p.Step, p.StepSince = 0, now
+	if err := p.Validate(); err != nil {
+		return r, err
+	}
+	for p.Step < len(p.Steps)-1 && p.Steps[p.Step].Percent <= r.Rollout.Percent {
+		p.Step++
+	}
+	percent := max(r.Rollout.Percent, p.Current().Percent)
+	r, err := r.SetScope(percent, nil, nil)
+	if err != nil {
+		return r, err
+	}
+	r.Rollout.Plan = &p
+	return r, nil
+}
+
+// Advance returns r moved to its plan's next step at now, or completed
+// after the last one.
+func (r Release) Advance(now time.Time) (Release, error) {
+	p := r.Rollout.Plan
+	if p == nil {
+		return r, fmt.Errorf("%w: %s has no plan", ErrInvalidPlan, r.Version)
+	}
+	if r.Rollout.State != Rolling {
+		return r, fmt.Errorf("%w: %s is %s, not rolling", ErrInvalidTransition, r.Version, r.Rollout.State)
+	}
+	next := *p
+	next.Steps = append([]PlanStep(nil), p.Steps...)
+	for next.Step < len(next.Steps) && next.Steps[next.Step].Percent <= r.Rollout.Percent {
+		next.Step++
+	}
+	if next.Step >= len(next.Steps) {
+		next.Step = len(next.Steps) - 1
+		out, err := r.Transition(Complete)
+		if err != nil {
+			return r, err
+		}
+		out.Rollout.Plan = &next
+		return out, nil
+	}
+	next.StepSince = now
+	out, err := r.SetScope(next.Current().Percent, nil, nil)
+	if err != nil {
+		return r, err
+	}
+	out.Rollout.Plan = &next
+	return out, nil
+}
