@@ -24,6 +24,48 @@ type releaseJSON struct {
 	Revision      int64     `json:"revision"`
 	// Counts are nodes' outcome reports (status only).
 	Counts *countsJSON `json:"counts,omitempty"`
+	Plan   *planJSON   `json:"plan,omitempty"`
+	// Health is the rule's verdict on the plan's current step (status only).
+	Health *healthJSON `json:"health,omitempty"`
+}
+
+type planJSON struct {
+	Steps          []planStepJSON `json:"steps"`
+	Margin         float64        `json:"margin"`
+	MaxFailureRate float64        `json:"max_failure_rate"`
+	Step           int32          `json:"step"`
+	StepSince      time.Time      `json:"step_since"`
+}
+
+type planStepJSON struct {
+	Percent     int32 `json:"percent"`
+	BakeSeconds int64 `json:"bake_seconds"`
+	MinReports  int32 `json:"min_reports"`
+}
+
+type healthJSON struct {
+	Verdict string    `json:"verdict"`
+	Rule    string    `json:"rule,omitempty"`
+	Detail  string    `json:"detail"`
+	NextDue time.Time `json:"next_due"`
+}
+
+func toPlanJSON(p *adminv1.Plan) *planJSON {
+	if p == nil {
+		return nil
+	}
+	out := &planJSON{Margin: p.GetMargin(), MaxFailureRate: p.GetMaxFailureRate(), Step: p.GetStep(), StepSince: p.GetStepSince().AsTime(), Steps: []planStepJSON{}}
+	for _, s := range p.GetSteps() {
+		out.Steps = append(out.Steps, planStepJSON{Percent: s.GetPercent(), BakeSeconds: s.GetBakeSeconds(), MinReports: s.GetMinReports()})
+	}
+	return out
+}
+
+func toHealthJSON(h *adminv1.Health) *healthJSON {
+	if h == nil {
+		return nil
+	}
+	return &healthJSON{Verdict: h.GetVerdict(), Rule: h.GetRule(), Detail: h.GetDetail(), NextDue: h.GetNextDue().AsTime()}
 }
 
 // countsJSON is the JSON of adminv1.Counts.
@@ -54,6 +96,8 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 		UpdatedAt:     r.GetUpdatedAt().AsTime(),
 		Revision:      r.GetRevision(),
 		Counts:        toCountsJSON(r.GetCounts()),
+		Plan:          toPlanJSON(r.GetRollout().GetPlan()),
+		Health:        toHealthJSON(r.GetRollout().GetHealth()),
 	}
 }
 

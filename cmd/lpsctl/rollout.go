@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
+	"strings"
+	"time"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 )
@@ -89,4 +92,63 @@ func transitionCmd(name string) func(context.Context, []string, *env) error {
 		}
 		return printRelease(e.stdout, c.json, resp.GetRelease())
 	}
+}
+
+func runRolloutPlan(ctx context.Context, args []string, e *env) error {
+	var c connFlags
+	var steps string
+	var margin, ceiling float64
+	var ifRevision int64
+	fs := newFlagSet("rollout plan", "VERSION --steps P:BAKE:REPORTS,... [--margin M] [--max-failure F] [connection flags]", e)
+	fs.StringVar(&steps, "steps", "", "the steps, `P:BAKE:REPORTS,...`: percent, least time at the step, reports the release needs by its end (e.g. 1:30m:20,10:1h:100,100:2h:500); the first is the canary")
+	fs.Float64Var(&margin, "margin", 0.05, "how much higher than the control cohort's the failure rate may be, as a fraction (0.05: five points)")
+	fs.Float64Var(&ceiling, "max-failure", 0.2, "absolute failure-rate ceiling, a fraction in (0, 1]")
+	fs.Int64Var(&ifRevision, "if-revision", 0, "apply only if the release is at this `revision` (from status; 0: current)")
+	c.register(fs)
+	pos, err := parse(fs, args, "VERSION")
+	if err != nil {
+		return err
+	}
+	plan, err := parseSteps(steps)
+	if err != nil {
+		return usagef("--steps: %v", err)
+	}
+	plan.Margin, plan.MaxFailureRate = margin, ceiling
+	var resp *adminv1.SetPlanResponse
+	err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+		resp, err = cl.SetPlan(ctx, &adminv1.SetPlanRequest{Version: pos[0], Plan: plan, IfRevision: ifRevision})
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	return printRelease(e.stdout, c.json, resp.GetRelease())
+}
+
+// parseSteps reads "P:BAKE:REPORTS,...".
+func parseSteps(s string) (*adminv1.Plan, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("required, e.g. 1:30m:20,10:1h:100,100:2h:500")
+	}
+	plan := &adminv1.Plan{}
+	for i, part := range strings.Split(s, ",") {
+		f := strings.Split(strings.TrimSpace(part), ":")
+		if len(f) != 3 {
+			return nil, fmt.Errorf("step %d %q: want PERCENT:BAKE:REPORTS", i+1, part)
+		}
+		pct, err := strconv.Atoi(f[0])
+		if err != nil {
+			return nil, fmt.Errorf("step %d: percent %q: %v", i+1, f[0], err)
+		}
+		bake, err := time.ParseDuration(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("step %d: bake %q: %v", i+1, f[1], err)
+		}
+		n, err := strconv.Atoi(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("step %d: reports %q: %v", i+1, f[2], err)
+		}
+		plan.Steps = append(plan.Steps, &adminv1.PlanStep{Percent: int32(pct), BakeSeconds: int64(bake / time.Second), MinReports: int32(n)})
+	}
+	return plan, nil
 }

@@ -39,6 +39,7 @@ func commands() []command {
 		{"release sign", "sign a release envelope from local artifacts (offline)", runReleaseSign},
 		{"release publish", "publish a signed release as a draft rollout", runReleasePublish},
 		{"rollout set", "grow a rollout's percentage and set its scope", runRolloutSet},
+		{"rollout plan", "put a release on a plan: steps lpsd advances while healthy and halts on a regression", runRolloutPlan},
 		{"rollout pause", "stop growing a rollout; keep serving its nodes", transitionCmd("pause")},
 		{"rollout resume", "set a paused or halted rollout rolling again", transitionCmd("resume")},
 		{"rollout halt", "stop serving a release", transitionCmd("halt")},

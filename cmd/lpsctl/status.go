@@ -86,6 +86,33 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 				c.GetReported(), c.GetOk(), c.GetFailed(), c.GetFallback(), r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
 		}
 	}
+	var planned []*adminv1.Release
+	for _, r := range st.GetReleases() {
+		if r.GetRollout().GetPlan() != nil {
+			planned = append(planned, r)
+		}
+	}
+	if len(planned) > 0 {
+		fmt.Fprintln(tw)
+		fmt.Fprintln(tw, "PLANNED\tSTEP\tHEALTH\tNEXT STEP DUE\tDETAIL")
+		for _, r := range planned {
+			p, h := r.GetRollout().GetPlan(), r.GetRollout().GetHealth()
+			steps := p.GetSteps()
+			step := fmt.Sprintf("%d/%d at %d%%", p.GetStep()+1, len(steps), r.GetRollout().GetPercent())
+			due := "-"
+			if r.GetRollout().GetState() == "rolling" && h.GetNextDue() != nil {
+				due = formatTime(h.GetNextDue().AsTime())
+			}
+			verdict := h.GetVerdict()
+			if h.GetRule() != "" {
+				verdict += " (" + h.GetRule() + ")"
+			}
+			if verdict == "" {
+				verdict = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.GetVersion(), step, verdict, due, h.GetDetail())
+		}
+	}
 	fmt.Fprintln(tw)
 	if len(st.GetControl()) == 0 {
 		fmt.Fprintln(tw, "no control-cohort reports yet (nodes with the hotfix flag on that ran the baked agent)")

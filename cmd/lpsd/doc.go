@@ -16,6 +16,15 @@ the nodes that reported, succeeded, failed and fell back, and, per base,
 the control cohort (nodes that ran the baked agent). Metric:
 lpsd_reports_total{result}.
 
+A release with a plan (lpsctl rollout plan) is stepped by lpsd itself
+every --autopilot-interval (default 10s; 0 turns it off): a step ends when
+its bake time has passed and the release has the step's reports, unless the
+health rule (internal/health: a failure-rate ceiling and a comparison with
+the base's control cohort) finds a regression, which halts the release at
+once. Every automatic change is an audit entry with actor lpsd and its
+evidence; replicas race through compare-and-swap, so exactly one acts, and
+an operator's pause, halt or revoke wins.
+
 Usage:
 
 	lpsd --tls-cert FILE --tls-key FILE (--admin-token-file FILE | --admin-client-ca FILE) [flags]

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/autopilot"
 	"nodehotfix/internal/capfile"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/imds/attest"
@@ -47,6 +48,7 @@ type options struct {
 	releaseKeys                     string
 	maxConns                        int
 	maxHandshakes                   int
+	autopilotInterval               time.Duration
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -75,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.region, "region", "", "this instance's region label, matched against rollout regions")
 	fs.StringVar(&o.releaseKeys, "release-keys", "", "release public keys `file`; when set, only releases signed by them can be published")
 	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default, 4096)")
+	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted (0: never)")
 	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 2 s for a slot are closed (0: the default, 128 per CPU)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -208,6 +211,10 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		}()
 	}
 	goRun("snapshot", func() error { return keepSnapshot(ctx, snaps, log) })
+	if o.autopilotInterval > 0 {
+		ap := autopilot.New(st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot")})
+		goRun("autopilot", func() error { return ap.Run(ctx) })
+	}
 	goRun("node listener", func() error { return node.Serve(ctx, nodeLn) })
 	goRun("admin listener", func() error { return adminSrv.Serve(adminLn) })
 	goRun("http listener", func() error {

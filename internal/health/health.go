@@ -57,8 +57,7 @@ type Verdict struct {
 	ReleaseRate float64 `json:"release_rate"`
 	ControlRate float64 `json:"control_rate"`
 	// LowerBound is the release rate's Wilson lower bound (the ceiling's
-	// statistic); ZScore the comparison's, NaN when the control is too
-	// small to compare with.
+	// statistic); ZScore the comparison's, 0 when Compared is false.
 	LowerBound float64 `json:"lower_bound"`
 	ZScore     float64 `json:"z"`
 	// Compared reports whether the control was large enough to compare.
@@ -70,7 +69,7 @@ type Verdict struct {
 // Judge applies the rule to a release's and its control cohort's counts
 // under plan p's current step.
 func Judge(rel, control tally.Counts, p rollout.Plan) Verdict {
-	v := Verdict{Release: rel, Control: control, ZScore: math.NaN()}
+	v := Verdict{Release: rel, Control: control}
 	minReports := uint64(p.Current().MinReports)
 	if rel.Reported > 0 {
 		v.ReleaseRate = float64(rel.Failures()) / float64(rel.Reported)

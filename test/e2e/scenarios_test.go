@@ -3,6 +3,7 @@ package e2e
 import (
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -336,4 +337,108 @@ func TestIntegrationCustomDataBoothook(t *testing.T) {
 	if !strings.HasPrefix(out, "#cloud-boothook\n") || !strings.Contains(out, "enabled_features.sh") {
 		t.Errorf("custom data:\n%s", out)
 	}
+}
+
+// releaseState returns version's rollout state and percent from status.
+func (s *stack) releaseState(version string) (string, int) {
+	s.t.Helper()
+	out := s.ctl("status", "--json")
+	var st struct {
+		Releases []struct {
+			Version string `json:"version"`
+			State   string `json:"state"`
+			Percent int    `json:"percent"`
+		} `json:"releases"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, r := range st.Releases {
+		if r.Version == version {
+			return r.State, r.Percent
+		}
+	}
+	s.t.Fatalf("no release %s in status", version)
+	return "", 0
+}
+
+// waitState waits, bounded, for the autopilot to move version to state.
+func (s *stack) waitState(version, state string) {
+	s.t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got, pct := s.releaseState(version)
+		if got == state {
+			s.waitSynced(s.lpsd)
+			return
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("%s is %s at %d%%, want %s (audit:\n%s\nlpsd log:\n%s)", version, got, pct, state, s.ctl("audit"), s.lpsd.Log())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestIntegrationClosedLoop: a hotfix that crashes in provision on its
+// canary nodes is halted by lpsd itself on their reports, and later nodes
+// are served nothing; a healthy hotfix advances through its steps to
+// complete. Both with audit entries by lpsd.
+func TestIntegrationClosedLoop(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	t.Run("bad hotfix halted on its canary", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
+		s.publishDraft(crashingHotfix, "")
+		// Every test node has the stack's vmId, so a 100% first step is the
+		// canary here; it needs 3 reports.
+		s.ctl("rollout", "plan", crashingHotfix, "--steps", "100:1h:3", "--max-failure", "0.2")
+		s.waitSynced(s.lpsd)
+		for range 3 {
+			n := s.node(nodeOpts{})
+			res := s.launch(n, "", "")
+			expect(t, n, res, bakedVersion, "lpsRead", "staged")
+		}
+		s.waitState(crashingHotfix, "halted")
+		audit := s.ctl("audit")
+		if !strings.Contains(audit, "auto-halt") || !strings.Contains(audit, "lpsd") {
+			t.Errorf("audit has no automatic halt by lpsd:\n%s", audit)
+		}
+		// A node provisioning after the halt is offered nothing.
+		n := s.node(nodeOpts{})
+		res := s.launch(n, "", "")
+		expect(t, n, res, bakedVersion, "noHotfixAvailable", "")
+		if got := s.releaseCounts(crashingHotfix); got != (counts{Reported: 3, Fallback: 3}) {
+			t.Errorf("counts = %+v, want 3 fallbacks", got)
+		}
+	})
+	t.Run("healthy hotfix advances", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
+		s.publishDraft(hotfix1, "")
+		// The first step includes the stack's one vmId.
+		first := rollout.Bucket(vmID, hotfix1)/100 + 1
+		s.ctl("rollout", "plan", hotfix1, "--steps", fmt.Sprintf("%d:0s:2,100:0s:3", first))
+		s.waitSynced(s.lpsd)
+		for range 2 {
+			n := s.node(nodeOpts{})
+			expect(t, n, s.launch(n, "", ""), hotfix1, "lpsRead", "staged")
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			if _, pct := s.releaseState(hotfix1); pct == 100 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("never advanced to 100%%; audit:\n%s", s.ctl("audit"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		n := s.node(nodeOpts{})
+		expect(t, n, s.launch(n, "", ""), hotfix1, "lpsRead", "staged")
+		s.waitState(hotfix1, "complete")
+		if audit := s.ctl("audit"); strings.Count(audit, "auto-advance") != 2 {
+			t.Errorf("audit, want two automatic advances:\n%s", audit)
+		}
+	})
 }

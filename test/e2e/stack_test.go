@@ -32,6 +32,8 @@ type stack struct {
 type stackOpts struct {
 	store string
 	vmID  string
+	// lpsdFlags are extra lpsd flags.
+	lpsdFlags []string
 }
 
 func newStack(t *testing.T, o stackOpts) *stack {
@@ -46,7 +48,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.imds.Stop(5 * time.Second) })
-	if s.lpsd, err = harness.StartLPSD(ctx, env.bins, s.dir, harness.LPSDOptions{IMDSRoots: s.imds.RootsFile, Store: o.store, Region: "eastus"}); err != nil {
+	if s.lpsd, err = harness.StartLPSD(ctx, env.bins, s.dir, harness.LPSDOptions{IMDSRoots: s.imds.RootsFile, Store: o.store, Region: "eastus", Extra: o.lpsdFlags}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.lpsd.Stop(10 * time.Second) })
@@ -76,6 +78,14 @@ func (s *stack) generateKeys(ctx context.Context) {
 
 func (s *stack) publish(version, key string, percent int) {
 	s.t.Helper()
+	s.publishDraft(version, key)
+	s.ctl("rollout", "set", version, "--percent", strconv.Itoa(percent))
+	s.waitSynced(s.lpsd)
+}
+
+// publishDraft signs and publishes version as a draft.
+func (s *stack) publishDraft(version, key string) {
+	s.t.Helper()
 	if key == "" {
 		key = s.priv
 	}
@@ -86,8 +96,6 @@ func (s *stack) publish(version, key string, percent int) {
 		s.t.Fatal(err)
 	}
 	s.ctl("release", "publish", "--envelope", envelope)
-	s.ctl("rollout", "set", version, "--percent", strconv.Itoa(percent))
-	s.waitSynced(s.lpsd)
 }
 
 func (s *stack) ctl(args ...string) string {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/health"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/lps"
 	"nodehotfix/internal/release"
@@ -29,6 +31,7 @@ import (
 const (
 	ActionPublish    = "publish"
 	ActionRolloutSet = "rollout-set"
+	ActionPlan       = "plan"
 	ActionPause      = "pause"
 	ActionResume     = "resume"
 	ActionHalt       = "halt"
@@ -184,6 +187,52 @@ func (s *Server) checkEnvelope(env []byte, now time.Time) (release.Release, erro
 // SetRollout grows a release's percentage and optionally replaces its
 // scope; a draft starts rolling. FailedPrecondition for a decrease or a
 // paused, halted, complete or revoked release.
+// SetPlan puts a release on a plan from its first step above the current
+// percentage.
+func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adminv1.SetPlanResponse, error) {
+	actor, err := requireActor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p, err := planFromProto(req.GetPlan())
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "plan: %v", err)
+	}
+	now := s.now()
+	r, err := s.change(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), func(r rollout.Release) (rollout.Release, error) {
+		return r.SetPlan(p, now)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.SetPlanResponse{Release: r}, nil
+}
+
+func planFromProto(pp *adminv1.Plan) (rollout.Plan, error) {
+	if pp == nil {
+		return rollout.Plan{}, errors.New("no plan")
+	}
+	p := rollout.Plan{Margin: pp.GetMargin(), MaxFailureRate: pp.GetMaxFailureRate()}
+	for _, st := range pp.GetSteps() {
+		if b := st.GetBakeSeconds(); b < 0 || b > int64(30*24*time.Hour/time.Second) {
+			return p, fmt.Errorf("bake %d s out of range", b)
+		}
+		p.Steps = append(p.Steps, rollout.PlanStep{Percent: int(st.GetPercent()), Bake: time.Duration(st.GetBakeSeconds()) * time.Second, MinReports: int(st.GetMinReports())})
+	}
+	return p, p.Validate()
+}
+
+func planToProto(p *rollout.Plan) *adminv1.Plan {
+	if p == nil {
+		return nil
+	}
+	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince)}
+	for _, st := range p.Steps {
+		out.Steps = append(out.Steps, &adminv1.PlanStep{Percent: int32(st.Percent), BakeSeconds: int64(st.Bake / time.Second), MinReports: int32(st.MinReports)})
+	}
+	return out
+}
+
 func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest) (*adminv1.SetRolloutResponse, error) {
 	actor, err := requireActor(ctx)
 	if err != nil {
@@ -330,6 +379,7 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 
 func unchanged(a, b rollout.Release) bool {
 	return a.Revoked == b.Revoked &&
+		reflect.DeepEqual(a.Rollout.Plan, b.Rollout.Plan) &&
 		a.Rollout.State == b.Rollout.State &&
 		a.Rollout.Percent == b.Rollout.Percent &&
 		slices.Equal(a.Rollout.Subscriptions, b.Rollout.Subscriptions) &&
@@ -351,6 +401,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		return nil, s.storeError("list releases", err)
 	}
 	resp := &adminv1.StatusResponse{Region: s.region}
+	var planned []*rollout.Plan // per resp.Releases entry
 	// Releases carries no per-record revision; read each record so the
 	// revision shown is the one a compare-and-swap must name.
 	for _, listed := range rels {
@@ -362,14 +413,19 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 			return nil, s.storeError("read release "+listed.Version, err)
 		}
 		resp.Releases = append(resp.Releases, toProto(r, rev))
+		planned = append(planned, r.Rollout.Plan)
 	}
 	reports, err := s.store.Reports(ctx)
 	if err != nil {
 		return nil, s.storeError("list reports", err)
 	}
 	t := tally.Of(reports)
-	for _, r := range resp.Releases {
+	for i, r := range resp.Releases {
 		r.Counts = countsProto(t.Releases[r.Version])
+		if p := planned[i]; p != nil {
+			v := health.Judge(t.Releases[r.Version], t.Control[r.Base], *p)
+			r.Rollout.Health = &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Detail: v.Detail, NextDue: timestamppb.New(p.Due())}
+		}
 	}
 	for _, base := range slices.Sorted(maps.Keys(t.Control)) {
 		resp.Control = append(resp.Control, &adminv1.ControlCohort{Base: base, Counts: countsProto(t.Control[base])})
@@ -533,6 +589,7 @@ func toProto(r rollout.Release, rev int64) *adminv1.Release {
 			Percent:       int32(r.Rollout.Percent),
 			Subscriptions: r.Rollout.Subscriptions,
 			Regions:       r.Rollout.Regions,
+			Plan:          planToProto(r.Rollout.Plan),
 		},
 		Revoked:     r.Revoked,
 		PublishedAt: timestamppb.New(r.PublishedAt),

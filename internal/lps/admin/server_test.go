@@ -806,6 +806,10 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 			_, err := s.Transition(ctx, &adminv1.TransitionRequest{Version: "202604.01.1", Action: adminv1.Action_ACTION_HALT})
 			return err
 		},
+		"SetPlan": func() error {
+			_, err := s.SetPlan(ctx, &adminv1.SetPlanRequest{Version: "202604.01.1"})
+			return err
+		},
 		"Revoke": func() error { _, err := s.Revoke(ctx, &adminv1.RevokeRequest{Version: "202604.01.1"}); return err },
 		"Status": func() error { _, err := s.Status(ctx, &adminv1.StatusRequest{}); return err },
 		"Explain": func() error {
@@ -821,5 +825,47 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 			continue
 		}
 		wantCode(t, m.MethodName+" without an actor", call(), codes.Unauthenticated)
+	}
+}
+
+// TestSetPlan: a plan starts the release at its first step; Status shows
+// the plan, the health verdict on the counted reports and when the next
+// step is due; bad plans are InvalidArgument.
+func TestSetPlan(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	const v = "202604.01.4"
+	publish(t, c, signed(t, priv, v))
+	plan := &adminv1.Plan{
+		Steps:  []*adminv1.PlanStep{{Percent: 1, BakeSeconds: 1800, MinReports: 20}, {Percent: 100, BakeSeconds: 3600, MinReports: 100}},
+		Margin: 0.05, MaxFailureRate: 0.2,
+	}
+	r, err := c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := r.GetRelease().GetRollout()
+	if ro.GetState() != "rolling" || ro.GetPercent() != 1 || ro.GetPlan().GetStep() != 0 || len(ro.GetPlan().GetSteps()) != 2 {
+		t.Errorf("SetPlan = %v, want rolling at the first step's 1%%", ro)
+	}
+	st, err := c.Status(t.Context(), &adminv1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl := st.GetReleases()[0].GetRollout().GetHealth()
+	if hl.GetVerdict() != "insufficient" || hl.GetNextDue() == nil {
+		t.Errorf("health = %v, want insufficient with a due time", hl)
+	}
+	for name, bad := range map[string]*adminv1.Plan{
+		"none":       nil,
+		"shrinking":  {Steps: []*adminv1.PlanStep{{Percent: 50, MinReports: 1}, {Percent: 10, MinReports: 1}}, MaxFailureRate: 0.2},
+		"no-reports": {Steps: []*adminv1.PlanStep{{Percent: 50}}, MaxFailureRate: 0.2},
+		"ceiling-0":  {Steps: []*adminv1.PlanStep{{Percent: 50, MinReports: 1}}},
+		"over-100":   {Steps: []*adminv1.PlanStep{{Percent: 101, MinReports: 1}}, MaxFailureRate: 0.2},
+	} {
+		_, err := c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: bad})
+		wantCode(t, "plan "+name, err, codes.InvalidArgument)
 	}
 }

@@ -346,7 +346,11 @@ type Rollout struct {
 	// Subscription scope; empty means all.
 	Subscriptions []string `protobuf:"bytes,3,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	// Region scope; empty means all.
-	Regions       []string `protobuf:"bytes,4,rep,name=regions,proto3" json:"regions,omitempty"`
+	Regions []string `protobuf:"bytes,4,rep,name=regions,proto3" json:"regions,omitempty"`
+	// The plan, when the rollout has one.
+	Plan *Plan `protobuf:"bytes,5,opt,name=plan,proto3" json:"plan,omitempty"`
+	// The health rule's verdict on the plan's current step (Status only).
+	Health        *Health `protobuf:"bytes,6,opt,name=health,proto3" json:"health,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -409,6 +413,240 @@ func (x *Rollout) GetRegions() []string {
 	return nil
 }
 
+func (x *Rollout) GetPlan() *Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *Rollout) GetHealth() *Health {
+	if x != nil {
+		return x.Health
+	}
+	return nil
+}
+
+// Plan is a rollout in steps (see rollout.Plan).
+type Plan struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The steps, percentages strictly increasing.
+	Steps []*PlanStep `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
+	// Points the failure rate may exceed the control cohort's (0.05 = 5).
+	Margin float64 `protobuf:"fixed64,2,opt,name=margin,proto3" json:"margin,omitempty"`
+	// Absolute failure-rate ceiling, (0, 1].
+	MaxFailureRate float64 `protobuf:"fixed64,3,opt,name=max_failure_rate,json=maxFailureRate,proto3" json:"max_failure_rate,omitempty"`
+	// Index of the current step.
+	Step int32 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
+	// When the current step began.
+	StepSince     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=step_since,json=stepSince,proto3" json:"step_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Plan) Reset() {
+	*x = Plan{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Plan) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Plan) ProtoMessage() {}
+
+func (x *Plan) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Plan.ProtoReflect.Descriptor instead.
+func (*Plan) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Plan) GetSteps() []*PlanStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *Plan) GetMargin() float64 {
+	if x != nil {
+		return x.Margin
+	}
+	return 0
+}
+
+func (x *Plan) GetMaxFailureRate() float64 {
+	if x != nil {
+		return x.MaxFailureRate
+	}
+	return 0
+}
+
+func (x *Plan) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *Plan) GetStepSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StepSince
+	}
+	return nil
+}
+
+// PlanStep is one step of a plan.
+type PlanStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Percent of in-scope nodes at this step.
+	Percent int32 `protobuf:"varint,1,opt,name=percent,proto3" json:"percent,omitempty"`
+	// Least time at this step, in seconds.
+	BakeSeconds int64 `protobuf:"varint,2,opt,name=bake_seconds,json=bakeSeconds,proto3" json:"bake_seconds,omitempty"`
+	// Reports the release needs, over all steps so far, before the step ends.
+	MinReports    int32 `protobuf:"varint,3,opt,name=min_reports,json=minReports,proto3" json:"min_reports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanStep) Reset() {
+	*x = PlanStep{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanStep) ProtoMessage() {}
+
+func (x *PlanStep) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
+func (*PlanStep) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *PlanStep) GetPercent() int32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *PlanStep) GetBakeSeconds() int64 {
+	if x != nil {
+		return x.BakeSeconds
+	}
+	return 0
+}
+
+func (x *PlanStep) GetMinReports() int32 {
+	if x != nil {
+		return x.MinReports
+	}
+	return 0
+}
+
+// Health is the health rule's verdict (internal/health).
+type Health struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// insufficient, healthy or regressing.
+	Verdict string `protobuf:"bytes,1,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	// For regressing: ceiling or comparison.
+	Rule string `protobuf:"bytes,2,opt,name=rule,proto3" json:"rule,omitempty"`
+	// One line with the numbers.
+	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	// When the current step's bake ends (the next step is due then, if the
+	// reports are in).
+	NextDue       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=next_due,json=nextDue,proto3" json:"next_due,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Health) Reset() {
+	*x = Health{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Health) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Health) ProtoMessage() {}
+
+func (x *Health) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Health.ProtoReflect.Descriptor instead.
+func (*Health) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Health) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *Health) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *Health) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Health) GetNextDue() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextDue
+	}
+	return nil
+}
+
 // PublishReleaseRequest carries a signed release envelope.
 type PublishReleaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -420,7 +658,7 @@ type PublishReleaseRequest struct {
 
 func (x *PublishReleaseRequest) Reset() {
 	*x = PublishReleaseRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -432,7 +670,7 @@ func (x *PublishReleaseRequest) String() string {
 func (*PublishReleaseRequest) ProtoMessage() {}
 
 func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -445,7 +683,7 @@ func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseRequest.ProtoReflect.Descriptor instead.
 func (*PublishReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PublishReleaseRequest) GetEnvelopeJson() string {
@@ -466,7 +704,7 @@ type PublishReleaseResponse struct {
 
 func (x *PublishReleaseResponse) Reset() {
 	*x = PublishReleaseResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +716,7 @@ func (x *PublishReleaseResponse) String() string {
 func (*PublishReleaseResponse) ProtoMessage() {}
 
 func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +729,7 @@ func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseResponse.ProtoReflect.Descriptor instead.
 func (*PublishReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PublishReleaseResponse) GetRelease() *Release {
@@ -524,7 +762,7 @@ type SetRolloutRequest struct {
 
 func (x *SetRolloutRequest) Reset() {
 	*x = SetRolloutRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +774,7 @@ func (x *SetRolloutRequest) String() string {
 func (*SetRolloutRequest) ProtoMessage() {}
 
 func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +787,7 @@ func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*SetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetRolloutRequest) GetVersion() string {
@@ -612,7 +850,7 @@ type SetRolloutResponse struct {
 
 func (x *SetRolloutResponse) Reset() {
 	*x = SetRolloutResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -624,7 +862,7 @@ func (x *SetRolloutResponse) String() string {
 func (*SetRolloutResponse) ProtoMessage() {}
 
 func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -637,10 +875,120 @@ func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutResponse.ProtoReflect.Descriptor instead.
 func (*SetRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SetRolloutResponse) GetRelease() *Release {
+	if x != nil {
+		return x.Release
+	}
+	return nil
+}
+
+// SetPlanRequest sets a release's plan.
+type SetPlanRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The release version.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The plan; its step and step_since are set by the service.
+	Plan *Plan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
+	// Expected record revision; 0 means the current one.
+	IfRevision    int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPlanRequest) Reset() {
+	*x = SetPlanRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPlanRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPlanRequest) ProtoMessage() {}
+
+func (x *SetPlanRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPlanRequest.ProtoReflect.Descriptor instead.
+func (*SetPlanRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SetPlanRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *SetPlanRequest) GetPlan() *Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *SetPlanRequest) GetIfRevision() int64 {
+	if x != nil {
+		return x.IfRevision
+	}
+	return 0
+}
+
+// SetPlanResponse returns the release on its plan.
+type SetPlanResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The updated release.
+	Release       *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPlanResponse) Reset() {
+	*x = SetPlanResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPlanResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPlanResponse) ProtoMessage() {}
+
+func (x *SetPlanResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPlanResponse.ProtoReflect.Descriptor instead.
+func (*SetPlanResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SetPlanResponse) GetRelease() *Release {
 	if x != nil {
 		return x.Release
 	}
@@ -662,7 +1010,7 @@ type TransitionRequest struct {
 
 func (x *TransitionRequest) Reset() {
 	*x = TransitionRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +1022,7 @@ func (x *TransitionRequest) String() string {
 func (*TransitionRequest) ProtoMessage() {}
 
 func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +1035,7 @@ func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionRequest.ProtoReflect.Descriptor instead.
 func (*TransitionRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TransitionRequest) GetVersion() string {
@@ -722,7 +1070,7 @@ type TransitionResponse struct {
 
 func (x *TransitionResponse) Reset() {
 	*x = TransitionResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -734,7 +1082,7 @@ func (x *TransitionResponse) String() string {
 func (*TransitionResponse) ProtoMessage() {}
 
 func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -747,7 +1095,7 @@ func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionResponse.ProtoReflect.Descriptor instead.
 func (*TransitionResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TransitionResponse) GetRelease() *Release {
@@ -768,7 +1116,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +1128,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +1141,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RevokeRequest) GetVersion() string {
@@ -814,7 +1162,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +1174,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +1187,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RevokeResponse) GetRelease() *Release {
@@ -858,7 +1206,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -870,7 +1218,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -883,7 +1231,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 // StatusResponse describes the service's state.
@@ -907,7 +1255,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -919,7 +1267,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -932,7 +1280,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *StatusResponse) GetReleases() []*Release {
@@ -990,7 +1338,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +1350,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +1363,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -1047,7 +1395,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1407,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1420,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -1110,7 +1458,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1470,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1483,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -1171,7 +1519,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1531,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1544,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Decision) GetVersion() string {
@@ -1249,7 +1597,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1609,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1622,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Rule) GetRule() string {
@@ -1311,7 +1659,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1671,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1684,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -1364,7 +1712,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1376,7 +1724,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1389,7 +1737,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -1422,7 +1770,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1782,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1795,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -1522,12 +1870,31 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\bfallback\x18\x04 \x01(\x04R\bfallback\"X\n" +
 	"\rControlCohort\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
-	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"y\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\xdd\x01\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
 	"\rsubscriptions\x18\x03 \x03(\tR\rsubscriptions\x12\x18\n" +
-	"\aregions\x18\x04 \x03(\tR\aregions\"<\n" +
+	"\aregions\x18\x04 \x03(\tR\aregions\x12-\n" +
+	"\x04plan\x18\x05 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x123\n" +
+	"\x06health\x18\x06 \x01(\v2\x1b.nodehotfix.admin.v1.HealthR\x06health\"\xcc\x01\n" +
+	"\x04Plan\x123\n" +
+	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
+	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12(\n" +
+	"\x10max_failure_rate\x18\x03 \x01(\x01R\x0emaxFailureRate\x12\x12\n" +
+	"\x04step\x18\x04 \x01(\x05R\x04step\x129\n" +
+	"\n" +
+	"step_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstepSince\"h\n" +
+	"\bPlanStep\x12\x18\n" +
+	"\apercent\x18\x01 \x01(\x05R\apercent\x12!\n" +
+	"\fbake_seconds\x18\x02 \x01(\x03R\vbakeSeconds\x12\x1f\n" +
+	"\vmin_reports\x18\x03 \x01(\x05R\n" +
+	"minReports\"\x85\x01\n" +
+	"\x06Health\x12\x18\n" +
+	"\averdict\x18\x01 \x01(\tR\averdict\x12\x12\n" +
+	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x125\n" +
+	"\bnext_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\anextDue\"<\n" +
 	"\x15PublishReleaseRequest\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\"P\n" +
 	"\x16PublishReleaseResponse\x126\n" +
@@ -1543,6 +1910,13 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vif_revision\x18\a \x01(\x03R\n" +
 	"ifRevision\"L\n" +
 	"\x12SetRolloutResponse\x126\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"z\n" +
+	"\x0eSetPlanRequest\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
+	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +
+	"\vif_revision\x18\x03 \x01(\x03R\n" +
+	"ifRevision\"I\n" +
+	"\x0fSetPlanResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\x83\x01\n" +
 	"\x11TransitionRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x123\n" +
@@ -1604,11 +1978,12 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
 	"\rACTION_RESUME\x10\x02\x12\x0f\n" +
 	"\vACTION_HALT\x10\x03\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x042\x8f\x05\n" +
+	"\x0fACTION_COMPLETE\x10\x042\xe5\x05\n" +
 	"\fAdminService\x12i\n" +
 	"\x0ePublishRelease\x12*.nodehotfix.admin.v1.PublishReleaseRequest\x1a+.nodehotfix.admin.v1.PublishReleaseResponse\x12]\n" +
 	"\n" +
-	"SetRollout\x12&.nodehotfix.admin.v1.SetRolloutRequest\x1a'.nodehotfix.admin.v1.SetRolloutResponse\x12]\n" +
+	"SetRollout\x12&.nodehotfix.admin.v1.SetRolloutRequest\x1a'.nodehotfix.admin.v1.SetRolloutResponse\x12T\n" +
+	"\aSetPlan\x12#.nodehotfix.admin.v1.SetPlanRequest\x1a$.nodehotfix.admin.v1.SetPlanResponse\x12]\n" +
 	"\n" +
 	"Transition\x12&.nodehotfix.admin.v1.TransitionRequest\x1a'.nodehotfix.admin.v1.TransitionResponse\x12Q\n" +
 	"\x06Revoke\x12\".nodehotfix.admin.v1.RevokeRequest\x1a#.nodehotfix.admin.v1.RevokeResponse\x12Q\n" +
@@ -1629,71 +2004,85 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                    // 0: nodehotfix.admin.v1.Action
 	(*Release)(nil),                // 1: nodehotfix.admin.v1.Release
 	(*Counts)(nil),                 // 2: nodehotfix.admin.v1.Counts
 	(*ControlCohort)(nil),          // 3: nodehotfix.admin.v1.ControlCohort
 	(*Rollout)(nil),                // 4: nodehotfix.admin.v1.Rollout
-	(*PublishReleaseRequest)(nil),  // 5: nodehotfix.admin.v1.PublishReleaseRequest
-	(*PublishReleaseResponse)(nil), // 6: nodehotfix.admin.v1.PublishReleaseResponse
-	(*SetRolloutRequest)(nil),      // 7: nodehotfix.admin.v1.SetRolloutRequest
-	(*SetRolloutResponse)(nil),     // 8: nodehotfix.admin.v1.SetRolloutResponse
-	(*TransitionRequest)(nil),      // 9: nodehotfix.admin.v1.TransitionRequest
-	(*TransitionResponse)(nil),     // 10: nodehotfix.admin.v1.TransitionResponse
-	(*RevokeRequest)(nil),          // 11: nodehotfix.admin.v1.RevokeRequest
-	(*RevokeResponse)(nil),         // 12: nodehotfix.admin.v1.RevokeResponse
-	(*StatusRequest)(nil),          // 13: nodehotfix.admin.v1.StatusRequest
-	(*StatusResponse)(nil),         // 14: nodehotfix.admin.v1.StatusResponse
-	(*OutcomeCount)(nil),           // 15: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),         // 16: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),        // 17: nodehotfix.admin.v1.ExplainResponse
-	(*Decision)(nil),               // 18: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                   // 19: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),       // 20: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 21: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),             // 22: nodehotfix.admin.v1.AuditEntry
-	(*timestamppb.Timestamp)(nil),  // 23: google.protobuf.Timestamp
+	(*Plan)(nil),                   // 5: nodehotfix.admin.v1.Plan
+	(*PlanStep)(nil),               // 6: nodehotfix.admin.v1.PlanStep
+	(*Health)(nil),                 // 7: nodehotfix.admin.v1.Health
+	(*PublishReleaseRequest)(nil),  // 8: nodehotfix.admin.v1.PublishReleaseRequest
+	(*PublishReleaseResponse)(nil), // 9: nodehotfix.admin.v1.PublishReleaseResponse
+	(*SetRolloutRequest)(nil),      // 10: nodehotfix.admin.v1.SetRolloutRequest
+	(*SetRolloutResponse)(nil),     // 11: nodehotfix.admin.v1.SetRolloutResponse
+	(*SetPlanRequest)(nil),         // 12: nodehotfix.admin.v1.SetPlanRequest
+	(*SetPlanResponse)(nil),        // 13: nodehotfix.admin.v1.SetPlanResponse
+	(*TransitionRequest)(nil),      // 14: nodehotfix.admin.v1.TransitionRequest
+	(*TransitionResponse)(nil),     // 15: nodehotfix.admin.v1.TransitionResponse
+	(*RevokeRequest)(nil),          // 16: nodehotfix.admin.v1.RevokeRequest
+	(*RevokeResponse)(nil),         // 17: nodehotfix.admin.v1.RevokeResponse
+	(*StatusRequest)(nil),          // 18: nodehotfix.admin.v1.StatusRequest
+	(*StatusResponse)(nil),         // 19: nodehotfix.admin.v1.StatusResponse
+	(*OutcomeCount)(nil),           // 20: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),         // 21: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),        // 22: nodehotfix.admin.v1.ExplainResponse
+	(*Decision)(nil),               // 23: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                   // 24: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),       // 25: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),      // 26: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),             // 27: nodehotfix.admin.v1.AuditEntry
+	(*timestamppb.Timestamp)(nil),  // 28: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	23, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	23, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	28, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	28, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
 	2,  // 4: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
-	1,  // 5: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 6: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	0,  // 7: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 8: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 9: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 10: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	15, // 11: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	23, // 12: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	3,  // 13: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	18, // 14: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	19, // 15: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	22, // 16: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	23, // 17: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	5,  // 18: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	7,  // 19: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	9,  // 20: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	11, // 21: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	13, // 22: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	16, // 23: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	20, // 24: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	6,  // 25: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	8,  // 26: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	10, // 27: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	12, // 28: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	14, // 29: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	17, // 30: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	21, // 31: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	25, // [25:32] is the sub-list for method output_type
-	18, // [18:25] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	5,  // 5: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
+	7,  // 6: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
+	6,  // 7: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
+	28, // 8: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	28, // 9: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	1,  // 10: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 11: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	5,  // 12: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	1,  // 13: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	0,  // 14: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 15: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 16: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 17: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	20, // 18: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	28, // 19: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 20: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	23, // 21: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	24, // 22: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	27, // 23: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	28, // 24: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	8,  // 25: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 26: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 27: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	14, // 28: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	16, // 29: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	18, // 30: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	21, // 31: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	25, // 32: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	9,  // 33: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 34: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 35: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	15, // 36: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	17, // 37: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	19, // 38: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	22, // 39: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	26, // 40: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -1707,7 +2096,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

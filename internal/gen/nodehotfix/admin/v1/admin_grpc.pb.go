@@ -26,6 +26,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	AdminService_PublishRelease_FullMethodName = "/nodehotfix.admin.v1.AdminService/PublishRelease"
 	AdminService_SetRollout_FullMethodName     = "/nodehotfix.admin.v1.AdminService/SetRollout"
+	AdminService_SetPlan_FullMethodName        = "/nodehotfix.admin.v1.AdminService/SetPlan"
 	AdminService_Transition_FullMethodName     = "/nodehotfix.admin.v1.AdminService/Transition"
 	AdminService_Revoke_FullMethodName         = "/nodehotfix.admin.v1.AdminService/Revoke"
 	AdminService_Status_FullMethodName         = "/nodehotfix.admin.v1.AdminService/Status"
@@ -44,6 +45,9 @@ type AdminServiceClient interface {
 	PublishRelease(ctx context.Context, in *PublishReleaseRequest, opts ...grpc.CallOption) (*PublishReleaseResponse, error)
 	// SetRollout grows a release's percentage and sets its scope.
 	SetRollout(ctx context.Context, in *SetRolloutRequest, opts ...grpc.CallOption) (*SetRolloutResponse, error)
+	// SetPlan puts a release on a plan: steps lpsd advances by itself while
+	// the release is healthy, and halts it when it regresses.
+	SetPlan(ctx context.Context, in *SetPlanRequest, opts ...grpc.CallOption) (*SetPlanResponse, error)
 	// Transition pauses, resumes, halts or completes a rollout.
 	Transition(ctx context.Context, in *TransitionRequest, opts ...grpc.CallOption) (*TransitionResponse, error)
 	// Revoke marks a release revoked: it is no longer served and nodes remove
@@ -79,6 +83,16 @@ func (c *adminServiceClient) SetRollout(ctx context.Context, in *SetRolloutReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SetRolloutResponse)
 	err := c.cc.Invoke(ctx, AdminService_SetRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SetPlan(ctx context.Context, in *SetPlanRequest, opts ...grpc.CallOption) (*SetPlanResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetPlanResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetPlan_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -146,6 +160,9 @@ type AdminServiceServer interface {
 	PublishRelease(context.Context, *PublishReleaseRequest) (*PublishReleaseResponse, error)
 	// SetRollout grows a release's percentage and sets its scope.
 	SetRollout(context.Context, *SetRolloutRequest) (*SetRolloutResponse, error)
+	// SetPlan puts a release on a plan: steps lpsd advances by itself while
+	// the release is healthy, and halts it when it regresses.
+	SetPlan(context.Context, *SetPlanRequest) (*SetPlanResponse, error)
 	// Transition pauses, resumes, halts or completes a rollout.
 	Transition(context.Context, *TransitionRequest) (*TransitionResponse, error)
 	// Revoke marks a release revoked: it is no longer served and nodes remove
@@ -172,6 +189,9 @@ func (UnimplementedAdminServiceServer) PublishRelease(context.Context, *PublishR
 }
 func (UnimplementedAdminServiceServer) SetRollout(context.Context, *SetRolloutRequest) (*SetRolloutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRollout not implemented")
+}
+func (UnimplementedAdminServiceServer) SetPlan(context.Context, *SetPlanRequest) (*SetPlanResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPlan not implemented")
 }
 func (UnimplementedAdminServiceServer) Transition(context.Context, *TransitionRequest) (*TransitionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Transition not implemented")
@@ -241,6 +261,24 @@ func _AdminService_SetRollout_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).SetRollout(ctx, req.(*SetRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SetPlan_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPlanRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetPlan(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetPlan_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetPlan(ctx, req.(*SetPlanRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -349,6 +387,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRollout",
 			Handler:    _AdminService_SetRollout_Handler,
+		},
+		{
+			MethodName: "SetPlan",
+			Handler:    _AdminService_SetPlan_Handler,
 		},
 		{
 			MethodName: "Transition",

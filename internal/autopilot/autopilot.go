@@ -1,0 +1,212 @@
+// Package autopilot steps planned rollouts on the fleet's outcome reports:
+// it advances a healthy one and halts a regressing one, by itself.
+//
+// Every replica runs one. Each change is a compare-and-swap on the
+// release's revision, so of replicas deciding the same step at once exactly
+// one acts and the others see a conflict and leave it; an operator's change
+// in between wins the same way. Every change is an audit entry with actor
+// "lpsd" and the evidence: the counts, the rule and its numbers.
+package autopilot
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"nodehotfix/internal/health"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/tally"
+)
+
+// Actor is the audit log's actor for the autopilot's changes.
+const Actor = "lpsd"
+
+// Audit actions.
+const (
+	ActionAdvance = "auto-advance"
+	ActionHalt    = "auto-halt"
+)
+
+// DefaultInterval is how often the autopilot looks: reports arrive in
+// batches every 100 ms, bake times are minutes, and a look reads every
+// report.
+const DefaultInterval = 10 * time.Second
+
+// Store is what the autopilot reads and changes.
+type Store interface {
+	Releases(ctx context.Context) ([]rollout.Release, int64, error)
+	Release(ctx context.Context, version string) (rollout.Release, int64, error)
+	PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error)
+	Reports(ctx context.Context) ([]store.Report, error)
+}
+
+// Config holds the optional settings; the zero Config works.
+type Config struct {
+	// Interval between looks; zero means DefaultInterval.
+	Interval time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Log receives every change and every conflict; nil discards.
+	Log *slog.Logger
+}
+
+// Autopilot steps the planned rollouts of one store.
+type Autopilot struct {
+	st  Store
+	cfg Config
+}
+
+// New returns an autopilot over st.
+func New(st Store, cfg Config) *Autopilot {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Autopilot{st: st, cfg: cfg}
+}
+
+// Run looks every Interval until ctx ends. A failed look is logged and the
+// next one tries again.
+func (a *Autopilot) Run(ctx context.Context) error {
+	t := time.NewTicker(a.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if _, err := a.Step(ctx); err != nil && ctx.Err() == nil {
+			a.cfg.Log.Warn("autopilot look failed", "err", err)
+		}
+	}
+}
+
+// Change is one change the autopilot made.
+type Change struct {
+	Version string
+	Action  string
+	// From and To are the percentages (To is 100 when it completed, and
+	// equals From for a halt).
+	From, To int
+	Verdict  health.Verdict
+}
+
+// Evidence is an automatic change's audit evidence.
+type Evidence struct {
+	Verdict health.Verdict `json:"verdict"`
+	// Step is the plan step the decision was taken at, Due when its bake
+	// ended.
+	Step int       `json:"step"`
+	Due  time.Time `json:"due"`
+	// Rule states the health rule, so the entry reads on its own.
+	Rule string `json:"rule"`
+}
+
+// ruleText is the rule, for the audit evidence.
+const ruleText = "halt if the failure rate's Wilson lower bound (z=2.58) exceeds the ceiling, or if (p1-p0-margin)/se > 2.58 on Agresti-Caffo adjusted rates with at least the step's minimum reports on both sides; advance once the step's bake time has passed with its minimum reports and no halt"
+
+// Step looks once: it judges every rolling release with a plan and halts or
+// advances those that are due, and returns what it changed.
+func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
+	rels, _, err := a.st.Releases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list releases: %w", err)
+	}
+	var planned []rollout.Release
+	for _, r := range rels {
+		if r.Rollout.Plan != nil && r.Rollout.State == rollout.Rolling && !r.Revoked {
+			planned = append(planned, r)
+		}
+	}
+	if len(planned) == 0 {
+		return nil, nil
+	}
+	reports, err := a.st.Reports(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list reports: %w", err)
+	}
+	t := tally.Of(reports)
+	now := a.cfg.Now()
+	var changes []Change
+	var errs []error
+	for _, r := range planned {
+		p := *r.Rollout.Plan
+		v := health.Judge(t.Releases[r.Version], t.Control[r.Base], p)
+		var action string
+		var apply func(rollout.Release) (rollout.Release, error)
+		switch {
+		case v.Verdict == health.Regressing:
+			action, apply = ActionHalt, func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Halted) }
+		case v.Verdict == health.Healthy && !now.Before(p.Due()):
+			action, apply = ActionAdvance, func(r rollout.Release) (rollout.Release, error) { return r.Advance(now) }
+		default:
+			continue
+		}
+		c, err := a.change(ctx, r, action, apply, Evidence{Verdict: v, Step: p.Step, Due: p.Due(), Rule: ruleText}, now)
+		switch {
+		case errors.Is(err, errMoved):
+			a.cfg.Log.Info("autopilot left a release that changed meanwhile", "version", r.Version, "action", action)
+		case err != nil:
+			errs = append(errs, err)
+		default:
+			changes = append(changes, c)
+		}
+	}
+	return changes, errors.Join(errs...)
+}
+
+// errMoved: the release changed between the look and the write (another
+// replica or an operator acted first).
+var errMoved = errors.New("release changed meanwhile")
+
+// change applies apply to the stored release if it is still the one judged,
+// with a compare-and-swap on its revision.
+func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action string, apply func(rollout.Release) (rollout.Release, error), ev Evidence, now time.Time) (Change, error) {
+	cur, rev, err := a.st.Release(ctx, judged.Version)
+	if err != nil {
+		return Change{}, fmt.Errorf("read release %s: %w", judged.Version, err)
+	}
+	if cur.Rollout.State != rollout.Rolling || cur.Rollout.Plan == nil || cur.Rollout.Plan.Step != ev.Step || cur.Rollout.Percent != judged.Rollout.Percent {
+		return Change{}, errMoved
+	}
+	next, err := apply(cur)
+	if err != nil {
+		return Change{}, fmt.Errorf("%s %s: %w", action, cur.Version, err)
+	}
+	next.UpdatedAt = now
+	before, err := json.Marshal(cur)
+	if err != nil {
+		return Change{}, err
+	}
+	after, err := json.Marshal(next)
+	if err != nil {
+		return Change{}, err
+	}
+	evidence, err := json.Marshal(ev)
+	if err != nil {
+		return Change{}, err
+	}
+	_, err = a.st.PutRelease(ctx, next, rev, store.AuditEntry{
+		Time: now, Actor: Actor, Action: action, Target: cur.Version, Before: before, After: after, Evidence: evidence,
+	})
+	if errors.Is(err, store.ErrConflict) {
+		return Change{}, errMoved
+	}
+	if err != nil {
+		return Change{}, fmt.Errorf("%s %s: %w", action, cur.Version, err)
+	}
+	c := Change{Version: cur.Version, Action: action, From: cur.Rollout.Percent, To: next.Rollout.Percent, Verdict: ev.Verdict}
+	a.cfg.Log.Info("autopilot changed a rollout", "version", c.Version, "action", action, "from", c.From, "to", c.To,
+		"state", next.Rollout.State, "verdict", ev.Verdict.Verdict, "rule", ev.Verdict.Rule, "detail", ev.Verdict.Detail)
+	return c, nil
+}

@@ -1,0 +1,219 @@
+package autopilot
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"nodehotfix/internal/health"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
+)
+
+const (
+	version = "202604.01.1"
+	base    = "202604.01"
+)
+
+var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+var testPlan = rollout.Plan{
+	Steps: []rollout.PlanStep{
+		{Percent: 1, Bake: 30 * time.Minute, MinReports: 20},
+		{Percent: 25, Bake: time.Hour, MinReports: 50},
+		{Percent: 100, Bake: time.Hour, MinReports: 100},
+	},
+	Margin:         0.05,
+	MaxFailureRate: 0.20,
+}
+
+// fixture is a memstore with one planned release and a settable clock.
+type fixture struct {
+	t   *testing.T
+	st  *memstore.Store
+	now time.Time
+	ap  *Autopilot
+	n   int // reports written so far, for unique keys
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, st: memstore.New(), now: t0}
+	t.Cleanup(func() { f.st.Close() })
+	r := rollout.Release{Version: version, Base: base, Envelope: json.RawMessage(`{}`), Rollout: rollout.Rollout{State: rollout.Draft}}
+	r, err := r.SetPlan(testPlan, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "op", Action: "plan", Target: version}); err != nil {
+		t.Fatal(err)
+	}
+	f.ap = New(f.st, Config{Now: func() time.Time { return f.now }})
+	return f
+}
+
+// report adds n reports: exit is the exit code; hotfix "" is the control.
+func (f *fixture) report(hotfixVersion string, n, exit int, fallback bool) {
+	f.t.Helper()
+	var rs []store.Report
+	for range n {
+		f.n++
+		rs = append(rs, store.Report{VMID: fmt.Sprintf("vm-%d", f.n), Boot: "b", Base: base, HotfixVersion: hotfixVersion, ExitCode: exit, Fallback: fallback})
+	}
+	if _, err := f.st.PutReports(f.t.Context(), rs); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) release() rollout.Release {
+	f.t.Helper()
+	r, _, err := f.st.Release(f.t.Context(), version)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return r
+}
+
+func (f *fixture) step() []Change {
+	f.t.Helper()
+	c, err := f.ap.Step(f.t.Context())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c
+}
+
+// TestAdvancesAHealthyRollout walks a healthy release through its plan:
+// each step waits for its bake time and its reports.
+func TestAdvancesAHealthyRollout(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report("", 500, 0, false)
+	f.report("", 10, 1, false)
+	if r := f.release(); r.Rollout.State != rollout.Rolling || r.Rollout.Percent != 1 {
+		t.Fatalf("planned release = %s %d%%, want rolling at the canary's 1%%", r.Rollout.State, r.Rollout.Percent)
+	}
+	f.report(version, 30, 0, false)
+	if c := f.step(); len(c) != 0 {
+		t.Fatalf("advanced before the bake time: %+v", c)
+	}
+	f.now = t0.Add(31 * time.Minute)
+	if c := f.step(); len(c) != 1 || c[0].Action != ActionAdvance || c[0].To != 25 {
+		t.Fatalf("after the bake: %+v, want an advance to 25%%", c)
+	}
+	f.now = f.now.Add(2 * time.Hour)
+	if c := f.step(); len(c) != 0 {
+		t.Fatalf("advanced with 30 of 50 reports: %+v", c)
+	}
+	f.report(version, 80, 0, false)
+	if c := f.step(); len(c) != 1 || c[0].To != 100 {
+		t.Fatalf("second step: %+v, want 100%%", c)
+	}
+	f.now = f.now.Add(2 * time.Hour)
+	if c := f.step(); len(c) != 1 {
+		t.Fatalf("last step: %+v, want the completion", c)
+	}
+	if r := f.release(); r.Rollout.State != rollout.Complete || r.Rollout.Percent != 100 {
+		t.Errorf("release = %s %d%%, want complete", r.Rollout.State, r.Rollout.Percent)
+	}
+	entries, err := f.st.Audit(t.Context(), 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var auto int
+	for _, e := range entries {
+		if e.Actor != Actor {
+			continue
+		}
+		auto++
+		var ev Evidence
+		if err := json.Unmarshal(e.Evidence, &ev); err != nil || ev.Verdict.Verdict != health.Healthy || ev.Rule == "" {
+			t.Errorf("audit %s evidence = %s (%v)", e.Action, e.Evidence, err)
+		}
+	}
+	if auto != 3 {
+		t.Errorf("%d automatic audit entries, want 3", auto)
+	}
+}
+
+// TestHaltsARegressingCanary: a release failing far more often than its
+// control halts on its canary, without waiting for the bake, and the audit
+// entry carries the evidence.
+func TestHaltsARegressingCanary(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report("", 980, 0, false)
+	f.report("", 20, 1, false)
+	f.report(version, 14, 0, false)
+	f.report(version, 10, 0, true) // fell back: the hotfix failed
+	c := f.step()
+	if len(c) != 1 || c[0].Action != ActionHalt {
+		t.Fatalf("Step = %+v, want a halt", c)
+	}
+	if r := f.release(); r.Rollout.State != rollout.Halted || r.Rollout.Percent != 1 {
+		t.Errorf("release = %s %d%%, want halted at the canary's 1%%", r.Rollout.State, r.Rollout.Percent)
+	}
+	entries, _ := f.st.Audit(t.Context(), 0, 100)
+	last := entries[len(entries)-1]
+	var ev Evidence
+	if last.Actor != Actor || last.Action != ActionHalt || json.Unmarshal(last.Evidence, &ev) != nil ||
+		ev.Verdict.Verdict != health.Regressing || ev.Verdict.Rule == "" || ev.Verdict.Release.Fallback != 10 || ev.Verdict.Control.Reported != 1000 {
+		t.Errorf("halt audit by %s, %s: evidence %s", last.Actor, last.Action, last.Evidence)
+	}
+	// Halted: nothing more happens, whatever the reports say.
+	f.now = f.now.Add(24 * time.Hour)
+	f.report(version, 100, 0, false)
+	if c := f.step(); len(c) != 0 {
+		t.Errorf("acted on a halted release: %+v", c)
+	}
+}
+
+// TestOperatorWins: a pause stops the autopilot; a change made between the
+// autopilot's look and its write makes it leave the release.
+func TestOperatorWins(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report("", 500, 0, false)
+	f.report(version, 30, 0, false)
+	f.now = t0.Add(time.Hour)
+	r, rev, _ := f.st.Release(t.Context(), version)
+	paused, _ := r.Transition(rollout.Paused)
+	if _, err := f.st.PutRelease(t.Context(), paused, rev, store.AuditEntry{Actor: "op", Action: "pause", Target: version}); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.step(); len(c) != 0 {
+		t.Errorf("acted on a paused release: %+v", c)
+	}
+}
+
+// TestExactlyOneReplicaActs: two autopilots on one store decide the same
+// advance; one acts, the other finds the release moved.
+func TestExactlyOneReplicaActs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report("", 500, 0, false)
+	f.report(version, 30, 0, false)
+	f.now = t0.Add(time.Hour)
+	other := New(f.st, Config{Now: func() time.Time { return f.now }})
+	a, errA := f.ap.Step(t.Context())
+	b, errB := other.Step(t.Context())
+	if errA != nil || errB != nil || len(a)+len(b) != 1 {
+		t.Fatalf("changes %+v and %+v (%v, %v), want exactly one", a, b, errA, errB)
+	}
+	if r := f.release(); r.Rollout.Percent != 25 {
+		t.Errorf("percent = %d, want one step to 25%%", r.Rollout.Percent)
+	}
+}
+
+// TestHaltsOnTheCeilingWithoutControl: with no control cohort to compare
+// with, the absolute ceiling still halts, and the evidence encodes.
+func TestHaltsOnTheCeilingWithoutControl(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report(version, 20, 0, true)
+	if c := f.step(); len(c) != 1 || c[0].Action != ActionHalt || c[0].Verdict.Rule != health.RuleCeiling || c[0].Verdict.Compared {
+		t.Fatalf("Step = %+v, want a halt on the ceiling", c)
+	}
+}
