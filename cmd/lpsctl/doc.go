@@ -45,6 +45,7 @@ command line. --root prefixes every node path, for demos only.
 
 	lpsctl release publish --envelope FILE
 	lpsctl rollout set VERSION --percent N [--subscriptions a,b] [--regions r1,r2] [--if-revision REV]
+	lpsctl rollout plan VERSION --steps P:BAKE:REPORTS,... [--margin M] [--max-failure F] [--if-revision REV]
 	lpsctl rollout pause|resume|halt|complete VERSION [--if-revision REV]
 	lpsctl revoke VERSION
 	lpsctl status
@@ -59,9 +60,20 @@ all; a draft starts rolling. pause keeps serving the current nodes but
 refuses growth; resume sets it rolling again; halt stops serving it;
 complete serves every node in scope. --if-revision makes a change apply only
 if the release is still at the revision status showed, so two operators
-cannot overwrite each other unknowingly. revoke stops serving a release for
+cannot overwrite each other unknowingly. rollout plan puts a draft or
+rolling release on steps (e.g. --steps 1:30m:20,10:1h:100,100:2h:500: the
+first is the canary) that lpsd advances by itself once a step's bake time has
+passed and the release has the step's reports, and halts by itself when the
+health rule finds a regression: the failure rate (failed plus fallen back)
+over --max-failure (default 0.2) with 99.5% confidence, or over the base's
+control cohort's by more than --margin (default 0.05) with 99.5% confidence;
+each automatic change is an audit entry by lpsd with its evidence, and a
+pause, halt or revoke by an operator stops it. revoke stops serving a release for
 good and makes nodes remove staged copies. status lists releases, rollout
-states and this lpsd instance's node request counts. explain shows, release
+states, the nodes' outcome reports per release (reported, ok, failed, fell
+back), the control cohort per base, each planned release's step, health
+verdict and when its next step is due, and this lpsd instance's node request
+counts. explain shows, release
 by release and rule by rule, what the node would be served, from the
 snapshot lpsd serves; --region defaults to the instance's. audit lists
 changes oldest first, 100 at a time; when a page is full, stderr says how to
