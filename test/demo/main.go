@@ -16,12 +16,15 @@ import (
 	"syscall"
 	"time"
 
+	"nodehotfix/internal/rollout"
 	"nodehotfix/test/harness"
 )
 
 const (
 	bakedVersion  = "202604.01.0"
 	hotfixVersion = "202604.01.1"
+	// brokenVersion verifies and stages, then crashes in provision.
+	brokenVersion = "202604.01.2"
 	vmID          = "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
 	subscription  = "8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a"
 )
@@ -82,8 +85,9 @@ func (d *demo) step(format string, a ...any) func() {
 func (d *demo) run(ctx context.Context) error {
 	binDir := filepath.Join(d.work, "bin")
 	os.MkdirAll(binDir, 0o755)
-	done := d.step("build lpsd, lpsctl, imds-emulator, a baked agent %s and a hotfix agent %s", bakedVersion, hotfixVersion)
+	done := d.step("build lpsd, lpsctl, imds-emulator, a baked agent %s, a hotfix agent %s and a broken one %s", bakedVersion, hotfixVersion, brokenVersion)
 	baked, hotfix := filepath.Join(binDir, "agent-baked"), filepath.Join(d.work, "artifacts", "aks-node-controller-"+hotfixVersion)
+	broken := filepath.Join(d.work, "artifacts", "aks-node-controller-"+brokenVersion)
 	os.MkdirAll(filepath.Dir(hotfix), 0o755)
 	// The agents and the services share most dependencies; building them
 	// concurrently lets the go command share and parallelise that work.
@@ -92,6 +96,9 @@ func (d *demo) run(ctx context.Context) error {
 		err := harness.BuildAgent(ctx, baked, bakedVersion)
 		if err == nil {
 			err = harness.BuildAgent(ctx, hotfix, hotfixVersion)
+		}
+		if err == nil {
+			err = harness.GoBuild(ctx, "./test/e2e/testdata/crashagent", broken, "-X main.version="+brokenVersion)
 		}
 		agentErr <- err
 	}()
@@ -112,7 +119,10 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.stops = append(d.stops, func() { imds.Stop(5 * time.Second) })
-	lpsd, err := harness.StartLPSD(ctx, bins, svc, harness.LPSDOptions{IMDSRoots: imds.RootsFile, Region: "eastus"})
+	// The autopilot looks often so the demo need not wait (production: 10 s);
+	// its nodes are boots of one VM, which the emulator gives one document,
+	// used twice a boot (check-hotfix, the report): allow more than 8 uses.
+	lpsd, err := harness.StartLPSD(ctx, bins, svc, harness.LPSDOptions{IMDSRoots: imds.RootsFile, Region: "eastus", Extra: []string{"--autopilot-interval=200ms", "--attest-max-uses=64"}})
 	if err != nil {
 		return err
 	}
@@ -125,7 +135,10 @@ func (d *demo) run(ctx context.Context) error {
 	fmt.Fprintf(d.out, "    imds-emulator %s, lpsd node %s admin %s, artifacts %s\n", imds.URL, lpsd.GRPCAddr, lpsd.AdminAddr, artifacts.URL)
 	done()
 
-	done = d.step("generate a release key; sign %s offline; publish; roll out to 100%%", hotfixVersion)
+	// The demo's nodes share one vmId, so its canary is the first
+	// percentage that includes that VM's bucket.
+	canary := rollout.Bucket(vmID, hotfixVersion)/100 + 1
+	done = d.step("generate a release key; sign %s offline; publish; plan it: a canary at %d%% (1 report), then 100%% (2 reports)", hotfixVersion, canary)
 	priv, pub, err := lpsd.GenerateKeys(ctx, svc)
 	if err != nil {
 		return err
@@ -136,7 +149,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	for _, args := range [][]string{
 		{"release", "publish", "--envelope", env},
-		{"rollout", "set", hotfixVersion, "--percent", "100"},
+		{"rollout", "plan", hotfixVersion, "--steps", fmt.Sprintf("%d:0s:1,100:0s:2", canary)},
 	} {
 		if _, err := lpsd.Ctl(ctx, args...); err != nil {
 			return err
@@ -208,6 +221,136 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.out, "    RESULT: provision ran from the baked agent %s; lpsd requests %d -> %d and imds documents %d -> %d (no network calls)\n",
 		bakedVersion, before, after, imdsBefore, imdsAfter)
+
+	return d.closedLoop(ctx, loop{bins: bins, lpsd: lpsd, imds: imds, artifacts: artifacts, baked: baked, broken: broken, priv: priv, pubKeys: pubKeys, sslEnv: sslEnv, nodes: 2})
+}
+
+// loop is what the closed-loop part of the demo runs with.
+type loop struct {
+	bins      harness.Binaries
+	lpsd      *harness.LPSD
+	imds      *harness.IMDS
+	artifacts *harness.ArtifactServer
+	baked     string
+	broken    string
+	priv      string
+	pubKeys   []byte
+	sslEnv    string
+	nodes     int
+}
+
+// node provisions one more node with the hotfix flag on and returns its
+// launcher output.
+func (d *demo) node(ctx context.Context, l *loop) (harness.LaunchResult, error) {
+	l.nodes++
+	n, err := harness.NewNode(filepath.Join(d.work, fmt.Sprintf("node-loop-%d", l.nodes)), harness.NodeOptions{
+		BakedAgent: l.baked, ClusterCA: l.lpsd.TLS.CAPEM, ReleaseKeys: l.pubKeys,
+		Features: map[string]string{"ENABLE_PROVISIONING_HOTFIX": "true"},
+	})
+	if err != nil {
+		return harness.LaunchResult{}, err
+	}
+	res, err := n.RunLauncher(ctx, l.bins.Launcher, l.imds.URL, l.lpsd.GRPCAddr, l.sslEnv)
+	if err != nil {
+		return res, err
+	}
+	if res.ExitCode != 0 {
+		return res, fmt.Errorf("node exited %d:\n%s", res.ExitCode, res.Output)
+	}
+	prov, _ := n.Provisioned()
+	agent := prov["AgentVersion"]
+	if prov["Fallback"] != "" {
+		agent += " after a fallback (" + prov["Fallback"] + ")"
+	}
+	fmt.Fprintf(d.out, "    node %d provisioned by %s\n", l.nodes, agent)
+	return res, nil
+}
+
+// waitState waits for the autopilot to move version to state.
+func (d *demo) waitState(ctx context.Context, l *loop, version, state string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		out, err := l.lpsd.Ctl(ctx, "status", "--json")
+		if err != nil {
+			return err
+		}
+		var st struct {
+			Releases []struct{ Version, State string } `json:"releases"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			return err
+		}
+		for _, r := range st.Releases {
+			if r.Version == version && r.State == state {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s never became %s", version, state)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// closedLoop shows lpsd stepping a healthy plan and halting a broken hotfix
+// on its canary, from the nodes' own reports.
+func (d *demo) closedLoop(ctx context.Context, l loop) error {
+	done := d.step("the closed loop, healthy: node 1 reported its hotfix run, the autopilot left the canary; one more node, and it completes %s", hotfixVersion)
+	if _, err := d.node(ctx, &l); err != nil {
+		return err
+	}
+	if err := d.waitState(ctx, &l, hotfixVersion, "complete"); err != nil {
+		return err
+	}
+	done()
+
+	done = d.step("the closed loop, broken: %s verifies and stages, then crashes in provision; plan: a canary of 3 reports at 100%% of this one-VM fleet", brokenVersion)
+	env, err := l.lpsd.SignRelease(ctx, filepath.Dir(l.priv), harness.Release{Version: brokenVersion, Binary: l.broken, URL: l.artifacts.URL + "/" + filepath.Base(l.broken), KeyFile: l.priv})
+	if err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"release", "publish", "--envelope", env},
+		{"rollout", "plan", brokenVersion, "--steps", "100:1h:3"},
+	} {
+		if _, err := l.lpsd.Ctl(ctx, args...); err != nil {
+			return err
+		}
+	}
+	for range 3 {
+		if _, err := d.node(ctx, &l); err != nil {
+			return err
+		}
+	}
+	if err := d.waitState(ctx, &l, brokenVersion, "halted"); err != nil {
+		return err
+	}
+	status, err := l.lpsd.Ctl(ctx, "status")
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(d.out, indent(status))
+	audit, err := l.lpsd.Ctl(ctx, "audit")
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(d.out, indent(audit))
+	done()
+
+	done = d.step("after the halt, a new node gets the last good hotfix %s again", hotfixVersion)
+	res, err := d.node(ctx, &l)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(res.Output, "Using hotfix binary") {
+		return fmt.Errorf("the node after the halt did not run %s:\n%s", hotfixVersion, res.Output)
+	}
+	done()
+	fmt.Fprintf(d.out, "    RESULT: the broken hotfix reached 3 canary nodes, each fell back to the baked agent in the same boot and provisioned; lpsd halted it on their reports with no operator\n")
 	return nil
 }
 

@@ -388,7 +388,7 @@ func TestIntegrationClosedLoop(t *testing.T) {
 	t.Parallel()
 	t.Run("bad hotfix halted on its canary", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
+		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms", "--attest-max-uses=64"}})
 		s.publishDraft(crashingHotfix, "")
 		// Every test node has the stack's vmId, so a 100% first step is the
 		// canary here; it needs 3 reports.
@@ -414,7 +414,7 @@ func TestIntegrationClosedLoop(t *testing.T) {
 	})
 	t.Run("healthy hotfix advances", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
+		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms", "--attest-max-uses=64"}})
 		s.publishDraft(hotfix1, "")
 		// The first step includes the stack's one vmId.
 		first := rollout.Bucket(vmID, hotfix1)/100 + 1
