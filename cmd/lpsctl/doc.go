@@ -48,7 +48,7 @@ command line. --root prefixes every node path, for demos only.
 	lpsctl rollout plan VERSION --steps P:BAKE:REPORTS,... [--margin M] [--max-failure F] [--if-revision REV]
 	lpsctl rollout pause|resume|halt|complete VERSION [--if-revision REV]
 	lpsctl revoke VERSION
-	lpsctl status
+	lpsctl status [--watch [--interval 2s]]
 	lpsctl explain --vm-id ID --subscription ID [--region R]
 	lpsctl audit [--after SEQ] [--limit N]
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -13,6 +14,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -237,6 +239,16 @@ func TestOperatorFlow(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
+	}
+	// --watch refreshes until interrupted.
+	watchCtx, stopWatch := context.WithTimeout(t.Context(), 350*time.Millisecond)
+	var watched bytes.Buffer
+	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms"), &watched, io.Discard); code != exitOK {
+		t.Errorf("status --watch exit %d", code)
+	}
+	stopWatch()
+	if n := strings.Count(watched.String(), "lpsctl status, every 100ms"); n < 2 || strings.Count(watched.String(), "VERSION") != n {
+		t.Errorf("status --watch drew %d refreshes:\n%s", n, watched.String())
 	}
 	var st statusJSON
 	if err := json.Unmarshal([]byte(mustRun(t, with("status", "--json")...)), &st); err != nil {

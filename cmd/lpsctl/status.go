@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
@@ -31,11 +33,47 @@ type countJSON struct {
 
 func runStatus(ctx context.Context, args []string, e *env) error {
 	var c connFlags
-	fs := newFlagSet("status", "[connection flags]", e)
+	fs := newFlagSet("status", "[--watch [--interval D]] [connection flags]", e)
+	watch := fs.Bool("watch", false, "refresh until interrupted (text: the screen is redrawn on a terminal)")
+	interval := fs.Duration("interval", 2*time.Second, "refresh interval with --watch")
 	c.register(fs)
 	if _, err := parse(fs, args); err != nil {
 		return err
 	}
+	if !*watch {
+		return statusOnce(ctx, c, e)
+	}
+	if *interval < 100*time.Millisecond {
+		return usagef("--interval %v: want at least 100ms", *interval)
+	}
+	term := isTerminal(e.stdout)
+	for {
+		if term && !c.json {
+			fmt.Fprint(e.stdout, "\033[H\033[2J")
+		}
+		fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", *interval, formatTime(time.Now()))
+		if err := statusOnce(ctx, c, e); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(*interval):
+		}
+	}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+func statusOnce(ctx context.Context, c connFlags, e *env) error {
 	var st *adminv1.StatusResponse
 	err := c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 		st, err = cl.Status(ctx, &adminv1.StatusRequest{})

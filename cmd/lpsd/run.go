@@ -212,7 +212,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	goRun("snapshot", func() error { return keepSnapshot(ctx, snaps, log) })
 	if o.autopilotInterval > 0 {
-		ap := autopilot.New(st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot")})
+		ap := autopilot.New(st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnTally: metrics.SetTally})
 		goRun("autopilot", func() error { return ap.Run(ctx) })
 	}
 	goRun("node listener", func() error { return node.Serve(ctx, nodeLn) })

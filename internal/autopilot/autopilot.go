@@ -52,6 +52,10 @@ type Config struct {
 	Now func() time.Time
 	// Log receives every change and every conflict; nil discards.
 	Log *slog.Logger
+	// OnTally, when set, receives every look's report counts (lpsd
+	// publishes them as metrics); the reports are then read on every look,
+	// planned releases or not.
+	OnTally func(tally.Tally)
 }
 
 // Autopilot steps the planned rollouts of one store.
@@ -128,7 +132,7 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 			planned = append(planned, r)
 		}
 	}
-	if len(planned) == 0 {
+	if len(planned) == 0 && a.cfg.OnTally == nil {
 		return nil, nil
 	}
 	reports, err := a.st.Reports(ctx)
@@ -136,6 +140,9 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		return nil, fmt.Errorf("list reports: %w", err)
 	}
 	t := tally.Of(reports)
+	if a.cfg.OnTally != nil {
+		a.cfg.OnTally(t)
+	}
 	now := a.cfg.Now()
 	var changes []Change
 	var errs []error

@@ -2,6 +2,7 @@ package lps
 
 import (
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/tally"
 )
 
 // Outcomes of a node request, besides the attest.Reason of a rejected
@@ -66,6 +68,7 @@ type Metrics struct {
 	verify      *prometheus.HistogramVec
 	storeErrors prometheus.Counter
 	reports     *prometheus.CounterVec
+	fleet       fleetCollector
 	// shed counts connections closed for want of a handshake slot.
 	shed atomic.Uint64
 	// counts has a fixed key set (every outcome), so reads need no lock.
@@ -111,7 +114,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports,
+	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -205,4 +208,50 @@ func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
 func knownOutcome(o string) bool {
 	_, ok := outcomeCodes[o]
 	return ok
+}
+
+// SetTally publishes the fleet's latest report counts (the autopilot
+// computes them every look) as lpsd_release_reports and
+// lpsd_control_reports. Their label sets are bounded by the releases and
+// bases that exist: a report counts only for a release it was offered.
+func (m *Metrics) SetTally(t tally.Tally) {
+	m.fleet.mu.Lock()
+	m.fleet.t = t
+	m.fleet.mu.Unlock()
+}
+
+var (
+	releaseReportsDesc = prometheus.NewDesc("lpsd_release_reports",
+		"Nodes that reported on a release, by result (ok, failed, fallback), each (vmId, boot) once, from the store.",
+		[]string{"version", "result"}, nil)
+	controlReportsDesc = prometheus.NewDesc("lpsd_control_reports",
+		"Nodes of a base's control cohort (hotfix flag on, baked agent chosen) that reported, by result (ok, failed).",
+		[]string{"base", "result"}, nil)
+)
+
+// fleetCollector serves the latest tally.
+type fleetCollector struct {
+	mu sync.Mutex
+	t  tally.Tally
+}
+
+func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- releaseReportsDesc
+	ch <- controlReportsDesc
+}
+
+func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	t := c.t
+	c.mu.Unlock()
+	for v, n := range t.Releases {
+		for result, x := range map[string]uint64{"ok": n.OK, "failed": n.Failed, "fallback": n.Fallback} {
+			ch <- prometheus.MustNewConstMetric(releaseReportsDesc, prometheus.GaugeValue, float64(x), v, result)
+		}
+	}
+	for b, n := range t.Control {
+		for result, x := range map[string]uint64{"ok": n.OK, "failed": n.Failed} {
+			ch <- prometheus.MustNewConstMetric(controlReportsDesc, prometheus.GaugeValue, float64(x), b, result)
+		}
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/tally"
 )
 
 func TestCountsSkipsZeros(t *testing.T) {
@@ -81,4 +82,42 @@ func scalars(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		out[mf.GetName()] = v
 	}
 	return out
+}
+
+// TestFleetMetrics: the latest tally is served per release and per base,
+// labelled by version and result only.
+func TestFleetMetrics(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(prometheus.NewRegistry())
+	m.SetTally(tally.Tally{
+		Releases: map[string]tally.Counts{"202604.01.1": {Reported: 5, OK: 3, Failed: 1, Fallback: 1}},
+		Control:  map[string]tally.Counts{"202604.01": {Reported: 10, OK: 9, Failed: 1}},
+	})
+	families, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		if f.GetName() != "lpsd_release_reports" && f.GetName() != "lpsd_control_reports" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range mt.GetLabel() {
+				key += " " + l.GetName() + "=" + l.GetValue()
+			}
+			got[key] = mt.GetGauge().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"lpsd_release_reports result=fallback version=202604.01.1": 1,
+		"lpsd_release_reports result=failed version=202604.01.1":   1,
+		"lpsd_release_reports result=ok version=202604.01.1":       3,
+		"lpsd_control_reports base=202604.01 result=failed":        1,
+		"lpsd_control_reports base=202604.01 result=ok":            9,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("fleet metrics (-want +got):\n%s", diff)
+	}
 }

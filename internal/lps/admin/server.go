@@ -478,11 +478,33 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		return nil, status.Error(codes.Unavailable, "no serving snapshot yet; retry shortly")
 	}
 	decisions, sel := rollout.Explain(snap.Releases, n)
+	plans := make(map[string]*rollout.Plan)
+	for _, r := range snap.Releases {
+		if r.Rollout.Plan != nil {
+			plans[r.Version] = r.Rollout.Plan
+		}
+	}
+	var t tally.Tally
+	if len(plans) > 0 {
+		reports, err := s.store.Reports(ctx)
+		if err != nil {
+			return nil, s.storeError("list reports", err)
+		}
+		t = tally.Of(reports)
+	}
 	resp := &adminv1.ExplainResponse{}
 	for _, d := range decisions {
 		pd := &adminv1.Decision{Version: d.Version, Base: d.Base, Included: d.Included, Chosen: d.Chosen}
 		for _, r := range d.Rules {
 			pd.Rules = append(pd.Rules, &adminv1.Rule{Rule: r.Rule, Passed: r.Passed, Detail: r.Detail})
+		}
+		// A plan's step and the health rule's verdict decide what this
+		// node may be offered next: shown, but they do not gate this answer.
+		if p := plans[d.Version]; p != nil {
+			v := health.Judge(t.Releases[d.Version], t.Control[d.Base], *p)
+			pd.Rules = append(pd.Rules,
+				&adminv1.Rule{Rule: "plan", Passed: true, Detail: fmt.Sprintf("step %d/%d at %d%%; the next is due %s once %d reports are in", p.Step+1, len(p.Steps), p.Current().Percent, p.Due().UTC().Format(time.RFC3339), p.Current().MinReports)},
+				&adminv1.Rule{Rule: "health", Passed: v.Verdict != health.Regressing, Detail: v.Verdict + ": " + v.Detail})
 		}
 		resp.Decisions = append(resp.Decisions, pd)
 	}

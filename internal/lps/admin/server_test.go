@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"math/big"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -857,6 +858,20 @@ func TestSetPlan(t *testing.T) {
 	hl := st.GetReleases()[0].GetRollout().GetHealth()
 	if hl.GetVerdict() != "insufficient" || hl.GetNextDue() == nil {
 		t.Errorf("health = %v, want insufficient with a due time", hl)
+	}
+	h.reload(t)
+	ex, err := c.Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "sub-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, d := range ex.GetDecisions() {
+		for _, r := range d.GetRules() {
+			rules = append(rules, r.GetRule())
+		}
+	}
+	if !slices.Contains(rules, "plan") || !slices.Contains(rules, "health") {
+		t.Errorf("explain rules = %v, want the plan and the health rule", rules)
 	}
 	for name, bad := range map[string]*adminv1.Plan{
 		"none":       nil,
