@@ -33,6 +33,15 @@ type target struct {
 	pid  int
 	// toks supplies its callers' documents.
 	toks *tokens
+	// op is one node's call; nil means call (GetComponentConfig).
+	op func(ctx context.Context, addr string, roots *x509.CertPool, tok string) error
+}
+
+func (t target) do(ctx context.Context, roots *x509.CertPool, tok string) error {
+	if t.op != nil {
+		return t.op(ctx, t.addr, roots, tok)
+	}
+	return call(ctx, t.addr, roots, tok)
 }
 
 // tokens hands out pre-signed documents, each once, then again from the
@@ -162,7 +171,7 @@ func closedLoop(ctx context.Context, t target, roots *x509.CertPool, conc int, d
 			wg.Go(func() {
 				for ctx.Err() == nil {
 					s := time.Now()
-					err := call(context.WithoutCancel(ctx), t.addr, roots, t.toks.take())
+					err := t.do(context.WithoutCancel(ctx), roots, t.toks.take())
 					rec.add(time.Since(s), err)
 				}
 			})
@@ -199,7 +208,7 @@ func openLoop(ctx context.Context, t target, roots *x509.CertPool, rate float64,
 			scheduled := at
 			wg.Go(func() {
 				defer inFlight.Add(-1)
-				err := call(ctx, t.addr, roots, t.toks.take())
+				err := t.do(ctx, roots, t.toks.take())
 				rec.add(time.Since(scheduled), err)
 			})
 		}

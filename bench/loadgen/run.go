@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/json"
 	"flag"
@@ -17,6 +18,7 @@ import (
 
 	"nodehotfix/bench/internal/mint"
 	"nodehotfix/bench/internal/procstat"
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/test/harness"
@@ -42,7 +44,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "throughput", "throughput (lpsd vs floor), memory (lpsd RSS under distinct documents) or profile (pprof of the request path)")
+	fs.StringVar(&o.mode, "mode", "throughput", "throughput (lpsd vs floor), report (an outcome report's server CPU vs a GetComponentConfig's, same lpsd), memory (lpsd RSS under distinct documents) or profile (pprof of the request path)")
 	fs.DurationVar(&o.dur, "dur", 10*time.Second, "length of each closed-loop phase (memory: of the run; 0 = until every document was used once)")
 	fs.DurationVar(&o.openDur, "open-dur", 10*time.Second, "length of each open-loop phase")
 	fs.DurationVar(&o.warm, "warmup", 2*time.Second, "closed-loop warm-up before measuring each server")
@@ -150,6 +152,8 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	switch o.mode {
 	case "throughput":
 		return throughput(ctx, o, e)
+	case "report":
+		return reportCost(ctx, o, e)
 	case "memory":
 		return memory(ctx, o, e)
 	case "profile":
@@ -521,4 +525,50 @@ func parseList[T any](s string, parse func(string) (T, error)) ([]T, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// reportCost compares, on one lpsd, the server CPU of an outcome report
+// (ReportOutcome: verify, validate, a batched store write) with a
+// GetComponentConfig's, phase by phase, each a new TLS connection per node.
+func reportCost(ctx context.Context, o options, e *env) error {
+	l, _, err := e.startLPSD(ctx)
+	if err != nil {
+		return err
+	}
+	fetch := target{name: "GetComponentConfig", addr: l.GRPCAddr, pid: l.Pid(), toks: e.toks}
+	rep := target{name: "ReportOutcome", addr: l.GRPCAddr, pid: l.Pid(), toks: e.toks, op: report}
+	fmt.Fprintf(e.out, "\none lpsd (%s store); new TLS connection + one call per node; closed loop %s per concurrency, the two calls alternating\n", "mem:", o.dur)
+	closedLoop(ctx, fetch, e.roots, o.conc[0], o.warm)
+	closedLoop(ctx, rep, e.roots, o.conc[0], o.warm)
+	cpu := map[string]time.Duration{}
+	ok := map[string]int64{}
+	for _, c := range o.conc {
+		for _, t := range []target{fetch, rep} {
+			p := closedLoop(ctx, t, e.roots, c, o.dur)
+			lat := p.latencies()
+			fmt.Fprintf(e.out, "  %-18s conc %-4d %7.0f req/s  p50 %6.1fms p99 %6.1fms  failed %d %v  server CPU %4.0fus/req\n",
+				t.name, c, p.rate(), lat.Median, lat.P99, p.failures(), p.failed, p.perReq(p.serverCPU))
+			cpu[t.name] += p.serverCPU
+			ok[t.name] += p.ok
+		}
+	}
+	per := func(n string) float64 { return float64(cpu[n].Microseconds()) / float64(ok[n]) }
+	fmt.Fprintf(e.out, "\nserver CPU per call over all phases: report %.0fus, GetComponentConfig %.0fus: ratio %.2f (target <= 1.2)\n",
+		per(rep.name), per(fetch.name), per(rep.name)/per(fetch.name))
+	return nil
+}
+
+// report is one node's outcome report for the published release, a fresh
+// boot each call.
+func report(ctx context.Context, addr string, roots *x509.CertPool, tok string) error {
+	ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
+	defer cancel()
+	b := make([]byte, 16)
+	rand.Read(b)
+	boot := fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	_, err := lpsclient.Report(ctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: roots}, tok, &nodev1.ReportOutcomeRequest{
+		BootId: boot, BakedVersion: "202604.01.0", Agent: nodev1.Agent_AGENT_HOTFIX, AgentVersion: version, HotfixVersion: version,
+		Decision: "hotfix", CheckHotfixOutcome: "lpsRead", DownloadHotfixOutcome: "staged", Route: "direct", ProvisionMs: 60000,
+	})
+	return err
 }
