@@ -4,8 +4,9 @@ package tally
 
 import "nodehotfix/internal/store"
 
-// Counts are deduplicated reports: each (vmId, boot) once. Reported is the
-// sum of the other three.
+// Counts are nodes' reports, one per node: a vmId counts once per cohort,
+// by its latest report, however many boots it reported. Reported is the sum
+// of the other three.
 type Counts struct {
 	Reported uint64 `json:"reported"`
 	// OK: provisioned successfully by the agent the cohort is about (the
@@ -32,10 +33,23 @@ type Tally struct {
 
 // Of counts reports. A node whose launch chose a hotfix is in that
 // release's cohort even if it fell back; one that chose the baked agent is
-// in its base's control cohort.
+// in its base's control cohort. Each vmId is one vote per cohort, its
+// latest report's: a node inventing boot IDs, or flipping the outcome it
+// reported, moves one vote, its own.
 func Of(reports []store.Report) Tally {
-	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}}
+	type key struct{ cohort, vm string }
+	latest := make(map[key]store.Report, len(reports))
 	for _, r := range reports {
+		k := key{"control/" + r.Base, r.VMID}
+		if r.HotfixVersion != "" {
+			k.cohort = "release/" + r.HotfixVersion
+		}
+		if cur, ok := latest[k]; !ok || r.Time.After(cur.Time) || (r.Time.Equal(cur.Time) && r.Boot > cur.Boot) {
+			latest[k] = r
+		}
+	}
+	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}}
+	for _, r := range latest {
 		if r.HotfixVersion != "" {
 			t.Releases[r.HotfixVersion] = add(t.Releases[r.HotfixVersion], r)
 			continue

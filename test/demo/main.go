@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -119,10 +120,8 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.stops = append(d.stops, func() { imds.Stop(5 * time.Second) })
-	// The autopilot looks often so the demo need not wait (production: 10 s);
-	// its nodes are boots of one VM, which the emulator gives one document,
-	// used twice a boot (check-hotfix, the report): allow more than 8 uses.
-	lpsd, err := harness.StartLPSD(ctx, bins, svc, harness.LPSDOptions{IMDSRoots: imds.RootsFile, Region: "eastus", Extra: []string{"--autopilot-interval=200ms", "--attest-max-uses=64"}})
+	// The autopilot looks often so the demo need not wait (production: 10 s).
+	lpsd, err := harness.StartLPSD(ctx, bins, svc, harness.LPSDOptions{IMDSRoots: imds.RootsFile, Region: "eastus", Extra: []string{"--autopilot-interval=200ms"}})
 	if err != nil {
 		return err
 	}
@@ -250,7 +249,8 @@ func (d *demo) node(ctx context.Context, l *loop) (harness.LaunchResult, error) 
 	if err != nil {
 		return harness.LaunchResult{}, err
 	}
-	res, err := n.RunLauncher(ctx, l.bins.Launcher, l.imds.URL, l.lpsd.GRPCAddr, l.sslEnv)
+	// Each node is its own VM: the emulator attests the vmId in its path.
+	res, err := n.RunLauncher(ctx, l.bins.Launcher, l.imds.URL+"/vm/"+newVMID(), l.lpsd.GRPCAddr, l.sslEnv)
 	if err != nil {
 		return res, err
 	}
@@ -264,6 +264,13 @@ func (d *demo) node(ctx context.Context, l *loop) (harness.LaunchResult, error) 
 	}
 	fmt.Fprintf(d.out, "    node %d provisioned by %s\n", l.nodes, agent)
 	return res, nil
+}
+
+// newVMID returns a random vmId.
+func newVMID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // waitState waits for the autopilot to move version to state.
@@ -308,7 +315,7 @@ func (d *demo) closedLoop(ctx context.Context, l loop) error {
 	}
 	done()
 
-	done = d.step("the closed loop, broken: %s verifies and stages, then crashes in provision; plan: a canary of 3 reports at 100%% of this one-VM fleet", brokenVersion)
+	done = d.step("the closed loop, broken: %s verifies and stages, then crashes in provision; plan: a canary of 3 nodes' reports (100%% of this small fleet)", brokenVersion)
 	env, err := l.lpsd.SignRelease(ctx, filepath.Dir(l.priv), harness.Release{Version: brokenVersion, Binary: l.broken, URL: l.artifacts.URL + "/" + filepath.Base(l.broken), KeyFile: l.priv})
 	if err != nil {
 		return err

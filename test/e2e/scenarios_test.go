@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -388,15 +389,16 @@ func TestIntegrationClosedLoop(t *testing.T) {
 	t.Parallel()
 	t.Run("bad hotfix halted on its canary", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms", "--attest-max-uses=64"}})
+		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
 		s.publishDraft(crashingHotfix, "")
-		// Every test node has the stack's vmId, so a 100% first step is the
-		// canary here; it needs 3 reports.
+		// A canary of 3 reports; the fleet here is a handful of VMs, so the
+		// canary's percentage is all of them.
 		s.ctl("rollout", "plan", crashingHotfix, "--steps", "100:1h:3", "--max-failure", "0.2")
 		s.waitSynced(s.lpsd)
+		// Three VMs: each is one vote, whatever it reports.
 		for range 3 {
 			n := s.node(nodeOpts{})
-			res := s.launch(n, "", "")
+			res := s.launch(n, s.imds.URL+"/vm/"+vmIn(t, crashingHotfix, 100), "")
 			expect(t, n, res, bakedVersion, "lpsRead", "staged")
 		}
 		s.waitState(crashingHotfix, "halted")
@@ -406,7 +408,7 @@ func TestIntegrationClosedLoop(t *testing.T) {
 		}
 		// A node provisioning after the halt is offered nothing.
 		n := s.node(nodeOpts{})
-		res := s.launch(n, "", "")
+		res := s.launch(n, s.imds.URL+"/vm/"+vmIn(t, crashingHotfix, 100), "")
 		expect(t, n, res, bakedVersion, "noHotfixAvailable", "")
 		if got := s.releaseCounts(crashingHotfix); got != (counts{Reported: 3, Fallback: 3}) {
 			t.Errorf("counts = %+v, want 3 fallbacks", got)
@@ -414,15 +416,14 @@ func TestIntegrationClosedLoop(t *testing.T) {
 	})
 	t.Run("healthy hotfix advances", func(t *testing.T) {
 		t.Parallel()
-		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms", "--attest-max-uses=64"}})
+		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
 		s.publishDraft(hotfix1, "")
-		// The first step includes the stack's one vmId.
-		first := rollout.Bucket(vmID, hotfix1)/100 + 1
-		s.ctl("rollout", "plan", hotfix1, "--steps", fmt.Sprintf("%d:0s:2,100:0s:3", first))
+		s.ctl("rollout", "plan", hotfix1, "--steps", "50:0s:2,100:0s:3")
 		s.waitSynced(s.lpsd)
+		// Two VMs in the canary's half of the buckets.
 		for range 2 {
 			n := s.node(nodeOpts{})
-			expect(t, n, s.launch(n, "", ""), hotfix1, "lpsRead", "staged")
+			expect(t, n, s.launch(n, s.imds.URL+"/vm/"+vmIn(t, hotfix1, 50), ""), hotfix1, "lpsRead", "staged")
 		}
 		deadline := time.Now().Add(15 * time.Second)
 		for {
@@ -435,10 +436,26 @@ func TestIntegrationClosedLoop(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		n := s.node(nodeOpts{})
-		expect(t, n, s.launch(n, "", ""), hotfix1, "lpsRead", "staged")
+		expect(t, n, s.launch(n, s.imds.URL+"/vm/"+vmIn(t, hotfix1, 100), ""), hotfix1, "lpsRead", "staged")
 		s.waitState(hotfix1, "complete")
 		if audit := s.ctl("audit"); strings.Count(audit, "auto-advance") != 2 {
 			t.Errorf("audit, want two automatic advances:\n%s", audit)
 		}
 	})
+}
+
+// vmIn returns a random vmId whose rollout bucket for version is under
+// percent: a VM a rollout at that percentage includes.
+func vmIn(t *testing.T, version string, percent int) string {
+	t.Helper()
+	for range 10000 {
+		b := make([]byte, 16)
+		rand.Read(b)
+		id := fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+		if rollout.Bucket(id, version) < percent*rollout.Buckets/100 {
+			return id
+		}
+	}
+	t.Fatalf("no vmId under %d%% for %s", percent, version)
+	return ""
 }

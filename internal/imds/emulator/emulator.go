@@ -51,45 +51,68 @@ func Handler(cfg Config) http.Handler {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metadata/attested/document", metadataOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		now := cfg.Now().UTC()
-		nonce := r.URL.Query().Get("nonce")
-		if nonce == "" {
-			// Without a nonce the service puts a UTC timestamp there.
-			nonce = now.Format("20060102-150405")
-		}
-		doc := imdssign.Document{
-			Nonce:          nonce,
-			SKU:            cfg.VM.SKU,
-			SubscriptionID: cfg.VM.SubscriptionID,
-			VMID:           cfg.VM.VMID,
-			TimeStamp:      imdssign.TimeStamp{CreatedOn: now, ExpiresOn: now.Add(cfg.Validity)},
-		}
-		content, err := json.Marshal(doc)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		sig, err := cfg.CA.Sign(content)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		cfg.Log.Info("attested document", "vmId", cfg.VM.VMID, "nonce", nonce)
-		writeJSON(w, map[string]string{"encoding": "pkcs7", "signature": sig})
-	})))
-	mux.Handle("GET /metadata/instance", metadataOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]any{
-			"compute": map[string]string{
-				"vmId":           cfg.VM.VMID,
-				"subscriptionId": cfg.VM.SubscriptionID,
-				"sku":            cfg.VM.SKU,
-				"location":       cfg.VM.Location,
-				"osType":         "Linux",
-			},
-			"network": map[string]any{"interface": []any{}},
+	attested := func(vm VM) http.Handler {
+		return metadataOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			now := cfg.Now().UTC()
+			nonce := r.URL.Query().Get("nonce")
+			if nonce == "" {
+				// Without a nonce the service puts a UTC timestamp there.
+				nonce = now.Format("20060102-150405")
+			}
+			doc := imdssign.Document{
+				Nonce:          nonce,
+				SKU:            vm.SKU,
+				SubscriptionID: vm.SubscriptionID,
+				VMID:           vm.VMID,
+				TimeStamp:      imdssign.TimeStamp{CreatedOn: now, ExpiresOn: now.Add(cfg.Validity)},
+			}
+			content, err := json.Marshal(doc)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			sig, err := cfg.CA.Sign(content)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			cfg.Log.Info("attested document", "vmId", vm.VMID, "nonce", nonce)
+			writeJSON(w, map[string]string{"encoding": "pkcs7", "signature": sig})
+		}))
+	}
+	instance := func(vm VM) http.Handler {
+		return metadataOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, map[string]any{
+				"compute": map[string]string{
+					"vmId":           vm.VMID,
+					"subscriptionId": vm.SubscriptionID,
+					"sku":            vm.SKU,
+					"location":       vm.Location,
+					"osType":         "Linux",
+				},
+				"network": map[string]any{"interface": []any{}},
+			})
+		}))
+	}
+	mux.Handle("GET /metadata/attested/document", attested(cfg.VM))
+	mux.Handle("GET /metadata/instance", instance(cfg.VM))
+	// A fleet: under /vm/<vmId>/ the same service speaks for another VM of
+	// the same subscription, so one emulator stands in for many nodes'
+	// metadata services (each node's base URL names its VM).
+	other := func(h func(VM) http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.PathValue("vmid")
+			if !isUUID(id) {
+				errorJSON(w, http.StatusNotFound, "unknown VM "+id)
+				return
+			}
+			vm := cfg.VM
+			vm.VMID = id
+			http.StripPrefix("/vm/"+id, h(vm)).ServeHTTP(w, r)
 		})
-	})))
+	}
+	mux.Handle("GET /vm/{vmid}/metadata/attested/document", other(attested))
+	mux.Handle("GET /vm/{vmid}/metadata/instance", other(instance))
 	if cfg.CA.Intermediate != nil {
 		mux.HandleFunc("GET "+AIAPath, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/pkix-cert")
@@ -127,4 +150,23 @@ func errorJSON(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+func isUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case i == 8 || i == 13 || i == 18 || i == 23:
+			if c != '-' {
+				return false
+			}
+		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -93,3 +93,33 @@ func TestRequestRules(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetPaths: under /vm/<vmId>/ the emulator attests that VM, so one
+// emulator serves many nodes; a path that is not a VM ID is refused.
+func TestFleetPaths(t *testing.T) {
+	t.Parallel()
+	ca, err := imdssign.NewCA(imdssign.CAConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(Config{VM: VM{VMID: "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", SubscriptionID: "11111111-2222-3333-4444-555555555555"}, CA: ca}))
+	t.Cleanup(srv.Close)
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Root)
+	v, err := attest.New(attest.Config{Roots: roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const other = "aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+	token, err := imds.NewClient(srv.URL + "/vm/" + other).AttestedSignature(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := v.Verify(t.Context(), token)
+	if err != nil || id.VMID != other {
+		t.Fatalf("Verify = %+v, %v; want vmId %s", id, err, other)
+	}
+	if _, err := imds.NewClient(srv.URL + "/vm/not-a-vm").AttestedSignature(t.Context()); err == nil {
+		t.Error("a non-UUID VM path was attested")
+	}
+}
