@@ -9,6 +9,8 @@
 package autopilot
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -176,6 +178,23 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 // replica or an operator acted first).
 var errMoved = errors.New("release changed meanwhile")
 
+// changed reports whether cur differs from judged in anything the decision
+// rested on: its rollout (state, percentage, scope, plan) or revocation.
+func changed(judged, cur rollout.Release) (bool, error) {
+	if judged.Revoked != cur.Revoked {
+		return true, nil
+	}
+	a, err := json.Marshal(judged.Rollout)
+	if err != nil {
+		return false, err
+	}
+	b, err := json.Marshal(cur.Rollout)
+	if err != nil {
+		return false, err
+	}
+	return !bytes.Equal(a, b), nil
+}
+
 // change applies apply to the stored release if it is still the one judged,
 // with a compare-and-swap on its revision.
 func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action string, apply func(rollout.Release) (rollout.Release, error), ev Evidence, now time.Time) (Change, error) {
@@ -183,8 +202,8 @@ func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action s
 	if err != nil {
 		return Change{}, fmt.Errorf("read release %s: %w", judged.Version, err)
 	}
-	if cur.Rollout.State != rollout.Rolling || cur.Rollout.Plan == nil || cur.Rollout.Plan.Step != ev.Step || cur.Rollout.Percent != judged.Rollout.Percent {
-		return Change{}, errMoved
+	if moved, err := changed(judged, cur); err != nil || moved {
+		return Change{}, cmp.Or(err, errMoved)
 	}
 	next, err := apply(cur)
 	if err != nil {

@@ -1,6 +1,7 @@
 package autopilot
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
@@ -215,5 +216,64 @@ func TestHaltsOnTheCeilingWithoutControl(t *testing.T) {
 	f.report(version, 20, 0, true)
 	if c := f.step(); len(c) != 1 || c[0].Action != ActionHalt || c[0].Verdict.Rule != health.RuleCeiling || c[0].Verdict.Compared {
 		t.Fatalf("Step = %+v, want a halt on the ceiling", c)
+	}
+}
+
+// racing is a store where an operator changes the release between the
+// autopilot's read and its write.
+type racing struct {
+	*memstore.Store
+	t *testing.T
+}
+
+func (s racing) Release(ctx context.Context, v string) (rollout.Release, int64, error) {
+	r, rev, err := s.Store.Release(ctx, v)
+	if err != nil {
+		return r, rev, err
+	}
+	scoped, err := r.SetScope(r.Rollout.Percent, []string{"sub-a"}, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if _, err := s.Store.PutRelease(ctx, scoped, rev, store.AuditEntry{Actor: "op", Action: "scope", Target: v}); err != nil {
+		s.t.Fatal(err)
+	}
+	return r, rev, nil
+}
+
+// TestLosesTheRaceToAnOperator: the operator's write between the
+// autopilot's read and its compare-and-swap wins; the autopilot reports no
+// change and no error, and the operator's scope stands.
+func TestLosesTheRaceToAnOperator(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report("", 500, 0, false)
+	f.report(version, 30, 0, false)
+	f.now = t0.Add(time.Hour)
+	ap := New(racing{f.st, t}, Config{Now: func() time.Time { return f.now }})
+	c, err := ap.Step(t.Context())
+	if err != nil || len(c) != 0 {
+		t.Fatalf("Step = %+v, %v; want no change and no error", c, err)
+	}
+	if r := f.release(); r.Rollout.Percent != 1 || len(r.Rollout.Subscriptions) != 1 {
+		t.Errorf("release %d%% scoped %v, want the operator's change at 1%%", r.Rollout.Percent, r.Rollout.Subscriptions)
+	}
+}
+
+// TestLeavesAReleaseRescopedSinceTheLook: a change in scope alone, same
+// state, step and percentage, is a different release than the one judged.
+func TestLeavesAReleaseRescopedSinceTheLook(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	judged := f.release()
+	cur, err := judged.SetScope(judged.Rollout.Percent, nil, []string{"westeurope"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if moved, err := changed(judged, cur); err != nil || !moved {
+		t.Errorf("changed = %v, %v after a rescope; want true", moved, err)
+	}
+	if moved, err := changed(judged, judged); err != nil || moved {
+		t.Errorf("changed = %v, %v on the same release; want false", moved, err)
 	}
 }

@@ -3,16 +3,24 @@
 //
 // The rule, per release, on deduplicated reports (internal/tally):
 //
-//   - Too few reports (fewer than the plan step's MinReports): no verdict.
+//   - Too few reports (fewer than the plan's Floor, its smallest
+//     MinReports): no verdict.
+//
 //   - Ceiling: halt when even the optimistic end of the release's failure
 //     rate, the Wilson score lower bound at z = 2.58 (one-sided 99.5 %), is
 //     above the plan's MaxFailureRate.
-//   - Comparison: with at least MinReports control reports, halt when the
+//
+//   - Comparison: with at least Floor control reports, halt when the
 //     release's failure rate exceeds the control's by more than the plan's
 //     Margin with one-sided 99.5 % confidence: a two-proportion z-test on
 //     Agresti–Caffo adjusted rates (one success and one failure added to
 //     each group, which keeps the test sane at 0 % and 100 %), statistic
 //     (p1 − p0 − margin) / se > 2.58.
+//
+//   - Otherwise healthy, once the release has the current step's
+//     MinReports; until then insufficient to advance. A later step's larger
+//     minimum thus only delays advancing: halting keeps judging from the
+//     floor, at the error rates TestErrorRates measures.
 //
 // A release's failures are its failed plus fallen-back nodes; the control's
 // are its failed ones. The autopilot looks after every evaluation tick, so
@@ -33,7 +41,7 @@ const Z = 2.58
 
 // Verdicts.
 const (
-	// Insufficient: fewer reports than the step's minimum.
+	// Insufficient: too few reports to judge, or to advance on.
 	Insufficient = "insufficient"
 	// Healthy: judged, and neither test fires.
 	Healthy = "healthy"
@@ -70,20 +78,20 @@ type Verdict struct {
 // under plan p's current step.
 func Judge(rel, control tally.Counts, p rollout.Plan) Verdict {
 	v := Verdict{Release: rel, Control: control}
-	minReports := uint64(p.Current().MinReports)
+	floor := uint64(p.Floor())
 	if rel.Reported > 0 {
 		v.ReleaseRate = float64(rel.Failures()) / float64(rel.Reported)
 	}
 	if control.Reported > 0 {
 		v.ControlRate = float64(control.Failed) / float64(control.Reported)
 	}
-	if rel.Reported < minReports {
+	if rel.Reported < floor {
 		v.Verdict = Insufficient
-		v.Detail = fmt.Sprintf("%d of %d reports needed", rel.Reported, minReports)
+		v.Detail = fmt.Sprintf("%d of %d reports needed", rel.Reported, floor)
 		return v
 	}
 	v.LowerBound = wilsonLower(rel.Failures(), rel.Reported, Z)
-	if control.Reported >= minReports {
+	if control.Reported >= floor {
 		v.Compared = true
 		v.ZScore = excessZ(rel.Failures(), rel.Reported, control.Failed, control.Reported, p.Margin)
 	}
@@ -96,6 +104,10 @@ func Judge(rel, control tally.Counts, p rollout.Plan) Verdict {
 		v.Verdict, v.Rule = Regressing, RuleComparison
 		v.Detail = fmt.Sprintf("failure rate %.1f%% (%d/%d) vs control %.1f%% (%d/%d): over the %.1f-point margin at z=%.2f > %.2f",
 			100*v.ReleaseRate, rel.Failures(), rel.Reported, 100*v.ControlRate, control.Failed, control.Reported, 100*p.Margin, v.ZScore, Z)
+	case rel.Reported < uint64(p.Current().MinReports):
+		v.Verdict = Insufficient
+		v.Detail = fmt.Sprintf("failure rate %.1f%% (%d/%d), no regression so far; %d of %d reports needed to advance",
+			100*v.ReleaseRate, rel.Failures(), rel.Reported, rel.Reported, p.Current().MinReports)
 	default:
 		v.Verdict = Healthy
 		if v.Compared {
@@ -103,7 +115,7 @@ func Judge(rel, control tally.Counts, p rollout.Plan) Verdict {
 				100*v.ReleaseRate, rel.Failures(), rel.Reported, 100*v.ControlRate, control.Failed, control.Reported, v.ZScore)
 		} else {
 			v.Detail = fmt.Sprintf("failure rate %.1f%% (%d/%d); control too small to compare (%d of %d reports), ceiling only",
-				100*v.ReleaseRate, rel.Failures(), rel.Reported, control.Reported, minReports)
+				100*v.ReleaseRate, rel.Failures(), rel.Reported, control.Reported, floor)
 		}
 	}
 	return v

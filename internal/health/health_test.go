@@ -48,6 +48,27 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// TestJudgeLaterStep: a later step's larger minimum delays advancing but
+// never halting, which keeps judging from the plan's floor.
+func TestJudgeLaterStep(t *testing.T) {
+	t.Parallel()
+	later := plan
+	later.Step = 1 // MinReports 100; the floor stays 20
+	control := tally.Counts{Reported: 1000, OK: 980, Failed: 20}
+	bad := tally.Counts{Reported: 40, OK: 20, Failed: 20}
+	if v := Judge(bad, control, later); v.Verdict != Regressing {
+		t.Errorf("40 reports at 50%% failed under a 100-report step: %s (%s), want %s", v.Verdict, v.Detail, Regressing)
+	}
+	good := tally.Counts{Reported: 40, OK: 40}
+	if v := Judge(good, control, later); v.Verdict != Insufficient {
+		t.Errorf("40 healthy reports under a 100-report step: %s (%s), want %s until 100", v.Verdict, v.Detail, Insufficient)
+	}
+	good = tally.Counts{Reported: 100, OK: 100}
+	if v := Judge(good, control, later); v.Verdict != Healthy {
+		t.Errorf("100 healthy reports under a 100-report step: %s (%s), want %s", v.Verdict, v.Detail, Healthy)
+	}
+}
+
 // simulate streams release reports at failure rate p1 against a control of
 // n0 reports at p0, judging after every report up to maxN (the worst case:
 // the autopilot looks on every new report). It returns the report count at

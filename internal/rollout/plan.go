@@ -35,8 +35,9 @@ type PlanStep struct {
 	// Bake is the least time the step runs before the next.
 	Bake time.Duration `json:"bake"`
 	// MinReports is how many reports the release must have (over all
-	// steps so far) before the step may end; the health rule judges no
-	// release on fewer.
+	// steps so far) before the step may end. The health rule halts on
+	// fewer: it judges from the plan's smallest minimum (Floor) on, so a
+	// later step's larger sample gates advancing, never halting.
 	MinReports int `json:"min_reports"`
 }
 
@@ -67,10 +68,11 @@ func (p Plan) Validate() error {
 		}
 		prev = s.Percent
 	}
-	if p.Margin < 0 || p.Margin >= 1 {
+	// Written so that NaN, which fails every comparison, is refused too.
+	if !(p.Margin >= 0 && p.Margin < 1) {
 		return bad("margin %v out of range [0, 1)", p.Margin)
 	}
-	if p.MaxFailureRate <= 0 || p.MaxFailureRate > 1 {
+	if !(p.MaxFailureRate > 0 && p.MaxFailureRate <= 1) {
 		return bad("max failure rate %v out of range (0, 1]", p.MaxFailureRate)
 	}
 	if p.Step < 0 || p.Step >= len(p.Steps) {
@@ -81,6 +83,16 @@ func (p Plan) Validate() error {
 
 // Current returns the step the plan is at.
 func (p Plan) Current() PlanStep { return p.Steps[p.Step] }
+
+// Floor returns the plan's smallest MinReports: the fewest reports the
+// health rule judges a release, or its control, on.
+func (p Plan) Floor() int {
+	floor := p.Steps[0].MinReports
+	for _, s := range p.Steps[1:] {
+		floor = min(floor, s.MinReports)
+	}
+	return floor
+}
 
 // Due returns when the current step's bake ends.
 func (p Plan) Due() time.Time { return p.StepSince.Add(p.Current().Bake) }

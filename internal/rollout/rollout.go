@@ -140,6 +140,22 @@ func (r Release) Transition(to State) (Release, error) {
 	return r, nil
 }
 
+// Resume returns r rolling again at now, from paused or halted. A planned
+// rollout's current step bakes afresh from now: time spent stopped is not
+// time its nodes were watched.
+func (r Release) Resume(now time.Time) (Release, error) {
+	out, err := r.Transition(Rolling)
+	if err != nil {
+		return r, err
+	}
+	if p := out.Rollout.Plan; p != nil {
+		next := *p
+		next.StepSince = now
+		out.Rollout.Plan = &next
+	}
+	return out, nil
+}
+
 // SetScope returns r with a new percentage and scope. The percentage may
 // only grow, so every node already included stays included; nil
 // subscriptions or regions keep the current scope. A draft starts rolling.

@@ -184,9 +184,6 @@ func (s *Server) checkEnvelope(env []byte, now time.Time) (release.Release, erro
 	return rel, nil
 }
 
-// SetRollout grows a release's percentage and optionally replaces its
-// scope; a draft starts rolling. FailedPrecondition for a decrease or a
-// paused, halted, complete or revoked release.
 // SetPlan puts a release on a plan from its first step above the current
 // percentage.
 func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adminv1.SetPlanResponse, error) {
@@ -233,6 +230,9 @@ func planToProto(p *rollout.Plan) *adminv1.Plan {
 	return out
 }
 
+// SetRollout grows a release's percentage and optionally replaces its
+// scope; a draft starts rolling. FailedPrecondition for a decrease or a
+// paused, halted, complete or revoked release.
 func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest) (*adminv1.SetRolloutResponse, error) {
 	actor, err := requireActor(ctx)
 	if err != nil {
@@ -302,6 +302,9 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 		return nil, status.Errorf(codes.InvalidArgument, "action %v: want pause, resume, halt or complete", req.GetAction())
 	}
 	r, err := s.change(ctx, actor, a.name, req.GetVersion(), req.GetIfRevision(), func(r rollout.Release) (rollout.Release, error) {
+		if a.to == rollout.Rolling {
+			return r.Resume(s.now())
+		}
 		return r.Transition(a.to)
 	})
 	if err != nil {
@@ -478,10 +481,10 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		return nil, status.Error(codes.Unavailable, "no serving snapshot yet; retry shortly")
 	}
 	decisions, sel := rollout.Explain(snap.Releases, n)
-	plans := make(map[string]*rollout.Plan)
+	plans := make(map[string]rollout.Release)
 	for _, r := range snap.Releases {
 		if r.Rollout.Plan != nil {
-			plans[r.Version] = r.Rollout.Plan
+			plans[r.Version] = r
 		}
 	}
 	var t tally.Tally
@@ -500,10 +503,10 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		}
 		// A plan's step and the health rule's verdict decide what this
 		// node may be offered next: shown, but they do not gate this answer.
-		if p := plans[d.Version]; p != nil {
-			v := health.Judge(t.Releases[d.Version], t.Control[d.Base], *p)
+		if r, ok := plans[d.Version]; ok {
+			v := health.Judge(t.Releases[d.Version], t.Control[d.Base], *r.Rollout.Plan)
 			pd.Rules = append(pd.Rules,
-				&adminv1.Rule{Rule: "plan", Passed: true, Detail: fmt.Sprintf("step %d/%d at %d%%; the next is due %s once %d reports are in", p.Step+1, len(p.Steps), p.Current().Percent, p.Due().UTC().Format(time.RFC3339), p.Current().MinReports)},
+				&adminv1.Rule{Rule: "plan", Passed: true, Detail: planDetail(r)},
 				&adminv1.Rule{Rule: "health", Passed: v.Verdict != health.Regressing, Detail: v.Verdict + ": " + v.Detail})
 		}
 		resp.Decisions = append(resp.Decisions, pd)
@@ -516,6 +519,23 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		resp.PointerJson = string(ptr)
 	}
 	return resp, nil
+}
+
+// planDetail says where a planned release's plan stands and what moves it
+// next.
+func planDetail(r rollout.Release) string {
+	p := r.Rollout.Plan
+	at := fmt.Sprintf("step %d/%d at %d%%", p.Step+1, len(p.Steps), r.Rollout.Percent)
+	switch {
+	case r.Revoked:
+		return at + "; revoked: the plan no longer runs"
+	case r.Rollout.State == rollout.Complete:
+		return at + "; complete"
+	case r.Rollout.State == rollout.Rolling:
+		return fmt.Sprintf("%s; the next is due %s once %d reports are in", at, p.Due().UTC().Format(time.RFC3339), p.Current().MinReports)
+	default:
+		return fmt.Sprintf("%s; %s: the plan waits until an operator resumes it", at, r.Rollout.State)
+	}
 }
 
 // ListAudit returns audit entries after a sequence number, oldest first; a

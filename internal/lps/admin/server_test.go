@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"math"
 	"math/big"
 	"net"
 	"slices"
@@ -879,8 +880,33 @@ func TestSetPlan(t *testing.T) {
 		"no-reports": {Steps: []*adminv1.PlanStep{{Percent: 50}}, MaxFailureRate: 0.2},
 		"ceiling-0":  {Steps: []*adminv1.PlanStep{{Percent: 50, MinReports: 1}}},
 		"over-100":   {Steps: []*adminv1.PlanStep{{Percent: 101, MinReports: 1}}, MaxFailureRate: 0.2},
+		"nan-margin": {Steps: []*adminv1.PlanStep{{Percent: 50, MinReports: 1}}, MaxFailureRate: 0.2, Margin: math.NaN()},
 	} {
 		_, err := c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: bad})
 		wantCode(t, "plan "+name, err, codes.InvalidArgument)
+	}
+}
+
+// TestPlanDetail: explain's plan line says what moves a planned release
+// next, which for a stopped one is an operator, not a due time.
+func TestPlanDetail(t *testing.T) {
+	t.Parallel()
+	since := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	p := rollout.Plan{Steps: []rollout.PlanStep{{Percent: 5, Bake: time.Hour, MinReports: 20}, {Percent: 100, MinReports: 50}}, StepSince: since}
+	r := rollout.Release{Version: "202604.01.4", Rollout: rollout.Rollout{State: rollout.Rolling, Percent: 5, Plan: &p}}
+	for _, tt := range []struct {
+		state   rollout.State
+		revoked bool
+		want    string
+	}{
+		{rollout.Rolling, false, "step 1/2 at 5%; the next is due 2026-12-01T10:00:00Z once 20 reports are in"},
+		{rollout.Halted, false, "step 1/2 at 5%; halted: the plan waits until an operator resumes it"},
+		{rollout.Paused, false, "step 1/2 at 5%; paused: the plan waits until an operator resumes it"},
+		{rollout.Rolling, true, "step 1/2 at 5%; revoked: the plan no longer runs"},
+	} {
+		r.Rollout.State, r.Revoked = tt.state, tt.revoked
+		if got := planDetail(r); got != tt.want {
+			t.Errorf("%s revoked=%v: %q, want %q", tt.state, tt.revoked, got, tt.want)
+		}
 	}
 }
