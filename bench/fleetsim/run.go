@@ -25,6 +25,16 @@ var scenarios = map[string]func(c *fleet.Config){
 	"combined": func(c *fleet.Config) {
 		c.StopMemberAt, c.KillReplicaAt, c.RestartReplicaAt, c.ChangeAt = frac(c, 0.2), frac(c, 0.3), frac(c, 0.5), frac(c, 0.7)
 	},
+	// The closed loop, with replica 0 killed and restarted while nodes
+	// report: a regressing release and a healthy one.
+	"loop-bad": func(c *fleet.Config) {
+		c.Loop.FailRate = c.Loop.ControlFailRate + 0.28
+		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.1), frac(c, 0.4)
+	},
+	"loop-healthy": func(c *fleet.Config) {
+		c.Loop.FailRate = c.Loop.ControlFailRate
+		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.3), frac(c, 0.6)
+	},
 }
 
 // frac returns the burst at fraction f of the run, at least 1 (burst 0
@@ -49,7 +59,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.NodeTimeout, "node-timeout", 3*time.Second, "each node's deadline for its call (check-hotfix: 3s)")
 	fs.StringVar(&c.Seed, "seed", "fleetsim", "seed of the vmIds")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole simulation (all scenarios) to this `file`")
-	scenario := fs.String("scenario", "all", "baseline, failures, change, combined, or all (the first three, each on a fresh cluster)")
+	loop := fleet.Loop{}
+	fs.Float64Var(&loop.ControlFailRate, "control-fail-rate", 0.02, "closed loop: the share of control nodes (baked agent) that fail; loop-bad's release fails 28 points more, loop-healthy's as often")
+	fs.DurationVar(&loop.AutopilotInterval, "autopilot-interval", time.Second, "closed loop: each replica's autopilot interval")
+	fs.DurationVar(&loop.ReportDelay, "report-delay", time.Second, "closed loop: how long after its answer a node reports (its provisioning)")
+	fs.IntVar(&loop.ResendEvery, "resend-every", 10, "closed loop: every n-th node reports twice, the second time through another replica (0: never)")
+	scenario := fs.String("scenario", "all", "baseline, failures, change, combined, loop-bad, loop-healthy, loop (both loops), or all (the first three), each on a fresh cluster")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -68,8 +83,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		defer pprof.StopCPUProfile()
 	}
 	names := []string{*scenario}
-	if *scenario == "all" {
+	switch *scenario {
+	case "all":
 		names = []string{"baseline", "failures", "change"}
+	case "loop":
+		names = []string{"loop-bad", "loop-healthy"}
 	}
 	code := 0
 	for _, name := range names {
@@ -79,6 +97,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		cfg := c
+		if strings.HasPrefix(name, "loop-") {
+			l := loop
+			l.Plan = fleet.LoopPlan(cfg.Arrival)
+			cfg.Loop = &l
+		}
 		set(&cfg)
 		cfg.Progress = stdout
 		fmt.Fprintf(stdout, "\n=== scenario %s\n", name)
@@ -94,7 +117,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		rep.Print(stdout)
-		if v := verdict(rep); len(v) > 0 {
+		if v := verdict(rep, name); len(v) > 0 {
 			fmt.Fprintf(stdout, "INVARIANTS VIOLATED: %s\n", strings.Join(v, "; "))
 			code = 1
 		} else {
@@ -104,6 +127,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			}
 			if rep.Convergence != nil {
 				held += "; the change reached every replica within 1s"
+			}
+			if rep.Loop != nil {
+				held += "; report counts exact"
+				if rep.Loop.Halt != nil {
+					held += "; halted on the canary, every replica up had the halt within 1s"
+				} else {
+					held += "; never halted"
+				}
 			}
 			fmt.Fprintf(stdout, "invariants hold: %s\n", held)
 		}
@@ -115,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // up (overload past the node deadline) are reported by Print, not here:
 // they measure the machine, not correctness; and with many of them the
 // answered nodes are no fair sample, so fractions are not checked.
-func verdict(r *fleet.Report) []string {
+func verdict(r *fleet.Report, scenario string) []string {
 	var v []string
 	if n := r.Counts()[fleet.Wrong]; n > 0 {
 		v = append(v, fmt.Sprintf("%d wrong answers", n))
@@ -133,6 +164,27 @@ func verdict(r *fleet.Report) []string {
 	}
 	if cv := r.Convergence; cv != nil && (!cv.Converged || cv.Max > time.Second) {
 		v = append(v, fmt.Sprintf("change took %s to reach every replica", cv.Max))
+	}
+	if l := r.Loop; l != nil {
+		if !l.CountsExact() {
+			v = append(v, fmt.Sprintf("report counts not exact (%d acked but lost, %d unknown, release %+v want %+v, control %+v want %+v)",
+				l.Lost, l.Unknown, l.Tally.Release, l.Want.Release, l.Tally.Control, l.Want.Control))
+		}
+		if l.Refused > 0 {
+			v = append(v, fmt.Sprintf("%d reports refused", l.Refused))
+		}
+		canary := r.Config.Loop.Plan.Steps[0].Percent
+		switch {
+		case scenario == "loop-bad" && l.Halt == nil:
+			v = append(v, "the regressing release was not halted")
+		case scenario == "loop-bad" && (l.Halt.Percent != canary || len(l.Advances) > 0):
+			v = append(v, fmt.Sprintf("halted at %d%% after %d advances, not on its %d%% canary", l.Halt.Percent, len(l.Advances), canary))
+		case scenario == "loop-healthy" && l.Halt != nil:
+			v = append(v, fmt.Sprintf("the healthy release was halted at %d%%", l.Halt.Percent))
+		}
+		if m, down := l.MaxHaltReach(); l.Halt != nil && (m > time.Second || down == len(l.HaltReach)) {
+			v = append(v, fmt.Sprintf("the halt took %s to reach the replicas that were up (%v)", m, l.HaltReach))
+		}
 	}
 	return v
 }

@@ -92,6 +92,9 @@ type Config struct {
 	Seed string
 	// Progress receives a line per event; nil discards.
 	Progress io.Writer
+	// Loop, when set, closes the loop: nodes report their outcome and the
+	// replicas' autopilots step LoopVer's plan on the reports (loop.go).
+	Loop *Loop
 }
 
 // Outcome classifies one node's call.
@@ -127,6 +130,11 @@ type NodeResult struct {
 	Percent  int    // RollingVer's percent in the replica's snapshot, if the same at both ends of the call
 	Stable   bool   // the snapshot's RollingVer percent was the same at both ends
 	Snapshot bool   // the replica had a snapshot at either end
+	Loop     bool   // served LoopVer (closed-loop runs)
+	// Report is what became of the node's outcome report, Resent whether
+	// it sent a second one (closed-loop runs).
+	Report ReportOutcome
+	Resent bool
 }
 
 // Event is something the run did to the system.
@@ -155,8 +163,10 @@ type Report struct {
 	Nodes       []NodeResult
 	Events      []Event
 	Convergence *Convergence
-	Elapsed     time.Duration
-	MintTime    time.Duration
+	// Loop is the closed loop's result, nil unless Config.Loop is set.
+	Loop     *LoopResult
+	Elapsed  time.Duration
+	MintTime time.Duration
 	// Load is the machine's CPU use while the nodes ran: the simulator
 	// shares it with whatever else runs there.
 	Load procstat.Load
@@ -219,12 +229,15 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer operator.Close()
-	if err := publish(ctx, operator, cfg.Percent); err != nil {
+	if err := publish(ctx, operator, cfg); err != nil {
 		return nil, err
 	}
 	reps := make([]*replica, cfg.Replicas)
 	for i := range reps {
 		reps[i] = &replica{idx: i, cert: cert, roots: imdsRoots, endpoints: c.Endpoints(), maxConns: cfg.MaxConnections, maxHands: cfg.handshakes()}
+		if cfg.Loop != nil {
+			reps[i].autopilot = cfg.Loop.AutopilotInterval
+		}
 		if err := reps[i].start(ctx); err != nil {
 			return nil, fmt.Errorf("start replica %d: %w", i, err)
 		}
@@ -234,6 +247,10 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 
 	start := time.Now()
 	meter := procstat.NewMeter()
+	watch := &haltWatch{}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { watch.run(watchCtx, reps); close(watched) }()
 	var evMu sync.Mutex
 	event := func(format string, a ...any) {
 		e := Event{At: time.Since(start), What: fmt.Sprintf(format, a...)}
@@ -318,8 +335,14 @@ bursts:
 		for i := b * per; i < min((b+1)*per, cfg.Nodes); i++ {
 			burst.Add(1)
 			all.Go(func() {
-				defer burst.Done()
-				rep.Nodes[i] = node(ctx, cfg, start, i, vmIDs[i], tokens[i], reps[i%len(reps)], clusterCA)
+				r := reps[i%len(reps)]
+				res := fetch(ctx, cfg, start, i, vmIDs[i], tokens[i], r, clusterCA)
+				// A burst is its calls; the reports come after provisioning.
+				burst.Done()
+				if cfg.Loop != nil && res.Outcome == Served {
+					report(ctx, cfg.Loop, &res, cfg.NodeTimeout, vmIDs[i], tokens[i], r, reps[(i+1)%len(reps)], clusterCA)
+				}
+				rep.Nodes[i] = res
 			})
 		}
 		if cfg.Paced {
@@ -331,14 +354,28 @@ bursts:
 	rep.Elapsed = time.Since(start)
 	rep.Load = meter.Stop()
 	<-eventsDone
+	if cfg.Loop != nil {
+		// A halt decided on the last reports reaches the replicas after
+		// the last node; give it the bound under test to arrive.
+		time.Sleep(time.Second)
+	}
+	stopWatch()
+	<-watched
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if cfg.Loop != nil {
+		sctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		if rep.Loop, err = settle(sctx, operator, start, rep.Nodes, vmIDs, cfg.Loop, watch, reps); err != nil {
+			return nil, err
+		}
 	}
 	return rep, nil
 }
 
-// node does one node's call and classifies it.
-func node(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, token string, r *replica, clusterCA *x509.CertPool) NodeResult {
+// fetch does one node's check-hotfix call and classifies it.
+func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, token string, r *replica, clusterCA *x509.CertPool) NodeResult {
 	res := NodeResult{Node: i, Replica: r.idx}
 	before := r.current()
 	ctx, cancel := context.WithTimeout(ctx, cfg.NodeTimeout)
@@ -377,6 +414,7 @@ func node(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, toke
 	}
 	res.Rolling = got.Hotfixes[Base] == RollingVer
 	res.Other = got.Hotfixes[OtherBase] == OtherVer
+	res.Loop = got.Hotfixes[Base] == LoopVer
 	// The service answered from a snapshot it held during the call; with
 	// one change at most per run, that is the one before or the one after.
 	res.Outcome, res.Detail = Wrong, "no snapshot to check against"
@@ -408,23 +446,28 @@ func rollingPercent(s *lps.Snapshot) int {
 }
 
 // publish stores the simulator's releases, signed by a fresh release key,
-// through the store as the admin API would.
-func publish(ctx context.Context, st store.Store, percent int) error {
+// through the store as the admin API would. A closed-loop run has LoopVer,
+// under its plan, in place of CompleteVer and RollingVer.
+func publish(ctx context.Context, st store.Store, cfg Config) error {
 	_, priv, err := release.GenerateKey(nil)
 	if err != nil {
 		return err
 	}
-	for _, r := range []struct {
+	type rel struct {
 		version string
 		state   rollout.State
 		percent int
 		revoked bool
-	}{
+	}
+	rels := []rel{
 		{CompleteVer, rollout.Complete, 100, false},
-		{RollingVer, rollout.Rolling, percent, false},
-		{RevokedVer, rollout.Halted, 0, true},
-		{OtherVer, rollout.Rolling, OtherPercent, false},
-	} {
+		{RollingVer, rollout.Rolling, cfg.Percent, false},
+	}
+	if cfg.Loop != nil {
+		rels = []rel{{LoopVer, rollout.Draft, 0, false}}
+	}
+	rels = append(rels, rel{RevokedVer, rollout.Halted, 0, true}, rel{OtherVer, rollout.Rolling, OtherPercent, false})
+	for _, r := range rels {
 		env, err := sign(priv, r.version)
 		if err != nil {
 			return err
@@ -434,6 +477,11 @@ func publish(ctx context.Context, st store.Store, percent int) error {
 			Version: r.version, Base: r.version[:9], Envelope: env,
 			Rollout: rollout.Rollout{State: r.state, Percent: r.percent}, Revoked: r.revoked,
 			PublishedAt: now, UpdatedAt: now,
+		}
+		if r.version == LoopVer {
+			if rec, err = rec.SetPlan(cfg.Loop.Plan, now); err != nil {
+				return fmt.Errorf("plan %s: %w", r.version, err)
+			}
 		}
 		if _, err := st.PutRelease(ctx, rec, 0, store.AuditEntry{Time: now, Actor: "fleetsim", Action: "publish", Target: r.version}); err != nil {
 			return fmt.Errorf("publish %s: %w", r.version, err)

@@ -102,3 +102,85 @@ func TestIntegrationFleetSimFailuresAndChange(t *testing.T) {
 		t.Errorf("the change to %d%% took %s to reach every replica, want within 1s", cv.Percent, cv.Max)
 	}
 }
+
+// loopConfig is a small closed-loop run with replica 0 killed and
+// restarted mid-run, for CI.
+func loopConfig(t *testing.T, failRate float64) Config {
+	const arrival = 6 * time.Second
+	return Config{
+		Nodes: 3000, Bursts: 60, Arrival: arrival, Paced: true, NodeTimeout: time.Minute,
+		Replicas: 3, Members: 3, Leaf: mint.ECDSA, Seed: "ci-loop",
+		KillReplicaAt: 24, RestartReplicaAt: 36,
+		Progress: t.Output(),
+		Loop: &Loop{
+			FailRate: failRate, ControlFailRate: 0.02,
+			Plan: LoopPlan(arrival), AutopilotInterval: 200 * time.Millisecond, ResendEvery: 10,
+			ReportDelay: 500 * time.Millisecond,
+		},
+	}
+}
+
+// checkLoopCounts: every acked report is stored, each node counts once
+// (every tenth node reported twice, through two replicas), and the counts
+// are the nodes' own.
+func checkLoopCounts(t *testing.T, rep *Report) {
+	t.Helper()
+	l := rep.Loop
+	if l.Refused != 0 {
+		t.Errorf("%d reports refused, want 0", l.Refused)
+	}
+	if !l.CountsExact() {
+		t.Errorf("counts not exact: %d lost, %d unknown; release %+v want %+v; control %+v want %+v",
+			l.Lost, l.Unknown, l.Tally.Release, l.Want.Release, l.Tally.Control, l.Want.Control)
+	}
+	if l.Acked < rep.Config.Nodes/2 || l.Resent == 0 || l.Failed == 0 {
+		t.Errorf("%d acked, %d resent, %d failed of %d nodes: want most acked, some resent and some lost to the killed replica",
+			l.Acked, l.Resent, l.Failed, rep.Config.Nodes)
+	}
+}
+
+// TestIntegrationFleetSimLoopHaltsABadCanary: a release failing 30 % of its
+// nodes against a 2 % control halts on its canary step by itself, and the
+// halt reaches every replica within a second.
+func TestIntegrationFleetSimLoopHaltsABadCanary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts a 3-member etcd cluster and 3 replicas")
+	}
+	rep, err := Run(t.Context(), t.TempDir(), loopConfig(t, 0.30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Print(t.Output())
+	if n := rep.Counts()[Wrong]; n != 0 {
+		t.Errorf("%d wrong answers", n)
+	}
+	checkLoopCounts(t, rep)
+	l := rep.Loop
+	canary := rep.Config.Loop.Plan.Steps[0].Percent
+	switch {
+	case l.Halt == nil:
+		t.Fatalf("no halt; ended %s at %d%%", l.Final.State, l.Final.Percent)
+	case len(l.Advances) != 0 || l.Halt.Percent != canary:
+		t.Errorf("halted at %d%% after %d advances, want on the %d%% canary", l.Halt.Percent, len(l.Advances), canary)
+	}
+	if m, down := l.MaxHaltReach(); down == len(l.HaltReach) || m > time.Second {
+		t.Errorf("the halt reached the replicas in %v (per replica %v, -1 down), want every one up within 1s", m, l.HaltReach)
+	}
+}
+
+// TestIntegrationFleetSimLoopAdvancesAHealthyRelease: a release failing as
+// often as its control is never halted and advances.
+func TestIntegrationFleetSimLoopAdvancesAHealthyRelease(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts a 3-member etcd cluster and 3 replicas")
+	}
+	rep, err := Run(t.Context(), t.TempDir(), loopConfig(t, 0.02))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Print(t.Output())
+	checkLoopCounts(t, rep)
+	if l := rep.Loop; l.Halt != nil || len(l.Advances) == 0 {
+		t.Errorf("halt %+v, %d advances: want no halt and at least one advance", l.Halt, len(l.Advances))
+	}
+}

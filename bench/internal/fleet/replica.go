@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"nodehotfix/internal/autopilot"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/lps"
 	"nodehotfix/internal/store/etcdstore"
@@ -26,6 +27,9 @@ type replica struct {
 	endpoints []string
 	maxConns  int
 	maxHands  int
+	// autopilot, when positive, stores outcome reports and runs an
+	// autopilot at this interval, as lpsd --autopilot-interval does.
+	autopilot time.Duration
 
 	mu    sync.Mutex
 	snaps *lps.Snapshotter // nil while down
@@ -56,7 +60,11 @@ func (r *replica) start(ctx context.Context) error {
 		st.Close()
 		return err
 	}
-	srv, err := lps.NewServer(snaps, v, lps.NewMetrics(prometheus.NewRegistry()), lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns, MaxHandshakes: r.maxHands})
+	scfg := lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns, MaxHandshakes: r.maxHands}
+	if r.autopilot > 0 {
+		scfg.Reports = st
+	}
+	srv, err := lps.NewServer(snaps, v, lps.NewMetrics(prometheus.NewRegistry()), scfg)
 	if err != nil {
 		st.Close()
 		return err
@@ -74,6 +82,9 @@ func (r *replica) start(ctx context.Context) error {
 	rctx, rcancel := context.WithCancel(ctx)
 	served := make(chan struct{})
 	go snaps.Run(rctx)
+	if r.autopilot > 0 {
+		go autopilot.New(st, autopilot.Config{Interval: r.autopilot}).Run(rctx)
+	}
 	go func() {
 		srv.Serve(rctx, tl)
 		close(served)

@@ -72,7 +72,7 @@ func (r *Report) Fractions() []Fraction {
 		if n.Other {
 			other.Got++
 		}
-		if !n.Stable {
+		if !n.Stable || n.Percent < 0 {
 			continue
 		}
 		f := byPct[n.Percent]
@@ -160,6 +160,9 @@ func (r *Report) Print(w io.Writer) {
 	if cv := r.Convergence; cv != nil {
 		fmt.Fprintf(w, "percentage change to %d%% (write acknowledged after %s) reached all replicas: %v, %s after the acknowledgement (per replica %v)\n",
 			cv.Percent, cv.Write.Round(time.Millisecond), cv.Converged, cv.Max, cv.PerReplica)
+	}
+	if r.Loop != nil {
+		r.Loop.print(w, c)
 	}
 	r.printPerSecond(w)
 }

@@ -1,0 +1,365 @@
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"nodehotfix/internal/autopilot"
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
+	"nodehotfix/internal/lps"
+	"nodehotfix/internal/node/lpsclient"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/tally"
+	"nodehotfix/test/harness"
+)
+
+// LoopVer is the planned release of a closed-loop run, on Base. In such a
+// run Base has no other release but RevokedVer, so a node outside LoopVer's
+// percentage runs its baked agent: the control cohort.
+const LoopVer = "202604.01.4"
+
+// bakedVer is the simulated nodes' baked agent.
+const bakedVer = Base + ".0"
+
+// Loop closes the loop in a run: the replicas store outcome reports and run
+// the autopilot, LoopVer rolls under Plan, and every answered node reports
+// how its provisioning went, as launch does after provisioning.
+type Loop struct {
+	// FailRate is the share of LoopVer's nodes whose hotfix fails (they
+	// fall back to the baked agent); ControlFailRate the share of the other
+	// nodes that fail. Which nodes fail follows from their vmIds.
+	FailRate, ControlFailRate float64
+	// Plan is LoopVer's plan, started when the run's releases are
+	// published.
+	Plan rollout.Plan
+	// AutopilotInterval is each replica's autopilot interval.
+	AutopilotInterval time.Duration
+	// ResendEvery: every ResendEvery-th node reports a second time,
+	// through the next replica, as a retry or a replay would; 0 never.
+	ResendEvery int
+	// ReportDelay is how long after its answer a node reports: its
+	// provisioning, during which its replica may die.
+	ReportDelay time.Duration
+}
+
+// LoopPlan is the plan fleetsim and its test use, scaled to a run of
+// length arrival: a 5 % canary, then 25 %, then everyone, each step baking
+// a sixth of the run.
+func LoopPlan(arrival time.Duration) rollout.Plan {
+	bake := arrival / 6
+	return rollout.Plan{
+		Steps: []rollout.PlanStep{
+			{Percent: 5, Bake: bake, MinReports: 50},
+			{Percent: 25, Bake: bake, MinReports: 200},
+			{Percent: 100, Bake: bake, MinReports: 500},
+		},
+		Margin:         0.05,
+		MaxFailureRate: 0.20,
+	}
+}
+
+// ReportOutcome is what became of one node's outcome report.
+type ReportOutcome string
+
+// Report outcomes.
+const (
+	ReportNone    ReportOutcome = ""        // not sent: the node was not answered
+	ReportAcked   ReportOutcome = "acked"   // the service answered: stored durably
+	ReportFailed  ReportOutcome = "failed"  // no answer (the replica was down): the node moves on
+	ReportRefused ReportOutcome = "refused" // an authoritative refusal: never acceptable here
+)
+
+// LoopResult is what a closed-loop run's reports and autopilot did.
+type LoopResult struct {
+	// Sent, Acked, Failed and Refused count the nodes' first reports;
+	// Resent the second ones (each acked or not).
+	Sent, Acked, Failed, Refused, Resent int
+	// Stored is the reports in the store after the run; Lost the acked
+	// ones missing from it; Unknown the stored ones no node sent.
+	Stored, Lost, Unknown int
+	// Tally is the store's counts; Want what they must be for the stored
+	// reports' nodes, each counted once.
+	Tally, Want struct{ Release, Control tally.Counts }
+	// Halt is the autopilot's halt, nil if none; Advances its advances.
+	Halt     *AutoChange
+	Advances []AutoChange
+	// HaltReach is, per replica, from the halt's audit time to the replica
+	// building a snapshot with LoopVer halted; -1 for a replica that was
+	// down meanwhile (it loads the halt when it starts again).
+	HaltReach []time.Duration
+	// ServedLoop and Answered are the nodes served LoopVer and the nodes
+	// answered at all: how far the release reached.
+	ServedLoop, Answered int
+	// Final is LoopVer at the end.
+	Final rollout.Rollout
+}
+
+// AutoChange is one of the autopilot's audit entries.
+type AutoChange struct {
+	At     time.Duration // since the run started
+	Action string
+	// Percent and State are the release's after the change.
+	Percent int
+	State   rollout.State
+}
+
+// failing reports whether the node with vmID fails at rate, from its vmId
+// alone, so that runs with one seed fail the same nodes.
+func failing(vmID string, rate float64) bool {
+	sum := sha256.Sum256([]byte("fleetsim-fail\x00" + vmID))
+	return float64(binary.BigEndian.Uint64(sum[:8])>>11)/(1<<53) < rate
+}
+
+// bootID is the node's boot, a UUID derived from its vmId.
+func bootID(vmID string) string {
+	b := sha256.Sum256([]byte("fleetsim-boot\x00" + vmID))
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// outcomeReport is the report of a node that was served got (LoopVer or
+// not), as launch would send it.
+func outcomeReport(vmID string, servedLoop bool, l *Loop) *nodev1.ReportOutcomeRequest {
+	r := &nodev1.ReportOutcomeRequest{
+		BootId: bootID(vmID), BakedVersion: bakedVer, Agent: nodev1.Agent_AGENT_BAKED, AgentVersion: bakedVer,
+		Decision: "revoked", CheckHotfixOutcome: "lpsRead", ProvisionMs: 60_000,
+	}
+	switch {
+	case servedLoop && failing(vmID, l.FailRate):
+		r.HotfixVersion, r.Decision, r.DownloadHotfixOutcome, r.Route = LoopVer, "hotfix", "staged", "direct"
+		r.Fallback, r.FallbackReason = true, "the hotfix's provision exited 2 before the bootstrap"
+	case servedLoop:
+		r.Agent, r.AgentVersion = nodev1.Agent_AGENT_HOTFIX, LoopVer
+		r.HotfixVersion, r.Decision, r.DownloadHotfixOutcome, r.Route = LoopVer, "hotfix", "staged", "direct"
+	case failing(vmID, l.ControlFailRate):
+		r.ProvisionExitCode = 1
+	}
+	return r
+}
+
+// report sends an answered node's outcome report through r after the
+// loop's delay and records what became of it in res; every ResendEvery-th
+// node then sends it again through next.
+func report(ctx context.Context, l *Loop, res *NodeResult, timeout time.Duration, vmID, token string, r, next *replica, clusterCA *x509.CertPool) {
+	select {
+	case <-time.After(l.ReportDelay):
+	case <-ctx.Done():
+		return
+	}
+	req := outcomeReport(vmID, res.Loop, l)
+	res.Report = sendReport(ctx, timeout, r, token, req, clusterCA)
+	if l.ResendEvery > 0 && res.Node%l.ResendEvery == 0 {
+		res.Resent = true
+		if sendReport(ctx, timeout, next, token, req, clusterCA) == ReportRefused {
+			res.Report = ReportRefused
+		}
+	}
+}
+
+// sendReport sends one report through r and classifies the result.
+func sendReport(ctx context.Context, timeout time.Duration, r *replica, token string, req *nodev1.ReportOutcomeRequest, clusterCA *x509.CertPool) ReportOutcome {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	r.mu.Lock()
+	addr := r.addr
+	r.mu.Unlock()
+	_, err := lpsclient.Report(ctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: clusterCA}, token, req)
+	if err == nil {
+		return ReportAcked
+	}
+	if le := (*lpsclient.Error)(nil); errors.As(err, &le) && le.Class != lpsclient.ClassUnreachable {
+		return ReportRefused
+	}
+	return ReportFailed
+}
+
+// haltWatch records, per replica, the build time of its first snapshot
+// with LoopVer halted.
+type haltWatch struct {
+	mu    sync.Mutex
+	first []time.Time
+}
+
+// run polls reps every millisecond until ctx ends. A snapshot's Built
+// stamp is when it was loaded, so the poll's own period does not add to
+// what it records.
+func (w *haltWatch) run(ctx context.Context, reps []*replica) {
+	w.first = make([]time.Time, len(reps))
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		for i, r := range reps {
+			if !w.first[i].IsZero() {
+				continue
+			}
+			if s := r.current(); s != nil && loopState(s) == rollout.Halted {
+				w.first[i] = s.Built
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+func loopState(s *lps.Snapshot) rollout.State {
+	for _, r := range s.Releases {
+		if r.Version == LoopVer {
+			return r.Rollout.State
+		}
+	}
+	return ""
+}
+
+// settle reads what the store holds after the run and checks it against
+// what the nodes sent.
+func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeResult, vmIDs []string, l *Loop, w *haltWatch, reps []*replica) (*LoopResult, error) {
+	res := &LoopResult{}
+	byVM := make(map[string]*NodeResult, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		byVM[vmIDs[i]] = n
+		if n.Outcome == Served {
+			res.Answered++
+			if n.Loop {
+				res.ServedLoop++
+			}
+		}
+		switch n.Report {
+		case ReportAcked:
+			res.Acked++
+		case ReportFailed:
+			res.Failed++
+		case ReportRefused:
+			res.Refused++
+		}
+		if n.Report != ReportNone {
+			res.Sent++
+		}
+		if n.Resent {
+			res.Resent++
+		}
+	}
+	reports, err := st.Reports(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read reports: %w", err)
+	}
+	res.Stored = len(reports)
+	stored := make(map[string]bool, len(reports))
+	for _, r := range reports {
+		n := byVM[r.VMID]
+		if n == nil || n.Report == ReportNone || r.Boot != bootID(r.VMID) {
+			res.Unknown++
+			continue
+		}
+		stored[r.VMID] = true
+		// What this node's report must count as, from what it was served.
+		c := &res.Want.Control
+		if n.Loop {
+			c = &res.Want.Release
+		}
+		c.Reported++
+		switch {
+		case n.Loop && failing(r.VMID, l.FailRate):
+			c.Fallback++
+		case !n.Loop && failing(r.VMID, l.ControlFailRate):
+			c.Failed++
+		default:
+			c.OK++
+		}
+	}
+	for i := range nodes {
+		if nodes[i].Report == ReportAcked && !stored[vmIDs[i]] {
+			res.Lost++
+		}
+	}
+	t := tally.Of(reports)
+	res.Tally.Release, res.Tally.Control = t.Releases[LoopVer], t.Control[Base]
+
+	rel, _, err := st.Release(ctx, LoopVer)
+	if err != nil {
+		return nil, err
+	}
+	res.Final = rel.Rollout
+	entries, err := st.Audit(ctx, 0, 1000)
+	if err != nil {
+		return nil, fmt.Errorf("read audit: %w", err)
+	}
+	for _, e := range entries {
+		if e.Actor != autopilot.Actor || e.Target != LoopVer {
+			continue
+		}
+		var after rollout.Release
+		if err := json.Unmarshal(e.After, &after); err != nil {
+			return nil, fmt.Errorf("audit %d: %w", e.Seq, err)
+		}
+		c := AutoChange{At: e.Time.Sub(start), Action: e.Action, Percent: after.Rollout.Percent, State: after.Rollout.State}
+		switch e.Action {
+		case autopilot.ActionHalt:
+			res.Halt = &c
+			w.mu.Lock()
+			for i, built := range w.first {
+				if built.IsZero() || reps[i].downDuring(e.Time, built) {
+					res.HaltReach = append(res.HaltReach, -1)
+					continue
+				}
+				res.HaltReach = append(res.HaltReach, built.Sub(e.Time))
+			}
+			w.mu.Unlock()
+		case autopilot.ActionAdvance:
+			res.Advances = append(res.Advances, c)
+		}
+	}
+	return res, nil
+}
+
+// MaxHaltReach is the longest a replica that stayed up took to load the
+// halt, and how many replicas were down meanwhile.
+func (l *LoopResult) MaxHaltReach() (longest time.Duration, down int) {
+	for _, d := range l.HaltReach {
+		if d < 0 {
+			down++
+			continue
+		}
+		longest = max(longest, d)
+	}
+	return longest, down
+}
+
+// CountsExact reports whether the store's counts are what the nodes sent,
+// each node once, and no acked report was lost.
+func (l *LoopResult) CountsExact() bool {
+	return l.Lost == 0 && l.Unknown == 0 && l.Tally == l.Want
+}
+
+// print writes the closed loop's part of the report.
+func (l *LoopResult) print(w io.Writer, cfg Config) {
+	fmt.Fprintf(w, "closed loop: %s at %.0f%% failing vs control %.0f%%, autopilot every %s\n",
+		LoopVer, 100*cfg.Loop.FailRate, 100*cfg.Loop.ControlFailRate, cfg.Loop.AutopilotInterval)
+	fmt.Fprintf(w, "  reports: %d sent, %d acked, %d failed (replica down), %d refused; %d resent; %d stored, %d acked but lost, %d unknown\n",
+		l.Sent, l.Acked, l.Failed, l.Refused, l.Resent, l.Stored, l.Lost, l.Unknown)
+	fmt.Fprintf(w, "  counts: release %+v control %+v; want release %+v control %+v (exact: %v)\n",
+		l.Tally.Release, l.Tally.Control, l.Want.Release, l.Want.Control, l.CountsExact())
+	for _, a := range l.Advances {
+		fmt.Fprintf(w, "  t=%6.3fs autopilot advanced: %s at %d%%\n", a.At.Seconds(), a.State, a.Percent)
+	}
+	if h := l.Halt; h != nil {
+		m, down := l.MaxHaltReach()
+		fmt.Fprintf(w, "  t=%6.3fs autopilot halted at %d%%; every replica up had it within %s (%d down meanwhile; per replica %v)\n",
+			h.At.Seconds(), h.Percent, m, down, l.HaltReach)
+	}
+	fmt.Fprintf(w, "  reach: %d of %d answered nodes (%.2f%%) were served %s; it ends %s at %d%%\n",
+		l.ServedLoop, l.Answered, 100*float64(l.ServedLoop)/float64(max(1, l.Answered)), LoopVer, l.Final.State, l.Final.Percent)
+}
