@@ -8,7 +8,9 @@ import (
 	"strings"
 	"time"
 
+	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/quote"
 	"nodehotfix/internal/rollout"
 )
 
@@ -27,6 +29,9 @@ type auditEntryJSON struct {
 	Target string          `json:"target"`
 	Before json.RawMessage `json:"before"`
 	After  json.RawMessage `json:"after"`
+	// Evidence is an automatic change's (autopilot.Evidence), omitted for
+	// an operator's.
+	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
 func runAudit(ctx context.Context, args []string, e *env) error {
@@ -58,10 +63,14 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 	if c.json {
 		out := auditJSON{Entries: []auditEntryJSON{}}
 		for _, a := range entries {
-			out.Entries = append(out.Entries, auditEntryJSON{
+			entry := auditEntryJSON{
 				Seq: a.GetSeq(), Time: a.GetTime().AsTime(), Actor: a.GetActor(), Action: a.GetAction(), Target: a.GetTarget(),
 				Before: rawOrNull(a.GetBeforeJson()), After: rawOrNull(a.GetAfterJson()),
-			})
+			}
+			if ev := a.GetEvidenceJson(); ev != "" && json.Valid([]byte(ev)) {
+				entry.Evidence = json.RawMessage(ev)
+			}
+			out.Entries = append(out.Entries, entry)
 		}
 		return writeJSON(e.stdout, out)
 	}
@@ -73,9 +82,19 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 	fmt.Fprintln(tw, "SEQ\tTIME\tACTOR\tACTION\tTARGET\tCHANGE")
 	for _, a := range entries {
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.GetSeq(), formatTime(a.GetTime().AsTime()), a.GetActor(), a.GetAction(), a.GetTarget(),
-			change(a.GetBeforeJson(), a.GetAfterJson()))
+			change(a.GetBeforeJson(), a.GetAfterJson())+why(a.GetEvidenceJson()))
 	}
 	return tw.Flush()
+}
+
+// why is an automatic change's reason for the table: its verdict's one
+// line, quoted as it comes from the service.
+func why(evidenceJSON string) string {
+	var ev autopilot.Evidence
+	if evidenceJSON == "" || json.Unmarshal([]byte(evidenceJSON), &ev) != nil || ev.Verdict.Detail == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (%s: %s)", ev.Verdict.Verdict, quote.Text(ev.Verdict.Detail))
 }
 
 func rawOrNull(s string) json.RawMessage {

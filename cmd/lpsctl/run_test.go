@@ -250,6 +250,25 @@ func TestOperatorFlow(t *testing.T) {
 	if n := strings.Count(watched.String(), "lpsctl status, every 100ms"); n < 2 || strings.Count(watched.String(), "VERSION") != n {
 		t.Errorf("status --watch drew %d refreshes:\n%s", n, watched.String())
 	}
+	// --watch --json is a stream of documents and nothing else.
+	watchCtx, stopWatch = context.WithTimeout(t.Context(), 350*time.Millisecond)
+	watched.Reset()
+	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms", "--json"), &watched, io.Discard); code != exitOK {
+		t.Errorf("status --watch --json exit %d", code)
+	}
+	stopWatch()
+	docs := 0
+	for dec := json.NewDecoder(&watched); ; docs++ {
+		var doc statusJSON
+		if err := dec.Decode(&doc); err == io.EOF {
+			break
+		} else if err != nil || doc.Region != "eastus" {
+			t.Fatalf("status --watch --json document %d: %+v, %v", docs, doc, err)
+		}
+	}
+	if docs < 2 {
+		t.Errorf("status --watch --json wrote %d documents, want a refresh stream", docs)
+	}
 	var st statusJSON
 	if err := json.Unmarshal([]byte(mustRun(t, with("status", "--json")...)), &st); err != nil {
 		t.Fatal(err)
@@ -464,6 +483,22 @@ func TestListFlag(t *testing.T) {
 		var l listFlag
 		if err := l.Set(in); err != nil || !l.set || !cmp.Equal(l.vals, want, cmpopts.EquateEmpty()) {
 			t.Errorf("Set(%q) = %v (set %v, err %v), want %v", in, l.vals, l.set, err, want)
+		}
+	}
+}
+
+// TestWhy: an automatic change's audit line carries its verdict, quoted;
+// an operator's, or evidence that does not decode, adds nothing.
+func TestWhy(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ in, want string }{
+		{`{"verdict":{"verdict":"regressing","rule":"ceiling","detail":"failure rate 50.0% (10/20)"}}`, " (regressing: failure rate 50.0% (10/20))"},
+		{`{"verdict":{"verdict":"regressing","detail":"bad\u001b[2J"}}`, ` (regressing: "bad\x1b[2J")`},
+		{"", ""},
+		{"{not json", ""},
+	} {
+		if got := why(tt.in); got != tt.want {
+			t.Errorf("why(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -34,7 +34,7 @@ type countJSON struct {
 func runStatus(ctx context.Context, args []string, e *env) error {
 	var c connFlags
 	fs := newFlagSet("status", "[--watch [--interval D]] [connection flags]", e)
-	watch := fs.Bool("watch", false, "refresh until interrupted (text: the screen is redrawn on a terminal)")
+	watch := fs.Bool("watch", false, "refresh until interrupted (text: the screen is redrawn on a terminal; --json: one document per refresh)")
 	interval := fs.Duration("interval", 2*time.Second, "refresh interval with --watch")
 	c.register(fs)
 	if _, err := parse(fs, args); err != nil {
@@ -48,10 +48,14 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 	}
 	term := isTerminal(e.stdout)
 	for {
-		if term && !c.json {
-			fmt.Fprint(e.stdout, "\033[H\033[2J")
+		// JSON: one document per refresh, nothing between them, so the
+		// stream feeds jq as it comes.
+		if !c.json {
+			if term {
+				fmt.Fprint(e.stdout, "\033[H\033[2J")
+			}
+			fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", *interval, formatTime(time.Now()))
 		}
-		fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", *interval, formatTime(time.Now()))
 		if err := statusOnce(ctx, c, e); err != nil {
 			return err
 		}

@@ -403,8 +403,8 @@ func TestIntegrationClosedLoop(t *testing.T) {
 		}
 		s.waitState(crashingHotfix, "halted")
 		audit := s.ctl("audit")
-		if !strings.Contains(audit, "auto-halt") || !strings.Contains(audit, "lpsd") {
-			t.Errorf("audit has no automatic halt by lpsd:\n%s", audit)
+		if !strings.Contains(audit, "auto-halt") || !strings.Contains(audit, "lpsd") || !strings.Contains(audit, "(regressing: failure rate") {
+			t.Errorf("audit has no automatic halt by lpsd with its verdict:\n%s", audit)
 		}
 		// A node provisioning after the halt is offered nothing.
 		n := s.node(nodeOpts{})

@@ -562,13 +562,14 @@ func (s *Server) ListAudit(ctx context.Context, req *adminv1.ListAuditRequest) (
 	resp := &adminv1.ListAuditResponse{}
 	for _, e := range entries {
 		resp.Entries = append(resp.Entries, &adminv1.AuditEntry{
-			Seq:        e.Seq,
-			Time:       timestamppb.New(e.Time),
-			Actor:      e.Actor,
-			Action:     e.Action,
-			Target:     e.Target,
-			BeforeJson: rawText(e.Before),
-			AfterJson:  rawText(e.After),
+			Seq:          e.Seq,
+			Time:         timestamppb.New(e.Time),
+			Actor:        e.Actor,
+			Action:       e.Action,
+			Target:       e.Target,
+			BeforeJson:   rawText(e.Before),
+			AfterJson:    rawText(e.After),
+			EvidenceJson: rawText(e.Evidence),
 		})
 	}
 	return resp, nil

@@ -1763,7 +1763,10 @@ type AuditEntry struct {
 	// The record before (JSON; empty for a publish).
 	BeforeJson string `protobuf:"bytes,6,opt,name=before_json,json=beforeJson,proto3" json:"before_json,omitempty"`
 	// The record after (JSON).
-	AfterJson     string `protobuf:"bytes,7,opt,name=after_json,json=afterJson,proto3" json:"after_json,omitempty"`
+	AfterJson string `protobuf:"bytes,7,opt,name=after_json,json=afterJson,proto3" json:"after_json,omitempty"`
+	// Why, for an automatic change: the health verdict with its counts and
+	// numbers, the plan step and the rule (JSON; empty for an operator's).
+	EvidenceJson  string `protobuf:"bytes,8,opt,name=evidence_json,json=evidenceJson,proto3" json:"evidence_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1843,6 +1846,13 @@ func (x *AuditEntry) GetBeforeJson() string {
 func (x *AuditEntry) GetAfterJson() string {
 	if x != nil {
 		return x.AfterJson
+	}
+	return ""
+}
+
+func (x *AuditEntry) GetEvidenceJson() string {
+	if x != nil {
+		return x.EvidenceJson
 	}
 	return ""
 }
@@ -1961,7 +1971,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\tafter_seq\x18\x01 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"N\n" +
 	"\x11ListAuditResponse\x129\n" +
-	"\aentries\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.AuditEntryR\aentries\"\xd4\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.AuditEntryR\aentries\"\xf9\x01\n" +
 	"\n" +
 	"AuditEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12.\n" +
@@ -1972,7 +1982,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vbefore_json\x18\x06 \x01(\tR\n" +
 	"beforeJson\x12\x1d\n" +
 	"\n" +
-	"after_json\x18\a \x01(\tR\tafterJson*k\n" +
+	"after_json\x18\a \x01(\tR\tafterJson\x12#\n" +
+	"\revidence_json\x18\b \x01(\tR\fevidenceJson*k\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
