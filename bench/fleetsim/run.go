@@ -29,7 +29,9 @@ var scenarios = map[string]func(c *fleet.Config){
 	// report: a regressing release and a healthy one.
 	"loop-bad": func(c *fleet.Config) {
 		c.Loop.FailRate = c.Loop.ControlFailRate + 0.28
-		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.1), frac(c, 0.4)
+		// Killed early, so that it is down while the canary's reports
+		// come in and the halt is decided.
+		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.05), frac(c, 0.4)
 	},
 	"loop-healthy": func(c *fleet.Config) {
 		c.Loop.FailRate = c.Loop.ControlFailRate
@@ -63,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&loop.ControlFailRate, "control-fail-rate", 0.02, "closed loop: the share of control nodes (baked agent) that fail; loop-bad's release fails 28 points more, loop-healthy's as often")
 	fs.DurationVar(&loop.AutopilotInterval, "autopilot-interval", time.Second, "closed loop: each replica's autopilot interval")
 	fs.DurationVar(&loop.ReportDelay, "report-delay", time.Second, "closed loop: how long after its answer a node reports (its provisioning)")
-	fs.IntVar(&loop.ResendEvery, "resend-every", 10, "closed loop: every n-th node reports twice, the second time through another replica (0: never)")
+	fs.IntVar(&loop.ResendEvery, "resend-every", 10, "closed loop: every n-th node reports twice through another replica, alternately the same boot and a reboot (0: never)")
 	scenario := fs.String("scenario", "all", "baseline, failures, change, combined, loop-bad, loop-healthy, loop (both loops), or all (the first three), each on a fresh cluster")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -181,9 +183,14 @@ func verdict(r *fleet.Report, scenario string) []string {
 			v = append(v, fmt.Sprintf("halted at %d%% after %d advances, not on its %d%% canary", l.Halt.Percent, len(l.Advances), canary))
 		case scenario == "loop-healthy" && l.Halt != nil:
 			v = append(v, fmt.Sprintf("the healthy release was halted at %d%%", l.Halt.Percent))
+		case scenario == "loop-healthy" && len(l.Advances) == 0:
+			v = append(v, "the healthy release never advanced")
 		}
-		if m, down := l.MaxHaltReach(); l.Halt != nil && (m > time.Second || down == len(l.HaltReach)) {
-			v = append(v, fmt.Sprintf("the halt took %s to reach the replicas that were up (%v)", m, l.HaltReach))
+		if m, ok := l.HaltReached(); l.Halt != nil && (m > time.Second || !ok) {
+			v = append(v, fmt.Sprintf("the halt took %s to reach the replicas that were up, %d never had it (%v)", m, l.HaltMissed, l.HaltReach))
+		}
+		if l.Acked < r.Config.Nodes/2 {
+			v = append(v, fmt.Sprintf("only %d of %d nodes' reports acked", l.Acked, r.Config.Nodes))
 		}
 	}
 	return v

@@ -94,7 +94,7 @@ func why(evidenceJSON string) string {
 	if evidenceJSON == "" || json.Unmarshal([]byte(evidenceJSON), &ev) != nil || ev.Verdict.Detail == "" {
 		return ""
 	}
-	return fmt.Sprintf(" (%s: %s)", ev.Verdict.Verdict, quote.Text(ev.Verdict.Detail))
+	return fmt.Sprintf(" (%s: %s)", quote.Text(ev.Verdict.Verdict), quote.Text(ev.Verdict.Detail))
 }
 
 func rawOrNull(s string) json.RawMessage {

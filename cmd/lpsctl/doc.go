@@ -48,7 +48,7 @@ command line. --root prefixes every node path, for demos only.
 	lpsctl rollout plan VERSION --steps P:BAKE:REPORTS,... [--margin M] [--max-failure F] [--if-revision REV]
 	lpsctl rollout pause|resume|halt|complete VERSION [--if-revision REV]
 	lpsctl revoke VERSION
-	lpsctl status [--watch [--interval 2s]]
+	lpsctl status [--watch [--interval 2s]]   (--json --watch: one document per refresh)
 	lpsctl explain --vm-id ID --subscription ID [--region R]
 	lpsctl audit [--after SEQ] [--limit N]
 
@@ -133,10 +133,15 @@ fails.
 audit prints:
 
 	{"entries": [{"seq": 1, "time": RFC3339, "actor": "token:ops",
-	              "action": "publish|rollout-set|pause|resume|halt|complete|revoke",
+	              "action": "publish|rollout-set|plan|pause|resume|halt|complete|revoke|auto-advance|auto-halt",
 	              "target": "202604.01.3",
 	              "before": {release record} or null (publish),
-	              "after": {release record}}, ...]}
+	              "after": {release record},
+	              "evidence": {"verdict": {...}, "step", "due", "rule"}}, ...]}
+
+Entries by actor "lpsd" are the autopilot's; only they carry evidence (the
+health verdict with its counts and numbers, the plan step, the rule), and
+the table prints their verdict after the change.
 
 keys generate prints {"key_id", "private_key", "public_key"} (the paths);
 release sign prints {"out", "key_id", "base", "version", "not_after",

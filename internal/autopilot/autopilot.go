@@ -119,7 +119,7 @@ type Evidence struct {
 }
 
 // ruleText is the rule, for the audit evidence.
-const ruleText = "halt if the failure rate's Wilson lower bound (z=2.58) exceeds the ceiling, or if (p1-p0-margin)/se > 2.58 on Agresti-Caffo adjusted rates with at least the step's minimum reports on both sides; advance once the step's bake time has passed with its minimum reports and no halt"
+const ruleText = "halt if the failure rate's Wilson lower bound (z=2.58) exceeds the ceiling, or if (p1-p0-margin)/se > 2.58 on Agresti-Caffo adjusted rates with at least the plan's floor (its smallest step minimum) of reports on each side; advance once the step's bake time has passed, the release has the step's minimum reports and neither test fires"
 
 // Step looks once: it judges every rolling release with a plan and halts or
 // advances those that are due, and returns what it changed.

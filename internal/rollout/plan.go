@@ -35,7 +35,7 @@ type PlanStep struct {
 	// Bake is the least time the step runs before the next.
 	Bake time.Duration `json:"bake"`
 	// MinReports is how many reports the release must have (over all
-	// steps so far) before the step may end. The health rule halts on
+	// steps so far) before the step may end. The health rule may halt on
 	// fewer: it judges from the plan's smallest minimum (Floor) on, so a
 	// later step's larger sample gates advancing, never halting.
 	MinReports int `json:"min_reports"`

@@ -29,6 +29,7 @@ func TestPlanValidate(t *testing.T) {
 		"shrinking":       func(p *Plan) { p.Steps[1].Percent = 1 },
 		"over-100":        func(p *Plan) { p.Steps[2].Percent = 101 },
 		"negative-bake":   func(p *Plan) { p.Steps[0].Bake = -time.Second },
+		"month-bake":      func(p *Plan) { p.Steps[0].Bake = 31 * 24 * time.Hour },
 		"zero-reports":    func(p *Plan) { p.Steps[0].MinReports = 0 },
 		"nan-margin":      func(p *Plan) { p.Margin = math.NaN() },
 		"nan-ceiling":     func(p *Plan) { p.MaxFailureRate = math.NaN() },

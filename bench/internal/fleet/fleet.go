@@ -133,8 +133,9 @@ type NodeResult struct {
 	Loop     bool   // served LoopVer (closed-loop runs)
 	// Report is what became of the node's outcome report, Resent whether
 	// it sent a second one (closed-loop runs).
-	Report ReportOutcome
-	Resent bool
+	Report   ReportOutcome
+	Resent   bool
+	Rebooted bool // the second report was of a new boot
 }
 
 // Event is something the run did to the system.
@@ -357,7 +358,10 @@ bursts:
 	if cfg.Loop != nil {
 		// A halt decided on the last reports reaches the replicas after
 		// the last node; give it the bound under test to arrive.
-		time.Sleep(time.Second)
+		select {
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
 	}
 	stopWatch()
 	<-watched

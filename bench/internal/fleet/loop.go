@@ -44,7 +44,9 @@ type Loop struct {
 	// AutopilotInterval is each replica's autopilot interval.
 	AutopilotInterval time.Duration
 	// ResendEvery: every ResendEvery-th node reports a second time,
-	// through the next replica, as a retry or a replay would; 0 never.
+	// through the next replica: alternately the same boot again (a retry or
+	// a replay, which must replace the first) and a new boot (a reboot,
+	// which must not add a vote); 0 never.
 	ResendEvery int
 	// ReportDelay is how long after its answer a node reports: its
 	// provisioning, during which its replica may die.
@@ -94,8 +96,10 @@ type LoopResult struct {
 	Advances []AutoChange
 	// HaltReach is, per replica, from the halt's audit time to the replica
 	// building a snapshot with LoopVer halted; -1 for a replica that was
-	// down meanwhile (it loads the halt when it starts again).
-	HaltReach []time.Duration
+	// down meanwhile (it loads the halt when it starts again). HaltMissed
+	// counts replicas up throughout that never showed the halt.
+	HaltReach  []time.Duration
+	HaltMissed int
 	// ServedLoop and Answered are the nodes served LoopVer and the nodes
 	// answered at all: how far the release reached.
 	ServedLoop, Answered int
@@ -119,9 +123,10 @@ func failing(vmID string, rate float64) bool {
 	return float64(binary.BigEndian.Uint64(sum[:8])>>11)/(1<<53) < rate
 }
 
-// bootID is the node's boot, a UUID derived from its vmId.
-func bootID(vmID string) string {
-	b := sha256.Sum256([]byte("fleetsim-boot\x00" + vmID))
+// bootID is the node's boot, a UUID derived from its vmId; boot 1 is a
+// reboot's.
+func bootID(vmID string, boot int) string {
+	b := sha256.Sum256([]byte(fmt.Sprintf("fleetsim-boot\x00%s\x00%d", vmID, boot)))
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
@@ -129,7 +134,7 @@ func bootID(vmID string) string {
 // not), as launch would send it.
 func outcomeReport(vmID string, servedLoop bool, l *Loop) *nodev1.ReportOutcomeRequest {
 	r := &nodev1.ReportOutcomeRequest{
-		BootId: bootID(vmID), BakedVersion: bakedVer, Agent: nodev1.Agent_AGENT_BAKED, AgentVersion: bakedVer,
+		BootId: bootID(vmID, 0), BakedVersion: bakedVer, Agent: nodev1.Agent_AGENT_BAKED, AgentVersion: bakedVer,
 		Decision: "revoked", CheckHotfixOutcome: "lpsRead", ProvisionMs: 60_000,
 	}
 	switch {
@@ -147,7 +152,7 @@ func outcomeReport(vmID string, servedLoop bool, l *Loop) *nodev1.ReportOutcomeR
 
 // report sends an answered node's outcome report through r after the
 // loop's delay and records what became of it in res; every ResendEvery-th
-// node then sends it again through next.
+// node then sends it again through next, every other time as a reboot.
 func report(ctx context.Context, l *Loop, res *NodeResult, timeout time.Duration, vmID, token string, r, next *replica, clusterCA *x509.CertPool) {
 	select {
 	case <-time.After(l.ReportDelay):
@@ -158,6 +163,10 @@ func report(ctx context.Context, l *Loop, res *NodeResult, timeout time.Duration
 	res.Report = sendReport(ctx, timeout, r, token, req, clusterCA)
 	if l.ResendEvery > 0 && res.Node%l.ResendEvery == 0 {
 		res.Resent = true
+		if res.Node/l.ResendEvery%2 == 1 {
+			res.Rebooted = true
+			req.BootId = bootID(vmID, 1)
+		}
 		if sendReport(ctx, timeout, next, token, req, clusterCA) == ReportRefused {
 			res.Report = ReportRefused
 		}
@@ -257,14 +266,26 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 		return nil, fmt.Errorf("read reports: %w", err)
 	}
 	res.Stored = len(reports)
-	stored := make(map[string]bool, len(reports))
+	firstBoot := make(map[string]bool, len(reports))
+	counted := make(map[string]bool, len(reports))
 	for _, r := range reports {
 		n := byVM[r.VMID]
-		if n == nil || n.Report == ReportNone || r.Boot != bootID(r.VMID) {
+		switch {
+		case n == nil || n.Report == ReportNone:
+			res.Unknown++
+			continue
+		case r.Boot == bootID(r.VMID, 0):
+			firstBoot[r.VMID] = true
+		case n.Rebooted && r.Boot == bootID(r.VMID, 1):
+		default:
 			res.Unknown++
 			continue
 		}
-		stored[r.VMID] = true
+		// A VM votes once, however many boots it reported.
+		if counted[r.VMID] {
+			continue
+		}
+		counted[r.VMID] = true
 		// What this node's report must count as, from what it was served.
 		c := &res.Want.Control
 		if n.Loop {
@@ -281,7 +302,7 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 		}
 	}
 	for i := range nodes {
-		if nodes[i].Report == ReportAcked && !stored[vmIDs[i]] {
+		if nodes[i].Report == ReportAcked && !firstBoot[vmIDs[i]] {
 			res.Lost++
 		}
 	}
@@ -311,7 +332,16 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			res.Halt = &c
 			w.mu.Lock()
 			for i, built := range w.first {
-				if built.IsZero() || reps[i].downDuring(e.Time, built) {
+				end := built
+				if end.IsZero() {
+					end = time.Now()
+				}
+				switch {
+				case reps[i].downDuring(e.Time, end):
+					res.HaltReach = append(res.HaltReach, -1)
+					continue
+				case built.IsZero():
+					res.HaltMissed++
 					res.HaltReach = append(res.HaltReach, -1)
 					continue
 				}
@@ -325,23 +355,24 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 	return res, nil
 }
 
-// MaxHaltReach is the longest a replica that stayed up took to load the
-// halt, and how many replicas were down meanwhile.
-func (l *LoopResult) MaxHaltReach() (longest time.Duration, down int) {
+// HaltReached reports whether every replica that stayed up showed the
+// halt, at least one did, and the longest any took.
+func (l *LoopResult) HaltReached() (longest time.Duration, ok bool) {
+	up := 0
 	for _, d := range l.HaltReach {
-		if d < 0 {
-			down++
-			continue
+		if d >= 0 {
+			up++
+			longest = max(longest, d)
 		}
-		longest = max(longest, d)
 	}
-	return longest, down
+	return longest, up > 0 && l.HaltMissed == 0
 }
 
 // CountsExact reports whether the store's counts are what the nodes sent,
-// each node once, and no acked report was lost.
+// each node once, no acked report was lost, and there was something to
+// count.
 func (l *LoopResult) CountsExact() bool {
-	return l.Lost == 0 && l.Unknown == 0 && l.Tally == l.Want
+	return l.Stored > 0 && l.Acked > 0 && l.Lost == 0 && l.Unknown == 0 && l.Tally == l.Want
 }
 
 // print writes the closed loop's part of the report.
@@ -356,9 +387,9 @@ func (l *LoopResult) print(w io.Writer, cfg Config) {
 		fmt.Fprintf(w, "  t=%6.3fs autopilot advanced: %s at %d%%\n", a.At.Seconds(), a.State, a.Percent)
 	}
 	if h := l.Halt; h != nil {
-		m, down := l.MaxHaltReach()
-		fmt.Fprintf(w, "  t=%6.3fs autopilot halted at %d%%; every replica up had it within %s (%d down meanwhile; per replica %v)\n",
-			h.At.Seconds(), h.Percent, m, down, l.HaltReach)
+		m, ok := l.HaltReached()
+		fmt.Fprintf(w, "  t=%6.3fs autopilot halted at %d%%; the replicas that showed it did within %s (all up had it: %v, %d never did; per replica %v, -1 down or never)\n",
+			h.At.Seconds(), h.Percent, m, ok, l.HaltMissed, l.HaltReach)
 	}
 	fmt.Fprintf(w, "  reach: %d of %d answered nodes (%.2f%%) were served %s; it ends %s at %d%%\n",
 		l.ServedLoop, l.Answered, 100*float64(l.ServedLoop)/float64(max(1, l.Answered)), LoopVer, l.Final.State, l.Final.Percent)
