@@ -910,3 +910,37 @@ func TestPlanDetail(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeRestartsPlanBake: resuming a planned release over the API
+// starts its step's bake afresh, so days spent paused do not make the step
+// due at once.
+func TestResumeRestartsPlanBake(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	const v = "202604.01.5"
+	publish(t, c, signed(t, priv, v))
+	plan := &adminv1.Plan{Steps: []*adminv1.PlanStep{{Percent: 5, BakeSeconds: 3600, MinReports: 20}, {Percent: 100, MinReports: 50}}, MaxFailureRate: 0.2}
+	if _, err := c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: plan}); err != nil {
+		t.Fatal(err)
+	}
+	// Paused two days ago, in the middle of its canary.
+	r, rev, err := h.store.Release(t.Context(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Rollout.State = rollout.Paused
+	r.Rollout.Plan.StepSince = testNow.Add(-48 * time.Hour)
+	if _, err := h.store.PutRelease(t.Context(), r, rev, store.AuditEntry{Time: testNow, Actor: "test", Action: "pause", Target: v}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.Transition(t.Context(), &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_RESUME})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := resp.GetRelease().GetRollout()
+	if ro.GetState() != "rolling" || !ro.GetPlan().GetStepSince().AsTime().Equal(testNow) {
+		t.Errorf("resumed: %s, step since %v; want rolling with the bake restarted at %v", ro.GetState(), ro.GetPlan().GetStepSince().AsTime(), testNow)
+	}
+}
