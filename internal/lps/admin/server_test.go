@@ -903,6 +903,7 @@ func TestPlanDetail(t *testing.T) {
 		{rollout.Halted, false, "step 1/2 at 5%; halted: the plan waits until an operator resumes it"},
 		{rollout.Paused, false, "step 1/2 at 5%; paused: the plan waits until an operator resumes it"},
 		{rollout.Rolling, true, "step 1/2 at 5%; revoked: the plan no longer runs"},
+		{rollout.Complete, false, "step 1/2 at 5%; complete"},
 	} {
 		r.Rollout.State, r.Revoked = tt.state, tt.revoked
 		if got := planDetail(r); got != tt.want {
