@@ -57,6 +57,9 @@ func runStatus(ctx context.Context, args []string, e *env) error {
 			fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", *interval, formatTime(time.Now()))
 		}
 		if err := statusOnce(ctx, c, e); err != nil {
+			if ctx.Err() != nil {
+				return nil // interrupted mid-refresh: that is how a watch ends
+			}
 			return err
 		}
 		select {
