@@ -17,6 +17,7 @@ import (
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
+	"nodehotfix/internal/uuid"
 )
 
 const (
@@ -103,7 +104,7 @@ func (s *reportService) validate(id attest.Identity, req *nodev1.ReportOutcomeRe
 	bad := func(format string, a ...any) (store.Report, error) {
 		return store.Report{}, s.refuse(codes.InvalidArgument, "invalid", fmt.Errorf("report: "+format, a...))
 	}
-	if !isUUID(req.GetBootId()) {
+	if _, ok := uuid.Canonical(req.GetBootId()); !ok {
 		return bad("boot_id %q is not a UUID", clip(req.GetBootId()))
 	}
 	baked, err := hotfix.ParseVersion(req.GetBakedVersion())
@@ -189,25 +190,6 @@ func (s *reportService) offered(id attest.Identity, version string) bool {
 		}
 	}
 	return false
-}
-
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f', c >= 'A' && c <= 'F':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // clip shortens a node-supplied string for an error message.

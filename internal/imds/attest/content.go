@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/jsonobj"
+	"nodehotfix/internal/uuid"
 )
 
 // TimeLayout is the Go layout of the document's timeStamp values, e.g.
@@ -47,10 +48,10 @@ func parseContent(data []byte) (document, error) {
 		}
 	}
 	var ok bool
-	if d.vmID, ok = canonicalUUID(d.vmID); !ok {
+	if d.vmID, ok = uuid.Canonical(d.vmID); !ok {
 		return d, errors.New("vmId: missing or not a UUID")
 	}
-	if d.subscriptionID, ok = canonicalUUID(d.subscriptionID); !ok {
+	if d.subscriptionID, ok = uuid.Canonical(d.subscriptionID); !ok {
 		return d, errors.New("subscriptionId: missing or not a UUID")
 	}
 
@@ -145,26 +146,4 @@ func timeValue(raw json.RawMessage) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("not in layout %q", TimeLayout)
 	}
 	return t, nil
-}
-
-// canonicalUUID reports whether s is a UUID in the 8-4-4-4-12 hex form and
-// returns it in lower case.
-func canonicalUUID(s string) (string, bool) {
-	if len(s) != 36 {
-		return "", false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return "", false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return "", false
-			}
-		}
-	}
-	return strings.ToLower(s), true
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"nodehotfix/internal/uuid"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -67,23 +69,6 @@ func TestParseContentRejects(t *testing.T) {
 	}
 }
 
-func TestCanonicalUUID(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"02AAB8A4-74EF-476E-8182-F6D2BA4166A6": "02aab8a4-74ef-476e-8182-f6d2ba4166a6",
-		"00000000-0000-0000-0000-000000000000": "00000000-0000-0000-0000-000000000000",
-		"02aab8a4-74ef-476e-8182-f6d2ba4166a":  "",
-		"02aab8a4_74ef-476e-8182-f6d2ba4166a6": "",
-		"urn:uuid:02aab8a4-74ef-476e-8182-f6d": "",
-		" 2aab8a4-74ef-476e-8182-f6d2ba4166a6": "",
-	} {
-		got, ok := canonicalUUID(in)
-		if got != want || ok != (want != "") {
-			t.Errorf("canonicalUUID(%q) = %q, %v; want %q", in, got, ok, want)
-		}
-	}
-}
-
 func FuzzParseContent(f *testing.F) {
 	f.Add(`{"vmId":"02aab8a4-74ef-476e-8182-f6d2ba4166a6","subscriptionId":"8d10da13-8125-4ba9-a717-bf7490507b3d",` +
 		`"timeStamp":{"createdOn":"11/20/18 22:07:39 -0000","expiresOn":"11/20/18 22:08:24 -0000"}}`)
@@ -94,7 +79,7 @@ func FuzzParseContent(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if _, ok := canonicalUUID(d.vmID); !ok || d.vmID != strings.ToLower(d.vmID) {
+		if _, ok := uuid.Canonical(d.vmID); !ok || d.vmID != strings.ToLower(d.vmID) {
 			t.Fatalf("accepted vmId %q, want a lower-case UUID", d.vmID)
 		}
 		if d.createdOn.IsZero() || d.expiresOn.Before(d.createdOn) {

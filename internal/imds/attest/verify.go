@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"nodehotfix/internal/uuid"
+
 	"github.com/smallstep/pkcs7"
 )
 
@@ -156,7 +158,7 @@ func New(cfg Config) (*Verifier, error) {
 	}
 	v.subs = make(map[string]bool, len(cfg.AllowedSubscriptions))
 	for _, s := range cfg.AllowedSubscriptions {
-		id, ok := canonicalUUID(s)
+		id, ok := uuid.Canonical(s)
 		if !ok {
 			return nil, fmt.Errorf("new attested document verifier: allowed subscription %q is not a UUID", s)
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/smallstep/pkcs7"
 
 	"nodehotfix/internal/imds/imdssign"
+	"nodehotfix/internal/uuid"
 )
 
 var testNow = time.Date(2026, 8, 1, 12, 0, 0, 0, time.UTC)
@@ -681,7 +682,7 @@ func fuzzVerify(f *testing.F, fx fixture) func(t *testing.T, token string) {
 			}
 			return
 		}
-		if _, ok := canonicalUUID(id.VMID); !ok || id.VMID != strings.ToLower(id.VMID) {
+		if _, ok := uuid.Canonical(id.VMID); !ok || id.VMID != strings.ToLower(id.VMID) {
 			t.Fatalf("accepted identity has vmId %q, want a lower-case UUID", id.VMID)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/imds/imdssign"
+	"nodehotfix/internal/uuid"
 )
 
 // VM is the identity the emulator attests.
@@ -102,7 +103,9 @@ func Handler(cfg Config) http.Handler {
 	other := func(h func(VM) http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			id := r.PathValue("vmid")
-			if !isUUID(id) {
+			// Lower case only: the path names the VM exactly as its
+			// documents will.
+			if c, ok := uuid.Canonical(id); !ok || c != id {
 				errorJSON(w, http.StatusNotFound, "unknown VM "+id)
 				return
 			}
@@ -150,23 +153,4 @@ func errorJSON(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(code)
 	json.NewEncoder(w).Encode(map[string]string{"error": msg})
-}
-
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case i == 8 || i == 13 || i == 18 || i == 23:
-			if c != '-' {
-				return false
-			}
-		case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
-		default:
-			return false
-		}
-	}
-	return true
 }
