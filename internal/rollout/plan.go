@@ -11,11 +11,13 @@ var ErrInvalidPlan = errors.New("invalid rollout plan")
 
 // Plan is a rollout in steps that lpsd advances by itself while the release
 // stays healthy and halts when it regresses (internal/autopilot). The
-// first step is the canary: a small percentage that must gather its reports
+// first steps are the canary: either a number of nodes (seats, see
+// PlanStep.Nodes) or a small percentage, that must gather their reports
 // before more nodes get the release.
 type Plan struct {
-	// Steps are the percentages to go through, strictly increasing; after
-	// the last (which may be 100) the release completes.
+	// Steps are the canary steps by node count, strictly increasing, then
+	// the percentages, strictly increasing; after the last (which may be
+	// 100) the release completes.
 	Steps []PlanStep `json:"steps"`
 	// Margin is how many points the release's failure rate may exceed its
 	// base's control cohort's before it is judged a regression (0.05: five
@@ -29,9 +31,16 @@ type Plan struct {
 	StepSince time.Time `json:"step_since"`
 }
 
-// PlanStep is one step of a plan.
+// PlanStep is one step of a plan: a percentage of the nodes in scope, or,
+// when Nodes is set, a canary of exactly that many nodes.
 type PlanStep struct {
+	// Percent of in-scope nodes, by hash bucket; 0 for a canary step.
 	Percent int `json:"percent"`
+	// Nodes, for a canary step, is how many in-scope nodes may hold one of
+	// the release's seats: the first to ask while the step runs take them,
+	// and a seat is held for good, so canary nodes stay served through the
+	// later steps. Seats are shared by replicas through the store.
+	Nodes int `json:"nodes,omitempty"`
 	// Bake is the least time the step runs before the next.
 	Bake time.Duration `json:"bake"`
 	// MinReports is how many reports the release must have (over all
@@ -41,10 +50,25 @@ type PlanStep struct {
 	MinReports int `json:"min_reports"`
 }
 
+// Canary reports whether s is a canary step of a number of nodes.
+func (s PlanStep) Canary() bool { return s.Nodes > 0 }
+
+// passed reports whether a release at percent has gone past s: a canary
+// step once any percentage is served, a percentage once it is reached.
+func (s PlanStep) passed(percent int) bool {
+	if s.Canary() {
+		return percent > 0
+	}
+	return s.Percent <= percent
+}
+
 // Limits of a plan.
 const (
 	maxPlanSteps = 20
 	maxBake      = 30 * 24 * time.Hour
+	// MaxCanaryNodes bounds a canary step: every replica keeps the seats'
+	// holders in memory, and a canary is meant to be small.
+	MaxCanaryNodes = 10_000
 )
 
 // Validate checks p's invariants.
@@ -55,9 +79,21 @@ func (p Plan) Validate() error {
 	if len(p.Steps) == 0 || len(p.Steps) > maxPlanSteps {
 		return bad("%d steps; want 1 to %d", len(p.Steps), maxPlanSteps)
 	}
-	prev := 0
+	prev, prevNodes := 0, 0
 	for i, s := range p.Steps {
-		if s.Percent <= prev || s.Percent > 100 {
+		switch {
+		case s.Nodes < 0:
+			return bad("step %d: %d nodes", i+1, s.Nodes)
+		case s.Canary() && s.Percent != 0:
+			return bad("step %d: both %d nodes and %d%%; a step is one or the other", i+1, s.Nodes, s.Percent)
+		case s.Canary() && prev > 0:
+			return bad("step %d: a canary of %d nodes after %d%%; canary steps come first", i+1, s.Nodes, prev)
+		case s.Canary() && (s.Nodes <= prevNodes || s.Nodes > MaxCanaryNodes):
+			return bad("step %d: a canary of %d nodes after %d; canary steps must grow, up to %d", i+1, s.Nodes, prevNodes, MaxCanaryNodes)
+		case s.Canary() && s.MinReports > s.Nodes:
+			// Each node counts once, so the step could never advance.
+			return bad("step %d: min reports %d from a canary of %d nodes; it could never advance", i+1, s.MinReports, s.Nodes)
+		case !s.Canary() && (s.Percent <= prev || s.Percent > 100):
 			return bad("step %d: %d%% after %d%%; steps must grow, up to 100", i+1, s.Percent, prev)
 		}
 		if s.Bake < 0 || s.Bake > maxBake {
@@ -66,7 +102,7 @@ func (p Plan) Validate() error {
 		if s.MinReports < 1 || s.MinReports > 1_000_000 {
 			return bad("step %d: min reports %d out of range 1..1000000", i+1, s.MinReports)
 		}
-		prev = s.Percent
+		prev, prevNodes = s.Percent, max(prevNodes, s.Nodes)
 	}
 	// Written so that NaN, which fails every comparison, is refused too.
 	if !(p.Margin >= 0 && p.Margin < 1) {
@@ -97,6 +133,28 @@ func (p Plan) Floor() int {
 // Due returns when the current step's bake ends.
 func (p Plan) Due() time.Time { return p.StepSince.Add(p.Current().Bake) }
 
+// HasCanary reports whether p has canary steps, whose seat holders stay
+// served whatever the step.
+func (p Plan) HasCanary() bool { return p.Steps[0].Canary() }
+
+// HasCanary reports whether r's plan has a canary of a number of nodes.
+func (r Release) HasCanary() bool {
+	return r.Rollout.Plan != nil && len(r.Rollout.Plan.Steps) > 0 && r.Rollout.Plan.HasCanary()
+}
+
+// OpenSeats returns how many seats r's canary has while a node of n's
+// scope may take one: r is rolling at a canary step and n is in scope.
+// Otherwise it returns 0 and no seat may be taken.
+func (r Release) OpenSeats(n Node) int {
+	if r.Revoked || r.Rollout.State != Rolling || !r.HasCanary() || !r.inScope(n) {
+		return 0
+	}
+	if p := r.Rollout.Plan; p.Step < len(p.Steps) {
+		return p.Steps[p.Step].Nodes
+	}
+	return 0
+}
+
 // SetPlan returns r rolling under plan p from its first step that is
 // above r's current percentage (a percentage never shrinks), started at
 // now. A draft starts rolling; a paused, halted, complete or revoked
@@ -113,7 +171,7 @@ func (r Release) SetPlan(p Plan, now time.Time) (Release, error) {
 	if err := p.Validate(); err != nil {
 		return r, err
 	}
-	for p.Step < len(p.Steps)-1 && p.Steps[p.Step].Percent <= r.Rollout.Percent {
+	for p.Step < len(p.Steps)-1 && p.Steps[p.Step].passed(r.Rollout.Percent) {
 		p.Step++
 	}
 	percent := max(r.Rollout.Percent, p.Current().Percent)
@@ -137,7 +195,8 @@ func (r Release) Advance(now time.Time) (Release, error) {
 	}
 	next := *p
 	next.Steps = append([]PlanStep(nil), p.Steps...)
-	for next.Step < len(next.Steps) && next.Steps[next.Step].Percent <= r.Rollout.Percent {
+	next.Step++
+	for next.Step < len(next.Steps) && next.Steps[next.Step].passed(r.Rollout.Percent) {
 		next.Step++
 	}
 	if next.Step >= len(next.Steps) {

@@ -83,3 +83,103 @@ func TestResumeRestartsBake(t *testing.T) {
 		t.Errorf("resuming a rolling release: %v, want ErrInvalidTransition", err)
 	}
 }
+
+func canaryPlan() Plan {
+	p := testPlan()
+	p.Steps = append([]PlanStep{
+		{Nodes: 5, Bake: 10 * time.Minute, MinReports: 5},
+		{Nodes: 50, Bake: 20 * time.Minute, MinReports: 30},
+	}, p.Steps...)
+	return p
+}
+
+func TestCanaryPlanValidate(t *testing.T) {
+	t.Parallel()
+	if err := canaryPlan().Validate(); err != nil {
+		t.Fatalf("good canary plan: %v", err)
+	}
+	bad := map[string]func(*Plan){
+		"nodes-and-percent":     func(p *Plan) { p.Steps[0].Percent = 1 },
+		"negative-nodes":        func(p *Plan) { p.Steps[0].Nodes = -1 },
+		"shrinking-canary":      func(p *Plan) { p.Steps[1].Nodes = 5 },
+		"canary-after-percent":  func(p *Plan) { p.Steps[3] = PlanStep{Nodes: 100, MinReports: 1} },
+		"huge-canary":           func(p *Plan) { p.Steps[1].Nodes = MaxCanaryNodes + 1 },
+		"reports-over-canary":   func(p *Plan) { p.Steps[0].MinReports = 6 },
+		"percent-after-canary0": func(p *Plan) { p.Steps[2].Percent = 0 },
+	}
+	for name, mutate := range bad {
+		p := canaryPlan()
+		mutate(&p)
+		if err := p.Validate(); !errors.Is(err, ErrInvalidPlan) {
+			t.Errorf("%s: Validate = %v, want ErrInvalidPlan", name, err)
+		}
+	}
+}
+
+// TestCanarySteps walks a canary plan: seats only while at a canary step,
+// seat holders served through every later step, and a release already
+// serving a percentage skipping the canary.
+func TestCanarySteps(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	r, err := rel("202604.01.1", Draft, 0).SetPlan(canaryPlan(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Rollout.State != Rolling || r.Rollout.Percent != 0 || r.Rollout.Plan.Step != 0 {
+		t.Fatalf("after SetPlan: %s %d%% step %d, want rolling 0%% at the canary", r.Rollout.State, r.Rollout.Percent, r.Rollout.Plan.Step)
+	}
+	seated := Node{VMID: "seated", Seats: []string{"202604.01.1"}}
+	other := Node{VMID: "other"}
+	if got := r.OpenSeats(other); got != 5 {
+		t.Errorf("OpenSeats at the first canary step = %d, want 5", got)
+	}
+	if ok, rules := r.Includes(other); ok {
+		t.Errorf("a node without a seat is included at the canary: %+v", rules)
+	}
+	if ok, rules := r.Includes(seated); !ok || rules[len(rules)-1].Rule != "canary-seat" {
+		t.Errorf("seat holder: included=%v rules=%+v, want included by canary-seat", ok, rules)
+	}
+	if r, err = r.Advance(now); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.OpenSeats(other); got != 50 || r.Rollout.Percent != 0 {
+		t.Errorf("second canary step: OpenSeats %d at %d%%, want 50 at 0%%", got, r.Rollout.Percent)
+	}
+	if r, err = r.Advance(now); err != nil {
+		t.Fatal(err)
+	}
+	if r.Rollout.Percent != 1 || r.OpenSeats(other) != 0 {
+		t.Errorf("first percentage step: %d%% with %d open seats, want 1%% and none", r.Rollout.Percent, r.OpenSeats(other))
+	}
+	if ok, _ := r.Includes(seated); !ok || !r.Offered(seated) {
+		t.Error("a canary node dropped out when the percentages began")
+	}
+	paused, err := r.Transition(Paused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paused.OpenSeats(other) != 0 {
+		t.Error("a paused release hands out seats")
+	}
+	halted, err := r.Transition(Halted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := halted.Includes(seated); ok || !halted.Offered(seated) {
+		t.Error("halted: a canary node must be served nothing, yet stay offered for its report")
+	}
+	scoped := r
+	scoped.Rollout.Subscriptions = []string{"sub-a"}
+	if scoped.Offered(seated) {
+		t.Error("a seat holder outside the scope is offered")
+	}
+
+	already, err := rel("202604.01.2", Rolling, 10).SetPlan(canaryPlan(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := already.Rollout.Plan.Current(); got.Canary() || got.Percent != 25 {
+		t.Errorf("a release at 10%% starts its plan at %+v, want the 25%% step", got)
+	}
+}

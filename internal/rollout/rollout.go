@@ -214,6 +214,15 @@ type Node struct {
 	VMID           string
 	SubscriptionID string
 	Region         string
+	// Seats lists the releases (by version) whose canary seat the node
+	// holds; the store keeps who holds what (lps.Seats hands them out).
+	Seats []string
+}
+
+// inScope reports whether n is in r's subscription and region scope.
+func (r Release) inScope(n Node) bool {
+	return (len(r.Rollout.Subscriptions) == 0 || slices.Contains(r.Rollout.Subscriptions, strings.ToLower(n.SubscriptionID))) &&
+		(len(r.Rollout.Regions) == 0 || slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region)))
 }
 
 // Rule is one step of the decision for one release, for explain.
@@ -249,6 +258,13 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 		add("percentage", true, "complete: every node in scope")
 		return true, rules
 	}
+	if seated := slices.Contains(n.Seats, r.Version); seated || r.atCanary() {
+		detail := "holds a canary seat"
+		if !seated {
+			detail = fmt.Sprintf("holds none of the canary's %d seats", r.Rollout.Plan.Current().Nodes)
+		}
+		return add("canary-seat", seated, detail), rules
+	}
 	b := Bucket(n.VMID, r.Version)
 	limit := r.Rollout.Percent * Buckets / 100
 	if !add("percentage", b < limit, fmt.Sprintf("bucket=%d limit=%d (%d%%)", b, limit, r.Rollout.Percent)) {
@@ -258,21 +274,22 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 }
 
 // Offered reports whether r has ever been served to n, whatever its state
-// now: it left draft, n is in its scope, and the rollout is complete or n's
-// bucket is under the percentage (which only grows). A halt or revocation
+// now: it left draft, n is in its scope, and the rollout is complete, n
+// holds a canary seat, or n's bucket is under the percentage (which only
+// grows). A halt or revocation
 // since does not undo an offer; it is how lpsd knows a node's report about
 // r can be genuine.
 func (r Release) Offered(n Node) bool {
-	if r.Rollout.State == Draft || r.Rollout.State == "" {
+	if r.Rollout.State == Draft || r.Rollout.State == "" || !r.inScope(n) {
 		return false
 	}
-	if len(r.Rollout.Subscriptions) > 0 && !slices.Contains(r.Rollout.Subscriptions, strings.ToLower(n.SubscriptionID)) {
-		return false
-	}
-	if len(r.Rollout.Regions) > 0 && !slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region)) {
-		return false
-	}
-	return r.Rollout.State == Complete || Bucket(n.VMID, r.Version) < r.Rollout.Percent*Buckets/100
+	return r.Rollout.State == Complete || slices.Contains(n.Seats, r.Version) ||
+		Bucket(n.VMID, r.Version) < r.Rollout.Percent*Buckets/100
+}
+
+// atCanary reports whether r's plan is at a canary step.
+func (r Release) atCanary() bool {
+	return r.Rollout.Plan != nil && r.Rollout.Plan.Step < len(r.Rollout.Plan.Steps) && r.Rollout.Plan.Current().Canary()
 }
 
 func scopeText(ids []string) string {

@@ -30,6 +30,8 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrInvalidReport: a report's key (VMID, Boot) cannot be stored.
 	ErrInvalidReport = errors.New("invalid report")
+	// ErrInvalidSeat: a canary seat's key (version, VMID) cannot be stored.
+	ErrInvalidSeat = errors.New("invalid canary seat")
 )
 
 // AuditEntry is one change to the state, recorded in the same transaction
@@ -91,14 +93,25 @@ func (r Report) ValidateKey() error {
 	return nil
 }
 
+// ValidateSeat returns an error wrapping ErrInvalidSeat unless version and
+// vmID are both non-empty and free of "/", which backends join them with.
+func ValidateSeat(version, vmID string) error {
+	for _, f := range []struct{ name, v string }{{"version", version}, {"vm id", vmID}} {
+		if f.v == "" || strings.Contains(f.v, "/") {
+			return fmt.Errorf("canary seat %s %q: empty or contains \"/\": %w", f.name, f.v, ErrInvalidSeat)
+		}
+	}
+	return nil
+}
+
 // CompareReports orders reports by (VMID, Boot), the order of Reports, for
 // slices.SortFunc.
 func CompareReports(a, b Report) int {
 	return cmp.Or(strings.Compare(a.VMID, b.VMID), strings.Compare(a.Boot, b.Boot))
 }
 
-// Store persists releases, the audit log and reports. Implementations are safe for
-// concurrent use.
+// Store persists releases, the audit log, reports and canary seats.
+// Implementations are safe for concurrent use.
 type Store interface {
 	// Releases returns every release (in version order) and the store-wide
 	// revision the list reflects.
@@ -142,6 +155,24 @@ type Store interface {
 	// Reports returns every stored report, ordered by (VMID, Boot).
 	// ErrClosed after Close.
 	Reports(ctx context.Context) ([]Report, error)
+
+	// TakeSeat gives vmID one of the canary seats of release version, of
+	// which there are limit (rollout.PlanStep.Nodes). It returns true if
+	// vmID holds a seat already or took one because fewer than limit were
+	// held, false if it holds none and none is free. A limit of 0 only
+	// reads. A seat is never given back, and a limit may grow from step to
+	// step (held seats count against the new one).
+	//
+	// Atomic across every process sharing the store: however many take at
+	// once, no more than limit vmIds hold seats (unless an earlier, larger
+	// limit gave them out) and none holds two. Seats are not releases: no
+	// revision changes and Watch is not signalled. ErrInvalidSeat (wrapped)
+	// for an empty version or vmID or one containing "/"; ErrClosed after
+	// Close.
+	TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error)
+
+	// Seats returns the vmIds holding version's canary seats, sorted.
+	Seats(ctx context.Context, version string) ([]string, error)
 
 	// Close releases the backend's resources.
 	Close() error

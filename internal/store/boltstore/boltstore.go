@@ -2,6 +2,7 @@
 package boltstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -32,6 +33,9 @@ const (
 	// reportsBucket maps VMID + "/" + Boot to a report's stored form
 	// (storecodec); neither part contains "/".
 	reportsBucket = "reports"
+	// seatsBucket maps version + "/" + VMID to nothing for each canary seat
+	// held, and version to the seats' count, 8-byte big endian.
+	seatsBucket = "seats"
 	// metaBucket holds store-wide values.
 	metaBucket = "meta"
 	// revisionKey (in metaBucket) is the store-wide revision, 8-byte big
@@ -67,7 +71,7 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, metaBucket} {
+		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, metaBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -263,6 +267,71 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
 	slices.SortFunc(out, store.CompareReports)
 	return out, nil
+}
+
+// TakeSeat implements store.Store with one bbolt transaction; a read-only
+// one when vmID holds a seat or limit is 0.
+func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error) {
+	if err := store.ValidateSeat(version, vmID); err != nil {
+		return false, fmt.Errorf("take seat: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("take seat: %w", err)
+	}
+	key := []byte(version + "/" + vmID)
+	var held bool
+	err := s.db.View(func(tx *bolt.Tx) error {
+		held = tx.Bucket([]byte(seatsBucket)).Get(key) != nil
+		return nil
+	})
+	if err != nil || held || limit <= 0 {
+		return held, wrapErr("take seat", err)
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(seatsBucket))
+		if b.Get(key) != nil {
+			held = true
+			return nil
+		}
+		var n uint64
+		if v := b.Get([]byte(version)); len(v) == 8 {
+			n = binary.BigEndian.Uint64(v)
+		}
+		if n >= uint64(limit) {
+			return nil
+		}
+		if err := b.Put(key, []byte{}); err != nil {
+			return err
+		}
+		held = true
+		return b.Put([]byte(version), uint64Key(n+1))
+	})
+	return held, wrapErr("take seat", err)
+}
+
+// Seats implements store.Store.
+func (s *Store) Seats(ctx context.Context, version string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list seats: %w", err)
+	}
+	var out []string
+	prefix := []byte(version + "/")
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket([]byte(seatsBucket)).Cursor()
+		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+			out = append(out, string(k[len(prefix):]))
+		}
+		return nil
+	})
+	return out, wrapErr("list seats", err)
+}
+
+// wrapErr is nil for nil, else err mapped and prefixed with what failed.
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, mapErr(err))
 }
 
 // Watch implements store.Store: the channel receives a value after each

@@ -7,13 +7,18 @@
 //	<prefix>audit/<seq>             audit entry (JSON, "v"); seq is 20-digit zero-padded
 //	<prefix>audit-seq               last allocated audit seq (decimal)
 //	<prefix>reports/<vmId>/<boot>   report (JSON, "v")
+//	<prefix>seats/<version>/vm/<vmId> canary seat held (value: its slot)
+//	<prefix>seats/<version>/n/<slot>  the seat's holder; slot is 5-digit zero-padded
 //
 // A release's revision is its key's ModRevision, and the store-wide
 // revision is the highest ModRevision under releases/ (release keys are
 // never deleted), so writes to other keys, such as reports or another
 // prefix's, do not move it. A release write is one transaction that
 // compares the release's ModRevision and the audit-seq counter's, then puts
-// the release, its audit entry and the counter.
+// the release, its audit entry and the counter. A canary seat is taken by
+// creating both its slot key, numbered by the count of slots, and its vmId
+// key in one transaction that requires neither to exist, so no slot has
+// two holders and no vmId two slots.
 package etcdstore
 
 import (
@@ -157,11 +162,12 @@ func Open(ctx context.Context, endpoints []string, c Config) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) releasesPrefix() string     { return s.prefix + "releases/" }
-func (s *Store) releaseKey(v string) string { return s.releasesPrefix() + v }
-func (s *Store) auditPrefix() string        { return s.prefix + "audit/" }
-func (s *Store) seqKey() string             { return s.prefix + "audit-seq" }
-func (s *Store) reportsPrefix() string      { return s.prefix + "reports/" }
+func (s *Store) releasesPrefix() string      { return s.prefix + "releases/" }
+func (s *Store) releaseKey(v string) string  { return s.releasesPrefix() + v }
+func (s *Store) auditPrefix() string         { return s.prefix + "audit/" }
+func (s *Store) seqKey() string              { return s.prefix + "audit-seq" }
+func (s *Store) reportsPrefix() string       { return s.prefix + "reports/" }
+func (s *Store) seatsPrefix(v string) string { return s.prefix + "seats/" + v + "/" }
 func (s *Store) reportKey(r store.Report) string {
 	return s.reportsPrefix() + r.VMID + "/" + r.Boot
 }
@@ -472,6 +478,96 @@ func (s *Store) reportsPage(ctx context.Context, from, end string, rev int64) (*
 		return nil, s.mapErr(err)
 	}
 	return resp, nil
+}
+
+// maxSeatTries bounds TakeSeat's attempts. Each lost attempt means another
+// taker won a seat, and lpsd takes one seat per release at a time per
+// replica, so losing this often means the store is misbehaving.
+const maxSeatTries = 16
+
+// TakeSeat implements store.Store. Each attempt is one read (is vmID
+// seated, how many slots are taken) and one conditional transaction
+// creating slot n and vmID's key; both bounded by the request timeout.
+func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error) {
+	if err := store.ValidateSeat(version, vmID); err != nil {
+		return false, fmt.Errorf("take seat: %w", err)
+	}
+	if s.isClosed() {
+		return false, fmt.Errorf("take seat: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("take seat: %w", err)
+	}
+	vmKey := s.seatsPrefix(version) + "vm/" + vmID
+	slots := s.seatsPrefix(version) + "n/"
+	for range maxSeatTries {
+		held, taken, err := s.seatState(ctx, vmKey, slots)
+		if err != nil || held || taken >= int64(limit) {
+			return held, err
+		}
+		slotKey := fmt.Sprintf("%s%05d", slots, taken)
+		won, err := s.claimSeat(ctx, vmKey, slotKey, vmID)
+		if err != nil || won {
+			return won, err
+		}
+	}
+	return false, fmt.Errorf("take seat %s for %s: lost %d attempts to concurrent takers", version, vmID, maxSeatTries)
+}
+
+// seatState reads, at one revision, whether vmKey exists and how many keys
+// are under slots.
+func (s *Store) seatState(ctx context.Context, vmKey, slots string) (held bool, taken int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).Then(
+		clientv3.OpGet(vmKey, clientv3.WithCountOnly()),
+		clientv3.OpGet(slots, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+	).Commit()
+	if err != nil {
+		return false, 0, fmt.Errorf("take seat: %w", s.mapErr(err))
+	}
+	return resp.Responses[0].GetResponseRange().Count > 0, resp.Responses[1].GetResponseRange().Count, nil
+}
+
+// claimSeat creates vmKey and slotKey if neither exists, and reports
+// whether it did.
+func (s *Store) claimSeat(ctx context.Context, vmKey, slotKey, vmID string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(
+		clientv3.Compare(clientv3.CreateRevision(vmKey), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(slotKey), "=", 0),
+	).Then(
+		clientv3.OpPut(vmKey, slotKey[strings.LastIndexByte(slotKey, '/')+1:]),
+		clientv3.OpPut(slotKey, vmID),
+	).Commit()
+	if err != nil {
+		return false, fmt.Errorf("take seat: %w", s.mapErr(err))
+	}
+	return resp.Succeeded, nil
+}
+
+// Seats implements store.Store with one keys-only range read (a canary has
+// at most rollout.MaxCanaryNodes seats).
+func (s *Store) Seats(ctx context.Context, version string) ([]string, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("list seats: %w", store.ErrClosed)
+	}
+	if err := cmp.Or(ctx.Err(), store.ValidateSeat(version, "-")); err != nil {
+		return nil, fmt.Errorf("list seats: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	prefix := s.seatsPrefix(version) + "vm/"
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("list seats: %w", s.mapErr(err))
+	}
+	out := make([]string, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out = append(out, string(kv.Key[len(prefix):]))
+	}
+	return out, nil
 }
 
 // Watch implements store.Store with an etcd watch on the releases, so it

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -30,6 +31,8 @@ type Store struct {
 	// reports holds values only (a Report has no slices or maps), so
 	// storing and returning copies of the struct isolates callers.
 	reports map[reportKey]store.Report
+	// seats maps a release version to the vmIds holding its canary seats.
+	seats map[string]map[string]bool
 }
 
 type reportKey struct{ vmID, boot string }
@@ -41,7 +44,7 @@ type entry struct {
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report)}
+	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]bool)}
 }
 
 // Releases implements store.Store.
@@ -157,6 +160,46 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	return out, nil
 }
 
+// TakeSeat implements store.Store.
+func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error) {
+	if err := store.ValidateSeat(version, vmID); err != nil {
+		return false, fmt.Errorf("take seat: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, fmt.Errorf("take seat: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("take seat: %w", err)
+	}
+	held := s.seats[version]
+	switch {
+	case held[vmID]:
+		return true, nil
+	case len(held) >= limit:
+		return false, nil
+	case held == nil:
+		held = make(map[string]bool)
+		s.seats[version] = held
+	}
+	held[vmID] = true
+	return true, nil
+}
+
+// Seats implements store.Store.
+func (s *Store) Seats(ctx context.Context, version string) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("list seats: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list seats: %w", err)
+	}
+	return slices.Sorted(maps.Keys(s.seats[version])), nil
+}
+
 // Watch implements store.Store.
 func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	return s.hub.Subscribe(ctx)
@@ -170,6 +213,7 @@ func (s *Store) Close() error {
 	s.releases = nil
 	s.audit = nil
 	s.reports = nil
+	s.seats = nil
 	s.mu.Unlock()
 	s.hub.Close()
 	return nil

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -56,6 +57,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"reports-not-releases", testReportsNotReleases},
 		{"reports-large-call", testReportsLargeCall},
 		{"reports-cancel", testReportsCancel},
+		{"seats", testSeats},
+		{"seats-concurrent", testSeatsConcurrent},
+		{"seats-invalid", testSeatsInvalid},
+		{"seats-not-releases", testSeatsNotReleases},
 		{"close", testClose},
 	}
 	for _, tt := range tests {
@@ -681,6 +686,12 @@ func testClose(t *testing.T, s store.Store) {
 	if _, err := s.Reports(ctx); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Reports after Close = %v, want ErrClosed", err)
 	}
+	if _, err := s.TakeSeat(ctx, "202604.01.1", "vm-1", 1); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("TakeSeat after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Seats(ctx, "202604.01.1"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Seats after Close = %v, want ErrClosed", err)
+	}
 	WaitClosed(t, s.Watch(ctx))
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
@@ -850,5 +861,143 @@ func testReportsCancel(t *testing.T, s store.Store) {
 	}
 	if got := MustReports(t, s); len(got) != 0 {
 		t.Errorf("Reports after a canceled PutReports = %+v, want none", got)
+	}
+}
+
+// MustTakeSeat takes a seat or fails the test.
+func MustTakeSeat(t testing.TB, s store.Store, version, vmID string, limit int) bool {
+	t.Helper()
+	held, err := s.TakeSeat(t.Context(), version, vmID, limit)
+	if err != nil {
+		t.Fatalf("TakeSeat(%s, %s, %d) = %v", version, vmID, limit, err)
+	}
+	return held
+}
+
+// MustSeats lists seats or fails the test.
+func MustSeats(t testing.TB, s store.Store, version string) []string {
+	t.Helper()
+	got, err := s.Seats(t.Context(), version)
+	if err != nil {
+		t.Fatalf("Seats(%s) = %v", version, err)
+	}
+	return got
+}
+
+func testSeats(t *testing.T, s store.Store) {
+	const v = "202604.01.1"
+	if got := MustSeats(t, s, v); len(got) != 0 {
+		t.Errorf("Seats on an empty store = %v, want none", got)
+	}
+	for _, vm := range []string{"vm-c", "vm-a", "vm-b"} {
+		if !MustTakeSeat(t, s, v, vm, 3) {
+			t.Errorf("TakeSeat(%s) with a free seat = false", vm)
+		}
+	}
+	if MustTakeSeat(t, s, v, "vm-d", 3) {
+		t.Error("TakeSeat(vm-d) with all 3 seats taken = true")
+	}
+	if !MustTakeSeat(t, s, v, "vm-a", 3) || !MustTakeSeat(t, s, v, "vm-a", 0) {
+		t.Error("a holder taking again, or reading with limit 0, = false")
+	}
+	if MustTakeSeat(t, s, v, "vm-d", 0) {
+		t.Error("limit 0 gave vm-d a seat")
+	}
+	// A later step's larger canary: held seats count against it.
+	if !MustTakeSeat(t, s, v, "vm-d", 4) || MustTakeSeat(t, s, v, "vm-e", 4) {
+		t.Error("limit 4 after 3 held: want one more seat, then none")
+	}
+	if diff := cmp.Diff([]string{"vm-a", "vm-b", "vm-c", "vm-d"}, MustSeats(t, s, v)); diff != "" {
+		t.Errorf("Seats (-want +got):\n%s", diff)
+	}
+	// Seats are per release, and "vm-a.2" sorts after "vm-a" whatever the
+	// key encoding.
+	if !MustTakeSeat(t, s, "202604.01.2", "vm-a.2", 1) || !MustTakeSeat(t, s, "202604.01.2", "vm-a.2", 1) {
+		t.Error("another release's first seat not taken")
+	}
+	if diff := cmp.Diff([]string{"vm-a.2"}, MustSeats(t, s, "202604.01.2")); diff != "" {
+		t.Errorf("Seats of the other release (-want +got):\n%s", diff)
+	}
+}
+
+// testSeatsConcurrent: racing takers, each through its own call, never
+// seat more vmIds than the limit, and a vmId racing itself holds one seat.
+func testSeatsConcurrent(t *testing.T, s store.Store) {
+	const v, limit, takers = "202604.01.1", 5, 24
+	var mu sync.Mutex
+	var won []string
+	errs := race(takers, func(i int) error {
+		vm := fmt.Sprintf("vm-%02d", i)
+		held, err := s.TakeSeat(t.Context(), v, vm, limit)
+		if held {
+			mu.Lock()
+			won = append(won, vm)
+			mu.Unlock()
+		}
+		return err
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("TakeSeat: %v", err)
+		}
+	}
+	got := MustSeats(t, s, v)
+	if len(got) != limit {
+		t.Fatalf("%d takers for %d seats: %d seated %v", takers, limit, len(got), got)
+	}
+	slices.Sort(won)
+	if diff := cmp.Diff(got, won); diff != "" {
+		t.Errorf("the takers told true are not the seated ones (-seated +told):\n%s", diff)
+	}
+
+	errs = race(takers, func(int) error {
+		held, err := s.TakeSeat(t.Context(), "202604.01.2", "vm-same", limit)
+		if err == nil && !held {
+			err = errors.New("a vmId racing itself for a free seat was refused")
+		}
+		return err
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := MustSeats(t, s, "202604.01.2"); len(got) != 1 {
+		t.Errorf("one vmId racing itself holds %v", got)
+	}
+}
+
+func testSeatsInvalid(t *testing.T, s store.Store) {
+	for _, k := range [][2]string{{"", "vm-a"}, {"202604.01.1", ""}, {"202604/01", "vm-a"}, {"202604.01.1", "vm/a"}} {
+		if held, err := s.TakeSeat(t.Context(), k[0], k[1], 5); !errors.Is(err, store.ErrInvalidSeat) || held {
+			t.Errorf("TakeSeat(%q, %q) = %v, %v; want ErrInvalidSeat", k[0], k[1], held, err)
+		}
+	}
+	if got := MustSeats(t, s, "202604.01.1"); len(got) != 0 {
+		t.Errorf("refused takes left seats %v", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.TakeSeat(ctx, "202604.01.1", "vm-a", 5); !errors.Is(err, context.Canceled) {
+		t.Errorf("TakeSeat(canceled ctx) = %v, want context.Canceled", err)
+	}
+}
+
+func testSeatsNotReleases(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	MustPut(t, s, Release("202604.01.1"), 0)
+	_, rev, err := s.Releases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := s.Watch(ctx)
+	MustTakeSeat(t, s, "202604.01.1", "vm-a", 2)
+	if _, got, err := s.Releases(ctx); err != nil || got != rev {
+		t.Errorf("Releases revision after a seat = %d, %v; want %d unchanged", got, err, rev)
+	}
+	select {
+	case _, ok := <-w:
+		t.Errorf("Watch signalled (open %v) after a seat only, want nothing", ok)
+	case <-time.After(QuietWait):
 	}
 }
