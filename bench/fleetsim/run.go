@@ -101,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		cfg := c
 		if strings.HasPrefix(name, "loop-") {
 			l := loop
-			l.Plan = fleet.LoopPlan(cfg.Arrival)
+			l.Plan = fleet.LoopPlan(cfg.Arrival, cfg.Nodes)
 			cfg.Loop = &l
 		}
 		set(&cfg)
@@ -172,15 +172,15 @@ func verdict(r *fleet.Report, scenario string) []string {
 			v = append(v, fmt.Sprintf("report counts not exact (%d acked but lost, %d unknown, release %+v want %+v, control %+v want %+v)",
 				l.Lost, l.Unknown, l.Tally.Release, l.Want.Release, l.Tally.Control, l.Want.Control))
 		}
+		if l.Unseated > 0 {
+			v = append(v, fmt.Sprintf("%d nodes served %s as canary seat holders hold no seat", l.Unseated, fleet.LoopVer))
+		}
 		if l.Refused > 0 {
 			v = append(v, fmt.Sprintf("%d reports refused", l.Refused))
 		}
-		canary := r.Config.Loop.Plan.Steps[0].Percent
-		switch {
-		case scenario == "loop-bad" && l.Halt == nil:
-			v = append(v, "the regressing release was not halted")
-		case scenario == "loop-bad" && (l.Halt.Percent != canary || len(l.Advances) > 0):
-			v = append(v, fmt.Sprintf("halted at %d%% after %d advances, not on its %d%% canary", l.Halt.Percent, len(l.Advances), canary))
+		switch err := l.HaltedOnCanary(r.Config.Loop.Plan); {
+		case scenario == "loop-bad" && err != nil:
+			v = append(v, "the regressing release: "+err.Error())
 		case scenario == "loop-healthy" && l.Halt != nil:
 			v = append(v, fmt.Sprintf("the healthy release was halted at %d%%", l.Halt.Percent))
 		case scenario == "loop-healthy" && len(l.Advances) == 0:

@@ -45,7 +45,7 @@ command line. --root prefixes every node path, for demos only.
 
 	lpsctl release publish --envelope FILE
 	lpsctl rollout set VERSION --percent N [--subscriptions a,b] [--regions r1,r2] [--if-revision REV]
-	lpsctl rollout plan VERSION --steps P:BAKE:REPORTS,... [--margin M] [--max-failure F] [--if-revision REV]
+	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--if-revision REV]
 	lpsctl rollout pause|resume|halt|complete VERSION [--if-revision REV]
 	lpsctl revoke VERSION
 	lpsctl status [--watch [--interval 2s]]   (--json --watch: one document per refresh)
@@ -61,8 +61,9 @@ refuses growth; resume sets it rolling again; halt stops serving it;
 complete serves every node in scope. --if-revision makes a change apply only
 if the release is still at the revision status showed, so two operators
 cannot overwrite each other unknowingly. rollout plan puts a draft or
-rolling release on steps (e.g. --steps 1:30m:20,10:1h:100,100:2h:500: the
-first is the canary) that lpsd advances by itself once a step's bake time has
+rolling release on steps (e.g. --steps 20n:30m:20,10:1h:100,100:2h:500: a
+canary of exactly 20 nodes, the first 20 in scope to ask, who stay served
+through the later steps; then percentages) that lpsd advances by itself once a step's bake time has
 passed and the release has the step's reports, and halts by itself when the
 health rule finds a regression: the failure rate (failed plus fallen back)
 over --max-failure (default 0.2) with 99.5% confidence, or over the base's

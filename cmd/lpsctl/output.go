@@ -25,6 +25,9 @@ type releaseJSON struct {
 	// Counts are nodes' outcome reports (status only).
 	Counts *countsJSON `json:"counts,omitempty"`
 	Plan   *planJSON   `json:"plan,omitempty"`
+	// CanarySeats is how many nodes hold a seat of the plan's canary
+	// (status only).
+	CanarySeats int32 `json:"canary_seats,omitempty"`
 	// Health is the rule's verdict on the plan's current step (status only).
 	Health *healthJSON `json:"health,omitempty"`
 }
@@ -39,6 +42,7 @@ type planJSON struct {
 
 type planStepJSON struct {
 	Percent     int32 `json:"percent"`
+	Nodes       int32 `json:"nodes,omitempty"`
 	BakeSeconds int64 `json:"bake_seconds"`
 	MinReports  int32 `json:"min_reports"`
 }
@@ -56,7 +60,7 @@ func toPlanJSON(p *adminv1.Plan) *planJSON {
 	}
 	out := &planJSON{Margin: p.GetMargin(), MaxFailureRate: p.GetMaxFailureRate(), Step: p.GetStep(), StepSince: p.GetStepSince().AsTime(), Steps: []planStepJSON{}}
 	for _, s := range p.GetSteps() {
-		out.Steps = append(out.Steps, planStepJSON{Percent: s.GetPercent(), BakeSeconds: s.GetBakeSeconds(), MinReports: s.GetMinReports()})
+		out.Steps = append(out.Steps, planStepJSON{Percent: s.GetPercent(), Nodes: s.GetNodes(), BakeSeconds: s.GetBakeSeconds(), MinReports: s.GetMinReports()})
 	}
 	return out
 }
@@ -98,6 +102,7 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 		Counts:        toCountsJSON(r.GetCounts()),
 		Plan:          toPlanJSON(r.GetRollout().GetPlan()),
 		Health:        toHealthJSON(r.GetRollout().GetHealth()),
+		CanarySeats:   r.GetRollout().GetCanarySeats(),
 	}
 }
 

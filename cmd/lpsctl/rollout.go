@@ -99,8 +99,8 @@ func runRolloutPlan(ctx context.Context, args []string, e *env) error {
 	var steps string
 	var margin, ceiling float64
 	var ifRevision int64
-	fs := newFlagSet("rollout plan", "VERSION --steps P:BAKE:REPORTS,... [--margin M] [--max-failure F] [connection flags]", e)
-	fs.StringVar(&steps, "steps", "", "the steps, `P:BAKE:REPORTS,...`: percent, least time at the step, reports the release needs by its end (e.g. 1:30m:20,10:1h:100,100:2h:500); the first is the canary")
+	fs := newFlagSet("rollout plan", "VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [connection flags]", e)
+	fs.StringVar(&steps, "steps", "", "the steps, `SIZE:BAKE:REPORTS,...`: a percentage (10) or a canary of a number of nodes (20n), least time at the step, reports the release needs by its end (e.g. 20n:30m:20,10:1h:100,100:2h:500); canary steps come first")
 	fs.Float64Var(&margin, "margin", 0.05, "how much higher than the control cohort's the failure rate may be, as a fraction (0.05: five points)")
 	fs.Float64Var(&ceiling, "max-failure", 0.2, "absolute failure-rate ceiling, a fraction in (0, 1]")
 	fs.Int64Var(&ifRevision, "if-revision", 0, "apply only if the release is at this `revision` (from status; 0: current)")
@@ -125,20 +125,27 @@ func runRolloutPlan(ctx context.Context, args []string, e *env) error {
 	return printRelease(e.stdout, c.json, resp.GetRelease())
 }
 
-// parseSteps reads "P:BAKE:REPORTS,...".
+// parseSteps reads "SIZE:BAKE:REPORTS,...", where SIZE is a percentage or
+// a number of nodes with an "n".
 func parseSteps(s string) (*adminv1.Plan, error) {
 	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("required, e.g. 1:30m:20,10:1h:100,100:2h:500")
+		return nil, errors.New("required, e.g. 20n:30m:20,10:1h:100,100:2h:500")
 	}
 	plan := &adminv1.Plan{}
 	for i, part := range strings.Split(s, ",") {
 		f := strings.Split(strings.TrimSpace(part), ":")
 		if len(f) != 3 {
-			return nil, fmt.Errorf("step %d %q: want PERCENT:BAKE:REPORTS", i+1, part)
+			return nil, fmt.Errorf("step %d %q: want SIZE:BAKE:REPORTS, SIZE a percentage (10) or a number of nodes (20n)", i+1, part)
 		}
-		pct, err := strconv.Atoi(f[0])
+		var pct, nodes int
+		var err error
+		if n, ok := strings.CutSuffix(f[0], "n"); ok {
+			nodes, err = strconv.Atoi(n)
+		} else {
+			pct, err = strconv.Atoi(strings.TrimSuffix(f[0], "%"))
+		}
 		if err != nil {
-			return nil, fmt.Errorf("step %d: percent %q: %v", i+1, f[0], err)
+			return nil, fmt.Errorf("step %d: size %q: want a percentage (10) or a number of nodes (20n)", i+1, f[0])
 		}
 		bake, err := time.ParseDuration(f[1])
 		if err != nil {
@@ -148,7 +155,7 @@ func parseSteps(s string) (*adminv1.Plan, error) {
 		if err != nil {
 			return nil, fmt.Errorf("step %d: reports %q: %v", i+1, f[2], err)
 		}
-		plan.Steps = append(plan.Steps, &adminv1.PlanStep{Percent: int32(pct), BakeSeconds: int64(bake / time.Second), MinReports: int32(n)})
+		plan.Steps = append(plan.Steps, &adminv1.PlanStep{Percent: int32(pct), Nodes: int32(nodes), BakeSeconds: int64(bake / time.Second), MinReports: int32(n)})
 	}
 	return plan, nil
 }

@@ -156,7 +156,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes, Log: log,
-		Reports: st,
+		Reports: st, Seats: st,
 	})
 	if err != nil {
 		return err

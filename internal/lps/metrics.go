@@ -68,6 +68,7 @@ type Metrics struct {
 	verify      *prometheus.HistogramVec
 	storeErrors prometheus.Counter
 	reports     *prometheus.CounterVec
+	seats       *prometheus.CounterVec
 	fleet       fleetCollector
 	// shed counts connections closed for want of a handshake slot.
 	shed atomic.Uint64
@@ -102,10 +103,17 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_reports_total",
 			Help: "Node outcome reports by result: accepted (duplicate counts those that replaced an earlier report of the same boot), or why one was refused.",
 		}, []string{"result"}),
+		seats: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_canary_seats_total",
+			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), error (the store failed or took longer than 500 ms; the node was served as holding none).",
+		}, []string{"result"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
 	for _, r := range reportResults {
 		m.reports.WithLabelValues(r)
+	}
+	for _, r := range []string{seatTaken, seatFull, seatError} {
+		m.seats.WithLabelValues(r)
 	}
 	for o, c := range outcomeCodes {
 		m.counts[o] = new(atomic.Uint64)
@@ -114,13 +122,16 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, &m.fleet,
+	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, m.seats, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
 		}, func() float64 { return float64(m.shed.Load()) }))
 	return m
 }
+
+// seatResult counts a canary seat request's result.
+func (m *Metrics) seatResult(r string) { m.seats.WithLabelValues(r).Inc() }
 
 // registerHandshakes adds gauges of the handshakes in progress (read with
 // inFlight at scrape time) and of their limit.

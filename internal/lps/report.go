@@ -52,6 +52,7 @@ type reportWriter interface {
 type reportService struct {
 	nodev1.UnimplementedReportServiceServer
 	snaps  snapshots
+	seats  *Seats
 	region string
 	m      *Metrics
 	log    *slog.Logger
@@ -68,7 +69,7 @@ func (s *reportService) ReportOutcome(ctx context.Context, req *nodev1.ReportOut
 	if !ok {
 		return nil, s.refuse(codes.Unauthenticated, "unauthenticated", errors.New("no verified identity"))
 	}
-	r, err := s.validate(id, req)
+	r, err := s.validate(ctx, id, req)
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func (s *reportService) refuse(c codes.Code, reason string, err error) error {
 // validate turns a request into a store.Report or refuses it with
 // InvalidArgument (malformed) or FailedPrecondition (a hotfix this node was
 // never offered).
-func (s *reportService) validate(id attest.Identity, req *nodev1.ReportOutcomeRequest) (store.Report, error) {
+func (s *reportService) validate(ctx context.Context, id attest.Identity, req *nodev1.ReportOutcomeRequest) (store.Report, error) {
 	bad := func(format string, a ...any) (store.Report, error) {
 		return store.Report{}, s.refuse(codes.InvalidArgument, "invalid", fmt.Errorf("report: "+format, a...))
 	}
@@ -169,7 +170,7 @@ func (s *reportService) validate(id attest.Identity, req *nodev1.ReportOutcomeRe
 			return bad("hotfix_version %q is not a newer patch of %s", clip(hv), baked)
 		}
 		r.HotfixVersion = v.String()
-		if !s.offered(id, v.String()) {
+		if !s.offered(ctx, id, v.String()) {
 			return store.Report{}, s.refuse(codes.FailedPrecondition, "not-offered", fmt.Errorf("report: %s was never offered to vmId %s", v, id.VMID))
 		}
 	}
@@ -178,16 +179,21 @@ func (s *reportService) validate(id attest.Identity, req *nodev1.ReportOutcomeRe
 
 // offered reports whether the serving snapshot's release version was ever
 // offered to the node.
-func (s *reportService) offered(id attest.Identity, version string) bool {
+func (s *reportService) offered(ctx context.Context, id attest.Identity, version string) bool {
 	snap := s.snaps.Current()
 	if snap == nil {
 		return false
 	}
 	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region}
 	for _, rel := range snap.Releases {
-		if rel.Version == version {
-			return rel.Offered(n)
+		if rel.Version != version {
+			continue
 		}
+		if rel.Offered(n) {
+			return true
+		}
+		n.Seats = []string{version}
+		return rel.Offered(n) && s.seats.Holds(ctx, snap, rel, id.VMID)
 	}
 	return false
 }

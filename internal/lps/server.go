@@ -86,6 +86,9 @@ type ServerConfig struct {
 	// Reports stores nodes' outcome reports (the store's PutReports); nil
 	// serves no ReportService, so nodes' reports fail (open) Unimplemented.
 	Reports reportWriter
+	// Seats keeps releases' canary seats (the store's TakeSeat and Seats);
+	// nil hands out none, so a release at a canary step reaches no node.
+	Seats seatStore
 }
 
 // Server is the node-facing gRPC server: the LivePatchingService behind
@@ -150,12 +153,16 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: minClientPingInterval}),
 	)
-	lpsv1.RegisterLivePatchingServiceServer(gs, NewService(snaps, m, cfg.Region, cfg.Log))
+	var seats *Seats
+	if cfg.Seats != nil {
+		seats = NewSeats(cfg.Seats, m.seatResult)
+	}
+	lpsv1.RegisterLivePatchingServiceServer(gs, NewService(snaps, seats, m, cfg.Region, cfg.Log))
 	var batch *reportBatcher
 	if cfg.Reports != nil {
 		batch = newReportBatcher(cfg.Reports)
 		nodev1.RegisterReportServiceServer(gs, &reportService{
-			snaps: snaps, region: cfg.Region, m: m, log: cfg.Log, batch: batch, boots: newBootLimit(), now: time.Now,
+			snaps: snaps, seats: seats, region: cfg.Region, m: m, log: cfg.Log, batch: batch, boots: newBootLimit(), now: time.Now,
 		})
 	}
 	m.registerSnapshots(snaps, time.Now)

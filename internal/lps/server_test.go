@@ -211,7 +211,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	ts.roots = ca.Pool()
 	cert := ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), DefaultServerName)
 	var err error
-	ts.srv, err = NewServer(ts.snaps, o.v, ts.m, ServerConfig{Certificate: cert, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHands, Log: testLog(t), Reports: ts.st})
+	ts.srv, err = NewServer(ts.snaps, o.v, ts.m, ServerConfig{Certificate: cert, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHands, Log: testLog(t), Reports: ts.st, Seats: ts.st})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,26 +48,30 @@ type snapshots interface {
 }
 
 // Service answers the node-facing LivePatchingService from the current
-// snapshot; it never touches the store. It relies on the interceptors that
+// snapshot. It touches the store only to hand out canary seats (Seats),
+// at most once per seat and replica after they are all held. It relies on the interceptors that
 // Server installs: a request whose ctx carries no verified identity fails
 // with Internal, so a Service registered without them fails closed. Safe
 // for concurrent use.
 type Service struct {
 	lpsv1.UnimplementedLivePatchingServiceServer
 	snaps  snapshots
+	seats  *Seats
 	m      *Metrics
 	region string
 	log    *slog.Logger
 }
 
 // NewService returns a Service serving from snaps and counting into m.
-// region is this instance's region label, matched against rollout regions
-// ("" matches only releases without a region scope). A nil log discards.
-func NewService(snaps snapshots, m *Metrics, region string, log *slog.Logger) *Service {
+// seats hands out canary seats; nil hands out none, so a release at a
+// canary step reaches no node. region is this instance's region label,
+// matched against rollout regions ("" matches only releases without a
+// region scope). A nil log discards.
+func NewService(snaps snapshots, seats *Seats, m *Metrics, region string, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{snaps: snaps, m: m, region: region, log: log}
+	return &Service{snaps: snaps, seats: seats, m: m, region: region, log: log}
 }
 
 // GetComponentConfig returns the caller's hotfix pointer: the releases its
@@ -90,7 +94,9 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 	if snap == nil {
 		return nil, fail(s.m, outcomeUnavailable)
 	}
-	sel := rollout.Select(snap.Releases, rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region})
+	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region}
+	n.Seats = s.seats.Held(ctx, snap, n)
+	sel := rollout.Select(snap.Releases, n)
 	if sel.Empty() {
 		s.log.Debug("nothing applies", "vm_id", id.VMID, "revision", snap.Revision)
 		return nil, fail(s.m, outcomeNotFound)

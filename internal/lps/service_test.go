@@ -19,7 +19,7 @@ type staticSnapshots struct{ snap *Snapshot }
 func (s staticSnapshots) Current() *Snapshot { return s.snap }
 
 func snapshotOf(rels ...rollout.Release) staticSnapshots {
-	return staticSnapshots{&Snapshot{Releases: rels, Revision: 7, Built: time.Now()}}
+	return staticSnapshots{newSnapshot(rels, 7, nil, time.Now())}
 }
 
 func TestGetComponentConfig(t *testing.T) {
@@ -64,7 +64,7 @@ func TestGetComponentConfig(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			m := NewMetrics(nil)
-			svc := NewService(tt.snaps, m, tt.region, testLog(t))
+			svc := NewService(tt.snaps, nil, m, tt.region, testLog(t))
 			ctx := t.Context()
 			if !tt.noID {
 				ctx = withIdentity(ctx, node)
@@ -98,7 +98,7 @@ func TestGetComponentConfig(t *testing.T) {
 func TestSelectionIsPerNode(t *testing.T) {
 	t.Parallel()
 	half := release("202504.01.1", rollout.Rollout{State: rollout.Rolling, Percent: 50}, false)
-	svc := NewService(snapshotOf(half), NewMetrics(nil), "", nil)
+	svc := NewService(snapshotOf(half), nil, NewMetrics(nil), "", nil)
 	vms := []string{
 		"00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000002",
 		"00000000-0000-4000-8000-000000000003", "00000000-0000-4000-8000-000000000004",

@@ -24,6 +24,28 @@ type Snapshot struct {
 	Revision int64
 	// Built is when it was loaded.
 	Built time.Time
+	// Seats maps the version of each release with a canary that may serve
+	// its seat holders (rolling or paused) to the holders' vmIds.
+	Seats map[string]map[string]bool
+	// canaries indexes those releases in Releases.
+	canaries []int
+}
+
+// newSnapshot returns the snapshot of rels at rev, with seats the holders
+// of their canaries' seats.
+func newSnapshot(rels []rollout.Release, rev int64, seats map[string]map[string]bool, built time.Time) *Snapshot {
+	snap := &Snapshot{Releases: rels, Revision: rev, Built: built, Seats: seats}
+	for i, r := range rels {
+		if servesSeats(r) {
+			snap.canaries = append(snap.canaries, i)
+		}
+	}
+	return snap
+}
+
+// servesSeats reports whether r serves its canary seats' holders now.
+func servesSeats(r rollout.Release) bool {
+	return r.HasCanary() && !r.Revoked && (r.Rollout.State == rollout.Rolling || r.Rollout.State == rollout.Paused)
 }
 
 // Snapshotter keeps the current Snapshot fresh. Requests read it with
@@ -57,12 +79,42 @@ func (s *Snapshotter) Load(ctx context.Context) error {
 		s.onError(err)
 		return fmt.Errorf("load snapshot: %w", err)
 	}
-	if old := s.cur.Load(); old != nil && old.Revision == rev && rev != 0 {
+	seats := make(map[string]map[string]bool)
+	held := 0
+	for _, r := range rels {
+		if !servesSeats(r) {
+			continue
+		}
+		vms, err := s.store.Seats(ctx, r.Version)
+		if err != nil {
+			s.onError(err)
+			return fmt.Errorf("load snapshot: canary seats of %s: %w", r.Version, err)
+		}
+		seats[r.Version] = make(map[string]bool, len(vms))
+		for _, vm := range vms {
+			seats[r.Version][vm] = true
+		}
+		held += len(vms)
+	}
+	// Seats only grow, so equal counts are equal seats.
+	if old := s.cur.Load(); old != nil && old.Revision == rev && rev != 0 && sameCounts(old.Seats, seats) {
 		return nil
 	}
-	s.cur.Store(&Snapshot{Releases: rels, Revision: rev, Built: time.Now()})
-	s.log.Info("snapshot updated", "revision", rev, "releases", len(rels))
+	s.cur.Store(newSnapshot(rels, rev, seats, time.Now()))
+	s.log.Info("snapshot updated", "revision", rev, "releases", len(rels), "canary_seats", held)
 	return nil
+}
+
+func sameCounts(a, b map[string]map[string]bool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for v, vms := range a {
+		if len(b[v]) != len(vms) {
+			return false
+		}
+	}
+	return true
 }
 
 // Run reloads on every store change signal and periodically, until ctx is

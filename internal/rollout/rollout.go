@@ -232,6 +232,10 @@ type Rule struct {
 	Detail string `json:"detail"`
 }
 
+// RuleCanarySeat is the rule that decides at a canary step, and includes a
+// seat holder after it.
+const RuleCanarySeat = "canary-seat"
+
 // Includes reports whether r is served to n, with the rules that decided.
 func (r Release) Includes(n Node) (bool, []Rule) {
 	var rules []Rule
@@ -263,7 +267,7 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 		if !seated {
 			detail = fmt.Sprintf("holds none of the canary's %d seats", r.Rollout.Plan.Current().Nodes)
 		}
-		return add("canary-seat", seated, detail), rules
+		return add(RuleCanarySeat, seated, detail), rules
 	}
 	b := Bucket(n.VMID, r.Version)
 	limit := r.Rollout.Percent * Buckets / 100

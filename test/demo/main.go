@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"nodehotfix/internal/rollout"
 	"nodehotfix/test/harness"
 )
 
@@ -134,10 +133,8 @@ func (d *demo) run(ctx context.Context) error {
 	fmt.Fprintf(d.out, "    imds-emulator %s, lpsd node %s admin %s, artifacts %s\n", imds.URL, lpsd.GRPCAddr, lpsd.AdminAddr, artifacts.URL)
 	done()
 
-	// The demo's nodes share one vmId, so its canary is the first
-	// percentage that includes that VM's bucket.
-	canary := rollout.Bucket(vmID, hotfixVersion)/100 + 1
-	done = d.step("generate a release key; sign %s offline; publish; plan it: a canary at %d%% (1 report), then 100%% (2 reports)", hotfixVersion, canary)
+	// The demo's first nodes share one vmId: a canary of one node.
+	done = d.step("generate a release key; sign %s offline; publish; plan it: a canary of 1 node (1 report), then 100%% (2 reports)", hotfixVersion)
 	priv, pub, err := lpsd.GenerateKeys(ctx, svc)
 	if err != nil {
 		return err
@@ -148,7 +145,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	for _, args := range [][]string{
 		{"release", "publish", "--envelope", env},
-		{"rollout", "plan", hotfixVersion, "--steps", fmt.Sprintf("%d:0s:1,100:0s:2", canary)},
+		{"rollout", "plan", hotfixVersion, "--steps", "1n:0s:1,100:0s:2"},
 	} {
 		if _, err := lpsd.Ctl(ctx, args...); err != nil {
 			return err
@@ -315,14 +312,14 @@ func (d *demo) closedLoop(ctx context.Context, l loop) error {
 	}
 	done()
 
-	done = d.step("the closed loop, broken: %s verifies and stages, then crashes in provision; plan: a canary of 3 nodes' reports (100%% of this small fleet)", brokenVersion)
+	done = d.step("the closed loop, broken: %s verifies and stages, then crashes in provision; plan: a canary of 3 nodes, then 100%%", brokenVersion)
 	env, err := l.lpsd.SignRelease(ctx, filepath.Dir(l.priv), harness.Release{Version: brokenVersion, Binary: l.broken, URL: l.artifacts.URL + "/" + filepath.Base(l.broken), KeyFile: l.priv})
 	if err != nil {
 		return err
 	}
 	for _, args := range [][]string{
 		{"release", "publish", "--envelope", env},
-		{"rollout", "plan", brokenVersion, "--steps", "100:1h:3"},
+		{"rollout", "plan", brokenVersion, "--steps", "3n:1h:3,100:1h:10"},
 	} {
 		if _, err := l.lpsd.Ctl(ctx, args...); err != nil {
 			return err

@@ -391,17 +391,19 @@ func TestIntegrationClosedLoop(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
 		s.publishDraft(crashingHotfix, "")
-		// A canary of 3 reports; the fleet here is a handful of VMs, so the
-		// canary's percentage is all of them.
-		s.ctl("rollout", "plan", crashingHotfix, "--steps", "100:1h:3", "--max-failure", "0.2")
+		// A canary of exactly 3 nodes.
+		s.ctl("rollout", "plan", crashingHotfix, "--steps", "3n:1h:3,100:1h:10", "--max-failure", "0.2")
 		s.waitSynced(s.lpsd)
-		// Three VMs: each is one vote, whatever it reports.
+		// Three VMs take the seats: each is one vote, whatever it reports.
 		for range 3 {
 			n := s.node(nodeOpts{})
 			res := s.launch(n, s.imds.URL+"/vm/"+vmIn(t, crashingHotfix, 100), "")
 			expect(t, n, res, bakedVersion, "lpsRead", "staged")
 		}
 		s.waitState(crashingHotfix, "halted")
+		if st := s.ctl("status"); !strings.Contains(st, "1/2 canary 3/3 nodes") {
+			t.Errorf("status does not show the halted canary's 3 seats taken:\n%s", st)
+		}
 		audit := s.ctl("audit")
 		if !strings.Contains(audit, "auto-halt") || !strings.Contains(audit, "lpsd") || !strings.Contains(audit, "(regressing: failure rate") {
 			t.Errorf("audit has no automatic halt by lpsd with its verdict:\n%s", audit)

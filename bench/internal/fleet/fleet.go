@@ -131,6 +131,9 @@ type NodeResult struct {
 	Stable   bool   // the snapshot's RollingVer percent was the same at both ends
 	Snapshot bool   // the replica had a snapshot at either end
 	Loop     bool   // served LoopVer (closed-loop runs)
+	// Seated: the answer is right only if the node holds a canary seat,
+	// which the run checks against the store when it ends.
+	Seated bool
 	// Report is what became of the node's outcome report, Resent whether
 	// it sent a second one (closed-loop runs).
 	Report   ReportOutcome
@@ -422,15 +425,17 @@ func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, tok
 	// The service answered from a snapshot it held during the call; with
 	// one change at most per run, that is the one before or the one after.
 	res.Outcome, res.Detail = Wrong, "no snapshot to check against"
-	for _, s := range []*lps.Snapshot{before, after} {
-		if s == nil {
-			continue
-		}
-		if d := diff(got, expected(s.Releases, vmID)); d == "" {
-			res.Outcome, res.Detail = Served, ""
-			break
-		} else {
-			res.Detail = d
+	for _, seated := range []bool{false, true} {
+		for _, s := range []*lps.Snapshot{before, after} {
+			if s == nil {
+				continue
+			}
+			if d := diff(got, expected(s.Releases, vmID, seated)); d == "" {
+				res.Outcome, res.Detail, res.Seated = Served, "", seated
+				return res
+			} else if !seated {
+				res.Detail = d
+			}
 		}
 	}
 	return res

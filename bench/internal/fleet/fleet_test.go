@@ -114,7 +114,7 @@ func loopConfig(t *testing.T, failRate float64) Config {
 		Progress: t.Output(),
 		Loop: &Loop{
 			FailRate: failRate, ControlFailRate: 0.02,
-			Plan: LoopPlan(arrival), AutopilotInterval: 200 * time.Millisecond, ResendEvery: 10,
+			Plan: LoopPlan(arrival, 3000), AutopilotInterval: 200 * time.Millisecond, ResendEvery: 10,
 			ReportDelay: 500 * time.Millisecond,
 		},
 	}
@@ -128,6 +128,9 @@ func checkLoopCounts(t *testing.T, rep *Report) {
 	l := rep.Loop
 	if l.Refused != 0 {
 		t.Errorf("%d reports refused, want 0", l.Refused)
+	}
+	if l.Unseated != 0 || l.Seats == 0 {
+		t.Errorf("%d canary seats held, %d nodes served as holders without one: want seats, and every holder served seated", l.Seats, l.Unseated)
 	}
 	if !l.CountsExact() {
 		t.Errorf("counts not exact: %d lost, %d unknown; release %+v want %+v; control %+v want %+v",
@@ -156,12 +159,8 @@ func TestIntegrationFleetSimLoopHaltsABadCanary(t *testing.T) {
 	}
 	checkLoopCounts(t, rep)
 	l := rep.Loop
-	canary := rep.Config.Loop.Plan.Steps[0].Percent
-	switch {
-	case l.Halt == nil:
-		t.Fatalf("no halt; ended %s at %d%%", l.Final.State, l.Final.Percent)
-	case len(l.Advances) != 0 || l.Halt.Percent != canary:
-		t.Errorf("halted at %d%% after %d advances, want on the %d%% canary", l.Halt.Percent, len(l.Advances), canary)
+	if err := l.HaltedOnCanary(rep.Config.Loop.Plan); err != nil {
+		t.Fatal(err)
 	}
 	if m, ok := l.HaltReached(); !ok || m > time.Second {
 		t.Errorf("the halt reached the replicas in %v (per replica %v, -1 down or never; %d up and never), want every one up within 1s", m, l.HaltReach, l.HaltMissed)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,13 +55,13 @@ type Loop struct {
 }
 
 // LoopPlan is the plan fleetsim and its test use, scaled to a run of
-// length arrival: a 5 % canary, then 25 %, then everyone, each step baking
-// a sixth of the run.
-func LoopPlan(arrival time.Duration) rollout.Plan {
+// nodes arriving over arrival: a canary of 1 % of the nodes (at least 100),
+// then 25 %, then everyone, each step baking a sixth of the run.
+func LoopPlan(arrival time.Duration, nodes int) rollout.Plan {
 	bake := arrival / 6
 	return rollout.Plan{
 		Steps: []rollout.PlanStep{
-			{Percent: 5, Bake: bake, MinReports: 50},
+			{Nodes: max(100, nodes/100), Bake: bake, MinReports: 50},
 			{Percent: 25, Bake: bake, MinReports: 200},
 			{Percent: 100, Bake: bake, MinReports: 500},
 		},
@@ -103,6 +104,9 @@ type LoopResult struct {
 	// ServedLoop and Answered are the nodes served LoopVer and the nodes
 	// answered at all: how far the release reached.
 	ServedLoop, Answered int
+	// Seats is how many nodes hold LoopVer's canary seats in the store;
+	// Unseated counts the nodes served as seat holders that hold none.
+	Seats, Unseated int
 	// Final is LoopVer at the end.
 	Final rollout.Rollout
 }
@@ -236,6 +240,11 @@ func loopState(s *lps.Snapshot) rollout.State {
 // what the nodes sent.
 func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeResult, vmIDs []string, l *Loop, w *haltWatch, reps []*replica) (*LoopResult, error) {
 	res := &LoopResult{}
+	seats, err := st.Seats(ctx, LoopVer)
+	if err != nil {
+		return nil, fmt.Errorf("read canary seats: %w", err)
+	}
+	res.Seats = len(seats)
 	byVM := make(map[string]*NodeResult, len(nodes))
 	for i := range nodes {
 		n := &nodes[i]
@@ -244,6 +253,9 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			res.Answered++
 			if n.Loop {
 				res.ServedLoop++
+			}
+			if n.Seated && !slices.Contains(seats, vmIDs[i]) {
+				res.Unseated++
 			}
 		}
 		switch n.Report {
@@ -355,6 +367,22 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 	return res, nil
 }
 
+// HaltedOnCanary returns nil if the run's halt came on p's first step, its
+// canary, and no more nodes were served the release than the canary has
+// seats (when it is a canary of nodes); else what happened instead.
+func (l *LoopResult) HaltedOnCanary(p rollout.Plan) error {
+	first := p.Steps[0]
+	switch {
+	case l.Halt == nil:
+		return fmt.Errorf("not halted; ended %s at %d%%", l.Final.State, l.Final.Percent)
+	case len(l.Advances) > 0 || l.Halt.Percent != first.Percent:
+		return fmt.Errorf("halted at %d%% after %d advances, not on its canary", l.Halt.Percent, len(l.Advances))
+	case first.Canary() && (l.ServedLoop > first.Nodes || l.Seats > first.Nodes):
+		return fmt.Errorf("%d nodes served, %d seated, on a canary of %d seats", l.ServedLoop, l.Seats, first.Nodes)
+	}
+	return nil
+}
+
 // HaltReached reports whether every replica that stayed up showed the
 // halt, at least one did, and the longest any took.
 func (l *LoopResult) HaltReached() (longest time.Duration, ok bool) {
@@ -391,6 +419,6 @@ func (l *LoopResult) print(w io.Writer, cfg Config) {
 		fmt.Fprintf(w, "  t=%6.3fs autopilot halted at %d%%; the replicas that showed it did within %s (all up had it: %v, %d never did; per replica %v, -1 down or never)\n",
 			h.At.Seconds(), h.Percent, m, ok, l.HaltMissed, l.HaltReach)
 	}
-	fmt.Fprintf(w, "  reach: %d of %d answered nodes (%.2f%%) were served %s; it ends %s at %d%%\n",
-		l.ServedLoop, l.Answered, 100*float64(l.ServedLoop)/float64(max(1, l.Answered)), LoopVer, l.Final.State, l.Final.Percent)
+	fmt.Fprintf(w, "  reach: %d of %d answered nodes (%.2f%%) were served %s; it ends %s at %d%%; %d canary seats held, %d served as holders without one\n",
+		l.ServedLoop, l.Answered, 100*float64(l.ServedLoop)/float64(max(1, l.Answered)), LoopVer, l.Final.State, l.Final.Percent, l.Seats, l.Unseated)
 }

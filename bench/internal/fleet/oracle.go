@@ -23,8 +23,11 @@ import (
 // bucket, sha256(lower(vmId) 0x00 version) mod 10000, below percent*100;
 // plus every revoked version, and for a base with a revoked release and
 // nothing chosen its tombstone, the base's patch 0. Scopes are not used by
-// the simulator.
-func expected(rels []rollout.Release, vmID string) hotfix.Pointer {
+// the simulator. seated says the node holds a seat of every rolling or
+// paused release whose plan starts with a canary of nodes, which then
+// includes it whatever its bucket; the store, not the oracle, knows who
+// does, so the run checks those claims against it afterwards.
+func expected(rels []rollout.Release, vmID string, seated bool) hotfix.Pointer {
 	best := map[string]rollout.Release{}
 	var revoked []string
 	revokedBases := map[string]bool{}
@@ -39,7 +42,8 @@ func expected(rels []rollout.Release, vmID string) hotfix.Pointer {
 		case rollout.Complete:
 			in = true
 		case rollout.Rolling, rollout.Paused:
-			in = bucket(vmID, r.Version) < r.Rollout.Percent*100
+			canary := r.Rollout.Plan != nil && len(r.Rollout.Plan.Steps) > 0 && r.Rollout.Plan.Steps[0].Nodes > 0
+			in = bucket(vmID, r.Version) < r.Rollout.Percent*100 || (seated && canary)
 		}
 		if !in {
 			continue

@@ -60,7 +60,7 @@ func (r *replica) start(ctx context.Context) error {
 		st.Close()
 		return err
 	}
-	scfg := lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns, MaxHandshakes: r.maxHands}
+	scfg := lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns, MaxHandshakes: r.maxHands, Seats: st}
 	if r.autopilot > 0 {
 		scfg.Reports = st
 	}

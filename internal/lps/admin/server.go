@@ -214,7 +214,7 @@ func planFromProto(pp *adminv1.Plan) (rollout.Plan, error) {
 		if b := st.GetBakeSeconds(); b < 0 || b > int64(30*24*time.Hour/time.Second) {
 			return p, fmt.Errorf("bake %d s out of range", b)
 		}
-		p.Steps = append(p.Steps, rollout.PlanStep{Percent: int(st.GetPercent()), Bake: time.Duration(st.GetBakeSeconds()) * time.Second, MinReports: int(st.GetMinReports())})
+		p.Steps = append(p.Steps, rollout.PlanStep{Percent: int(st.GetPercent()), Nodes: int(st.GetNodes()), Bake: time.Duration(st.GetBakeSeconds()) * time.Second, MinReports: int(st.GetMinReports())})
 	}
 	return p, p.Validate()
 }
@@ -225,7 +225,7 @@ func planToProto(p *rollout.Plan) *adminv1.Plan {
 	}
 	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince)}
 	for _, st := range p.Steps {
-		out.Steps = append(out.Steps, &adminv1.PlanStep{Percent: int32(st.Percent), BakeSeconds: int64(st.Bake / time.Second), MinReports: int32(st.MinReports)})
+		out.Steps = append(out.Steps, &adminv1.PlanStep{Percent: int32(st.Percent), Nodes: int32(st.Nodes), BakeSeconds: int64(st.Bake / time.Second), MinReports: int32(st.MinReports)})
 	}
 	return out
 }
@@ -425,6 +425,13 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 	t := tally.Of(reports)
 	for i, r := range resp.Releases {
 		r.Counts = countsProto(t.Releases[r.Version])
+		if p := planned[i]; p != nil && p.HasCanary() {
+			held, err := s.store.Seats(ctx, r.Version)
+			if err != nil {
+				return nil, s.storeError("list canary seats of "+r.Version, err)
+			}
+			r.Rollout.CanarySeats = int32(len(held))
+		}
 		if p := planned[i]; p != nil {
 			v := health.Judge(t.Releases[r.Version], t.Control[r.Base], *p)
 			r.Rollout.Health = &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Detail: v.Detail, NextDue: timestamppb.New(p.Due())}
@@ -480,6 +487,22 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	if snap == nil {
 		return nil, status.Error(codes.Unavailable, "no serving snapshot yet; retry shortly")
 	}
+	// Seats as the store has them: the answer is this node's on any
+	// replica.
+	seats := make(map[string][]string)
+	for _, r := range snap.Releases {
+		if !r.HasCanary() {
+			continue
+		}
+		held, err := s.store.Seats(ctx, r.Version)
+		if err != nil {
+			return nil, s.storeError("list canary seats of "+r.Version, err)
+		}
+		seats[r.Version] = held
+		if slices.Contains(held, n.VMID) {
+			n.Seats = append(n.Seats, r.Version)
+		}
+	}
 	decisions, sel := rollout.Explain(snap.Releases, n)
 	plans := make(map[string]rollout.Release)
 	for _, r := range snap.Releases {
@@ -499,6 +522,9 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	for _, d := range decisions {
 		pd := &adminv1.Decision{Version: d.Version, Base: d.Base, Included: d.Included, Chosen: d.Chosen}
 		for _, r := range d.Rules {
+			if r.Rule == rollout.RuleCanarySeat && !r.Passed {
+				r.Detail = seatDetail(plans[d.Version], n, len(seats[d.Version]))
+			}
 			pd.Rules = append(pd.Rules, &adminv1.Rule{Rule: r.Rule, Passed: r.Passed, Detail: r.Detail})
 		}
 		// A plan's step and the health rule's verdict decide what this
@@ -521,11 +547,28 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	return resp, nil
 }
 
+// seatDetail says why a node holds no seat of r's canary, with held of
+// them taken, and whether it would take one.
+func seatDetail(r rollout.Release, n rollout.Node, held int) string {
+	limit := r.Rollout.Plan.Current().Nodes
+	switch {
+	case r.OpenSeats(n) == 0:
+		return fmt.Sprintf("holds none of the canary's %d seats (%d held); the canary hands out none while %s", limit, held, r.Rollout.State)
+	case held >= limit:
+		return fmt.Sprintf("holds none of the canary's %d seats: all are held by other nodes", limit)
+	default:
+		return fmt.Sprintf("holds none of the canary's %d seats (%d held): it takes a free one on its next request", limit, held)
+	}
+}
+
 // planDetail says where a planned release's plan stands and what moves it
 // next.
 func planDetail(r rollout.Release) string {
 	p := r.Rollout.Plan
 	at := fmt.Sprintf("step %d/%d at %d%%", p.Step+1, len(p.Steps), r.Rollout.Percent)
+	if c := p.Current(); c.Canary() {
+		at = fmt.Sprintf("step %d/%d, a canary of %d nodes", p.Step+1, len(p.Steps), c.Nodes)
+	}
 	switch {
 	case r.Revoked:
 		return at + "; revoked: the plan no longer runs"

@@ -350,7 +350,10 @@ type Rollout struct {
 	// The plan, when the rollout has one.
 	Plan *Plan `protobuf:"bytes,5,opt,name=plan,proto3" json:"plan,omitempty"`
 	// The health rule's verdict on the plan's current step (Status only).
-	Health        *Health `protobuf:"bytes,6,opt,name=health,proto3" json:"health,omitempty"`
+	Health *Health `protobuf:"bytes,6,opt,name=health,proto3" json:"health,omitempty"`
+	// Nodes holding a seat of the plan's canary (Status only; 0 without a
+	// canary).
+	CanarySeats   int32 `protobuf:"varint,7,opt,name=canary_seats,json=canarySeats,proto3" json:"canary_seats,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +428,13 @@ func (x *Rollout) GetHealth() *Health {
 		return x.Health
 	}
 	return nil
+}
+
+func (x *Rollout) GetCanarySeats() int32 {
+	if x != nil {
+		return x.CanarySeats
+	}
+	return 0
 }
 
 // Plan is a rollout in steps (see rollout.Plan).
@@ -509,11 +519,14 @@ func (x *Plan) GetStepSince() *timestamppb.Timestamp {
 	return nil
 }
 
-// PlanStep is one step of a plan.
+// PlanStep is one step of a plan: a percentage, or a canary of a number of
+// nodes.
 type PlanStep struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Percent of in-scope nodes at this step.
+	// Percent of in-scope nodes at this step; 0 for a canary step.
 	Percent int32 `protobuf:"varint,1,opt,name=percent,proto3" json:"percent,omitempty"`
+	// Nodes, for a canary step: how many in-scope nodes hold its seats.
+	Nodes int32 `protobuf:"varint,4,opt,name=nodes,proto3" json:"nodes,omitempty"`
 	// Least time at this step, in seconds.
 	BakeSeconds int64 `protobuf:"varint,2,opt,name=bake_seconds,json=bakeSeconds,proto3" json:"bake_seconds,omitempty"`
 	// Reports the release needs, over all steps so far, before the step ends.
@@ -555,6 +568,13 @@ func (*PlanStep) Descriptor() ([]byte, []int) {
 func (x *PlanStep) GetPercent() int32 {
 	if x != nil {
 		return x.Percent
+	}
+	return 0
+}
+
+func (x *PlanStep) GetNodes() int32 {
+	if x != nil {
+		return x.Nodes
 	}
 	return 0
 }
@@ -1880,23 +1900,25 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\bfallback\x18\x04 \x01(\x04R\bfallback\"X\n" +
 	"\rControlCohort\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
-	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\xdd\x01\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\x80\x02\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
 	"\rsubscriptions\x18\x03 \x03(\tR\rsubscriptions\x12\x18\n" +
 	"\aregions\x18\x04 \x03(\tR\aregions\x12-\n" +
 	"\x04plan\x18\x05 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x123\n" +
-	"\x06health\x18\x06 \x01(\v2\x1b.nodehotfix.admin.v1.HealthR\x06health\"\xcc\x01\n" +
+	"\x06health\x18\x06 \x01(\v2\x1b.nodehotfix.admin.v1.HealthR\x06health\x12!\n" +
+	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\"\xcc\x01\n" +
 	"\x04Plan\x123\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
 	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12(\n" +
 	"\x10max_failure_rate\x18\x03 \x01(\x01R\x0emaxFailureRate\x12\x12\n" +
 	"\x04step\x18\x04 \x01(\x05R\x04step\x129\n" +
 	"\n" +
-	"step_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstepSince\"h\n" +
+	"step_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstepSince\"~\n" +
 	"\bPlanStep\x12\x18\n" +
-	"\apercent\x18\x01 \x01(\x05R\apercent\x12!\n" +
+	"\apercent\x18\x01 \x01(\x05R\apercent\x12\x14\n" +
+	"\x05nodes\x18\x04 \x01(\x05R\x05nodes\x12!\n" +
 	"\fbake_seconds\x18\x02 \x01(\x03R\vbakeSeconds\x12\x1f\n" +
 	"\vmin_reports\x18\x03 \x01(\x05R\n" +
 	"minReports\"\x85\x01\n" +

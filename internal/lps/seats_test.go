@@ -1,0 +1,223 @@
+package lps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
+)
+
+// canaryRelease is 202501.15.2 rolling at a canary of seats nodes.
+func canaryRelease(t *testing.T, seats int) rollout.Release {
+	t.Helper()
+	p := rollout.Plan{
+		Steps:  []rollout.PlanStep{{Nodes: seats, MinReports: 1}, {Percent: 1, MinReports: 1}, {Percent: 100, MinReports: 1}},
+		Margin: 0.05, MaxFailureRate: 0.2,
+	}
+	r, err := release("202501.15.2", rollout.Rollout{State: rollout.Draft}, false).SetPlan(p, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// replica is one lpsd's serving half over a shared store.
+type replica struct {
+	snaps *Snapshotter
+	svc   *Service
+	m     *Metrics
+}
+
+func newReplica(t *testing.T, st store.Store) *replica {
+	t.Helper()
+	r := &replica{snaps: NewSnapshotter(st, testLog(t), nil), m: NewMetrics(nil)}
+	if err := r.snaps.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	r.svc = NewService(r.snaps, NewSeats(st, r.m.seatResult), r.m, "", testLog(t))
+	return r
+}
+
+func (r *replica) served(t *testing.T, vm string) bool {
+	t.Helper()
+	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
+	_, err := r.svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+	if err != nil && status.Code(err) != codes.NotFound {
+		t.Fatalf("GetComponentConfig(%s): %v", vm, err)
+	}
+	return err == nil
+}
+
+func vmName(i int) string { return fmt.Sprintf("00000000-0000-4000-8000-%012d", i) }
+
+// TestCanarySeatsAcrossReplicas: two replicas over one store serve a
+// canary of 3 to exactly 3 nodes, each served by either replica, and keep
+// serving them when the rollout moves on to percentages.
+func TestCanarySeatsAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	rel := canaryRelease(t, 3)
+	publish(t, st, rel)
+	a, b := newReplica(t, st), newReplica(t, st)
+
+	var holders []string
+	for i := range 10 {
+		vm := vmName(i)
+		if (map[bool]*replica{true: a, false: b})[i%2 == 0].served(t, vm) {
+			holders = append(holders, vm)
+		}
+	}
+	if len(holders) != 3 {
+		t.Fatalf("a canary of 3 served %d nodes: %v", len(holders), holders)
+	}
+	for _, vm := range holders {
+		if !a.served(t, vm) || !b.served(t, vm) {
+			t.Errorf("holder %s not served by both replicas", vm)
+		}
+	}
+	if got := seatCount(t, b.m, seatFull); got == 0 {
+		t.Error("no full results counted on a replica that was refused seats")
+	}
+
+	// The rollout moves on to 1%: the holders stay, others by bucket only.
+	cur, rev, err := st.Release(t.Context(), rel.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := cur.Advance(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutRelease(t.Context(), next, rev, store.AuditEntry{Actor: "test", Action: "advance", Target: rel.Version}); err != nil {
+		t.Fatal(err)
+	}
+	c := newReplica(t, st) // a replica that never saw the canary step
+	for _, r := range []*replica{a, b, c} {
+		if err := r.snaps.Load(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		for _, vm := range holders {
+			if !r.served(t, vm) {
+				t.Errorf("holder %s not served at 1%%", vm)
+			}
+		}
+		for i := 10; i < 40; i++ {
+			in, _ := next.Includes(rollout.Node{VMID: vmName(i), SubscriptionID: testSub})
+			if got := r.served(t, vmName(i)); got != in {
+				t.Errorf("non-holder %s served=%v at 1%%, want %v (its bucket)", vmName(i), got, in)
+			}
+		}
+	}
+	if seats, _ := st.Seats(t.Context(), rel.Version); len(seats) != 3 {
+		t.Errorf("%d seats after the canary, want 3: %v", len(seats), seats)
+	}
+}
+
+// failingSeats fails every call.
+type failingSeats struct{}
+
+func (failingSeats) TakeSeat(context.Context, string, string, int) (bool, error) {
+	return false, errors.New("etcd: no leader")
+}
+func (failingSeats) Seats(context.Context, string) ([]string, error) {
+	return nil, errors.New("etcd: no leader")
+}
+
+// hungSeats blocks until the call's context ends.
+type hungSeats struct{}
+
+func (hungSeats) TakeSeat(ctx context.Context, _, _ string, _ int) (bool, error) {
+	<-ctx.Done()
+	return false, ctx.Err()
+}
+func (hungSeats) Seats(ctx context.Context, _ string) ([]string, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestCanarySeatFaults: a failing or hung seat store serves the node as
+// holding no seat, promptly, and counts the error; no seat store at all
+// serves the canary to nobody.
+func TestCanarySeatFaults(t *testing.T) {
+	t.Parallel()
+	rel := canaryRelease(t, 3)
+	for name, seats := range map[string]seatStore{"failing": failingSeats{}, "hung": hungSeats{}, "none": nil} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			m := NewMetrics(nil)
+			var s *Seats
+			if seats != nil {
+				s = NewSeats(seats, m.seatResult)
+			}
+			svc := NewService(snapshotOf(rel), s, m, "", testLog(t))
+			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+			defer cancel()
+			ctx = withIdentity(ctx, attest.Identity{VMID: testVMID, SubscriptionID: testSub})
+			_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+			if status.Code(err) != codes.NotFound {
+				t.Fatalf("GetComponentConfig = %v, want NotFound (no seat, nothing else applies)", err)
+			}
+			if ctx.Err() != nil {
+				t.Fatal("the seat store's fault outlasted the node's deadline")
+			}
+			want := 1.0
+			if seats == nil {
+				want = 0
+			}
+			if got := seatCount(t, m, seatError); got != want {
+				t.Errorf("seat errors counted %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func seatCount(t *testing.T, m *Metrics, result string) float64 {
+	t.Helper()
+	var pm dto.Metric
+	if err := m.seats.WithLabelValues(result).Write(&pm); err != nil {
+		t.Fatal(err)
+	}
+	return pm.GetCounter().GetValue()
+}
+
+// TestReportOfferedToSeatHolders: a report about a canary release is
+// genuine from a seat holder, whatever the release's state now and whether
+// this replica saw the seat taken; a report never takes a seat.
+func TestReportOfferedToSeatHolders(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	open := canaryRelease(t, 2)
+	halted, err := open.Transition(rollout.Halted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder, other := attest.Identity{VMID: vmName(1), SubscriptionID: testSub}, attest.Identity{VMID: vmName(2), SubscriptionID: testSub}
+	if _, err := st.TakeSeat(t.Context(), open.Version, holder.VMID, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range []rollout.Release{open, halted} {
+		rs := &reportService{snaps: snapshotOf(rel), seats: NewSeats(st, nil), m: NewMetrics(nil)}
+		if !rs.offered(t.Context(), holder, rel.Version) {
+			t.Errorf("%s: the seat holder's report refused as never offered", rel.Rollout.State)
+		}
+		if rs.offered(t.Context(), other, rel.Version) {
+			t.Errorf("%s: a node without a seat is taken as offered", rel.Rollout.State)
+		}
+	}
+	if seats, _ := st.Seats(t.Context(), open.Version); len(seats) != 1 {
+		t.Errorf("reports changed the seats: %v", seats)
+	}
+}
