@@ -45,7 +45,7 @@ command line. --root prefixes every node path, for demos only.
 
 	lpsctl release publish --envelope FILE
 	lpsctl rollout set VERSION --percent N [--subscriptions a,b] [--regions r1,r2] [--if-revision REV]
-	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--if-revision REV]
+	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--silent-after D] [--if-revision REV]
 	lpsctl rollout pause|resume|halt|complete VERSION [--if-revision REV]
 	lpsctl revoke VERSION
 	lpsctl status [--watch [--interval 2s]]   (--json --watch: one document per refresh)
@@ -65,7 +65,8 @@ rolling release on steps (e.g. --steps 20n:30m:20,10:1h:100,100:2h:500: a
 canary of exactly 20 nodes, the first 20 in scope to ask, who stay served
 through the later steps; then percentages) that lpsd advances by itself once a step's bake time has
 passed and the release has the step's reports, and halts by itself when the
-health rule finds a regression: the failure rate (failed plus fallen back)
+health rule finds a regression: the failure rate (failed, fallen back, and
+canary nodes silent for --silent-after, default 30m, after taking a seat)
 over --max-failure (default 0.2) with 99.5% confidence, or over the base's
 control cohort's by more than --margin (default 0.05) with 99.5% confidence;
 each automatic change is an audit entry by lpsd with its evidence, and a

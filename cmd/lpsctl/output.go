@@ -33,11 +33,12 @@ type releaseJSON struct {
 }
 
 type planJSON struct {
-	Steps          []planStepJSON `json:"steps"`
-	Margin         float64        `json:"margin"`
-	MaxFailureRate float64        `json:"max_failure_rate"`
-	Step           int32          `json:"step"`
-	StepSince      time.Time      `json:"step_since"`
+	Steps              []planStepJSON `json:"steps"`
+	Margin             float64        `json:"margin"`
+	MaxFailureRate     float64        `json:"max_failure_rate"`
+	SilentAfterSeconds int64          `json:"silent_after_seconds"`
+	Step               int32          `json:"step"`
+	StepSince          time.Time      `json:"step_since"`
 }
 
 type planStepJSON struct {
@@ -58,7 +59,7 @@ func toPlanJSON(p *adminv1.Plan) *planJSON {
 	if p == nil {
 		return nil
 	}
-	out := &planJSON{Margin: p.GetMargin(), MaxFailureRate: p.GetMaxFailureRate(), Step: p.GetStep(), StepSince: p.GetStepSince().AsTime(), Steps: []planStepJSON{}}
+	out := &planJSON{Margin: p.GetMargin(), MaxFailureRate: p.GetMaxFailureRate(), Step: p.GetStep(), StepSince: p.GetStepSince().AsTime(), SilentAfterSeconds: p.GetSilentAfterSeconds(), Steps: []planStepJSON{}}
 	for _, s := range p.GetSteps() {
 		out.Steps = append(out.Steps, planStepJSON{Percent: s.GetPercent(), Nodes: s.GetNodes(), BakeSeconds: s.GetBakeSeconds(), MinReports: s.GetMinReports()})
 	}
@@ -78,13 +79,14 @@ type countsJSON struct {
 	OK       uint64 `json:"ok"`
 	Failed   uint64 `json:"failed"`
 	Fallback uint64 `json:"fallback"`
+	Silent   uint64 `json:"silent"`
 }
 
 func toCountsJSON(c *adminv1.Counts) *countsJSON {
 	if c == nil {
 		return nil
 	}
-	return &countsJSON{Reported: c.GetReported(), OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback()}
+	return &countsJSON{Reported: c.GetReported(), OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(), Silent: c.GetSilent()}
 }
 
 func toReleaseJSON(r *adminv1.Release) releaseJSON {

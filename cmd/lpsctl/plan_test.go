@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"nodehotfix/internal/store"
 )
 
 // publishDraft signs and publishes version as a draft on srv.
@@ -39,7 +42,7 @@ func TestRolloutPlanCanary(t *testing.T) {
 		t.Fatalf("rollout plan --json = %+v, want rolling at 0%% on a canary of 2 nodes, then 50%% and 100%%", rel)
 	}
 
-	if _, err := srv.store.TakeSeat(t.Context(), v, "vm-seated", 2); err != nil {
+	if _, err := srv.store.TakeSeat(t.Context(), v, store.Seat{VMID: "vm-seated", Since: time.Now()}, 2); err != nil {
 		t.Fatal(err)
 	}
 	srv.reload(t)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/rollout"
 )
 
 type rolloutOpts struct {
@@ -98,11 +99,13 @@ func runRolloutPlan(ctx context.Context, args []string, e *env) error {
 	var c connFlags
 	var steps string
 	var margin, ceiling float64
+	var silentAfter time.Duration
 	var ifRevision int64
 	fs := newFlagSet("rollout plan", "VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [connection flags]", e)
 	fs.StringVar(&steps, "steps", "", "the steps, `SIZE:BAKE:REPORTS,...`: a percentage (10) or a canary of a number of nodes (20n), least time at the step, reports the release needs by its end (e.g. 20n:30m:20,10:1h:100,100:2h:500); canary steps come first")
 	fs.Float64Var(&margin, "margin", 0.05, "how much higher than the control cohort's the failure rate may be, as a fraction (0.05: five points)")
 	fs.Float64Var(&ceiling, "max-failure", 0.2, "absolute failure-rate ceiling, a fraction in (0, 1]")
+	fs.DurationVar(&silentAfter, "silent-after", rollout.DefaultSilentAfter, "how long a canary node has to report before it counts as failed (hung or dead), 1m to 24h")
 	fs.Int64Var(&ifRevision, "if-revision", 0, "apply only if the release is at this `revision` (from status; 0: current)")
 	c.register(fs)
 	pos, err := parse(fs, args, "VERSION")
@@ -113,7 +116,7 @@ func runRolloutPlan(ctx context.Context, args []string, e *env) error {
 	if err != nil {
 		return usagef("--steps: %v", err)
 	}
-	plan.Margin, plan.MaxFailureRate = margin, ceiling
+	plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
 	var resp *adminv1.SetPlanResponse
 	err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 		resp, err = cl.SetPlan(ctx, &adminv1.SetPlanRequest{Version: pos[0], Plan: plan, IfRevision: ifRevision})

@@ -123,12 +123,12 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 	if len(st.GetReleases()) == 0 {
 		fmt.Fprintln(tw, "no releases")
 	} else {
-		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tREPORTED\tOK\tFAILED\tFALLBACK\tREVISION\tUPDATED")
+		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tREPORTED\tOK\tFAILED\tFALLBACK\tSILENT\tREVISION\tUPDATED")
 		for _, r := range st.GetReleases() {
 			ro, c := r.GetRollout(), r.GetCounts()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", r.GetVersion(), r.GetBase(), ro.GetState(), ro.GetPercent(),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", r.GetVersion(), r.GetBase(), ro.GetState(), ro.GetPercent(),
 				scope(ro.GetSubscriptions()), scope(ro.GetRegions()), yesNo(r.GetRevoked()),
-				c.GetReported(), c.GetOk(), c.GetFailed(), c.GetFallback(), r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
+				c.GetReported(), c.GetOk(), c.GetFailed(), c.GetFallback(), c.GetSilent(), r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
 		}
 	}
 	var planned []*adminv1.Release

@@ -44,6 +44,7 @@ type Store interface {
 	Release(ctx context.Context, version string) (rollout.Release, int64, error)
 	PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error)
 	Reports(ctx context.Context) ([]store.Report, error)
+	Seats(ctx context.Context, version string) ([]store.Seat, error)
 }
 
 // Config holds the optional settings; the zero Config works.
@@ -119,7 +120,7 @@ type Evidence struct {
 }
 
 // ruleText is the rule, for the audit evidence.
-const ruleText = "halt if the failure rate's Wilson lower bound (z=2.58) exceeds the ceiling, or if (p1-p0-margin)/se > 2.58 on Agresti-Caffo adjusted rates with at least the plan's floor (its smallest step minimum) of reports on each side; advance once the step's bake time has passed, the release has the step's minimum reports and neither test fires"
+const ruleText = "failures are failed, fallen-back and silent nodes (canary seat holders that have not reported within the plan's silent-after); halt if the failure rate's Wilson lower bound (z=2.58) exceeds the ceiling, or if (p1-p0-margin)/se > 2.58 on Agresti-Caffo adjusted rates with at least the plan's floor (its smallest step minimum) of reports on each side; advance once the step's bake time has passed, the release has the step's minimum reports and neither test fires"
 
 // Step looks once: it judges every rolling release with a plan and halts or
 // advances those that are due, and returns what it changed.
@@ -150,7 +151,12 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 	var errs []error
 	for _, r := range planned {
 		p := *r.Rollout.Plan
-		v := health.Judge(t.Releases[r.Version], t.Control[r.Base], p)
+		counts, err := tally.ForRelease(ctx, a.st, t, reports, r, now)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		v := health.Judge(counts, t.Control[r.Base], p)
 		var action string
 		var apply func(rollout.Release) (rollout.Release, error)
 		switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -275,5 +276,61 @@ func TestLeavesAReleaseRescopedSinceTheLook(t *testing.T) {
 	}
 	if moved, err := changed(judged, judged); err != nil || moved {
 		t.Errorf("changed = %v, %v on the same release; want false", moved, err)
+	}
+}
+
+// TestHaltsOnSilentCanary: canary nodes that took their seats and never
+// reported (hung or dead before launch could) count as failures once the
+// plan's silent-after has passed, and halt the release; until then they
+// count for nothing.
+func TestHaltsOnSilentCanary(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	p := rollout.Plan{
+		Steps:  []rollout.PlanStep{{Nodes: 10, Bake: time.Hour, MinReports: 5}, {Percent: 100, MinReports: 10}},
+		Margin: 0.05, MaxFailureRate: 0.2, SilentAfter: 20 * time.Minute,
+	}
+	r, err := rollout.Release{Version: version, Base: base, Envelope: json.RawMessage(`{}`), Rollout: rollout.Rollout{State: rollout.Draft}}.SetPlan(p, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "op", Action: "plan", Target: version}); err != nil {
+		t.Fatal(err)
+	}
+	// Ten nodes take seats; two report success, one reported only a boot
+	// before its seat, the other seven say nothing.
+	var reports []store.Report
+	for i := range 10 {
+		vm := fmt.Sprintf("vm-%d", i)
+		if _, err := st.TakeSeat(t.Context(), version, store.Seat{VMID: vm, Since: t0}, 10); err != nil {
+			t.Fatal(err)
+		}
+		switch i {
+		case 0, 1:
+			reports = append(reports, store.Report{VMID: vm, Boot: "b1", Base: base, HotfixVersion: version, Time: t0.Add(5 * time.Minute)})
+		case 2:
+			reports = append(reports, store.Report{VMID: vm, Boot: "b0", Base: base, Time: t0.Add(-time.Hour)})
+		}
+	}
+	if _, err := st.PutReports(t.Context(), reports); err != nil {
+		t.Fatal(err)
+	}
+	now := t0.Add(10 * time.Minute)
+	ap := New(st, Config{Now: func() time.Time { return now }})
+	changes, err := ap.Step(t.Context())
+	if err != nil || len(changes) != 0 {
+		t.Fatalf("before silent-after: changes %+v, %v; want none (2 reports of the 5 needed)", changes, err)
+	}
+	now = t0.Add(21 * time.Minute)
+	changes, err = ap.Step(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || changes[0].Action != ActionHalt || changes[0].Verdict.Release.Silent != 8 {
+		t.Fatalf("after silent-after: changes %+v; want a halt on 8 silent of 10", changes)
+	}
+	if d := changes[0].Verdict.Detail; !strings.Contains(d, "8/10, 8 silent") {
+		t.Errorf("the verdict does not say the failures are silent nodes: %s", d)
 	}
 }

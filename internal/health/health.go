@@ -22,8 +22,9 @@
 //     minimum thus only delays advancing: halting keeps judging from the
 //     floor, at the error rates TestErrorRates measures.
 //
-// A release's failures are its failed plus fallen-back nodes; the control's
-// are its failed ones. The autopilot looks after every evaluation tick, so
+// A release's failures are its failed, fallen-back and silent nodes (canary
+// seat holders that never reported, tally.Counts.Silent), out of the nodes
+// that reported or stayed silent; the control's are its failed ones. The autopilot looks after every evaluation tick, so
 // the error rates that matter are over a whole rollout's repeated looks;
 // TestErrorRates measures them by simulation and the docs quote them.
 package health
@@ -79,43 +80,48 @@ type Verdict struct {
 func Judge(rel, control tally.Counts, p rollout.Plan) Verdict {
 	v := Verdict{Release: rel, Control: control}
 	floor := uint64(p.Floor())
-	if rel.Reported > 0 {
-		v.ReleaseRate = float64(rel.Failures()) / float64(rel.Reported)
+	judged := rel.Judged()
+	if judged > 0 {
+		v.ReleaseRate = float64(rel.Failures()) / float64(judged)
 	}
 	if control.Reported > 0 {
 		v.ControlRate = float64(control.Failed) / float64(control.Reported)
 	}
-	if rel.Reported < floor {
+	if judged < floor {
 		v.Verdict = Insufficient
-		v.Detail = fmt.Sprintf("%d of %d reports needed", rel.Reported, floor)
+		v.Detail = fmt.Sprintf("%d of %d reports needed", judged, floor)
 		return v
 	}
-	v.LowerBound = wilsonLower(rel.Failures(), rel.Reported, Z)
+	v.LowerBound = wilsonLower(rel.Failures(), judged, Z)
 	if control.Reported >= floor {
 		v.Compared = true
-		v.ZScore = excessZ(rel.Failures(), rel.Reported, control.Failed, control.Reported, p.Margin)
+		v.ZScore = excessZ(rel.Failures(), judged, control.Failed, control.Reported, p.Margin)
+	}
+	of := fmt.Sprintf("%d/%d", rel.Failures(), judged)
+	if rel.Silent > 0 {
+		of += fmt.Sprintf(", %d silent", rel.Silent)
 	}
 	switch {
 	case v.LowerBound > p.MaxFailureRate:
 		v.Verdict, v.Rule = Regressing, RuleCeiling
-		v.Detail = fmt.Sprintf("failure rate %.1f%% (%d/%d), at least %.1f%% at 99.5%%, over the %.1f%% ceiling",
-			100*v.ReleaseRate, rel.Failures(), rel.Reported, 100*v.LowerBound, 100*p.MaxFailureRate)
+		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), at least %.1f%% at 99.5%%, over the %.1f%% ceiling",
+			100*v.ReleaseRate, of, 100*v.LowerBound, 100*p.MaxFailureRate)
 	case v.Compared && v.ZScore > Z:
 		v.Verdict, v.Rule = Regressing, RuleComparison
-		v.Detail = fmt.Sprintf("failure rate %.1f%% (%d/%d) vs control %.1f%% (%d/%d): over the %.1f-point margin at z=%.2f > %.2f",
-			100*v.ReleaseRate, rel.Failures(), rel.Reported, 100*v.ControlRate, control.Failed, control.Reported, 100*p.Margin, v.ZScore, Z)
-	case rel.Reported < uint64(p.Current().MinReports):
+		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s) vs control %.1f%% (%d/%d): over the %.1f-point margin at z=%.2f > %.2f",
+			100*v.ReleaseRate, of, 100*v.ControlRate, control.Failed, control.Reported, 100*p.Margin, v.ZScore, Z)
+	case judged < uint64(p.Current().MinReports):
 		v.Verdict = Insufficient
-		v.Detail = fmt.Sprintf("failure rate %.1f%% (%d/%d), no regression so far; %d of %d reports needed to advance",
-			100*v.ReleaseRate, rel.Failures(), rel.Reported, rel.Reported, p.Current().MinReports)
+		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d of %d reports needed to advance",
+			100*v.ReleaseRate, of, judged, p.Current().MinReports)
 	default:
 		v.Verdict = Healthy
 		if v.Compared {
-			v.Detail = fmt.Sprintf("failure rate %.1f%% (%d/%d) vs control %.1f%% (%d/%d), z=%.2f",
-				100*v.ReleaseRate, rel.Failures(), rel.Reported, 100*v.ControlRate, control.Failed, control.Reported, v.ZScore)
+			v.Detail = fmt.Sprintf("failure rate %.1f%% (%s) vs control %.1f%% (%d/%d), z=%.2f",
+				100*v.ReleaseRate, of, 100*v.ControlRate, control.Failed, control.Reported, v.ZScore)
 		} else {
-			v.Detail = fmt.Sprintf("failure rate %.1f%% (%d/%d); control too small to compare (%d of %d reports), ceiling only",
-				100*v.ReleaseRate, rel.Failures(), rel.Reported, control.Reported, floor)
+			v.Detail = fmt.Sprintf("failure rate %.1f%% (%s); control too small to compare (%d of %d reports), ceiling only",
+				100*v.ReleaseRate, of, control.Reported, floor)
 		}
 	}
 	return v

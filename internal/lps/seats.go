@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
 )
 
 // seatTimeout bounds what a request spends on canary seats: waiting for
@@ -16,8 +17,8 @@ const seatTimeout = 500 * time.Millisecond
 
 // seatStore is the store's canary-seat half (store.Store has it).
 type seatStore interface {
-	TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error)
-	Seats(ctx context.Context, version string) ([]string, error)
+	TakeSeat(ctx context.Context, version string, seat store.Seat, limit int) (bool, error)
+	Seats(ctx context.Context, version string) ([]store.Seat, error)
 }
 
 // Seat take results, for lpsd_canary_seats_total.
@@ -106,7 +107,7 @@ func (s *Seats) Holds(ctx context.Context, snap *Snapshot, r rollout.Release, vm
 	}
 	ctx, cancel := context.WithTimeout(ctx, seatTimeout)
 	defer cancel()
-	held, err := s.st.TakeSeat(ctx, r.Version, vmID, 0)
+	held, err := s.st.TakeSeat(ctx, r.Version, store.Seat{VMID: vmID}, 0)
 	if err != nil {
 		s.result(seatError)
 		return false
@@ -151,7 +152,7 @@ func (s *Seats) take(ctx context.Context, version, vmID string, limit int) bool 
 		s.result(seatError)
 		return false
 	}
-	held, err := s.st.TakeSeat(ctx, version, vmID, limit)
+	held, err := s.st.TakeSeat(ctx, version, store.Seat{VMID: vmID, Since: time.Now()}, limit)
 	if err != nil {
 		s.result(seatError)
 		return false
@@ -171,8 +172,8 @@ func (s *Seats) take(ctx context.Context, version, vmID string, limit int) bool 
 		return false
 	}
 	s.mu.Lock()
-	for _, vm := range holders {
-		set.held[vm] = true
+	for _, seat := range holders {
+		set.held[seat.VMID] = true
 	}
 	set.fullAt = max(set.fullAt, limit)
 	s.mu.Unlock()

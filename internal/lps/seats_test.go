@@ -128,21 +128,21 @@ func TestCanarySeatsAcrossReplicas(t *testing.T) {
 // failingSeats fails every call.
 type failingSeats struct{}
 
-func (failingSeats) TakeSeat(context.Context, string, string, int) (bool, error) {
+func (failingSeats) TakeSeat(context.Context, string, store.Seat, int) (bool, error) {
 	return false, errors.New("etcd: no leader")
 }
-func (failingSeats) Seats(context.Context, string) ([]string, error) {
+func (failingSeats) Seats(context.Context, string) ([]store.Seat, error) {
 	return nil, errors.New("etcd: no leader")
 }
 
 // hungSeats blocks until the call's context ends.
 type hungSeats struct{}
 
-func (hungSeats) TakeSeat(ctx context.Context, _, _ string, _ int) (bool, error) {
+func (hungSeats) TakeSeat(ctx context.Context, _ string, _ store.Seat, _ int) (bool, error) {
 	<-ctx.Done()
 	return false, ctx.Err()
 }
-func (hungSeats) Seats(ctx context.Context, _ string) ([]string, error) {
+func (hungSeats) Seats(ctx context.Context, _ string) ([]store.Seat, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
@@ -205,7 +205,7 @@ func TestReportOfferedToSeatHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder, other := attest.Identity{VMID: vmName(1), SubscriptionID: testSub}, attest.Identity{VMID: vmName(2), SubscriptionID: testSub}
-	if _, err := st.TakeSeat(t.Context(), open.Version, holder.VMID, 2); err != nil {
+	if _, err := st.TakeSeat(t.Context(), open.Version, store.Seat{VMID: holder.VMID, Since: time.Now()}, 2); err != nil {
 		t.Fatal(err)
 	}
 	for _, rel := range []rollout.Release{open, halted} {

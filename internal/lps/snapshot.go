@@ -91,8 +91,8 @@ func (s *Snapshotter) Load(ctx context.Context) error {
 			return fmt.Errorf("load snapshot: canary seats of %s: %w", r.Version, err)
 		}
 		seats[r.Version] = make(map[string]bool, len(vms))
-		for _, vm := range vms {
-			seats[r.Version][vm] = true
+		for _, seat := range vms {
+			seats[r.Version][seat.VMID] = true
 		}
 		held += len(vms)
 	}

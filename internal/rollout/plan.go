@@ -26,6 +26,10 @@ type Plan struct {
 	// MaxFailureRate is the absolute ceiling: a release that fails more
 	// often than this halts whatever the control does.
 	MaxFailureRate float64 `json:"max_failure_rate"`
+	// SilentAfter is how long a canary seat's holder has to report before
+	// it counts as failed (it hung or died before launch could report);
+	// 0 means DefaultSilentAfter.
+	SilentAfter time.Duration `json:"silent_after,omitempty"`
 	// Step is the index of the current step, and StepSince when it began.
 	Step      int       `json:"step"`
 	StepSince time.Time `json:"step_since"`
@@ -60,6 +64,19 @@ func (s PlanStep) passed(percent int) bool {
 		return percent > 0
 	}
 	return s.Percent <= percent
+}
+
+// DefaultSilentAfter is a plan's SilentAfter when it sets none: a node
+// that took a seat and has not reported in this time is not provisioning
+// any more (provisioning's own limits are well inside it).
+const DefaultSilentAfter = 30 * time.Minute
+
+// SilenceDeadline returns p's SilentAfter, or its default.
+func (p Plan) SilenceDeadline() time.Duration {
+	if p.SilentAfter == 0 {
+		return DefaultSilentAfter
+	}
+	return p.SilentAfter
 }
 
 // Limits of a plan.
@@ -110,6 +127,9 @@ func (p Plan) Validate() error {
 	}
 	if !(p.MaxFailureRate > 0 && p.MaxFailureRate <= 1) {
 		return bad("max failure rate %v out of range (0, 1]", p.MaxFailureRate)
+	}
+	if p.SilentAfter != 0 && (p.SilentAfter < time.Minute || p.SilentAfter > 24*time.Hour) {
+		return bad("silent-after %v out of range 1m..24h", p.SilentAfter)
 	}
 	if p.Step < 0 || p.Step >= len(p.Steps) {
 		return bad("current step %d of %d", p.Step, len(p.Steps))

@@ -39,6 +39,8 @@ func TestPlanValidate(t *testing.T) {
 		"step-past-end":   func(p *Plan) { p.Step = 3 },
 		"negative-step":   func(p *Plan) { p.Step = -1 },
 		"negative-margin": func(p *Plan) { p.Margin = -0.01 },
+		"silent-after-1s": func(p *Plan) { p.SilentAfter = time.Second },
+		"silent-after-2d": func(p *Plan) { p.SilentAfter = 48 * time.Hour },
 	}
 	for name, mutate := range bad {
 		p := testPlan()

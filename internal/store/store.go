@@ -93,6 +93,14 @@ func (r Report) ValidateKey() error {
 	return nil
 }
 
+// Seat is one node's seat of a release's canary.
+type Seat struct {
+	VMID string `json:"vm_id"`
+	// Since is when the node took it (set by the caller), so a holder that
+	// never reports can be told from one still provisioning.
+	Since time.Time `json:"since"`
+}
+
 // ValidateSeat returns an error wrapping ErrInvalidSeat unless version and
 // vmID are both non-empty and free of "/", which backends join them with.
 func ValidateSeat(version, vmID string) error {
@@ -156,11 +164,11 @@ type Store interface {
 	// ErrClosed after Close.
 	Reports(ctx context.Context) ([]Report, error)
 
-	// TakeSeat gives vmID one of the canary seats of release version, of
-	// which there are limit (rollout.PlanStep.Nodes). It returns true if
-	// vmID holds a seat already or took one because fewer than limit were
-	// held, false if it holds none and none is free. A limit of 0 only
-	// reads. A seat is never given back, and a limit may grow from step to
+	// TakeSeat gives seat.VMID one of the canary seats of release
+	// version, of which there are limit (rollout.PlanStep.Nodes), taken at
+	// seat.Since. It returns true if the vmId holds a seat already (its
+	// Since unchanged) or took one because fewer than limit were held,
+	// false if it holds none and none is free. A limit of 0 only reads. A seat is never given back, and a limit may grow from step to
 	// step (held seats count against the new one).
 	//
 	// Atomic across every process sharing the store: however many take at
@@ -169,10 +177,10 @@ type Store interface {
 	// revision changes and Watch is not signalled. ErrInvalidSeat (wrapped)
 	// for an empty version or vmID or one containing "/"; ErrClosed after
 	// Close.
-	TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error)
+	TakeSeat(ctx context.Context, version string, seat Seat, limit int) (bool, error)
 
-	// Seats returns the vmIds holding version's canary seats, sorted.
-	Seats(ctx context.Context, version string) ([]string, error)
+	// Seats returns version's canary seats, sorted by VMID.
+	Seats(ctx context.Context, version string) ([]Seat, error)
 
 	// Close releases the backend's resources.
 	Close() error

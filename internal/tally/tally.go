@@ -2,11 +2,18 @@
 // per base's control cohort.
 package tally
 
-import "nodehotfix/internal/store"
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+)
 
 // Counts are nodes' reports, one per node: a vmId counts once per cohort,
 // by its latest report, however many boots it reported. Reported is the sum
-// of the other three.
+// of OK, Failed and Fallback.
 type Counts struct {
 	Reported uint64 `json:"reported"`
 	// OK: provisioned successfully by the agent the cohort is about (the
@@ -17,10 +24,20 @@ type Counts struct {
 	// Fallback: the hotfix failed before the bootstrap started and the baked
 	// agent provisioned in the same boot (whatever its result).
 	Fallback uint64 `json:"fallback"`
+	// Silent: nodes that took a seat of the release's canary and sent no
+	// report within the plan's SilentAfter: hung or dead before launch
+	// could report. Only a canary of nodes records whom it served, so
+	// only its nodes can be silent; a control cohort has none.
+	Silent uint64 `json:"silent,omitempty"`
 }
 
-// Failures is what counts against a cohort: failed plus fallen back.
-func (c Counts) Failures() uint64 { return c.Failed + c.Fallback }
+// Failures is what counts against a cohort: failed, fallen back and
+// silent.
+func (c Counts) Failures() uint64 { return c.Failed + c.Fallback + c.Silent }
+
+// Judged is how many nodes the cohort is judged on: those that reported
+// and those that stayed silent.
+func (c Counts) Judged() uint64 { return c.Reported + c.Silent }
 
 // Tally is the fleet's reports, counted.
 type Tally struct {
@@ -70,4 +87,44 @@ func add(c Counts, r store.Report) Counts {
 		c.Failed++
 	}
 	return c
+}
+
+// SeatLister reads a release's canary seats (store.Store is one).
+type SeatLister interface {
+	Seats(ctx context.Context, version string) ([]store.Seat, error)
+}
+
+// ForRelease returns release r's counts in t, with, when r's plan has a
+// canary of nodes, its silent seat holders at now: reports are the ones t
+// was counted from. It is what the autopilot judges and what status and
+// explain show.
+func ForRelease(ctx context.Context, st SeatLister, t Tally, reports []store.Report, r rollout.Release, now time.Time) (Counts, error) {
+	c := t.Releases[r.Version]
+	if !r.HasCanary() {
+		return c, nil
+	}
+	seats, err := st.Seats(ctx, r.Version)
+	if err != nil {
+		return c, fmt.Errorf("list canary seats of %s: %w", r.Version, err)
+	}
+	c.Silent = Silent(reports, seats, now.Add(-r.Rollout.Plan.SilenceDeadline()))
+	return c, nil
+}
+
+// Silent counts the seats taken before cutoff whose holder has reported
+// nothing since: no outcome in any cohort. A holder's report from an
+// earlier boot, before its seat, does not count.
+func Silent(reports []store.Report, seats []store.Seat, cutoff time.Time) uint64 {
+	since := make(map[string]time.Time, len(seats))
+	for _, s := range seats {
+		if s.Since.Before(cutoff) {
+			since[s.VMID] = s.Since
+		}
+	}
+	for _, r := range reports {
+		if t, ok := since[r.VMID]; ok && !r.Time.Before(t) {
+			delete(since, r.VMID)
+		}
+	}
+	return uint64(len(since))
 }

@@ -48,3 +48,27 @@ func TestOfOneVotePerNode(t *testing.T) {
 		t.Errorf("control = %+v, want one vote", c)
 	}
 }
+
+func TestSilent(t *testing.T) {
+	t.Parallel()
+
+	seats := []store.Seat{
+		{VMID: "reported", Since: t0},
+		{VMID: "reported-control", Since: t0},
+		{VMID: "old-boot-only", Since: t0},
+		{VMID: "silent", Since: t0},
+		{VMID: "too-recent", Since: t0.Add(time.Hour)},
+	}
+	reports := []store.Report{
+		{VMID: "reported", Boot: "b", HotfixVersion: "202604.01.1", Time: t0.Add(time.Minute)},
+		{VMID: "reported-control", Boot: "b", Time: t0.Add(time.Minute)}, // chose the baked agent: not silent
+		{VMID: "old-boot-only", Boot: "a", Time: t0.Add(-time.Minute)},
+		{VMID: "not-seated", Boot: "b", Time: t0},
+	}
+	if got := Silent(reports, seats, t0.Add(30*time.Minute)); got != 2 {
+		t.Errorf("Silent = %d, want 2 (the silent node and the one whose only report predates its seat)", got)
+	}
+	if got := Silent(reports, seats, t0); got != 0 {
+		t.Errorf("Silent with the cutoff at the seats' time = %d, want 0: none has been silent long enough", got)
+	}
+}

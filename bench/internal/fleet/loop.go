@@ -254,7 +254,7 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			if n.Loop {
 				res.ServedLoop++
 			}
-			if n.Seated && !slices.Contains(seats, vmIDs[i]) {
+			if n.Seated && !slices.ContainsFunc(seats, func(s store.Seat) bool { return s.VMID == vmIDs[i] }) {
 				res.Unseated++
 			}
 		}

@@ -210,6 +210,10 @@ func planFromProto(pp *adminv1.Plan) (rollout.Plan, error) {
 		return rollout.Plan{}, errors.New("no plan")
 	}
 	p := rollout.Plan{Margin: pp.GetMargin(), MaxFailureRate: pp.GetMaxFailureRate()}
+	if s := pp.GetSilentAfterSeconds(); s < 0 || s > int64(24*time.Hour/time.Second) {
+		return p, fmt.Errorf("silent after %d s out of range", s)
+	}
+	p.SilentAfter = time.Duration(pp.GetSilentAfterSeconds()) * time.Second
 	for _, st := range pp.GetSteps() {
 		if b := st.GetBakeSeconds(); b < 0 || b > int64(30*24*time.Hour/time.Second) {
 			return p, fmt.Errorf("bake %d s out of range", b)
@@ -223,7 +227,7 @@ func planToProto(p *rollout.Plan) *adminv1.Plan {
 	if p == nil {
 		return nil
 	}
-	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince)}
+	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince), SilentAfterSeconds: int64(p.SilenceDeadline() / time.Second)}
 	for _, st := range p.Steps {
 		out.Steps = append(out.Steps, &adminv1.PlanStep{Percent: int32(st.Percent), Nodes: int32(st.Nodes), BakeSeconds: int64(st.Bake / time.Second), MinReports: int32(st.MinReports)})
 	}
@@ -404,7 +408,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		return nil, s.storeError("list releases", err)
 	}
 	resp := &adminv1.StatusResponse{Region: s.region}
-	var planned []*rollout.Plan // per resp.Releases entry
+	var read []rollout.Release // per resp.Releases entry
 	// Releases carries no per-record revision; read each record so the
 	// revision shown is the one a compare-and-swap must name.
 	for _, listed := range rels {
@@ -416,7 +420,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 			return nil, s.storeError("read release "+listed.Version, err)
 		}
 		resp.Releases = append(resp.Releases, toProto(r, rev))
-		planned = append(planned, r.Rollout.Plan)
+		read = append(read, r)
 	}
 	reports, err := s.store.Reports(ctx)
 	if err != nil {
@@ -424,16 +428,20 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 	}
 	t := tally.Of(reports)
 	for i, r := range resp.Releases {
-		r.Counts = countsProto(t.Releases[r.Version])
-		if p := planned[i]; p != nil && p.HasCanary() {
+		c, err := tally.ForRelease(ctx, s.store, t, reports, read[i], s.now())
+		if err != nil {
+			return nil, s.storeError("count release "+r.Version, err)
+		}
+		r.Counts = countsProto(c)
+		if read[i].HasCanary() {
 			held, err := s.store.Seats(ctx, r.Version)
 			if err != nil {
 				return nil, s.storeError("list canary seats of "+r.Version, err)
 			}
 			r.Rollout.CanarySeats = int32(len(held))
 		}
-		if p := planned[i]; p != nil {
-			v := health.Judge(t.Releases[r.Version], t.Control[r.Base], *p)
+		if p := read[i].Rollout.Plan; p != nil {
+			v := health.Judge(c, t.Control[r.Base], *p)
 			r.Rollout.Health = &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Detail: v.Detail, NextDue: timestamppb.New(p.Due())}
 		}
 	}
@@ -454,7 +462,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 }
 
 func countsProto(c tally.Counts) *adminv1.Counts {
-	return &adminv1.Counts{Reported: c.Reported, Ok: c.OK, Failed: c.Failed, Fallback: c.Fallback}
+	return &adminv1.Counts{Reported: c.Reported, Ok: c.OK, Failed: c.Failed, Fallback: c.Fallback, Silent: c.Silent}
 }
 
 func (s *Server) currentSnapshot() *lps.Snapshot {
@@ -489,7 +497,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	}
 	// Seats as the store has them: the answer is this node's on any
 	// replica.
-	seats := make(map[string][]string)
+	seats := make(map[string]int)
 	for _, r := range snap.Releases {
 		if !r.HasCanary() {
 			continue
@@ -498,8 +506,8 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		if err != nil {
 			return nil, s.storeError("list canary seats of "+r.Version, err)
 		}
-		seats[r.Version] = held
-		if slices.Contains(held, n.VMID) {
+		seats[r.Version] = len(held)
+		if slices.ContainsFunc(held, func(h store.Seat) bool { return h.VMID == n.VMID }) {
 			n.Seats = append(n.Seats, r.Version)
 		}
 	}
@@ -511,9 +519,10 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		}
 	}
 	var t tally.Tally
+	var reports []store.Report
 	if len(plans) > 0 {
-		reports, err := s.store.Reports(ctx)
-		if err != nil {
+		var err error
+		if reports, err = s.store.Reports(ctx); err != nil {
 			return nil, s.storeError("list reports", err)
 		}
 		t = tally.Of(reports)
@@ -523,14 +532,18 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		pd := &adminv1.Decision{Version: d.Version, Base: d.Base, Included: d.Included, Chosen: d.Chosen}
 		for _, r := range d.Rules {
 			if r.Rule == rollout.RuleCanarySeat && !r.Passed {
-				r.Detail = seatDetail(plans[d.Version], n, len(seats[d.Version]))
+				r.Detail = seatDetail(plans[d.Version], n, seats[d.Version])
 			}
 			pd.Rules = append(pd.Rules, &adminv1.Rule{Rule: r.Rule, Passed: r.Passed, Detail: r.Detail})
 		}
 		// A plan's step and the health rule's verdict decide what this
 		// node may be offered next: shown, but they do not gate this answer.
 		if r, ok := plans[d.Version]; ok {
-			v := health.Judge(t.Releases[d.Version], t.Control[d.Base], *r.Rollout.Plan)
+			c, err := tally.ForRelease(ctx, s.store, t, reports, r, s.now())
+			if err != nil {
+				return nil, s.storeError("count release "+r.Version, err)
+			}
+			v := health.Judge(c, t.Control[d.Base], *r.Rollout.Plan)
 			pd.Rules = append(pd.Rules,
 				&adminv1.Rule{Rule: "plan", Passed: true, Detail: planDetail(r)},
 				&adminv1.Rule{Rule: "health", Passed: v.Verdict != health.Regressing, Detail: v.Verdict + ": " + v.Detail})

@@ -33,8 +33,9 @@ const (
 	// reportsBucket maps VMID + "/" + Boot to a report's stored form
 	// (storecodec); neither part contains "/".
 	reportsBucket = "reports"
-	// seatsBucket maps version + "/" + VMID to nothing for each canary seat
-	// held, and version to the seats' count, 8-byte big endian.
+	// seatsBucket maps version + "/" + VMID to when the seat was taken
+	// (Unix nanoseconds, 8-byte big endian) for each canary seat held, and
+	// version to the seats' count, 8-byte big endian.
 	seatsBucket = "seats"
 	// metaBucket holds store-wide values.
 	metaBucket = "meta"
@@ -271,14 +272,14 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 
 // TakeSeat implements store.Store with one bbolt transaction; a read-only
 // one when vmID holds a seat or limit is 0.
-func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error) {
-	if err := store.ValidateSeat(version, vmID); err != nil {
+func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit int) (bool, error) {
+	if err := store.ValidateSeat(version, seat.VMID); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
-	key := []byte(version + "/" + vmID)
+	key := []byte(version + "/" + seat.VMID)
 	var held bool
 	err := s.db.View(func(tx *bolt.Tx) error {
 		held = tx.Bucket([]byte(seatsBucket)).Get(key) != nil
@@ -300,7 +301,7 @@ func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (
 		if n >= uint64(limit) {
 			return nil
 		}
-		if err := b.Put(key, []byte{}); err != nil {
+		if err := b.Put(key, uint64Key(uint64(seat.Since.UnixNano()))); err != nil {
 			return err
 		}
 		held = true
@@ -310,16 +311,19 @@ func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (
 }
 
 // Seats implements store.Store.
-func (s *Store) Seats(ctx context.Context, version string) ([]string, error) {
+func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("list seats: %w", err)
 	}
-	var out []string
+	var out []store.Seat
 	prefix := []byte(version + "/")
 	err := s.db.View(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte(seatsBucket)).Cursor()
-		for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-			out = append(out, string(k[len(prefix):]))
+		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+			if len(v) != 8 {
+				return fmt.Errorf("seat %q: %d-byte value, want 8", k, len(v))
+			}
+			out = append(out, store.Seat{VMID: string(k[len(prefix):]), Since: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()})
 		}
 		return nil
 	})

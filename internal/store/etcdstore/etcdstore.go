@@ -7,7 +7,7 @@
 //	<prefix>audit/<seq>             audit entry (JSON, "v"); seq is 20-digit zero-padded
 //	<prefix>audit-seq               last allocated audit seq (decimal)
 //	<prefix>reports/<vmId>/<boot>   report (JSON, "v")
-//	<prefix>seats/<version>/vm/<vmId> canary seat held (value: its slot)
+//	<prefix>seats/<version>/vm/<vmId> canary seat held (value: when taken, RFC 3339)
 //	<prefix>seats/<version>/n/<slot>  the seat's holder; slot is 5-digit zero-padded
 //
 // A release's revision is its key's ModRevision, and the store-wide
@@ -488,8 +488,8 @@ const maxSeatTries = 16
 // TakeSeat implements store.Store. Each attempt is one read (is vmID
 // seated, how many slots are taken) and one conditional transaction
 // creating slot n and vmID's key; both bounded by the request timeout.
-func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error) {
-	if err := store.ValidateSeat(version, vmID); err != nil {
+func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit int) (bool, error) {
+	if err := store.ValidateSeat(version, seat.VMID); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
 	if s.isClosed() {
@@ -498,7 +498,7 @@ func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
-	vmKey := s.seatsPrefix(version) + "vm/" + vmID
+	vmKey := s.seatsPrefix(version) + "vm/" + seat.VMID
 	slots := s.seatsPrefix(version) + "n/"
 	for range maxSeatTries {
 		held, taken, err := s.seatState(ctx, vmKey, slots)
@@ -506,12 +506,12 @@ func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (
 			return held, err
 		}
 		slotKey := fmt.Sprintf("%s%05d", slots, taken)
-		won, err := s.claimSeat(ctx, vmKey, slotKey, vmID)
+		won, err := s.claimSeat(ctx, vmKey, slotKey, seat)
 		if err != nil || won {
 			return won, err
 		}
 	}
-	return false, fmt.Errorf("take seat %s for %s: lost %d attempts to concurrent takers", version, vmID, maxSeatTries)
+	return false, fmt.Errorf("take seat %s for %s: lost %d attempts to concurrent takers", version, seat.VMID, maxSeatTries)
 }
 
 // seatState reads, at one revision, whether vmKey exists and how many keys
@@ -531,15 +531,15 @@ func (s *Store) seatState(ctx context.Context, vmKey, slots string) (held bool, 
 
 // claimSeat creates vmKey and slotKey if neither exists, and reports
 // whether it did.
-func (s *Store) claimSeat(ctx context.Context, vmKey, slotKey, vmID string) (bool, error) {
+func (s *Store) claimSeat(ctx context.Context, vmKey, slotKey string, seat store.Seat) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).If(
 		clientv3.Compare(clientv3.CreateRevision(vmKey), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(slotKey), "=", 0),
 	).Then(
-		clientv3.OpPut(vmKey, slotKey[strings.LastIndexByte(slotKey, '/')+1:]),
-		clientv3.OpPut(slotKey, vmID),
+		clientv3.OpPut(vmKey, seat.Since.UTC().Format(time.RFC3339Nano)),
+		clientv3.OpPut(slotKey, seat.VMID),
 	).Commit()
 	if err != nil {
 		return false, fmt.Errorf("take seat: %w", s.mapErr(err))
@@ -547,9 +547,9 @@ func (s *Store) claimSeat(ctx context.Context, vmKey, slotKey, vmID string) (boo
 	return resp.Succeeded, nil
 }
 
-// Seats implements store.Store with one keys-only range read (a canary has
-// at most rollout.MaxCanaryNodes seats).
-func (s *Store) Seats(ctx context.Context, version string) ([]string, error) {
+// Seats implements store.Store with one range read (a canary has at most
+// rollout.MaxCanaryNodes seats).
+func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("list seats: %w", store.ErrClosed)
 	}
@@ -559,13 +559,17 @@ func (s *Store) Seats(ctx context.Context, version string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
 	prefix := s.seatsPrefix(version) + "vm/"
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list seats: %w", s.mapErr(err))
 	}
-	out := make([]string, 0, len(resp.Kvs))
+	out := make([]store.Seat, 0, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
-		out = append(out, string(kv.Key[len(prefix):]))
+		since, err := time.Parse(time.RFC3339Nano, string(kv.Value))
+		if err != nil {
+			return nil, fmt.Errorf("list seats: key %q: %w", kv.Key, err)
+		}
+		out = append(out, store.Seat{VMID: string(kv.Key[len(prefix):]), Since: since})
 	}
 	return out, nil
 }

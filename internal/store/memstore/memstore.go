@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -31,8 +32,9 @@ type Store struct {
 	// reports holds values only (a Report has no slices or maps), so
 	// storing and returning copies of the struct isolates callers.
 	reports map[reportKey]store.Report
-	// seats maps a release version to the vmIds holding its canary seats.
-	seats map[string]map[string]bool
+	// seats maps a release version to its canary seats' holders and when
+	// each took its seat.
+	seats map[string]map[string]time.Time
 }
 
 type reportKey struct{ vmID, boot string }
@@ -44,7 +46,7 @@ type entry struct {
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]bool)}
+	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]time.Time)}
 }
 
 // Releases implements store.Store.
@@ -161,8 +163,8 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 }
 
 // TakeSeat implements store.Store.
-func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (bool, error) {
-	if err := store.ValidateSeat(version, vmID); err != nil {
+func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit int) (bool, error) {
+	if err := store.ValidateSeat(version, seat.VMID); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
 	s.mu.Lock()
@@ -174,21 +176,22 @@ func (s *Store) TakeSeat(ctx context.Context, version, vmID string, limit int) (
 		return false, fmt.Errorf("take seat: %w", err)
 	}
 	held := s.seats[version]
-	switch {
-	case held[vmID]:
+	if _, ok := held[seat.VMID]; ok {
 		return true, nil
-	case len(held) >= limit:
+	}
+	if len(held) >= limit {
 		return false, nil
-	case held == nil:
-		held = make(map[string]bool)
+	}
+	if held == nil {
+		held = make(map[string]time.Time)
 		s.seats[version] = held
 	}
-	held[vmID] = true
+	held[seat.VMID] = seat.Since
 	return true, nil
 }
 
 // Seats implements store.Store.
-func (s *Store) Seats(ctx context.Context, version string) ([]string, error) {
+func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -197,7 +200,11 @@ func (s *Store) Seats(ctx context.Context, version string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("list seats: %w", err)
 	}
-	return slices.Sorted(maps.Keys(s.seats[version])), nil
+	var out []store.Seat
+	for _, vm := range slices.Sorted(maps.Keys(s.seats[version])) {
+		out = append(out, store.Seat{VMID: vm, Since: s.seats[version][vm]})
+	}
+	return out, nil
 }
 
 // Watch implements store.Store.

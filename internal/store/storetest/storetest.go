@@ -686,7 +686,7 @@ func testClose(t *testing.T, s store.Store) {
 	if _, err := s.Reports(ctx); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Reports after Close = %v, want ErrClosed", err)
 	}
-	if _, err := s.TakeSeat(ctx, "202604.01.1", "vm-1", 1); !errors.Is(err, store.ErrClosed) {
+	if _, err := s.TakeSeat(ctx, "202604.01.1", store.Seat{VMID: "vm-1"}, 1); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("TakeSeat after Close = %v, want ErrClosed", err)
 	}
 	if _, err := s.Seats(ctx, "202604.01.1"); !errors.Is(err, store.ErrClosed) {
@@ -864,24 +864,32 @@ func testReportsCancel(t *testing.T, s store.Store) {
 	}
 }
 
-// MustTakeSeat takes a seat or fails the test.
+// seatTime is when the suite's seats are taken: nanoseconds, so a backend
+// that rounds shows.
+var seatTime = time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
+
+// MustTakeSeat takes a seat at seatTime or fails the test.
 func MustTakeSeat(t testing.TB, s store.Store, version, vmID string, limit int) bool {
 	t.Helper()
-	held, err := s.TakeSeat(t.Context(), version, vmID, limit)
+	held, err := s.TakeSeat(t.Context(), version, store.Seat{VMID: vmID, Since: seatTime}, limit)
 	if err != nil {
 		t.Fatalf("TakeSeat(%s, %s, %d) = %v", version, vmID, limit, err)
 	}
 	return held
 }
 
-// MustSeats lists seats or fails the test.
+// MustSeats lists the holders of seats or fails the test.
 func MustSeats(t testing.TB, s store.Store, version string) []string {
 	t.Helper()
 	got, err := s.Seats(t.Context(), version)
 	if err != nil {
 		t.Fatalf("Seats(%s) = %v", version, err)
 	}
-	return got
+	var vms []string
+	for _, seat := range got {
+		vms = append(vms, seat.VMID)
+	}
+	return vms
 }
 
 func testSeats(t *testing.T, s store.Store) {
@@ -910,6 +918,19 @@ func testSeats(t *testing.T, s store.Store) {
 	if diff := cmp.Diff([]string{"vm-a", "vm-b", "vm-c", "vm-d"}, MustSeats(t, s, v)); diff != "" {
 		t.Errorf("Seats (-want +got):\n%s", diff)
 	}
+	// A holder taking again keeps the time it first took its seat.
+	if _, err := s.TakeSeat(t.Context(), v, store.Seat{VMID: "vm-a", Since: seatTime.Add(time.Hour)}, 4); err != nil {
+		t.Fatal(err)
+	}
+	seats, err := s.Seats(t.Context(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, seat := range seats {
+		if !seat.Since.Equal(seatTime) {
+			t.Errorf("seat of %s taken at %v, stored as %v", seat.VMID, seatTime, seat.Since)
+		}
+	}
 	// Seats are per release, and "vm-a.2" sorts after "vm-a" whatever the
 	// key encoding.
 	if !MustTakeSeat(t, s, "202604.01.2", "vm-a.2", 1) || !MustTakeSeat(t, s, "202604.01.2", "vm-a.2", 1) {
@@ -928,7 +949,7 @@ func testSeatsConcurrent(t *testing.T, s store.Store) {
 	var won []string
 	errs := race(takers, func(i int) error {
 		vm := fmt.Sprintf("vm-%02d", i)
-		held, err := s.TakeSeat(t.Context(), v, vm, limit)
+		held, err := s.TakeSeat(t.Context(), v, store.Seat{VMID: vm, Since: seatTime}, limit)
 		if held {
 			mu.Lock()
 			won = append(won, vm)
@@ -951,7 +972,7 @@ func testSeatsConcurrent(t *testing.T, s store.Store) {
 	}
 
 	errs = race(takers, func(int) error {
-		held, err := s.TakeSeat(t.Context(), "202604.01.2", "vm-same", limit)
+		held, err := s.TakeSeat(t.Context(), "202604.01.2", store.Seat{VMID: "vm-same", Since: seatTime}, limit)
 		if err == nil && !held {
 			err = errors.New("a vmId racing itself for a free seat was refused")
 		}
@@ -969,7 +990,7 @@ func testSeatsConcurrent(t *testing.T, s store.Store) {
 
 func testSeatsInvalid(t *testing.T, s store.Store) {
 	for _, k := range [][2]string{{"", "vm-a"}, {"202604.01.1", ""}, {"202604/01", "vm-a"}, {"202604.01.1", "vm/a"}} {
-		if held, err := s.TakeSeat(t.Context(), k[0], k[1], 5); !errors.Is(err, store.ErrInvalidSeat) || held {
+		if held, err := s.TakeSeat(t.Context(), k[0], store.Seat{VMID: k[1], Since: seatTime}, 5); !errors.Is(err, store.ErrInvalidSeat) || held {
 			t.Errorf("TakeSeat(%q, %q) = %v, %v; want ErrInvalidSeat", k[0], k[1], held, err)
 		}
 	}
@@ -978,7 +999,7 @@ func testSeatsInvalid(t *testing.T, s store.Store) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := s.TakeSeat(ctx, "202604.01.1", "vm-a", 5); !errors.Is(err, context.Canceled) {
+	if _, err := s.TakeSeat(ctx, "202604.01.1", store.Seat{VMID: "vm-a"}, 5); !errors.Is(err, context.Canceled) {
 		t.Errorf("TakeSeat(canceled ctx) = %v, want context.Canceled", err)
 	}
 }

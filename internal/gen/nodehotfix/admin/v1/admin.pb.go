@@ -216,7 +216,10 @@ type Counts struct {
 	// Provisioning failed without a fallback.
 	Failed uint64 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
 	// The hotfix failed before the bootstrap and the baked agent provisioned.
-	Fallback      uint64 `protobuf:"varint,4,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	Fallback uint64 `protobuf:"varint,4,opt,name=fallback,proto3" json:"fallback,omitempty"`
+	// Canary seat holders that did not report within the plan's silent
+	// after: hung or dead before they could (not part of reported).
+	Silent        uint64 `protobuf:"varint,5,opt,name=silent,proto3" json:"silent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -275,6 +278,13 @@ func (x *Counts) GetFailed() uint64 {
 func (x *Counts) GetFallback() uint64 {
 	if x != nil {
 		return x.Fallback
+	}
+	return 0
+}
+
+func (x *Counts) GetSilent() uint64 {
+	if x != nil {
+		return x.Silent
 	}
 	return 0
 }
@@ -440,7 +450,8 @@ func (x *Rollout) GetCanarySeats() int32 {
 // Plan is a rollout in steps (see rollout.Plan).
 type Plan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The steps, percentages strictly increasing.
+	// The steps: canaries of nodes, then percentages, each strictly
+	// increasing.
 	Steps []*PlanStep `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
 	// Points the failure rate may exceed the control cohort's (0.05 = 5).
 	Margin float64 `protobuf:"fixed64,2,opt,name=margin,proto3" json:"margin,omitempty"`
@@ -449,9 +460,12 @@ type Plan struct {
 	// Index of the current step.
 	Step int32 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
 	// When the current step began.
-	StepSince     *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=step_since,json=stepSince,proto3" json:"step_since,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StepSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=step_since,json=stepSince,proto3" json:"step_since,omitempty"`
+	// Seconds a canary seat's holder has to report before it counts as
+	// failed; 0: the default, 1800.
+	SilentAfterSeconds int64 `protobuf:"varint,6,opt,name=silent_after_seconds,json=silentAfterSeconds,proto3" json:"silent_after_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
@@ -517,6 +531,13 @@ func (x *Plan) GetStepSince() *timestamppb.Timestamp {
 		return x.StepSince
 	}
 	return nil
+}
+
+func (x *Plan) GetSilentAfterSeconds() int64 {
+	if x != nil {
+		return x.SilentAfterSeconds
+	}
+	return 0
 }
 
 // PlanStep is one step of a plan: a percentage, or a canary of a number of
@@ -1892,12 +1913,13 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1a\n" +
 	"\brevision\x18\b \x01(\x03R\brevision\x123\n" +
-	"\x06counts\x18\t \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"h\n" +
+	"\x06counts\x18\t \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\x80\x01\n" +
 	"\x06Counts\x12\x1a\n" +
 	"\breported\x18\x01 \x01(\x04R\breported\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\x04R\x02ok\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x04R\x06failed\x12\x1a\n" +
-	"\bfallback\x18\x04 \x01(\x04R\bfallback\"X\n" +
+	"\bfallback\x18\x04 \x01(\x04R\bfallback\x12\x16\n" +
+	"\x06silent\x18\x05 \x01(\x04R\x06silent\"X\n" +
 	"\rControlCohort\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
 	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\x80\x02\n" +
@@ -1908,14 +1930,15 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\aregions\x18\x04 \x03(\tR\aregions\x12-\n" +
 	"\x04plan\x18\x05 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x123\n" +
 	"\x06health\x18\x06 \x01(\v2\x1b.nodehotfix.admin.v1.HealthR\x06health\x12!\n" +
-	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\"\xcc\x01\n" +
+	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\"\xfe\x01\n" +
 	"\x04Plan\x123\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
 	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12(\n" +
 	"\x10max_failure_rate\x18\x03 \x01(\x01R\x0emaxFailureRate\x12\x12\n" +
 	"\x04step\x18\x04 \x01(\x05R\x04step\x129\n" +
 	"\n" +
-	"step_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstepSince\"~\n" +
+	"step_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstepSince\x120\n" +
+	"\x14silent_after_seconds\x18\x06 \x01(\x03R\x12silentAfterSeconds\"~\n" +
 	"\bPlanStep\x12\x18\n" +
 	"\apercent\x18\x01 \x01(\x05R\apercent\x12\x14\n" +
 	"\x05nodes\x18\x04 \x01(\x05R\x05nodes\x12!\n" +
