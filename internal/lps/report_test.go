@@ -2,6 +2,7 @@ package lps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
 	"nodehotfix/internal/tally"
 )
 
@@ -181,5 +183,44 @@ func TestReportOutcomeReplayedDocument(t *testing.T) {
 	var le *lpsclient.Error
 	if !asError(err, &le) || le.Code != codes.Unauthenticated {
 		t.Fatalf("replayed document = %v, want Unauthenticated", err)
+	}
+}
+
+// TestReportQueueFull: with the store stalled, at most reportQueue reports
+// wait; the next is refused at once with errReportQueueFull (the node is
+// told ResourceExhausted and moves on), and a stalled store does not hold
+// a refused caller.
+func TestReportQueueFull(t *testing.T) {
+	t.Parallel()
+	b := newReportBatcher(nil) // never run: the store is stalled
+	ctx, cancel := context.WithCancel(t.Context())
+	waiting := make(chan error, reportQueue)
+	for i := range reportQueue {
+		go func() {
+			_, err := b.put(ctx, store.Report{VMID: fmt.Sprintf("vm-%d", i), Boot: testBoot})
+			waiting <- err
+		}()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.mu.Lock()
+		n := len(b.pending)
+		b.mu.Unlock()
+		if n == reportQueue {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d reports queued", n, reportQueue)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := b.put(t.Context(), store.Report{VMID: "one-too-many", Boot: testBoot}); !errors.Is(err, errReportQueueFull) {
+		t.Errorf("put with %d waiting = %v, want errReportQueueFull", reportQueue, err)
+	}
+	cancel()
+	for range reportQueue {
+		if err := <-waiting; !errors.Is(err, context.Canceled) {
+			t.Fatalf("a waiting put ended with %v, want its context's end", err)
+		}
 	}
 }
