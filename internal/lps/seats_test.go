@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -219,5 +220,35 @@ func TestReportOfferedToSeatHolders(t *testing.T) {
 	}
 	if seats, _ := st.Seats(t.Context(), open.Version); len(seats) != 1 {
 		t.Errorf("reports changed the seats: %v", seats)
+	}
+}
+
+// panickingStore panics on Releases, as a backend meeting damage it did
+// not catch might.
+type panickingStore struct{ *memstore.Store }
+
+func (panickingStore) Releases(context.Context) ([]rollout.Release, int64, error) {
+	panic("invalid page type: 0")
+}
+
+// TestSnapshotLoadSurvivesAPanickingStore: the loader reports the failure
+// (counted as a store error) and keeps serving what it had.
+func TestSnapshotLoadSurvivesAPanickingStore(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	publish(t, st, relServed)
+	var failures []error
+	s := NewSnapshotter(st, testLog(t), func(err error) { failures = append(failures, err) })
+	if err := s.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	good := s.Current()
+	s.store = panickingStore{st}
+	if err := s.Load(t.Context()); err == nil || !strings.Contains(err.Error(), "invalid page type") {
+		t.Errorf("Load over a panicking store = %v, want the panic as an error", err)
+	}
+	if len(failures) != 1 || s.Current() != good {
+		t.Errorf("%d store errors counted, snapshot replaced: %v; want 1 and the previous snapshot serving", len(failures), s.Current() != good)
 	}
 }

@@ -72,8 +72,16 @@ func NewSnapshotter(s store.Store, log *slog.Logger, onError func(error)) *Snaps
 // Current returns the latest snapshot, or nil before the first Load.
 func (s *Snapshotter) Current() *Snapshot { return s.cur.Load() }
 
-// Load reads the store once and publishes the result.
-func (s *Snapshotter) Load(ctx context.Context) error {
+// Load reads the store once and publishes the result. A store that panics
+// (a damaged file its backend did not catch) is an error, counted like any
+// failed read, and the previous snapshot keeps serving.
+func (s *Snapshotter) Load(ctx context.Context) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("load snapshot: the store failed: %v", p)
+			s.onError(err)
+		}
+	}()
 	rels, rev, err := s.store.Releases(ctx)
 	if err != nil {
 		s.onError(err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -64,6 +65,16 @@ func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open bolt store: %w", err)
 	}
+	switch fi, err := os.Stat(path); {
+	case err == nil && fi.Size() == 0:
+		// bbolt starts an empty file as a new database: that would serve
+		// an empty store where every release and revocation was, silently.
+		return nil, fmt.Errorf("open bolt store %s: the file is empty (0 bytes), which no store ever is: %w; restore it from a backup, or remove it to start with no releases", path, ErrDamaged)
+	case err == nil:
+		if err := verify(path, fi.Size()); err != nil {
+			return nil, fmt.Errorf("open bolt store %s: %w", path, err)
+		}
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("open bolt store %s: file is locked by another process (waited %v): %w", path, lockTimeout, err)
@@ -86,13 +97,82 @@ func Open(path string) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
+// ErrDamaged is returned (wrapped) by Open for a file that is not a whole
+// store, and by reads that meet damage bbolt's check missed.
+var ErrDamaged = errors.New("store file damaged")
+
+// verify reads an existing store file as the store will, read-only (which
+// loads no freelist), before it is opened for writing: every page the meta
+// page claims lies inside the file (a truncated file would fault in the
+// mmap), and every bucket and key is reachable and readable. It runs in
+// this goroutine with faults turned into panics, so damage is an error and
+// the file is let go; bbolt's own Tx.Check walks in a goroutine of its
+// own, where a bad page would end the process. BenchmarkOpen measures it.
+func verify(path string, size int64) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var db *bolt.DB
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v; restore it from a backup", ErrDamaged, p)
+		}
+		if db != nil {
+			db.Close()
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return fmt.Errorf("file is locked by another process (waited %v): %w", lockTimeout, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v; restore it from a backup", ErrDamaged, err)
+	}
+	return db.View(func(tx *bolt.Tx) error {
+		if tx.Size() > size {
+			return fmt.Errorf("%w: truncated: the store claims %d bytes, the file has %d; restore it from a backup", ErrDamaged, tx.Size(), size)
+		}
+		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+			return walk(b)
+		})
+	})
+}
+
+// walk visits every key under b, nested buckets included.
+func walk(b *bolt.Bucket) error {
+	return b.ForEach(func(k, v []byte) error {
+		if v == nil {
+			if nested := b.Bucket(k); nested != nil {
+				return walk(nested)
+			}
+		}
+		return nil
+	})
+}
+
+// view and update run fn in a bbolt transaction and turn a panic, which
+// bbolt raises on damage its check at open did not see, into ErrDamaged.
+func (s *Store) view(fn func(*bolt.Tx) error) (err error) {
+	defer recoverDamage(&err)
+	return s.db.View(fn)
+}
+
+func (s *Store) update(fn func(*bolt.Tx) error) (err error) {
+	defer recoverDamage(&err)
+	return s.db.Update(fn)
+}
+
+func recoverDamage(err *error) {
+	if p := recover(); p != nil {
+		*err = fmt.Errorf("%w: %v", ErrDamaged, p)
+	}
+}
+
 // Releases implements store.Store.
 func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
 	var (
 		out []rollout.Release
 		rev int64
 	)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		rev = revision(tx)
 		return tx.Bucket([]byte(releasesBucket)).ForEach(func(k, v []byte) error {
 			r, _, err := storecodec.DecodeRelease(v)
@@ -116,7 +196,7 @@ func (s *Store) Release(ctx context.Context, version string) (rollout.Release, i
 		r   rollout.Release
 		rev int64
 	)
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		v := tx.Bucket([]byte(releasesBucket)).Get([]byte(version))
 		if v == nil {
 			return store.ErrNotFound
@@ -140,7 +220,7 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
 	}
 	var rev int64
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		releases := tx.Bucket([]byte(releasesBucket))
 		var cur int64
 		if v := releases.Get([]byte(r.Version)); v != nil {
@@ -185,7 +265,7 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 // Audit implements store.Store.
 func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.AuditEntry, error) {
 	var out []store.AuditEntry
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte(auditBucket)).Cursor()
 		for k, v := c.Seek(uint64Key(uint64(max(after, 0)) + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 			a, err := storecodec.DecodeAudit(v)
@@ -220,13 +300,13 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 	}
 	if len(rs) == 0 {
 		// Spare an empty commit's fsync, but still report a closed store.
-		if err := s.db.View(func(*bolt.Tx) error { return nil }); err != nil {
+		if err := s.view(func(*bolt.Tx) error { return nil }); err != nil {
 			return nil, fmt.Errorf("put reports: %w", mapErr(err))
 		}
 		return []bool{}, nil
 	}
 	var first []bool
-	err := s.db.Update(func(tx *bolt.Tx) error {
+	err := s.update(func(tx *bolt.Tx) error {
 		first = make([]bool, len(rs))
 		b := tx.Bucket([]byte(reportsBucket))
 		for i, r := range rs {
@@ -252,7 +332,7 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 		return nil, fmt.Errorf("list reports: %w", err)
 	}
 	var out []store.Report
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte(reportsBucket)).ForEach(func(k, v []byte) error {
 			r, err := storecodec.DecodeReport(v)
 			if err != nil {
@@ -281,14 +361,14 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 	}
 	key := []byte(version + "/" + seat.VMID)
 	var held bool
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		held = tx.Bucket([]byte(seatsBucket)).Get(key) != nil
 		return nil
 	})
 	if err != nil || held || limit <= 0 {
 		return held, wrapErr("take seat", err)
 	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
+	err = s.update(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte(seatsBucket))
 		if b.Get(key) != nil {
 			held = true
@@ -317,7 +397,7 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 	}
 	var out []store.Seat
 	prefix := []byte(version + "/")
-	err := s.db.View(func(tx *bolt.Tx) error {
+	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte(seatsBucket)).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			if len(v) != 8 {
