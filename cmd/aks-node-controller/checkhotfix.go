@@ -23,15 +23,16 @@ func runCheckHotfix(ctx context.Context, args []string, e *env) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "check-hotfix", fs.Args())
-	checkHotfix(ctx, root, log, nf, *budget)
+	checkHotfix(ctx, root, log, nf, *budget, false)
 	return exitOK
 }
 
-// checkHotfix runs check-hotfix in its lifecycle; launch calls it in-process.
-func checkHotfix(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, budget time.Duration) checkhotfix.Result {
+// checkHotfix runs check-hotfix in its lifecycle; launch calls it in-process
+// with reports set, since it reports the outcome afterwards.
+func checkHotfix(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, budget time.Duration, reports bool) checkhotfix.Result {
 	return checkHotfixTask(budget).run(ctx, root, log, func(ctx context.Context) checkhotfix.Result {
 		return checkhotfix.Run(ctx, checkhotfix.Config{
-			Root: root, Version: version, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr, Log: log,
+			Root: root, Version: version, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr, Log: log, Reports: reports,
 		})
 	})
 }

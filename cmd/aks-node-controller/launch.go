@@ -55,7 +55,7 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 		Log:          log,
 		CheckHotfix: func(ctx context.Context) report.Step {
 			start := time.Now()
-			res := checkHotfix(ctx, root, log, nf, *checkBudget)
+			res := checkHotfix(ctx, root, log, nf, *checkBudget, true)
 			return report.Step{Outcome: string(res.Outcome), Elapsed: time.Since(start)}
 		},
 		DownloadHotfix: func(ctx context.Context) report.Step {

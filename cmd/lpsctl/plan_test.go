@@ -69,7 +69,9 @@ func TestRolloutPlanCanary(t *testing.T) {
 	}
 
 	for steps, want := range map[string]string{
-		"2x:10m:2":         "size \"2x\": want a percentage (10) or a number of nodes (20n)",
+		"2x:10m:2":         "size \"2x\": want a percentage (10) or a number of nodes (20n, at most 10000)",
+		"20000n:1h:1":      "at most 10000",
+		"5:1h:9999999999":  "want a number of reports",
 		"5:1h:10,3n:1h:1":  "canary steps come first",
 		"3n:1h:4,100:1h:5": "it could never advance",
 	} {

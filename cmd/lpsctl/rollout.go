@@ -147,16 +147,16 @@ func parseSteps(s string) (*adminv1.Plan, error) {
 		} else {
 			pct, err = strconv.Atoi(strings.TrimSuffix(f[0], "%"))
 		}
-		if err != nil {
-			return nil, fmt.Errorf("step %d: size %q: want a percentage (10) or a number of nodes (20n)", i+1, f[0])
+		if err != nil || pct < 0 || pct > 100 || nodes < 0 || nodes > rollout.MaxCanaryNodes {
+			return nil, fmt.Errorf("step %d: size %q: want a percentage (10) or a number of nodes (20n, at most %d)", i+1, f[0], rollout.MaxCanaryNodes)
 		}
 		bake, err := time.ParseDuration(f[1])
 		if err != nil {
 			return nil, fmt.Errorf("step %d: bake %q: %v", i+1, f[1], err)
 		}
 		n, err := strconv.Atoi(f[2])
-		if err != nil {
-			return nil, fmt.Errorf("step %d: reports %q: %v", i+1, f[2], err)
+		if err != nil || n < 0 || n > 1_000_000 {
+			return nil, fmt.Errorf("step %d: reports %q: want a number of reports, 1 to 1000000", i+1, f[2])
 		}
 		plan.Steps = append(plan.Steps, &adminv1.PlanStep{Percent: int32(pct), Nodes: int32(nodes), BakeSeconds: int64(bake / time.Second), MinReports: int32(n)})
 	}

@@ -110,6 +110,10 @@ func Judge(rel, control tally.Counts, p rollout.Plan) Verdict {
 		v.Verdict, v.Rule = Regressing, RuleComparison
 		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s) vs control %.1f%% (%d/%d): over the %.1f-point margin at z=%.2f > %.2f",
 			100*v.ReleaseRate, of, 100*v.ControlRate, control.Failed, control.Reported, 100*p.Margin, v.ZScore, Z)
+	case rel.Pending > 0:
+		v.Verdict = Insufficient
+		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d canary nodes have neither reported nor been silent for %v yet",
+			100*v.ReleaseRate, of, rel.Pending, p.SilenceDeadline())
 	case judged < uint64(p.Current().MinReports):
 		v.Verdict = Insufficient
 		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d of %d reports needed to advance",

@@ -170,7 +170,12 @@ func (s *reportService) validate(ctx context.Context, id attest.Identity, req *n
 			return bad("hotfix_version %q is not a newer patch of %s", clip(hv), baked)
 		}
 		r.HotfixVersion = v.String()
-		if !s.offered(ctx, id, v.String()) {
+		switch offered, err := s.offered(ctx, id, v.String()); {
+		case err != nil:
+			// A genuine canary node's only report must not be lost to a
+			// store blip: Unavailable, which the node logs, not a refusal.
+			return store.Report{}, s.refuse(codes.Unavailable, "store", fmt.Errorf("report: whether %s holds a canary seat of %s: %w", id.VMID, v, err))
+		case !offered:
 			return store.Report{}, s.refuse(codes.FailedPrecondition, "not-offered", fmt.Errorf("report: %s was never offered to vmId %s", v, id.VMID))
 		}
 	}
@@ -178,11 +183,12 @@ func (s *reportService) validate(ctx context.Context, id attest.Identity, req *n
 }
 
 // offered reports whether the serving snapshot's release version was ever
-// offered to the node.
-func (s *reportService) offered(ctx context.Context, id attest.Identity, version string) bool {
+// offered to the node; an error when that rests on a canary seat the
+// store could not confirm or deny.
+func (s *reportService) offered(ctx context.Context, id attest.Identity, version string) (bool, error) {
 	snap := s.snaps.Current()
 	if snap == nil {
-		return false
+		return false, nil
 	}
 	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region}
 	for _, rel := range snap.Releases {
@@ -190,12 +196,15 @@ func (s *reportService) offered(ctx context.Context, id attest.Identity, version
 			continue
 		}
 		if rel.Offered(n) {
-			return true
+			return true, nil
 		}
 		n.Seats = []string{version}
-		return rel.Offered(n) && s.seats.Holds(ctx, snap, rel, id.VMID)
+		if !rel.Offered(n) {
+			return false, nil
+		}
+		return s.seats.Holds(ctx, snap, rel, id.VMID)
 	}
-	return false
+	return false, nil
 }
 
 // clip shortens a node-supplied string for an error message.

@@ -2,18 +2,44 @@ package lps
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"sync"
 	"time"
 
+	"google.golang.org/grpc/metadata"
+
+	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
 
-// seatTimeout bounds what a request spends on canary seats: waiting for
-// this replica's take in flight for the same release, then the store's.
-// A node that runs out is served as if it held no seat; nodes give up
-// after 3 s.
+// seatTimeout bounds what a request spends on canary seats, over all the
+// releases it asks about: waiting for this replica's take in flight for
+// the same release, then the store's. A node that runs out is served as if
+// it held no seat; nodes give up after 3 s.
 const seatTimeout = 500 * time.Millisecond
+
+// BaseMetadata is the gRPC metadata key in which a node that will report
+// its outcome declares its image base (the node client's
+// lpsclient.BaseMetadata; the reference sends none). Only such a node takes
+// canary seats, and only of releases of its base: a node that never
+// reports would hold a seat it can only fill with silence.
+const BaseMetadata = "nodehotfix-base"
+
+// declaredBase returns the base the caller declared, or "".
+func declaredBase(ctx context.Context) string {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(BaseMetadata)
+	if len(v) != 1 {
+		return ""
+	}
+	base, err := hotfix.ParseBase(v[0])
+	if err != nil {
+		return ""
+	}
+	return base
+}
 
 // seatStore is the store's canary-seat half (store.Store has it).
 type seatStore interface {
@@ -29,24 +55,27 @@ const (
 )
 
 // Seats hands out the canary seats of releases at a canary step
-// (rollout.PlanStep.Nodes) to the in-scope nodes that ask, through the
-// store, which makes them exact across replicas; and it remembers the
-// holders it learns of, so a holder stays served on this replica through
-// the later steps. The snapshot carries the holders every replica had seated when it
-// was built (it is rebuilt on every release change and every 30 s); Seats
-// adds those seated here, or learned from the store, since.
+// (rollout.PlanStep.Nodes) to the in-scope nodes of their base that ask,
+// through the store, which makes them exact across replicas; and it
+// remembers the holders it learns of, so a holder stays served on this
+// replica through the later steps. The snapshot carries the holders every
+// replica had seated when it was built (it is rebuilt on every release
+// change and every 30 s); Seats adds those seated here, or learned from the
+// store, since.
 type Seats struct {
 	st     seatStore
 	result func(string)
 
 	mu  sync.Mutex
 	rel map[string]*seatSet
+	rev int64 // the snapshot revision rel was last pruned at
 }
 
 // seatSet is one release's seats as this replica knows them.
 type seatSet struct {
-	// take admits one take at a time per release per replica, so
-	// replicas, not requests, contend in the store.
+	// take admits one store call at a time per release per replica, so
+	// replicas, not requests, contend in the store, and a stalled store
+	// holds one goroutine per release, not one per request.
 	take chan struct{}
 	// held and fullAt are guarded by Seats.mu. fullAt is the largest
 	// limit the store refused a seat at; held then lists every holder.
@@ -74,51 +103,112 @@ func (s *Seats) set(version string) *seatSet {
 	return set
 }
 
-// Held returns the versions of snap's releases whose canary seat n holds,
-// taking a free seat for n of each release at an open canary step. A nil
-// Seats, or a failing store, takes none.
-func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node) []string {
+// Held returns the versions of snap's releases whose canary seat n holds.
+// For a node that declared base (it will report), it first takes a free
+// seat of the release of that base that would be chosen for it, if that
+// one is at an open canary step. All of it within seatTimeout; a nil Seats,
+// or a failing store, takes none.
+func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, base string) []string {
+	s.prune(snap)
 	var out []string
 	for _, i := range snap.canaries {
-		r := snap.Releases[i]
-		if snap.Seats[r.Version][n.VMID] || s.knows(r.Version, n.VMID) {
-			out = append(out, r.Version)
-			continue
-		}
-		if limit := r.OpenSeats(n); limit > 0 && s != nil && s.take(ctx, r.Version, n.VMID, limit) {
+		if r := snap.Releases[i]; snap.Seats[r.Version][n.VMID] || s.knows(r.Version, n.VMID) {
 			out = append(out, r.Version)
 		}
+	}
+	if s == nil || base == "" {
+		return out
+	}
+	r, limit := openCanary(snap, n, base, out)
+	if limit == 0 {
+		return out
+	}
+	ctx, cancel := context.WithTimeout(ctx, seatTimeout)
+	defer cancel()
+	if s.take(ctx, r.Version, n.VMID, limit) {
+		out = append(out, r.Version)
 	}
 	return out
 }
 
+// openCanary returns the release of base that n would be served if it
+// held a seat, and that release's seat count, when that release is at an
+// open canary step and n holds none of its seats; else 0. A release of a
+// higher patch that already includes n is chosen over any canary.
+func openCanary(snap *Snapshot, n rollout.Node, base string, held []string) (rollout.Release, int) {
+	var best rollout.Release
+	bestPatch := -1
+	seated := n
+	seated.Seats = append(slices.Clip(held), "")
+	for _, r := range snap.Releases {
+		v, err := hotfix.ParseVersion(r.Version)
+		if err != nil || v.Base() != base || v.Patch() <= bestPatch {
+			continue
+		}
+		seated.Seats[len(seated.Seats)-1] = r.Version
+		if ok, _ := r.Includes(seated); ok {
+			best, bestPatch = r, v.Patch()
+		}
+	}
+	if bestPatch < 0 || slices.Contains(held, best.Version) {
+		return best, 0
+	}
+	return best, best.OpenSeats(n)
+}
+
+// prune forgets the releases that no longer serve seat holders, once per
+// snapshot revision, so the memory Seats holds is bounded by the canaries
+// that run.
+func (s *Seats) prune(snap *Snapshot) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if snap.Revision == s.rev {
+		return
+	}
+	s.rev = snap.Revision
+	live := make(map[string]bool, len(snap.canaries))
+	for _, i := range snap.canaries {
+		live[snap.Releases[i].Version] = true
+	}
+	for v := range s.rel {
+		if !live[v] {
+			delete(s.rel, v)
+		}
+	}
+}
+
 // Holds reports whether vmID holds a seat of r's canary, as the snapshot
-// or this replica knows, else as the store says (bounded by seatTimeout;
-// false on error). It never takes a seat.
-func (s *Seats) Holds(ctx context.Context, snap *Snapshot, r rollout.Release, vmID string) bool {
+// or this replica knows, else as the store says (within seatTimeout). It
+// never takes a seat. An error means the store could not say.
+func (s *Seats) Holds(ctx context.Context, snap *Snapshot, r rollout.Release, vmID string) (bool, error) {
 	if !r.HasCanary() {
-		return false
+		return false, nil
 	}
 	if snap.Seats[r.Version][vmID] || s.knows(r.Version, vmID) {
-		return true
+		return true, nil
 	}
 	if s == nil {
-		return false
+		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, seatTimeout)
 	defer cancel()
-	held, err := s.st.TakeSeat(ctx, r.Version, store.Seat{VMID: vmID}, 0)
+	set := s.set(r.Version)
+	held, err := s.call(ctx, set, func(ctx context.Context) (bool, error) {
+		return s.st.TakeSeat(ctx, r.Version, store.Seat{VMID: vmID}, 0)
+	})
 	if err != nil {
 		s.result(seatError)
-		return false
+		return false, err
 	}
 	if held {
-		set := s.set(r.Version)
 		s.mu.Lock()
 		set.held[vmID] = true
 		s.mu.Unlock()
 	}
-	return held
+	return held, nil
 }
 
 // knows reports whether this replica learned that vmID holds a seat.
@@ -132,6 +222,34 @@ func (s *Seats) knows(version, vmID string) bool {
 	return set != nil && set.held[vmID]
 }
 
+// call runs f, the store call for set's release, once set's slot is free,
+// and returns when f does or ctx ends. A call that outlives ctx keeps the
+// slot until it returns, so a stalled store never has more than one call
+// per release from this replica.
+func (s *Seats) call(ctx context.Context, set *seatSet, f func(context.Context) (bool, error)) (bool, error) {
+	select {
+	case set.take <- struct{}{}:
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	type result struct {
+		ok  bool
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-set.take }()
+		ok, err := f(ctx)
+		done <- result{ok, err}
+	}()
+	select {
+	case r := <-done:
+		return r.ok, r.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
 // take asks the store for a seat, unless this replica knows the seats are
 // all held at limit.
 func (s *Seats) take(ctx context.Context, version, vmID string, limit int) bool {
@@ -143,40 +261,36 @@ func (s *Seats) take(ctx context.Context, version, vmID string, limit int) bool 
 		s.result(seatFull)
 		return false
 	}
-	ctx, cancel := context.WithTimeout(ctx, seatTimeout)
-	defer cancel()
-	select {
-	case set.take <- struct{}{}:
-		defer func() { <-set.take }()
-	case <-ctx.Done():
+	held, err := s.call(ctx, set, func(ctx context.Context) (bool, error) {
+		held, err := s.st.TakeSeat(ctx, version, store.Seat{VMID: vmID, Since: time.Now()}, limit)
+		if err != nil || held {
+			return held, err
+		}
+		// Full: learn every holder before saying so, or a holder seated by
+		// another replica would be refused here from now on.
+		holders, err := s.st.Seats(ctx, version)
+		if err != nil {
+			return false, fmt.Errorf("list the seats of a full canary: %w", err)
+		}
+		s.mu.Lock()
+		for _, seat := range holders {
+			set.held[seat.VMID] = true
+		}
+		set.fullAt = max(set.fullAt, limit)
+		s.mu.Unlock()
+		return false, nil
+	})
+	switch {
+	case err != nil:
 		s.result(seatError)
 		return false
-	}
-	held, err := s.st.TakeSeat(ctx, version, store.Seat{VMID: vmID, Since: time.Now()}, limit)
-	if err != nil {
-		s.result(seatError)
-		return false
-	}
-	if held {
+	case held:
 		s.mu.Lock()
 		set.held[vmID] = true
 		s.mu.Unlock()
 		s.result(seatTaken)
 		return true
 	}
-	// Full: learn every holder before saying so, or a holder seated by
-	// another replica would be refused here from now on.
-	holders, err := s.st.Seats(ctx, version)
-	if err != nil {
-		s.result(seatError)
-		return false
-	}
-	s.mu.Lock()
-	for _, seat := range holders {
-		set.held[seat.VMID] = true
-	}
-	set.fullAt = max(set.fullAt, limit)
-	s.mu.Unlock()
 	s.result(seatFull)
 	return false
 }

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
@@ -50,9 +52,11 @@ func newReplica(t *testing.T, st store.Store) *replica {
 	return r
 }
 
+// served asks as launch does: declaring the node's base, 202501.15.
 func (r *replica) served(t *testing.T, vm string) bool {
 	t.Helper()
 	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, "202501.15"))
 	_, err := r.svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.Fatalf("GetComponentConfig(%s): %v", vm, err)
@@ -136,25 +140,39 @@ func (failingSeats) Seats(context.Context, string) ([]store.Seat, error) {
 	return nil, errors.New("etcd: no leader")
 }
 
-// hungSeats blocks until the call's context ends.
-type hungSeats struct{}
+// hungSeats blocks every call until its context ends, and records each
+// call's deadline.
+type hungSeats struct {
+	mu        sync.Mutex
+	deadlines []time.Time
+}
 
-func (hungSeats) TakeSeat(ctx context.Context, _ string, _ store.Seat, _ int) (bool, error) {
+func (h *hungSeats) TakeSeat(ctx context.Context, _ string, _ store.Seat, _ int) (bool, error) {
+	d, _ := ctx.Deadline()
+	h.mu.Lock()
+	h.deadlines = append(h.deadlines, d)
+	h.mu.Unlock()
 	<-ctx.Done()
 	return false, ctx.Err()
 }
-func (hungSeats) Seats(ctx context.Context, _ string) ([]store.Seat, error) {
+func (h *hungSeats) Seats(ctx context.Context, _ string) ([]store.Seat, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
 }
 
+// declaring is a node's request context as launch makes it.
+func declaring(t *testing.T, vm, base string) context.Context {
+	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
+	return metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, base))
+}
+
 // TestCanarySeatFaults: a failing or hung seat store serves the node as
-// holding no seat, promptly, and counts the error; no seat store at all
-// serves the canary to nobody.
+// holding no seat and counts the error; no seat store at all serves the
+// canary to nobody.
 func TestCanarySeatFaults(t *testing.T) {
 	t.Parallel()
 	rel := canaryRelease(t, 3)
-	for name, seats := range map[string]seatStore{"failing": failingSeats{}, "hung": hungSeats{}, "none": nil} {
+	for name, seats := range map[string]seatStore{"failing": failingSeats{}, "hung": &hungSeats{}, "none": nil} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			m := NewMetrics(nil)
@@ -163,15 +181,9 @@ func TestCanarySeatFaults(t *testing.T) {
 				s = NewSeats(seats, m.seatResult)
 			}
 			svc := NewService(snapshotOf(rel), s, m, "", testLog(t))
-			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-			defer cancel()
-			ctx = withIdentity(ctx, attest.Identity{VMID: testVMID, SubscriptionID: testSub})
-			_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+			_, err := svc.GetComponentConfig(declaring(t, testVMID, "202501.15"), &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 			if status.Code(err) != codes.NotFound {
 				t.Fatalf("GetComponentConfig = %v, want NotFound (no seat, nothing else applies)", err)
-			}
-			if ctx.Err() != nil {
-				t.Fatal("the seat store's fault outlasted the node's deadline")
 			}
 			want := 1.0
 			if seats == nil {
@@ -184,13 +196,44 @@ func TestCanarySeatFaults(t *testing.T) {
 	}
 }
 
-func seatCount(t *testing.T, m *Metrics, result string) float64 {
-	t.Helper()
-	var pm dto.Metric
-	if err := m.seats.WithLabelValues(result).Write(&pm); err != nil {
-		t.Fatal(err)
+// TestSeatsAskOnlyForTheChosenRelease: a node takes a seat only of the
+// release of its declared base that it would be served, so with canaries
+// of several bases open, and a higher patch already serving it, a hung
+// store is asked once, within one deadline for the whole request; a node
+// that declares no base (a reference node, which never reports) asks for
+// none.
+func TestSeatsAskOnlyForTheChosenRelease(t *testing.T) {
+	t.Parallel()
+	plan := func(v string) rollout.Release {
+		r := canaryRelease(t, 3)
+		r.Version, r.Base = v, v[:9]
+		return r
 	}
-	return pm.GetCounter().GetValue()
+	wide := release("202501.15.9", rollout.Rollout{State: rollout.Complete, Percent: 100}, false)
+	rels := []rollout.Release{plan("202501.15.2"), plan("202501.16.2"), plan("202501.17.2"), plan("202501.17.3"), wide}
+	hung := &hungSeats{}
+	svc := NewService(snapshotOf(rels...), NewSeats(hung, nil), NewMetrics(nil), "", testLog(t))
+	call := func(ctx context.Context) {
+		t.Helper()
+		if _, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component}); err != nil && status.Code(err) != codes.NotFound {
+			t.Fatal(err)
+		}
+	}
+	call(declaring(t, testVMID, "202501.15")) // 202501.15.9 serves it: no seat needed
+	call(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}))
+	if len(hung.deadlines) != 0 {
+		t.Fatalf("%d seat requests for a node already served a higher patch and one that declared no base, want 0", len(hung.deadlines))
+	}
+	call(declaring(t, testVMID, "202501.17"))
+	end := time.Now()
+	if len(hung.deadlines) != 1 {
+		t.Fatalf("%d seat requests for one base's two canaries, want 1 (the higher patch's)", len(hung.deadlines))
+	}
+	// The request returned once the seat's deadline passed, not the
+	// node's (the test context has none).
+	if d := hung.deadlines[0]; d.IsZero() || d.After(end) {
+		t.Errorf("the seat request's deadline %v: want one, passed by the time the request returned (%v)", d, end)
+	}
 }
 
 // TestReportOfferedToSeatHolders: a report about a canary release is
@@ -209,12 +252,18 @@ func TestReportOfferedToSeatHolders(t *testing.T) {
 	if _, err := st.TakeSeat(t.Context(), open.Version, store.Seat{VMID: holder.VMID, Since: time.Now()}, 2); err != nil {
 		t.Fatal(err)
 	}
+	// A store that cannot say is an error (the node is told Unavailable),
+	// never a refusal that would lose a holder's only report.
+	rs := &reportService{snaps: snapshotOf(open), seats: NewSeats(failingSeats{}, nil), m: NewMetrics(nil)}
+	if ok, err := rs.offered(t.Context(), holder, open.Version); ok || err == nil {
+		t.Errorf("offered with a failing store = %v, %v; want an error", ok, err)
+	}
 	for _, rel := range []rollout.Release{open, halted} {
 		rs := &reportService{snaps: snapshotOf(rel), seats: NewSeats(st, nil), m: NewMetrics(nil)}
-		if !rs.offered(t.Context(), holder, rel.Version) {
+		if ok, err := rs.offered(t.Context(), holder, rel.Version); !ok || err != nil {
 			t.Errorf("%s: the seat holder's report refused as never offered", rel.Rollout.State)
 		}
-		if rs.offered(t.Context(), other, rel.Version) {
+		if ok, err := rs.offered(t.Context(), other, rel.Version); ok || err != nil {
 			t.Errorf("%s: a node without a seat is taken as offered", rel.Rollout.State)
 		}
 	}
@@ -251,4 +300,13 @@ func TestSnapshotLoadSurvivesAPanickingStore(t *testing.T) {
 	if len(failures) != 1 || s.Current() != good {
 		t.Errorf("%d store errors counted, snapshot replaced: %v; want 1 and the previous snapshot serving", len(failures), s.Current() != good)
 	}
+}
+
+func seatCount(t *testing.T, m *Metrics, result string) float64 {
+	t.Helper()
+	var pm dto.Metric
+	if err := m.seats.WithLabelValues(result).Write(&pm); err != nil {
+		t.Fatal(err)
+	}
+	return pm.GetCounter().GetValue()
 }

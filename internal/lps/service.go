@@ -95,7 +95,7 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 		return nil, fail(s.m, outcomeUnavailable)
 	}
 	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region}
-	n.Seats = s.seats.Held(ctx, snap, n)
+	n.Seats = s.seats.Held(ctx, snap, n, declaredBase(ctx))
 	sel := rollout.Select(snap.Releases, n)
 	if sel.Empty() {
 		s.log.Debug("nothing applies", "vm_id", id.VMID, "revision", snap.Revision)

@@ -89,14 +89,22 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 	}
 	seats := make(map[string]map[string]bool)
 	held := 0
+	old := s.cur.Load()
 	for _, r := range rels {
 		if !servesSeats(r) {
 			continue
 		}
 		vms, err := s.store.Seats(ctx, r.Version)
 		if err != nil {
+			// Seats must not hold up the releases (a revocation, say): keep
+			// the holders known so far, and count the failure.
 			s.onError(err)
-			return fmt.Errorf("load snapshot: canary seats of %s: %w", r.Version, err)
+			s.log.Warn("snapshot: canary seats not read; keeping the holders known so far", "version", r.Version, "err", err)
+			if old != nil && old.Seats[r.Version] != nil {
+				seats[r.Version] = old.Seats[r.Version]
+				held += len(old.Seats[r.Version])
+			}
+			continue
 		}
 		seats[r.Version] = make(map[string]bool, len(vms))
 		for _, seat := range vms {
@@ -105,7 +113,7 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		held += len(vms)
 	}
 	// Seats only grow, so equal counts are equal seats.
-	if old := s.cur.Load(); old != nil && old.Revision == rev && rev != 0 && sameCounts(old.Seats, seats) {
+	if old != nil && old.Revision == rev && rev != 0 && sameCounts(old.Seats, seats) {
 		return nil
 	}
 	s.cur.Store(newSnapshot(rels, rev, seats, time.Now()))

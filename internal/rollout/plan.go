@@ -157,10 +157,9 @@ func (p Plan) Due() time.Time { return p.StepSince.Add(p.Current().Bake) }
 // served whatever the step.
 func (p Plan) HasCanary() bool { return p.Steps[0].Canary() }
 
-// HasCanary reports whether r's plan has a canary of a number of nodes.
-func (r Release) HasCanary() bool {
-	return r.Rollout.Plan != nil && len(r.Rollout.Plan.Steps) > 0 && r.Rollout.Plan.HasCanary()
-}
+// HasCanary reports whether r has had a plan with a canary of a number of
+// nodes, whose seat holders stay served.
+func (r Release) HasCanary() bool { return r.Rollout.Canary }
 
 // OpenSeats returns how many seats r's canary has while a node of n's
 // scope may take one: r is rolling at a canary step and n is in scope.
@@ -200,6 +199,7 @@ func (r Release) SetPlan(p Plan, now time.Time) (Release, error) {
 		return r, err
 	}
 	r.Rollout.Plan = &p
+	r.Rollout.Canary = r.Rollout.Canary || p.HasCanary()
 	return r, nil
 }
 

@@ -171,10 +171,33 @@ func TestCanarySteps(t *testing.T) {
 	if ok, _ := halted.Includes(seated); ok || !halted.Offered(seated) {
 		t.Error("halted: a canary node must be served nothing, yet stay offered for its report")
 	}
+	// A narrowed scope stops serving a holder outside it, but it was
+	// served: its report still counts.
 	scoped := r
 	scoped.Rollout.Subscriptions = []string{"sub-a"}
-	if scoped.Offered(seated) {
-		t.Error("a seat holder outside the scope is offered")
+	if ok, _ := scoped.Includes(seated); ok || !scoped.Offered(seated) {
+		t.Error("a seat holder outside a narrowed scope: want not served, still offered")
+	}
+	// A new plan without a canary keeps the holders served.
+	replanned, err := r.SetPlan(testPlan(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := replanned.Includes(seated); !ok || !replanned.HasCanary() {
+		t.Error("a plan without a canary dropped the earlier canary's holders")
+	}
+
+	// An operator's percentage during a canary step serves its buckets
+	// too, as it is offered to them.
+	manual, err := rel("202604.01.3", Draft, 0).SetPlan(canaryPlan(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if manual, err = manual.SetScope(100, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := manual.Includes(other); !ok || !manual.Offered(other) {
+		t.Error("a 100% set by hand during the canary step serves nobody outside the seats")
 	}
 
 	already, err := rel("202604.01.2", Rolling, 10).SetPlan(canaryPlan(), now)

@@ -77,6 +77,10 @@ type Rollout struct {
 	Regions []string `json:"regions,omitempty"`
 	// Plan, when set, steps the percentage by itself (see Plan).
 	Plan *Plan `json:"plan,omitempty"`
+	// Canary is set once a plan with a canary of nodes was put on the
+	// release, and never cleared: its seat holders stay served (and their
+	// reports accepted) whatever plan follows.
+	Canary bool `json:"canary,omitempty"`
 }
 
 // Release is a published hotfix release and its rollout.
@@ -262,12 +266,13 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 		add("percentage", true, "complete: every node in scope")
 		return true, rules
 	}
-	if seated := slices.Contains(n.Seats, r.Version); seated || r.atCanary() {
-		detail := "holds a canary seat"
-		if !seated {
-			detail = fmt.Sprintf("holds none of the canary's %d seats", r.Rollout.Plan.Current().Nodes)
-		}
-		return add(RuleCanarySeat, seated, detail), rules
+	if slices.Contains(n.Seats, r.Version) {
+		return add(RuleCanarySeat, true, "holds a canary seat"), rules
+	}
+	// At a canary step only seat holders are served, unless an operator
+	// set a percentage by hand: then that serves as well.
+	if r.atCanary() && r.Rollout.Percent == 0 {
+		return add(RuleCanarySeat, false, fmt.Sprintf("holds none of the canary's %d seats", r.Rollout.Plan.Current().Nodes)), rules
 	}
 	b := Bucket(n.VMID, r.Version)
 	limit := r.Rollout.Percent * Buckets / 100
@@ -284,11 +289,16 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 // since does not undo an offer; it is how lpsd knows a node's report about
 // r can be genuine.
 func (r Release) Offered(n Node) bool {
-	if r.Rollout.State == Draft || r.Rollout.State == "" || !r.inScope(n) {
+	switch {
+	case r.Rollout.State == Draft || r.Rollout.State == "":
+		return false
+	case slices.Contains(n.Seats, r.Version):
+		// A seat holder was served, whatever the scope has become since.
+		return true
+	case !r.inScope(n):
 		return false
 	}
-	return r.Rollout.State == Complete || slices.Contains(n.Seats, r.Version) ||
-		Bucket(n.VMID, r.Version) < r.Rollout.Percent*Buckets/100
+	return r.Rollout.State == Complete || Bucket(n.VMID, r.Version) < r.Rollout.Percent*Buckets/100
 }
 
 // atCanary reports whether r's plan is at a canary step.

@@ -29,6 +29,12 @@ type Counts struct {
 	// could report. Only a canary of nodes records whom it served, so
 	// only its nodes can be silent; a control cohort has none.
 	Silent uint64 `json:"silent,omitempty"`
+	// Pending: canary seat holders that have not reported and are not
+	// silent yet (still provisioning, as far as anyone knows). A release
+	// with pending holders does not advance: they may yet be silent.
+	Pending uint64 `json:"pending,omitempty"`
+	// Seated is how many nodes hold a seat of the release's canary.
+	Seated uint64 `json:"seated,omitempty"`
 }
 
 // Failures is what counts against a cohort: failed, fallen back and
@@ -107,24 +113,42 @@ func ForRelease(ctx context.Context, st SeatLister, t Tally, reports []store.Rep
 	if err != nil {
 		return c, fmt.Errorf("list canary seats of %s: %w", r.Version, err)
 	}
-	c.Silent = Silent(reports, seats, now.Add(-r.Rollout.Plan.SilenceDeadline()))
+	after := rollout.DefaultSilentAfter
+	if p := r.Rollout.Plan; p != nil {
+		after = p.SilenceDeadline()
+	}
+	c.Seated = uint64(len(seats))
+	c.Silent, c.Pending = Unreported(reports, seats, r.Version, now.Add(-after))
 	return c, nil
 }
 
-// Silent counts the seats taken before cutoff whose holder has reported
-// nothing since: no outcome in any cohort. A holder's report from an
-// earlier boot, before its seat, does not count.
-func Silent(reports []store.Report, seats []store.Seat, cutoff time.Time) uint64 {
+// clockSlack is how much earlier than its seat a holder's report may be
+// stamped and still count as after it: the two times come from the clocks
+// of the replicas that took the seat and the report.
+const clockSlack = time.Minute
+
+// Unreported counts the seat holders of release version that have
+// reported nothing since taking their seat: silent when they took it
+// before cutoff, pending otherwise. A holder has reported if it has any
+// report in the release's cohort, or any report (a control one: it ran the
+// baked agent) stamped after its seat, less clockSlack; a report from an
+// earlier boot before its seat does not count.
+func Unreported(reports []store.Report, seats []store.Seat, version string, cutoff time.Time) (silent, pending uint64) {
 	since := make(map[string]time.Time, len(seats))
 	for _, s := range seats {
-		if s.Since.Before(cutoff) {
-			since[s.VMID] = s.Since
-		}
+		since[s.VMID] = s.Since
 	}
 	for _, r := range reports {
-		if t, ok := since[r.VMID]; ok && !r.Time.Before(t) {
+		if t, ok := since[r.VMID]; ok && (r.HotfixVersion == version || !r.Time.Before(t.Add(-clockSlack))) {
 			delete(since, r.VMID)
 		}
 	}
-	return uint64(len(since))
+	for _, t := range since {
+		if t.Before(cutoff) {
+			silent++
+		} else {
+			pending++
+		}
+	}
+	return silent, pending
 }

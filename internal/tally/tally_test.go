@@ -49,26 +49,29 @@ func TestOfOneVotePerNode(t *testing.T) {
 	}
 }
 
-func TestSilent(t *testing.T) {
+func TestUnreported(t *testing.T) {
 	t.Parallel()
-
+	const v = "202604.01.1"
 	seats := []store.Seat{
 		{VMID: "reported", Since: t0},
 		{VMID: "reported-control", Since: t0},
 		{VMID: "old-boot-only", Since: t0},
+		{VMID: "skewed", Since: t0},
 		{VMID: "silent", Since: t0},
-		{VMID: "too-recent", Since: t0.Add(time.Hour)},
+		{VMID: "pending", Since: t0.Add(time.Hour)},
 	}
 	reports := []store.Report{
-		{VMID: "reported", Boot: "b", HotfixVersion: "202604.01.1", Time: t0.Add(time.Minute)},
+		{VMID: "reported", Boot: "b", HotfixVersion: v, Time: t0.Add(time.Minute)},
 		{VMID: "reported-control", Boot: "b", Time: t0.Add(time.Minute)}, // chose the baked agent: not silent
-		{VMID: "old-boot-only", Boot: "a", Time: t0.Add(-time.Minute)},
+		{VMID: "old-boot-only", Boot: "a", Time: t0.Add(-time.Hour)},
+		{VMID: "skewed", Boot: "b", Time: t0.Add(-10 * time.Second)}, // the report's replica runs 10 s behind
 		{VMID: "not-seated", Boot: "b", Time: t0},
 	}
-	if got := Silent(reports, seats, t0.Add(30*time.Minute)); got != 2 {
-		t.Errorf("Silent = %d, want 2 (the silent node and the one whose only report predates its seat)", got)
+	silent, pending := Unreported(reports, seats, v, t0.Add(30*time.Minute))
+	if silent != 2 || pending != 1 {
+		t.Errorf("Unreported = %d silent, %d pending; want 2 (silent, old-boot-only) and 1", silent, pending)
 	}
-	if got := Silent(reports, seats, t0); got != 0 {
-		t.Errorf("Silent with the cutoff at the seats' time = %d, want 0: none has been silent long enough", got)
+	if silent, pending := Unreported(reports, seats, v, t0); silent != 0 || pending != 3 {
+		t.Errorf("with the cutoff at the seats' time: %d silent, %d pending; want 0 and 3", silent, pending)
 	}
 }

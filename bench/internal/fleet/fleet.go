@@ -390,7 +390,13 @@ func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, tok
 	r.mu.Lock()
 	addr := r.addr
 	r.mu.Unlock()
-	body, err := lpsclient.Fetch(ctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: clusterCA}, token)
+	target := lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: clusterCA}
+	if cfg.Loop != nil {
+		// The node reports its outcome, as launch does: it declares its base
+		// and may take a canary seat.
+		target.Base = Base
+	}
+	body, err := lpsclient.Fetch(ctx, target, token)
 	t1 := time.Now()
 	cancel()
 	after := r.current()

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -433,13 +434,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 			return nil, s.storeError("count release "+r.Version, err)
 		}
 		r.Counts = countsProto(c)
-		if read[i].HasCanary() {
-			held, err := s.store.Seats(ctx, r.Version)
-			if err != nil {
-				return nil, s.storeError("list canary seats of "+r.Version, err)
-			}
-			r.Rollout.CanarySeats = int32(len(held))
-		}
+		r.Rollout.CanarySeats = int32(c.Seated)
 		if p := read[i].Rollout.Plan; p != nil {
 			v := health.Judge(c, t.Control[r.Base], *p)
 			r.Rollout.Health = &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Detail: v.Detail, NextDue: timestamppb.New(p.Due())}
@@ -507,7 +502,8 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 			return nil, s.storeError("list canary seats of "+r.Version, err)
 		}
 		seats[r.Version] = len(held)
-		if slices.ContainsFunc(held, func(h store.Seat) bool { return h.VMID == n.VMID }) {
+		// Attested vmIds are lower case; an operator may type them in any.
+		if slices.ContainsFunc(held, func(h store.Seat) bool { return strings.EqualFold(h.VMID, n.VMID) }) {
 			n.Seats = append(n.Seats, r.Version)
 		}
 	}

@@ -69,6 +69,10 @@ type Config struct {
 	LPSAddr string
 	// Log receives progress and the final outcome; nil discards.
 	Log *slog.Logger
+	// Reports says the caller (launch) reports the provisioning outcome to
+	// the service afterwards, so the request declares the node's base and
+	// the node may hold a canary seat (lpsclient.Target.Base).
+	Reports bool
 }
 
 // Result is what a run did.
@@ -192,7 +196,11 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)
 	defer cancel()
 	log.Info("check-hotfix LPS gRPC dial", "dialHost", target.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
-	return lpsclient.Fetch(ctx, lpsclient.Target{Host: target.Host, Addr: cfg.LPSAddr, Roots: roots}, token)
+	t := lpsclient.Target{Host: target.Host, Addr: cfg.LPSAddr, Roots: roots}
+	if v, err := hotfix.ParseVersion(cfg.Version); err == nil && cfg.Reports {
+		t.Base = v.Base()
+	}
+	return lpsclient.Fetch(ctx, t, token)
 }
 
 func coldStart(cfg Config, log *slog.Logger, cause error) Result {

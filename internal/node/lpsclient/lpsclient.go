@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
@@ -46,7 +47,15 @@ type Target struct {
 	Addr string
 	// Roots is the cluster CA pool, the only trust anchor.
 	Roots *x509.CertPool
+	// Base, when set, is the node's image base, sent with GetComponentConfig
+	// in the BaseMetadata header by a node that will report its outcome
+	// (launch): such a node may take a seat of a canary of that base's
+	// releases. The reference sends no such header and takes none.
+	Base string
 }
+
+// BaseMetadata is the gRPC metadata key Target.Base travels in.
+const BaseMetadata = "nodehotfix-base"
 
 // Class says how a fetch failure should be treated by a fail-open caller.
 type Class int
@@ -97,6 +106,9 @@ func Fetch(ctx context.Context, t Target, token string) (string, error) {
 		return "", err
 	}
 	defer conn.Close()
+	if t.Base != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, BaseMetadata, t.Base)
+	}
 	resp, err := lpsv1.NewLivePatchingServiceClient(conn).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 	if err != nil {
 		return "", callError(err, vr)

@@ -482,8 +482,9 @@ func (s *Store) reportsPage(ctx context.Context, from, end string, rev int64) (*
 
 // maxSeatTries bounds TakeSeat's attempts. Each lost attempt means another
 // taker won a seat, and lpsd takes one seat per release at a time per
-// replica, so losing this often means the store is misbehaving.
-const maxSeatTries = 16
+// replica, so with a handful of replicas losing this often means the store
+// is misbehaving.
+const maxSeatTries = 64
 
 // TakeSeat implements store.Store. Each attempt is one read (is vmID
 // seated, how many slots are taken) and one conditional transaction
