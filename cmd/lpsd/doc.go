@@ -51,7 +51,15 @@ TLS and authentication:
 State:
 
 	--store SPEC           bolt:PATH (default bolt:/var/lib/lpsd/lpsd.db),
-	                       etcd:HOST:PORT[,HOST:PORT...] or mem:
+	                       etcd:HOST:PORT[,HOST:PORT...] or mem:; a bbolt
+	                       file that is empty or damaged is refused at start
+	--etcd-ca FILE         CA verifying the etcd servers; turns on TLS
+	--etcd-cert, --etcd-key  client certificate presented to etcd
+	--etcd-user NAME, --etcd-password-file FILE  etcd authentication
+	--etcd-allow-plaintext   allow plain text to a non-loopback etcd (refused
+	                       otherwise: anyone on that network could read and
+	                       change every release); a password is never sent
+	                       in plain text off this host
 	--release-keys FILE    only releases signed by these keys can be published
 	--region LABEL         this instance's region, matched by rollout scopes
 
@@ -74,7 +82,9 @@ lpsd is stateless apart from its store: run several replicas on one etcd
 behind any L4 balancer; each watches the store and swaps its snapshot
 atomically. SIGINT/SIGTERM drain gracefully (readyz turns 503 first).
 
-Exit codes: 0 after a clean shutdown, 1 on a startup or serving error, 2 on
-usage errors.
+Exit codes: 0 after a clean shutdown, 1 on a startup or serving error
+(logged once, as JSON on stderr), 2 on usage errors (flags that cannot work
+together or are missing, printed once as text). The etcd client's warnings
+and errors go to lpsd's log with "component":"etcd-client".
 */
 package main

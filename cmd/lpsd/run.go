@@ -49,6 +49,7 @@ type options struct {
 	maxConns                        int
 	maxHandshakes                   int
 	autopilotInterval               time.Duration
+	etcd                            etcdFlags
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -78,6 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.releaseKeys, "release-keys", "", "release public keys `file`; when set, only releases signed by them can be published")
 	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default, 4096)")
 	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted (0: never)")
+	o.etcd.register(fs)
 	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 2 s for a slot are closed (0: the default, 128 per CPU)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -87,20 +89,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	if err := serve(ctx, o, log); err != nil {
+	err := serve(ctx, o, log)
+	var usage usageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "lpsd: %v\nRun 'lpsd -h' for usage.\n", err)
+		return 2
+	case err != nil:
 		log.Error("lpsd stopped", "err", err)
-		fmt.Fprintln(stderr, "lpsd:", err)
 		return 1
 	}
 	return 0
 }
 
+// usageError is a flag combination lpsd cannot run with: exit 2.
+type usageError struct{ error }
+
+func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
+
 func serve(ctx context.Context, o options, log *slog.Logger) error {
 	if o.tlsCert == "" || o.tlsKey == "" {
-		return errors.New("--tls-cert and --tls-key are required")
+		return usagef("--tls-cert and --tls-key are required")
 	}
 	if o.adminTokens == "" && o.adminClientCA == "" {
-		return errors.New("set --admin-token-file or --admin-client-ca: the admin API is never unauthenticated")
+		return usagef("set --admin-token-file or --admin-client-ca: the admin API is never unauthenticated")
 	}
 	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
 	if err != nil {
@@ -145,7 +157,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		keys = &ks
 	}
 
-	st, err := openStore(ctx, o.storeSpec)
+	st, err := openStore(ctx, o.storeSpec, o.etcd, log)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
 	}

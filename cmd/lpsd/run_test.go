@@ -31,16 +31,17 @@ func TestRunRefusesUnsafeConfigurations(t *testing.T) {
 		want string
 	}{
 		{"stray argument", []string{"extra"}, 2, "unexpected arguments"},
-		{"no certificate", []string{"--admin-token-file", tokens}, 1, "--tls-cert and --tls-key are required"},
-		{"unauthenticated admin API", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile}, 1, "never unauthenticated"},
-		{"bad store", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "redis:x"}, 1, "want bolt:PATH"},
+		{"no certificate", []string{"--admin-token-file", tokens}, 2, "--tls-cert and --tls-key are required"},
+		{"unauthenticated admin API", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile}, 2, "never unauthenticated"},
+		{"bad store", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "redis:x"}, 2, "want bolt:PATH"},
+		{"etcd off host in plain text", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "etcd:10.1.2.3:2379"}, 2, "--etcd-allow-plaintext"},
 		{"bad roots", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--imds-roots", tokens}, 1, "--imds-roots"},
 		{"certificate without the service name", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "mem:", "--server-name", "other.example.com"}, 1, "other.example.com"},
 	}
 	for _, tt := range tests {
 		var out, errOut bytes.Buffer
-		if code := run(t.Context(), tt.args, &out, &errOut); code != tt.code || !strings.Contains(errOut.String(), tt.want) {
-			t.Errorf("%s: run = %d, stderr %q; want %d mentioning %q", tt.name, code, errOut.String(), tt.code, tt.want)
+		if code := run(t.Context(), tt.args, &out, &errOut); code != tt.code || strings.Count(errOut.String(), tt.want) != 1 {
+			t.Errorf("%s: run = %d, stderr %q; want %d mentioning %q once", tt.name, code, errOut.String(), tt.code, tt.want)
 		}
 	}
 }

@@ -105,14 +105,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"result"}),
 		seats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_canary_seats_total",
-			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), error (the store failed or took longer than 500 ms; the node was served as holding none).",
+			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), error (the store failed or took longer than 1 s; the node was served as holding none), late (the store gave the seat after the request stopped waiting: the node holds it but was not served this time).",
 		}, []string{"result"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
 	for _, r := range reportResults {
 		m.reports.WithLabelValues(r)
 	}
-	for _, r := range []string{seatTaken, seatFull, seatError} {
+	for _, r := range []string{seatTaken, seatFull, seatError, seatLate} {
 		m.seats.WithLabelValues(r)
 	}
 	for o, c := range outcomeCodes {

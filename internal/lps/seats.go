@@ -14,11 +14,11 @@ import (
 	"nodehotfix/internal/store"
 )
 
-// seatTimeout bounds what a request spends on canary seats, over all the
-// releases it asks about: waiting for this replica's take in flight for
-// the same release, then the store's. A node that runs out is served as if
-// it held no seat; nodes give up after 3 s.
-const seatTimeout = 500 * time.Millisecond
+// seatTimeout bounds what a request spends on canary seats: waiting for
+// this replica's take in flight for the same release, then the store's. A
+// node that runs out is served as if it held no seat; nodes give up after
+// 3 s, and attestation and the answer need well under the other 2.
+const seatTimeout = time.Second
 
 // BaseMetadata is the gRPC metadata key in which a node that will report
 // its outcome declares its image base (the node client's
@@ -52,6 +52,11 @@ const (
 	seatTaken = "taken" // the store gave the node a seat, or it held one
 	seatFull  = "full"  // every seat is held by other nodes
 	seatError = "error" // the store failed or the request ran out of time
+	// seatLate: the store gave the seat after the request stopped waiting,
+	// so the node holds a seat but was not served this time. It is served
+	// on its next request; a canary with late seats has fewer nodes that
+	// ran the hotfix than seats (they report into the control cohort).
+	seatLate = "late"
 )
 
 // Seats hands out the canary seats of releases at a canary step
@@ -263,6 +268,12 @@ func (s *Seats) take(ctx context.Context, version, vmID string, limit int) bool 
 	}
 	held, err := s.call(ctx, set, func(ctx context.Context) (bool, error) {
 		held, err := s.st.TakeSeat(ctx, version, store.Seat{VMID: vmID, Since: time.Now()}, limit)
+		if held && ctx.Err() != nil {
+			s.mu.Lock()
+			set.held[vmID] = true
+			s.mu.Unlock()
+			s.result(seatLate)
+		}
 		if err != nil || held {
 			return held, err
 		}

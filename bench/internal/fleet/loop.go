@@ -118,6 +118,8 @@ type AutoChange struct {
 	// Percent and State are the release's after the change.
 	Percent int
 	State   rollout.State
+	// Detail is the health verdict it was decided on.
+	Detail string
 }
 
 // failing reports whether the node with vmID fails at rate, from its vmId
@@ -339,6 +341,10 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			return nil, fmt.Errorf("audit %d: %w", e.Seq, err)
 		}
 		c := AutoChange{At: e.Time.Sub(start), Action: e.Action, Percent: after.Rollout.Percent, State: after.Rollout.State}
+		var ev autopilot.Evidence
+		if json.Unmarshal(e.Evidence, &ev) == nil {
+			c.Detail = ev.Verdict.Verdict + ": " + ev.Verdict.Detail
+		}
 		switch e.Action {
 		case autopilot.ActionHalt:
 			res.Halt = &c
@@ -412,7 +418,7 @@ func (l *LoopResult) print(w io.Writer, cfg Config) {
 	fmt.Fprintf(w, "  counts: release %+v control %+v; want release %+v control %+v (exact: %v)\n",
 		l.Tally.Release, l.Tally.Control, l.Want.Release, l.Want.Control, l.CountsExact())
 	for _, a := range l.Advances {
-		fmt.Fprintf(w, "  t=%6.3fs autopilot advanced: %s at %d%%\n", a.At.Seconds(), a.State, a.Percent)
+		fmt.Fprintf(w, "  t=%6.3fs autopilot advanced: %s at %d%% (%s)\n", a.At.Seconds(), a.State, a.Percent, a.Detail)
 	}
 	if h := l.Halt; h != nil {
 		m, ok := l.HaltReached()

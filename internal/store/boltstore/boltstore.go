@@ -381,7 +381,7 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 		if n >= uint64(limit) {
 			return nil
 		}
-		if err := b.Put(key, uint64Key(uint64(seat.Since.UnixNano()))); err != nil {
+		if err := b.Put(key, uint64Key(unixNano(seat.Since))); err != nil {
 			return err
 		}
 		held = true
@@ -403,11 +403,24 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 			if len(v) != 8 {
 				return fmt.Errorf("seat %q: %d-byte value, want 8", k, len(v))
 			}
-			out = append(out, store.Seat{VMID: string(k[len(prefix):]), Since: time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()})
+			seat := store.Seat{VMID: string(k[len(prefix):])}
+			if ns := binary.BigEndian.Uint64(v); ns != 0 {
+				seat.Since = time.Unix(0, int64(ns)).UTC()
+			}
+			out = append(out, seat)
 		}
 		return nil
 	})
 	return out, wrapErr("list seats", err)
+}
+
+// unixNano encodes t for the file, the zero time as 0 (UnixNano of it is
+// out of range).
+func unixNano(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	return uint64(t.UnixNano())
 }
 
 // wrapErr is nil for nil, else err mapped and prefixed with what failed.

@@ -37,7 +37,6 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -87,7 +86,8 @@ type Config struct {
 	TLS *tls.Config
 	// Username and Password, if set, authenticate to etcd.
 	Username, Password string
-	// Log receives watch re-establishments and compactions. Default: discard.
+	// Log receives watch re-establishments, compactions and the etcd
+	// client's own warnings and errors. Default: discard.
 	Log *slog.Logger
 }
 
@@ -135,7 +135,7 @@ func Open(ctx context.Context, endpoints []string, c Config) (*Store, error) {
 		TLS:                  c.TLS,
 		Username:             c.Username,
 		Password:             c.Password,
-		Logger:               zap.NewNop(),
+		Logger:               clientLogger(log),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open etcd store %v: %w", endpoints, err)

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -28,6 +29,17 @@ type Options struct {
 	// NoFsync skips fsync: faster, and data does not survive a crash.
 	// Tests only; a production member fsyncs.
 	NoFsync bool
+	// ClientTLS, when set, serves clients over TLS (https URLs).
+	ClientTLS *ClientTLS
+}
+
+// ClientTLS is the members' client-facing TLS.
+type ClientTLS struct {
+	// CertFile and KeyFile are the members' certificate (valid for
+	// 127.0.0.1) and key.
+	CertFile, KeyFile string
+	// ClientCAFile, when set, requires client certificates signed by it.
+	ClientCAFile string
 }
 
 // Member is one running etcd server.
@@ -108,6 +120,10 @@ func start(dir string, n int, o Options) (*Cluster, error) {
 		cfg.Name = fmt.Sprintf("m%d", i)
 		cfg.Dir = filepath.Join(dir, cfg.Name)
 		client := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
+		if t := o.ClientTLS; t != nil {
+			client.Scheme = "https"
+			cfg.ClientTLSInfo = transport.TLSInfo{CertFile: t.CertFile, KeyFile: t.KeyFile, TrustedCAFile: t.ClientCAFile, ClientCertAuth: t.ClientCAFile != ""}
+		}
 		peer := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
