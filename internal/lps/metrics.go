@@ -25,6 +25,7 @@ const (
 	outcomeUnknown          = "unknown"           // verifier failed without an attest.Reason
 	outcomeInternal         = "internal"          // a bug: no identity in ctx, marshal failure
 	outcomePanic            = "panic"             // recovered panic in a verifier or handler
+	outcomeOverBudget       = "over-budget"       // the document would be over ServedBudget
 )
 
 // outcomeCodes maps every outcome to the gRPC code its request ends with.
@@ -41,6 +42,7 @@ var outcomeCodes = func() map[string]codes.Code {
 		outcomeUnknown:          codes.Unauthenticated,
 		outcomeInternal:         codes.Internal,
 		outcomePanic:            codes.Internal,
+		outcomeOverBudget:       codes.Unavailable,
 	}
 	for _, r := range attest.Reasons() {
 		switch r {
@@ -69,6 +71,8 @@ type Metrics struct {
 	storeErrors prometheus.Counter
 	reports     *prometheus.CounterVec
 	seats       *prometheus.CounterVec
+	servedBytes prometheus.Histogram
+	trimmed     prometheus.Counter
 	fleet       fleetCollector
 	// shed counts connections closed for want of a handshake slot.
 	shed atomic.Uint64
@@ -107,6 +111,15 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_canary_seats_total",
 			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), error (the store failed or took longer than 1 s; the node was served as holding none), late (the store gave the seat after the request stopped waiting: the node holds it but was not served this time).",
 		}, []string{"result"}),
+		servedBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "lpsd_served_pointer_bytes",
+			Help:    "Size of each pointer document served; lpsd serves none over 48 KiB (nodes accept 64).",
+			Buckets: prometheus.ExponentialBuckets(256, 2, 9), // 256 B .. 64 KiB
+		}),
+		trimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "lpsd_served_pointer_trimmed_total",
+			Help: "Pointers served without release envelopes to nodes that declared no base, because every base's document was over the budget.",
+		}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
 	for _, r := range reportResults {
@@ -122,7 +135,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, m.seats, &m.fleet,
+	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",

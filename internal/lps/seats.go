@@ -20,25 +20,31 @@ import (
 // 3 s, and attestation and the answer need well under the other 2.
 const seatTimeout = time.Second
 
-// BaseMetadata is the gRPC metadata key in which a node that will report
-// its outcome declares its image base (the node client's
-// lpsclient.BaseMetadata; the reference sends none). Only such a node takes
-// canary seats, and only of releases of its base: a node that never
-// reports would hold a seat it can only fill with silence.
-const BaseMetadata = "nodehotfix-base"
+// Metadata our node client sends with GetComponentConfig (the node
+// client's lpsclient.BaseMetadata and ReportsMetadata; the reference sends
+// neither):
+//
+//   - BaseMetadata: the node's image base, so it is served only that base's
+//     release and revocations (rollout.Node.Base);
+//   - ReportsMetadata "1": the node reports its outcome afterwards (launch),
+//     so it may take a canary seat of its base's release: a node that never
+//     reports would hold a seat it can only fill with silence.
+const (
+	BaseMetadata    = "nodehotfix-base"
+	ReportsMetadata = "nodehotfix-reports"
+)
 
-// declaredBase returns the base the caller declared, or "".
-func declaredBase(ctx context.Context) string {
+// declared returns the base the caller declared ("" if none, or not a
+// base), and whether it will report.
+func declared(ctx context.Context) (base string, reports bool) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(BaseMetadata)
-	if len(v) != 1 {
-		return ""
+	if v := md.Get(BaseMetadata); len(v) == 1 {
+		if b, err := hotfix.ParseBase(v[0]); err == nil {
+			base = b
+		}
 	}
-	base, err := hotfix.ParseBase(v[0])
-	if err != nil {
-		return ""
-	}
-	return base
+	r := md.Get(ReportsMetadata)
+	return base, len(r) == 1 && r[0] == "1"
 }
 
 // seatStore is the store's canary-seat half (store.Store has it).
@@ -109,11 +115,11 @@ func (s *Seats) set(version string) *seatSet {
 }
 
 // Held returns the versions of snap's releases whose canary seat n holds.
-// For a node that declared base (it will report), it first takes a free
-// seat of the release of that base that would be chosen for it, if that
-// one is at an open canary step. All of it within seatTimeout; a nil Seats,
-// or a failing store, takes none.
-func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, base string) []string {
+// For a node that declared its base (n.Base) and that it reports, it first
+// takes a free seat of the release of that base that would be chosen for
+// it, if that one is at an open canary step. All of it within seatTimeout;
+// a nil Seats, or a failing store, takes none.
+func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, reports bool) []string {
 	s.prune(snap)
 	var out []string
 	for _, i := range snap.canaries {
@@ -121,10 +127,10 @@ func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, base s
 			out = append(out, r.Version)
 		}
 	}
-	if s == nil || base == "" {
+	if s == nil || n.Base == "" || !reports {
 		return out
 	}
-	r, limit := openCanary(snap, n, base, out)
+	r, limit := openCanary(snap, n, out)
 	if limit == 0 {
 		return out
 	}
@@ -140,14 +146,14 @@ func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, base s
 // held a seat, and that release's seat count, when that release is at an
 // open canary step and n holds none of its seats; else 0. A release of a
 // higher patch that already includes n is chosen over any canary.
-func openCanary(snap *Snapshot, n rollout.Node, base string, held []string) (rollout.Release, int) {
+func openCanary(snap *Snapshot, n rollout.Node, held []string) (rollout.Release, int) {
 	var best rollout.Release
 	bestPatch := -1
 	seated := n
 	seated.Seats = append(slices.Clip(held), "")
 	for _, r := range snap.Releases {
 		v, err := hotfix.ParseVersion(r.Version)
-		if err != nil || v.Base() != base || v.Patch() <= bestPatch {
+		if err != nil || v.Base() != n.Base || v.Patch() <= bestPatch {
 			continue
 		}
 		seated.Seats[len(seated.Seats)-1] = r.Version

@@ -2,19 +2,23 @@ package lps
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -56,7 +60,7 @@ func newReplica(t *testing.T, st store.Store) *replica {
 func (r *replica) served(t *testing.T, vm string) bool {
 	t.Helper()
 	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, "202501.15"))
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, "202501.15", ReportsMetadata, "1"))
 	_, err := r.svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.Fatalf("GetComponentConfig(%s): %v", vm, err)
@@ -160,10 +164,11 @@ func (h *hungSeats) Seats(ctx context.Context, _ string) ([]store.Seat, error) {
 	return nil, ctx.Err()
 }
 
-// declaring is a node's request context as launch makes it.
+// declaring is a node's request context as launch makes it: its base, and
+// that it reports.
 func declaring(t *testing.T, vm, base string) context.Context {
 	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
-	return metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, base))
+	return metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, base, ReportsMetadata, "1"))
 }
 
 // TestCanarySeatFaults: a failing or hung seat store serves the node as
@@ -221,8 +226,10 @@ func TestSeatsAskOnlyForTheChosenRelease(t *testing.T) {
 	}
 	call(declaring(t, testVMID, "202501.15")) // 202501.15.9 serves it: no seat needed
 	call(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}))
+	// check-hotfix run by a reference launcher: its base, but no report.
+	call(metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), metadata.Pairs(BaseMetadata, "202501.17")))
 	if len(hung.deadlines) != 0 {
-		t.Fatalf("%d seat requests for a node already served a higher patch and one that declared no base, want 0", len(hung.deadlines))
+		t.Fatalf("%d seat requests for a node already served a higher patch, one that declared no base and one that does not report, want 0", len(hung.deadlines))
 	}
 	call(declaring(t, testVMID, "202501.17"))
 	end := time.Now()
@@ -304,8 +311,66 @@ func TestSnapshotLoadSurvivesAPanickingStore(t *testing.T) {
 
 func seatCount(t *testing.T, m *Metrics, result string) float64 {
 	t.Helper()
+	return counterValue(t, m.seats.WithLabelValues(result))
+}
+
+// TestServedBudget: with sixty bases' releases, each with a kilobyte-sized
+// envelope, the whole document is over what nodes accept: a node that
+// declares its base gets its own base's release only, in full; one that
+// declares none (a reference node) gets every base's hotfix without the
+// envelopes, and the trim is counted. No document served is over the
+// budget.
+func TestServedBudget(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 1200)
+	var rels []rollout.Release
+	for i := range 60 {
+		r := release(fmt.Sprintf("2025%02d.%02d.1", 1+i/28, 1+i%28), rollout.Rollout{State: rollout.Complete, Percent: 100}, false)
+		r.Envelope = json.RawMessage(`{"release":"` + r.Version + `","pad":"` + big + `"}`)
+		rels = append(rels, r)
+	}
+	revoked := release("202501.01.0", rollout.Rollout{State: rollout.Complete, Percent: 100}, true)
+	rels = append(rels, revoked)
+	if full, err := rollout.Select(rels, rollout.Node{VMID: testVMID}).Pointer().MarshalJSON(); err != nil || len(full) <= hotfix.MaxPointerSize {
+		t.Fatalf("the test's whole document is %d bytes (%v), want over %d", len(full), err, hotfix.MaxPointerSize)
+	}
+	m := NewMetrics(nil)
+	svc := NewService(snapshotOf(rels...), nil, m, "", testLog(t))
+	get := func(ctx context.Context) hotfix.Pointer {
+		t.Helper()
+		resp, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetConfig()) > ServedBudget {
+			t.Fatalf("served %d bytes, over the %d budget", len(resp.GetConfig()), ServedBudget)
+		}
+		p, err := hotfix.ParsePointer([]byte(resp.GetConfig()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	mine := get(metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), metadata.Pairs(BaseMetadata, "202501.01")))
+	if len(mine.Hotfixes) != 1 || mine.Hotfixes["202501.01"] != "202501.01.1" || len(mine.Releases) != 1 || !slices.Equal(mine.Revoked, []string{"202501.01.0"}) {
+		t.Errorf("a node of 202501.01 was served %d hotfixes %v, %d envelopes, revoked %v; want its base's release in full and its revocation", len(mine.Hotfixes), mine.Hotfixes["202501.01"], len(mine.Releases), mine.Revoked)
+	}
+	if n := counterValue(t, m.trimmed); n != 0 {
+		t.Errorf("%v trims for a node that declared its base", n)
+	}
+	all := get(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}))
+	if len(all.Hotfixes) != 60 || len(all.Releases) != 0 || len(all.Revoked) != 1 {
+		t.Errorf("a node that declared no base was served %d hotfixes, %d envelopes, %d revoked; want all 60 without envelopes and the revocation", len(all.Hotfixes), len(all.Releases), len(all.Revoked))
+	}
+	if n := counterValue(t, m.trimmed); n != 1 {
+		t.Errorf("%v trims counted, want 1", n)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
 	var pm dto.Metric
-	if err := m.seats.WithLabelValues(result).Write(&pm); err != nil {
+	if err := c.Write(&pm); err != nil {
 		t.Fatal(err)
 	}
 	return pm.GetCounter().GetValue()

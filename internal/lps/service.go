@@ -8,8 +8,15 @@ import (
 	"google.golang.org/grpc/status"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 )
+
+// ServedBudget is the largest pointer document lpsd serves: a quarter
+// under what nodes accept (hotfix.MaxPointerSize), since a node merges it
+// into the pointer it has staged. A publish that would take a base's
+// document past it is refused (PointerSize).
+const ServedBudget = hotfix.MaxPointerSize * 3 / 4
 
 // Wire constants shared with the node client (internal/node/lpsclient),
 // pinned by the reference.
@@ -94,18 +101,32 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 	if snap == nil {
 		return nil, fail(s.m, outcomeUnavailable)
 	}
-	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region}
-	n.Seats = s.seats.Held(ctx, snap, n, declaredBase(ctx))
+	base, reports := declared(ctx)
+	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region, Base: base}
+	n.Seats = s.seats.Held(ctx, snap, n, reports)
 	sel := rollout.Select(snap.Releases, n)
 	if sel.Empty() {
 		s.log.Debug("nothing applies", "vm_id", id.VMID, "revision", snap.Revision)
 		return nil, fail(s.m, outcomeNotFound)
 	}
 	body, err := sel.Pointer().MarshalJSON()
+	if err == nil && len(body) > ServedBudget && base == "" {
+		// A node that declared no base gets every base's hotfix: past the
+		// budget, without the envelopes (reference readers use none).
+		s.m.trimmed.Inc()
+		body, err = sel.Trimmed().Pointer().MarshalJSON()
+	}
 	if err != nil {
 		s.log.Error("encode pointer", "vm_id", id.VMID, "revision", snap.Revision, "err", err)
 		return nil, fail(s.m, outcomeInternal)
 	}
+	if len(body) > ServedBudget {
+		// The node would refuse it: say Unavailable, so it falls back to
+		// its cold-start pointer, rather than count it served.
+		s.log.Error("pointer over the served budget", "vm_id", id.VMID, "base", base, "bytes", len(body), "budget", ServedBudget, "revision", snap.Revision)
+		return nil, fail(s.m, outcomeOverBudget)
+	}
+	s.m.servedBytes.Observe(float64(len(body)))
 	s.m.count(outcomeServed)
 	s.log.Debug("pointer served", "vm_id", id.VMID, "revision", snap.Revision, "hotfixes", len(sel.Hotfixes), "revoked", len(sel.Revoked))
 	return &lpsv1.GetComponentConfigResponse{ComponentName: Component, Config: string(body)}, nil

@@ -221,6 +221,11 @@ type Node struct {
 	// Seats lists the releases (by version) whose canary seat the node
 	// holds; the store keeps who holds what (lps.Seats hands them out).
 	Seats []string
+	// Base is the image base the node declared, or "" (a reference node):
+	// a node of a declared base is served that base's release and
+	// revocations only, so its document stays small however many bases
+	// have releases.
+	Base string
 }
 
 // inScope reports whether n is in r's subscription and region scope.
@@ -335,6 +340,63 @@ func (s Selection) Empty() bool {
 	return len(s.Hotfixes) == 0 && len(s.Revoked) == 0 && len(s.Tombstones) == 0
 }
 
+// PointerSizes returns the largest pointer document a node could be
+// served from releases: for a node that declared base (one release of the
+// base, its largest envelope, and the base's revocations), and for one
+// that declared none when trimmed (every base's hotfix and every
+// revocation, no envelopes). lpsd refuses a publish that takes either over
+// its budget.
+func PointerSizes(releases []Release, base string) (declared, trimmed int, err error) {
+	worst := Selection{Hotfixes: map[string]string{}}
+	all := Selection{Hotfixes: map[string]string{}}
+	var envelope json.RawMessage
+	for _, r := range releases {
+		v, err := hotfix.ParseVersion(r.Version)
+		if err != nil {
+			continue
+		}
+		if r.Revoked {
+			all.Revoked = append(all.Revoked, r.Version)
+			if v.Base() == base {
+				worst.Revoked = append(worst.Revoked, r.Version)
+			}
+			continue
+		}
+		if cur := all.Hotfixes[v.Base()]; len(r.Version) > len(cur) {
+			all.Hotfixes[v.Base()] = r.Version
+		}
+		if v.Base() == base {
+			if len(r.Version) > len(worst.Hotfixes[base]) {
+				worst.Hotfixes[base] = r.Version
+			}
+			if len(r.Envelope) > len(envelope) {
+				envelope = r.Envelope
+			}
+		}
+	}
+	if envelope != nil {
+		worst.Releases = []json.RawMessage{envelope}
+	}
+	d, err := worst.Pointer().MarshalJSON()
+	if err != nil {
+		return 0, 0, err
+	}
+	t, err := all.Pointer().MarshalJSON()
+	if err != nil {
+		return 0, 0, err
+	}
+	return len(d), len(t), nil
+}
+
+// Trimmed returns s without the release envelopes: what a node that
+// declared no base is served when its whole document would be over the
+// budget. Reference readers use only the hotfixes; our agents without
+// envelopes take the package route.
+func (s Selection) Trimmed() Selection {
+	s.Releases = nil
+	return s
+}
+
 // Pointer renders the selection as the pointer document nodes stage.
 func (s Selection) Pointer() hotfix.Pointer {
 	hotfixes := s.Hotfixes
@@ -350,8 +412,10 @@ func (s Selection) Pointer() hotfix.Pointer {
 	return hotfix.Pointer{Hotfixes: hotfixes, Releases: s.Releases, Revoked: s.Revoked}
 }
 
-// Select picks, for each base, the highest-patch release that includes n.
-// releases need not be sorted; invalid records are ignored.
+// Select picks, for each base (only n.Base when the node declared one), the
+// highest-patch release that includes n, and the revoked versions (of
+// n.Base when declared). releases need not be sorted; invalid records are
+// ignored.
 func Select(releases []Release, n Node) Selection {
 	best := make(map[string]hotfix.Version)
 	env := make(map[string]json.RawMessage)
@@ -359,7 +423,7 @@ func Select(releases []Release, n Node) Selection {
 	revokedBases := make(map[string]bool)
 	for _, r := range releases {
 		v, err := hotfix.ParseVersion(r.Version)
-		if err != nil {
+		if err != nil || (n.Base != "" && v.Base() != n.Base) {
 			continue
 		}
 		if r.Revoked {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -220,5 +221,28 @@ func TestValidate(t *testing.T) {
 		if err := r.Validate(); err == nil {
 			t.Errorf("bad[%d]: Validate succeeded", i)
 		}
+	}
+}
+
+func TestPointerSizes(t *testing.T) {
+	t.Parallel()
+	a, b := rel("202604.01.1", Complete, 100), rel("202604.02.1", Complete, 100)
+	b.Envelope = json.RawMessage(`{"v":"` + strings.Repeat("y", 5000) + `"}`)
+	revoked := rel("202604.01.7", Complete, 100)
+	revoked.Revoked = true
+	rels := []Release{a, b, revoked}
+	declared, trimmed, err := PointerSizes(rels, "202604.01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := Select(rels, Node{VMID: "x", Base: "202604.01"}).Pointer().MarshalJSON()
+	if declared != len(want) {
+		t.Errorf("declared size %d, want %d, what a node of the base is served", declared, len(want))
+	}
+	if trimmed >= 5000 || trimmed < len(`{"hotfixes":{"202604.01":"202604.01.1","202604.02":"202604.02.1"},"revoked":["202604.01.7"]}`) {
+		t.Errorf("trimmed size %d: want every base's hotfix and the revocation, without the 5000-byte envelope", trimmed)
+	}
+	if d, _, _ := PointerSizes(rels, "202604.02"); d < 5000 {
+		t.Errorf("declared size for 202604.02 = %d, want its 5000-byte envelope counted", d)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"nodehotfix/internal/rollout"
 	"nodehotfix/test/harness"
 )
 
@@ -133,8 +134,11 @@ func (d *demo) run(ctx context.Context) error {
 	fmt.Fprintf(d.out, "    imds-emulator %s, lpsd node %s admin %s, artifacts %s\n", imds.URL, lpsd.GRPCAddr, lpsd.AdminAddr, artifacts.URL)
 	done()
 
-	// The demo's first nodes share one vmId: a canary of one node.
-	done = d.step("generate a release key; sign %s offline; publish; plan it: a canary of 1 node (1 report), then 100%% (2 reports)", hotfixVersion)
+	// The demo's nodes share one vmId, so its canary is the first
+	// percentage that includes that VM's bucket (a canary of nodes would
+	// wait for a control cohort this small fleet does not have).
+	canary := rollout.Bucket(vmID, hotfixVersion)/100 + 1
+	done = d.step("generate a release key; sign %s offline; publish; plan it: a canary at %d%% (1 report), then 100%% (2 reports)", hotfixVersion, canary)
 	priv, pub, err := lpsd.GenerateKeys(ctx, svc)
 	if err != nil {
 		return err
@@ -145,7 +149,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	for _, args := range [][]string{
 		{"release", "publish", "--envelope", env},
-		{"rollout", "plan", hotfixVersion, "--steps", "1n:0s:1,100:0s:2"},
+		{"rollout", "plan", hotfixVersion, "--steps", fmt.Sprintf("%d:0s:1,100:0s:2", canary)},
 	} {
 		if _, err := lpsd.Ctl(ctx, args...); err != nil {
 			return err

@@ -394,7 +394,7 @@ func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, tok
 	if cfg.Loop != nil {
 		// The node reports its outcome, as launch does: it declares its base
 		// and may take a canary seat.
-		target.Base = Base
+		target.Base, target.Reports = Base, true
 	}
 	body, err := lpsclient.Fetch(ctx, target, token)
 	t1 := time.Now()
@@ -436,7 +436,7 @@ func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, tok
 			if s == nil {
 				continue
 			}
-			if d := diff(got, expected(s.Releases, vmID, seated)); d == "" {
+			if d := diff(got, expected(s.Releases, vmID, target.Base, seated)); d == "" {
 				res.Outcome, res.Detail, res.Seated = Served, "", seated
 				return res
 			} else if !seated {

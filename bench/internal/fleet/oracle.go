@@ -26,12 +26,17 @@ import (
 // the simulator. seated says the node holds a seat of every rolling or
 // paused release whose plan starts with a canary of nodes, which then
 // includes it whatever its bucket; the store, not the oracle, knows who
-// does, so the run checks those claims against it afterwards.
-func expected(rels []rollout.Release, vmID string, seated bool) hotfix.Pointer {
+// does, so the run checks those claims against it afterwards. A node that
+// declared its base (base != "") is served that base's releases and
+// revocations only.
+func expected(rels []rollout.Release, vmID, base string, seated bool) hotfix.Pointer {
 	best := map[string]rollout.Release{}
 	var revoked []string
 	revokedBases := map[string]bool{}
 	for _, r := range rels {
+		if base != "" && r.Base != base {
+			continue
+		}
 		if r.Revoked {
 			revoked = append(revoked, r.Version)
 			revokedBases[r.Base] = true

@@ -151,6 +151,9 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	if err := r.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
 	}
+	if err := s.checkBudget(ctx, r); err != nil {
+		return nil, err
+	}
 	after, err := json.Marshal(r)
 	if err != nil {
 		return nil, s.internal("encode release", err)
@@ -166,6 +169,27 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	}
 	s.log.Info("release published", "version", r.Version, "actor", actor, "revision", rev)
 	return &adminv1.PublishReleaseResponse{Release: toProto(r, rev)}, nil
+}
+
+// checkBudget refuses a release that could take a node's pointer document
+// over lps.ServedBudget: nodes would refuse the whole document, and with
+// it every hotfix and revocation in it.
+func (s *Server) checkBudget(ctx context.Context, r rollout.Release) error {
+	rels, _, err := s.store.Releases(ctx)
+	if err != nil {
+		return s.storeError("list releases", err)
+	}
+	declared, trimmed, err := rollout.PointerSizes(append(rels, r), r.Base)
+	if err != nil {
+		return s.internal("size pointer", err)
+	}
+	switch {
+	case declared > lps.ServedBudget:
+		return status.Errorf(codes.FailedPrecondition, "a node of base %s would be served a %d-byte pointer with %s, over the %d bytes lpsd serves (nodes accept %d): make the envelope smaller (fewer artifacts, shorter URLs)", r.Base, declared, r.Version, lps.ServedBudget, hotfix.MaxPointerSize)
+	case trimmed > lps.ServedBudget:
+		return status.Errorf(codes.FailedPrecondition, "a node that declares no base would be served a %d-byte pointer (every base's hotfix and every revocation) with %s, over the %d bytes lpsd serves", trimmed, r.Version, lps.ServedBudget)
+	}
+	return nil
 }
 
 // checkEnvelope returns the release env signs: verified when the server

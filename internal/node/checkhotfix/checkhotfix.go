@@ -70,8 +70,9 @@ type Config struct {
 	// Log receives progress and the final outcome; nil discards.
 	Log *slog.Logger
 	// Reports says the caller (launch) reports the provisioning outcome to
-	// the service afterwards, so the request declares the node's base and
-	// the node may hold a canary seat (lpsclient.Target.Base).
+	// the service afterwards, so the node may hold a canary seat
+	// (lpsclient.Target.Reports). The request declares the node's base
+	// either way.
 	Reports bool
 }
 
@@ -196,8 +197,8 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)
 	defer cancel()
 	log.Info("check-hotfix LPS gRPC dial", "dialHost", target.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
-	t := lpsclient.Target{Host: target.Host, Addr: cfg.LPSAddr, Roots: roots}
-	if v, err := hotfix.ParseVersion(cfg.Version); err == nil && cfg.Reports {
+	t := lpsclient.Target{Host: target.Host, Addr: cfg.LPSAddr, Roots: roots, Reports: cfg.Reports}
+	if v, err := hotfix.ParseVersion(cfg.Version); err == nil {
 		t.Base = v.Base()
 	}
 	return lpsclient.Fetch(ctx, t, token)

@@ -48,14 +48,21 @@ type Target struct {
 	// Roots is the cluster CA pool, the only trust anchor.
 	Roots *x509.CertPool
 	// Base, when set, is the node's image base, sent with GetComponentConfig
-	// in the BaseMetadata header by a node that will report its outcome
-	// (launch): such a node may take a seat of a canary of that base's
-	// releases. The reference sends no such header and takes none.
+	// in BaseMetadata: the service then serves that base's release and
+	// revocations only. The reference sends none and gets every base's.
 	Base string
+	// Reports says the node reports its provisioning outcome afterwards
+	// (launch), sent as ReportsMetadata "1" with Base: such a node may take
+	// a seat of a canary of its base's release.
+	Reports bool
 }
 
-// BaseMetadata is the gRPC metadata key Target.Base travels in.
-const BaseMetadata = "nodehotfix-base"
+// Metadata keys of Target.Base and Target.Reports (lps.BaseMetadata and
+// lps.ReportsMetadata on the service).
+const (
+	BaseMetadata    = "nodehotfix-base"
+	ReportsMetadata = "nodehotfix-reports"
+)
 
 // Class says how a fetch failure should be treated by a fail-open caller.
 type Class int
@@ -108,6 +115,9 @@ func Fetch(ctx context.Context, t Target, token string) (string, error) {
 	defer conn.Close()
 	if t.Base != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, BaseMetadata, t.Base)
+		if t.Reports {
+			ctx = metadata.AppendToOutgoingContext(ctx, ReportsMetadata, "1")
+		}
 	}
 	resp, err := lpsv1.NewLivePatchingServiceClient(conn).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 	if err != nil {
