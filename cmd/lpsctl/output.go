@@ -24,7 +24,10 @@ type releaseJSON struct {
 	Revision      int64     `json:"revision"`
 	// Counts are nodes' outcome reports (status only).
 	Counts *countsJSON `json:"counts,omitempty"`
-	Plan   *planJSON   `json:"plan,omitempty"`
+	// Served is the node requests this lpsd instance answered with the
+	// release (status only).
+	Served uint64    `json:"served"`
+	Plan   *planJSON `json:"plan,omitempty"`
 	// CanarySeats is how many nodes hold a seat of the plan's canary
 	// (status only).
 	CanarySeats int32 `json:"canary_seats,omitempty"`
@@ -102,6 +105,7 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 		UpdatedAt:     r.GetUpdatedAt().AsTime(),
 		Revision:      r.GetRevision(),
 		Counts:        toCountsJSON(r.GetCounts()),
+		Served:        r.GetServed(),
 		Plan:          toPlanJSON(r.GetRollout().GetPlan()),
 		Health:        toHealthJSON(r.GetRollout().GetHealth()),
 		CanarySeats:   r.GetRollout().GetCanarySeats(),

@@ -181,7 +181,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		grpc.ConnectionTimeout(5*time.Second),
 	)
 	adminv1.RegisterAdminServiceServer(adminSrv, admin.New(admin.Config{
-		Store: st, Snapshots: snaps, Counts: metrics.Counts, Region: o.region, ReleaseKeys: keys, Log: log,
+		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Region: o.region, ReleaseKeys: keys, Log: log,
 	}))
 
 	nodeLn, err := net.Listen("tcp", o.listen)

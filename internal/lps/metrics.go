@@ -1,6 +1,7 @@
 package lps
 
 import (
+	"maps"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -72,8 +73,13 @@ type Metrics struct {
 	reports     *prometheus.CounterVec
 	seats       *prometheus.CounterVec
 	servedBytes prometheus.Histogram
-	trimmed     prometheus.Counter
-	fleet       fleetCollector
+	// served counts, per release version, the answers that chose it;
+	// guarded by servedMu (the versions are not known up front).
+	servedMu      sync.Mutex
+	served        map[string]uint64
+	servedRelease *prometheus.CounterVec
+	trimmed       prometheus.Counter
+	fleet         fleetCollector
 	// shed counts connections closed for want of a handshake slot.
 	shed atomic.Uint64
 	// counts has a fixed key set (every outcome), so reads need no lock.
@@ -120,6 +126,11 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_served_pointer_trimmed_total",
 			Help: "Pointers served without release envelopes to nodes that declared no base, because every base's document was over the budget.",
 		}),
+		served: make(map[string]uint64),
+		servedRelease: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_release_served_total",
+			Help: "Node requests this instance answered with the release, by version (bounded by the releases that exist).",
+		}, []string{"version"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
 	for _, r := range reportResults {
@@ -135,7 +146,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, &m.fleet,
+	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, m.servedRelease, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -177,6 +188,24 @@ func (m *Metrics) Counts() map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// countServed records an answer that chose versions.
+func (m *Metrics) countServed(versions map[string]string) {
+	m.servedMu.Lock()
+	defer m.servedMu.Unlock()
+	for _, v := range versions {
+		m.served[v]++
+		m.servedRelease.WithLabelValues(v).Inc()
+	}
+}
+
+// ServedByRelease returns, per release version, how many node requests this
+// instance answered with it.
+func (m *Metrics) ServedByRelease() map[string]uint64 {
+	m.servedMu.Lock()
+	defer m.servedMu.Unlock()
+	return maps.Clone(m.served)
 }
 
 // count records one request that ended with outcome o, which must be a key

@@ -365,6 +365,9 @@ func TestServedBudget(t *testing.T) {
 	if n := counterValue(t, m.trimmed); n != 1 {
 		t.Errorf("%v trims counted, want 1", n)
 	}
+	if got := m.ServedByRelease(); got["202501.01.1"] != 2 || got["202503.04.1"] != 1 || len(got) != 60 {
+		t.Errorf("served by release: %d versions, 202501.01.1 %d times, 202503.04.1 %d; want 60 versions, 2 and 1", len(got), got["202501.01.1"], got["202503.04.1"])
+	}
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {

@@ -127,6 +127,7 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 		return nil, fail(s.m, outcomeOverBudget)
 	}
 	s.m.servedBytes.Observe(float64(len(body)))
+	s.m.countServed(sel.Hotfixes)
 	s.m.count(outcomeServed)
 	s.log.Debug("pointer served", "vm_id", id.VMID, "revision", snap.Revision, "hotfixes", len(sel.Hotfixes), "revoked", len(sel.Revoked))
 	return &lpsv1.GetComponentConfigResponse{ComponentName: Component, Config: string(body)}, nil

@@ -66,6 +66,9 @@ type Config struct {
 	// Counts returns this instance's node request counts by outcome. nil:
 	// Status reports none.
 	Counts func() map[string]uint64
+	// Served returns, per release version, the node requests this instance
+	// answered with it. nil: none shown.
+	Served func() map[string]uint64
 	// Region is this instance's region label, the default for Explain.
 	// Empty: none.
 	Region string
@@ -88,6 +91,7 @@ type Server struct {
 	store  store.Store
 	snaps  SnapshotSource
 	counts func() map[string]uint64
+	served func() map[string]uint64
 	region string
 	keys   *release.KeySet
 	now    func() time.Time
@@ -105,6 +109,7 @@ func New(cfg Config) *Server {
 		store:  cfg.Store,
 		snaps:  cfg.Snapshots,
 		counts: cfg.Counts,
+		served: cfg.Served,
 		region: cfg.Region,
 		keys:   cfg.ReleaseKeys,
 		now:    cfg.Now,
@@ -452,7 +457,12 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		return nil, s.storeError("list reports", err)
 	}
 	t := tally.Of(reports)
+	var served map[string]uint64
+	if s.served != nil {
+		served = s.served()
+	}
 	for i, r := range resp.Releases {
+		r.Served = served[r.Version]
 		c, err := tally.ForRelease(ctx, s.store, t, reports, read[i], s.now())
 		if err != nil {
 			return nil, s.storeError("count release "+r.Version, err)

@@ -108,7 +108,10 @@ type Release struct {
 	// Store revision of the record, for compare-and-swap.
 	Revision int64 `protobuf:"varint,8,opt,name=revision,proto3" json:"revision,omitempty"`
 	// Nodes' outcome reports for this release (Status only).
-	Counts        *Counts `protobuf:"bytes,9,opt,name=counts,proto3" json:"counts,omitempty"`
+	Counts *Counts `protobuf:"bytes,9,opt,name=counts,proto3" json:"counts,omitempty"`
+	// Node requests this lpsd instance answered with this release (Status
+	// only); canary seat holders are in counts.seated.
+	Served        uint64 `protobuf:"varint,10,opt,name=served,proto3" json:"served,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -204,6 +207,13 @@ func (x *Release) GetCounts() *Counts {
 		return x.Counts
 	}
 	return nil
+}
+
+func (x *Release) GetServed() uint64 {
+	if x != nil {
+		return x.Served
+	}
+	return 0
 }
 
 // Counts are nodes' provisioning outcome reports, each (vmId, boot) once.
@@ -1902,7 +1912,7 @@ var File_nodehotfix_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf9\x02\n" +
+	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\x03\n" +
 	"\aRelease\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04base\x18\x02 \x01(\tR\x04base\x12#\n" +
@@ -1913,7 +1923,9 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"updated_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1a\n" +
 	"\brevision\x18\b \x01(\x03R\brevision\x123\n" +
-	"\x06counts\x18\t \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\x80\x01\n" +
+	"\x06counts\x18\t \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\x12\x16\n" +
+	"\x06served\x18\n" +
+	" \x01(\x04R\x06served\"\x80\x01\n" +
 	"\x06Counts\x12\x1a\n" +
 	"\breported\x18\x01 \x01(\x04R\breported\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\x04R\x02ok\x12\x16\n" +
