@@ -60,7 +60,8 @@ func (r *Report) Counts() map[Outcome]int {
 
 // Fractions returns the served fractions of RollingVer per configured
 // percentage, and of OtherVer; none for a version no node was answered
-// about.
+// about. In a closed-loop run nodes declare their base, Base, so OtherVer
+// (of OtherBase) is never theirs and has no fraction.
 func (r *Report) Fractions() []Fraction {
 	byPct := map[int]*Fraction{}
 	other := Fraction{Version: OtherVer, Configured: OtherPercent}
@@ -68,9 +69,11 @@ func (r *Report) Fractions() []Fraction {
 		if n.Outcome != Served {
 			continue
 		}
-		other.Nodes++
-		if n.Other {
-			other.Got++
+		if r.Config.Loop == nil {
+			other.Nodes++
+			if n.Other {
+				other.Got++
+			}
 		}
 		if !n.Stable || n.Percent < 0 {
 			continue

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/osrelease"
 )
 
 // packageName is the agent's package in the Microsoft repositories.
@@ -53,7 +54,7 @@ func Install(ctx context.Context, r Runner, cfg Config, version string) (string,
 	if root == "" {
 		root = "/"
 	}
-	osr, err := ReadOSRelease(root)
+	osr, err := osrelease.Read(root)
 	if err != nil {
 		return "", fmt.Errorf("install agent %s: %w", v, err)
 	}
@@ -177,4 +178,38 @@ func aptSource(root string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("find apt source: no microsoft-prod.list or microsoft-prod.sources in %s", dir)
+}
+
+// ErrUnsupportedOS is returned (wrapped) when the node's OS has no package
+// manager this package installs with.
+var ErrUnsupportedOS = errors.New("unsupported OS")
+
+// Manager is a package manager command.
+type Manager string
+
+// Package managers Install can drive.
+const (
+	APT  Manager = "apt-get"
+	DNF  Manager = "dnf"
+	TDNF Manager = "tdnf"
+)
+
+// Choose returns the package manager for osr: apt-get on Ubuntu; on Azure
+// Linux and Mariner, dnf if hasDNF (it is on PATH) and tdnf otherwise.
+// Azure Container Linux, by ID or by the azurelinux VARIANT_ID, is
+// immutable and, like every other OS, gets an error wrapping
+// ErrUnsupportedOS.
+func Choose(osr osrelease.OSRelease, hasDNF bool) (Manager, error) {
+	switch {
+	case osr.VariantID == "azurecontainerlinux":
+		return "", fmt.Errorf("%w: %s variant %s", ErrUnsupportedOS, osr.ID, osr.VariantID)
+	case osr.ID == "ubuntu":
+		return APT, nil
+	case osr.ID == "azurelinux" || osr.ID == "mariner":
+		if hasDNF {
+			return DNF, nil
+		}
+		return TDNF, nil
+	}
+	return "", fmt.Errorf("%w: %s", ErrUnsupportedOS, osr.ID)
 }

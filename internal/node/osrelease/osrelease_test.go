@@ -1,4 +1,4 @@
-package pkgmgr
+package osrelease
 
 import (
 	"errors"
@@ -19,7 +19,7 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-func TestParseOSRelease(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
@@ -43,18 +43,18 @@ func TestParseOSRelease(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := ParseOSRelease([]byte(tt.in))
+			got, err := Parse([]byte(tt.in))
 			if (err != nil) != tt.wantErr {
-				t.Fatalf("ParseOSRelease(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+				t.Fatalf("Parse(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
 			}
 			if got != tt.want {
-				t.Errorf("ParseOSRelease(%q) = %+v, want %+v", tt.in, got, tt.want)
+				t.Errorf("Parse(%q) = %+v, want %+v", tt.in, got, tt.want)
 			}
 		})
 	}
 }
 
-func TestReadOSRelease(t *testing.T) {
+func TestRead(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
@@ -85,7 +85,7 @@ func TestReadOSRelease(t *testing.T) {
 				}
 				writeFile(t, filepath.Join(root, p), content)
 			}
-			got, err := ReadOSRelease(root)
+			got, err := Read(root)
 			switch {
 			case tt.wantErr == nil && err != nil:
 				t.Fatalf("ReadOSRelease = %v, want nil", err)
@@ -104,60 +104,21 @@ func TestReadOSRelease(t *testing.T) {
 // errAny in a table means "some error".
 var errAny = errors.New("any error")
 
-func TestChoose(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name   string
-		osr    OSRelease
-		hasDNF bool
-		want   Manager // "": ErrUnsupportedOS
-	}{
-		{name: "ubuntu", osr: OSRelease{ID: "ubuntu"}, want: APT},
-		{name: "ubuntu-with-dnf", osr: OSRelease{ID: "ubuntu"}, hasDNF: true, want: APT},
-		{name: "azurelinux-dnf", osr: OSRelease{ID: "azurelinux"}, hasDNF: true, want: DNF},
-		{name: "azurelinux-no-dnf", osr: OSRelease{ID: "azurelinux"}, want: TDNF},
-		{name: "mariner-dnf", osr: OSRelease{ID: "mariner"}, hasDNF: true, want: DNF},
-		{name: "mariner-no-dnf", osr: OSRelease{ID: "mariner"}, want: TDNF},
-		{name: "acl-variant", osr: OSRelease{ID: "azurelinux", VariantID: "azurecontainerlinux"}, hasDNF: true},
-		{name: "acl-id", osr: OSRelease{ID: "azurecontainerlinux"}},
-		{name: "flatcar", osr: OSRelease{ID: "flatcar"}},
-		{name: "debian", osr: OSRelease{ID: "debian"}, hasDNF: true},
-		{name: "fedora", osr: OSRelease{ID: "fedora"}, hasDNF: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			got, err := Choose(tt.osr, tt.hasDNF)
-			if tt.want == "" {
-				if !errors.Is(err, ErrUnsupportedOS) {
-					t.Errorf("Choose(%+v, %v) = %q, %v; want ErrUnsupportedOS", tt.osr, tt.hasDNF, got, err)
-				}
-				return
-			}
-			if err != nil || got != tt.want {
-				t.Errorf("Choose(%+v, %v) = %q, %v; want %q", tt.osr, tt.hasDNF, got, err, tt.want)
-			}
-		})
-	}
-}
-
-func FuzzParseOSRelease(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add([]byte("ID=ubuntu\nVERSION_ID=\"22.04\"\n"))
 	f.Add([]byte("ID='AzureLinux'\r\nVARIANT_ID=azurecontainerlinux\n"))
 	f.Add([]byte("ID=\"\n"))
 	f.Add([]byte("ID=\"'\"\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		osr, err := ParseOSRelease(data)
+		osr, err := Parse(data)
 		if err != nil {
 			return
 		}
 		if osr.ID == "" {
-			t.Errorf("ParseOSRelease(%q) = empty ID without error", data)
+			t.Errorf("Parse(%q) = empty ID without error", data)
 		}
 		if osr.ID != strings.ToLower(osr.ID) || osr.VariantID != strings.ToLower(osr.VariantID) {
-			t.Errorf("ParseOSRelease(%q) = %+v, not lower-cased", data, osr)
+			t.Errorf("Parse(%q) = %+v, not lower-cased", data, osr)
 		}
-		// Choose must decide without panicking on anything parsed.
-		Choose(osr, true)
 	})
 }

@@ -1,4 +1,6 @@
-package pkgmgr
+// Package osrelease reads the node's os-release(5): the distribution the
+// package route and the embedded script hotfixes choose by.
+package osrelease
 
 import (
 	"bufio"
@@ -16,11 +18,7 @@ import (
 // maxOSReleaseSize bounds the read; real os-release files are under 1 KiB.
 const maxOSReleaseSize = 64 << 10
 
-// ErrUnsupportedOS is returned (wrapped) when the node's OS has no package
-// manager this package installs with.
-var ErrUnsupportedOS = errors.New("unsupported OS")
-
-// OSRelease is the part of os-release(5) that picks a package manager.
+// OSRelease is the part of os-release(5) the node agent chooses by.
 type OSRelease struct {
 	// ID is the distribution ID, unquoted and lower-cased, e.g. "ubuntu".
 	ID string
@@ -28,10 +26,10 @@ type OSRelease struct {
 	VariantID string
 }
 
-// ReadOSRelease reads <root>/etc/os-release or, only if that does not
+// Read reads <root>/etc/os-release or, only if that does not
 // exist, <root>/usr/lib/os-release, as os-release(5) prescribes. A file
 // without an ID is an error.
-func ReadOSRelease(root string) (OSRelease, error) {
+func Read(root string) (OSRelease, error) {
 	var err error
 	for _, p := range layout.Root(root).OSRelease() {
 		var data []byte
@@ -42,7 +40,7 @@ func ReadOSRelease(root string) (OSRelease, error) {
 		if err != nil {
 			return OSRelease{}, err
 		}
-		osr, err := ParseOSRelease(data)
+		osr, err := Parse(data)
 		if err != nil {
 			return OSRelease{}, fmt.Errorf("parse %s: %w", p, err)
 		}
@@ -67,10 +65,10 @@ func readCapped(path string, limit int64) ([]byte, error) {
 	return data, nil
 }
 
-// ParseOSRelease parses os-release text. Like the reference agent it takes
+// Parse parses os-release text. Like the reference agent it takes
 // the first ID= line; values lose one pair of surrounding quotes and are
 // lower-cased. Text without a non-empty ID is an error.
-func ParseOSRelease(data []byte) (OSRelease, error) {
+func Parse(data []byte) (OSRelease, error) {
 	var osr OSRelease
 	var haveID, haveVariant bool
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -102,34 +100,4 @@ func unquote(v string) string {
 		v = v[1 : len(v)-1]
 	}
 	return strings.ToLower(strings.TrimSpace(v))
-}
-
-// Manager is a package manager command.
-type Manager string
-
-// Package managers Install can drive.
-const (
-	APT  Manager = "apt-get"
-	DNF  Manager = "dnf"
-	TDNF Manager = "tdnf"
-)
-
-// Choose returns the package manager for osr: apt-get on Ubuntu; on Azure
-// Linux and Mariner, dnf if hasDNF (it is on PATH) and tdnf otherwise.
-// Azure Container Linux, by ID or by the azurelinux VARIANT_ID, is
-// immutable and, like every other OS, gets an error wrapping
-// ErrUnsupportedOS.
-func Choose(osr OSRelease, hasDNF bool) (Manager, error) {
-	switch {
-	case osr.VariantID == "azurecontainerlinux":
-		return "", fmt.Errorf("%w: %s variant %s", ErrUnsupportedOS, osr.ID, osr.VariantID)
-	case osr.ID == "ubuntu":
-		return APT, nil
-	case osr.ID == "azurelinux" || osr.ID == "mariner":
-		if hasDNF {
-			return DNF, nil
-		}
-		return TDNF, nil
-	}
-	return "", fmt.Errorf("%w: %s", ErrUnsupportedOS, osr.ID)
 }
