@@ -32,6 +32,10 @@ build: ## build every binary into bin/ (VERSION=YYYYMM.DD.PATCH stamps the agent
 		fi; \
 	done
 
+.PHONY: embed-hotfix
+embed-hotfix: ## put script hotfix payloads (PAYLOADS=DIR of nodecustomdata_<platform>.yml) into the agent for the next build; PAYLOADS= clears them
+	@if [ -n "$(PAYLOADS)" ]; then go run ./cmd/embed-hotfix -from "$(PAYLOADS)"; else go run ./cmd/embed-hotfix -clear; fi
+
 .PHONY: test
 test: tools check-generate lint shellcheck bats test-go fuzz ## everything CI runs
 

@@ -11,6 +11,10 @@ Usage:
 Commands:
 
 	launch           provision the node as the launcher does (below)
+	apply-embedded-hotfix  apply the script hotfix this agent carries for the
+	                 node's distribution (internal/node/embedhotfix): exit 0
+	                 when it applied or had none (the agent as built carries
+	                 none), 1 for a bad payload, of which nothing is written
 	check-hotfix     ask the live-patching service for the hotfix pointer and
 	                 stage it; always exits 0
 	download-hotfix  stage the verified hotfix agent the pointer names, apply a
@@ -61,7 +65,10 @@ can fail it:
     busy), this is decided on the files as they are, so a revoked or stale
     binary never runs. It prints the reference's line "Using hotfix binary:
     PATH" or "Using VHD-baked binary: PATH" and records a Launcher event;
- 7. provision: with the baked agent in this process, or with the hotfix as
+ 7. provision: with the baked agent in this process, or with the hotfix:
+    first `<hotfix> apply-embedded-hotfix [--root R]` as the reference
+    launcher runs it (at most 2 min; a failure is logged and provisioning
+    goes on; the scripts it wrote stay if the hotfix then falls back), then
     `<hotfix> provision [--provision-config=F] [--nbc-cmd=F] [--root R]`,
     and exit with its code.
 
@@ -185,6 +192,7 @@ Files (under --root):
 	opt/azure/containers/aks-node-controller-release-keys.pub  trusted release keys (read)
 	opt/azure/containers/aks-node-controller-hotfix        staged hotfix agent (download-hotfix writes or removes)
 	opt/azure/containers/nodecustomdata.yml                scripts hotfix source (read)
+	opt/azure/containers/embedded-nodecustomdata.yml       the embedded script hotfix applied (apply-embedded-hotfix writes, 0600)
 	opt/azure/containers/provision.complete                provisioning done (provision writes)
 	var/log/azure/aks/launch.json                          launch handed over to provisioning: launch ID, agent, version, pid, time
 	var/log/azure/aks/provision-started.json               a provision under launch: its preflight, then the bootstrap's start
@@ -193,7 +201,7 @@ Files (under --root):
 	var/log/azure/Microsoft.Azure.Extensions.CustomScript/events/*.json  telemetry events (the directory is never a symlink)
 
 Telemetry: one guest-agent event per command run, task
-AKS.AKSNodeController.{CheckHotfix,DownloadHotfix,Launcher,Provision,ProvisionWait},
+AKS.AKSNodeController.{ApplyEmbeddedHotfix,CheckHotfix,DownloadHotfix,Launcher,Provision,ProvisionWait},
 whether the command ran as its own process or inside launch.
 check-hotfix outcomes are the reference's: lpsRead, noHotfixForBase,
 noHotfixAvailable, customDataFallback, noColdStartPointer (the service

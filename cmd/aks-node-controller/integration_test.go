@@ -104,3 +104,42 @@ func TestIntegrationCheckHotfixProcess(t *testing.T) {
 		}
 	})
 }
+
+// TestIntegrationApplyEmbeddedHotfixAsTheReferenceCallsIt: a reference
+// launcher runs `<hotfix agent> apply-embedded-hotfix` with no arguments;
+// the agent as built carries no payload, so it exits 0 and changes no file
+// but its log and its event.
+func TestIntegrationApplyEmbeddedHotfixAsTheReferenceCallsIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the agent binary")
+	}
+	t.Parallel()
+	bin := buildAgent(t, "202604.01.1")
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/os-release"), []byte("ID=ubuntu\n"), 0o644)
+	cmd := exec.CommandContext(t.Context(), bin, "apply-embedded-hotfix", "--root", root)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("apply-embedded-hotfix: %v\n%s", err, out)
+	}
+	var changed []string
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !strings.HasPrefix(p, filepath.Join(root, "var/log")) && p != filepath.Join(root, "etc/os-release") {
+			changed = append(changed, p)
+		}
+		return nil
+	})
+	if len(changed) != 0 {
+		t.Errorf("apply-embedded-hotfix without a payload wrote %v", changed)
+	}
+	events, _ := filepath.Glob(filepath.Join(root, "var/log/azure/Microsoft.Azure.Extensions.CustomScript/events/*"))
+	found := false
+	for _, e := range events {
+		data, _ := os.ReadFile(e)
+		found = found || strings.Contains(string(data), "apply-embedded-hotfix outcome=inactive")
+	}
+	if !found {
+		t.Errorf("no event says outcome=inactive among %v\n%s", events, out)
+	}
+}

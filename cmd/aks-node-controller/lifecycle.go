@@ -9,6 +9,7 @@ import (
 
 	"nodehotfix/internal/node/checkhotfix"
 	"nodehotfix/internal/node/downloadhotfix"
+	"nodehotfix/internal/node/embedhotfix"
 	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
 )
@@ -58,6 +59,19 @@ func (t task[R]) run(ctx context.Context, root layout.Root, log *slog.Logger, wo
 	}
 	emit(root, log, t.event, level, res.Message(), start, end)
 	return res
+}
+
+// applyEmbeddedBudget bounds apply-embedded-hotfix: a few files written
+// locally.
+const applyEmbeddedBudget = time.Minute
+
+func applyEmbeddedTask() task[embedhotfix.Result] {
+	return task[embedhotfix.Result]{
+		name: "apply-embedded-hotfix", event: event.TaskApplyEmbedded, budget: applyEmbeddedBudget,
+		onPanic: func(v any) embedhotfix.Result {
+			return embedhotfix.Result{Outcome: embedhotfix.Failed, Err: fmt.Errorf("panic: %v", v)}
+		},
+	}
 }
 
 func checkHotfixTask(budget time.Duration) task[checkhotfix.Result] {

@@ -29,6 +29,7 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"apply-embedded-hotfix", "apply the script hotfix this agent carries for the node's distribution, if any (exit 0 when none)", runApplyEmbedded},
 		{"check-hotfix", "ask the live-patching service for the hotfix pointer and stage it (always exits 0)", runCheckHotfix},
 		{"download-hotfix", "stage the verified hotfix agent the pointer names, or remove one that no longer applies", runDownloadHotfix},
 		{"explain", "say what the hotfix path would do on this node and why (local files only)", runExplain},

@@ -18,6 +18,7 @@ import (
 
 // Task names, as the reference emits them.
 const (
+	TaskApplyEmbedded  = "AKS.AKSNodeController.ApplyEmbeddedHotfix"
 	TaskCheckHotfix    = "AKS.AKSNodeController.CheckHotfix"
 	TaskDownloadHotfix = "AKS.AKSNodeController.DownloadHotfix"
 	TaskLauncher       = "AKS.AKSNodeController.Launcher"

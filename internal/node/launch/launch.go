@@ -252,6 +252,7 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, hotfixPat
 	out.Hotfix = d.Target.String()
 	out.Agent, out.AgentVersion = hotfix.AgentHotfix, d.Target.String()
 
+	applyEmbedded(ctx, cfg, hotfixPath)
 	code, why := runHotfix(ctx, cfg, hotfixPath, p)
 	if why == "" {
 		return code
@@ -288,6 +289,31 @@ func Choose(ctx context.Context, c facts.Config) hotfix.Decision {
 // errNoBootstrap ends a hotfix agent that began its preflight but did not
 // start the bootstrap within Config.StartTimeout.
 var errNoBootstrap = errors.New("did not start the bootstrap in time")
+
+// applyEmbeddedTimeout bounds `<hotfix> apply-embedded-hotfix`: a few
+// files written locally.
+const applyEmbeddedTimeout = 2 * time.Minute
+
+// applyEmbedded runs `<hotfix> apply-embedded-hotfix`, as the reference
+// launcher does once it chose the hotfix agent: the script hotfix that agent
+// carries for this distribution, if any. Fail-open: a failure (an agent too
+// old to know the command, a bad payload) is logged and provisioning goes
+// on. The scripts it writes stay if the hotfix then falls back to the baked
+// agent.
+func applyEmbedded(ctx context.Context, cfg Config, path string) {
+	argv := []string{path, "apply-embedded-hotfix"}
+	if string(cfg.Root) != "/" {
+		argv = append(argv, "--root", string(cfg.Root))
+	}
+	ctx, cancel := context.WithTimeout(ctx, applyEmbeddedTimeout)
+	defer cancel()
+	if _, err := proc.Run(ctx, proc.Cmd{Args: argv, Stdout: cfg.Stdout, Stderr: cfg.Stderr}); err != nil {
+		say(cfg.Stdout, "ANC apply-embedded-hotfix failed (continuing): %s", quote.Text(err.Error()))
+		cfg.Log.Warn("apply-embedded-hotfix failed; provisioning goes on (fail-open)", "err", err)
+		return
+	}
+	say(cfg.Stdout, "ANC apply-embedded-hotfix completed")
+}
 
 // runHotfix runs `<hotfix> provision …` and returns its exit code and, when
 // the bootstrap never started, why the baked agent must provision instead.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -410,6 +411,49 @@ func TestRunReports(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.want, n.reports); diff != "" {
 				t.Errorf("reports (-want +got):\n%s\n%s", diff, n.out.String())
+			}
+		})
+	}
+}
+
+// TestRunAppliesEmbeddedHotfix: once it chose the hotfix agent, launch runs
+// `<hotfix> apply-embedded-hotfix` before its provision, as the reference
+// launcher does; a failing one (an agent too old for the command, a bad
+// payload) is logged and provisioning goes on. The baked agent is never
+// asked.
+func TestRunAppliesEmbeddedHotfix(t *testing.T) {
+	t.Parallel()
+	for name, exit := range map[string]int{"applies": 0, "fails": 3} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			calls := filepath.Join(string(n.root), "calls")
+			n.write(n.root.HotfixBinary(), fmt.Sprintf(`#!/bin/sh
+echo "$1" >>%s
+case "$1" in
+version) echo %s;;
+apply-embedded-hotfix) exit %d;;
+provision) exit 0;;
+esac
+`, calls, target, exit), 0o755)
+			if code := n.launch(); code != 0 {
+				t.Fatalf("Run = %d, want the hotfix's provision's 0\n%s", code, n.out.String())
+			}
+			data, err := os.ReadFile(calls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := strings.Fields(string(data))
+			if i := slices.Index(got, "apply-embedded-hotfix"); i < 0 || i > slices.Index(got, "provision") {
+				t.Errorf("the hotfix agent was called with %v, want apply-embedded-hotfix before provision", got)
+			}
+			want := "ANC apply-embedded-hotfix completed"
+			if exit != 0 {
+				want = "ANC apply-embedded-hotfix failed (continuing)"
+			}
+			if !strings.Contains(n.out.String(), want) {
+				t.Errorf("output lacks %q:\n%s", want, n.out.String())
 			}
 		})
 	}

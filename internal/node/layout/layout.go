@@ -29,6 +29,12 @@ func (r Root) EnabledFeatures() string { return r.join(containers + "/enabled_fe
 // NodeCustomData is nodecustomdata.yml, the scripts hotfix source.
 func (r Root) NodeCustomData() string { return r.join(containers + "/nodecustomdata.yml") }
 
+// EmbeddedNodeCustomData is where apply-embedded-hotfix writes the payload
+// it applies, as the reference does.
+func (r Root) EmbeddedNodeCustomData() string {
+	return r.join(containers + "/embedded-nodecustomdata.yml")
+}
+
 // BakedBinary is the agent shipped in the image.
 func (r Root) BakedBinary() string { return r.join(containers + "/aks-node-controller") }
 

@@ -1,0 +1,117 @@
+// Command embed-hotfix puts script hotfix payloads into the agent's source
+// tree, where the next build of aks-node-controller embeds them
+// (internal/node/embedhotfix):
+//
+//	embed-hotfix -from DIR [-to DIR]   copy DIR's nodecustomdata_<platform>.yml and mark them active
+//	embed-hotfix -clear [-to DIR]      remove every payload: the agent carries none
+//
+// DIR holds one rendered nodecustomdata document per platform (ubuntu,
+// mariner). Every payload is parsed and checked as the agent will before
+// any is copied, so a bad one is refused here, not on a node. -to defaults
+// to the package's payload directory. `make embed-hotfix PAYLOADS=DIR`
+// runs it. Exit codes: 0 done, 1 a bad payload or a failed write, 2 usage.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/node/embedhotfix"
+	"nodehotfix/internal/node/scripts"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("embed-hotfix", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	from := fs.String("from", "", "`directory` of rendered nodecustomdata_<platform>.yml payloads")
+	to := fs.String("to", filepath.Join("internal", "node", "embedhotfix", "payloads"), "the agent's payload `directory`")
+	clear := fs.Bool("clear", false, "remove every payload and the active marker")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if (*from == "") == !*clear || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "embed-hotfix: want -from DIR or -clear (and no arguments)")
+		return 2
+	}
+	var err error
+	if *clear {
+		err = clearPayloads(*to)
+	} else {
+		err = embed(*from, *to, stdout)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "embed-hotfix:", err)
+		return 1
+	}
+	return 0
+}
+
+// embed checks every payload in from, then copies them to to and marks
+// them active.
+func embed(from, to string, stdout io.Writer) error {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	payloads := map[string][]byte{}
+	for _, e := range entries {
+		name := e.Name()
+		platform, ok := strings.CutPrefix(strings.TrimSuffix(name, ".yml"), "nodecustomdata_")
+		if !ok || !strings.HasSuffix(name, ".yml") || !slices.Contains(embedhotfix.Platforms, platform) {
+			return fmt.Errorf("%s: not a payload; want nodecustomdata_<platform>.yml, platform one of %v", filepath.Join(from, name), embedhotfix.Platforms)
+		}
+		data, err := capfile.Read(filepath.Join(from, name), scripts.MaxInputSize)
+		if err != nil {
+			return err
+		}
+		files, err := scripts.Parse(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", filepath.Join(from, name), err)
+		}
+		if len(files) == 0 {
+			return fmt.Errorf("%s: no write_files entries", filepath.Join(from, name))
+		}
+		payloads[name] = data
+		fmt.Fprintf(stdout, "%s: %d files for %s\n", name, len(files), platform)
+	}
+	if len(payloads) == 0 {
+		return errors.New(from + ": no payloads")
+	}
+	if err := clearPayloads(to); err != nil {
+		return err
+	}
+	for name, data := range payloads {
+		if err := atomicfile.WriteFile(filepath.Join(to, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := atomicfile.WriteFile(filepath.Join(to, embedhotfix.ActiveFile), []byte("true\n"), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "embedded %d payloads into %s; build aks-node-controller now\n", len(payloads), to)
+	return nil
+}
+
+// clearPayloads removes every payload and the marker from dir.
+func clearPayloads(dir string) error {
+	names := []string{embedhotfix.ActiveFile}
+	for _, p := range embedhotfix.Platforms {
+		names = append(names, embedhotfix.PayloadName(p))
+	}
+	for _, n := range names {
+		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}

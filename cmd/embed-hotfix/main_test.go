@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"nodehotfix/internal/node/embedhotfix"
+	"nodehotfix/internal/node/layout"
+)
+
+const good = `#cloud-config
+write_files:
+- path: /opt/azure/containers/provision.sh
+  permissions: "0744"
+  content: |
+    echo fixed
+`
+
+// TestEmbedThenApply: the build step copies checked payloads and marks them
+// active, and the agent applies what it copied; a bad payload or a stray
+// file is refused with nothing copied; -clear leaves the agent without any.
+func TestEmbedThenApply(t *testing.T) {
+	t.Parallel()
+	from, to := t.TempDir(), t.TempDir()
+	os.WriteFile(filepath.Join(from, "nodecustomdata_ubuntu.yml"), []byte(good), 0o600)
+	var out, errOut bytes.Buffer
+	if code := run([]string{"-from", from, "-to", to}, &out, &errOut); code != 0 {
+		t.Fatalf("embed = %d: %s", code, errOut.String())
+	}
+	root := layout.Root(t.TempDir())
+	os.MkdirAll(filepath.Join(string(root), "etc"), 0o755)
+	os.WriteFile(filepath.Join(string(root), "etc/os-release"), []byte("ID=ubuntu\n"), 0o644)
+	if res := embedhotfix.Apply(root, os.DirFS(to)); res.Outcome != embedhotfix.Applied {
+		t.Fatalf("Apply of the embedded payloads = %s", res.Message())
+	}
+	if data, _ := os.ReadFile(filepath.Join(string(root), "opt/azure/containers/provision.sh")); string(data) != "echo fixed\n" {
+		t.Errorf("provision.sh = %q", data)
+	}
+
+	for name, content := range map[string]string{
+		"nodecustomdata_ubuntu.yml":  "write_files:\n- path: relative/x\n  content: x\n",
+		"nodecustomdata_windows.yml": good,
+		"nodecustomdata_mariner.yml": "#cloud-config\nbootcmd: []\n",
+	} {
+		bad := t.TempDir()
+		os.WriteFile(filepath.Join(bad, name), []byte(content), 0o600)
+		before, _ := os.ReadDir(to)
+		if code := run([]string{"-from", bad, "-to", to}, &out, &errOut); code != 1 {
+			t.Errorf("embed of a bad %s = %d, want 1", name, code)
+		}
+		if after, _ := os.ReadDir(to); len(after) != len(before) {
+			t.Errorf("a refused embed changed %s", to)
+		}
+	}
+	if code := run([]string{"-clear", "-to", to}, &out, &errOut); code != 0 {
+		t.Fatal(errOut.String())
+	}
+	if res := embedhotfix.Apply(root, os.DirFS(to)); res.Outcome != embedhotfix.Inactive {
+		t.Errorf("after -clear: %s, want inactive", res.Message())
+	}
+	errOut.Reset()
+	if code := run(nil, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "want -from DIR or -clear") {
+		t.Errorf("no flags: %d %q", code, errOut.String())
+	}
+}
