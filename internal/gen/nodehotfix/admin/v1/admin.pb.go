@@ -110,7 +110,7 @@ type Release struct {
 	// Nodes' outcome reports for this release (Status only).
 	Counts *Counts `protobuf:"bytes,9,opt,name=counts,proto3" json:"counts,omitempty"`
 	// Node requests this lpsd instance answered with this release (Status
-	// only); canary seat holders are in counts.seated.
+	// only); a canary's seat holders are in rollout.canary_seats.
 	Served        uint64 `protobuf:"varint,10,opt,name=served,proto3" json:"served,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
