@@ -159,6 +159,13 @@ func (h *hungSeats) TakeSeat(ctx context.Context, _ string, _ store.Seat, _ int)
 	<-ctx.Done()
 	return false, ctx.Err()
 }
+// calls returns the deadlines of the calls so far.
+func (h *hungSeats) calls() []time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.deadlines)
+}
+
 func (h *hungSeats) Seats(ctx context.Context, _ string) ([]store.Seat, error) {
 	<-ctx.Done()
 	return nil, ctx.Err()
@@ -228,17 +235,17 @@ func TestSeatsAskOnlyForTheChosenRelease(t *testing.T) {
 	call(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}))
 	// check-hotfix run by a reference launcher: its base, but no report.
 	call(metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), metadata.Pairs(BaseMetadata, "202501.17")))
-	if len(hung.deadlines) != 0 {
-		t.Fatalf("%d seat requests for a node already served a higher patch, one that declared no base and one that does not report, want 0", len(hung.deadlines))
+	if len(hung.calls()) != 0 {
+		t.Fatalf("%d seat requests for a node already served a higher patch, one that declared no base and one that does not report, want 0", len(hung.calls()))
 	}
 	call(declaring(t, testVMID, "202501.17"))
 	end := time.Now()
-	if len(hung.deadlines) != 1 {
-		t.Fatalf("%d seat requests for one base's two canaries, want 1 (the higher patch's)", len(hung.deadlines))
+	if len(hung.calls()) != 1 {
+		t.Fatalf("%d seat requests for one base's two canaries, want 1 (the higher patch's)", len(hung.calls()))
 	}
 	// The request returned once the seat's deadline passed, not the
 	// node's (the test context has none).
-	if d := hung.deadlines[0]; d.IsZero() || d.After(end) {
+	if d := hung.calls()[0]; d.IsZero() || d.After(end) {
 		t.Errorf("the seat request's deadline %v: want one, passed by the time the request returned (%v)", d, end)
 	}
 }
