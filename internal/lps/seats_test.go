@@ -159,6 +159,7 @@ func (h *hungSeats) TakeSeat(ctx context.Context, _ string, _ store.Seat, _ int)
 	<-ctx.Done()
 	return false, ctx.Err()
 }
+
 // calls returns the deadlines of the calls so far.
 func (h *hungSeats) calls() []time.Time {
 	h.mu.Lock()
