@@ -90,7 +90,7 @@ func startServer(t *testing.T) *testServer {
 	pool := x509.NewCertPool()
 	pool.AddCert(clientCA)
 	g := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(admin.TLSConfig(serverCert, pool, true))),
+		grpc.Creds(credentials.NewTLS(admin.TLSConfig(lps.NewCertSource(serverCert), pool, true))),
 		grpc.ChainUnaryInterceptor(auth.Unary),
 	)
 	adminv1.RegisterAdminServiceServer(g, admin.New(admin.Config{

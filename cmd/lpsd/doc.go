@@ -80,7 +80,16 @@ first snapshot or when an intermediate cannot be fetched.
 
 lpsd is stateless apart from its store: run several replicas on one etcd
 behind any L4 balancer; each watches the store and swaps its snapshot
-atomically. SIGINT/SIGTERM drain gracefully (readyz turns 503 first).
+atomically. SIGINT/SIGTERM drain: /readyz answers 503 for --drain-delay
+(default 5s) while the listeners still serve, then they stop gracefully.
+SIGHUP reloads the node and admin certificates and the admin token file
+without dropping a connection: new handshakes present the new certificates,
+calls are checked against the new tokens; a file that fails to load keeps
+its current value, and the log says what was reloaded and what failed.
+--version prints the version; lpsd_build_info carries it as a metric. At
+start lpsd warns when it has no --release-keys (publish then verifies
+nothing) and when a key, token or password file is readable by its group
+or others.
 
 Exit codes: 0 after a clean shutdown, 1 on a startup or serving error
 (logged once, as JSON on stderr), 2 on usage errors (flags that cannot work

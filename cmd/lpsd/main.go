@@ -9,6 +9,9 @@ import (
 	"syscall"
 )
 
+// version is stamped at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)

@@ -12,8 +12,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -49,6 +53,7 @@ type options struct {
 	maxConns                        int
 	maxHandshakes                   int
 	autopilotInterval               time.Duration
+	drainDelay                      time.Duration
 	etcd                            etcdFlags
 }
 
@@ -80,6 +85,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default, 4096)")
 	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted (0: never)")
 	o.etcd.register(fs)
+	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 2 s for a slot are closed (0: the default, 128 per CPU)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -87,6 +94,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "lpsd: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
 		return 2
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "lpsd %s (%s)\n", version, runtime.Version())
+		return 0
 	}
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
 	err := serve(ctx, o, log)
@@ -108,6 +119,11 @@ type usageError struct{ error }
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 func serve(ctx context.Context, o options, log *slog.Logger) error {
+	// SIGHUP reloads certificates and tokens (below); registered first, so
+	// a SIGHUP during start-up is a reload, not the default exit.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if o.tlsCert == "" || o.tlsKey == "" {
 		return usagef("--tls-cert and --tls-key are required")
 	}
@@ -157,6 +173,14 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		keys = &ks
 	}
 
+	if keys == nil {
+		log.Warn("no --release-keys: publish accepts any well-formed envelope unverified (nodes with release keys still verify theirs)")
+	}
+	for flag, path := range map[string]string{"--tls-key": o.tlsKey, "--admin-tls-key": o.adminKey, "--admin-token-file": o.adminTokens} {
+		if path != "" {
+			warnLooseMode(log, flag, path)
+		}
+	}
 	st, err := openStore(ctx, o.storeSpec, o.etcd, log)
 	if err != nil {
 		return fmt.Errorf("open store: %w", err)
@@ -165,6 +189,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 
 	// A nil registry gets the Go runtime and process collectors too.
 	metrics := lps.NewMetrics(nil)
+	metrics.RegisterBuildInfo(version)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes, Log: log,
@@ -174,8 +199,9 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	auth := admin.NewAuth(tokens, log)
+	adminCerts := lps.NewCertSource(adminCert)
 	adminSrv := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(admin.TLSConfig(adminCert, clientCAs, len(tokens) > 0))),
+		grpc.Creds(credentials.NewTLS(admin.TLSConfig(adminCerts, clientCAs, len(tokens) > 0))),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.Unary),
 		grpc.ChainStreamInterceptor(auth.Stream),
 		grpc.ConnectionTimeout(5*time.Second),
@@ -209,7 +235,9 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	log.Info("lpsd serving", "grpc", nodeLn.Addr().String(), "admin", adminLn.Addr().String(), "http", httpLn.Addr().String(),
 		"store", storeKind(o.storeSpec), "region", o.region, "serverName", o.serverName)
 
-	ctx, cancel := context.WithCancel(ctx)
+	// The servers run until the drain is over, not until the signal.
+	signalled := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 4)
@@ -223,6 +251,16 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		}()
 	}
 	goRun("snapshot", func() error { return keepSnapshot(ctx, snaps, log) })
+	goRun("reload", func() error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-hup:
+				reload(o, node, adminCerts, auth, log)
+			}
+		}
+	})
 	if o.autopilotInterval > 0 {
 		ap := autopilot.New(st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnTally: metrics.SetTally})
 		goRun("autopilot", func() error { return ap.Run(ctx) })
@@ -238,7 +276,13 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 
 	var runErr error
 	select {
-	case <-ctx.Done():
+	case <-signalled.Done():
+		node.Drain()
+		log.Info("lpsd draining: /readyz answers 503 before the listeners close", "delay", o.drainDelay)
+		select {
+		case <-time.After(o.drainDelay):
+		case runErr = <-errc:
+		}
 		log.Info("lpsd shutting down")
 	case runErr = <-errc:
 	}
@@ -255,6 +299,64 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	done()
 	wg.Wait()
 	return runErr
+}
+
+// reload re-reads the certificates and admin tokens on SIGHUP and swaps
+// them in: new connections get the new certificates, calls check the new
+// tokens, and nothing open is dropped. A file that fails to load keeps the
+// current value and is logged; so is what changed.
+func reload(o options, node *lps.Server, adminCerts *lps.CertSource, auth *admin.Auth, log *slog.Logger) {
+	var changed, failed []string
+	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
+	if err == nil {
+		err = node.SetCertificate(cert)
+	}
+	if err != nil {
+		failed = append(failed, fmt.Sprintf("--tls-cert/--tls-key: %v", err))
+	} else {
+		changed = append(changed, "node certificate "+certSummary(cert))
+	}
+	adminCert := cert
+	if o.adminCert != "" || o.adminKey != "" {
+		adminCert, err = tls.LoadX509KeyPair(o.adminCert, o.adminKey)
+	}
+	if err != nil {
+		failed = append(failed, fmt.Sprintf("--admin-tls-cert/--admin-tls-key: %v", err))
+	} else {
+		adminCerts.Set(adminCert)
+		changed = append(changed, "admin certificate "+certSummary(adminCert))
+	}
+	if o.adminTokens != "" {
+		data, err := capfile.Read(o.adminTokens, 1<<20)
+		var tokens []admin.Token
+		if err == nil {
+			tokens, err = admin.ParseTokens(data)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("--admin-token-file: %v", err))
+		} else {
+			auth.SetTokens(tokens)
+			names := make([]string, len(tokens))
+			for i, t := range tokens {
+				names[i] = t.Actor()
+			}
+			changed = append(changed, fmt.Sprintf("admin tokens %v", names))
+		}
+	}
+	if len(failed) > 0 {
+		log.Error("SIGHUP reload: kept the current values of what failed to load", "failed", failed, "reloaded", changed)
+		return
+	}
+	log.Info("SIGHUP reload", "reloaded", changed)
+}
+
+// certSummary names a certificate for the log: subject, serial, expiry.
+func certSummary(c tls.Certificate) string {
+	leaf, err := x509.ParseCertificate(c.Certificate[0])
+	if err != nil {
+		return "(unparsable)"
+	}
+	return fmt.Sprintf("%s serial %s not after %s", leaf.Subject.CommonName, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339))
 }
 
 // keepSnapshot loads the first snapshot, retrying until the store answers

@@ -1,6 +1,16 @@
 package main
 
 import (
+	"crypto/tls"
+	"sync"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	grpcstatus "google.golang.org/grpc/status"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,6 +21,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 
 	"nodehotfix/test/harness"
 )
@@ -65,7 +77,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 		done <- run(ctx, []string{
 			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
 			"--addr-file", addrFile, "--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile,
-			"--admin-token-file", tokens, "--store", "bolt:" + filepath.Join(dir, "state", "lpsd.db"),
+			"--admin-token-file", tokens, "--store", "bolt:" + filepath.Join(dir, "state", "lpsd.db"), "--drain-delay", "0s",
 		}, &bytes.Buffer{}, &errOut)
 	}()
 	line, err := harness.WaitFile(ctx, nil, addrFile)
@@ -109,4 +121,200 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "state", "lpsd.db")); err != nil {
 		t.Errorf("bbolt file not created: %v", err)
 	}
+}
+
+// TestRunDrainsBeforeStopping: on the signal, /readyz answers 503 while
+// the listeners still serve, for --drain-delay, and then lpsd exits 0.
+func TestRunDrainsBeforeStopping(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tlsFiles, err := harness.MintTLS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Group-readable, and no release keys: both warned about.
+	tokens := filepath.Join(dir, "tokens")
+	os.WriteFile(tokens, []byte("ops:0123456789abcdef0123\n"), 0o640)
+	os.Chmod(tokens, 0o640)
+	addrFile := filepath.Join(dir, "addr")
+	ctx, signal := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	var errOut bytes.Buffer
+	go func() {
+		done <- run(ctx, []string{
+			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+			"--addr-file", addrFile, "--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile,
+			"--admin-token-file", tokens, "--store", "mem:", "--drain-delay", "2s",
+		}, &bytes.Buffer{}, &errOut)
+	}()
+	line, err := harness.WaitFile(t.Context(), nil, addrFile)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	var addrs struct{ HTTP string }
+	json.Unmarshal([]byte(line), &addrs)
+	status := func() int {
+		resp, err := http.Get("http://" + addrs.HTTP + "/readyz")
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for status() != http.StatusOK {
+		time.Sleep(20 * time.Millisecond)
+	}
+	signal()
+	saw503 := false
+	for !saw503 {
+		select {
+		case code := <-done:
+			t.Fatalf("lpsd exited %d without /readyz ever answering 503\n%s", code, errOut.String())
+		default:
+		}
+		saw503 = status() == http.StatusServiceUnavailable
+	}
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d after the drain\n%s", code, errOut.String())
+	}
+	for _, want := range []string{"lpsd draining", "no --release-keys", "secret file readable by its group or others"} {
+		if !strings.Contains(errOut.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}
+
+func TestRunVersion(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if code := run(t.Context(), []string{"--version"}, &out, io.Discard); code != 0 || !strings.HasPrefix(out.String(), "lpsd dev (go") {
+		t.Errorf("--version = %d %q", code, out.String())
+	}
+}
+
+// TestRunReloadsOnSIGHUP: SIGHUP swaps in new certificates and admin
+// tokens while lpsd keeps running: the next handshake presents the new
+// certificate, the new token is accepted and the old one refused. A file
+// that fails to load keeps the current value.
+func TestRunReloadsOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "first"), 0o700)
+	os.MkdirAll(filepath.Join(dir, "second"), 0o700)
+	first, err := harness.MintTLS(filepath.Join(dir, "first"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key := filepath.Join(dir, "lps.crt"), filepath.Join(dir, "lps.key")
+	copyFile := func(from, to string) {
+		data, err := os.ReadFile(from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(to, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyFile(first.CertFile, cert)
+	copyFile(first.KeyFile, key)
+	tokens := filepath.Join(dir, "tokens")
+	os.WriteFile(tokens, []byte("old:0123456789abcdef0123\n"), 0o600)
+	addrFile := filepath.Join(dir, "addr")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int, 1)
+	errOut := &syncBuffer{}
+	go func() {
+		done <- run(ctx, []string{
+			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+			"--addr-file", addrFile, "--tls-cert", cert, "--tls-key", key,
+			"--admin-token-file", tokens, "--store", "mem:", "--drain-delay", "0s",
+		}, &bytes.Buffer{}, errOut)
+	}()
+	defer func() { cancel(); <-done }()
+	line, err := harness.WaitFile(ctx, nil, addrFile)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	var addrs struct{ GRPC, Admin string }
+	json.Unmarshal([]byte(line), &addrs)
+	leaf := func(addr string) []byte {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].Raw
+	}
+	status := func(token string) error {
+		// The test checks the tokens here, not the certificate.
+		creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})
+		conn, err := grpc.NewClient("passthrough:///"+addrs.Admin, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		c = metadata.AppendToOutgoingContext(c, "authorization", "Bearer "+token)
+		_, err = adminv1.NewAdminServiceClient(conn).Status(c, &adminv1.StatusRequest{})
+		return err
+	}
+	if err := status("0123456789abcdef0123"); err != nil {
+		t.Fatalf("the first token: %v", err)
+	}
+	before := leaf(addrs.GRPC)
+
+	second, err := harness.MintTLS(filepath.Join(dir, "second"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyFile(second.CertFile, cert)
+	copyFile(second.KeyFile, key)
+	os.WriteFile(tokens, []byte("new:fedcba9876543210fedc\n"), 0o600)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitLog(t, errOut, "SIGHUP reload")
+	if after := leaf(addrs.GRPC); bytes.Equal(before, after) {
+		t.Error("the node listener presents the old certificate after the reload")
+	}
+	if err := status("fedcba9876543210fedc"); err != nil {
+		t.Errorf("the new token after the reload: %v", err)
+	}
+	if err := status("0123456789abcdef0123"); grpcstatus.Code(err) != codes.Unauthenticated {
+		t.Errorf("the old token after the reload: %v, want Unauthenticated", err)
+	}
+
+	// A broken token file keeps the tokens in force.
+	os.WriteFile(tokens, []byte("x\n"), 0o600)
+	syscall.Kill(os.Getpid(), syscall.SIGHUP)
+	waitLog(t, errOut, "kept the current values")
+	if err := status("fedcba9876543210fedc"); err != nil {
+		t.Errorf("after a failed reload the token in force was dropped: %v", err)
+	}
+}
+
+// waitLog waits for want to appear in the log, at most 15 s.
+func waitLog(t *testing.T, log *syncBuffer, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(log.String(), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q:\n%s", want, log.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the writer and a polling reader.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

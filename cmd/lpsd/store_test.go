@@ -108,7 +108,7 @@ func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
 			"--tls-cert", lpsdTLS.CertFile, "--tls-key", lpsdTLS.KeyFile, "--admin-token-file", tokens,
 			"--store", "etcd:" + strings.TrimPrefix(endpoint, "https://"),
 			"--etcd-ca", pki.ca, "--etcd-cert", pki.clientCert, "--etcd-key", pki.clientKey,
-			"--etcd-user", "root", "--etcd-password-file", pw,
+			"--etcd-user", "root", "--etcd-password-file", pw, "--drain-delay", "0s",
 		}
 	}
 

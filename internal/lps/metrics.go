@@ -3,6 +3,7 @@ package lps
 import (
 	"maps"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -152,6 +153,17 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
 		}, func() float64 { return float64(m.shed.Load()) }))
 	return m
+}
+
+// RegisterBuildInfo adds lpsd_build_info{version,goversion} = 1.
+func (m *Metrics) RegisterBuildInfo(version string) {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "lpsd_build_info",
+		Help:        "1, labelled with lpsd's version and the Go release that built it.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()},
+	})
+	g.Set(1)
+	m.reg.MustRegister(g)
 }
 
 // seatResult counts a canary seat request's result.

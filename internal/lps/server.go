@@ -102,6 +102,21 @@ type Server struct {
 	maxConns int
 	draining atomic.Bool
 	reports  *reportBatcher // nil without a report store
+	// certs is the certificate nodes are served, which SetCertificate
+	// replaces; serverName is what it must cover.
+	certs      *CertSource
+	serverName string
+}
+
+// SetCertificate replaces the certificate presented to nodes (a reload);
+// connections keep the one they were made with. It refuses one that does
+// not cover the server name, keeping the current one.
+func (s *Server) SetCertificate(c tls.Certificate) error {
+	if err := checkCertificate(c, s.serverName); err != nil {
+		return fmt.Errorf("node certificate: %w", err)
+	}
+	s.certs.Set(c)
+	return nil
 }
 
 // NewServer returns a Server answering from snaps (a *Snapshotter),
@@ -130,9 +145,10 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 	if err := checkCertificate(cfg.Certificate, cfg.ServerName); err != nil {
 		return nil, fmt.Errorf("new live-patching server: %w", err)
 	}
+	certs := NewCertSource(cfg.Certificate)
 	tlsCfg := &tls.Config{
-		Certificates: []tls.Certificate{cfg.Certificate},
-		MinVersion:   tls.VersionTLS12,
+		GetCertificate: certs.Get,
+		MinVersion:     tls.VersionTLS12,
 		// gRPC needs h2. A client offering only other protocols fails the
 		// handshake; the reference offers h2 second, after the routing value.
 		NextProtos: []string{"h2"},
@@ -166,7 +182,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		})
 	}
 	m.registerSnapshots(snaps, time.Now)
-	return &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, reports: batch}, nil
+	return &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, reports: batch, certs: certs, serverName: cfg.ServerName}, nil
 }
 
 // checkCertificate fails unless c has a leaf valid for name.
@@ -225,6 +241,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-served
 	return nil
 }
+
+// Drain turns /readyz to 503 ahead of a shutdown, so balancers stop
+// sending new connections while the listeners still answer.
+func (s *Server) Drain() { s.draining.Store(true) }
 
 // HTTPHandler serves, for GET:
 //

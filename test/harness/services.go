@@ -126,6 +126,8 @@ func StartLPSD(ctx context.Context, b Binaries, dir string, o LPSDOptions) (*LPS
 		"--admin-token-file", tokenFile,
 		"--store", o.Store,
 		"--imds-roots", o.IMDSRoots,
+		// Nothing balances these: stop at once (Extra may set one).
+		"--drain-delay", "0s",
 	)
 	if o.Region != "" {
 		argv = append(argv, "--region", o.Region)

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -138,7 +140,7 @@ func allIn(s, extra string) bool {
 // Auth authenticates admin callers by verified client certificate or bearer
 // token (see the package doc). It is immutable and safe for concurrent use.
 type Auth struct {
-	tokens []Token
+	tokens atomic.Pointer[[]Token]
 	log    *slog.Logger
 }
 
@@ -149,7 +151,16 @@ func NewAuth(tokens []Token, log *slog.Logger) *Auth {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Auth{tokens: append([]Token(nil), tokens...), log: log}
+	a := &Auth{log: log}
+	a.SetTokens(tokens)
+	return a
+}
+
+// SetTokens replaces the accepted tokens (a reload); calls in flight finish
+// with the tokens they were checked against.
+func (a *Auth) SetTokens(tokens []Token) {
+	ts := slices.Clone(tokens)
+	a.tokens.Store(&ts)
 }
 
 // Authenticate returns the actor of the call in ctx, or an Unauthenticated
@@ -187,15 +198,16 @@ func (a *Auth) Authenticate(ctx context.Context) (string, error) {
 	match := -1
 	// Compare against every token, without stopping early, so timing says
 	// nothing about which token (if any) nearly matched.
-	for i := range a.tokens {
-		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].sum[:]) == 1 {
+	tokens := *a.tokens.Load()
+	for i := range tokens {
+		if subtle.ConstantTimeCompare(sum[:], tokens[i].sum[:]) == 1 {
 			match = i
 		}
 	}
 	if match < 0 {
 		return "", status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
-	return a.tokens[match].Actor(), nil
+	return tokens[match].Actor(), nil
 }
 
 // certActor names a certificate holder: its subject CN, else its first DNS

@@ -154,7 +154,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	auth := NewAuth(tokens, nil)
 	g := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(TLSConfig(p.server, p.clientCAs, !o.requireMTLS))),
+		grpc.Creds(credentials.NewTLS(TLSConfig(lps.NewCertSource(p.server), p.clientCAs, !o.requireMTLS))),
 		grpc.ChainUnaryInterceptor(auth.Unary),
 		grpc.ChainStreamInterceptor(auth.Stream),
 	)

@@ -3,6 +3,8 @@ package admin
 import (
 	"crypto/tls"
 	"crypto/x509"
+
+	"nodehotfix/internal/lps"
 )
 
 // TLSConfig returns the admin listener's TLS configuration: TLS 1.3 only,
@@ -12,11 +14,11 @@ import (
 // optional (but still verified when presented) when it is true, so token
 // holders can connect too. Pass the result to credentials.NewTLS, which adds
 // the "h2" ALPN protocol.
-func TLSConfig(cert tls.Certificate, clientCAs *x509.CertPool, acceptTokens bool) *tls.Config {
+func TLSConfig(cert *lps.CertSource, clientCAs *x509.CertPool, acceptTokens bool) *tls.Config {
 	c := &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{cert},
-		ClientAuth:   tls.NoClientCert,
+		MinVersion:     tls.VersionTLS13,
+		GetCertificate: cert.Get,
+		ClientAuth:     tls.NoClientCert,
 	}
 	if clientCAs != nil {
 		c.ClientCAs = clientCAs

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps"
 )
 
 func TestTLSConfigClientAuth(t *testing.T) {
@@ -27,8 +28,8 @@ func TestTLSConfigClientAuth(t *testing.T) {
 		if !tt.withCA {
 			pool = nil
 		}
-		c := TLSConfig(p.server, pool, tt.acceptTokens)
-		if c.ClientAuth != tt.want || c.MinVersion != tls.VersionTLS13 || len(c.Certificates) != 1 {
+		c := TLSConfig(lps.NewCertSource(p.server), pool, tt.acceptTokens)
+		if got, _ := c.GetCertificate(nil); c.ClientAuth != tt.want || c.MinVersion != tls.VersionTLS13 || got == nil {
 			t.Errorf("%s: ClientAuth %v MinVersion %x, want %v and TLS 1.3", tt.name, c.ClientAuth, c.MinVersion, tt.want)
 		}
 	}
