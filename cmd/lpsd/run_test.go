@@ -63,60 +63,21 @@ func TestRunRefusesUnsafeConfigurations(t *testing.T) {
 func TestRunServesAndShutsDown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	tlsFiles, err := harness.MintTLS(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tokens := filepath.Join(dir, "tokens")
-	os.WriteFile(tokens, []byte("ops:0123456789abcdef0123\n"), 0o600)
-	addrFile := filepath.Join(dir, "addr")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan int, 1)
-	var errOut bytes.Buffer
-	go func() {
-		done <- run(ctx, []string{
-			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-			"--addr-file", addrFile, "--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile,
-			"--admin-token-file", tokens, "--store", "bolt:" + filepath.Join(dir, "state", "lpsd.db"), "--drain-delay", "0s",
-		}, &bytes.Buffer{}, &errOut)
-	}()
-	line, err := harness.WaitFile(ctx, nil, addrFile)
-	if err != nil {
-		cancel()
-		t.Fatalf("%v\n%s", err, errOut.String())
-	}
-	var addrs struct{ HTTP string }
-	json.Unmarshal([]byte(line), &addrs)
-	waitCtx, waitCancel := context.WithTimeout(ctx, 10*time.Second)
-	defer waitCancel()
-	for {
-		resp, err := http.Get("http://" + addrs.HTTP + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		select {
-		case <-waitCtx.Done():
-			t.Fatalf("never ready: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	resp, err := http.Get("http://" + addrs.HTTP + "/metrics")
+	r := start(t, append(nodeFlags(t, dir, 0o600), "--store", "bolt:"+filepath.Join(dir, "state", "lpsd.db"), "--drain-delay", "0s")...)
+	r.waitReady(t)
+	resp, err := http.Get("http://" + r.addrs.HTTP + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"lpsd_requests_total", "go_goroutines", "process_resident_memory_bytes"} {
+	for _, want := range []string{"lpsd_requests_total", "lpsd_build_info", "go_goroutines", "process_resident_memory_bytes"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	cancel()
-	if code := <-done; code != 0 {
-		t.Errorf("run after shutdown = %d\n%s", code, errOut.String())
+	if code := r.stop(); code != 0 {
+		t.Errorf("run after shutdown = %d\n%s", code, r.log.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "state", "lpsd.db")); err != nil {
 		t.Errorf("bbolt file not created: %v", err)
@@ -125,61 +86,29 @@ func TestRunServesAndShutsDown(t *testing.T) {
 
 // TestRunDrainsBeforeStopping: on the signal, /readyz answers 503 while
 // the listeners still serve, for --drain-delay, and then lpsd exits 0.
+// Started with a group-readable token file and no release keys, it warns
+// about both.
 func TestRunDrainsBeforeStopping(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	tlsFiles, err := harness.MintTLS(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Group-readable, and no release keys: both warned about.
-	tokens := filepath.Join(dir, "tokens")
-	os.WriteFile(tokens, []byte("ops:0123456789abcdef0123\n"), 0o640)
-	os.Chmod(tokens, 0o640)
-	addrFile := filepath.Join(dir, "addr")
-	ctx, signal := context.WithCancel(t.Context())
-	done := make(chan int, 1)
-	var errOut bytes.Buffer
-	go func() {
-		done <- run(ctx, []string{
-			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-			"--addr-file", addrFile, "--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile,
-			"--admin-token-file", tokens, "--store", "mem:", "--drain-delay", "2s",
-		}, &bytes.Buffer{}, &errOut)
-	}()
-	line, err := harness.WaitFile(t.Context(), nil, addrFile)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut.String())
-	}
-	var addrs struct{ HTTP string }
-	json.Unmarshal([]byte(line), &addrs)
-	status := func() int {
-		resp, err := http.Get("http://" + addrs.HTTP + "/readyz")
-		if err != nil {
-			return 0
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	for status() != http.StatusOK {
-		time.Sleep(20 * time.Millisecond)
-	}
-	signal()
+	r := start(t, append(nodeFlags(t, t.TempDir(), 0o640), "--store", "mem:", "--drain-delay", "2s")...)
+	r.waitReady(t)
+	stopped := make(chan int, 1)
+	go func() { stopped <- r.stop() }()
 	saw503 := false
 	for !saw503 {
 		select {
-		case code := <-done:
-			t.Fatalf("lpsd exited %d without /readyz ever answering 503\n%s", code, errOut.String())
+		case code := <-stopped:
+			t.Fatalf("lpsd exited %d without /readyz ever answering 503\n%s", code, r.log.String())
 		default:
 		}
-		saw503 = status() == http.StatusServiceUnavailable
+		saw503 = r.readyz() == http.StatusServiceUnavailable
 	}
-	if code := <-done; code != 0 {
-		t.Errorf("exit %d after the drain\n%s", code, errOut.String())
+	if code := <-stopped; code != 0 {
+		t.Errorf("exit %d after the drain\n%s", code, r.log.String())
 	}
 	for _, want := range []string{"lpsd draining", "no --release-keys", "secret file readable by its group or others"} {
-		if !strings.Contains(errOut.String(), want) {
-			t.Errorf("the log lacks %q:\n%s", want, errOut.String())
+		if !strings.Contains(r.log.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, r.log.String())
 		}
 	}
 }
@@ -218,24 +147,8 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 	copyFile(first.KeyFile, key)
 	tokens := filepath.Join(dir, "tokens")
 	os.WriteFile(tokens, []byte("old:0123456789abcdef0123\n"), 0o600)
-	addrFile := filepath.Join(dir, "addr")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan int, 1)
-	errOut := &syncBuffer{}
-	go func() {
-		done <- run(ctx, []string{
-			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-			"--addr-file", addrFile, "--tls-cert", cert, "--tls-key", key,
-			"--admin-token-file", tokens, "--store", "mem:", "--drain-delay", "0s",
-		}, &bytes.Buffer{}, errOut)
-	}()
-	defer func() { cancel(); <-done }()
-	line, err := harness.WaitFile(ctx, nil, addrFile)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, errOut.String())
-	}
-	var addrs struct{ GRPC, Admin string }
-	json.Unmarshal([]byte(line), &addrs)
+	r := start(t, "--tls-cert", cert, "--tls-key", key, "--admin-token-file", tokens, "--store", "mem:", "--drain-delay", "0s")
+	errOut, addrs, ctx := r.log, r.addrs, t.Context()
 	leaf := func(addr string) []byte {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 		if err != nil {
@@ -317,4 +230,75 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// running is lpsd started in-process by start.
+type running struct {
+	addrs struct{ GRPC, Admin, HTTP string }
+	log   *syncBuffer
+	// stop signals it (as SIGTERM does) and returns its exit code.
+	stop func() int
+	done chan int
+}
+
+// start runs lpsd with the listeners on loopback, an addr file and args,
+// and returns once it wrote its addresses. The test's end stops it.
+func start(t *testing.T, args ...string) *running {
+	t.Helper()
+	addrFile := filepath.Join(t.TempDir(), "addr")
+	ctx, signal := context.WithCancel(t.Context())
+	r := &running{log: &syncBuffer{}, done: make(chan int, 1)}
+	go func() {
+		r.done <- run(ctx, append([]string{
+			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--addr-file", addrFile,
+		}, args...), &bytes.Buffer{}, r.log)
+	}()
+	var code int
+	var once sync.Once
+	r.stop = func() int { once.Do(func() { signal(); code = <-r.done }); return code }
+	t.Cleanup(func() { r.stop() })
+	line, err := harness.WaitFile(ctx, nil, addrFile)
+	if err != nil {
+		t.Fatalf("lpsd did not start: %v\n%s", err, r.log.String())
+	}
+	if err := json.Unmarshal([]byte(line), &r.addrs); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// readyz returns /readyz's status code, 0 when it does not answer.
+func (r *running) readyz() int {
+	resp, err := http.Get("http://" + r.addrs.HTTP + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// waitReady waits for /readyz to answer 200, at most 15 s.
+func (r *running) waitReady(t *testing.T) {
+	t.Helper()
+	for deadline := time.Now().Add(15 * time.Second); r.readyz() != http.StatusOK; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("lpsd never ready:\n%s", r.log.String())
+		}
+	}
+}
+
+// nodeFlags writes a node certificate and an admin token file into dir and
+// returns the flags that name them.
+func nodeFlags(t *testing.T, dir string, tokenMode os.FileMode) []string {
+	t.Helper()
+	tlsFiles, err := harness.MintTLS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("ops:0123456789abcdef0123\n"), tokenMode); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(tokens, tokenMode)
+	return []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens}
 }

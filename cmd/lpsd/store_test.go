@@ -9,12 +9,10 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/json"
 	"encoding/pem"
 	"log/slog"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -94,52 +92,29 @@ func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
 	endpoint := cluster.Endpoints()[0]
 	enableAuth(t, endpoint, pki, "root", "r00t-pw")
 
-	lpsdTLS, err := harness.MintTLS(dir)
-	if err != nil {
-		t.Fatal(err)
+	pw := func(password string) string {
+		p := filepath.Join(t.TempDir(), "pw")
+		os.WriteFile(p, []byte(password+"\n"), 0o600)
+		return p
 	}
-	tokens := filepath.Join(dir, "tokens")
-	os.WriteFile(tokens, []byte("ops:0123456789abcdef0123\n"), 0o600)
 	args := func(password string) []string {
-		pw := filepath.Join(t.TempDir(), "pw")
-		os.WriteFile(pw, []byte(password+"\n"), 0o600)
-		return []string{
-			"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-			"--tls-cert", lpsdTLS.CertFile, "--tls-key", lpsdTLS.KeyFile, "--admin-token-file", tokens,
-			"--store", "etcd:" + strings.TrimPrefix(endpoint, "https://"),
+		return append(nodeFlags(t, t.TempDir(), 0o600),
+			"--store", "etcd:"+strings.TrimPrefix(endpoint, "https://"),
 			"--etcd-ca", pki.ca, "--etcd-cert", pki.clientCert, "--etcd-key", pki.clientKey,
-			"--etcd-user", "root", "--etcd-password-file", pw, "--drain-delay", "0s",
-		}
+			"--etcd-user", "root", "--etcd-password-file", pw(password), "--drain-delay", "0s")
 	}
 
 	var errOut bytes.Buffer
-	if code := run(t.Context(), args("wrong"), &bytes.Buffer{}, &errOut); code != 1 || !strings.Contains(errOut.String(), "authentication failed") {
+	wrong := append([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, args("wrong")...)
+	if code := run(t.Context(), wrong, &bytes.Buffer{}, &errOut); code != 1 || !strings.Contains(errOut.String(), "authentication failed") {
 		t.Errorf("wrong password: exit %d, stderr:\n%s\nwant 1 and the authentication failure", code, errOut.String())
 	}
 	t.Logf("with a wrong password, lpsd says:\n%s", errOut.String())
 
-	addrFile := filepath.Join(dir, "addr")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan int, 1)
-	errOut.Reset()
-	go func() { done <- run(ctx, append(args("r00t-pw"), "--addr-file", addrFile), &bytes.Buffer{}, &errOut) }()
-	line, err := harness.WaitFile(ctx, nil, addrFile)
-	if err != nil {
-		cancel()
-		t.Fatalf("%v\n%s", err, errOut.String())
-	}
-	var addrs struct{ HTTP string }
-	json.Unmarshal([]byte(line), &addrs)
-	ready := false
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline) && !ready; time.Sleep(20 * time.Millisecond) {
-		if resp, err := http.Get("http://" + addrs.HTTP + "/readyz"); err == nil {
-			resp.Body.Close()
-			ready = resp.StatusCode == http.StatusOK
-		}
-	}
-	cancel()
-	if code := <-done; !ready || code != 0 {
-		t.Errorf("on the secured etcd: ready %v, exit %d\n%s", ready, code, errOut.String())
+	r := start(t, args("r00t-pw")...)
+	r.waitReady(t)
+	if code := r.stop(); code != 0 {
+		t.Errorf("on the secured etcd: exit %d\n%s", code, r.log.String())
 	}
 }
 
