@@ -156,8 +156,13 @@ func openCanary(snap *Snapshot, n rollout.Node, held []string) (rollout.Release,
 		if err != nil || v.Base() != n.Base || v.Patch() <= bestPatch {
 			continue
 		}
-		seated.Seats[len(seated.Seats)-1] = r.Version
-		if ok, _ := r.Includes(seated); ok {
+		// A seat can make only a canary release include n.
+		probe := n
+		if r.HasCanary() {
+			seated.Seats[len(seated.Seats)-1] = r.Version
+			probe = seated
+		}
+		if ok, _ := r.Includes(probe); ok {
 			best, bestPatch = r, v.Patch()
 		}
 	}

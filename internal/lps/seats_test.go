@@ -386,3 +386,23 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return pm.GetCounter().GetValue()
 }
+
+// TestOpenCanaryBehindAnotherRollout: a higher patch rolling by percentage
+// that does not include the node does not hide the canary of a lower one.
+func TestOpenCanaryBehindAnotherRollout(t *testing.T) {
+	t.Parallel()
+	canary := canaryRelease(t, 3) // 202501.15.2
+	other := release("202501.15.5", rollout.Rollout{State: rollout.Rolling, Percent: 1}, false)
+	var vm string
+	for i := range 1000 {
+		if in, _ := other.Includes(rollout.Node{VMID: vmName(i)}); !in {
+			vm = vmName(i)
+			break
+		}
+	}
+	snap := newSnapshot([]rollout.Release{canary, other}, 1, nil, time.Now())
+	r, limit := openCanary(snap, rollout.Node{VMID: vm, SubscriptionID: testSub, Base: "202501.15"}, nil)
+	if r.Version != canary.Version || limit != 3 {
+		t.Errorf("openCanary = %s with %d seats, want the canary's 3", r.Version, limit)
+	}
+}
