@@ -45,7 +45,8 @@ TLS and authentication:
 	--tls-cert, --tls-key  node-facing certificate; must cover --server-name
 	--server-name NAME     default aks-security-patch.data.mcr.microsoft.com
 	--admin-tls-cert, --admin-tls-key   admin certificate (default the node one)
-	--admin-token-file FILE  bearer tokens, one [name:]token per line
+	--admin-token-file FILE  bearer tokens, one [name:[reader:]]token per line
+	                       (reader: status, explain and audit only)
 	--admin-client-ca FILE   CA for admin client certificates (mTLS)
 
 State:

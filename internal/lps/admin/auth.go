@@ -29,10 +29,29 @@ const (
 	maxNameLength    = 64
 )
 
+// Role is what an admin caller may do.
+type Role string
+
+// Roles. A reader sees (Status, Explain, ListAudit); an operator also
+// changes releases and rollouts.
+const (
+	RoleOperator Role = "operator"
+	RoleReader   Role = "reader"
+)
+
+// readOnly lists the admin methods a reader may call.
+var readOnly = map[string]bool{
+	"/nodehotfix.admin.v1.AdminService/Status":    true,
+	"/nodehotfix.admin.v1.AdminService/Explain":   true,
+	"/nodehotfix.admin.v1.AdminService/ListAudit": true,
+}
+
 // Token is one accepted admin bearer token. Only its sha256 is kept.
 type Token struct {
 	// Name identifies the token's holder in the audit log; may be empty.
 	Name string
+	// Role is the token's; operator unless the line says reader.
+	Role Role
 	sum  [sha256.Size]byte
 }
 
@@ -56,7 +75,7 @@ func ParseTokens(data []byte) ([]Token, error) {
 	seenSum := make(map[[sha256.Size]byte]int)
 	seenName := make(map[string]int)
 	for _, l := range lines {
-		t := Token{Name: l.name, sum: sha256.Sum256([]byte(l.token))}
+		t := Token{Name: l.name, Role: l.role, sum: sha256.Sum256([]byte(l.token))}
 		if prev, dup := seenSum[t.sum]; dup {
 			return nil, fmt.Errorf("parse admin tokens: line %d: same token as line %d", l.n, prev)
 		}
@@ -86,6 +105,7 @@ func ClientToken(data []byte) (string, error) {
 type tokenLine struct {
 	n           int
 	name, token string
+	role        Role
 }
 
 // tokenLines returns the token lines of a token file, at least one.
@@ -99,16 +119,26 @@ func tokenLines(data []byte) ([]tokenLine, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
+		// [name:[role:]]token; tokens never hold ":".
+		role := RoleOperator
 		name, token, named := strings.Cut(line, ":")
 		if !named {
 			name, token = "", line
 		} else if !validName(name) {
 			return nil, fmt.Errorf("line %d: name: want 1 to %d characters of [A-Za-z0-9._@-]", i+1, maxNameLength)
 		}
+		if r, rest, ok := strings.Cut(token, ":"); ok {
+			switch Role(r) {
+			case RoleOperator, RoleReader:
+				role, token = Role(r), rest
+			default:
+				return nil, fmt.Errorf("line %d: role %q: want operator or reader", i+1, r)
+			}
+		}
 		if !validToken(token) {
 			return nil, fmt.Errorf("line %d: token: want %d to %d characters of [A-Za-z0-9._~+/=-]", i+1, minTokenLength, maxTokenLength)
 		}
-		out = append(out, tokenLine{n: i + 1, name: name, token: token})
+		out = append(out, tokenLine{n: i + 1, name: name, token: token, role: role})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no tokens")
@@ -163,36 +193,42 @@ func (a *Auth) SetTokens(tokens []Token) {
 	a.tokens.Store(&ts)
 }
 
-// Authenticate returns the actor of the call in ctx, or an Unauthenticated
-// status error.
-func (a *Auth) Authenticate(ctx context.Context) (string, error) {
+// Authenticate returns the actor of the call in ctx and its role, or an
+// Unauthenticated status error. A verified client certificate is an
+// operator's unless its subject's organizational unit is "reader".
+func (a *Auth) Authenticate(ctx context.Context) (string, Role, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return "", status.Error(codes.Unauthenticated, "no peer information")
+		return "", "", status.Error(codes.Unauthenticated, "no peer information")
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok {
-		return "", status.Error(codes.Unauthenticated, "the admin API requires TLS")
+		return "", "", status.Error(codes.Unauthenticated, "the admin API requires TLS")
 	}
 	// Only chains the handshake verified against the client CA count; a
 	// certificate merely presented proves nothing.
 	if len(ti.State.VerifiedChains) > 0 && len(ti.State.PeerCertificates) > 0 {
-		return certActor(ti.State.PeerCertificates[0]), nil
+		c := ti.State.PeerCertificates[0]
+		role := RoleOperator
+		if slices.Contains(c.Subject.OrganizationalUnit, string(RoleReader)) {
+			role = RoleReader
+		}
+		return certActor(c), role, nil
 	}
 	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
 	switch len(vals) {
 	case 0:
-		return "", status.Error(codes.Unauthenticated, "no credentials: send a bearer token or a client certificate")
+		return "", "", status.Error(codes.Unauthenticated, "no credentials: send a bearer token or a client certificate")
 	case 1:
 	default:
-		return "", status.Error(codes.Unauthenticated, "more than one authorization value")
+		return "", "", status.Error(codes.Unauthenticated, "more than one authorization value")
 	}
 	scheme, token, ok := strings.Cut(vals[0], " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") {
-		return "", status.Error(codes.Unauthenticated, `authorization: want "Bearer <token>"`)
+		return "", "", status.Error(codes.Unauthenticated, `authorization: want "Bearer <token>"`)
 	}
 	if len(token) > maxTokenLength {
-		return "", status.Error(codes.Unauthenticated, "invalid bearer token")
+		return "", "", status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
 	sum := sha256.Sum256([]byte(token))
 	match := -1
@@ -205,9 +241,9 @@ func (a *Auth) Authenticate(ctx context.Context) (string, error) {
 		}
 	}
 	if match < 0 {
-		return "", status.Error(codes.Unauthenticated, "invalid bearer token")
+		return "", "", status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
-	return tokens[match].Actor(), nil
+	return tokens[match].Actor(), tokens[match].Role, nil
 }
 
 // certActor names a certificate holder: its subject CN, else its first DNS
@@ -249,7 +285,10 @@ func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 }
 
 func (a *Auth) authenticate(ctx context.Context, method string) (string, error) {
-	actor, err := a.Authenticate(ctx)
+	actor, role, err := a.Authenticate(ctx)
+	if err == nil && role == RoleReader && !readOnly[method] {
+		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain and ListAudit only; changes need an operator token or certificate", actor)
+	}
 	if err != nil {
 		addr := ""
 		if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {

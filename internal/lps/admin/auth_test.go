@@ -27,7 +27,8 @@ func TestParseTokens(t *testing.T) {
 		actors  []string
 		wantErr string
 	}{
-		{name: "named-and-unnamed", in: tokenFile, actors: []string{"token:ops", must(ParseTokens([]byte(unnamedToken)))[0].Actor()}},
+		{name: "named-unnamed-and-reader", in: tokenFile, actors: []string{"token:ops", must(ParseTokens([]byte(unnamedToken)))[0].Actor(), "token:watcher"}},
+		{name: "bad-role", in: "a:admin:" + secret, wantErr: `line 1: role "admin": want operator or reader`},
 		{name: "crlf-and-spaces", in: "  # c\r\n  ci.bot@example:" + secret + "  \r\n", actors: []string{"token:ci.bot@example"}},
 		{name: "empty", in: "# only a comment\n\n", wantErr: "no tokens"},
 		{name: "short", in: "ops:0123456789", wantErr: "line 1: token"},
@@ -161,7 +162,7 @@ func TestAuthenticate(t *testing.T) {
 			} else {
 				ctx = peer.NewContext(ctx, &peer.Peer{Addr: &net.TCPAddr{}})
 			}
-			got, err := a.Authenticate(ctx)
+			got, _, err := a.Authenticate(ctx)
 			if tt.actor == "" {
 				if status.Code(err) != codes.Unauthenticated {
 					t.Errorf("Authenticate = %q, %v; want Unauthenticated", got, err)

@@ -21,6 +21,12 @@
 //     actor is "token:<name>", or "token:sha256:<8 hex digits>" for an
 //     unnamed token. Tokens are refused on a connection without TLS.
 //
+// Each caller has a role: an operator may call everything; a reader only
+// Status, Explain and ListAudit, and any other call is PermissionDenied
+// saying so. A token is an operator's unless its line names the role
+// reader; a certificate is an operator's unless its subject's
+// organizational unit (OU) is "reader".
+//
 // A verified certificate wins over a token sent alongside it. Every other
 // call fails with Unauthenticated before reaching a handler, and the
 // handlers themselves refuse a context without an actor, so a server wired
@@ -31,13 +37,15 @@
 // UTF-8 text of at most 64 KiB, one token per line:
 //
 //	# comment
-//	alice:3q2+7w…      a named token; the actor is token:alice
-//	Zm9vYmFyYmF6…      an unnamed token; the actor is token:sha256:<prefix>
+//	alice:3q2+7w…          a named token; the actor is token:alice
+//	grafana:reader:9c1…    a named token with the reader role
+//	Zm9vYmFyYmF6…          an unnamed token; the actor is token:sha256:<prefix>
 //
 // Blank lines and lines starting with '#' are ignored; surrounding spaces
 // are trimmed. A name is 1 to 64 characters of [A-Za-z0-9._@-]; a token is
 // 16 to 4096 characters of [A-Za-z0-9._~+/=-] (base64, base64url or hex),
-// so the first ':' always ends the name. Duplicate tokens or names, and a
+// so the first ':' always ends the name and a second one the role
+// (operator, the default, or reader). Duplicate tokens or names, and a
 // file with no token, are errors; errors name the line, never its content.
 // A client's token file uses the same syntax with exactly one token line
 // (ClientToken), so an operator's file can be one line cut from the

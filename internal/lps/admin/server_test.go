@@ -42,7 +42,8 @@ var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 const (
 	opsToken     = "ops-0123456789abcdef-token"
 	unnamedToken = "unnamed0123456789abcdefXYZ"
-	tokenFile    = "# admin tokens\nops:" + opsToken + "\n\n" + unnamedToken + "\n"
+	readerToken  = "reader-0123456789abcdef-token"
+	tokenFile    = "# admin tokens\nops:" + opsToken + "\n\n" + unnamedToken + "\nwatcher:reader:" + readerToken + "\n"
 )
 
 // pki is a server certificate, its roots, an admin client CA with one
@@ -53,6 +54,8 @@ type pki struct {
 	clientCAs *x509.CertPool
 	alice     tls.Certificate
 	rogue     tls.Certificate
+	// bob's certificate has the organizational unit "reader".
+	bob tls.Certificate
 }
 
 var sharedPKI = sync.OnceValue(func() *pki {
@@ -65,6 +68,7 @@ var sharedPKI = sync.OnceValue(func() *pki {
 		clientCAs: x509.NewCertPool(),
 		alice:     issue(clientCA, clientKey, "alice", x509.ExtKeyUsageClientAuth),
 		rogue:     issue(otherCA, otherKey, "alice", x509.ExtKeyUsageClientAuth),
+		bob:       issueOU(clientCA, clientKey, "bob", "reader"),
 	}
 	p.roots.AddCert(serverCA)
 	p.clientCAs.AddCert(clientCA)
@@ -98,6 +102,21 @@ func issue(ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, usage x509.
 	}
 	if usage == x509.ExtKeyUsageServerAuth {
 		tmpl.DNSNames = []string{cn}
+	}
+	der := must(x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey))
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: must(x509.ParseCertificate(der))}
+}
+
+// issueOU issues a client certificate for cn in organizational unit ou.
+func issueOU(ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn, ou string) tls.Certificate {
+	key := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: cn, OrganizationalUnit: []string{ou}},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	der := must(x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey))
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: must(x509.ParseCertificate(der))}
@@ -943,5 +962,31 @@ func TestResumeRestartsPlanBake(t *testing.T) {
 	ro := resp.GetRelease().GetRollout()
 	if ro.GetState() != "rolling" || !ro.GetPlan().GetStepSince().AsTime().Equal(testNow) {
 		t.Errorf("resumed: %s, step since %v; want rolling with the bake restarted at %v", ro.GetState(), ro.GetPlan().GetStepSince().AsTime(), testNow)
+	}
+}
+
+// TestReaderRole: a reader token or a certificate of the reader unit sees
+// status, explain and the audit log, and is refused every change with
+// PermissionDenied saying what it may do; an operator still changes.
+func TestReaderRole(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	for name, c := range map[string]cred{"token": {token: "Bearer " + readerToken}, "certificate": {cert: &h.pki.bob}} {
+		cl := h.client(t, c)
+		if _, err := cl.Status(t.Context(), &adminv1.StatusRequest{}); err != nil {
+			t.Errorf("%s reader: Status = %v", name, err)
+		}
+		if _, err := cl.ListAudit(t.Context(), &adminv1.ListAuditRequest{}); err != nil {
+			t.Errorf("%s reader: ListAudit = %v", name, err)
+		}
+		_, err := cl.Revoke(t.Context(), &adminv1.RevokeRequest{Version: "202604.01.1"})
+		wantCode(t, name+" reader revoking", err, codes.PermissionDenied)
+		if !strings.Contains(status.Convert(err).Message(), "reader role") {
+			t.Errorf("%s reader: refusal %q does not say why", name, status.Convert(err).Message())
+		}
+	}
+	_, err := h.client(t, cred{token: "Bearer " + opsToken}).Revoke(t.Context(), &adminv1.RevokeRequest{Version: "202604.01.1"})
+	if status.Code(err) == codes.PermissionDenied {
+		t.Errorf("an operator token was refused a change: %v", err)
 	}
 }
