@@ -87,7 +87,11 @@ SIGHUP reloads the node and admin certificates and the admin token file
 without dropping a connection: new handshakes present the new certificates,
 calls are checked against the new tokens; a file that fails to load keeps
 its current value, and the log says what was reloaded and what failed.
---version prints the version; lpsd_build_info carries it as a metric. At
+--version prints the version; lpsd_build_info carries it as a metric. The
+admin API's calls are counted and timed in lpsd_admin_grpc_server_* (by
+method and code). The node-facing listener serves the gRPC health service
+(grpc.health.v1, no attested document needed): SERVING exactly when
+/readyz answers 200. At
 start lpsd warns when it has no --release-keys (publish then verifies
 nothing) and when a key, token or password file is readable by its group
 or others.

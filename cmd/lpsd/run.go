@@ -20,6 +20,7 @@ import (
 	"syscall"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -200,15 +201,23 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	auth := admin.NewAuth(tokens, log)
 	adminCerts := lps.NewCertSource(adminCert)
+	// Admin RPC metrics, lpsd_admin_grpc_server_*: every call, refused
+	// ones (Unauthenticated, PermissionDenied) included.
+	adminMetrics := grpcprom.NewServerMetrics(
+		grpcprom.WithServerCounterOptions(grpcprom.WithNamespace("lpsd_admin")),
+		grpcprom.WithServerHandlingTimeHistogram(grpcprom.WithHistogramNamespace("lpsd_admin")),
+	)
+	metrics.Register(adminMetrics)
 	adminSrv := grpc.NewServer(
 		grpc.Creds(credentials.NewTLS(admin.TLSConfig(adminCerts, clientCAs, len(tokens) > 0))),
-		grpc.ChainUnaryInterceptor(recoverUnary(log), auth.Unary),
-		grpc.ChainStreamInterceptor(auth.Stream),
+		grpc.ChainUnaryInterceptor(recoverUnary(log), adminMetrics.UnaryServerInterceptor(), auth.Unary),
+		grpc.ChainStreamInterceptor(adminMetrics.StreamServerInterceptor(), auth.Stream),
 		grpc.ConnectionTimeout(5*time.Second),
 	)
 	adminv1.RegisterAdminServiceServer(adminSrv, admin.New(admin.Config{
 		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Region: o.region, ReleaseKeys: keys, Log: log,
 	}))
+	adminMetrics.InitializeMetrics(adminSrv)
 
 	nodeLn, err := net.Listen("tcp", o.listen)
 	if err != nil {

@@ -71,7 +71,7 @@ func TestRunServesAndShutsDown(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{"lpsd_requests_total", "lpsd_build_info", "go_goroutines", "process_resident_memory_bytes"} {
+	for _, want := range []string{"lpsd_requests_total", "lpsd_build_info", "lpsd_admin_grpc_server_handled_total", "go_goroutines", "process_resident_memory_bytes"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

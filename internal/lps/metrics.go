@@ -155,6 +155,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	return m
 }
 
+// Register adds c to the service's registry: metrics of lpsd's other
+// parts (the admin API's) served on the same /metrics.
+func (m *Metrics) Register(c prometheus.Collector) { m.reg.MustRegister(c) }
+
 // RegisterBuildInfo adds lpsd_build_info{version,goversion} = 1.
 func (m *Metrics) RegisterBuildInfo(version string) {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{

@@ -15,8 +15,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
@@ -182,7 +185,9 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		})
 	}
 	m.registerSnapshots(snaps, time.Now)
-	return &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, reports: batch, certs: certs, serverName: cfg.ServerName}, nil
+	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, reports: batch, certs: certs, serverName: cfg.ServerName}
+	healthpb.RegisterHealthServer(gs, health{srv})
+	return srv, nil
 }
 
 // checkCertificate fails unless c has a leaf valid for name.
@@ -240,6 +245,38 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	<-served
 	return nil
+}
+
+// health is the gRPC health service (grpc.health.v1) for probes and
+// balancers that speak it: SERVING exactly when /readyz answers 200, for
+// the whole server ("") and for the live-patching service by name.
+type health struct{ s *Server }
+
+// Check implements healthpb.HealthServer.
+func (h health) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	switch req.GetService() {
+	case "", lpsv1.LivePatchingService_ServiceDesc.ServiceName:
+	default:
+		return nil, status.Errorf(codes.NotFound, "unknown service %q", req.GetService())
+	}
+	st := healthpb.HealthCheckResponse_SERVING
+	if h.s.draining.Load() || h.s.snaps.Current() == nil {
+		st = healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	return &healthpb.HealthCheckResponse{Status: st}, nil
+}
+
+// List implements healthpb.HealthServer.
+func (h health) List(ctx context.Context, _ *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
+	resp, _ := h.Check(ctx, &healthpb.HealthCheckRequest{})
+	return &healthpb.HealthListResponse{Statuses: map[string]*healthpb.HealthCheckResponse{
+		"": resp, lpsv1.LivePatchingService_ServiceDesc.ServiceName: resp,
+	}}, nil
+}
+
+// Watch implements healthpb.HealthServer: not offered (probes Check).
+func (health) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
+	return status.Error(codes.Unimplemented, "watch is not offered; use Check")
 }
 
 // Drain turns /readyz to 503 ahead of a shutdown, so balancers stop

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -836,5 +837,43 @@ func TestHandshakeGate(t *testing.T) {
 	got := scalars(t, ts.m.reg)
 	if got["lpsd_handshakes_limit"] != 1 || got["lpsd_connections_shed_total"] != 1 {
 		t.Errorf("limit %v and shed %v metrics, want 1 and 1", got["lpsd_handshakes_limit"], got["lpsd_connections_shed_total"])
+	}
+}
+
+// TestHealthService: the gRPC health service answers probes without an
+// attested document: SERVING with a snapshot, NOT_SERVING before one and
+// once draining, NotFound for another service.
+func TestHealthService(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, ts *testServer, service string) (healthpb.HealthCheckResponse_ServingStatus, error) {
+		t.Helper()
+		cfg := ts.nodeTLS()
+		cfg.ServerName = ""
+		conn, err := grpc.NewClient("passthrough:///"+ts.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)), grpc.WithAuthority(apiHost+":443"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		return resp.GetStatus(), err
+	}
+	ts := startServer(t, serverOpts{releases: []rollout.Release{relServed}})
+	for _, svc := range []string{"", lpsv1.LivePatchingService_ServiceDesc.ServiceName} {
+		if st, err := check(t, ts, svc); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("Check(%q) with a snapshot = %v, %v; want SERVING", svc, st, err)
+		}
+	}
+	if _, err := check(t, ts, "other.Service"); status.Code(err) != codes.NotFound {
+		t.Errorf("Check(other) = %v, want NotFound", err)
+	}
+	ts.srv.Drain()
+	if st, err := check(t, ts, ""); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Check while draining = %v, %v; want NOT_SERVING", st, err)
+	}
+	empty := startServer(t, serverOpts{noLoad: true})
+	if st, err := check(t, empty, ""); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Check before the first snapshot = %v, %v; want NOT_SERVING", st, err)
 	}
 }
