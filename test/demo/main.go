@@ -276,6 +276,12 @@ func newVMID() string {
 
 // waitState waits for the autopilot to move version to state.
 func (d *demo) waitState(ctx context.Context, l *loop, version, state string) error {
+	return d.waitRelease(ctx, l, version, state, func(s string, _ int) bool { return s == state })
+}
+
+// waitRelease polls status until version's state and percentage satisfy
+// ok, for at most 20 s; what names the wait in the error.
+func (d *demo) waitRelease(ctx context.Context, l *loop, version, what string, ok func(state string, percent int) bool) error {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		out, err := l.lpsd.Ctl(ctx, "status", "--json")
@@ -283,18 +289,21 @@ func (d *demo) waitState(ctx context.Context, l *loop, version, state string) er
 			return err
 		}
 		var st struct {
-			Releases []struct{ Version, State string } `json:"releases"`
+			Releases []struct {
+				Version, State string
+				Percent        int
+			} `json:"releases"`
 		}
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			return err
 		}
 		for _, r := range st.Releases {
-			if r.Version == version && r.State == state {
+			if r.Version == version && ok(r.State, r.Percent) {
 				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s never became %s", version, state)
+			return fmt.Errorf("%s never became %s", version, what)
 		}
 		select {
 		case <-ctx.Done():
@@ -308,6 +317,11 @@ func (d *demo) waitState(ctx context.Context, l *loop, version, state string) er
 // on its canary, from the nodes' own reports.
 func (d *demo) closedLoop(ctx context.Context, l loop) error {
 	done := d.step("the closed loop, healthy: node 1 reported its hotfix run, the autopilot left the canary; one more node, and it completes %s", hotfixVersion)
+	// The autopilot leaves the canary on node 1's report; the next node
+	// asks once it has.
+	if err := d.waitRelease(ctx, &l, hotfixVersion, "rolling at 100%", func(_ string, percent int) bool { return percent == 100 }); err != nil {
+		return err
+	}
 	if _, err := d.node(ctx, &l); err != nil {
 		return err
 	}
