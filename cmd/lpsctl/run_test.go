@@ -253,8 +253,9 @@ func TestOperatorFlow(t *testing.T) {
 	// --watch --json is a stream of documents and nothing else.
 	watchCtx, stopWatch = context.WithTimeout(t.Context(), 350*time.Millisecond)
 	watched.Reset()
-	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms", "--json"), &watched, io.Discard); code != exitOK {
-		t.Errorf("status --watch --json exit %d", code)
+	var watchErr bytes.Buffer
+	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms", "--json"), &watched, &watchErr); code != exitOK {
+		t.Errorf("status --watch --json exit %d: %s", code, watchErr.String())
 	}
 	stopWatch()
 	docs := 0

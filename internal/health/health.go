@@ -19,8 +19,8 @@
 //
 //   - Otherwise healthy, once the release has the current step's
 //     MinReports, none of its canary seat holders is pending, and, at a
-//     canary of nodes, the control was large enough to compare; until then
-//     insufficient to advance. A later step's larger
+//     canary of nodes, the control has at least as many reports as the
+//     release; until then insufficient to advance. A later step's larger
 //     minimum thus only delays advancing: halting keeps judging from the
 //     floor, at the error rates TestErrorRates measures.
 //
@@ -116,13 +116,15 @@ func Judge(rel, control tally.Counts, p rollout.Plan) Verdict {
 		v.Verdict = Insufficient
 		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d canary nodes have neither reported nor been silent for %v yet",
 			100*v.ReleaseRate, of, rel.Pending, p.SilenceDeadline())
-	case p.Current().Canary() && !v.Compared:
+	case p.Current().Canary() && (!v.Compared || control.Reported < judged):
 		// The first N nodes to ask take the seats, so the control cohort
 		// grows only after them: a canary of nodes is never passed on the
-		// ceiling alone.
+		// ceiling alone, nor against a control smaller than itself, whose
+		// noise could hide a regression.
 		v.Verdict = Insufficient
-		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; a canary of nodes advances only against its control cohort: %d of %d control reports",
-			100*v.ReleaseRate, of, control.Reported, floor)
+		need := max(floor, judged)
+		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; a canary of nodes advances only against a control cohort at least its size: %d of %d control reports",
+			100*v.ReleaseRate, of, control.Reported, need)
 	case judged < uint64(p.Current().MinReports):
 		v.Verdict = Insufficient
 		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d of %d reports needed to advance",

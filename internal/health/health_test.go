@@ -138,3 +138,25 @@ func TestErrorRates(t *testing.T) {
 		t.Errorf("a 30%% vs 2%% regression: %d missed, p95 %d reports; want none missed and p95 within 60", missed, at[len(at)*95/100])
 	}
 }
+
+// TestJudgeCanaryWantsALargeEnoughControl: a canary of nodes is not
+// passed against a control smaller than itself, whose noise (3 of 50
+// failing) can hide a 26 % failure rate; a control its size exposes it.
+func TestJudgeCanaryWantsALargeEnoughControl(t *testing.T) {
+	t.Parallel()
+	p := rollout.Plan{
+		Steps:  []rollout.PlanStep{{Nodes: 100, MinReports: 50}, {Percent: 100, MinReports: 50}},
+		Margin: 0.05, MaxFailureRate: 0.3,
+	}
+	rel := tally.Counts{Reported: 99, OK: 73, Fallback: 26}
+	if v := Judge(rel, tally.Counts{Reported: 50, OK: 47, Failed: 3}, p); v.Verdict != Insufficient {
+		t.Errorf("against a control of 50: %s (%s), want insufficient", v.Verdict, v.Detail)
+	}
+	if v := Judge(rel, tally.Counts{Reported: 100, OK: 98, Failed: 2}, p); v.Verdict != Regressing || v.Rule != RuleComparison {
+		t.Errorf("against a control of 100: %s %s (%s), want regressing by comparison", v.Verdict, v.Rule, v.Detail)
+	}
+	healthy := tally.Counts{Reported: 99, OK: 97, Fallback: 2}
+	if v := Judge(healthy, tally.Counts{Reported: 120, OK: 118, Failed: 2}, p); v.Verdict != Healthy {
+		t.Errorf("a healthy canary against a control its size: %s (%s), want healthy", v.Verdict, v.Detail)
+	}
+}
