@@ -168,9 +168,15 @@ func TestIntegrationFleetSimLoopHaltsABadCanary(t *testing.T) {
 	if err := l.HaltedOnCanary(rep.Config.Loop.Plan); err != nil {
 		t.Fatal(err)
 	}
-	if m, ok := l.HaltReached(); !ok || m > time.Second {
-		t.Errorf("the halt reached the replicas in %v (per replica %v, -1 down or never; %d up and never), want every one up within 1s", m, l.HaltReach, l.HaltMissed)
+	// Every replica that stayed up must show the halt. How fast is the
+	// benchmark's to say (bench/fleetsim checks 1 s; bench/README.md): here
+	// the machine is shared with the rest of CI, and a wall-clock bound
+	// would measure that.
+	m, ok := l.HaltReached()
+	if !ok {
+		t.Errorf("the halt did not reach every replica that was up (per replica %v, -1 down or never; %d up and never)", l.HaltReach, l.HaltMissed)
 	}
+	t.Logf("the halt reached every replica up within %v", m)
 }
 
 // TestIntegrationFleetSimLoopAdvancesAHealthyRelease: a release failing as
