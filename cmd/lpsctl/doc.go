@@ -157,10 +157,16 @@ release sign prints {"out", "key_id", "base", "version", "not_after",
 	2  usage: unknown command, bad or missing flag or argument, no credentials
 	3  refused by the rollout state: a percentage decrease, a transition the
 	   state machine forbids, a revoked release (FailedPrecondition); a
-	   concurrent change won, re-read and retry (Aborted); already published
-	   (AlreadyExists)
-	4  authentication failed (Unauthenticated, PermissionDenied)
+	   concurrent change won, re-read and retry (Aborted)
+	4  authentication failed (Unauthenticated, PermissionDenied; a reader
+	   token or certificate asking for a change)
 	5  no such release (NotFound)
+	6  a different envelope is already published under that version
+	   (AlreadyExists): sign the change as a new patch version
+
+A change that is already in effect succeeds: publishing a byte-identical
+envelope again, or pausing, resuming, halting or completing a release that
+is already in that state, exits 0 and says "nothing changed".
 
 # Files
 

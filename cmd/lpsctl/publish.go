@@ -6,6 +6,7 @@ import (
 
 	"nodehotfix/internal/capfile"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/quote"
 	"nodehotfix/internal/release"
 )
 
@@ -37,6 +38,9 @@ func runReleasePublish(ctx context.Context, args []string, e *env) error {
 	})
 	if err != nil {
 		return err
+	}
+	if resp.GetUnchanged() && !c.json {
+		fmt.Fprintf(e.stdout, "%s: this envelope is already published; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()))
 	}
 	return printRelease(e.stdout, c.json, resp.GetRelease())
 }

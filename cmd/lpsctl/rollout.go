@@ -9,6 +9,7 @@ import (
 	"time"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/quote"
 	"nodehotfix/internal/rollout"
 )
 
@@ -90,6 +91,9 @@ func transitionCmd(name string) func(context.Context, []string, *env) error {
 		})
 		if err != nil {
 			return err
+		}
+		if resp.GetUnchanged() && !c.json {
+			fmt.Fprintf(e.stdout, "%s is already %s; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()), quote.Text(resp.GetRelease().GetRollout().GetState()))
 		}
 		return printRelease(e.stdout, c.json, resp.GetRelease())
 	}

@@ -20,6 +20,7 @@ const (
 	exitRefused  = 3
 	exitAuth     = 4
 	exitNotFound = 5
+	exitConflict = 6
 )
 
 const (
@@ -129,8 +130,10 @@ func exitCode(err error) int {
 	var re *rpcError
 	if errors.As(err, &re) {
 		switch re.code {
-		case codes.FailedPrecondition, codes.Aborted, codes.AlreadyExists:
+		case codes.FailedPrecondition, codes.Aborted:
 			return exitRefused
+		case codes.AlreadyExists:
+			return exitConflict
 		case codes.Unauthenticated, codes.PermissionDenied:
 			return exitAuth
 		case codes.NotFound:

@@ -217,8 +217,16 @@ func TestOperatorFlow(t *testing.T) {
 	if !strings.Contains(out, v+" (base 202604.01): draft at 0%") {
 		t.Errorf("publish output: %q", out)
 	}
-	if _, errOut, code := lpsctl(t, with("release", "publish", "--envelope", envFile)...); code != exitRefused || !strings.Contains(errOut, "already published") {
-		t.Errorf("publish again: exit %d, stderr %q; want %d, already published", code, errOut, exitRefused)
+	// A retry (a CI job run twice) succeeds; another envelope signed as
+	// the same version has its own exit code.
+	if out, errOut, code := lpsctl(t, with("release", "publish", "--envelope", envFile)...); code != exitOK || !strings.Contains(out, "already published; nothing changed") {
+		t.Errorf("publish again: exit %d, stdout %q, stderr %q; want 0 and nothing changed", code, out, errOut)
+	}
+	otherEnv := filepath.Join(dir, "other.json")
+	mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", v,
+		"--artifact", "linux/amd64="+amd64+",https://blob.example.com/anc/amd64-rebuilt", "--valid-for", "720h", "--out", otherEnv)
+	if _, errOut, code := lpsctl(t, with("release", "publish", "--envelope", otherEnv)...); code != exitConflict || !strings.Contains(errOut, "a different envelope is already published") {
+		t.Errorf("publish a different envelope as %s: exit %d, stderr %q; want %d", v, code, errOut, exitConflict)
 	}
 
 	var rel releaseJSON
@@ -301,8 +309,10 @@ func TestOperatorFlow(t *testing.T) {
 
 	for _, step := range []struct{ cmd, want string }{
 		{"pause", "paused at 10%"},
+		{"pause", "is already paused; nothing changed"},
 		{"resume", "rolling at 10%"},
 		{"halt", "halted at 10%"},
+		{"halt", "is already halted; nothing changed"},
 	} {
 		if out := mustRun(t, with("rollout", step.cmd, v)...); !strings.Contains(out, step.want) {
 			t.Errorf("rollout %s output %q lacks %q", step.cmd, out, step.want)
@@ -443,7 +453,7 @@ func TestExitCodeTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for code, name := range map[int]string{exitOK: "0", exitError: "1", exitUsage: "2", exitRefused: "3", exitAuth: "4", exitNotFound: "5"} {
+	for code, name := range map[int]string{exitOK: "0", exitError: "1", exitUsage: "2", exitRefused: "3", exitAuth: "4", exitNotFound: "5", exitConflict: "6"} {
 		if !bytes.Contains(doc, []byte("\n\t"+name+"  ")) {
 			t.Errorf("doc.go exit code table has no row for %d", code)
 		}

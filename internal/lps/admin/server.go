@@ -167,7 +167,13 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 		Time: now, Actor: actor, Action: ActionPublish, Target: r.Version, After: after,
 	})
 	if errors.Is(err, store.ErrConflict) {
-		return nil, status.Errorf(codes.AlreadyExists, "release %s is already published", r.Version)
+		// A retried publish of the same envelope succeeds; another
+		// envelope under a published version is its own error.
+		cur, curRev, rerr := s.store.Release(ctx, r.Version)
+		if rerr == nil && bytes.Equal(cur.Envelope, r.Envelope) {
+			return &adminv1.PublishReleaseResponse{Release: toProto(cur, curRev), Unchanged: true}, nil
+		}
+		return nil, status.Errorf(codes.AlreadyExists, "a different envelope is already published as %s: a version is published once; sign the change as a new patch version", r.Version)
 	}
 	if err != nil {
 		return nil, s.storeError("publish "+r.Version, err)
@@ -335,7 +341,14 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "action %v: want pause, resume, halt or complete", req.GetAction())
 	}
+	already := false
 	r, err := s.change(ctx, actor, a.name, req.GetVersion(), req.GetIfRevision(), func(r rollout.Release) (rollout.Release, error) {
+		// A transition to the state the release is in is done already,
+		// not refused: a retried pause must not look like a failure.
+		if r.Rollout.State == a.to && !r.Revoked {
+			already = true
+			return r, nil
+		}
 		if a.to == rollout.Rolling {
 			return r.Resume(s.now())
 		}
@@ -344,7 +357,7 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.TransitionResponse{Release: r}, nil
+	return &adminv1.TransitionResponse{Release: r, Unchanged: already}, nil
 }
 
 // Revoke marks a release revoked. Revoking a revoked release changes

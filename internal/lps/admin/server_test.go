@@ -297,8 +297,24 @@ func TestPublishRelease(t *testing.T) {
 		t.Errorf("stored envelope = %q, want the published one %q", got.GetEnvelopeJson(), env)
 	}
 
-	_, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: env})
-	wantCode(t, "publish again", err, codes.AlreadyExists)
+	// A retry of the same envelope succeeds and changes nothing; another
+	// envelope under the same version is refused.
+	again, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: env})
+	if err != nil || !again.GetUnchanged() || again.GetRelease().GetRevision() != got.GetRevision() {
+		t.Errorf("publish the same envelope again = %v, %v; want it unchanged at revision %d", again, err, got.GetRevision())
+	}
+	other, err := release.Sign(release.Release{
+		Base: "202604.01", Version: "202604.01.3", NotAfter: testNow.Add(time.Hour),
+		Artifacts: map[string]release.Artifact{"linux/amd64": {URL: "https://x.example/other", SHA256: strings.Repeat("1", 64), Size: 2}},
+	}, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: string(other)})
+	wantCode(t, "publish a different envelope as the same version", err, codes.AlreadyExists)
+	if !strings.Contains(status.Convert(err).Message(), "a different envelope") {
+		t.Errorf("refusal %q does not say the envelope differs", status.Convert(err).Message())
+	}
 
 	expired, err := release.Sign(release.Release{
 		Base: "202604.01", Version: "202604.01.4", NotAfter: testNow,
@@ -412,7 +428,9 @@ func TestRolloutChanges(t *testing.T) {
 		code   codes.Code
 	}{
 		{adminv1.Action_ACTION_PAUSE, "paused", codes.OK},
-		{adminv1.Action_ACTION_PAUSE, "", codes.FailedPrecondition},
+		{adminv1.Action_ACTION_PAUSE, "paused", codes.OK}, // already: done, not refused
+		{adminv1.Action_ACTION_RESUME, "rolling", codes.OK},
+		{adminv1.Action_ACTION_RESUME, "rolling", codes.OK},
 		{adminv1.Action_ACTION_RESUME, "rolling", codes.OK},
 		{adminv1.Action_ACTION_HALT, "halted", codes.OK},
 		{adminv1.Action_ACTION_COMPLETE, "", codes.FailedPrecondition},
@@ -429,6 +447,14 @@ func TestRolloutChanges(t *testing.T) {
 	}
 	if _, err := set(100); status.Code(err) != codes.FailedPrecondition {
 		t.Errorf("SetRollout on a complete rollout: %v, want FailedPrecondition", err)
+	}
+	audited, _ := h.store.Audit(ctx, 0, 1000)
+	done, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
+	if err != nil || !done.GetUnchanged() {
+		t.Errorf("complete a complete release = %v, %v; want done, unchanged", done, err)
+	}
+	if after, _ := h.store.Audit(ctx, 0, 1000); len(after) != len(audited) {
+		t.Errorf("a transition to the current state wrote %d audit entries", len(after)-len(audited))
 	}
 
 	rv, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})

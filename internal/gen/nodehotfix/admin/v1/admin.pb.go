@@ -748,7 +748,9 @@ func (x *PublishReleaseRequest) GetEnvelopeJson() string {
 type PublishReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The stored release.
-	Release       *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// The byte-identical envelope was already published: nothing changed.
+	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -788,6 +790,13 @@ func (x *PublishReleaseResponse) GetRelease() *Release {
 		return x.Release
 	}
 	return nil
+}
+
+func (x *PublishReleaseResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
 }
 
 // SetRolloutRequest changes a rollout's percentage and scope.
@@ -1114,7 +1123,9 @@ func (x *TransitionRequest) GetIfRevision() int64 {
 type TransitionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The updated release.
-	Release       *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// The release was already in the state asked for: nothing changed.
+	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1154,6 +1165,13 @@ func (x *TransitionResponse) GetRelease() *Release {
 		return x.Release
 	}
 	return nil
+}
+
+func (x *TransitionResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
 }
 
 // RevokeRequest revokes a release.
@@ -1963,9 +1981,10 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x125\n" +
 	"\bnext_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\anextDue\"<\n" +
 	"\x15PublishReleaseRequest\x12#\n" +
-	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\"P\n" +
+	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\"n\n" +
 	"\x16PublishReleaseResponse\x126\n" +
-	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\xf6\x01\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xf6\x01\n" +
 	"\x11SetRolloutRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -1989,9 +2008,10 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.nodehotfix.admin.v1.ActionR\x06action\x12\x1f\n" +
 	"\vif_revision\x18\x03 \x01(\x03R\n" +
-	"ifRevision\"L\n" +
+	"ifRevision\"j\n" +
 	"\x12TransitionResponse\x126\n" +
-	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\")\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\")\n" +
 	"\rRevokeRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\"H\n" +
 	"\x0eRevokeResponse\x126\n" +
