@@ -7,11 +7,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"strings"
 
+	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/node/layout"
 )
 
@@ -33,7 +32,7 @@ func Read(root string) (OSRelease, error) {
 	var err error
 	for _, p := range layout.Root(root).OSRelease() {
 		var data []byte
-		data, err = readCapped(p, maxOSReleaseSize)
+		data, err = capfile.Read(p, maxOSReleaseSize)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -47,22 +46,6 @@ func Read(root string) (OSRelease, error) {
 		return osr, nil
 	}
 	return OSRelease{}, err
-}
-
-func readCapped(path string, limit int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read os-release: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("read %s: larger than %d bytes", path, limit)
-	}
-	return data, nil
 }
 
 // Parse parses os-release text. Like the reference agent it takes
