@@ -1,7 +1,6 @@
 package lps
 
 import (
-	"maps"
 	"math"
 	"runtime"
 	"sync"
@@ -74,10 +73,10 @@ type Metrics struct {
 	reports     *prometheus.CounterVec
 	seats       *prometheus.CounterVec
 	servedBytes prometheus.Histogram
-	// served counts, per release version, the answers that chose it;
-	// guarded by servedMu (the versions are not known up front).
-	servedMu      sync.Mutex
-	served        map[string]uint64
+	// served maps a release version to its servedCount: the answers that
+	// chose it. Versions are not known up front; after a version's first
+	// answer, counting takes no lock.
+	served        sync.Map
 	servedRelease *prometheus.CounterVec
 	trimmed       prometheus.Counter
 	fleet         fleetCollector
@@ -127,7 +126,6 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_served_pointer_trimmed_total",
 			Help: "Pointers served without release envelopes to nodes that declared no base, because every base's document was over the budget.",
 		}),
-		served: make(map[string]uint64),
 		servedRelease: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_release_served_total",
 			Help: "Node requests this instance answered with the release, by version (bounded by the releases that exist).",
@@ -206,22 +204,34 @@ func (m *Metrics) Counts() map[string]uint64 {
 	return out
 }
 
+// servedCount is one version's answers, for Status and for Prometheus.
+type servedCount struct {
+	n       atomic.Uint64
+	counter prometheus.Counter
+}
+
 // countServed records an answer that chose versions.
 func (m *Metrics) countServed(versions map[string]string) {
-	m.servedMu.Lock()
-	defer m.servedMu.Unlock()
 	for _, v := range versions {
-		m.served[v]++
-		m.servedRelease.WithLabelValues(v).Inc()
+		c, ok := m.served.Load(v)
+		if !ok {
+			c, _ = m.served.LoadOrStore(v, &servedCount{counter: m.servedRelease.WithLabelValues(v)})
+		}
+		sc := c.(*servedCount)
+		sc.n.Add(1)
+		sc.counter.Inc()
 	}
 }
 
 // ServedByRelease returns, per release version, how many node requests this
 // instance answered with it.
 func (m *Metrics) ServedByRelease() map[string]uint64 {
-	m.servedMu.Lock()
-	defer m.servedMu.Unlock()
-	return maps.Clone(m.served)
+	out := make(map[string]uint64)
+	m.served.Range(func(k, v any) bool {
+		out[k.(string)] = v.(*servedCount).n.Load()
+		return true
+	})
+	return out
 }
 
 // count records one request that ended with outcome o, which must be a key

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/metadata"
@@ -79,7 +80,7 @@ type Seats struct {
 
 	mu  sync.Mutex
 	rel map[string]*seatSet
-	rev int64 // the snapshot revision rel was last pruned at
+	rev atomic.Int64 // the snapshot revision rel was last pruned at
 }
 
 // seatSet is one release's seats as this replica knows them.
@@ -120,6 +121,10 @@ func (s *Seats) set(version string) *seatSet {
 // it, if that one is at an open canary step. All of it within seatTimeout;
 // a nil Seats, or a failing store, takes none.
 func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, reports bool) []string {
+	if len(snap.canaries) == 0 {
+		// No release serves seat holders: the usual case costs nothing.
+		return nil
+	}
 	s.prune(snap)
 	var out []string
 	for _, i := range snap.canaries {
@@ -176,15 +181,12 @@ func openCanary(snap *Snapshot, n rollout.Node, held []string) (rollout.Release,
 // snapshot revision, so the memory Seats holds is bounded by the canaries
 // that run.
 func (s *Seats) prune(snap *Snapshot) {
-	if s == nil {
+	if s == nil || s.rev.Load() == snap.Revision {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if snap.Revision == s.rev {
-		return
-	}
-	s.rev = snap.Revision
+	s.rev.Store(snap.Revision)
 	live := make(map[string]bool, len(snap.canaries))
 	for _, i := range snap.canaries {
 		live[snap.Releases[i].Version] = true
