@@ -406,3 +406,28 @@ func TestOpenCanaryBehindAnotherRollout(t *testing.T) {
 		t.Errorf("openCanary = %s with %d seats, want the canary's 3", r.Version, limit)
 	}
 }
+
+// TestDeclared: a node's base and reporting headers are taken only when
+// well formed; junk, repeats and a reports value other than "1" count as
+// not declared, which serves the node as a reference node.
+func TestDeclared(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		md      metadata.MD
+		base    string
+		reports bool
+	}{
+		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "1"), "202604.01", true},
+		{metadata.Pairs(BaseMetadata, "202604.01"), "202604.01", false},
+		{metadata.Pairs(BaseMetadata, "202604.01/../x"), "", false},
+		{metadata.Pairs(BaseMetadata, "202604.01.1"), "", false},
+		{metadata.Pairs(BaseMetadata, "202604.01", BaseMetadata, "202605.01"), "", false},
+		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "yes"), "202604.01", false},
+		{metadata.MD{}, "", false},
+	} {
+		base, reports := declared(metadata.NewIncomingContext(t.Context(), tt.md))
+		if base != tt.base || reports != tt.reports {
+			t.Errorf("declared(%v) = %q, %v; want %q, %v", tt.md, base, reports, tt.base, tt.reports)
+		}
+	}
+}
