@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
@@ -14,8 +17,12 @@ import (
 	"nodehotfix/internal/rollout"
 )
 
-// defaultAuditLimit is one page of audit entries.
-const defaultAuditLimit = 100
+// defaultAuditLimit is one page of audit entries; maxAuditLimit is the
+// server's cap on one.
+const (
+	defaultAuditLimit = 100
+	maxAuditLimit     = 1000
+)
 
 type auditJSON struct {
 	Entries []auditEntryJSON `json:"entries"`
@@ -34,46 +41,60 @@ type auditEntryJSON struct {
 	Evidence json.RawMessage `json:"evidence,omitempty"`
 }
 
-func runAudit(ctx context.Context, args []string, e *env) error {
-	var c connFlags
-	var after int64
-	var limit int
-	fs := newFlagSet("audit", "[--after SEQ] [--limit N] [connection flags]", e)
-	fs.Int64Var(&after, "after", 0, "list entries after sequence number `SEQ`")
-	fs.IntVar(&limit, "limit", defaultAuditLimit, "at most `N` entries (server maximum 1000)")
-	c.register(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if after < 0 || limit <= 0 {
-		return usagef("--after must be at least 0 and --limit at least 1")
-	}
-	var resp *adminv1.ListAuditResponse
-	err := c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-		resp, err = cl.ListAudit(ctx, &adminv1.ListAuditRequest{AfterSeq: after, Limit: int32(min(limit, 1<<30))})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	entries := resp.GetEntries()
-	if len(entries) == limit {
-		fmt.Fprintf(e.stderr, "more entries may follow: %s audit --after %d\n", programName, entries[len(entries)-1].GetSeq())
-	}
-	if c.json {
-		out := auditJSON{Entries: []auditEntryJSON{}}
-		for _, a := range entries {
-			entry := auditEntryJSON{
-				Seq: a.GetSeq(), Time: a.GetTime().AsTime(), Actor: a.GetActor(), Action: a.GetAction(), Target: a.GetTarget(),
-				Before: rawOrNull(a.GetBeforeJson()), After: rawOrNull(a.GetAfterJson()),
+func newAuditCmd(e *env) *cobra.Command {
+	var c service
+	var after, limit int64
+	cmd := &cobra.Command{
+		Use:   "audit [--after SEQ] [--limit N]",
+		Short: "list the audit log of changes",
+		Long: `audit lists changes oldest first, 100 at a time; when a page is full,
+stderr says how to get the next. Entries by actor "lpsd" are the
+autopilot's, with the health verdict that made the change.`,
+		Example: `  lpsctl audit
+  lpsctl audit --after 100 -o json`,
+		GroupID: groupInspect,
+		Args:    positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var resp *adminv1.ListAuditResponse
+			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				resp, err = cl.ListAudit(ctx, &adminv1.ListAuditRequest{AfterSeq: after, Limit: int32(limit)})
+				return err
+			})
+			if err != nil {
+				return err
 			}
-			if ev := a.GetEvidenceJson(); ev != "" && json.Valid([]byte(ev)) {
-				entry.Evidence = json.RawMessage(ev)
+			entries := resp.GetEntries()
+			if int64(len(entries)) == limit {
+				fmt.Fprintf(e.stderr, "more entries may follow: %s audit --after %d\n", programName, entries[len(entries)-1].GetSeq())
 			}
-			out.Entries = append(out.Entries, entry)
+			if c.out.structured() {
+				return c.out.write(e.stdout, toAuditJSON(entries))
+			}
+			return printAudit(e, entries)
+		},
+	}
+	newInt(cmd.Flags(), &after, "after", 0, 0, math.MaxInt64, "list entries after sequence number `SEQ`")
+	newInt(cmd.Flags(), &limit, "limit", defaultAuditLimit, 1, maxAuditLimit, "at most `N` entries")
+	c.register(cmd)
+	return cmd
+}
+
+func toAuditJSON(entries []*adminv1.AuditEntry) auditJSON {
+	out := auditJSON{Entries: []auditEntryJSON{}}
+	for _, a := range entries {
+		entry := auditEntryJSON{
+			Seq: a.GetSeq(), Time: a.GetTime().AsTime(), Actor: a.GetActor(), Action: a.GetAction(), Target: a.GetTarget(),
+			Before: rawOrNull(a.GetBeforeJson()), After: rawOrNull(a.GetAfterJson()),
 		}
-		return writeJSON(e.stdout, out)
+		if ev := a.GetEvidenceJson(); ev != "" && json.Valid([]byte(ev)) {
+			entry.Evidence = json.RawMessage(ev)
+		}
+		out.Entries = append(out.Entries, entry)
 	}
+	return out
+}
+
+func printAudit(e *env, entries []*adminv1.AuditEntry) error {
 	if len(entries) == 0 {
 		fmt.Fprintln(e.stdout, "no audit entries")
 		return nil
@@ -81,8 +102,8 @@ func runAudit(ctx context.Context, args []string, e *env) error {
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "SEQ\tTIME\tACTOR\tACTION\tTARGET\tCHANGE")
 	for _, a := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.GetSeq(), formatTime(a.GetTime().AsTime()), a.GetActor(), a.GetAction(), a.GetTarget(),
-			change(a.GetBeforeJson(), a.GetAfterJson())+why(a.GetEvidenceJson()))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.GetSeq(), formatTime(a.GetTime().AsTime()), quote.Text(a.GetActor()), quote.Text(a.GetAction()), quote.Text(a.GetTarget()),
+			describeChange(a.GetBeforeJson(), a.GetAfterJson())+why(a.GetEvidenceJson()))
 	}
 	return tw.Flush()
 }
@@ -104,8 +125,8 @@ func rawOrNull(s string) json.RawMessage {
 	return json.RawMessage(s)
 }
 
-// change summarises what an audit entry changed in a release's rollout.
-func change(beforeJSON, afterJSON string) string {
+// describeChange summarises what an audit entry changed in a release's rollout.
+func describeChange(beforeJSON, afterJSON string) string {
 	var before, after rollout.Release
 	if json.Unmarshal([]byte(afterJSON), &after) != nil {
 		return "?"

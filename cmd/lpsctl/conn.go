@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -41,18 +43,20 @@ type connFlags struct {
 	cert, key  string
 	serverName string
 	timeout    time.Duration
-	json       bool
 }
 
-func (c *connFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&c.server, "server", os.Getenv(envServer), "lpsd admin `host:port` (default $"+envServer+")")
-	fs.StringVar(&c.tokenFile, "token-file", os.Getenv(envTokenFile), "`file` holding the admin bearer token (default $"+envTokenFile+")")
-	fs.StringVar(&c.ca, "ca", os.Getenv(envCA), "PEM `file` of CAs to verify the server with (default $"+envCA+", else the system roots)")
-	fs.StringVar(&c.cert, "cert", "", "PEM client certificate `file` for mTLS (with --key)")
-	fs.StringVar(&c.key, "key", "", "PEM client private key `file` for mTLS (with --cert)")
-	fs.StringVar(&c.serverName, "server-name", "", "TLS `name` to verify the server certificate for (default: the --server host)")
-	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "overall time limit of the call")
-	fs.BoolVar(&c.json, "json", false, "print JSON (schema in the manual)")
+func (c *connFlags) register(fs *pflag.FlagSet) {
+	conn := pflag.NewFlagSet("connection", pflag.ContinueOnError)
+	conn.SortFlags = false
+	conn.StringVar(&c.server, "server", os.Getenv(envServer), "lpsd admin `host:port` ($"+envServer+")")
+	conn.StringVar(&c.tokenFile, "token-file", os.Getenv(envTokenFile), "`file` holding the admin bearer token ($"+envTokenFile+")")
+	conn.StringVar(&c.ca, "ca", os.Getenv(envCA), "PEM `file` of CAs to verify the server with ($"+envCA+"; unset: the system roots)")
+	conn.StringVar(&c.cert, "cert", "", "PEM client certificate `file` for mTLS (with --key)")
+	conn.StringVar(&c.key, "key", "", "PEM client private key `file` for mTLS (with --cert)")
+	conn.StringVar(&c.serverName, "server-name", "", "TLS `name` to verify the server certificate for (unset: the --server host)")
+	newDuration(conn, &c.timeout, "timeout", defaultTimeout, "overall time limit of the call")
+	conn.VisitAll(func(f *pflag.Flag) { f.Annotations = map[string][]string{annotationConn: nil} })
+	fs.AddFlagSet(conn)
 }
 
 // dial returns an admin client and a function that closes its connection.
@@ -148,3 +152,54 @@ type rpcError struct {
 }
 
 func (e *rpcError) Error() string { return fmt.Sprintf("%s (%s)", e.msg, e.code) }
+
+// completeVersions completes a VERSION argument with the releases lpsd
+// has, when the connection flags (or their environment) reach it within a
+// couple of seconds; otherwise it offers nothing.
+func completeVersions(c *connFlags) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		q := *c
+		q.timeout = min(q.timeout, 2*time.Second)
+		var st *adminv1.StatusResponse
+		err := q.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+			st, err = cl.Status(ctx, &adminv1.StatusRequest{})
+			return err
+		})
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var out []cobra.Completion
+		for _, r := range st.GetReleases() {
+			if strings.HasPrefix(r.GetVersion(), prefix) {
+				out = append(out, cobra.CompletionWithDesc(r.GetVersion(), r.GetRollout().GetState()))
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// service is the flags of a command that talks to lpsd: the connection and
+// the output format.
+type service struct {
+	conn connFlags
+	out  outputFlags
+}
+
+// register adds the flags to cmd and checks the output format before it
+// runs.
+func (s *service) register(cmd *cobra.Command) {
+	s.out.register(cmd.Flags())
+	s.conn.register(cmd.Flags())
+	cmd.PreRunE = s.out.preRun()
+}
+
+// registerChange registers the flags of a command that changes what lpsd
+// serves, and marks it as one.
+func (s *service) registerChange(cmd *cobra.Command) {
+	s.register(cmd)
+	cmd.Annotations = map[string]string{annotationChange: "true"}
+	cmd.ValidArgsFunction = completeVersions(&s.conn)
+}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 )
 
@@ -34,43 +36,59 @@ type explainOpts struct {
 	vmID, subscription, region string
 }
 
-func runExplain(ctx context.Context, args []string, e *env) error {
-	var c connFlags
+func newExplainCmd(e *env) *cobra.Command {
+	var c service
 	var o explainOpts
-	fs := newFlagSet("explain", "--vm-id ID --subscription ID [--region R] [connection flags]", e)
+	cmd := &cobra.Command{
+		Use:   "explain --vm-id ID --subscription ID [--region R]",
+		Short: "say what one node would be served, rule by rule",
+		Long: `explain shows, release by release and rule by rule, what a node would be
+served, from the snapshot this lpsd instance serves. Rules are evaluated in
+order (not-revoked, not-expired, state-serving, subscription-in-scope,
+region-in-scope, then canary-seat or percentage) up to the first that fails.`,
+		Example: "  lpsctl explain --vm-id 6c8f2f4e-1b7a-4d3e-9a51-0f6d2c7b8e90 --subscription 3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f --region eastus",
+		GroupID: groupInspect,
+		Args:    positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := required(cmd, "vm-id", "subscription"); err != nil {
+				return err
+			}
+			var resp *adminv1.ExplainResponse
+			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				resp, err = cl.Explain(ctx, &adminv1.ExplainRequest{VmId: o.vmID, SubscriptionId: o.subscription, Region: o.region})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if c.out.structured() {
+				return c.out.write(e.stdout, toExplainJSON(o, resp))
+			}
+			return printExplain(e, o, resp)
+		},
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&o.vmID, "vm-id", "", "the node's VM `ID`")
 	fs.StringVar(&o.subscription, "subscription", "", "the node's subscription `ID`")
-	fs.StringVar(&o.region, "region", "", "region `label` to evaluate with (default: the lpsd instance's)")
-	c.register(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
+	fs.StringVar(&o.region, "region", "", "region `label` to evaluate with (unset: the lpsd instance's)")
+	fs.SetNormalizeFunc(aliases(map[string]string{"subscriptions": "subscription", "vmid": "vm-id", "vm": "vm-id"}))
+	c.register(cmd)
+	return cmd
+}
+
+func toExplainJSON(o explainOpts, resp *adminv1.ExplainResponse) explainJSON {
+	out := explainJSON{VMID: o.vmID, SubscriptionID: o.subscription, Region: o.region, Decisions: []decisionJSON{}, Pointer: json.RawMessage("null")}
+	if p := resp.GetPointerJson(); p != "" && json.Valid([]byte(p)) {
+		out.Pointer = json.RawMessage(p)
 	}
-	if err := required([2]string{"vm-id", o.vmID}, [2]string{"subscription", o.subscription}); err != nil {
-		return err
-	}
-	var resp *adminv1.ExplainResponse
-	err := c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-		resp, err = cl.Explain(ctx, &adminv1.ExplainRequest{VmId: o.vmID, SubscriptionId: o.subscription, Region: o.region})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if c.json {
-		out := explainJSON{VMID: o.vmID, SubscriptionID: o.subscription, Region: o.region, Decisions: []decisionJSON{}, Pointer: json.RawMessage("null")}
-		if p := resp.GetPointerJson(); p != "" {
-			out.Pointer = json.RawMessage(p)
+	for _, d := range resp.GetDecisions() {
+		dj := decisionJSON{Version: d.GetVersion(), Base: d.GetBase(), Included: d.GetIncluded(), Chosen: d.GetChosen(), Rules: []ruleJSON{}}
+		for _, r := range d.GetRules() {
+			dj.Rules = append(dj.Rules, ruleJSON{r.GetRule(), r.GetPassed(), r.GetDetail()})
 		}
-		for _, d := range resp.GetDecisions() {
-			dj := decisionJSON{Version: d.GetVersion(), Base: d.GetBase(), Included: d.GetIncluded(), Chosen: d.GetChosen(), Rules: []ruleJSON{}}
-			for _, r := range d.GetRules() {
-				dj.Rules = append(dj.Rules, ruleJSON{r.GetRule(), r.GetPassed(), r.GetDetail()})
-			}
-			out.Decisions = append(out.Decisions, dj)
-		}
-		return writeJSON(e.stdout, out)
+		out.Decisions = append(out.Decisions, dj)
 	}
-	return printExplain(e, o, resp)
+	return out
 }
 
 func printExplain(e *env, o explainOpts, resp *adminv1.ExplainResponse) error {

@@ -1,32 +1,48 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io/fs"
 	"os"
+
+	"github.com/spf13/cobra"
 
 	"nodehotfix/internal/release"
 )
 
 type keysOpts struct {
 	outPrivate, outPublic, comment string
-	json                           bool
+	out                            outputFlags
 }
 
-func runKeysGenerate(_ context.Context, args []string, e *env) error {
+func newKeysGenerateCmd(e *env) *cobra.Command {
 	var o keysOpts
-	fs := newFlagSet("keys generate", "--out-private FILE --out-public FILE [flags]", e)
+	cmd := &cobra.Command{
+		Use:   "generate --out-private FILE --out-public FILE [--comment TEXT]",
+		Short: "create a release signing key pair",
+		Long: `generate creates an ed25519 release key pair. The private key is a PEM
+PKCS #8 file created with mode 0600; keep it offline. The public key is one
+line of a key set file, the format nodes trust. Neither file is ever
+overwritten: if one exists, nothing is written.`,
+		Example: "  lpsctl keys generate --out-private release.key --out-public release.pub --comment 'ops 2026'",
+		Args:    positional(),
+		PreRunE: o.out.preRun(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := required(cmd, "out-private", "out-public"); err != nil {
+				return err
+			}
+			return keysGenerate(o, e)
+		},
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&o.outPrivate, "out-private", "", "`file` to create for the private key (PEM PKCS #8, mode 0600)")
 	fs.StringVar(&o.outPublic, "out-public", "", "`file` to create for the public key (one key-set line)")
 	fs.StringVar(&o.comment, "comment", "", "comment on the public key line")
-	fs.BoolVar(&o.json, "json", false, "print JSON (schema in the manual)")
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := required([2]string{"out-private", o.outPrivate}, [2]string{"out-public", o.outPublic}); err != nil {
-		return err
-	}
+	o.out.register(fs)
+	return cmd
+}
+
+func keysGenerate(o keysOpts, e *env) error {
 	if o.outPrivate == o.outPublic {
 		return usagef("--out-private and --out-public name the same file")
 	}
@@ -52,8 +68,8 @@ func runKeysGenerate(_ context.Context, args []string, e *env) error {
 		return fmt.Errorf("--out-public: %w", err)
 	}
 	id := release.KeyID(pub)
-	if o.json {
-		return writeJSON(e.stdout, struct {
+	if o.out.structured() {
+		return o.out.write(e.stdout, struct {
 			KeyID      string `json:"key_id"`
 			PrivateKey string `json:"private_key"`
 			PublicKey  string `json:"public_key"`

@@ -10,7 +10,7 @@ import (
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 )
 
-// releaseJSON is a release in --json output (schema in doc.go).
+// releaseJSON is a release in -o json output (schema in doc.go).
 type releaseJSON struct {
 	Version       string    `json:"version"`
 	Base          string    `json:"base"`
@@ -119,10 +119,11 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// printRelease prints a changed release: JSON, or one descriptive line.
-func printRelease(w io.Writer, asJSON bool, r *adminv1.Release) error {
-	if asJSON {
-		return writeJSON(w, toReleaseJSON(r))
+// printRelease prints a changed release: a document, or one descriptive
+// line.
+func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release) error {
+	if o.structured() {
+		return o.write(w, toReleaseJSON(r))
 	}
 	ro := r.GetRollout()
 	line := fmt.Sprintf("%s (base %s): %s at %d%%, subscriptions %s, regions %s, revision %d",

@@ -4,43 +4,55 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/spf13/cobra"
+
 	"nodehotfix/internal/capfile"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/quote"
 	"nodehotfix/internal/release"
 )
 
-func runReleasePublish(ctx context.Context, args []string, e *env) error {
-	var c connFlags
+func newReleasePublishCmd(e *env) *cobra.Command {
+	var c service
 	var envelope string
-	fs := newFlagSet("release publish", "--envelope FILE [connection flags]", e)
-	fs.StringVar(&envelope, "envelope", "", "signed envelope `file` (from release sign)")
-	c.register(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
+	cmd := &cobra.Command{
+		Use:   "publish --envelope FILE",
+		Short: "publish a signed release as a draft rollout",
+		Long: `publish stores a signed envelope (from release sign) as a draft: nothing is
+served until a rollout set, plan or complete. Publishing the byte-identical
+envelope again changes nothing and succeeds; a different envelope under a
+published version is refused (exit 6): sign the change as a new patch.`,
+		Example: "  lpsctl release publish --envelope 202604.01.3.json",
+		Args:    positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := required(cmd, "envelope"); err != nil {
+				return err
+			}
+			// Room for the trailing newline release sign writes, and a little more.
+			data, err := capfile.Read(envelope, release.MaxEnvelopeSize+1024)
+			if err != nil {
+				return fmt.Errorf("--envelope: %w", err)
+			}
+			// Catch a wrong or damaged file here, naming it, before the server does.
+			if _, err := release.Inspect(data); err != nil {
+				return fmt.Errorf("--envelope %s: %w", envelope, err)
+			}
+			var resp *adminv1.PublishReleaseResponse
+			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				resp, err = cl.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: string(data)})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if resp.GetUnchanged() && !c.out.structured() {
+				fmt.Fprintf(e.stdout, "%s: this envelope is already published; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()))
+			}
+			return printRelease(e.stdout, &c.out, resp.GetRelease())
+		},
 	}
-	if err := required([2]string{"envelope", envelope}); err != nil {
-		return err
-	}
-	// Room for the trailing newline release sign writes, and a little more.
-	data, err := capfile.Read(envelope, release.MaxEnvelopeSize+1024)
-	if err != nil {
-		return fmt.Errorf("--envelope: %w", err)
-	}
-	// Catch a wrong or damaged file here, naming it, before the server does.
-	if _, err := release.Inspect(data); err != nil {
-		return fmt.Errorf("--envelope %s: %w", envelope, err)
-	}
-	var resp *adminv1.PublishReleaseResponse
-	err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-		resp, err = cl.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: string(data)})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if resp.GetUnchanged() && !c.json {
-		fmt.Fprintf(e.stdout, "%s: this envelope is already published; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()))
-	}
-	return printRelease(e.stdout, c.json, resp.GetRelease())
+	cmd.Flags().StringVar(&envelope, "envelope", "", "signed envelope `file` (from release sign)")
+	c.registerChange(cmd)
+	cmd.ValidArgsFunction = cobra.NoFileCompletions
+	return cmd
 }

@@ -3,24 +3,34 @@ package main
 import (
 	"context"
 
+	"github.com/spf13/cobra"
+
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 )
 
-func runRevoke(ctx context.Context, args []string, e *env) error {
-	var c connFlags
-	fs := newFlagSet("revoke", "VERSION [connection flags]", e)
-	c.register(fs)
-	pos, err := parse(fs, args, "VERSION")
-	if err != nil {
-		return err
+func newRevokeCmd(e *env) *cobra.Command {
+	var c service
+	cmd := &cobra.Command{
+		Use:   "revoke VERSION",
+		Short: "revoke a release: never served again, staged copies removed",
+		Long: `revoke stops serving a release for good: lpsd tells every node of its base
+to remove staged copies, and no later change can serve it again. Sign a new
+patch version to ship a fix.`,
+		Example: "  lpsctl revoke 202604.01.3",
+		GroupID: groupChange,
+		Args:    positional("VERSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var resp *adminv1.RevokeResponse
+			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				resp, err = cl.Revoke(ctx, &adminv1.RevokeRequest{Version: args[0]})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			return printRelease(e.stdout, &c.out, resp.GetRelease())
+		},
 	}
-	var resp *adminv1.RevokeResponse
-	err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-		resp, err = cl.Revoke(ctx, &adminv1.RevokeRequest{Version: pos[0]})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return printRelease(e.stdout, c.json, resp.GetRelease())
+	c.registerChange(cmd)
+	return cmd
 }

@@ -4,132 +4,192 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/quote"
 	"nodehotfix/internal/rollout"
 )
 
-type rolloutOpts struct {
-	percent       int
-	percentSet    bool
-	subscriptions listFlag
-	regions       listFlag
-	ifRevision    int64
+// change is the flags of a command that changes a release's rollout.
+type change struct {
+	service
+	ifRevision int64
 }
 
-func runRolloutSet(ctx context.Context, args []string, e *env) error {
-	var c connFlags
-	var o rolloutOpts
-	fs := newFlagSet("rollout set", "VERSION --percent N [--subscriptions a,b] [--regions r] [connection flags]", e)
-	fs.Func("percent", "percent `N` (0..100) of in-scope nodes to serve; it can only grow", func(s string) error {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 0 || n > 100 {
-			return errors.New("want an integer from 0 to 100")
-		}
-		o.percent, o.percentSet = n, true
-		return nil
-	})
-	fs.Var(&o.subscriptions, "subscriptions", "comma-separated subscription `IDs` in scope (\"\" for all; default: keep)")
-	fs.Var(&o.regions, "regions", "comma-separated lpsd region `labels` in scope (\"\" for all; default: keep)")
-	fs.Int64Var(&o.ifRevision, "if-revision", 0, "apply only if the release is at this `revision` (from status; 0: current)")
-	c.register(fs)
-	pos, err := parse(fs, args, "VERSION")
-	if err != nil {
-		return err
-	}
-	if !o.percentSet {
-		return usagef("--percent is required")
-	}
-	req := &adminv1.SetRolloutRequest{
-		Version:          pos[0],
-		Percent:          int32(o.percent),
-		Subscriptions:    o.subscriptions.vals,
-		SetSubscriptions: o.subscriptions.set,
-		Regions:          o.regions.vals,
-		SetRegions:       o.regions.set,
-		IfRevision:       o.ifRevision,
-	}
-	var resp *adminv1.SetRolloutResponse
-	err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-		resp, err = cl.SetRollout(ctx, req)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return printRelease(e.stdout, c.json, resp.GetRelease())
+func (c *change) register(cmd *cobra.Command) {
+	newInt(cmd.Flags(), &c.ifRevision, "if-revision", 0, 0, math.MaxInt64, "apply only if the release is still at this `revision` (from status; 0: whatever it is)")
+	c.service.registerChange(cmd)
 }
 
-// transitions maps each rollout transition command to its action.
-var transitions = map[string]adminv1.Action{
-	"pause":    adminv1.Action_ACTION_PAUSE,
-	"resume":   adminv1.Action_ACTION_RESUME,
-	"halt":     adminv1.Action_ACTION_HALT,
-	"complete": adminv1.Action_ACTION_COMPLETE,
-}
-
-// transitionCmd returns the command for "rollout <name>".
-func transitionCmd(name string) func(context.Context, []string, *env) error {
-	return func(ctx context.Context, args []string, e *env) error {
-		var c connFlags
-		var ifRevision int64
-		fs := newFlagSet("rollout "+name, "VERSION [connection flags]", e)
-		fs.Int64Var(&ifRevision, "if-revision", 0, "apply only if the release is at this `revision` (from status; 0: current)")
-		c.register(fs)
-		pos, err := parse(fs, args, "VERSION")
-		if err != nil {
-			return err
-		}
-		var resp *adminv1.TransitionResponse
-		err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-			resp, err = cl.Transition(ctx, &adminv1.TransitionRequest{Version: pos[0], Action: transitions[name], IfRevision: ifRevision})
-			return err
-		})
-		if err != nil {
-			return err
-		}
-		if resp.GetUnchanged() && !c.json {
-			fmt.Fprintf(e.stdout, "%s is already %s; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()), quote.Text(resp.GetRelease().GetRollout().GetState()))
-		}
-		return printRelease(e.stdout, c.json, resp.GetRelease())
+func newRolloutSetCmd(e *env) *cobra.Command {
+	var c change
+	var percent int64
+	var subscriptions, regions listFlag
+	cmd := &cobra.Command{
+		Use:   "set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...]",
+		Short: "grow a rollout's percentage and set its scope",
+		Long: `set grows the percentage of in-scope nodes a release is served to (it can
+never shrink: halt or revoke instead) and, when given, replaces its
+subscription or region scope; an empty list (--subscriptions "") means all.
+A draft starts rolling. The scope of a paused or complete release can change
+without stopping it.`,
+		Example: `  lpsctl rollout set 202604.01.3 --percent 10
+  lpsctl rollout set 202604.01.3 --percent 25 --regions eastus,westeurope
+  lpsctl rollout set 202604.01.3 --subscriptions ""`,
+		Args: positional("VERSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("percent") && !subscriptions.set && !regions.set {
+				return usagef("nothing to change: give --percent, --subscriptions or --regions")
+			}
+			req := &adminv1.SetRolloutRequest{
+				Version:          args[0],
+				Percent:          int32(percent),
+				Subscriptions:    subscriptions.vals,
+				SetSubscriptions: subscriptions.set,
+				Regions:          regions.vals,
+				SetRegions:       regions.set,
+				IfRevision:       c.ifRevision,
+			}
+			var resp *adminv1.SetRolloutResponse
+			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				if !cmd.Flags().Changed("percent") {
+					// Keep the percentage: read it, and let the revision
+					// check catch a change in between.
+					st, err := cl.Status(ctx, &adminv1.StatusRequest{})
+					if err != nil {
+						return err
+					}
+					r := findRelease(st, args[0])
+					if r == nil {
+						return &rpcError{code: codes.NotFound, msg: fmt.Sprintf("no release %s", quote.Text(args[0]))}
+					}
+					req.Percent = r.GetRollout().GetPercent()
+					if req.IfRevision == 0 {
+						req.IfRevision = r.GetRevision()
+					}
+				}
+				resp, err = cl.SetRollout(ctx, req)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			return printRelease(e.stdout, &c.out, resp.GetRelease())
+		},
 	}
+	fs := cmd.Flags()
+	newInt(fs, &percent, "percent", 0, 0, 100, "percent `N` (0..100) of in-scope nodes to serve; it can only grow (unset: keep)")
+	fs.Var(&subscriptions, "subscriptions", "comma-separated subscription `IDs` (GUIDs) in scope; \"\" for all (unset: keep)")
+	fs.Var(&regions, "regions", "comma-separated lpsd region `labels` in scope; \"\" for all (unset: keep)")
+	fs.SetNormalizeFunc(aliases(map[string]string{"subscription": "subscriptions", "region": "regions"}))
+	c.register(cmd)
+	return cmd
 }
 
-func runRolloutPlan(ctx context.Context, args []string, e *env) error {
-	var c connFlags
+// findRelease returns st's release of version, or nil.
+func findRelease(st *adminv1.StatusResponse, version string) *adminv1.Release {
+	for _, r := range st.GetReleases() {
+		if r.GetVersion() == version {
+			return r
+		}
+	}
+	return nil
+}
+
+// transitionNames are the rollout transition commands, in help order.
+var transitionNames = []string{"pause", "resume", "halt", "complete"}
+
+// transitions maps each rollout transition command to its action and
+// summary.
+var transitions = map[string]struct {
+	action adminv1.Action
+	short  string
+}{
+	"pause":    {adminv1.Action_ACTION_PAUSE, "stop growing a rollout; keep serving its nodes"},
+	"resume":   {adminv1.Action_ACTION_RESUME, "set a paused or halted rollout rolling again"},
+	"halt":     {adminv1.Action_ACTION_HALT, "stop serving a release (nodes keep staged copies until revoked)"},
+	"complete": {adminv1.Action_ACTION_COMPLETE, "serve a release to every node in scope"},
+}
+
+// newTransitionCmd returns the command "rollout <name>".
+func newTransitionCmd(e *env, name string) *cobra.Command {
+	var c change
+	t := transitions[name]
+	cmd := &cobra.Command{
+		Use:     name + " VERSION",
+		Short:   t.short,
+		Example: fmt.Sprintf("  lpsctl rollout %s 202604.01.3", name),
+		Args:    positional("VERSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var resp *adminv1.TransitionResponse
+			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				resp, err = cl.Transition(ctx, &adminv1.TransitionRequest{Version: args[0], Action: t.action, IfRevision: c.ifRevision})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if resp.GetUnchanged() && !c.out.structured() {
+				fmt.Fprintf(e.stdout, "%s is already %s; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()), quote.Text(resp.GetRelease().GetRollout().GetState()))
+			}
+			return printRelease(e.stdout, &c.out, resp.GetRelease())
+		},
+	}
+	c.register(cmd)
+	return cmd
+}
+
+func newRolloutPlanCmd(e *env) *cobra.Command {
+	var c change
 	var steps string
 	var margin, ceiling float64
 	var silentAfter time.Duration
-	var ifRevision int64
-	fs := newFlagSet("rollout plan", "VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [connection flags]", e)
-	fs.StringVar(&steps, "steps", "", "the steps, `SIZE:BAKE:REPORTS,...`: a percentage (10) or a canary of a number of nodes (20n), least time at the step, reports the release needs by its end (e.g. 20n:30m:20,10:1h:100,100:2h:500); canary steps come first")
-	fs.Float64Var(&margin, "margin", 0.05, "how much higher than the control cohort's the failure rate may be, as a fraction (0.05: five points)")
+	cmd := &cobra.Command{
+		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--silent-after D]",
+		Short: "put a release on steps lpsd advances while healthy and halts on a regression",
+		Long: `plan puts a draft or rolling release on steps that lpsd advances by itself
+once a step's bake time has passed and the release has the step's reports,
+and halts by itself when the health rule finds a regression (see the
+manual). A step's SIZE is a percentage of in-scope nodes (10) or a canary of
+a number of nodes (20n): the first nodes in scope to ask, who stay served
+through the later steps. Canary steps come first.`,
+		Example: `  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500
+  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02`,
+		Args: positional("VERSION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := required(cmd, "steps"); err != nil {
+				return err
+			}
+			plan, err := parseSteps(steps)
+			if err != nil {
+				return usagef("--steps %q: %v", steps, err)
+			}
+			plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
+			var resp *adminv1.SetPlanResponse
+			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				resp, err = cl.SetPlan(ctx, &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			return printRelease(e.stdout, &c.out, resp.GetRelease())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&steps, "steps", "", "the steps, `SIZE:BAKE:REPORTS,...`: a percentage (10) or a canary of nodes (20n), least time at the step (30m, 1d), reports needed by its end")
+	fs.Float64Var(&margin, "margin", 0.05, "how much the failure rate may exceed the control cohort's, as a fraction (0.05: five points)")
 	fs.Float64Var(&ceiling, "max-failure", 0.2, "absolute failure-rate ceiling, a fraction in (0, 1]")
-	fs.DurationVar(&silentAfter, "silent-after", rollout.DefaultSilentAfter, "how long a canary node has to report before it counts as failed (hung or dead), 1m to 24h")
-	fs.Int64Var(&ifRevision, "if-revision", 0, "apply only if the release is at this `revision` (from status; 0: current)")
-	c.register(fs)
-	pos, err := parse(fs, args, "VERSION")
-	if err != nil {
-		return err
-	}
-	plan, err := parseSteps(steps)
-	if err != nil {
-		return usagef("--steps: %v", err)
-	}
-	plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
-	var resp *adminv1.SetPlanResponse
-	err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-		resp, err = cl.SetPlan(ctx, &adminv1.SetPlanRequest{Version: pos[0], Plan: plan, IfRevision: ifRevision})
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	return printRelease(e.stdout, c.json, resp.GetRelease())
+	newDuration(fs, &silentAfter, "silent-after", rollout.DefaultSilentAfter, "how long a canary node has to report before it counts as failed (hung or dead), 1m to 24h")
+	c.register(cmd)
+	return cmd
 }
 
 // parseSteps reads "SIZE:BAKE:REPORTS,...", where SIZE is a percentage or
@@ -154,7 +214,7 @@ func parseSteps(s string) (*adminv1.Plan, error) {
 		if err != nil || pct < 0 || pct > 100 || nodes < 0 || nodes > rollout.MaxCanaryNodes {
 			return nil, fmt.Errorf("step %d: size %q: want a percentage (10) or a number of nodes (20n, at most %d)", i+1, f[0], rollout.MaxCanaryNodes)
 		}
-		bake, err := time.ParseDuration(f[1])
+		bake, err := parseDuration(f[1])
 		if err != nil {
 			return nil, fmt.Errorf("step %d: bake %q: %v", i+1, f[1], err)
 		}

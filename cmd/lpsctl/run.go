@@ -2,125 +2,300 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
+	"syscall"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
 )
 
 // Exit codes; doc.go is the table and exitCode the mapping.
 const (
-	exitOK       = 0
-	exitError    = 1
-	exitUsage    = 2
-	exitRefused  = 3
-	exitAuth     = 4
-	exitNotFound = 5
-	exitConflict = 6
+	exitOK          = 0
+	exitError       = 1
+	exitUsage       = 2
+	exitRefused     = 3
+	exitAuth        = 4
+	exitNotFound    = 5
+	exitConflict    = 6
+	exitInterrupted = 130 // 128 + SIGINT, as a shell reports it
 )
 
+const programName = "lpsctl"
+
+// Command groups of the top-level help.
 const (
-	programName    = "lpsctl"
-	maxCommandName = 16 // widest command name, for aligned usage
+	groupOffline = "offline"
+	groupChange  = "change"
+	groupInspect = "inspect"
+	groupOther   = "other"
 )
 
-type command struct {
-	name    string // one or two words
-	summary string
-	run     func(ctx context.Context, args []string, e *env) error
-}
-
-func commands() []command {
-	return []command{
-		{"keys generate", "create a release signing key pair (offline)", runKeysGenerate},
-		{"release sign", "sign a release envelope from local artifacts (offline)", runReleaseSign},
-		{"release publish", "publish a signed release as a draft rollout", runReleasePublish},
-		{"rollout set", "grow a rollout's percentage and set its scope", runRolloutSet},
-		{"rollout plan", "put a release on a plan: steps lpsd advances while healthy and halts on a regression", runRolloutPlan},
-		{"rollout pause", "stop growing a rollout; keep serving its nodes", transitionCmd("pause")},
-		{"rollout resume", "set a paused or halted rollout rolling again", transitionCmd("resume")},
-		{"rollout halt", "stop serving a release", transitionCmd("halt")},
-		{"rollout complete", "serve a release to every node in scope", transitionCmd("complete")},
-		{"revoke", "revoke a release: never served again, staged copies removed", runRevoke},
-		{"status", "list releases, rollout states and request counts", runStatus},
-		{"explain", "say what one node would be served, rule by rule", runExplain},
-		{"audit", "list the audit log of changes", runAudit},
-		{"customdata", "render a node's custom data (offline)", runCustomData},
-		{"version", "print the lpsctl version", runVersion},
-	}
-}
+// annotationChange marks a command that changes the service's state: an
+// interrupted one may or may not have been applied.
+const annotationChange = "lpsctl/change"
 
 // env is what every subcommand gets: its output streams.
 type env struct {
 	stdout, stderr io.Writer
 }
 
+// interrupted is the cause of a context cancelled by a signal.
+type interrupted struct{ sig os.Signal }
+
+func (i interrupted) Error() string { return "interrupted by " + i.sig.String() }
+
+// run runs lpsctl with args and returns its exit code. A ctx cancelled
+// with an interrupted cause is Ctrl-C.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	e := &env{stdout: stdout, stderr: stderr}
-	if len(args) == 0 {
-		usage(stderr)
-		return exitUsage
-	}
-	switch args[0] {
-	case "help", "-h", "-help", "--help":
-		usage(stdout)
+	root := newRoot(e)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
 		return exitOK
-	case "-version", "--version":
-		args = []string{"version"}
 	}
-	c, rest, ok := lookup(args)
-	if !ok {
-		fmt.Fprintf(stderr, "%s: unknown command: %s\n", programName, strings.Join(args[:unknownWords(args)], " "))
-		usage(stderr)
-		return exitUsage
+	name := programName
+	if cmd != nil {
+		name = cmd.CommandPath()
 	}
-	err := c.run(ctx, rest, e)
-	if err != nil && !errors.Is(err, flag.ErrHelp) {
-		var ue *usageError
-		if !errors.As(err, &ue) || !ue.printed {
-			fmt.Fprintf(stderr, "%s %s: %v\n", programName, c.name, err)
+	var sig interrupted
+	if errors.As(context.Cause(ctx), &sig) {
+		if cmd != nil && cmd.Annotations[annotationChange] != "" {
+			fmt.Fprintf(stderr, "%s: interrupted: the change may or may not have been applied; check with '%s status' or '%s audit --target VERSION'\n", name, programName, programName)
+		} else {
+			fmt.Fprintf(stderr, "%s: interrupted\n", name)
 		}
-		if ue != nil && !ue.printed {
-			fmt.Fprintf(stderr, "Run '%s %s -h' for usage.\n", programName, c.name)
+		if s, ok := sig.sig.(syscall.Signal); ok && s != syscall.SIGINT {
+			return 128 + int(s)
+		}
+		return exitInterrupted
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	var ue *usageError
+	if errors.As(err, &ue) && cmd != nil {
+		if ue.help {
+			fmt.Fprintln(stderr)
+			cmd.SetOut(stderr)
+			cmd.Usage() //nolint:errcheck // best effort on stderr
+		} else {
+			fmt.Fprintf(stderr, "Run '%s -h' for usage.\n", cmd.CommandPath())
 		}
 	}
 	return exitCode(err)
 }
 
-// lookup finds the command args name: two words first, then one.
-func lookup(args []string) (command, []string, bool) {
-	for _, n := range []int{2, 1} {
-		if len(args) < n {
-			continue
+// newRoot builds the command tree.
+func newRoot(e *env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   programName + " <command>",
+		Short: "operate the live-patching service (lpsd)",
+		Long: `lpsctl makes release signing keys, signs hotfix releases offline, publishes
+them, steers their rollouts, revokes them, shows what lpsd serves and why,
+lists the audit log, and renders a node's custom data. The manual is
+'go doc nodehotfix/cmd/lpsctl'.`,
+		Version:           version,
+		Args:              cobra.ArbitraryArgs,
+		RunE:              runGroup,
+		SilenceErrors:              true,
+		SilenceUsage:               true,
+		SuggestionsMinimumDistance: suggestionDistance,
+		FParseErrWhitelist:         cobra.FParseErrWhitelist{UnknownFlags: true},
+	}
+	root.SetOut(e.stdout)
+	root.SetErr(e.stderr)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(flagError)
+	root.SetUsageFunc(usage)
+	root.AddGroup(
+		&cobra.Group{ID: groupOffline, Title: "Offline commands (no network):"},
+		&cobra.Group{ID: groupChange, Title: "Changing what lpsd serves:"},
+		&cobra.Group{ID: groupInspect, Title: "Inspecting lpsd:"},
+		&cobra.Group{ID: groupOther, Title: "Other commands:"},
+	)
+	root.SetHelpCommandGroupID(groupOther)
+	root.SetCompletionCommandGroupID(groupOther)
+
+	keys := newGroup("keys", "manage release signing keys", groupOffline)
+	keys.AddCommand(newKeysGenerateCmd(e))
+	rel := newGroup("release", "sign and publish releases", groupChange)
+	rel.AddCommand(newReleaseSignCmd(e), newReleasePublishCmd(e))
+	ro := newGroup("rollout", "steer a release's rollout", groupChange)
+	ro.AddCommand(newRolloutSetCmd(e), newRolloutPlanCmd(e))
+	for _, t := range transitionNames {
+		ro.AddCommand(newTransitionCmd(e, t))
+	}
+	root.AddCommand(keys, rel, ro,
+		newRevokeCmd(e),
+		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e),
+		newCustomDataCmd(e),
+		newVersionCmd(e),
+	)
+	// Every command reports flag errors and prints usage the same way.
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.SetFlagErrorFunc(flagError)
+		c.Flags().SortFlags = false
+		for _, sub := range c.Commands() {
+			walk(sub)
 		}
-		name := strings.Join(args[:n], " ")
-		for _, c := range commands() {
-			if c.name == name {
-				return c, args[n:], true
+	}
+	walk(root)
+	return root
+}
+
+// newGroup returns a command that only holds subcommands.
+func newGroup(name, short, group string) *cobra.Command {
+	return &cobra.Command{
+		Use:                        name + " <command>",
+		Short:                      short,
+		GroupID:                    group,
+		Args:                       cobra.ArbitraryArgs,
+		RunE:                       runGroup,
+		SuggestionsMinimumDistance: suggestionDistance,
+		// A group has no flags of its own: "lpsctl frobnicate --x" is
+		// an unknown command, not an unknown flag.
+		FParseErrWhitelist: cobra.FParseErrWhitelist{UnknownFlags: true},
+	}
+}
+
+// suggestionDistance is the edit distance within which an unknown command
+// gets a suggestion.
+const suggestionDistance = 2
+
+func init() {
+	// Help lists commands in the order a rollout uses them.
+	cobra.EnableCommandSorting = false
+}
+
+// runGroup runs a command that only holds subcommands: the arguments can
+// only be a missing or unknown command.
+func runGroup(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return &usageError{err: errors.New("missing command"), help: true}
+	}
+	msg := fmt.Sprintf("unknown command %q", args[0])
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += fmt.Sprintf("; did you mean %q?", s[0])
+	}
+	return usagef("%s", msg)
+}
+
+// usage prints a command's usage: its synopsis, subcommands by group, its
+// own flags, then the connection flags apart.
+func usage(c *cobra.Command) error {
+	w := c.OutOrStderr()
+	fmt.Fprintf(w, "Usage:\n  %s\n", c.UseLine())
+	if c.HasAvailableSubCommands() {
+		groups := c.Groups()
+		if len(groups) == 0 {
+			groups = []*cobra.Group{{ID: "", Title: "Commands:"}}
+		}
+		for _, g := range groups {
+			var lines []string
+			for _, sub := range c.Commands() {
+				if sub.IsAvailableCommand() && sub.GroupID == g.ID {
+					lines = append(lines, fmt.Sprintf("  %-*s %s", c.NamePadding(), sub.Name(), sub.Short))
+				}
+			}
+			if len(lines) > 0 {
+				fmt.Fprintf(w, "\n%s\n%s\n", g.Title, strings.Join(lines, "\n"))
 			}
 		}
 	}
-	return command{}, nil, false
+	own, conn := pflag.NewFlagSet("", pflag.ContinueOnError), pflag.NewFlagSet("", pflag.ContinueOnError)
+	own.SortFlags, conn.SortFlags = false, false
+	c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		if _, ok := f.Annotations[annotationConn]; ok {
+			conn.AddFlag(f)
+		} else {
+			own.AddFlag(f)
+		}
+	})
+	if own.HasFlags() {
+		fmt.Fprintf(w, "\nFlags:\n%s", own.FlagUsages())
+	}
+	if conn.HasFlags() {
+		fmt.Fprintf(w, "\nConnection flags:\n%s", conn.FlagUsages())
+	}
+	if c.Example != "" {
+		fmt.Fprintf(w, "\nExamples:\n%s\n", c.Example)
+	}
+	if c.HasAvailableSubCommands() {
+		fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", c.CommandPath())
+	}
+	return nil
 }
 
-// unknownWords returns how many words of args name an unknown command: two
-// when the first is a command group (keys, release, rollout).
-func unknownWords(args []string) int {
-	for _, c := range commands() {
-		if group, _, ok := strings.Cut(c.name, " "); ok && group == args[0] && len(args) > 1 {
-			return 2
+// flagError turns pflag's errors into "--flag "value": reason" usage
+// errors, suggesting the closest flag for an unknown one.
+func flagError(c *cobra.Command, err error) error {
+	var inv *pflag.InvalidValueError
+	var none *pflag.NotExistError
+	switch {
+	case errors.As(err, &inv):
+		return usagef("--%s %q: %v", inv.GetFlag().Name, inv.GetValue(), inv.Unwrap())
+	case errors.As(err, &none):
+		name := none.GetSpecifiedName()
+		if none.GetSpecifiedShortnames() != "" {
+			return usagef("unknown flag -%s", name)
 		}
+		if s := closestFlag(c, name); s != "" {
+			return usagef("unknown flag --%s; did you mean --%s?", name, s)
+		}
+		return usagef("unknown flag --%s", name)
 	}
-	return 1
+	return &usageError{err: err}
+}
+
+// closestFlag returns the flag of c nearest to name by edit distance, if
+// it is near enough to be a typo.
+func closestFlag(c *cobra.Command, name string) string {
+	best, bestD := "", 3
+	c.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Hidden {
+			return
+		}
+		if d := editDistance(name, f.Name); d < bestD || (d == bestD && best == "" && strings.HasPrefix(f.Name, name)) {
+			best, bestD = f.Name, d
+		}
+	})
+	return best
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // exitCode maps an error to the exit code table in doc.go.
 func exitCode(err error) int {
-	if err == nil || errors.Is(err, flag.ErrHelp) {
+	if err == nil {
 		return exitOK
 	}
 	var ue *usageError
@@ -143,27 +318,24 @@ func exitCode(err error) int {
 	return exitError
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", programName)
-	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-*s %s\n", maxCommandName+2, c.name, c.summary)
+func newVersionCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "print the lpsctl version",
+		GroupID: groupOther,
+		Args:    positional(),
+		RunE: func(*cobra.Command, []string) error {
+			_, err := fmt.Fprintln(e.stdout, version)
+			return err
+		},
 	}
-	fmt.Fprintf(w, "\nRun '%s <command> -h' for a command's flags.\n", programName)
 }
 
-func runVersion(_ context.Context, args []string, e *env) error {
-	if len(args) > 0 {
-		return usagef("unexpected arguments: %s", strings.Join(args, " "))
-	}
-	fmt.Fprintln(e.stdout, version)
-	return nil
-}
-
-// usageError is a bad command line; printed means the flag package has
-// already reported it.
+// usageError is a bad command line; help means the command's usage
+// follows the message.
 type usageError struct {
-	err     error
-	printed bool
+	err  error
+	help bool
 }
 
 func (u *usageError) Error() string { return u.err.Error() }
@@ -173,79 +345,31 @@ func usagef(format string, a ...any) error {
 	return &usageError{err: fmt.Errorf(format, a...)}
 }
 
-// newFlagSet returns a flag set for command name whose usage line shows
-// synopsis (the arguments after the command name).
-func newFlagSet(name, synopsis string, e *env) *flag.FlagSet {
-	fs := flag.NewFlagSet(programName+" "+name, flag.ContinueOnError)
-	fs.SetOutput(e.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: %s %s %s\n\nflags:\n", programName, name, synopsis)
-		fs.PrintDefaults()
-	}
-	return fs
-}
-
-// parse parses args, flags and positional arguments in any order, and
-// requires exactly the named positional arguments.
-func parse(fs *flag.FlagSet, args []string, names ...string) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				return nil, err
-			}
-			return nil, &usageError{err: err, printed: true}
+// positional requires exactly the named positional arguments.
+func positional(names ...string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) == len(names) {
+			return nil
 		}
-		args = fs.Args()
-		if len(args) == 0 {
-			break
-		}
-		pos = append(pos, args[0])
-		args = args[1:]
-	}
-	if len(pos) != len(names) {
 		if len(names) == 0 {
-			return nil, usagef("unexpected arguments: %s", strings.Join(pos, " "))
+			return usagef("unexpected arguments: %s", strings.Join(args, " "))
 		}
-		return nil, usagef("want arguments %s, got %d", strings.Join(names, " "), len(pos))
+		if len(args) < len(names) {
+			return usagef("missing argument %s", strings.Join(names[len(args):], " "))
+		}
+		return usagef("unexpected arguments after %s: %s", strings.Join(names, " "), strings.Join(args[len(names):], " "))
 	}
-	return pos, nil
 }
 
-// required returns a usage error naming the first empty flag.
-func required(flags ...[2]string) error {
-	for _, f := range flags {
-		if f[1] == "" {
-			return usagef("--%s is required", f[0])
-		}
-	}
-	return nil
-}
-
-// writeJSON prints v as indented JSON.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
-// listFlag is a comma-separated list that remembers whether it was set,
-// so an explicit empty value can mean "all".
-type listFlag struct {
-	set  bool
-	vals []string
-}
-
-func (l *listFlag) String() string { return strings.Join(l.vals, ",") }
-
-func (l *listFlag) Set(s string) error {
-	l.set = true
-	l.vals = l.vals[:0]
-	for _, v := range strings.Split(s, ",") {
-		if v = strings.TrimSpace(v); v != "" {
-			l.vals = append(l.vals, v)
-		}
+// required returns a usage error naming the first flag of names that was
+// not given or given empty.
+func required(c *cobra.Command, names ...string) error {
+	i := slices.IndexFunc(names, func(n string) bool {
+		f := c.Flags().Lookup(n)
+		return !f.Changed || f.Value.String() == ""
+	})
+	if i >= 0 {
+		return usagef("--%s is required", names[i])
 	}
 	return nil
 }

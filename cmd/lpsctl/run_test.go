@@ -46,6 +46,13 @@ func lpsctl(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return out.String(), errOut.String(), code
 }
 
+// interruptAfter returns a context that is interrupted (Ctrl-C) after d.
+func interruptAfter(t *testing.T, d time.Duration) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	timer := time.AfterFunc(d, func() { cancel(interrupted{os.Interrupt}) })
+	return ctx, func() { timer.Stop(); cancel(nil) }
+}
+
 // mustRun runs the CLI and fails the test unless it exits 0.
 func mustRun(t *testing.T, args ...string) string {
 	t.Helper()
@@ -249,20 +256,20 @@ func TestOperatorFlow(t *testing.T) {
 		}
 	}
 	// --watch refreshes until interrupted.
-	watchCtx, stopWatch := context.WithTimeout(t.Context(), 350*time.Millisecond)
+	watchCtx, stopWatch := interruptAfter(t, 350*time.Millisecond)
 	var watched bytes.Buffer
-	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms"), &watched, io.Discard); code != exitOK {
-		t.Errorf("status --watch exit %d", code)
+	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms"), &watched, io.Discard); code != exitInterrupted {
+		t.Errorf("status --watch exit %d, want %d", code, exitInterrupted)
 	}
 	stopWatch()
 	if n := strings.Count(watched.String(), "lpsctl status, every 100ms"); n < 2 || strings.Count(watched.String(), "VERSION") != n {
 		t.Errorf("status --watch drew %d refreshes:\n%s", n, watched.String())
 	}
 	// --watch --json is a stream of documents and nothing else.
-	watchCtx, stopWatch = context.WithTimeout(t.Context(), 350*time.Millisecond)
+	watchCtx, stopWatch = interruptAfter(t, 350*time.Millisecond)
 	watched.Reset()
 	var watchErr bytes.Buffer
-	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms", "--json"), &watched, &watchErr); code != exitOK {
+	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms", "--json"), &watched, &watchErr); code != exitInterrupted {
 		t.Errorf("status --watch --json exit %d: %s", code, watchErr.String())
 	}
 	stopWatch()
@@ -387,12 +394,19 @@ func TestErrors(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{"no-args", nil, exitUsage, "usage: lpsctl"},
-		{"unknown", []string{"frobnicate", "--x"}, exitUsage, "unknown command: frobnicate\n"},
-		{"unknown-sub", []string{"rollout", "explode", "x"}, exitUsage, "unknown command: rollout explode"},
-		{"bad-flag", []string{"status", "--bogus"}, exitUsage, "flag provided but not defined: -bogus"},
-		{"missing-version", append([]string{"rollout", "set", "--percent", "5"}, srv.conn()...), exitUsage, "want arguments VERSION"},
-		{"missing-percent", append([]string{"rollout", "set", "202604.01.1"}, srv.conn()...), exitUsage, "--percent is required"},
+		{"no-args", nil, exitUsage, "lpsctl: missing command\n\nUsage:\n  lpsctl <command>"},
+		{"unknown", []string{"frobnicate", "--x"}, exitUsage, "lpsctl: unknown command \"frobnicate\"\nRun 'lpsctl -h' for usage.\n"},
+		{"typo", []string{"stauts"}, exitUsage, `unknown command "stauts"; did you mean "status"?`},
+		{"typo-sub", []string{"rollout", "pasue", "x"}, exitUsage, `lpsctl rollout: unknown command "pasue"; did you mean "pause"?`},
+		{"typo-flag", []string{"rollout", "set", "x", "--percnt", "5"}, exitUsage, "lpsctl rollout set: unknown flag --percnt; did you mean --percent?"},
+		{"bad-percent", []string{"rollout", "set", "x", "--percent", "101"}, exitUsage, `lpsctl rollout set: --percent "101": want a whole number from 0 to 100`},
+		{"bad-duration", []string{"release", "sign", "--valid-for", "30days"}, exitUsage, `lpsctl release sign: --valid-for "30days": want a duration such as`},
+		{"bad-output", []string{"status", "-o", "xml"}, exitUsage, `lpsctl status: -o "xml": want text, json or yaml`},
+		{"json-and-yaml", []string{"status", "--json", "-o", "yaml"}, exitUsage, "--json and -o yaml disagree"},
+		{"unknown-sub", []string{"rollout", "explode", "x"}, exitUsage, `lpsctl rollout: unknown command "explode"`},
+		{"bad-flag", []string{"status", "--bogus"}, exitUsage, "lpsctl status: unknown flag --bogus\nRun 'lpsctl status -h' for usage.\n"},
+		{"missing-version", append([]string{"rollout", "set", "--percent", "5"}, srv.conn()...), exitUsage, "lpsctl rollout set: missing argument VERSION"},
+		{"nothing-to-set", append([]string{"rollout", "set", "202604.01.1"}, srv.conn()...), exitUsage, "nothing to change: give --percent, --subscriptions or --regions"},
 		{"extra-arg", append([]string{"status", "extra"}, srv.conn()...), exitUsage, "unexpected arguments: extra"},
 		{"no-server", []string{"status", "--server", "", "--token-file", srv.token}, exitUsage, "--server (or $LPSCTL_SERVER) is required"},
 		{"no-credentials", []string{"status", "--server", srv.addr, "--token-file", ""}, exitUsage, "no credentials"},
@@ -407,7 +421,7 @@ func TestErrors(t *testing.T) {
 		{"bad-envelope", append([]string{"release", "publish", "--envelope", garbage}, srv.conn()...), exitError, "--envelope " + garbage + ": verify release: malformed"},
 		{"missing-envelope", append([]string{"release", "publish", "--envelope", missing}, srv.conn()...), exitError, "--envelope: open " + missing},
 		{"explain-no-vm", append([]string{"explain", "--subscription", "s"}, srv.conn()...), exitUsage, "--vm-id is required"},
-		{"audit-bad-limit", append([]string{"audit", "--limit", "0"}, srv.conn()...), exitUsage, "--limit at least 1"},
+		{"audit-bad-limit", append([]string{"audit", "--limit", "0"}, srv.conn()...), exitUsage, `--limit "0": want a whole number from 1 to 1000`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +9,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
@@ -25,7 +26,7 @@ type signOpts struct {
 	notAfter           string
 	validFor           time.Duration
 	out                string
-	json               bool
+	output             outputFlags
 }
 
 // artifactFlag collects repeated --artifact PLATFORM=PATH,URL values.
@@ -34,6 +35,8 @@ type artifactFlag []artifactSpec
 type artifactSpec struct{ platform, path, url string }
 
 func (a *artifactFlag) String() string { return "" }
+
+func (a *artifactFlag) Type() string { return "spec" }
 
 func (a *artifactFlag) Set(s string) error {
 	platform, rest, ok := strings.Cut(s, "=")
@@ -50,23 +53,42 @@ func (a *artifactFlag) Set(s string) error {
 	return nil
 }
 
-func runReleaseSign(_ context.Context, args []string, e *env) error {
+func newReleaseSignCmd(e *env) *cobra.Command {
 	var o signOpts
-	fs := newFlagSet("release sign", "--key FILE --base B --version V --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) --out FILE", e)
+	cmd := &cobra.Command{
+		Use:   "sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) --out FILE|-",
+		Short: "sign a release envelope from local artifacts (offline)",
+		Long: `sign signs a release envelope with the private key. For each --artifact,
+PLATFORM is os/arch (linux/amd64, linux/arm64), PATH the local binary, whose
+sha256 and size are computed here, and URL the https address nodes download
+it from (PATH cannot contain a comma; URL may). The expiry must be in the
+future. The envelope is written atomically to --out (mode 0644), or printed
+with --out -. No network is used.`,
+		Example: `  lpsctl release sign --key release.key --base 202604.01 --version 202604.01.3 \
+      --artifact linux/amd64=./aks-node-controller,https://example.com/anc-202604.01.3 \
+      --valid-for 30d --out 202604.01.3.json`,
+		Args:    positional(),
+		PreRunE: o.output.preRun(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := required(cmd, "key", "base", "version", "out"); err != nil {
+				return err
+			}
+			return releaseSign(o, e)
+		},
+	}
+	fs := cmd.Flags()
 	fs.StringVar(&o.key, "key", "", "release private key `file` (from keys generate)")
 	fs.StringVar(&o.base, "base", "", "image base `YYYYMM.DD` the hotfix applies to")
 	fs.StringVar(&o.version, "version", "", "hotfix version `YYYYMM.DD.PATCH`")
 	fs.Var(&o.artifacts, "artifact", "`PLATFORM=PATH,URL`: local binary for PLATFORM (linux/amd64, linux/arm64) and the https URL nodes fetch it from; repeatable")
-	fs.StringVar(&o.notAfter, "not-after", "", "expiry as RFC 3339 `time` (or use --valid-for)")
-	fs.DurationVar(&o.validFor, "valid-for", 0, "expiry as a `duration` from now, e.g. 720h (or use --not-after)")
+	fs.StringVar(&o.notAfter, "not-after", "", "expiry as an RFC 3339 `time` (or --valid-for)")
+	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, e.g. 30d or 720h (or --not-after)")
 	fs.StringVar(&o.out, "out", "", "`file` to write the signed envelope to (- for stdout)")
-	fs.BoolVar(&o.json, "json", false, "print JSON (schema in the manual)")
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := required([2]string{"key", o.key}, [2]string{"base", o.base}, [2]string{"version", o.version}, [2]string{"out", o.out}); err != nil {
-		return err
-	}
+	o.output.register(fs)
+	return cmd
+}
+
+func releaseSign(o signOpts, e *env) error {
 	if len(o.artifacts) == 0 {
 		return usagef("--artifact is required (at least one)")
 	}
@@ -106,8 +128,8 @@ func runReleaseSign(_ context.Context, args []string, e *env) error {
 	}
 
 	keyID := release.KeyID(priv.Public().(ed25519.PublicKey))
-	if o.json {
-		return writeJSON(e.stdout, struct {
+	if o.output.structured() {
+		return o.output.write(e.stdout, struct {
 			Out       string                      `json:"out"`
 			KeyID     string                      `json:"key_id"`
 			Base      string                      `json:"base"`

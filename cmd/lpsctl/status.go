@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 )
 
@@ -31,43 +33,58 @@ type countJSON struct {
 	Count   uint64 `json:"count"`
 }
 
-func runStatus(ctx context.Context, args []string, e *env) error {
-	var c connFlags
-	fs := newFlagSet("status", "[--watch [--interval D]] [connection flags]", e)
-	watch := fs.Bool("watch", false, "refresh until interrupted (text: the screen is redrawn on a terminal; --json: one document per refresh)")
-	interval := fs.Duration("interval", 2*time.Second, "refresh interval with --watch")
-	c.register(fs)
-	if _, err := parse(fs, args); err != nil {
-		return err
-	}
-	if !*watch {
-		return statusOnce(ctx, c, e)
-	}
-	if *interval < 100*time.Millisecond {
-		return usagef("--interval %v: want at least 100ms", *interval)
-	}
-	term := isTerminal(e.stdout)
-	for {
-		// JSON: one document per refresh, nothing between them, so the
-		// stream feeds jq as it comes.
-		if !c.json {
-			if term {
-				fmt.Fprint(e.stdout, "\033[H\033[2J")
+func newStatusCmd(e *env) *cobra.Command {
+	var c service
+	var watch bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "status [--watch [--interval D]]",
+		Short: "list releases, rollout states, outcome reports and request counts",
+		Long: `status lists releases, rollout states, the nodes' outcome reports per
+release (reported, ok, failed, fell back, silent), the control cohort per
+base, each planned release's step, health verdict and when its next step is
+due, and this lpsd instance's node request counts.`,
+		Example: `  lpsctl status
+  lpsctl status --watch --interval 5s
+  lpsctl status -o json | jq '.releases[] | {version, state, counts}'`,
+		GroupID: groupInspect,
+		Args:    positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if !watch {
+				return statusOnce(ctx, &c, e)
 			}
-			fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", *interval, formatTime(time.Now()))
-		}
-		if err := statusOnce(ctx, c, e); err != nil {
-			if ctx.Err() != nil {
-				return nil // interrupted mid-refresh: that is how a watch ends
+			if interval < 100*time.Millisecond {
+				return usagef("--interval %v: want at least 100ms", interval)
 			}
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(*interval):
-		}
+			term := isTerminal(e.stdout)
+			for {
+				// Documents: one per refresh, nothing between them, so
+				// the stream feeds jq as it comes.
+				if !c.out.structured() {
+					if term {
+						fmt.Fprint(e.stdout, "\033[H\033[2J")
+					}
+					fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", formatDuration(interval), formatTime(time.Now()))
+				}
+				if err := statusOnce(ctx, &c, e); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err() // interrupted mid-refresh
+					}
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(interval):
+				}
+			}
+		},
 	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "refresh until interrupted (text: the screen is redrawn on a terminal; -o json: one document per refresh)")
+	newDuration(cmd.Flags(), &interval, "interval", 2*time.Second, "refresh interval with --watch")
+	c.register(cmd)
+	return cmd
 }
 
 // isTerminal reports whether w is a character device (a terminal).
@@ -80,16 +97,16 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
-func statusOnce(ctx context.Context, c connFlags, e *env) error {
+func statusOnce(ctx context.Context, c *service, e *env) error {
 	var st *adminv1.StatusResponse
-	err := c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+	err := c.conn.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 		st, err = cl.Status(ctx, &adminv1.StatusRequest{})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if c.json {
+	if c.out.structured() {
 		out := statusJSON{Region: st.GetRegion(), SnapshotRevision: st.GetSnapshotRevision(), Releases: []releaseJSON{}, Requests: []countJSON{}, Control: []controlJSON{}}
 		if st.GetSnapshotTime() != nil {
 			t := st.GetSnapshotTime().AsTime()
@@ -104,7 +121,7 @@ func statusOnce(ctx context.Context, c connFlags, e *env) error {
 		for _, c := range st.GetControl() {
 			out.Control = append(out.Control, controlJSON{Base: c.GetBase(), Counts: toCountsJSON(c.GetCounts())})
 		}
-		return writeJSON(e.stdout, out)
+		return c.out.write(e.stdout, out)
 	}
 	return printStatus(e, st)
 }

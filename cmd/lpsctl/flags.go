@@ -1,0 +1,215 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"sigs.k8s.io/yaml"
+)
+
+// annotationConn marks the connection flags, which usage lists apart.
+const annotationConn = "lpsctl/conn"
+
+// Output formats of -o.
+const (
+	formatText = "text"
+	formatJSON = "json"
+	formatYAML = "yaml"
+)
+
+// outputFlags are -o and its alias --json.
+type outputFlags struct {
+	format string
+	json   bool
+}
+
+func (o *outputFlags) register(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.format, "output", "o", formatText, "output `format`: text, json or yaml (schemas in the manual)")
+	fs.BoolVar(&o.json, "json", false, "same as -o json")
+}
+
+// resolve checks the flags once parsed and settles the format.
+func (o *outputFlags) resolve() error {
+	switch o.format {
+	case formatText, formatJSON, formatYAML:
+	default:
+		return usagef("-o %q: want text, json or yaml", o.format)
+	}
+	if o.json {
+		if o.format != formatText && o.format != formatJSON {
+			return usagef("--json and -o %s disagree; give one", o.format)
+		}
+		o.format = formatJSON
+	}
+	return nil
+}
+
+// structured reports whether the output is a document (JSON or YAML)
+// rather than text for people.
+func (o *outputFlags) structured() bool { return o.format != formatText }
+
+// write prints v as the chosen document format; text is the caller's.
+func (o *outputFlags) write(w io.Writer, v any) error {
+	if o.format == formatYAML {
+		j, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		y, err := yaml.JSONToYAML(j)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	return writeJSON(w, v)
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// preRun returns a PreRunE that settles the output flags, so every
+// command checks -o before it does anything.
+func (o *outputFlags) preRun() func(*cobra.Command, []string) error {
+	return func(*cobra.Command, []string) error { return o.resolve() }
+}
+
+// durationValue is a time.Duration flag that also takes days ("30d",
+// "1d12h"), since release lifetimes and bake times are counted in them.
+type durationValue struct{ d *time.Duration }
+
+func newDuration(fs *pflag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var(durationValue{p}, name, usage)
+}
+
+func (v durationValue) String() string {
+	if v.d == nil || *v.d == 0 {
+		return "0" // what pflag takes for an unset default
+	}
+	return formatDuration(*v.d)
+}
+
+func (v durationValue) Type() string { return "duration" }
+
+func (v durationValue) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+// parseDuration reads a Go duration with an optional leading whole number
+// of days: 30d, 1d12h, 90m.
+func parseDuration(s string) (time.Duration, error) {
+	bad := fmt.Errorf("want a duration such as 90s, 30m, 12h, 30d or 1d12h")
+	var days time.Duration
+	if i := strings.IndexByte(s, 'd'); i >= 0 {
+		n, err := strconv.ParseUint(s[:i], 10, 16)
+		if err != nil {
+			return 0, bad
+		}
+		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
+		if s == "" {
+			return days, nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, bad
+	}
+	return days + d, nil
+}
+
+// formatDuration writes d the way parseDuration reads it: 30d, 1d12h,
+// 30m.
+func formatDuration(d time.Duration) string {
+	if d <= 0 || d%time.Second != 0 {
+		return d.String()
+	}
+	var b strings.Builder
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
+		if n := d / u.unit; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, u.name)
+			d -= n * u.unit
+		}
+	}
+	return b.String()
+}
+
+// intValue is an integer flag with a range, whose error says the range.
+type intValue struct {
+	p        *int64
+	min, max int64
+}
+
+func newInt(fs *pflag.FlagSet, p *int64, name string, def, lo, hi int64, usage string) {
+	*p = def
+	fs.Var(&intValue{p, lo, hi}, name, usage)
+}
+
+func (v *intValue) String() string {
+	if v.p == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*v.p, 10)
+}
+
+func (v *intValue) Type() string { return "int" }
+
+func (v *intValue) Set(s string) error {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < v.min || n > v.max {
+		return fmt.Errorf("want a whole number from %d to %d", v.min, v.max)
+	}
+	*v.p = n
+	return nil
+}
+
+// listFlag is a comma-separated list that remembers whether it was set,
+// so an explicit empty value can mean "all".
+type listFlag struct {
+	set  bool
+	vals []string
+}
+
+func (l *listFlag) String() string { return strings.Join(l.vals, ",") }
+
+func (l *listFlag) Type() string { return "list" }
+
+func (l *listFlag) Set(s string) error {
+	l.set = true
+	l.vals = l.vals[:0]
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			l.vals = append(l.vals, v)
+		}
+	}
+	return nil
+}
+
+// aliases returns a normalize function that maps each alias to its flag.
+func aliases(pairs map[string]string) func(*pflag.FlagSet, string) pflag.NormalizedName {
+	return func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if to, ok := pairs[name]; ok {
+			return pflag.NormalizedName(to)
+		}
+		return pflag.NormalizedName(name)
+	}
+}
