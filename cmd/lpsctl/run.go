@@ -100,9 +100,9 @@ func newRoot(e *env) *cobra.Command {
 them, steers their rollouts, revokes them, shows what lpsd serves and why,
 lists the audit log, and renders a node's custom data. The manual is
 'go doc nodehotfix/cmd/lpsctl'.`,
-		Version:           version,
-		Args:              cobra.ArbitraryArgs,
-		RunE:              runGroup,
+		Version:                    version,
+		Args:                       cobra.ArbitraryArgs,
+		RunE:                       runGroup,
 		SilenceErrors:              true,
 		SilenceUsage:               true,
 		SuggestionsMinimumDistance: suggestionDistance,
