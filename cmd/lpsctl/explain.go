@@ -4,10 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/quote"
+	"nodehotfix/internal/release"
 )
 
 type explainJSON struct {
@@ -92,11 +98,11 @@ func toExplainJSON(o explainOpts, resp *adminv1.ExplainResponse) explainJSON {
 }
 
 func printExplain(e *env, o explainOpts, resp *adminv1.ExplainResponse) error {
-	region := o.region
-	if region == "" {
+	region := quote.Text(o.region)
+	if o.region == "" {
 		region = "(this lpsd instance's)"
 	}
-	fmt.Fprintf(e.stdout, "node %s, subscription %s, region %s\n", o.vmID, o.subscription, region)
+	fmt.Fprintf(e.stdout, "node %s, subscription %s, region %s\n", quote.Text(o.vmID), quote.Text(o.subscription), region)
 	if len(resp.GetDecisions()) == 0 {
 		fmt.Fprintln(e.stdout, "\nno releases published")
 	}
@@ -108,23 +114,70 @@ func printExplain(e *env, o explainOpts, resp *adminv1.ExplainResponse) error {
 		case d.GetIncluded():
 			verdict = "included, but a higher patch of the base is served"
 		}
-		fmt.Fprintf(e.stdout, "\n%s (base %s): %s\n", d.GetVersion(), d.GetBase(), verdict)
+		fmt.Fprintf(e.stdout, "\n%s (base %s): %s\n", quote.Text(d.GetVersion()), quote.Text(d.GetBase()), verdict)
 		tw := newTable(e.stdout)
 		for _, r := range d.GetRules() {
 			mark := "pass"
 			if !r.GetPassed() {
 				mark = "FAIL"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\n", mark, r.GetRule(), r.GetDetail())
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", mark, quote.Text(r.GetRule()), quote.Text(r.GetDetail()))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
-	if p := resp.GetPointerJson(); p != "" {
-		fmt.Fprintf(e.stdout, "\npointer served: %s\n", p)
-	} else {
+	p := resp.GetPointerJson()
+	if p == "" {
 		fmt.Fprintln(e.stdout, "\nnothing is served: the node keeps its baked agent (NotFound)")
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "\npointer served (%d bytes; the whole document with -o json):\n", len(p))
+	for _, line := range pointerSummary([]byte(p)) {
+		fmt.Fprintf(e.stdout, "  %s\n", line)
 	}
 	return nil
+}
+
+// pointerSummary describes a pointer document in lines for people: each
+// base's hotfix (or tombstone), its signed release, and the revocations.
+func pointerSummary(doc []byte) []string {
+	ptr, err := hotfix.ParsePointer(doc)
+	if err != nil {
+		return []string{"unreadable: " + quote.Text(err.Error())}
+	}
+	signed := make(map[string]release.Release)
+	var lines []string
+	for i, env := range ptr.Releases {
+		r, err := release.Inspect(env)
+		if err != nil {
+			lines = append(lines, fmt.Sprintf("release %d: unreadable envelope: %s", i+1, quote.Text(err.Error())))
+			continue
+		}
+		signed[r.Version] = r
+	}
+	for _, base := range slices.Sorted(maps.Keys(ptr.Hotfixes)) {
+		v := ptr.Hotfixes[base]
+		line := fmt.Sprintf("base %s: %s", quote.Text(base), quote.Text(v))
+		switch r, ok := signed[v]; {
+		case v == hotfix.Tombstone(base):
+			line += " (tombstone: the base has a revoked release, so no custom-data pointer installs it)"
+		case ok:
+			line += fmt.Sprintf(" (signed release, %s, not after %s)", strings.Join(slices.Sorted(maps.Keys(r.Artifacts)), ", "), formatTime(r.NotAfter))
+		default:
+			line += " (no signed release: package route)"
+		}
+		lines = append(lines, line)
+	}
+	if len(ptr.Revoked) > 0 {
+		q := make([]string, len(ptr.Revoked))
+		for i, v := range ptr.Revoked {
+			q[i] = quote.Text(v)
+		}
+		lines = append(lines, "revoked: "+strings.Join(q, ", "))
+	}
+	if len(lines) == 0 {
+		lines = append(lines, "empty")
+	}
+	return lines
 }

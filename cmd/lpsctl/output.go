@@ -8,6 +8,7 @@ import (
 	"time"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/quote"
 )
 
 // releaseJSON is a release in -o json output (schema in doc.go).
@@ -127,7 +128,7 @@ func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release) error {
 	}
 	ro := r.GetRollout()
 	line := fmt.Sprintf("%s (base %s): %s at %d%%, subscriptions %s, regions %s, revision %d",
-		r.GetVersion(), r.GetBase(), ro.GetState(), ro.GetPercent(), scope(ro.GetSubscriptions()), scope(ro.GetRegions()), r.GetRevision())
+		quote.Text(r.GetVersion()), quote.Text(r.GetBase()), quote.Text(ro.GetState()), ro.GetPercent(), scope(ro.GetSubscriptions()), scope(ro.GetRegions()), r.GetRevision())
 	if r.GetRevoked() {
 		line += ", REVOKED"
 	}
@@ -135,11 +136,17 @@ func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release) error {
 	return err
 }
 
+// scope is a scope list for text output, quoted as it comes from the
+// service.
 func scope(ids []string) string {
 	if len(ids) == 0 {
 		return "all"
 	}
-	return strings.Join(ids, ",")
+	q := make([]string, len(ids))
+	for i, id := range ids {
+		q[i] = quote.Text(id)
+	}
+	return strings.Join(q, ",")
 }
 
 func yesNo(b bool) string {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/quote"
 )
 
 type statusJSON struct {
@@ -127,7 +128,7 @@ func statusOnce(ctx context.Context, c *service, e *env) error {
 }
 
 func printStatus(e *env, st *adminv1.StatusResponse) error {
-	region := st.GetRegion()
+	region := quote.Text(st.GetRegion())
 	if region == "" {
 		region = "(none)"
 	}
@@ -143,7 +144,7 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tSERVED*\tREPORTED\tOK\tFAILED\tFALLBACK\tSILENT\tREVISION\tUPDATED")
 		for _, r := range st.GetReleases() {
 			ro, c := r.GetRollout(), r.GetCounts()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", r.GetVersion(), r.GetBase(), ro.GetState(), ro.GetPercent(),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", quote.Text(r.GetVersion()), quote.Text(r.GetBase()), quote.Text(ro.GetState()), ro.GetPercent(),
 				scope(ro.GetSubscriptions()), scope(ro.GetRegions()), yesNo(r.GetRevoked()), r.GetServed(),
 				c.GetReported(), c.GetOk(), c.GetFailed(), c.GetFallback(), c.GetSilent(), r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
 		}
@@ -169,14 +170,14 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 			if r.GetRollout().GetState() == "rolling" && h.GetNextDue() != nil {
 				due = formatTime(h.GetNextDue().AsTime())
 			}
-			verdict := h.GetVerdict()
+			verdict := quote.Text(h.GetVerdict())
 			if h.GetRule() != "" {
-				verdict += " (" + h.GetRule() + ")"
+				verdict += " (" + quote.Text(h.GetRule()) + ")"
 			}
 			if verdict == "" {
 				verdict = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.GetVersion(), step, verdict, due, h.GetDetail())
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", quote.Text(r.GetVersion()), step, verdict, due, quote.Text(h.GetDetail()))
 		}
 	}
 	fmt.Fprintln(tw)
@@ -186,7 +187,7 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 		fmt.Fprintln(tw, "CONTROL BASE\tREPORTED\tOK\tFAILED")
 		for _, c := range st.GetControl() {
 			n := c.GetCounts()
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", c.GetBase(), n.GetReported(), n.GetOk(), n.GetFailed())
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", quote.Text(c.GetBase()), n.GetReported(), n.GetOk(), n.GetFailed())
 		}
 	}
 	fmt.Fprintln(tw)
@@ -195,7 +196,7 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 	} else {
 		fmt.Fprintln(tw, "OUTCOME\tREQUESTS")
 		for _, n := range st.GetRequests() {
-			fmt.Fprintf(tw, "%s\t%d\n", n.GetOutcome(), n.GetCount())
+			fmt.Fprintf(tw, "%s\t%d\n", quote.Text(n.GetOutcome()), n.GetCount())
 		}
 	}
 	return tw.Flush()
