@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
@@ -26,6 +29,10 @@ const (
 
 type auditJSON struct {
 	Entries []auditEntryJSON `json:"entries"`
+	// NextAfterSeq is the --after of the next page; More says whether
+	// entries after it may match.
+	NextAfterSeq int64 `json:"next_after_seq"`
+	More         bool  `json:"more"`
 }
 
 type auditEntryJSON struct {
@@ -34,6 +41,7 @@ type auditEntryJSON struct {
 	Actor  string          `json:"actor"`
 	Action string          `json:"action"`
 	Target string          `json:"target"`
+	Reason string          `json:"reason"`
 	Before json.RawMessage `json:"before"`
 	After  json.RawMessage `json:"after"`
 	// Evidence is an automatic change's (autopilot.Evidence), omitted for
@@ -44,35 +52,50 @@ type auditEntryJSON struct {
 func newAuditCmd(e *env) *cobra.Command {
 	var c service
 	var after, limit int64
+	var target, actor string
+	var since sinceValue
 	cmd := &cobra.Command{
-		Use:   "audit [--after SEQ] [--limit N]",
+		Use:   "audit [--target VERSION] [--actor ID] [--since TIME|DURATION] [--after SEQ] [--limit N]",
 		Short: "list the audit log of changes",
 		Long: `audit lists changes oldest first, 100 at a time; when a page is full,
 stderr says how to get the next. Entries by actor "lpsd" are the
 autopilot's, with the health verdict that made the change.`,
 		Example: `  lpsctl audit
-  lpsctl audit --after 100 -o json`,
+  lpsctl audit --target 202604.01.3 --since 2d
+  lpsctl audit --actor lpsd --since 2026-12-01T00:00:00Z -o json
+  lpsctl audit --after 100`,
 		GroupID: groupInspect,
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var resp *adminv1.ListAuditResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.ListAudit(ctx, &adminv1.ListAuditRequest{AfterSeq: after, Limit: int32(limit)})
+				resp, err = cl.ListAudit(ctx, &adminv1.ListAuditRequest{AfterSeq: after, Limit: int32(limit), Target: target, Actor: actor, Since: since.timestamp()})
 				return err
 			})
 			if err != nil {
 				return err
 			}
-			entries := resp.GetEntries()
-			if int64(len(entries)) == limit {
-				fmt.Fprintf(e.stderr, "more entries may follow: %s audit --after %d\n", programName, entries[len(entries)-1].GetSeq())
+			if resp.GetMore() {
+				next := []string{programName, "audit", "--after", strconv.FormatInt(resp.GetNextAfterSeq(), 10)}
+				// The same flags, so the next page continues this one.
+				cmd.Flags().Visit(func(f *pflag.Flag) {
+					if f.Name != "after" {
+						next = append(next, "--"+f.Name, shellQuote(f.Value.String()))
+					}
+				})
+				fmt.Fprintf(e.stderr, "more entries may follow: %s\n", strings.Join(next, " "))
 			}
 			if c.out.structured() {
-				return c.out.write(e.stdout, toAuditJSON(entries))
+				out := toAuditJSON(resp.GetEntries())
+				out.NextAfterSeq, out.More = resp.GetNextAfterSeq(), resp.GetMore()
+				return c.out.write(e.stdout, out)
 			}
-			return printAudit(e, entries)
+			return printAudit(e, resp.GetEntries())
 		},
 	}
+	cmd.Flags().StringVar(&target, "target", "", "only the entries of this release `VERSION`")
+	cmd.Flags().StringVar(&actor, "actor", "", "only the entries of this `actor`, as audit shows it (token:ops, cert:alice, lpsd)")
+	cmd.Flags().Var(&since, "since", "only entries from this RFC 3339 `time` on, or this long ago (2h, 7d)")
 	newInt(cmd.Flags(), &after, "after", 0, 0, math.MaxInt64, "list entries after sequence number `SEQ`")
 	newInt(cmd.Flags(), &limit, "limit", defaultAuditLimit, 1, maxAuditLimit, "at most `N` entries")
 	c.register(cmd)
@@ -83,7 +106,7 @@ func toAuditJSON(entries []*adminv1.AuditEntry) auditJSON {
 	out := auditJSON{Entries: []auditEntryJSON{}}
 	for _, a := range entries {
 		entry := auditEntryJSON{
-			Seq: a.GetSeq(), Time: a.GetTime().AsTime(), Actor: a.GetActor(), Action: a.GetAction(), Target: a.GetTarget(),
+			Seq: a.GetSeq(), Time: a.GetTime().AsTime(), Actor: a.GetActor(), Action: a.GetAction(), Target: a.GetTarget(), Reason: a.GetReason(),
 			Before: rawOrNull(a.GetBeforeJson()), After: rawOrNull(a.GetAfterJson()),
 		}
 		if ev := a.GetEvidenceJson(); ev != "" && json.Valid([]byte(ev)) {
@@ -100,10 +123,14 @@ func printAudit(e *env, entries []*adminv1.AuditEntry) error {
 		return nil
 	}
 	tw := newTable(e.stdout)
-	fmt.Fprintln(tw, "SEQ\tTIME\tACTOR\tACTION\tTARGET\tCHANGE")
+	fmt.Fprintln(tw, "SEQ\tTIME\tACTOR\tACTION\tTARGET\tREASON\tCHANGE")
 	for _, a := range entries {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", a.GetSeq(), formatTime(a.GetTime().AsTime()), quote.Text(a.GetActor()), quote.Text(a.GetAction()), quote.Text(a.GetTarget()),
-			describeChange(a.GetBeforeJson(), a.GetAfterJson())+why(a.GetEvidenceJson()))
+		reason := "-"
+		if a.GetReason() != "" {
+			reason = quote.Text(a.GetReason())
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetSeq(), formatTime(a.GetTime().AsTime()), quote.Text(a.GetActor()), quote.Text(a.GetAction()), quote.Text(a.GetTarget()),
+			reason, describeChange(a.GetBeforeJson(), a.GetAfterJson())+why(a.GetEvidenceJson()))
 	}
 	return tw.Flush()
 }
@@ -158,4 +185,49 @@ func describeChange(beforeJSON, afterJSON string) string {
 		return "no rollout change"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// sinceValue is --since: an RFC 3339 time, or a duration before now.
+type sinceValue struct {
+	t   time.Time
+	set bool
+}
+
+func (v *sinceValue) String() string {
+	if !v.set {
+		return ""
+	}
+	return formatTime(v.t)
+}
+
+func (v *sinceValue) Type() string { return "time" }
+
+func (v *sinceValue) Set(s string) error {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		v.t, v.set = t, true
+		return nil
+	}
+	d, err := parseDuration(s)
+	if err != nil {
+		return fmt.Errorf("want an RFC 3339 time (2026-12-01T00:00:00Z) or a duration ago (2h, 7d)")
+	}
+	v.t, v.set = time.Now().Add(-d), true
+	return nil
+}
+
+func (v *sinceValue) timestamp() *timestamppb.Timestamp {
+	if !v.set {
+		return nil
+	}
+	return timestamppb.New(v.t)
+}
+
+// shellQuote quotes s for a command line a person can paste.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:/,=+@", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

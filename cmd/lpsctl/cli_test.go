@@ -3,13 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
@@ -156,5 +160,166 @@ func TestHelp(t *testing.T) {
 	}
 	if out := mustRun(t, "rollout", "-h"); !strings.Contains(out, "  set ") || !strings.Contains(out, "  halt ") {
 		t.Errorf("rollout -h lists no subcommands:\n%s", out)
+	}
+}
+
+const (
+	subA = "3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f"
+	subB = "8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a"
+)
+
+// TestReasonsAndAuditFilters: --reason is stored with each change and
+// shown; audit filters by target, actor and time.
+func TestReasonsAndAuditFilters(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	publishDraft(t, srv, "202604.01.3")
+	publishDraft(t, srv, "202605.02.1")
+	mustRun(t, with("rollout", "set", "202604.01.3", "--percent", "5", "--reason", "ICM 1234: kubelet flag")...)
+	mustRun(t, with("rollout", "pause", "202605.02.1", "--reason", "wait")...)
+	mustRun(t, with("revoke", "202605.02.1", "--reason", "superseded")...)
+
+	var au auditJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("audit", "--target", "202604.01.3", "-o", "json")...)), &au); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range au.Entries {
+		got = append(got, e.Action+"/"+e.Reason)
+	}
+	if want := []string{"publish/", "rollout-set/ICM 1234: kubelet flag"}; !cmp.Equal(got, want) || au.More {
+		t.Errorf("audit --target = %v (more %v), want %v", got, au.More, want)
+	}
+	out := mustRun(t, with("audit", "--target", "202605.02.1")...)
+	for _, want := range []string{"REASON", "superseded", "wait"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("audit text lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "202604.01.3") {
+		t.Errorf("audit --target 202605.02.1 shows another release:\n%s", out)
+	}
+	if out := mustRun(t, with("audit", "--actor", "token:ops", "--since", "1h", "-o", "json")...); strings.Count(out, `"seq"`) != 5 {
+		t.Errorf("audit --actor token:ops --since 1h: want all 5 entries:\n%s", out)
+	}
+	if out := mustRun(t, with("audit", "--actor", "cert:nobody")...); !strings.Contains(out, "no audit entries") {
+		t.Errorf("audit --actor of nobody:\n%s", out)
+	}
+	if out := mustRun(t, with("audit", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))...); !strings.Contains(out, "no audit entries") {
+		t.Errorf("audit --since the future:\n%s", out)
+	}
+	// The paging hint repeats the filters.
+	_, errOut, code := lpsctl(t, with("audit", "--target", "202605.02.1", "--limit", "1")...)
+	if code != exitOK || !strings.Contains(errOut, "more entries may follow: lpsctl audit --after 2 --target 202605.02.1 --limit 1") {
+		t.Errorf("audit page hint: exit %d, %q", code, errOut)
+	}
+
+	for _, bad := range []struct{ reason, want string }{
+		{"oops\x1b[2J", `--reason "oops\x1b[2J": no control characters`},
+		{strings.Repeat("x", 1025), "--reason: 1025 bytes, at most 1024"},
+	} {
+		if _, errOut, code := lpsctl(t, with("rollout", "pause", "202604.01.3", "--reason", bad.reason)...); code != exitUsage || !strings.Contains(errOut, bad.want) {
+			t.Errorf("bad reason: exit %d, %q; want %q", code, errOut, bad.want)
+		}
+	}
+	if _, _, code := lpsctl(t, with("audit", "--since", "yesterday")...); code != exitUsage {
+		t.Errorf("audit --since yesterday: exit %d", code)
+	}
+}
+
+// TestNoDeadEnds: the scope of a complete or paused release changes
+// without halting it, repeats succeed, and refusals name a command that
+// works.
+func TestNoDeadEnds(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	const v = "202604.01.3"
+	publishDraft(t, srv, v)
+	mustRun(t, with("rollout", "complete", v)...)
+	out := mustRun(t, with("rollout", "set", v, "--regions", "eastus,westus", "--subscription", subA)...)
+	if !strings.Contains(out, "complete at 100%, subscriptions "+subA+", regions eastus,westus") {
+		t.Errorf("scope change on complete: %q", out)
+	}
+	// The manual's "all subscriptions", copied: '' and "".
+	out = mustRun(t, with("rollout", "set", v, "--subscriptions", "", "--regions", "")...)
+	if !strings.Contains(out, "complete at 100%, subscriptions all, regions all") {
+		t.Errorf("scope reset on complete: %q", out)
+	}
+	// What gofmt once made of the manual's '': refused, naming it.
+	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--subscriptions", "”")...); code != exitError || !strings.Contains(errOut, "InvalidArgument") || !strings.Contains(errOut, "”") {
+		t.Errorf("a U+201D subscription: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--regions", "east us")...); code != exitError || !strings.Contains(errOut, "InvalidArgument") {
+		t.Errorf("a bad region: exit %d, %q", code, errOut)
+	}
+	if _, errOut, code := lpsctl(t, with("rollout", "resume", v)...); code != exitRefused || strings.Contains(errOut, "rollout resume") {
+		t.Errorf("resume a complete release: exit %d, %q (must not suggest resume)", code, errOut)
+	}
+	mustRun(t, with("rollout", "halt", v)...)
+	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--regions", "eastus")...); code != exitRefused || !strings.Contains(errOut, "lpsctl rollout resume "+v) {
+		t.Errorf("scope change on halted: exit %d, %q; want a resume suggestion", code, errOut)
+	}
+	mustRun(t, with("revoke", v)...)
+	if out := mustRun(t, with("revoke", v)...); !strings.Contains(out, "already revoked; nothing changed") {
+		t.Errorf("revoke twice: %q", out)
+	}
+}
+
+// TestExpiryShown: status shows each release's expiry, and marks it once
+// passed.
+func TestExpiryShown(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	publishDraft(t, srv, "202604.01.3")
+	var st statusJSON
+	if err := json.Unmarshal([]byte(mustRun(t, append([]string{"status", "-o", "json"}, srv.conn()...)...)), &st); err != nil {
+		t.Fatal(err)
+	}
+	r := st.Releases[0]
+	if r.NotAfter == nil || r.Expired || r.NotAfter.Before(time.Now().Add(719*time.Hour)) {
+		t.Errorf("status -o json: not_after %v, expired %v; want about 720h ahead", r.NotAfter, r.Expired)
+	}
+	if out := mustRun(t, append([]string{"status"}, srv.conn()...)...); !strings.Contains(out, "NOT AFTER") || !strings.Contains(out, formatTime(*r.NotAfter)) {
+		t.Errorf("status lacks the expiry:\n%s", out)
+	}
+	past := &adminv1.Release{Version: "202604.01.2", NotAfter: timestamppb.New(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))}
+	if got := expiryText(past); got != "EXPIRED 2026-01-02T03:04:05Z" {
+		t.Errorf("expiryText(past) = %q", got)
+	}
+	if got := notAfterCell(&adminv1.Release{}); got != "EXPIRED" {
+		t.Errorf("notAfterCell(no expiry) = %q", got)
+	}
+}
+
+// TestServiceStringsQuoted: what the service sends is printed with
+// control characters quoted, never raw to the terminal.
+func TestServiceStringsQuoted(t *testing.T) {
+	t.Parallel()
+	evil := "202604.01.3\x1b]0;owned\x07"
+	r := &adminv1.Release{Version: evil, Base: "202604.01\r", Rollout: &adminv1.Rollout{State: "rolling", Subscriptions: []string{"a\x1b[2J"}}}
+	var out bytes.Buffer
+	if err := printRelease(&out, &outputFlags{format: formatText}, r); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07\r") || !strings.Contains(out.String(), `\x1b]0;owned\a`) {
+		t.Errorf("printRelease let a control character through: %q", out.String())
+	}
+	e := &env{stdout: &out, stderr: io.Discard}
+	out.Reset()
+	if err := printStatus(e, &adminv1.StatusResponse{Region: "east\x1bus", Releases: []*adminv1.Release{r}, Requests: []*adminv1.OutcomeCount{{Outcome: "x\x1b", Count: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\x07\r") {
+		t.Errorf("printStatus let a control character through: %q", out.String())
+	}
+	for _, line := range pointerSummary([]byte(`{"hotfixes":{"202604.01":"202604.01.9"},"revoked":["202604.01.8"]}`)) {
+		if strings.ContainsAny(line, "\x1b") {
+			t.Errorf("pointerSummary: %q", line)
+		}
+	}
+	if got := pointerSummary([]byte(`{"hotfixes":{"202604.01":"202604.01.0"},"revoked":["202604.01.8"]}`)); len(got) != 2 || !strings.Contains(got[0], "tombstone") || got[1] != "revoked: 202604.01.8" {
+		t.Errorf("pointerSummary(tombstone) = %q", got)
 	}
 }

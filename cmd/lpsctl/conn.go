@@ -19,6 +19,7 @@ import (
 	"nodehotfix/internal/capfile"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps/admin"
+	"nodehotfix/internal/quote"
 )
 
 // Environment variables that supply connection flag defaults.
@@ -186,6 +187,8 @@ func completeVersions(c *connFlags) cobra.CompletionFunc {
 type service struct {
 	conn connFlags
 	out  outputFlags
+	// reason is --reason, for commands that change something.
+	reason string
 }
 
 // register adds the flags to cmd and checks the output format before it
@@ -199,7 +202,29 @@ func (s *service) register(cmd *cobra.Command) {
 // registerChange registers the flags of a command that changes what lpsd
 // serves, and marks it as one.
 func (s *service) registerChange(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.reason, "reason", "", "why, in words, for the audit log (at most 1024 bytes)")
 	s.register(cmd)
+	cmd.PreRunE = func(*cobra.Command, []string) error {
+		if err := checkReason(s.reason); err != nil {
+			return err
+		}
+		return s.out.resolve()
+	}
 	cmd.Annotations = map[string]string{annotationChange: "true"}
 	cmd.ValidArgsFunction = completeVersions(&s.conn)
+}
+
+// maxReason is the longest --reason lpsd stores.
+const maxReason = 1024
+
+// checkReason refuses what lpsd would: a reason too long, not UTF-8, or
+// with control or format characters.
+func checkReason(r string) error {
+	switch {
+	case len(r) > maxReason:
+		return usagef("--reason: %d bytes, at most %d", len(r), maxReason)
+	case quote.Text(r) != r:
+		return usagef("--reason %s: no control characters or invalid UTF-8, please", quote.Text(r))
+	}
+	return nil
 }

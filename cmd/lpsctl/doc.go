@@ -8,14 +8,17 @@ Usage:
 
 	lpsctl <command> [arguments] [flags]
 
-Flags and arguments may come in any order. "lpsctl <command> -h" lists a
-command's flags.
+Flags and arguments may come in any order. "lpsctl <command> -h" shows a
+command's flags, defaults and examples; "lpsctl help" lists the commands by
+group. A mistyped command or flag gets a suggestion. Durations are Go
+durations with an optional leading number of days: 90s, 30m, 12h, 30d,
+1d12h.
 
 # Offline commands
 
 These touch no network.
 
-	lpsctl keys generate --out-private FILE --out-public FILE [--comment TEXT] [--json]
+	lpsctl keys generate --out-private FILE --out-public FILE [--comment TEXT]
 
 Creates an ed25519 release key pair. The private key is a PEM PKCS #8 file
 created with mode 0600; keep it offline. The public key is one line of a key
@@ -25,14 +28,15 @@ to overwrite either file: if one exists nothing is written.
 
 	lpsctl release sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH \
 	    --artifact PLATFORM=PATH,URL [--artifact ...] \
-	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|- [--json]
+	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|-
 
 Signs a release envelope with the private key. For each --artifact, PLATFORM
 is "os/arch" (linux/amd64, linux/arm64), PATH the local binary, whose
 sha256 and size are computed here, and URL the https address nodes download
 it from (PATH cannot contain a comma; URL may). The expiry must be in the
-future. The envelope is written atomically to --out (mode 0644), or printed
-with "--out -".
+future; from it on, nodes refuse the release and lpsd stops serving it. The
+envelope is written atomically to --out (mode 0644), or printed with
+"--out -".
 
 	lpsctl customdata --config FILE [--pointer FILE] [--nbc-cmd FILE] [--root DIR]
 
@@ -41,83 +45,127 @@ node config (protojson aks-node-controller-config.json; it must parse), an
 optional hotfix pointer to stage at boot, and an optional nbc-cmd.sh
 command line. --root prefixes every node path, for demos only.
 
+	lpsctl completion bash|zsh|fish|powershell
+
+Prints a shell completion script, e.g. "source <(lpsctl completion bash)".
+It completes commands and flags, and a VERSION argument with the releases
+of the lpsd that the environment (LPSCTL_SERVER and the rest) reaches, if it
+answers within 2 seconds.
+
 # Service commands
 
 	lpsctl release publish --envelope FILE
-	lpsctl rollout set VERSION --percent N [--subscriptions a,b] [--regions r1,r2] [--if-revision REV]
-	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--silent-after D] [--if-revision REV]
-	lpsctl rollout pause|resume|halt|complete VERSION [--if-revision REV]
+	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...]
+	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--silent-after D]
+	lpsctl rollout pause|resume|halt|complete VERSION
 	lpsctl revoke VERSION
-	lpsctl status [--watch [--interval 2s]]   (--json --watch: one document per refresh)
+	lpsctl status [--watch [--interval D]]
 	lpsctl explain --vm-id ID --subscription ID [--region R]
-	lpsctl audit [--after SEQ] [--limit N]
+	lpsctl audit [--target VERSION] [--actor ID] [--since TIME|DURATION] [--after SEQ] [--limit N]
+
+Every command that changes something takes --reason TEXT (at most 1024
+bytes, no control characters), stored in the audit log with the change and
+shown by audit. The rollout commands take --if-revision REV: the change
+applies only if the release is still at the revision status showed, so two
+operators cannot overwrite each other unknowingly (exit 3 if it moved).
 
 publish stores a signed envelope as a draft (the service may require a
-trusted signature). rollout set grows the percentage of in-scope nodes (it
-can never shrink; halt or revoke instead) and, when given, replaces the
-subscription or region scope; an empty list ("--subscriptions ”") means
-all; a draft starts rolling. pause keeps serving the current nodes but
-refuses growth; resume sets it rolling again; halt stops serving it;
-complete serves every node in scope. --if-revision makes a change apply only
-if the release is still at the revision status showed, so two operators
-cannot overwrite each other unknowingly. rollout plan puts a draft or
-rolling release on steps (e.g. --steps 20n:30m:20,10:1h:100,100:2h:500: a
-canary of exactly 20 nodes, the first 20 in scope to ask, who stay served
-through the later steps; then percentages) that lpsd advances by itself once a step's bake time has
-passed and the release has the step's reports, and halts by itself when the
-health rule finds a regression: the failure rate (failed, fallen back, and
-canary nodes silent for --silent-after, default 30m, after taking a seat)
-over --max-failure (default 0.2) with 99.5% confidence, or over the base's
-control cohort's by more than --margin (default 0.05) with 99.5% confidence;
-each automatic change is an audit entry by lpsd with its evidence, and a
-pause, halt or revoke by an operator stops it. revoke stops serving a release for
-good and makes nodes remove staged copies. status lists releases, rollout
-states, the nodes' outcome reports per release (reported, ok, failed, fell
-back), the control cohort per base, each planned release's step, health
-verdict and when its next step is due, and this lpsd instance's node request
-counts. explain shows, release
-by release and rule by rule, what the node would be served, from the
-snapshot lpsd serves; --region defaults to the instance's. audit lists
-changes oldest first, 100 at a time; when a page is full, stderr says how to
-get the next.
+trusted signature).
+
+rollout set grows the percentage of in-scope nodes (it can never shrink;
+halt or revoke instead) and, when given, replaces the subscription or
+region scope. Subscriptions are GUIDs, regions lpsd region labels (eastus);
+an empty list (--subscriptions "") means all; anything else is refused,
+naming the value. A
+draft starts rolling. The scope of a paused or complete release changes
+without stopping it (--percent is then left out: it keeps its percentage).
+--subscription and --region are accepted for --subscriptions and --regions.
+
+rollout plan puts a draft or rolling release on steps (e.g. --steps
+20n:30m:20,10:1h:100,100:2h:500: a canary of exactly 20 nodes, the first 20
+in scope to ask, who stay served through the later steps; then percentages)
+that lpsd advances by itself once a step's bake time has passed and the
+release has the step's reports, and halts by itself when the health rule
+finds a regression: the failure rate (failed, fallen back, and canary nodes
+silent for --silent-after, default 30m, after taking a seat) over
+--max-failure (default 0.2) with 99.5% confidence, or over the base's
+control cohort's by more than --margin (default 0.05) with 99.5% confidence.
+Each automatic change is an audit entry by lpsd with its evidence; a pause,
+halt or revoke by an operator stops it.
+
+pause keeps serving the current nodes but refuses growth; resume sets a
+paused or halted release rolling again; halt stops serving it; complete
+serves every node in scope. Asking for the state a release is already in
+succeeds and says "nothing changed". Each refusal names a command that
+works from the release's state.
+
+revoke stops serving a release for good and makes nodes remove staged
+copies; revoking again changes nothing.
+
+status lists releases, rollout states, expiry (NOT AFTER; EXPIRED once
+passed, when lpsd serves the release to nobody whatever its rollout says),
+the nodes' outcome reports per release (reported, ok, failed, fell back,
+silent), the control cohort per base, each planned release's step, health
+verdict and when its next step is due, and this lpsd instance's node
+request counts. --watch redraws it until interrupted.
+
+explain shows, release by release and rule by rule, what the node would be
+served, from the snapshot lpsd serves, and summarises the pointer document
+(each base's version, its signed release, the revocations); -o json has the
+whole document. --region defaults to the instance's.
+
+audit lists changes oldest first, 100 at a time, optionally only those of
+one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
+lpsd) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
+--since 2h). When more may follow, stderr says the command for the next
+page.
 
 Connection flags of every service command:
 
 	--server HOST:PORT   lpsd admin listener (default $LPSCTL_SERVER)
 	--token-file FILE    admin bearer token (default $LPSCTL_TOKEN_FILE)
-	--ca FILE            PEM CAs to verify the server (default: system roots)
+	--ca FILE            PEM CAs to verify the server (default $LPSCTL_CA, else the system roots)
 	--cert FILE, --key FILE
 	                     PEM client certificate and key, for mTLS
 	--server-name NAME   name to verify the server certificate for
 	--timeout DURATION   time limit of the call (default 30s)
-	--json               print JSON instead of text
 
 A token file holds one line, "TOKEN" or "NAME:TOKEN" (the name is ignored
 by the client), in the server's token file syntax; lines starting with '#'
 are ignored. At least one of --token-file and --cert/--key is required. The
-connection is always TLS 1.3 and the token is never sent without it.
+connection is always TLS 1.3 and the token is never sent without it. A
+reader token or certificate can run status, explain and audit; changes need
+an operator one.
 
 # Output
 
 Results go to stdout, diagnostics and errors to stderr, as
-"lpsctl <command>: <what failed, naming the flag or file>: <reason>". For
-service errors the reason ends in the gRPC code, e.g.
-"rollout percentage can only grow: ... (FailedPrecondition)".
+"lpsctl <command>: <what failed, naming the flag or file>: <reason>", e.g.
+`lpsctl rollout set: --percent "400": want a whole number from 0 to 100`.
+For service errors the reason ends in the gRPC code, e.g. "rollout
+percentage can only grow: ... (FailedPrecondition)". Strings from the
+service are printed with control characters quoted.
 
-With --json, publish, rollout and revoke print a release:
+-o text (the default) is for people; -o json and -o yaml print documents
+with the same fields (--json is -o json). publish, rollout and revoke print
+a release:
 
 	{"version": "202604.01.3", "base": "202604.01",
 	 "state": "draft|rolling|paused|halted|complete", "percent": 10,
-	 "subscriptions": ["sub-a"], "regions": [],   // [] means all
-	 "revoked": false, "published_at": RFC3339, "updated_at": RFC3339,
-	 "revision": 4}
+	 "subscriptions": ["3f2b9c1d-..."], "regions": [],   // [] means all
+	 "revoked": false, "not_after": RFC3339, "expired": false,
+	 "published_at": RFC3339, "updated_at": RFC3339, "revision": 4}
 
 status prints:
 
 	{"region": "eastus", "snapshot_revision": 7,
 	 "snapshot_time": RFC3339 or null (no snapshot loaded yet),
-	 "releases": [release, ...],                  // in version order
+	 "releases": [release, ...],       // in version order, each also with
+	                                   // "counts", "served", "plan", "health"
+	 "control": [{"base": "202604.01", "counts": {...}}, ...],
 	 "requests": [{"outcome": "served", "count": 12}, ...]}
+
+With --watch, one document per refresh and nothing between them.
 
 explain prints:
 
@@ -128,18 +176,19 @@ explain prints:
 	                           "detail": "revoked=false"}, ...]}, ...],
 	 "pointer": {pointer document the node would get} or null (nothing)}
 
-Rules are evaluated in order (not-revoked, state-serving,
-subscription-in-scope, region-in-scope, percentage) up to the first that
-fails.
+Rules are evaluated in order (not-revoked, not-expired, state-serving,
+subscription-in-scope, region-in-scope, then canary-seat or percentage) up
+to the first that fails.
 
 audit prints:
 
 	{"entries": [{"seq": 1, "time": RFC3339, "actor": "token:ops",
 	              "action": "publish|rollout-set|plan|pause|resume|halt|complete|revoke|auto-advance|auto-halt",
-	              "target": "202604.01.3",
+	              "target": "202604.01.3", "reason": "ICM 1234",
 	              "before": {release record} or null (publish),
 	              "after": {release record},
-	              "evidence": {"verdict": {...}, "step", "due", "rule"}}, ...]}
+	              "evidence": {"verdict": {...}, "step", "due", "rule"}}, ...],
+	 "next_after_seq": 57, "more": false}
 
 Entries by actor "lpsd" are the autopilot's; only they carry evidence (the
 health verdict with its counts and numbers, the plan step, the rule), and
@@ -149,24 +198,55 @@ keys generate prints {"key_id", "private_key", "public_key"} (the paths);
 release sign prints {"out", "key_id", "base", "version", "not_after",
 "artifacts": {"linux/amd64": {"url", "sha256", "size"}}}.
 
+# Examples
+
+The whole life of a hotfix, as a test runs it against a real lpsd (with
+LPSCTL_SERVER, LPSCTL_TOKEN_FILE and LPSCTL_CA set):
+
+	lpsctl keys generate --out-private release.key --out-public release.pub
+	lpsctl release sign --key release.key --base 202604.01 --version 202604.01.3 \
+	    --artifact linux/amd64=./aks-node-controller,https://cdn.example/aks-node-controller-202604.01.3 \
+	    --valid-for 30d --out 202604.01.3.json
+	lpsctl release publish --envelope 202604.01.3.json --reason "ICM 1234: kubelet flag"
+	lpsctl release publish --envelope 202604.01.3.json
+	lpsctl rollout set 202604.01.3 --percent 5 --regions eastus --reason "first region"
+	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --silent-after 45m
+	lpsctl status
+	lpsctl status -o yaml
+	lpsctl explain --vm-id 6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b --subscription 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a
+	lpsctl rollout pause 202604.01.3 --reason "waiting for the weekend"
+	lpsctl rollout pause 202604.01.3
+	lpsctl rollout set 202604.01.3 --subscriptions 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a
+	lpsctl rollout resume 202604.01.3
+	lpsctl rollout complete 202604.01.3
+	lpsctl rollout set 202604.01.3 --subscriptions '' --regions ''
+	lpsctl rollout halt 202604.01.3 --reason "regression in westeurope"
+	lpsctl revoke 202604.01.3 --reason "superseded by 202604.01.4"
+	lpsctl audit --target 202604.01.3 --since 1h
+	lpsctl audit --actor lpsd -o json
+
 # Exit codes
 
-	0  success (also -h)
-	1  error: a file could not be read or written, the server is unreachable
-	   or failed, or it rejected the input (InvalidArgument)
-	2  usage: unknown command, bad or missing flag or argument, no credentials
-	3  refused by the rollout state: a percentage decrease, a transition the
-	   state machine forbids, a revoked release (FailedPrecondition); a
-	   concurrent change won, re-read and retry (Aborted)
-	4  authentication failed (Unauthenticated, PermissionDenied; a reader
-	   token or certificate asking for a change)
-	5  no such release (NotFound)
-	6  a different envelope is already published under that version
-	   (AlreadyExists): sign the change as a new patch version
+	0    success (also -h)
+	1    error: a file could not be read or written, the server is
+	     unreachable or failed, or it rejected the input (InvalidArgument)
+	2    usage: unknown command, bad or missing flag or argument, no
+	     credentials
+	3    refused by the rollout state: a percentage decrease, a transition
+	     the state machine forbids, a revoked release (FailedPrecondition);
+	     a concurrent change won, re-read and retry (Aborted)
+	4    authentication failed (Unauthenticated, PermissionDenied; a reader
+	     token or certificate asking for a change)
+	5    no such release (NotFound)
+	6    a different envelope is already published under that version
+	     (AlreadyExists): sign the change as a new patch version
+	130  interrupted (Ctrl-C; 143 for SIGTERM). For a change, stderr says
+	     it may or may not have been applied: check with status or audit.
 
 A change that is already in effect succeeds: publishing a byte-identical
-envelope again, or pausing, resuming, halting or completing a release that
-is already in that state, exits 0 and says "nothing changed".
+envelope again, pausing, resuming, halting or completing a release that is
+already in that state, or revoking a revoked one, exits 0 and says "nothing
+changed".
 
 # Files
 

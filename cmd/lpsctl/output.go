@@ -13,16 +13,21 @@ import (
 
 // releaseJSON is a release in -o json output (schema in doc.go).
 type releaseJSON struct {
-	Version       string    `json:"version"`
-	Base          string    `json:"base"`
-	State         string    `json:"state"`
-	Percent       int32     `json:"percent"`
-	Subscriptions []string  `json:"subscriptions"`
-	Regions       []string  `json:"regions"`
-	Revoked       bool      `json:"revoked"`
-	PublishedAt   time.Time `json:"published_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
-	Revision      int64     `json:"revision"`
+	Version       string   `json:"version"`
+	Base          string   `json:"base"`
+	State         string   `json:"state"`
+	Percent       int32    `json:"percent"`
+	Subscriptions []string `json:"subscriptions"`
+	Regions       []string `json:"regions"`
+	Revoked       bool     `json:"revoked"`
+	// NotAfter is the signed envelope's expiry (null when it does not
+	// decode); Expired is whether it has passed, as the client's clock
+	// sees it: lpsd serves an expired release to no node.
+	NotAfter    *time.Time `json:"not_after"`
+	Expired     bool       `json:"expired"`
+	PublishedAt time.Time  `json:"published_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	Revision    int64      `json:"revision"`
 	// Counts are nodes' outcome reports (status only).
 	Counts *countsJSON `json:"counts,omitempty"`
 	// Served is the node requests this lpsd instance answered with the
@@ -94,7 +99,14 @@ func toCountsJSON(c *adminv1.Counts) *countsJSON {
 }
 
 func toReleaseJSON(r *adminv1.Release) releaseJSON {
+	var notAfter *time.Time
+	if r.GetNotAfter() != nil {
+		t := r.GetNotAfter().AsTime()
+		notAfter = &t
+	}
 	return releaseJSON{
+		NotAfter:      notAfter,
+		Expired:       expired(r),
 		Version:       r.GetVersion(),
 		Base:          r.GetBase(),
 		State:         r.GetRollout().GetState(),
@@ -132,6 +144,7 @@ func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release) error {
 	if r.GetRevoked() {
 		line += ", REVOKED"
 	}
+	line += ", " + expiryText(r)
 	_, err := fmt.Fprintln(w, line)
 	return err
 }
@@ -147,6 +160,33 @@ func scope(ids []string) string {
 		q[i] = quote.Text(id)
 	}
 	return strings.Join(q, ",")
+}
+
+// expired reports whether r's envelope has expired (or has no readable
+// expiry, which lpsd treats alike).
+func expired(r *adminv1.Release) bool {
+	return r.GetNotAfter() == nil || !time.Now().Before(r.GetNotAfter().AsTime())
+}
+
+// expiryText is r's expiry for text output: "not after T", or
+// "EXPIRED T".
+func expiryText(r *adminv1.Release) string {
+	if expired(r) {
+		return notAfterCell(r)
+	}
+	return "not after " + notAfterCell(r)
+}
+
+// notAfterCell is r's expiry in a table: the time, marked when it has
+// passed.
+func notAfterCell(r *adminv1.Release) string {
+	switch {
+	case r.GetNotAfter() == nil:
+		return "EXPIRED"
+	case expired(r):
+		return "EXPIRED " + formatTime(r.GetNotAfter().AsTime())
+	}
+	return formatTime(r.GetNotAfter().AsTime())
 }
 
 func yesNo(b bool) string {

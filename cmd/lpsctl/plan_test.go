@@ -62,7 +62,7 @@ func TestRolloutPlanCanary(t *testing.T) {
 		"vm-seated": "holds a canary seat",
 		"vm-other":  "(1 held): it takes a free one on its next request",
 	} {
-		out := mustRun(t, with("explain", "--vm-id", vm, "--subscription", "sub-a")...)
+		out := mustRun(t, with("explain", "--vm-id", vm, "--subscription", subA)...)
 		if !strings.Contains(out, want) || !strings.Contains(out, "step 1/3, a canary of 2 nodes") {
 			t.Errorf("explain %s lacks %q and the plan's canary step:\n%s", vm, want, out)
 		}

@@ -39,7 +39,7 @@ published version is refused (exit 6): sign the change as a new patch.`,
 			}
 			var resp *adminv1.PublishReleaseResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: string(data)})
+				resp, err = cl.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: string(data), Reason: c.reason})
 				return err
 			})
 			if err != nil {

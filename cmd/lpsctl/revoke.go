@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/quote"
 )
 
 func newRevokeCmd(e *env) *cobra.Command {
@@ -22,11 +24,14 @@ patch version to ship a fix.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp *adminv1.RevokeResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.Revoke(ctx, &adminv1.RevokeRequest{Version: args[0]})
+				resp, err = cl.Revoke(ctx, &adminv1.RevokeRequest{Version: args[0], Reason: c.reason})
 				return err
 			})
 			if err != nil {
 				return err
+			}
+			if resp.GetUnchanged() && !c.out.structured() {
+				fmt.Fprintf(e.stdout, "%s is already revoked; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()))
 			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease())
 		},

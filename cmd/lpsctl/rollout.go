@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"google.golang.org/grpc/codes"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/quote"
@@ -56,25 +55,11 @@ without stopping it.`,
 				Regions:          regions.vals,
 				SetRegions:       regions.set,
 				IfRevision:       c.ifRevision,
+				KeepPercent:      !cmd.Flags().Changed("percent"),
+				Reason:           c.reason,
 			}
 			var resp *adminv1.SetRolloutResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				if !cmd.Flags().Changed("percent") {
-					// Keep the percentage: read it, and let the revision
-					// check catch a change in between.
-					st, err := cl.Status(ctx, &adminv1.StatusRequest{})
-					if err != nil {
-						return err
-					}
-					r := findRelease(st, args[0])
-					if r == nil {
-						return &rpcError{code: codes.NotFound, msg: fmt.Sprintf("no release %s", quote.Text(args[0]))}
-					}
-					req.Percent = r.GetRollout().GetPercent()
-					if req.IfRevision == 0 {
-						req.IfRevision = r.GetRevision()
-					}
-				}
 				resp, err = cl.SetRollout(ctx, req)
 				return err
 			})
@@ -91,16 +76,6 @@ without stopping it.`,
 	fs.SetNormalizeFunc(aliases(map[string]string{"subscription": "subscriptions", "region": "regions"}))
 	c.register(cmd)
 	return cmd
-}
-
-// findRelease returns st's release of version, or nil.
-func findRelease(st *adminv1.StatusResponse, version string) *adminv1.Release {
-	for _, r := range st.GetReleases() {
-		if r.GetVersion() == version {
-			return r
-		}
-	}
-	return nil
 }
 
 // transitionNames are the rollout transition commands, in help order.
@@ -130,7 +105,7 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp *adminv1.TransitionResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.Transition(ctx, &adminv1.TransitionRequest{Version: args[0], Action: t.action, IfRevision: c.ifRevision})
+				resp, err = cl.Transition(ctx, &adminv1.TransitionRequest{Version: args[0], Action: t.action, IfRevision: c.ifRevision, Reason: c.reason})
 				return err
 			})
 			if err != nil {
@@ -174,7 +149,7 @@ through the later steps. Canary steps come first.`,
 			plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
 			var resp *adminv1.SetPlanResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.SetPlan(ctx, &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision})
+				resp, err = cl.SetPlan(ctx, &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision, Reason: c.reason})
 				return err
 			})
 			if err != nil {

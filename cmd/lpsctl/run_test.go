@@ -244,12 +244,12 @@ func TestOperatorFlow(t *testing.T) {
 	}
 
 	var rel releaseJSON
-	out = mustRun(t, with("rollout", "set", v, "--percent", "10", "--subscriptions", "sub-a,SUB-B", "--json")...)
+	out = mustRun(t, with("rollout", "set", v, "--percent", "10", "--subscriptions", subA+","+strings.ToUpper(subB), "--json")...)
 	if err := json.Unmarshal([]byte(out), &rel); err != nil {
 		t.Fatalf("rollout set --json: %v\n%s", err, out)
 	}
-	if rel.State != "rolling" || rel.Percent != 10 || !cmp.Equal(rel.Subscriptions, []string{"sub-a", "sub-b"}) || len(rel.Regions) != 0 {
-		t.Errorf("rollout set --json = %+v, want rolling at 10%% for sub-a,sub-b", rel)
+	if rel.State != "rolling" || rel.Percent != 10 || !cmp.Equal(rel.Subscriptions, []string{subA, subB}) || len(rel.Regions) != 0 {
+		t.Errorf("rollout set --json = %+v, want rolling at 10%% for both subscriptions", rel)
 	}
 	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--percent", "5")...); code != exitRefused || !strings.Contains(errOut, "can only grow") {
 		t.Errorf("percent decrease: exit %d, stderr %q; want %d and a reason", code, errOut, exitRefused)
@@ -257,7 +257,7 @@ func TestOperatorFlow(t *testing.T) {
 
 	srv.reload(t)
 	out = mustRun(t, with("status")...)
-	for _, want := range []string{"region: eastus", "VERSION", "PERCENT", v + "  202604.01  rolling  10%", "sub-a,sub-b", "served   3"} {
+	for _, want := range []string{"region: eastus", "VERSION", "PERCENT", v + "  202604.01  rolling  10%", subA + "," + subB, "served   3"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
@@ -302,14 +302,14 @@ func TestOperatorFlow(t *testing.T) {
 	}
 
 	in, outside := vmIn(v, 10, true), vmIn(v, 10, false)
-	out = mustRun(t, with("explain", "--vm-id", in, "--subscription", "sub-a")...)
-	for _, want := range []string{"node " + in + ", subscription sub-a", v + " (base 202604.01): SERVED", "pass  not-revoked", "pass  percentage", "pointer served (", "base 202604.01: " + v + " (signed release, linux/amd64, linux/arm64, not after "} {
+	out = mustRun(t, with("explain", "--vm-id", in, "--subscription", subA)...)
+	for _, want := range []string{"node " + in + ", subscription " + subA, v + " (base 202604.01): SERVED", "pass  not-revoked", "pass  percentage", "pointer served (", "base 202604.01: " + v + " (signed release, linux/amd64, linux/arm64, not after "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("explain (included) output lacks %q:\n%s", want, out)
 		}
 	}
 	var ex explainJSON
-	if err := json.Unmarshal([]byte(mustRun(t, with("explain", "--vm-id", outside, "--subscription", "sub-a", "--region", "westus", "--json")...)), &ex); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, with("explain", "--vm-id", outside, "--subscription", subA, "--region", "westus", "--json")...)), &ex); err != nil {
 		t.Fatal(err)
 	}
 	var rules []string
@@ -340,7 +340,7 @@ func TestOperatorFlow(t *testing.T) {
 	}
 
 	out = mustRun(t, with("audit")...)
-	for _, want := range []string{"SEQ", "token:ops", "published as draft", "state draft→rolling, percent 0→10, subscriptions all→sub-a,sub-b", "state rolling→paused", "revoked no→yes"} {
+	for _, want := range []string{"SEQ", "token:ops", "published as draft", "state draft→rolling, percent 0→10, subscriptions all→" + subA + "," + subB, "state rolling→paused", "revoked no→yes"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit output lacks %q:\n%s", want, out)
 		}

@@ -141,11 +141,11 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 	if len(st.GetReleases()) == 0 {
 		fmt.Fprintln(tw, "no releases")
 	} else {
-		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tSERVED*\tREPORTED\tOK\tFAILED\tFALLBACK\tSILENT\tREVISION\tUPDATED")
+		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tNOT AFTER\tSERVED*\tREPORTED\tOK\tFAILED\tFALLBACK\tSILENT\tREVISION\tUPDATED")
 		for _, r := range st.GetReleases() {
 			ro, c := r.GetRollout(), r.GetCounts()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", quote.Text(r.GetVersion()), quote.Text(r.GetBase()), quote.Text(ro.GetState()), ro.GetPercent(),
-				scope(ro.GetSubscriptions()), scope(ro.GetRegions()), yesNo(r.GetRevoked()), r.GetServed(),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", quote.Text(r.GetVersion()), quote.Text(r.GetBase()), quote.Text(ro.GetState()), ro.GetPercent(),
+				scope(ro.GetSubscriptions()), scope(ro.GetRegions()), yesNo(r.GetRevoked()), notAfterCell(r), r.GetServed(),
 				c.GetReported(), c.GetOk(), c.GetFailed(), c.GetFallback(), c.GetSilent(), r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
 		}
 		fmt.Fprintln(tw, "* requests this lpsd instance answered with the release; the reports are the fleet's")
