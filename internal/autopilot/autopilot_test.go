@@ -232,7 +232,7 @@ func (s racing) Release(ctx context.Context, v string) (rollout.Release, int64, 
 	if err != nil {
 		return r, rev, err
 	}
-	scoped, err := r.SetScope(r.Rollout.Percent, []string{"sub-a"}, nil)
+	scoped, err := r.SetScope(r.Rollout.Percent, []string{"0a1b2c3d-0000-4000-8000-00000000000a"}, nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -108,7 +108,7 @@ func TestSelectionIsPerNode(t *testing.T) {
 	for _, vm := range vms {
 		ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
 		_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
-		included, _ := half.Includes(rollout.Node{VMID: vm, SubscriptionID: testSub})
+		included, _ := half.Includes(rollout.Node{Now: time.Now(), VMID: vm, SubscriptionID: testSub})
 		if got := err == nil; got != included {
 			t.Errorf("vm %s served = %v (err %v), want %v", vm, got, err, included)
 		}

@@ -39,6 +39,12 @@ import (
 // testNow is the server's clock in every test; TLS uses the real one.
 var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
+// Test subscription IDs.
+const (
+	subA = "0a1b2c3d-0000-4000-8000-00000000000a"
+	subB = "0a1b2c3d-0000-4000-8000-00000000000b"
+)
+
 const (
 	opsToken     = "ops-0123456789abcdef-token"
 	unnamedToken = "unnamed0123456789abcdefXYZ"
@@ -394,11 +400,11 @@ func TestRolloutChanges(t *testing.T) {
 	}
 	state := func(r *adminv1.Release) string { return r.GetRollout().GetState() }
 
-	r, err := set(10, "SUB-B", "sub-a")
+	r, err := set(10, strings.ToUpper(subB), subA)
 	if err != nil {
 		t.Fatalf("SetRollout 10%%: %v", err)
 	}
-	if state(r) != "rolling" || r.GetRollout().GetPercent() != 10 || !cmp.Equal(r.GetRollout().GetSubscriptions(), []string{"sub-a", "sub-b"}) {
+	if state(r) != "rolling" || r.GetRollout().GetPercent() != 10 || !cmp.Equal(r.GetRollout().GetSubscriptions(), []string{subA, subB}) {
 		t.Errorf("after SetRollout 10%% = %v, want rolling at 10%% for [sub-a sub-b]", r.GetRollout())
 	}
 	_, err = set(5)
@@ -445,8 +451,14 @@ func TestRolloutChanges(t *testing.T) {
 			t.Errorf("step %d: Transition(%v) state = %q, want %q", i, s.action, state(r), s.want)
 		}
 	}
-	if _, err := set(100); status.Code(err) != codes.FailedPrecondition {
-		t.Errorf("SetRollout on a complete rollout: %v, want FailedPrecondition", err)
+	// A complete release changes scope without a halt, and stays at 100%.
+	if r, err := set(100, subB); err != nil || state(r) != "complete" || r.GetRollout().GetPercent() != 100 || !cmp.Equal(r.GetRollout().GetSubscriptions(), []string{subB}) {
+		t.Errorf("SetRollout scope on a complete rollout = %v, %v; want complete at 100%% for [%s]", r.GetRollout(), err, subB)
+	}
+	_, err = set(50)
+	wantCode(t, "lower the percentage of a complete release", err, codes.FailedPrecondition)
+	if msg := status.Convert(err).Message(); strings.Contains(msg, "resume") {
+		t.Errorf("refusal on a complete release %q suggests resume, which cannot work from complete", msg)
 	}
 	audited, _ := h.store.Audit(ctx, 0, 1000)
 	done, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
@@ -727,7 +739,7 @@ func TestExplainRuleByRule(t *testing.T) {
 		do   func(v string) error
 		note string
 	}{
-		{"202604.01.2", func(v string) error { return setPct(ctx, c, v, 100, []string{"sub-a"}, nil) }, "chosen"},
+		{"202604.01.2", func(v string) error { return setPct(ctx, c, v, 100, []string{subA}, nil) }, "chosen"},
 		{"202604.01.3", func(v string) error { return setPct(ctx, c, v, 0, nil, nil) }, "0%: never included"},
 		{"202604.01.4", func(v string) error {
 			if err := setPct(ctx, c, v, 100, nil, nil); err != nil {
@@ -736,7 +748,7 @@ func TestExplainRuleByRule(t *testing.T) {
 			_, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_HALT})
 			return err
 		}, "halted"},
-		{"202604.01.5", func(v string) error { return setPct(ctx, c, v, 100, []string{"sub-b"}, nil) }, "other subscription"},
+		{"202604.01.5", func(v string) error { return setPct(ctx, c, v, 100, []string{subB}, nil) }, "other subscription"},
 		{"202604.01.6", func(v string) error { return setPct(ctx, c, v, 100, nil, []string{"westus"}) }, "other region"},
 		{"202605.01.1", func(v string) error {
 			_, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
@@ -761,7 +773,7 @@ func TestExplainRuleByRule(t *testing.T) {
 	}
 	explain := func(region string) ([]decision, hotfix.Pointer) {
 		t.Helper()
-		resp, err := c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "SUB-A", Region: region})
+		resp, err := c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: strings.ToUpper(subA), Region: region})
 		if err != nil {
 			t.Fatalf("Explain: %v", err)
 		}
@@ -790,15 +802,15 @@ func TestExplainRuleByRule(t *testing.T) {
 		return rs
 	}
 	fail := func(rs []rule, name string) []rule { return append(rs, rule{name, false}) }
-	all := pass("not-revoked", "state-serving", "subscription-in-scope", "region-in-scope", "percentage")
+	all := pass("not-revoked", "not-expired", "state-serving", "subscription-in-scope", "region-in-scope", "percentage")
 
 	got, ptr := explain("")
 	want := []decision{
 		{"202604.01.2", true, true, all},
-		{"202604.01.3", false, false, fail(pass("not-revoked", "state-serving", "subscription-in-scope", "region-in-scope"), "percentage")},
-		{"202604.01.4", false, false, fail(pass("not-revoked"), "state-serving")},
-		{"202604.01.5", false, false, fail(pass("not-revoked", "state-serving"), "subscription-in-scope")},
-		{"202604.01.6", false, false, fail(pass("not-revoked", "state-serving", "subscription-in-scope"), "region-in-scope")},
+		{"202604.01.3", false, false, fail(pass("not-revoked", "not-expired", "state-serving", "subscription-in-scope", "region-in-scope"), "percentage")},
+		{"202604.01.4", false, false, fail(pass("not-revoked", "not-expired"), "state-serving")},
+		{"202604.01.5", false, false, fail(pass("not-revoked", "not-expired", "state-serving"), "subscription-in-scope")},
+		{"202604.01.6", false, false, fail(pass("not-revoked", "not-expired", "state-serving", "subscription-in-scope"), "region-in-scope")},
 		{"202605.01.1", false, false, fail(nil, "not-revoked")},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -819,7 +831,7 @@ func TestExplainRuleByRule(t *testing.T) {
 		t.Errorf("Explain in westus serves %v, want 202604.01.6", ptr.Hotfixes)
 	}
 
-	_, err := c.Explain(ctx, &adminv1.ExplainRequest{SubscriptionId: "sub-a"})
+	_, err := c.Explain(ctx, &adminv1.ExplainRequest{SubscriptionId: subA})
 	wantCode(t, "explain without vm_id", err, codes.InvalidArgument)
 }
 
@@ -835,7 +847,7 @@ func setPct(ctx context.Context, c adminv1.AdminServiceClient, v string, pct int
 func TestExplainWithoutSnapshot(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noSnapshot: true})
-	_, err := h.ops(t).Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "sub-a"})
+	_, err := h.ops(t).Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: subA})
 	wantCode(t, "explain without a snapshot", err, codes.Unavailable)
 }
 
@@ -906,7 +918,7 @@ func TestSetPlan(t *testing.T) {
 		t.Errorf("health = %v, want insufficient with a due time", hl)
 	}
 	h.reload(t)
-	ex, err := c.Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "sub-a"})
+	ex, err := c.Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: subA})
 	if err != nil {
 		t.Fatal(err)
 	}

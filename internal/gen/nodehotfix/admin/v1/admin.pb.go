@@ -111,7 +111,12 @@ type Release struct {
 	Counts *Counts `protobuf:"bytes,9,opt,name=counts,proto3" json:"counts,omitempty"`
 	// Node requests this lpsd instance answered with this release (Status
 	// only); a canary's seat holders are in rollout.canary_seats.
-	Served        uint64 `protobuf:"varint,10,opt,name=served,proto3" json:"served,omitempty"`
+	Served uint64 `protobuf:"varint,10,opt,name=served,proto3" json:"served,omitempty"`
+	// When the signed envelope expires (its not_after): from then on lpsd
+	// serves the release to no node (explain's rule not-expired), whatever
+	// its rollout says. Unset when the envelope does not decode, which lpsd
+	// treats as expired.
+	NotAfter      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,6 +219,13 @@ func (x *Release) GetServed() uint64 {
 		return x.Served
 	}
 	return 0
+}
+
+func (x *Release) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
 }
 
 // Counts are nodes' provisioning outcome reports, each (vmId, boot) once.
@@ -702,7 +714,9 @@ func (x *Health) GetNextDue() *timestamppb.Timestamp {
 type PublishReleaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The envelope produced by `lpsctl release sign`.
-	EnvelopeJson  string `protobuf:"bytes,1,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
+	EnvelopeJson string `protobuf:"bytes,1,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
+	// Why, for the audit log (see Reason rules on AuditEntry.reason).
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -740,6 +754,13 @@ func (*PublishReleaseRequest) Descriptor() ([]byte, []int) {
 func (x *PublishReleaseRequest) GetEnvelopeJson() string {
 	if x != nil {
 		return x.EnvelopeJson
+	}
+	return ""
+}
+
+func (x *PublishReleaseRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
 	}
 	return ""
 }
@@ -799,23 +820,36 @@ func (x *PublishReleaseResponse) GetUnchanged() bool {
 	return false
 }
 
-// SetRolloutRequest changes a rollout's percentage and scope.
+// SetRolloutRequest changes a rollout's percentage and scope. A draft
+// starts rolling; a rolling release may grow and change scope; a paused
+// one may change scope at its current percentage; a complete one stays at
+// 100 and may change scope; a halted one is refused until resumed.
 type SetRolloutRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The release version.
 	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	// New percentage; it may not be lower than the current one.
+	// New percentage; it may not be lower than the current one. Ignored
+	// with keep_percent.
 	Percent int32 `protobuf:"varint,2,opt,name=percent,proto3" json:"percent,omitempty"`
-	// New subscription scope, applied when set_subscriptions is true.
+	// New subscription scope, applied when set_subscriptions is true: GUIDs
+	// (8-4-4-4-12 hex digits, any case); empty means every subscription.
+	// Blank entries are dropped. Anything else is InvalidArgument.
 	Subscriptions []string `protobuf:"bytes,3,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	// Whether to replace the subscription scope.
 	SetSubscriptions bool `protobuf:"varint,4,opt,name=set_subscriptions,json=setSubscriptions,proto3" json:"set_subscriptions,omitempty"`
-	// New region scope, applied when set_regions is true.
+	// New region scope, applied when set_regions is true: region labels (a
+	// letter, then letters and digits, at most 64, any case, such as eastus);
+	// empty means every region. Anything else is InvalidArgument.
 	Regions []string `protobuf:"bytes,5,rep,name=regions,proto3" json:"regions,omitempty"`
 	// Whether to replace the region scope.
 	SetRegions bool `protobuf:"varint,6,opt,name=set_regions,json=setRegions,proto3" json:"set_regions,omitempty"`
 	// Expected record revision; 0 means the current one.
-	IfRevision    int64 `protobuf:"varint,7,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	IfRevision int64 `protobuf:"varint,7,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	// Why, for the audit log.
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Keep the current percentage (percent is ignored): a scope-only change,
+	// as on a paused or complete release.
+	KeepPercent   bool `protobuf:"varint,9,opt,name=keep_percent,json=keepPercent,proto3" json:"keep_percent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -899,6 +933,20 @@ func (x *SetRolloutRequest) GetIfRevision() int64 {
 	return 0
 }
 
+func (x *SetRolloutRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SetRolloutRequest) GetKeepPercent() bool {
+	if x != nil {
+		return x.KeepPercent
+	}
+	return false
+}
+
 // SetRolloutResponse returns the updated record.
 type SetRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -953,7 +1001,9 @@ type SetPlanRequest struct {
 	// The plan; its step and step_since are set by the service.
 	Plan *Plan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
 	// Expected record revision; 0 means the current one.
-	IfRevision    int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	IfRevision int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	// Why, for the audit log.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1007,6 +1057,13 @@ func (x *SetPlanRequest) GetIfRevision() int64 {
 		return x.IfRevision
 	}
 	return 0
+}
+
+func (x *SetPlanRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // SetPlanResponse returns the release on its plan.
@@ -1063,7 +1120,9 @@ type TransitionRequest struct {
 	// The transition.
 	Action Action `protobuf:"varint,2,opt,name=action,proto3,enum=nodehotfix.admin.v1.Action" json:"action,omitempty"`
 	// Expected record revision; 0 means the current one.
-	IfRevision    int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	IfRevision int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	// Why, for the audit log.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1117,6 +1176,13 @@ func (x *TransitionRequest) GetIfRevision() int64 {
 		return x.IfRevision
 	}
 	return 0
+}
+
+func (x *TransitionRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // TransitionResponse returns the updated record.
@@ -1178,7 +1244,9 @@ func (x *TransitionResponse) GetUnchanged() bool {
 type RevokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The release version.
-	Version       string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Why, for the audit log.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1220,11 +1288,20 @@ func (x *RevokeRequest) GetVersion() string {
 	return ""
 }
 
+func (x *RevokeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // RevokeResponse returns the updated record.
 type RevokeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The updated release.
-	Release       *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// The release was revoked already: nothing changed.
+	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1264,6 +1341,13 @@ func (x *RevokeResponse) GetRelease() *Release {
 		return x.Release
 	}
 	return nil
+}
+
+func (x *RevokeResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
 }
 
 // StatusRequest asks for the service's state.
@@ -1454,7 +1538,7 @@ type ExplainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node's VM ID.
 	VmId string `protobuf:"bytes,1,opt,name=vm_id,json=vmId,proto3" json:"vm_id,omitempty"`
-	// The node's subscription.
+	// The node's subscription: a GUID (8-4-4-4-12 hex digits, any case).
 	SubscriptionId string `protobuf:"bytes,2,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
 	// Region label to evaluate with; empty means this instance's.
 	Region        string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
@@ -1715,13 +1799,23 @@ func (x *Rule) GetDetail() string {
 	return ""
 }
 
-// ListAuditRequest pages through the audit log.
+// ListAuditRequest pages through the audit log, optionally filtered. The
+// filters are applied by the service; one call examines at most 10000
+// entries, so a filter that matches little returns a short (even empty)
+// page with more set: continue from next_after_seq.
 type ListAuditRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Return entries after this sequence number.
 	AfterSeq int64 `protobuf:"varint,1,opt,name=after_seq,json=afterSeq,proto3" json:"after_seq,omitempty"`
-	// Maximum entries; 0 means 100.
-	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Maximum entries returned; 0 means 100, at most 1000.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only entries for this release version (exact); empty: any.
+	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// Only entries by this actor (exact, e.g. token:alice, cert:bob, lpsd);
+	// empty: any.
+	Actor string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Only entries at or after this time; unset: any.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1770,11 +1864,38 @@ func (x *ListAuditRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListAuditRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
 // ListAuditResponse is a page of the audit log.
 type ListAuditResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Entries, oldest first.
-	Entries       []*AuditEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// Entries that match, oldest first.
+	Entries []*AuditEntry `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The sequence number of the last entry this call examined (after_seq
+	// when none): the after_seq of the next call.
+	NextAfterSeq int64 `protobuf:"varint,2,opt,name=next_after_seq,json=nextAfterSeq,proto3" json:"next_after_seq,omitempty"`
+	// The call stopped before the end of the log (the limit or the scan
+	// bound was reached): entries after next_after_seq may match.
+	More          bool `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1816,6 +1937,20 @@ func (x *ListAuditResponse) GetEntries() []*AuditEntry {
 	return nil
 }
 
+func (x *ListAuditResponse) GetNextAfterSeq() int64 {
+	if x != nil {
+		return x.NextAfterSeq
+	}
+	return 0
+}
+
+func (x *ListAuditResponse) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 // AuditEntry is one recorded change.
 type AuditEntry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1835,7 +1970,12 @@ type AuditEntry struct {
 	AfterJson string `protobuf:"bytes,7,opt,name=after_json,json=afterJson,proto3" json:"after_json,omitempty"`
 	// Why, for an automatic change: the health verdict with its counts and
 	// numbers, the plan step and the rule (JSON; empty for an operator's).
-	EvidenceJson  string `protobuf:"bytes,8,opt,name=evidence_json,json=evidenceJson,proto3" json:"evidence_json,omitempty"`
+	EvidenceJson string `protobuf:"bytes,8,opt,name=evidence_json,json=evidenceJson,proto3" json:"evidence_json,omitempty"`
+	// Why, in words: the operator's reason as sent with the change (at most
+	// 1024 bytes of UTF-8 without control or format characters; anything
+	// else is refused with InvalidArgument), or the autopilot's summary of
+	// its evidence; empty when none was given.
+	Reason        string `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1926,11 +2066,18 @@ func (x *AuditEntry) GetEvidenceJson() string {
 	return ""
 }
 
+func (x *AuditEntry) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 var File_nodehotfix_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\x03\n" +
+	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\x03\n" +
 	"\aRelease\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04base\x18\x02 \x01(\tR\x04base\x12#\n" +
@@ -1943,7 +2090,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\brevision\x18\b \x01(\x03R\brevision\x123\n" +
 	"\x06counts\x18\t \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\x12\x16\n" +
 	"\x06served\x18\n" +
-	" \x01(\x04R\x06served\"\x80\x01\n" +
+	" \x01(\x04R\x06served\x127\n" +
+	"\tnot_after\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\x80\x01\n" +
 	"\x06Counts\x12\x1a\n" +
 	"\breported\x18\x01 \x01(\x04R\breported\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\x04R\x02ok\x12\x16\n" +
@@ -1979,12 +2127,13 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\averdict\x18\x01 \x01(\tR\averdict\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x125\n" +
-	"\bnext_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\anextDue\"<\n" +
+	"\bnext_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\anextDue\"T\n" +
 	"\x15PublishReleaseRequest\x12#\n" +
-	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\"n\n" +
+	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"n\n" +
 	"\x16PublishReleaseResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xf6\x01\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xb1\x02\n" +
 	"\x11SetRolloutRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -1994,28 +2143,34 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vset_regions\x18\x06 \x01(\bR\n" +
 	"setRegions\x12\x1f\n" +
 	"\vif_revision\x18\a \x01(\x03R\n" +
-	"ifRevision\"L\n" +
+	"ifRevision\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12!\n" +
+	"\fkeep_percent\x18\t \x01(\bR\vkeepPercent\"L\n" +
 	"\x12SetRolloutResponse\x126\n" +
-	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"z\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\x92\x01\n" +
 	"\x0eSetPlanRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
 	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +
 	"\vif_revision\x18\x03 \x01(\x03R\n" +
-	"ifRevision\"I\n" +
+	"ifRevision\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"I\n" +
 	"\x0fSetPlanResponse\x126\n" +
-	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\x83\x01\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\x9b\x01\n" +
 	"\x11TransitionRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.nodehotfix.admin.v1.ActionR\x06action\x12\x1f\n" +
 	"\vif_revision\x18\x03 \x01(\x03R\n" +
-	"ifRevision\"j\n" +
+	"ifRevision\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"j\n" +
 	"\x12TransitionResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\")\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"A\n" +
 	"\rRevokeRequest\x12\x18\n" +
-	"\aversion\x18\x01 \x01(\tR\aversion\"H\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"f\n" +
 	"\x0eRevokeResponse\x126\n" +
-	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\x0f\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x0f\n" +
 	"\rStatusRequest\"\xcd\x02\n" +
 	"\x0eStatusResponse\x128\n" +
 	"\breleases\x18\x01 \x03(\v2\x1c.nodehotfix.admin.v1.ReleaseR\breleases\x12=\n" +
@@ -2043,12 +2198,17 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x04Rule\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06passed\x18\x02 \x01(\bR\x06passed\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"E\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xa5\x01\n" +
 	"\x10ListAuditRequest\x12\x1b\n" +
 	"\tafter_seq\x18\x01 \x01(\x03R\bafterSeq\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"N\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x120\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x88\x01\n" +
 	"\x11ListAuditResponse\x129\n" +
-	"\aentries\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.AuditEntryR\aentries\"\xf9\x01\n" +
+	"\aentries\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.AuditEntryR\aentries\x12$\n" +
+	"\x0enext_after_seq\x18\x02 \x01(\x03R\fnextAfterSeq\x12\x12\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\"\x91\x02\n" +
 	"\n" +
 	"AuditEntry\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12.\n" +
@@ -2060,7 +2220,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"beforeJson\x12\x1d\n" +
 	"\n" +
 	"after_json\x18\a \x01(\tR\tafterJson\x12#\n" +
-	"\revidence_json\x18\b \x01(\tR\fevidenceJson*k\n" +
+	"\revidence_json\x18\b \x01(\tR\fevidenceJson\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason*k\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
@@ -2129,48 +2290,50 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	28, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
 	28, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	2,  // 4: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
-	5,  // 5: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
-	7,  // 6: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	6,  // 7: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	28, // 8: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	28, // 9: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
-	1,  // 10: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 11: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	5,  // 12: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
-	1,  // 13: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
-	0,  // 14: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 15: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 16: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 17: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	20, // 18: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	28, // 19: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	3,  // 20: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	23, // 21: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	24, // 22: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	27, // 23: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	28, // 24: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	8,  // 25: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	10, // 26: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	12, // 27: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	14, // 28: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	16, // 29: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	18, // 30: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	21, // 31: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	25, // 32: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	9,  // 33: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	11, // 34: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	13, // 35: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	15, // 36: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	17, // 37: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	19, // 38: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	22, // 39: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	26, // 40: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	33, // [33:41] is the sub-list for method output_type
-	25, // [25:33] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	28, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	2,  // 5: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
+	5,  // 6: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
+	7,  // 7: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
+	6,  // 8: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
+	28, // 9: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	28, // 10: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	1,  // 11: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 12: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	5,  // 13: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	1,  // 14: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	0,  // 15: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 16: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 17: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 18: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	20, // 19: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	28, // 20: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 21: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	23, // 22: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	24, // 23: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	28, // 24: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	27, // 25: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	28, // 26: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	8,  // 27: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 28: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 29: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	14, // 30: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	16, // 31: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	18, // 32: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	21, // 33: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	25, // 34: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	9,  // 35: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 36: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 37: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	15, // 38: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	17, // 39: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	19, // 40: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	22, // 41: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	26, // 42: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
