@@ -450,6 +450,9 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 	if err != nil {
 		return nil, false, s.storeError("read release "+version, err)
 	}
+	// A record stored before releases carried their expiry gets it with
+	// its next change.
+	cur = cur.WithNotAfter()
 	if ifRev != 0 && ifRev != rev {
 		return nil, false, conflict(version, ifRev)
 	}
