@@ -319,8 +319,9 @@ func quoted(s string) string {
 	return `"` + s + `"`
 }
 
-// emptyHint explains a value made of typographic quote marks: a manual's
-// ” or "" for "all" that a formatter turned into curly quotes.
+// emptyHint explains a value made only of quote marks: a manual's empty
+// pair of quotes for "all", which a formatter may have turned into one
+// typographic quote (U+201D) that a shell passes on as a value.
 func emptyHint(s string) string {
 	if strings.Trim(s, "\u2018\u2019\u201c\u201d'\"") == "" {
 		return `; for every subscription or region, pass an empty list ('')`
@@ -402,7 +403,10 @@ func expiryText(notAfter, now time.Time) string {
 }
 
 // Includes reports whether r is served to n, with the rules that decided.
-func (r Release) Includes(n Node) (bool, []Rule) {
+func (r Release) Includes(n Node) (bool, []Rule) { return r.includes(n, true) }
+
+// includes is Includes, with the not-expired rule left out unless expiry.
+func (r Release) includes(n Node, expiry bool) (bool, []Rule) {
 	var rules []Rule
 	add := func(name string, ok bool, detail string) bool {
 		rules = append(rules, Rule{Rule: name, Passed: ok, Detail: detail})
@@ -411,7 +415,7 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 	if !add("not-revoked", !r.Revoked, fmt.Sprintf("revoked=%v", r.Revoked)) {
 		return false, rules
 	}
-	if !add(RuleNotExpired, !r.Expired(n.Now), expiryText(r.NotAfter, n.Now)) {
+	if expiry && !add(RuleNotExpired, !r.Expired(n.Now), expiryText(r.NotAfter, n.Now)) {
 		return false, rules
 	}
 	serving := r.Rollout.State == Rolling || r.Rollout.State == Paused || r.Rollout.State == Complete
@@ -446,13 +450,9 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 	return true, rules
 }
 
-// includesUnexpired reports whether r would include n were it not expired.
-func (r Release) includesUnexpired(n Node) bool {
-	r.NotAfter = time.Unix(1<<62, 0)
-	if n.Now.IsZero() {
-		n.Now = time.Unix(0, 0)
-	}
-	ok, _ := r.Includes(n)
+// unexpiredIncludes reports whether r would include n were it not expired.
+func (r Release) unexpiredIncludes(n Node) bool {
+	ok, _ := r.includes(n, false)
 	return ok
 }
 
@@ -503,7 +503,7 @@ type Selection struct {
 	// Revoked lists every revoked version, so nodes drop staged copies.
 	Revoked []string
 	// Expired lists the releases that would have been chosen for the node
-	// but had expired (not served; for metrics and explain).
+	// but had expired: not served, only counted.
 	Expired []string
 }
 
@@ -625,7 +625,7 @@ func Select(releases []Release, n Node) Selection {
 		// Only expiry kept it out, and nothing newer was chosen instead:
 		// the node is left without the hotfix it was meant to get.
 		v, _ := hotfix.ParseVersion(r.Version)
-		if cur, chosen := best[v.Base()]; (!chosen || cur.Patch() < v.Patch()) && r.includesUnexpired(n) {
+		if cur, chosen := best[v.Base()]; (!chosen || cur.Patch() < v.Patch()) && r.unexpiredIncludes(n) {
 			s.Expired = append(s.Expired, r.Version)
 		}
 	}

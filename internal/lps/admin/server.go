@@ -327,7 +327,7 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 	if err := rollout.CheckScope(subs, regions); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	r, _, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
+	r, same, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		if req.GetKeepPercent() {
 			return r.SetScope(r.Rollout.Percent, subs, regions)
 		}
@@ -336,7 +336,7 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.SetRolloutResponse{Release: r}, nil
+	return &adminv1.SetRolloutResponse{Release: r, Unchanged: same}, nil
 }
 
 func checkIDs(ids []string) error {

@@ -1083,6 +1083,10 @@ func TestScopeChangesWithoutDeadEnds(t *testing.T) {
 	}
 	_, err = scope(&adminv1.SetRolloutRequest{Percent: 20})
 	refused("grow a paused release", err, "`lpsctl rollout resume "+v+"`")
+	again, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, KeepPercent: true, Subscriptions: []string{subB, subA}, SetSubscriptions: true})
+	if err != nil || !again.GetUnchanged() {
+		t.Errorf("the same scope again = %v, %v; want unchanged", again, err)
+	}
 
 	move(adminv1.Action_ACTION_COMPLETE)
 	ro, err = scope(&adminv1.SetRolloutRequest{KeepPercent: true, SetSubscriptions: true, Regions: []string{"WestEurope2"}, SetRegions: true})
