@@ -62,7 +62,9 @@ State:
 	                       change every release); a password is never sent
 	                       in plain text off this host
 	--release-keys FILE    only releases signed by these keys can be published
-	--region LABEL         this instance's region, matched by rollout scopes
+	--region LABEL         this instance's region, matched by rollout scopes:
+	                       a letter, then letters and digits, at most 64
+	                       (eastus, westeurope2; case is ignored)
 
 Attestation (see internal/imds/attest):
 
@@ -78,6 +80,11 @@ Node-facing answers: the pointer {"hotfixes","releases","revoked"} when
 something applies; NotFound when nothing does; Unauthenticated or
 PermissionDenied (no detail) when attestation fails; Unavailable before the
 first snapshot or when an intermediate cannot be fetched.
+A release whose signed envelope has expired (its not_after) is offered to no
+node, whatever its rollout state: nodes would refuse it. Such a skip is
+counted in lpsd_release_expired_skipped_total{version}, and every release's
+expiry is exported as lpsd_release_not_after_seconds{version,base} (Unix
+seconds) for alerting before it happens.
 
 lpsd is stateless apart from its store: run several replicas on one etcd
 behind any L4 balancer; each watches the store and swaps its snapshot

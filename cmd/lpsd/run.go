@@ -35,6 +35,7 @@ import (
 	"nodehotfix/internal/lps"
 	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/rollout"
 )
 
 type options struct {
@@ -130,6 +131,11 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	if o.adminTokens == "" && o.adminClientCA == "" {
 		return usagef("set --admin-token-file or --admin-client-ca: the admin API is never unauthenticated")
+	}
+	if o.region != "" && !rollout.ValidRegion(o.region) {
+		// Rollout region scopes take only labels of this form, so any other
+		// label could never be scoped to.
+		return usagef("--region %q: want a region label (a letter, then letters and digits, at most %d, like eastus)", o.region, rollout.MaxRegionLength)
 	}
 	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
 	if err != nil {

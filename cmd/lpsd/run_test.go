@@ -46,6 +46,7 @@ func TestRunRefusesUnsafeConfigurations(t *testing.T) {
 		{"no certificate", []string{"--admin-token-file", tokens}, 2, "--tls-cert and --tls-key are required"},
 		{"unauthenticated admin API", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile}, 2, "never unauthenticated"},
 		{"bad store", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "redis:x"}, 2, "want bolt:PATH"},
+		{"bad region", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--region", "east-us"}, 2, "--region \"east-us\""},
 		{"etcd off host in plain text", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "etcd:10.1.2.3:2379"}, 2, "--etcd-allow-plaintext"},
 		{"bad roots", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--imds-roots", tokens}, 1, "--imds-roots"},
 		{"certificate without the service name", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "mem:", "--server-name", "other.example.com"}, 1, "other.example.com"},

@@ -16,7 +16,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"nodehotfix/internal/health"
 	"nodehotfix/internal/rollout"
@@ -122,16 +125,19 @@ type Evidence struct {
 // ruleText is the rule, for the audit evidence.
 const ruleText = "failures are failed, fallen-back and silent nodes (canary seat holders that have not reported within the plan's silent-after); halt if the failure rate's Wilson lower bound (z=2.58) exceeds the ceiling, or if (p1-p0-margin)/se > 2.58 on Agresti-Caffo adjusted rates with at least the plan's floor (its smallest step minimum) of reports on each side; advance once the step's bake time has passed, the release has the step's minimum reports and neither test fires"
 
-// Step looks once: it judges every rolling release with a plan and halts or
-// advances those that are due, and returns what it changed.
+// Step looks once: it judges every rolling, unexpired release with a plan
+// and halts or advances those that are due, and returns what it changed.
 func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 	rels, _, err := a.st.Releases(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list releases: %w", err)
 	}
+	now := a.cfg.Now()
 	var planned []rollout.Release
 	for _, r := range rels {
-		if r.Rollout.Plan != nil && r.Rollout.State == rollout.Rolling && !r.Revoked {
+		// An expired release is served to no node: its reports stop
+		// coming and a step would widen a rollout that reaches nobody.
+		if r.Rollout.Plan != nil && r.Rollout.State == rollout.Rolling && !r.Revoked && !r.WithNotAfter().Expired(now) {
 			planned = append(planned, r)
 		}
 	}
@@ -146,7 +152,6 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 	if a.cfg.OnTally != nil {
 		a.cfg.OnTally(t)
 	}
-	now := a.cfg.Now()
 	var changes []Change
 	var errs []error
 	for _, r := range planned {
@@ -178,6 +183,39 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		}
 	}
 	return changes, errors.Join(errs...)
+}
+
+// reason summarises an automatic change for the audit log's reason, in
+// one line; the evidence has the numbers in full.
+func reason(action string, cur, next rollout.Release, ev Evidence) string {
+	what := fmt.Sprintf("step %d %d%% -> %s %d%%", ev.Step+1, cur.Rollout.Percent, next.Rollout.State, next.Rollout.Percent)
+	if action == ActionHalt {
+		what = fmt.Sprintf("halted at step %d (%d%%)", ev.Step+1, cur.Rollout.Percent)
+	}
+	s := what + ": " + ev.Verdict.Verdict
+	if ev.Verdict.Rule != "" {
+		s += " (" + ev.Verdict.Rule + ")"
+	}
+	if ev.Verdict.Detail != "" {
+		s += ": " + ev.Verdict.Detail
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsGraphic(r) {
+			return r
+		}
+		return ' '
+	}, truncate(s, 1024))
+}
+
+// truncate cuts s to at most n bytes on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // errMoved: the release changed between the look and the write (another
@@ -230,6 +268,7 @@ func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action s
 	}
 	_, err = a.st.PutRelease(ctx, next, rev, store.AuditEntry{
 		Time: now, Actor: Actor, Action: action, Target: cur.Version, Before: before, After: after, Evidence: evidence,
+		Reason: reason(action, cur, next, ev),
 	})
 	if errors.Is(err, store.ErrConflict) {
 		return Change{}, errMoved

@@ -44,7 +44,7 @@ func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{t: t, st: memstore.New(), now: t0}
 	t.Cleanup(func() { f.st.Close() })
-	r := rollout.Release{Version: version, Base: base, Envelope: json.RawMessage(`{}`), Rollout: rollout.Rollout{State: rollout.Draft}}
+	r := rollout.Release{Version: version, Base: base, Envelope: json.RawMessage(`{}`), NotAfter: t0.Add(30 * 24 * time.Hour), Rollout: rollout.Rollout{State: rollout.Draft}}
 	r, err := r.SetPlan(testPlan, t0)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +85,22 @@ func (f *fixture) step() []Change {
 		f.t.Fatal(err)
 	}
 	return c
+}
+
+// TestLeavesAnExpiredRelease: a release whose envelope expired reaches no
+// node, so its plan does not advance, however healthy its reports were.
+func TestLeavesAnExpiredRelease(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report("", 500, 0, false)
+	f.report(version, 30, 0, false)
+	f.now = f.release().NotAfter
+	if c := f.step(); len(c) != 0 {
+		t.Fatalf("stepped an expired release: %+v", c)
+	}
+	if r := f.release(); r.Rollout.Percent != 1 {
+		t.Errorf("expired release at %d%%, want left at 1%%", r.Rollout.Percent)
+	}
 }
 
 // TestAdvancesAHealthyRollout walks a healthy release through its plan:
@@ -133,6 +149,9 @@ func TestAdvancesAHealthyRollout(t *testing.T) {
 		var ev Evidence
 		if err := json.Unmarshal(e.Evidence, &ev); err != nil || ev.Verdict.Verdict != health.Healthy || ev.Rule == "" {
 			t.Errorf("audit %s evidence = %s (%v)", e.Action, e.Evidence, err)
+		}
+		if !strings.Contains(e.Reason, "healthy") || !strings.Contains(e.Reason, "step ") {
+			t.Errorf("audit %s reason = %q, want a summary naming the step and the verdict", e.Action, e.Reason)
 		}
 	}
 	if auto != 3 {
@@ -232,7 +251,7 @@ func (s racing) Release(ctx context.Context, v string) (rollout.Release, int64, 
 	if err != nil {
 		return r, rev, err
 	}
-	scoped, err := r.SetScope(r.Rollout.Percent, []string{"sub-a"}, nil)
+	scoped, err := r.SetScope(r.Rollout.Percent, []string{"0a1b2c3d-0000-4000-8000-00000000000a"}, nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -292,7 +311,7 @@ func TestHaltsOnSilentCanary(t *testing.T) {
 		Steps:  []rollout.PlanStep{{Nodes: 10, Bake: 10 * time.Minute, MinReports: 2}, {Percent: 100, MinReports: 10}},
 		Margin: 0.05, MaxFailureRate: 0.2, SilentAfter: 20 * time.Minute,
 	}
-	r, err := rollout.Release{Version: version, Base: base, Envelope: json.RawMessage(`{}`), Rollout: rollout.Rollout{State: rollout.Draft}}.SetPlan(p, t0)
+	r, err := rollout.Release{Version: version, Base: base, Envelope: json.RawMessage(`{}`), NotAfter: t0.Add(30 * 24 * time.Hour), Rollout: rollout.Rollout{State: rollout.Draft}}.SetPlan(p, t0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,8 +78,12 @@ type Metrics struct {
 	// answer, counting takes no lock.
 	served        sync.Map
 	servedRelease *prometheus.CounterVec
-	trimmed       prometheus.Counter
-	fleet         fleetCollector
+	// expired maps a release version to its lpsd_release_expired_skipped_total
+	// counter, created on the version's first skip.
+	expired        sync.Map
+	expiredRelease *prometheus.CounterVec
+	trimmed        prometheus.Counter
+	fleet          fleetCollector
 	// shed counts connections closed for want of a handshake slot.
 	shed atomic.Uint64
 	// counts has a fixed key set (every outcome), so reads need no lock.
@@ -130,6 +134,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_release_served_total",
 			Help: "Node requests this instance answered with the release, by version (bounded by the releases that exist).",
 		}, []string{"version"}),
+		expiredRelease: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_release_expired_skipped_total",
+			Help: "Node requests the release would have answered but did not because its envelope had expired (nodes would refuse it), by version; the node got an older release or nothing.",
+		}, []string{"version"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
 	for _, r := range reportResults {
@@ -145,7 +153,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, m.servedRelease, &m.fleet,
+	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -223,6 +231,17 @@ func (m *Metrics) countServed(versions map[string]string) {
 	}
 }
 
+// countExpired records an answer that skipped the expired versions.
+func (m *Metrics) countExpired(versions []string) {
+	for _, v := range versions {
+		c, ok := m.expired.Load(v)
+		if !ok {
+			c, _ = m.expired.LoadOrStore(v, m.expiredRelease.WithLabelValues(v))
+		}
+		c.(prometheus.Counter).Inc()
+	}
+}
+
 // ServedByRelease returns, per release version, how many node requests this
 // instance answered with it.
 func (m *Metrics) ServedByRelease() map[string]uint64 {
@@ -280,7 +299,35 @@ func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
 			Name: "lpsd_snapshot_revision",
 			Help: "Store revision of the serving snapshot; 0 before the first.",
 		}, current(func(snap *Snapshot) float64 { return float64(snap.Revision) })),
+		notAfterCollector{s},
 	)
+}
+
+var notAfterDesc = prometheus.NewDesc("lpsd_release_not_after_seconds",
+	"When each release of the serving snapshot that is not revoked expires (its envelope's not_after), in Unix seconds; from then on lpsd serves it to no node. 0 when the envelope does not decode (never served). Alert on it minus time() for releases still rolling out.",
+	[]string{"version", "base"}, nil)
+
+// notAfterCollector serves each release's expiry from the serving
+// snapshot at scrape time.
+type notAfterCollector struct{ s snapshots }
+
+func (c notAfterCollector) Describe(ch chan<- *prometheus.Desc) { ch <- notAfterDesc }
+
+func (c notAfterCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.s.Current()
+	if snap == nil {
+		return
+	}
+	for _, r := range snap.Releases {
+		if r.Revoked {
+			continue
+		}
+		v := 0.0
+		if !r.NotAfter.IsZero() {
+			v = float64(r.NotAfter.Unix())
+		}
+		ch <- prometheus.MustNewConstMetric(notAfterDesc, prometheus.GaugeValue, v, r.Version, r.Base)
+	}
 }
 
 // knownOutcome reports whether o is a key of outcomeCodes.

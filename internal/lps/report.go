@@ -190,6 +190,8 @@ func (s *reportService) offered(ctx context.Context, id attest.Identity, version
 	if snap == nil {
 		return false, nil
 	}
+	// No Now: Offered ignores expiry, since a node served the release
+	// before it expired reports on it genuinely.
 	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region}
 	for _, rel := range snap.Releases {
 		if rel.Version != version {

@@ -123,7 +123,7 @@ func TestCanarySeatsAcrossReplicas(t *testing.T) {
 			}
 		}
 		for i := 10; i < 40; i++ {
-			in, _ := next.Includes(rollout.Node{VMID: vmName(i), SubscriptionID: testSub})
+			in, _ := next.Includes(rollout.Node{Now: time.Now(), VMID: vmName(i), SubscriptionID: testSub})
 			if got := r.served(t, vmName(i)); got != in {
 				t.Errorf("non-holder %s served=%v at 1%%, want %v (its bucket)", vmName(i), got, in)
 			}
@@ -339,7 +339,7 @@ func TestServedBudget(t *testing.T) {
 	}
 	revoked := release("202501.01.0", rollout.Rollout{State: rollout.Complete, Percent: 100}, true)
 	rels = append(rels, revoked)
-	if full, err := rollout.Select(rels, rollout.Node{VMID: testVMID}).Pointer().MarshalJSON(); err != nil || len(full) <= hotfix.MaxPointerSize {
+	if full, err := rollout.Select(rels, rollout.Node{Now: time.Now(), VMID: testVMID}).Pointer().MarshalJSON(); err != nil || len(full) <= hotfix.MaxPointerSize {
 		t.Fatalf("the test's whole document is %d bytes (%v), want over %d", len(full), err, hotfix.MaxPointerSize)
 	}
 	m := NewMetrics(nil)
@@ -395,13 +395,13 @@ func TestOpenCanaryBehindAnotherRollout(t *testing.T) {
 	other := release("202501.15.5", rollout.Rollout{State: rollout.Rolling, Percent: 1}, false)
 	var vm string
 	for i := range 1000 {
-		if in, _ := other.Includes(rollout.Node{VMID: vmName(i)}); !in {
+		if in, _ := other.Includes(rollout.Node{Now: time.Now(), VMID: vmName(i)}); !in {
 			vm = vmName(i)
 			break
 		}
 	}
 	snap := newSnapshot([]rollout.Release{canary, other}, 1, nil, time.Now())
-	r, limit := openCanary(snap, rollout.Node{VMID: vm, SubscriptionID: testSub, Base: "202501.15"}, nil)
+	r, limit := openCanary(snap, rollout.Node{Now: time.Now(), VMID: vm, SubscriptionID: testSub, Base: "202501.15"}, nil)
 	if r.Version != canary.Version || limit != 3 {
 		t.Errorf("openCanary = %s with %d seats, want the canary's 3", r.Version, limit)
 	}

@@ -153,6 +153,10 @@ var (
 	relRegional = release("202503.01.1", rollout.Rollout{State: rollout.Complete, Percent: 100, Regions: []string{"westeurope"}}, false)
 )
 
+// testNotAfter is the test releases' expiry: well after every test, on the
+// service's real clock.
+var testNotAfter = time.Now().Add(24 * time.Hour).Truncate(time.Second)
+
 func release(version string, ro rollout.Rollout, revoked bool) rollout.Release {
 	base := version[:strings.LastIndex(version, ".")]
 	return rollout.Release{
@@ -161,6 +165,7 @@ func release(version string, ro rollout.Rollout, revoked bool) rollout.Release {
 		Envelope: json.RawMessage(`{"release":"` + version + `"}`),
 		Rollout:  ro,
 		Revoked:  revoked,
+		NotAfter: testNotAfter,
 	}
 }
 

@@ -3,6 +3,7 @@ package lps
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -67,6 +68,7 @@ type Service struct {
 	m      *Metrics
 	region string
 	log    *slog.Logger
+	now    func() time.Time
 }
 
 // NewService returns a Service serving from snaps and counting into m.
@@ -78,12 +80,12 @@ func NewService(snaps snapshots, seats *Seats, m *Metrics, region string, log *s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{snaps: snaps, seats: seats, m: m, region: region, log: log}
+	return &Service{snaps: snaps, seats: seats, m: m, region: region, log: log, now: time.Now}
 }
 
-// GetComponentConfig returns the caller's hotfix pointer: the releases its
-// rollouts select for it and every revoked version, as the JSON pointer
-// document. The caller is the identity the auth interceptor verified.
+// GetComponentConfig returns the caller's hotfix pointer: the unexpired
+// releases its rollouts select for it and every revoked version, as the
+// JSON pointer document. The caller is the identity the auth interceptor verified.
 //
 // NotFound for another component or when nothing applies (the node treats
 // both as "no hotfix"); Unavailable before the first snapshot (the node may
@@ -102,9 +104,10 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 		return nil, fail(s.m, outcomeUnavailable)
 	}
 	base, reports := declared(ctx)
-	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region, Base: base}
+	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region, Base: base, Now: s.now()}
 	n.Seats = s.seats.Held(ctx, snap, n, reports)
 	sel := rollout.Select(snap.Releases, n)
+	s.m.countExpired(sel.Expired)
 	if sel.Empty() {
 		s.log.Debug("nothing applies", "vm_id", id.VMID, "revision", snap.Revision)
 		return nil, fail(s.m, outcomeNotFound)

@@ -1,16 +1,20 @@
 package lps
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
 	"nodehotfix/internal/imds/attest"
+	relsign "nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store/memstore"
 )
 
 // staticSnapshots serves one fixed snapshot (nil: none yet).
@@ -108,9 +112,92 @@ func TestSelectionIsPerNode(t *testing.T) {
 	for _, vm := range vms {
 		ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
 		_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
-		included, _ := half.Includes(rollout.Node{VMID: vm, SubscriptionID: testSub})
+		included, _ := half.Includes(rollout.Node{Now: time.Now(), VMID: vm, SubscriptionID: testSub})
 		if got := err == nil; got != included {
 			t.Errorf("vm %s served = %v (err %v), want %v", vm, got, err, included)
 		}
+	}
+}
+
+// labelled gathers reg's series of metric name, keyed by their label
+// values joined with ",".
+func labelled(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(map[string]float64)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, pm := range mf.GetMetric() {
+			var vals []string
+			for _, l := range pm.GetLabel() {
+				vals = append(vals, l.GetValue())
+			}
+			out[strings.Join(vals, ",")] = pm.GetGauge().GetValue() + pm.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// TestExpiredNotServed: a complete release whose envelope expired is never
+// served, even from a record stored without its expiry (read from the
+// envelope at load); the node gets the older release instead, and the skip
+// and every release's expiry show in the metrics.
+func TestExpiredNotServed(t *testing.T) {
+	t.Parallel()
+	_, priv, err := relsign.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	notAfter := now.Add(-time.Minute).Truncate(time.Second)
+	env, err := relsign.Sign(relsign.Release{
+		Base: "202501.15", Version: "202501.15.4", NotAfter: notAfter,
+		Artifacts: map[string]relsign.Artifact{"linux/amd64": {URL: "https://x.example/a", SHA256: strings.Repeat("ab", 32), Size: 1}},
+	}, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expired := rollout.Release{Version: "202501.15.4", Base: "202501.15", Envelope: env, Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}}
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	publish(t, st, relServed, expired)
+	snaps := NewSnapshotter(st, nil, nil)
+	if err := snaps.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	m.registerSnapshots(snaps, time.Now)
+	svc := NewService(snaps, nil, m, "", testLog(t))
+
+	ctx := withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub})
+	resp, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"hotfixes":{"202501.15":"202501.15.2"},"releases":[{"release":"202501.15.2"}]}`; resp.GetConfig() != want {
+		t.Errorf("served %s, want the unexpired 202501.15.2 only: %s", resp.GetConfig(), want)
+	}
+	if diff := cmp.Diff(map[string]float64{"202501.15.4": 1}, labelled(t, reg, "lpsd_release_expired_skipped_total")); diff != "" {
+		t.Errorf("lpsd_release_expired_skipped_total (-want +got):\n%s", diff)
+	}
+	want := map[string]float64{
+		"202501.15,202501.15.2": float64(testNotAfter.Unix()),
+		"202501.15,202501.15.4": float64(notAfter.Unix()),
+	}
+	if diff := cmp.Diff(want, labelled(t, reg, "lpsd_release_not_after_seconds")); diff != "" {
+		t.Errorf("lpsd_release_not_after_seconds (-want +got):\n%s", diff)
+	}
+
+	// With the unexpired release gone too, nothing applies.
+	svc = NewService(snapshotOf(expired.WithNotAfter()), nil, NewMetrics(nil), "", testLog(t))
+	_, err = svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+	if status.Code(err) != codes.NotFound {
+		t.Errorf("only an expired release: %v, want NotFound", err)
 	}
 }

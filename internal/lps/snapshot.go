@@ -19,6 +19,8 @@ const resyncInterval = 30 * time.Second
 
 // Snapshot is an immutable view of the releases. Never modify one.
 type Snapshot struct {
+	// Releases carry NotAfter (rollout.Release.WithNotAfter), so selection
+	// refuses expired ones.
 	Releases []rollout.Release
 	// Revision is the store revision the snapshot reflects.
 	Revision int64
@@ -86,6 +88,11 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 	if err != nil {
 		s.onError(err)
 		return fmt.Errorf("load snapshot: %w", err)
+	}
+	for i := range rels {
+		// Records stored before releases carried their expiry get it from
+		// the envelope here, once per load, not per request.
+		rels[i] = rels[i].WithNotAfter()
 	}
 	seats := make(map[string]map[string]bool)
 	held := 0

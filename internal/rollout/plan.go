@@ -180,11 +180,13 @@ func (r Release) OpenSeats(n Node) int {
 // release is refused.
 func (r Release) SetPlan(p Plan, now time.Time) (Release, error) {
 	if r.Revoked {
-		return r, fmt.Errorf("%w: %s", ErrRevoked, r.Version)
+		return r, revokedError(r.Version)
 	}
 	switch r.Rollout.State {
-	case Paused, Halted, Complete:
-		return r, fmt.Errorf("%w: %s is %s; a plan needs a draft or rolling release", ErrInvalidTransition, r.Version, r.Rollout.State)
+	case Paused, Halted:
+		return r, fmt.Errorf("%w: %s is %s; a plan needs a draft or rolling release: `lpsctl rollout resume %s` first", ErrInvalidTransition, r.Version, r.Rollout.State, r.Version)
+	case Complete:
+		return r, fmt.Errorf("%w: %s is complete: it serves every node in its scope, and has no steps left to plan", ErrInvalidTransition, r.Version)
 	}
 	p.Step, p.StepSince = 0, now
 	if err := p.Validate(); err != nil {

@@ -131,8 +131,8 @@ func TestCanarySteps(t *testing.T) {
 	if r.Rollout.State != Rolling || r.Rollout.Percent != 0 || r.Rollout.Plan.Step != 0 {
 		t.Fatalf("after SetPlan: %s %d%% step %d, want rolling 0%% at the canary", r.Rollout.State, r.Rollout.Percent, r.Rollout.Plan.Step)
 	}
-	seated := Node{VMID: "seated", Seats: []string{"202604.01.1"}}
-	other := Node{VMID: "other"}
+	seated := Node{Now: testNow, VMID: "seated", Seats: []string{"202604.01.1"}}
+	other := Node{Now: testNow, VMID: "other"}
 	if got := r.OpenSeats(other); got != 5 {
 		t.Errorf("OpenSeats at the first canary step = %d, want 5", got)
 	}

@@ -78,9 +78,9 @@ func referenceSemver(s string) ([3]int, bool) {
 func TestRevocationReachesReferenceNodes(t *testing.T) {
 	t.Parallel()
 	const baked = "202604.01.0"
-	node := Node{VMID: "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b", SubscriptionID: "s", Region: "eastus"}
-	revoked := Release{Base: "202604.01", Version: "202604.01.1", Revoked: true, Envelope: json.RawMessage(`{"r":1}`), Rollout: Rollout{State: Complete, Percent: 100}}
-	newer := Release{Base: "202604.01", Version: "202604.01.2", Envelope: json.RawMessage(`{"r":2}`), Rollout: Rollout{State: Complete, Percent: 100}}
+	node := Node{Now: testNow, VMID: "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b", SubscriptionID: "s", Region: "eastus"}
+	revoked := Release{Base: "202604.01", Version: "202604.01.1", Revoked: true, Envelope: json.RawMessage(`{"r":1}`), NotAfter: testExpiry, Rollout: Rollout{State: Complete, Percent: 100}}
+	newer := Release{Base: "202604.01", Version: "202604.01.2", Envelope: json.RawMessage(`{"r":2}`), NotAfter: testExpiry, Rollout: Rollout{State: Complete, Percent: 100}}
 	tests := []struct {
 		name       string
 		releases   []Release

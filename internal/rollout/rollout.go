@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/quote"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/uuid"
 )
 
 // State is a release's rollout state.
@@ -64,6 +67,34 @@ var ErrRevoked = errors.New("release is revoked")
 // revoke instead.
 var ErrPercentDecrease = errors.New("rollout percentage can only grow")
 
+// ErrInvalidScope is returned (wrapped) for a scope value that is not a
+// subscription ID or a region label (CheckScope).
+var ErrInvalidScope = errors.New("invalid rollout scope")
+
+// commands names the operator command (lpsctl) that moves a release to
+// each state, for refusals to suggest.
+var commands = map[State]string{
+	Rolling:  "lpsctl rollout resume %s",
+	Paused:   "lpsctl rollout pause %s",
+	Halted:   "lpsctl rollout halt %s",
+	Complete: "lpsctl rollout complete %s",
+}
+
+// moves returns the commands that work on a release in state from, for
+// a refusal: exactly the transitions the state machine allows.
+func moves(version string, from State) string {
+	var out []string
+	for _, to := range transitions[from] {
+		out = append(out, "`"+fmt.Sprintf(commands[to], version)+"`")
+	}
+	return strings.Join(out, ", ")
+}
+
+// revokedError is the refusal of any change to revoked release version.
+func revokedError(version string) error {
+	return fmt.Errorf("%w: %s never changes again; to ship the fix, sign and publish a new patch version", ErrRevoked, version)
+}
+
 // Rollout says which nodes a release is served to.
 type Rollout struct {
 	State State `json:"state"`
@@ -95,6 +126,13 @@ type Release struct {
 	Envelope json.RawMessage `json:"envelope"`
 	Rollout  Rollout         `json:"rollout"`
 	Revoked  bool            `json:"revoked,omitempty"`
+	// NotAfter is when the envelope stops verifying (its signed
+	// not_after), set at publish. It is kept beside the envelope so
+	// selection, a pure function of records, can refuse an expired release
+	// without decoding envelopes per request; records stored without it
+	// get it from WithNotAfter. Zero means unknown, which Includes treats
+	// as expired.
+	NotAfter time.Time `json:"not_after,omitzero"`
 	// PublishedAt and UpdatedAt are set by the service.
 	PublishedAt time.Time `json:"published_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
@@ -129,13 +167,35 @@ func (r Release) Validate() error {
 	return nil
 }
 
-// Transition returns r moved to state to.
+// WithNotAfter returns r with NotAfter read from its envelope when it is
+// unset (a record stored before releases carried it). An envelope that does
+// not decode leaves it zero: unknown, so Includes never serves r, which
+// nodes would refuse anyway.
+func (r Release) WithNotAfter() Release {
+	if !r.NotAfter.IsZero() {
+		return r
+	}
+	if rel, err := release.Inspect(r.Envelope); err == nil {
+		r.NotAfter = rel.NotAfter
+	}
+	return r
+}
+
+// Expired reports whether r's envelope no longer verifies at now, or
+// cannot be shown to: its expiry is unknown (zero NotAfter) or now is the
+// zero time.
+func (r Release) Expired(now time.Time) bool {
+	return now.IsZero() || r.NotAfter.IsZero() || !now.Before(r.NotAfter)
+}
+
+// Transition returns r moved to state to. Refusals (ErrRevoked,
+// ErrInvalidTransition) name the commands that do work from r's state.
 func (r Release) Transition(to State) (Release, error) {
 	if r.Revoked {
-		return r, fmt.Errorf("%w: %s", ErrRevoked, r.Version)
+		return r, revokedError(r.Version)
 	}
 	if !slices.Contains(transitions[r.Rollout.State], to) {
-		return r, fmt.Errorf("%w: %s cannot go from %s to %s", ErrInvalidTransition, r.Version, r.Rollout.State, to)
+		return r, fmt.Errorf("%w: %s cannot go from %s to %s; from %s it can go on with %s", ErrInvalidTransition, r.Version, r.Rollout.State, to, r.Rollout.State, moves(r.Version, r.Rollout.State))
 	}
 	r.Rollout.State = to
 	if to == Complete {
@@ -162,20 +222,32 @@ func (r Release) Resume(now time.Time) (Release, error) {
 
 // SetScope returns r with a new percentage and scope. The percentage may
 // only grow, so every node already included stays included; nil
-// subscriptions or regions keep the current scope. A draft starts rolling.
+// subscriptions or regions keep the current scope, an empty list means
+// all. A draft starts rolling. A complete release keeps 100% and may
+// change its scope; a paused one may change its scope at its current
+// percentage; a halted one serves nobody and is refused until resumed.
+// Scope values must pass CheckScope (ErrInvalidScope).
 func (r Release) SetScope(percent int, subscriptions, regions []string) (Release, error) {
 	if r.Revoked {
-		return r, fmt.Errorf("%w: %s", ErrRevoked, r.Version)
-	}
-	switch r.Rollout.State {
-	case Paused, Halted, Complete:
-		return r, fmt.Errorf("%w: %s is %s; resume it first", ErrInvalidTransition, r.Version, r.Rollout.State)
+		return r, revokedError(r.Version)
 	}
 	if percent < 0 || percent > 100 {
 		return r, fmt.Errorf("percent %d out of range 0..100", percent)
 	}
-	if percent < r.Rollout.Percent {
-		return r, fmt.Errorf("%w: %s is at %d%%, asked for %d%%", ErrPercentDecrease, r.Version, r.Rollout.Percent, percent)
+	if err := CheckScope(subscriptions, regions); err != nil {
+		return r, err
+	}
+	switch {
+	case r.Rollout.State == Halted:
+		// A halted release serves nobody; its scope waits for the resume,
+		// so a scope change never looks like it served someone.
+		return r, fmt.Errorf("%w: %s is halted and serves no node; `lpsctl rollout resume %s` first, then change its scope", ErrInvalidTransition, r.Version, r.Version)
+	case percent < r.Rollout.Percent:
+		return r, fmt.Errorf("%w: %s is at %d%%, asked for %d%%; to stop serving it, `lpsctl rollout halt %s`", ErrPercentDecrease, r.Version, r.Rollout.Percent, percent, r.Version)
+	case r.Rollout.State == Paused:
+		if percent != r.Rollout.Percent {
+			return r, fmt.Errorf("%w: %s is paused at %d%%: its percentage holds until `lpsctl rollout resume %s` (its scope may change while paused)", ErrInvalidTransition, r.Version, r.Rollout.Percent, r.Version)
+		}
 	}
 	r.Rollout.Percent = percent
 	if subscriptions != nil {
@@ -188,6 +260,73 @@ func (r Release) SetScope(percent int, subscriptions, regions []string) (Release
 		r.Rollout.State = Rolling
 	}
 	return r, nil
+}
+
+// MaxRegionLength is the longest region label a scope takes.
+const MaxRegionLength = 64
+
+// CheckScope returns an error wrapping ErrInvalidScope, naming the value,
+// unless every subscription is a GUID (8-4-4-4-12 hex digits) and every
+// region a region label: a letter, then letters and digits, at most
+// MaxRegionLength (eastus, westeurope2), in either case. Surrounding
+// spaces and empty entries are ignored, as SetScope drops them.
+func CheckScope(subscriptions, regions []string) error {
+	for _, s := range subscriptions {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		if _, ok := uuid.Canonical(s); !ok {
+			return fmt.Errorf("%w: subscription %s is not a subscription ID (a GUID, 8-4-4-4-12 hex digits)%s", ErrInvalidScope, quoted(s), emptyHint(s))
+		}
+	}
+	for _, r := range regions {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if !ValidRegion(r) {
+			return fmt.Errorf("%w: region %s is not a region label (a letter, then letters and digits, at most %d, like eastus or westeurope2)%s", ErrInvalidScope, quoted(r), MaxRegionLength, emptyHint(r))
+		}
+	}
+	return nil
+}
+
+// ValidRegion reports whether s is a region label: a letter, then letters
+// and digits, at most MaxRegionLength; case is ignored (scopes keep it
+// lower case).
+func ValidRegion(s string) bool {
+	if s == "" || len(s) > MaxRegionLength {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i] | 0x20 // ASCII lower case; maps no non-letter onto a letter
+		switch {
+		case 'a' <= c && c <= 'z':
+		case i > 0 && '0' <= s[i] && s[i] <= '9':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// quoted returns s for an error message: in double quotes, with control
+// characters, format characters and invalid bytes escaped (quote.Text), so
+// the operator sees exactly what was sent.
+func quoted(s string) string {
+	if q := quote.Text(s); q != s {
+		return q
+	}
+	return `"` + s + `"`
+}
+
+// emptyHint explains a value made only of quote marks: a manual's empty
+// pair of quotes for "all", which a formatter may have turned into one
+// typographic quote (U+201D) that a shell passes on as a value.
+func emptyHint(s string) string {
+	if strings.Trim(s, "\u2018\u2019\u201c\u201d'\"") == "" {
+		return `; for every subscription or region, pass an empty list ('')`
+	}
+	return ""
 }
 
 func normalizeIDs(ids []string) []string {
@@ -212,9 +351,13 @@ func Bucket(vmID, version string) int {
 	return int(binary.BigEndian.Uint64(h[:8]) % Buckets)
 }
 
-// Node is what the service knows about a caller: its verified identity and
-// the service instance's region.
+// Node is what the service knows about a caller: its verified identity,
+// the service instance's region, and when it asked.
 type Node struct {
+	// Now is the time of the request: a release expired at Now is not
+	// served. The zero time serves no release at all, so a caller that
+	// forgot to set it cannot serve expired ones.
+	Now            time.Time
 	VMID           string
 	SubscriptionID string
 	Region         string
@@ -245,14 +388,34 @@ type Rule struct {
 // seat holder after it.
 const RuleCanarySeat = "canary-seat"
 
+// RuleNotExpired is the rule that refuses a release whose envelope has
+// expired: nodes would refuse it, so serving it would reach nobody.
+const RuleNotExpired = "not-expired"
+
+func expiryText(notAfter, now time.Time) string {
+	switch {
+	case notAfter.IsZero():
+		return "not_after unknown (the envelope does not decode)"
+	case now.IsZero():
+		return "not_after=" + notAfter.UTC().Format(time.RFC3339) + " now unknown"
+	}
+	return "not_after=" + notAfter.UTC().Format(time.RFC3339) + " now=" + now.UTC().Format(time.RFC3339)
+}
+
 // Includes reports whether r is served to n, with the rules that decided.
-func (r Release) Includes(n Node) (bool, []Rule) {
+func (r Release) Includes(n Node) (bool, []Rule) { return r.includes(n, true) }
+
+// includes is Includes, with the not-expired rule left out unless expiry.
+func (r Release) includes(n Node, expiry bool) (bool, []Rule) {
 	var rules []Rule
 	add := func(name string, ok bool, detail string) bool {
 		rules = append(rules, Rule{Rule: name, Passed: ok, Detail: detail})
 		return ok
 	}
 	if !add("not-revoked", !r.Revoked, fmt.Sprintf("revoked=%v", r.Revoked)) {
+		return false, rules
+	}
+	if expiry && !add(RuleNotExpired, !r.Expired(n.Now), expiryText(r.NotAfter, n.Now)) {
 		return false, rules
 	}
 	serving := r.Rollout.State == Rolling || r.Rollout.State == Paused || r.Rollout.State == Complete
@@ -285,6 +448,12 @@ func (r Release) Includes(n Node) (bool, []Rule) {
 		return false, rules
 	}
 	return true, rules
+}
+
+// unexpiredIncludes reports whether r would include n were it not expired.
+func (r Release) unexpiredIncludes(n Node) bool {
+	ok, _ := r.includes(n, false)
+	return ok
 }
 
 // Offered reports whether r has ever been served to n, whatever its state
@@ -333,6 +502,9 @@ type Selection struct {
 	Releases []json.RawMessage
 	// Revoked lists every revoked version, so nodes drop staged copies.
 	Revoked []string
+	// Expired lists the releases that would have been chosen for the node
+	// but had expired: not served, only counted.
+	Expired []string
 }
 
 // Empty reports whether nothing applies to the node.
@@ -341,12 +513,13 @@ func (s Selection) Empty() bool {
 }
 
 // PointerSizes returns the largest pointer document a node could be
-// served from releases: for a node that declared base (one release of the
-// base, its largest envelope, and the base's revocations), and for one
-// that declared none when trimmed (every base's hotfix and every
-// revocation, no envelopes). lpsd refuses a publish that takes either over
-// its budget.
-func PointerSizes(releases []Release, base string) (declared, trimmed int, err error) {
+// served from releases at now or later: for a node that declared base (one
+// release of the base, its largest envelope, and the base's revocations),
+// and for one that declared none when trimmed (every base's hotfix and
+// every revocation, no envelopes). A release expired at now is never
+// served again, so it counts only once revoked (revocations are served
+// for good). lpsd refuses a publish that takes either over its budget.
+func PointerSizes(releases []Release, base string, now time.Time) (declared, trimmed int, err error) {
 	worst := Selection{Hotfixes: map[string]string{}}
 	all := Selection{Hotfixes: map[string]string{}}
 	var envelope json.RawMessage
@@ -360,6 +533,9 @@ func PointerSizes(releases []Release, base string) (declared, trimmed int, err e
 			if v.Base() == base {
 				worst.Revoked = append(worst.Revoked, r.Version)
 			}
+			continue
+		}
+		if !r.NotAfter.IsZero() && !now.Before(r.NotAfter) {
 			continue
 		}
 		if cur := all.Hotfixes[v.Base()]; len(r.Version) > len(cur) {
@@ -420,6 +596,7 @@ func Select(releases []Release, n Node) Selection {
 	best := make(map[string]hotfix.Version)
 	env := make(map[string]json.RawMessage)
 	var revoked []string
+	var expired []Release
 	revokedBases := make(map[string]bool)
 	for _, r := range releases {
 		v, err := hotfix.ParseVersion(r.Version)
@@ -432,6 +609,9 @@ func Select(releases []Release, n Node) Selection {
 			continue
 		}
 		if ok, _ := r.Includes(n); !ok {
+			if r.Expired(n.Now) {
+				expired = append(expired, r)
+			}
 			continue
 		}
 		if cur, seen := best[v.Base()]; !seen || v.Patch() > cur.Patch() {
@@ -441,6 +621,15 @@ func Select(releases []Release, n Node) Selection {
 	}
 	s := Selection{Revoked: revoked}
 	slices.Sort(s.Revoked)
+	for _, r := range expired {
+		// Only expiry kept it out, and nothing newer was chosen instead:
+		// the node is left without the hotfix it was meant to get.
+		v, _ := hotfix.ParseVersion(r.Version)
+		if cur, chosen := best[v.Base()]; (!chosen || cur.Patch() < v.Patch()) && r.unexpiredIncludes(n) {
+			s.Expired = append(s.Expired, r.Version)
+		}
+	}
+	slices.Sort(s.Expired)
 	for b := range revokedBases {
 		if _, chosen := best[b]; !chosen {
 			s.Tombstones = append(s.Tombstones, b)

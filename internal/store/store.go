@@ -55,6 +55,9 @@ type AuditEntry struct {
 	// Evidence is what an automatic change was decided on (the counts, the
 	// rule and its numbers), JSON; empty for an operator's change.
 	Evidence json.RawMessage `json:"evidence,omitempty"`
+	// Reason is why, in words: what the operator gave with the change, or
+	// the autopilot's summary of its evidence; empty when none.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Report is one node's provisioning outcome for one boot, as lpsd stores it.

@@ -23,8 +23,9 @@ import (
 // bucket, sha256(lower(vmId) 0x00 version) mod 10000, below percent*100;
 // plus every revoked version, and for a base with a revoked release and
 // nothing chosen its tombstone, the base's patch 0. Scopes are not used by
-// the simulator. seated says the node holds a seat of every rolling or
-// paused release whose plan starts with a canary of nodes, which then
+// the simulator, nor expiry: every simulated release is valid for a day.
+// seated says the node holds a seat of every rolling or paused release
+// whose plan starts with a canary of nodes, which then
 // includes it whatever its bucket; the store, not the oracle, knows who
 // does, so the run checks those claims against it afterwards. A node that
 // declared its base (base != "") is served that base's releases and

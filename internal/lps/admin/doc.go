@@ -53,10 +53,29 @@
 //
 // # Audit
 //
-// Every change (publish, rollout-set, pause, resume, halt, complete, revoke)
-// is written with an audit entry, in the same store transaction, holding the
-// actor, the action, the release version and the whole record (JSON) before
-// and after. Changes are compare-and-swap on the record's revision: a write
-// that lost a race fails with Aborted and changes nothing. A request that
-// would change nothing writes nothing.
+// Every change (publish, rollout-set, plan, pause, resume, halt, complete,
+// revoke) is written with an audit entry, in the same store transaction,
+// holding the actor, the action, the release version, the whole record
+// (JSON) before and after, and the caller's reason when one was given (at
+// most MaxReasonBytes of UTF-8 without control or format characters, since
+// every reader prints it; anything else is InvalidArgument). The autopilot's
+// entries (actor "lpsd") carry their evidence and a one-line reason.
+// Changes are compare-and-swap on the record's revision: a write that lost
+// a race fails with Aborted and changes nothing. A request that would change
+// nothing (a transition to the current state, a second revoke, the same
+// envelope published again) writes nothing and says unchanged.
+//
+// ListAudit filters by target, actor and time on the server. One call
+// examines at most 10000 entries, so a filter that matches little returns
+// a short page with more set and next_after_seq to continue from, never an
+// unbounded read of the log.
+//
+// # Scope and expiry
+//
+// Rollout scopes hold subscription IDs (GUIDs) and region labels only
+// (rollout.CheckScope); any other value is InvalidArgument, quoted, so a
+// typographic quote pasted for "all" is refused rather than scoping a
+// rollout to nobody. Every Release returned carries its envelope's
+// not_after; from then on the release is served to no node (explain's rule
+// not-expired).
 package admin

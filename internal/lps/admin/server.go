@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,6 +48,14 @@ const (
 	maxAuditLimit     = 1000
 	maxIDLength       = 256
 	maxScopeEntries   = 1000
+	// MaxReasonBytes caps an audit reason: a sentence or a ticket link,
+	// not a document; every audit read returns it.
+	MaxReasonBytes = 1024
+	// maxAuditScan bounds the entries one ListAudit call examines, so a
+	// filter that matches nothing costs a bounded read, not the whole log.
+	maxAuditScan = 10000
+	// auditChunk is how many entries ListAudit reads from the store at once.
+	auditChunk = 1000
 )
 
 // SnapshotSource returns the snapshot the node-facing service serves from;
@@ -132,6 +142,9 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	if err != nil {
 		return nil, err
 	}
+	if err := checkReason(req.GetReason()); err != nil {
+		return nil, err
+	}
 	env := bytes.TrimSpace([]byte(req.GetEnvelopeJson()))
 	if len(env) == 0 {
 		return nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
@@ -150,13 +163,14 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 		Base:        rel.Base,
 		Envelope:    compact.Bytes(),
 		Rollout:     rollout.Rollout{State: rollout.Draft},
+		NotAfter:    rel.NotAfter,
 		PublishedAt: now,
 		UpdatedAt:   now,
 	}
 	if err := r.Validate(); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
 	}
-	if err := s.checkBudget(ctx, r); err != nil {
+	if err := s.checkBudget(ctx, r, now); err != nil {
 		return nil, err
 	}
 	after, err := json.Marshal(r)
@@ -164,7 +178,7 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 		return nil, s.internal("encode release", err)
 	}
 	rev, err := s.store.PutRelease(ctx, r, 0, store.AuditEntry{
-		Time: now, Actor: actor, Action: ActionPublish, Target: r.Version, After: after,
+		Time: now, Actor: actor, Action: ActionPublish, Target: r.Version, After: after, Reason: req.GetReason(),
 	})
 	if errors.Is(err, store.ErrConflict) {
 		// A retried publish of the same envelope succeeds; another
@@ -184,13 +198,17 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 
 // checkBudget refuses a release that could take a node's pointer document
 // over lps.ServedBudget: nodes would refuse the whole document, and with
-// it every hotfix and revocation in it.
-func (s *Server) checkBudget(ctx context.Context, r rollout.Release) error {
+// it every hotfix and revocation in it. Releases expired at now no longer
+// count (they are never served again).
+func (s *Server) checkBudget(ctx context.Context, r rollout.Release, now time.Time) error {
 	rels, _, err := s.store.Releases(ctx)
 	if err != nil {
 		return s.storeError("list releases", err)
 	}
-	declared, trimmed, err := rollout.PointerSizes(append(rels, r), r.Base)
+	for i := range rels {
+		rels[i] = rels[i].WithNotAfter()
+	}
+	declared, trimmed, err := rollout.PointerSizes(append(rels, r), r.Base, now)
 	if err != nil {
 		return s.internal("size pointer", err)
 	}
@@ -227,12 +245,15 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 	if err != nil {
 		return nil, err
 	}
+	if err := checkReason(req.GetReason()); err != nil {
+		return nil, err
+	}
 	p, err := planFromProto(req.GetPlan())
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "plan: %v", err)
 	}
 	now := s.now()
-	r, err := s.change(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), func(r rollout.Release) (rollout.Release, error) {
+	r, _, err := s.change(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		return r.SetPlan(p, now)
 	})
 	if err != nil {
@@ -271,11 +292,16 @@ func planToProto(p *rollout.Plan) *adminv1.Plan {
 }
 
 // SetRollout grows a release's percentage and optionally replaces its
-// scope; a draft starts rolling. FailedPrecondition for a decrease or a
-// paused, halted, complete or revoked release.
+// scope; a draft starts rolling (rollout.Release.SetScope says what each
+// state allows). InvalidArgument for a scope value that is not a GUID or
+// region label, or a bad reason; FailedPrecondition for a decrease, a
+// percentage change while paused, or a halted or revoked release.
 func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest) (*adminv1.SetRolloutResponse, error) {
 	actor, err := requireActor(ctx)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkReason(req.GetReason()); err != nil {
 		return nil, err
 	}
 	pct := req.GetPercent()
@@ -298,13 +324,19 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 			return nil, err
 		}
 	}
-	r, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), func(r rollout.Release) (rollout.Release, error) {
+	if err := rollout.CheckScope(subs, regions); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	r, same, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
+		if req.GetKeepPercent() {
+			return r.SetScope(r.Rollout.Percent, subs, regions)
+		}
 		return r.SetScope(int(pct), subs, regions)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.SetRolloutResponse{Release: r}, nil
+	return &adminv1.SetRolloutResponse{Release: r, Unchanged: same}, nil
 }
 
 func checkIDs(ids []string) error {
@@ -341,8 +373,11 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 	if !ok {
 		return nil, status.Errorf(codes.InvalidArgument, "action %v: want pause, resume, halt or complete", req.GetAction())
 	}
+	if err := checkReason(req.GetReason()); err != nil {
+		return nil, err
+	}
 	already := false
-	r, err := s.change(ctx, actor, a.name, req.GetVersion(), req.GetIfRevision(), func(r rollout.Release) (rollout.Release, error) {
+	r, _, err := s.change(ctx, actor, a.name, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		// A transition to the state the release is in is done already,
 		// not refused: a retried pause must not look like a failure.
 		if r.Rollout.State == a.to && !r.Revoked {
@@ -361,70 +396,95 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 }
 
 // Revoke marks a release revoked. Revoking a revoked release changes
-// nothing.
+// nothing and says so (unchanged).
 func (s *Server) Revoke(ctx context.Context, req *adminv1.RevokeRequest) (*adminv1.RevokeResponse, error) {
 	actor, err := requireActor(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.change(ctx, actor, ActionRevoke, req.GetVersion(), 0, func(r rollout.Release) (rollout.Release, error) {
+	if err := checkReason(req.GetReason()); err != nil {
+		return nil, err
+	}
+	r, same, err := s.change(ctx, actor, ActionRevoke, req.GetVersion(), 0, req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		r.Revoked = true
 		return r, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.RevokeResponse{Release: r}, nil
+	return &adminv1.RevokeResponse{Release: r, Unchanged: same}, nil
+}
+
+// checkReason refuses an audit reason that is too long, not UTF-8, or
+// holds a control or format character (a terminal escape, a bidi
+// override): every reader of the audit log prints it.
+func checkReason(reason string) error {
+	switch {
+	case len(reason) > MaxReasonBytes:
+		return status.Errorf(codes.InvalidArgument, "reason is %d bytes, at most %d", len(reason), MaxReasonBytes)
+	case !utf8.ValidString(reason):
+		return status.Error(codes.InvalidArgument, "reason is not valid UTF-8")
+	}
+	for i, r := range reason {
+		if !unicode.IsGraphic(r) {
+			return status.Errorf(codes.InvalidArgument, "reason has the control or format character %U at byte %d; use plain text on one line", r, i)
+		}
+	}
+	return nil
 }
 
 // change applies one read-modify-write by actor to a release,
 // compare-and-swap on its revision (ifRev, or the one read when 0), with its
-// audit entry.
-func (s *Server) change(ctx context.Context, actor, action, version string, ifRev int64, apply func(rollout.Release) (rollout.Release, error)) (*adminv1.Release, error) {
+// audit entry carrying reason. It reports whether nothing changed (then
+// nothing is written).
+func (s *Server) change(ctx context.Context, actor, action, version string, ifRev int64, reason string, apply func(rollout.Release) (rollout.Release, error)) (*adminv1.Release, bool, error) {
 	v, err := hotfix.ParseVersion(version)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "version: %v", err)
+		return nil, false, status.Errorf(codes.InvalidArgument, "version: %v", err)
 	}
 	version = v.String()
 	if ifRev < 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "if_revision %d is negative", ifRev)
+		return nil, false, status.Errorf(codes.InvalidArgument, "if_revision %d is negative", ifRev)
 	}
 	cur, rev, err := s.store.Release(ctx, version)
 	if err != nil {
-		return nil, s.storeError("read release "+version, err)
+		return nil, false, s.storeError("read release "+version, err)
 	}
+	// A record stored before releases carried their expiry gets it with
+	// its next change.
+	cur = cur.WithNotAfter()
 	if ifRev != 0 && ifRev != rev {
-		return nil, conflict(version, ifRev)
+		return nil, false, conflict(version, ifRev)
 	}
 	next, err := apply(cur)
 	if err != nil {
-		return nil, domainError(err)
+		return nil, false, domainError(err)
 	}
 	if unchanged(cur, next) {
-		return toProto(cur, rev), nil
+		return toProto(cur, rev), true, nil
 	}
 	now := s.now()
 	next.UpdatedAt = now
 	before, err := json.Marshal(cur)
 	if err != nil {
-		return nil, s.internal("encode release", err)
+		return nil, false, s.internal("encode release", err)
 	}
 	after, err := json.Marshal(next)
 	if err != nil {
-		return nil, s.internal("encode release", err)
+		return nil, false, s.internal("encode release", err)
 	}
 	newRev, err := s.store.PutRelease(ctx, next, rev, store.AuditEntry{
-		Time: now, Actor: actor, Action: action, Target: version, Before: before, After: after,
+		Time: now, Actor: actor, Action: action, Target: version, Before: before, After: after, Reason: reason,
 	})
 	if errors.Is(err, store.ErrConflict) {
-		return nil, conflict(version, rev)
+		return nil, false, conflict(version, rev)
 	}
 	if err != nil {
-		return nil, s.storeError(action+" "+version, err)
+		return nil, false, s.storeError(action+" "+version, err)
 	}
 	s.log.Info("release changed", "action", action, "version", version, "actor", actor, "revision", newRev,
 		"state", next.Rollout.State, "percent", next.Rollout.Percent, "revoked", next.Revoked)
-	return toProto(next, newRev), nil
+	return toProto(next, newRev), false, nil
 }
 
 func unchanged(a, b rollout.Release) bool {
@@ -514,14 +574,15 @@ func (s *Server) currentSnapshot() *lps.Snapshot {
 	return s.snaps.Current()
 }
 
-// Explain evaluates the serving snapshot for one node, rule by rule. The
-// region defaults to this instance's. Unavailable before the first
-// snapshot.
+// Explain evaluates the serving snapshot for one node at the server's
+// time, rule by rule (an expired release fails not-expired). The region
+// defaults to this instance's. InvalidArgument for a subscription that is
+// not a GUID; Unavailable before the first snapshot.
 func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adminv1.ExplainResponse, error) {
 	if _, err := requireActor(ctx); err != nil {
 		return nil, err
 	}
-	n := rollout.Node{VMID: req.GetVmId(), SubscriptionID: req.GetSubscriptionId(), Region: req.GetRegion()}
+	n := rollout.Node{VMID: req.GetVmId(), SubscriptionID: req.GetSubscriptionId(), Region: req.GetRegion(), Now: s.now()}
 	if n.Region == "" {
 		n.Region = s.region
 	}
@@ -532,6 +593,11 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		case len(f.v) > maxIDLength:
 			return nil, status.Errorf(codes.InvalidArgument, "%s longer than %d bytes", f.name, maxIDLength)
 		}
+	}
+	// The subscription is compared with scopes, which hold only GUIDs: a
+	// typo would explain a node that cannot exist.
+	if err := rollout.CheckScope([]string{n.SubscriptionID}, nil); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "subscription_id: %v", err)
 	}
 	snap := s.currentSnapshot()
 	if snap == nil {
@@ -637,8 +703,10 @@ func planDetail(r rollout.Release) string {
 	}
 }
 
-// ListAudit returns audit entries after a sequence number, oldest first; a
-// limit of 0 means 100, and at most 1000 are returned.
+// ListAudit returns audit entries after a sequence number that match the
+// request's filters (target, actor, since), oldest first; a limit of 0
+// means 100, and at most 1000 are returned. One call examines at most
+// maxAuditScan entries: next_after_seq and more say where to go on.
 func (s *Server) ListAudit(ctx context.Context, req *adminv1.ListAuditRequest) (*adminv1.ListAuditResponse, error) {
 	if _, err := requireActor(ctx); err != nil {
 		return nil, err
@@ -654,24 +722,67 @@ func (s *Server) ListAudit(ctx context.Context, req *adminv1.ListAuditRequest) (
 	case limit > maxAuditLimit:
 		limit = maxAuditLimit
 	}
-	entries, err := s.store.Audit(ctx, after, limit)
-	if err != nil {
-		return nil, s.storeError("read audit log", err)
+	var since time.Time
+	if ts := req.GetSince(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "since: %v", err)
+		}
+		since = ts.AsTime()
 	}
-	resp := &adminv1.ListAuditResponse{}
-	for _, e := range entries {
-		resp.Entries = append(resp.Entries, &adminv1.AuditEntry{
-			Seq:          e.Seq,
-			Time:         timestamppb.New(e.Time),
-			Actor:        e.Actor,
-			Action:       e.Action,
-			Target:       e.Target,
-			BeforeJson:   rawText(e.Before),
-			AfterJson:    rawText(e.After),
-			EvidenceJson: rawText(e.Evidence),
-		})
+	match := func(e store.AuditEntry) bool {
+		return (req.GetTarget() == "" || e.Target == req.GetTarget()) &&
+			(req.GetActor() == "" || e.Actor == req.GetActor()) &&
+			(since.IsZero() || !e.Time.Before(since))
 	}
-	return resp, nil
+	filtered := req.GetTarget() != "" || req.GetActor() != "" || !since.IsZero()
+	resp := &adminv1.ListAuditResponse{NextAfterSeq: after}
+	scanned := 0
+	for {
+		// Unfiltered, every entry read is returned: read no more than the
+		// page needs.
+		chunk := min(auditChunk, maxAuditScan-scanned)
+		if !filtered {
+			chunk = limit - len(resp.Entries)
+		}
+		entries, err := s.store.Audit(ctx, resp.NextAfterSeq, chunk)
+		if err != nil {
+			return nil, s.storeError("read audit log", err)
+		}
+		for _, e := range entries {
+			resp.NextAfterSeq = e.Seq
+			scanned++
+			if match(e) {
+				resp.Entries = append(resp.Entries, auditProto(e))
+				if len(resp.Entries) == limit {
+					// Stopped at the limit: later entries, read or not,
+					// are for the next call.
+					resp.More = true
+					return resp, nil
+				}
+			}
+		}
+		if len(entries) < chunk {
+			return resp, nil // the end of the log
+		}
+		if scanned >= maxAuditScan {
+			resp.More = true
+			return resp, nil
+		}
+	}
+}
+
+func auditProto(e store.AuditEntry) *adminv1.AuditEntry {
+	return &adminv1.AuditEntry{
+		Seq:          e.Seq,
+		Time:         timestamppb.New(e.Time),
+		Actor:        e.Actor,
+		Action:       e.Action,
+		Target:       e.Target,
+		BeforeJson:   rawText(e.Before),
+		AfterJson:    rawText(e.After),
+		EvidenceJson: rawText(e.Evidence),
+		Reason:       e.Reason,
+	}
 }
 
 // rawText returns JSON as text, with null as "".
@@ -721,8 +832,16 @@ func (s *Server) internal(op string, err error) error {
 	return status.Errorf(codes.Internal, "%s: internal error (see the service log)", op)
 }
 
+// toProto returns r as the API shows it, with its expiry read from the
+// envelope when the record predates NotAfter.
 func toProto(r rollout.Release, rev int64) *adminv1.Release {
+	r = r.WithNotAfter()
+	var notAfter *timestamppb.Timestamp
+	if !r.NotAfter.IsZero() {
+		notAfter = timestamppb.New(r.NotAfter)
+	}
 	return &adminv1.Release{
+		NotAfter:     notAfter,
 		Version:      r.Version,
 		Base:         r.Base,
 		EnvelopeJson: string(r.Envelope),

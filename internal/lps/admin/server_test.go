@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/hotfix"
@@ -38,6 +40,12 @@ import (
 
 // testNow is the server's clock in every test; TLS uses the real one.
 var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// Test subscription IDs.
+const (
+	subA = "0a1b2c3d-0000-4000-8000-00000000000a"
+	subB = "0a1b2c3d-0000-4000-8000-00000000000b"
+)
 
 const (
 	opsToken     = "ops-0123456789abcdef-token"
@@ -131,6 +139,8 @@ func must[T any](v T, err error) T {
 
 // harness is an admin server on a real TLS socket over a memstore.
 type harness struct {
+	// ahead moves the server's clock past testNow.
+	ahead atomic.Int64
 	store *memstore.Store
 	snap  *lps.Snapshotter
 	srv   *Server
@@ -161,7 +171,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		Counts:      func() map[string]uint64 { return map[string]uint64{"served": 7, "not-found": 2} },
 		Region:      "eastus",
 		ReleaseKeys: o.keys,
-		Now:         func() time.Time { return testNow },
+		Now:         func() time.Time { return testNow.Add(time.Duration(h.ahead.Load())) },
 	}
 	if o.noSnapshot {
 		cfg.Snapshots = nil
@@ -241,6 +251,13 @@ func (h *harness) reload(t *testing.T) {
 // month after testNow.
 func signed(t *testing.T, priv ed25519.PrivateKey, version string) string {
 	t.Helper()
+	return signedUntil(t, priv, version, testNow.Add(30*24*time.Hour))
+}
+
+// signedUntil returns an envelope for version, signed by priv, valid until
+// notAfter.
+func signedUntil(t *testing.T, priv ed25519.PrivateKey, version string, notAfter time.Time) string {
+	t.Helper()
 	v := hotfix.MustParseVersion(version)
 	env, err := release.Sign(release.Release{
 		Base:    v.Base(),
@@ -248,7 +265,7 @@ func signed(t *testing.T, priv ed25519.PrivateKey, version string) string {
 		Artifacts: map[string]release.Artifact{
 			"linux/amd64": {URL: "https://blob.example.com/anc/" + version, SHA256: strings.Repeat("ab", 32), Size: 1234},
 		},
-		NotAfter: testNow.Add(30 * 24 * time.Hour),
+		NotAfter: notAfter,
 	}, priv)
 	if err != nil {
 		t.Fatal(err)
@@ -394,11 +411,11 @@ func TestRolloutChanges(t *testing.T) {
 	}
 	state := func(r *adminv1.Release) string { return r.GetRollout().GetState() }
 
-	r, err := set(10, "SUB-B", "sub-a")
+	r, err := set(10, strings.ToUpper(subB), subA)
 	if err != nil {
 		t.Fatalf("SetRollout 10%%: %v", err)
 	}
-	if state(r) != "rolling" || r.GetRollout().GetPercent() != 10 || !cmp.Equal(r.GetRollout().GetSubscriptions(), []string{"sub-a", "sub-b"}) {
+	if state(r) != "rolling" || r.GetRollout().GetPercent() != 10 || !cmp.Equal(r.GetRollout().GetSubscriptions(), []string{subA, subB}) {
 		t.Errorf("after SetRollout 10%% = %v, want rolling at 10%% for [sub-a sub-b]", r.GetRollout())
 	}
 	_, err = set(5)
@@ -445,8 +462,14 @@ func TestRolloutChanges(t *testing.T) {
 			t.Errorf("step %d: Transition(%v) state = %q, want %q", i, s.action, state(r), s.want)
 		}
 	}
-	if _, err := set(100); status.Code(err) != codes.FailedPrecondition {
-		t.Errorf("SetRollout on a complete rollout: %v, want FailedPrecondition", err)
+	// A complete release changes scope without a halt, and stays at 100%.
+	if r, err := set(100, subB); err != nil || state(r) != "complete" || r.GetRollout().GetPercent() != 100 || !cmp.Equal(r.GetRollout().GetSubscriptions(), []string{subB}) {
+		t.Errorf("SetRollout scope on a complete rollout = %v, %v; want complete at 100%% for [%s]", r.GetRollout(), err, subB)
+	}
+	_, err = set(50)
+	wantCode(t, "lower the percentage of a complete release", err, codes.FailedPrecondition)
+	if msg := status.Convert(err).Message(); strings.Contains(msg, "resume") {
+		t.Errorf("refusal on a complete release %q suggests resume, which cannot work from complete", msg)
 	}
 	audited, _ := h.store.Audit(ctx, 0, 1000)
 	done, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
@@ -461,9 +484,12 @@ func TestRolloutChanges(t *testing.T) {
 	if err != nil || !rv.GetRelease().GetRevoked() {
 		t.Fatalf("Revoke = %v, %v; want revoked", rv, err)
 	}
+	if rv.GetUnchanged() {
+		t.Errorf("the first Revoke says unchanged")
+	}
 	again, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
-	if err != nil || again.GetRelease().GetRevision() != rv.GetRelease().GetRevision() {
-		t.Errorf("Revoke again = %v, %v; want the same record unchanged", again, err)
+	if err != nil || again.GetRelease().GetRevision() != rv.GetRelease().GetRevision() || !again.GetUnchanged() {
+		t.Errorf("Revoke again = %v, %v; want the same record, unchanged", again, err)
 	}
 	_, err = move(adminv1.Action_ACTION_HALT)
 	wantCode(t, "halt revoked", err, codes.FailedPrecondition)
@@ -727,7 +753,7 @@ func TestExplainRuleByRule(t *testing.T) {
 		do   func(v string) error
 		note string
 	}{
-		{"202604.01.2", func(v string) error { return setPct(ctx, c, v, 100, []string{"sub-a"}, nil) }, "chosen"},
+		{"202604.01.2", func(v string) error { return setPct(ctx, c, v, 100, []string{subA}, nil) }, "chosen"},
 		{"202604.01.3", func(v string) error { return setPct(ctx, c, v, 0, nil, nil) }, "0%: never included"},
 		{"202604.01.4", func(v string) error {
 			if err := setPct(ctx, c, v, 100, nil, nil); err != nil {
@@ -736,7 +762,7 @@ func TestExplainRuleByRule(t *testing.T) {
 			_, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_HALT})
 			return err
 		}, "halted"},
-		{"202604.01.5", func(v string) error { return setPct(ctx, c, v, 100, []string{"sub-b"}, nil) }, "other subscription"},
+		{"202604.01.5", func(v string) error { return setPct(ctx, c, v, 100, []string{subB}, nil) }, "other subscription"},
 		{"202604.01.6", func(v string) error { return setPct(ctx, c, v, 100, nil, []string{"westus"}) }, "other region"},
 		{"202605.01.1", func(v string) error {
 			_, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
@@ -761,7 +787,7 @@ func TestExplainRuleByRule(t *testing.T) {
 	}
 	explain := func(region string) ([]decision, hotfix.Pointer) {
 		t.Helper()
-		resp, err := c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "SUB-A", Region: region})
+		resp, err := c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: strings.ToUpper(subA), Region: region})
 		if err != nil {
 			t.Fatalf("Explain: %v", err)
 		}
@@ -790,15 +816,15 @@ func TestExplainRuleByRule(t *testing.T) {
 		return rs
 	}
 	fail := func(rs []rule, name string) []rule { return append(rs, rule{name, false}) }
-	all := pass("not-revoked", "state-serving", "subscription-in-scope", "region-in-scope", "percentage")
+	all := pass("not-revoked", "not-expired", "state-serving", "subscription-in-scope", "region-in-scope", "percentage")
 
 	got, ptr := explain("")
 	want := []decision{
 		{"202604.01.2", true, true, all},
-		{"202604.01.3", false, false, fail(pass("not-revoked", "state-serving", "subscription-in-scope", "region-in-scope"), "percentage")},
-		{"202604.01.4", false, false, fail(pass("not-revoked"), "state-serving")},
-		{"202604.01.5", false, false, fail(pass("not-revoked", "state-serving"), "subscription-in-scope")},
-		{"202604.01.6", false, false, fail(pass("not-revoked", "state-serving", "subscription-in-scope"), "region-in-scope")},
+		{"202604.01.3", false, false, fail(pass("not-revoked", "not-expired", "state-serving", "subscription-in-scope", "region-in-scope"), "percentage")},
+		{"202604.01.4", false, false, fail(pass("not-revoked", "not-expired"), "state-serving")},
+		{"202604.01.5", false, false, fail(pass("not-revoked", "not-expired", "state-serving"), "subscription-in-scope")},
+		{"202604.01.6", false, false, fail(pass("not-revoked", "not-expired", "state-serving", "subscription-in-scope"), "region-in-scope")},
 		{"202605.01.1", false, false, fail(nil, "not-revoked")},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -819,7 +845,7 @@ func TestExplainRuleByRule(t *testing.T) {
 		t.Errorf("Explain in westus serves %v, want 202604.01.6", ptr.Hotfixes)
 	}
 
-	_, err := c.Explain(ctx, &adminv1.ExplainRequest{SubscriptionId: "sub-a"})
+	_, err := c.Explain(ctx, &adminv1.ExplainRequest{SubscriptionId: subA})
 	wantCode(t, "explain without vm_id", err, codes.InvalidArgument)
 }
 
@@ -835,7 +861,7 @@ func setPct(ctx context.Context, c adminv1.AdminServiceClient, v string, pct int
 func TestExplainWithoutSnapshot(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{noSnapshot: true})
-	_, err := h.ops(t).Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "sub-a"})
+	_, err := h.ops(t).Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: subA})
 	wantCode(t, "explain without a snapshot", err, codes.Unavailable)
 }
 
@@ -906,7 +932,7 @@ func TestSetPlan(t *testing.T) {
 		t.Errorf("health = %v, want insufficient with a due time", hl)
 	}
 	h.reload(t)
-	ex, err := c.Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "sub-a"})
+	ex, err := c.Explain(t.Context(), &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: subA})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1015,4 +1041,380 @@ func TestReaderRole(t *testing.T) {
 	if status.Code(err) == codes.PermissionDenied {
 		t.Errorf("an operator token was refused a change: %v", err)
 	}
+}
+
+// TestScopeChangesWithoutDeadEnds: a paused release changes scope at its
+// percentage, a complete one at 100% without a halt; a halted one is sent
+// to resume, which works, and every refusal names a command that works.
+func TestScopeChangesWithoutDeadEnds(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const v = "202604.01.3"
+	publish(t, c, signed(t, priv, v))
+	scope := func(req *adminv1.SetRolloutRequest) (*adminv1.Rollout, error) {
+		req.Version = v
+		resp, err := c.SetRollout(ctx, req)
+		return resp.GetRelease().GetRollout(), err
+	}
+	move := func(a adminv1.Action) {
+		t.Helper()
+		if _, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: a}); err != nil {
+			t.Fatalf("Transition(%v): %v", a, err)
+		}
+	}
+	refused := func(what string, err error, suggests string) {
+		t.Helper()
+		wantCode(t, what, err, codes.FailedPrecondition)
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, suggests) {
+			t.Errorf("%s: %q does not suggest %q", what, msg, suggests)
+		}
+	}
+
+	if _, err := scope(&adminv1.SetRolloutRequest{Percent: 10, Subscriptions: []string{subA}, SetSubscriptions: true}); err != nil {
+		t.Fatal(err)
+	}
+	move(adminv1.Action_ACTION_PAUSE)
+	ro, err := scope(&adminv1.SetRolloutRequest{KeepPercent: true, Subscriptions: []string{subA, subB}, SetSubscriptions: true})
+	if err != nil || ro.GetState() != "paused" || ro.GetPercent() != 10 || len(ro.GetSubscriptions()) != 2 {
+		t.Errorf("scope of a paused release = %v, %v; want paused at 10%% for two subscriptions", ro, err)
+	}
+	_, err = scope(&adminv1.SetRolloutRequest{Percent: 20})
+	refused("grow a paused release", err, "`lpsctl rollout resume "+v+"`")
+	again, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, KeepPercent: true, Subscriptions: []string{subB, subA}, SetSubscriptions: true})
+	if err != nil || !again.GetUnchanged() {
+		t.Errorf("the same scope again = %v, %v; want unchanged", again, err)
+	}
+
+	move(adminv1.Action_ACTION_COMPLETE)
+	ro, err = scope(&adminv1.SetRolloutRequest{KeepPercent: true, SetSubscriptions: true, Regions: []string{"WestEurope2"}, SetRegions: true})
+	if err != nil || ro.GetState() != "complete" || ro.GetPercent() != 100 || len(ro.GetSubscriptions()) != 0 || !cmp.Equal(ro.GetRegions(), []string{"westeurope2"}) {
+		t.Errorf("widen a complete release = %v, %v; want complete at 100%%, every subscription, westeurope2", ro, err)
+	}
+	_, err = c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_RESUME})
+	refused("resume a complete release", err, "`lpsctl rollout halt "+v+"`")
+	if strings.Contains(status.Convert(err).Message(), "rollout resume") {
+		t.Errorf("a complete release is told to resume: %v", err)
+	}
+
+	move(adminv1.Action_ACTION_HALT)
+	_, err = scope(&adminv1.SetRolloutRequest{KeepPercent: true, Subscriptions: []string{subA}, SetSubscriptions: true})
+	refused("scope of a halted release", err, "`lpsctl rollout resume "+v+"`")
+	_, err = c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
+	refused("complete a halted release", err, "`lpsctl rollout resume "+v+"`")
+	move(adminv1.Action_ACTION_RESUME) // the suggestion works
+	if ro, err = scope(&adminv1.SetRolloutRequest{KeepPercent: true, Subscriptions: []string{subA}, SetSubscriptions: true}); err != nil || ro.GetState() != "rolling" {
+		t.Errorf("scope after the resume = %v, %v; want it changed", ro, err)
+	}
+}
+
+func TestScopeValuesValidated(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const v = "202604.01.3"
+	publish(t, c, signed(t, priv, v))
+	for _, tt := range []struct {
+		name          string
+		subs, regions []string
+		names         string
+	}{
+		{"curly-quote", []string{"\u201d"}, nil, "\"\u201d\""},
+		{"not-a-guid", []string{subA, "sub-a"}, nil, `"sub-a"`},
+		{"escape", []string{"\x1b[31m"}, nil, `"\x1b[31m"`},
+		{"region", nil, []string{"east-us"}, `"east-us"`},
+	} {
+		_, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 10,
+			Subscriptions: tt.subs, SetSubscriptions: tt.subs != nil, Regions: tt.regions, SetRegions: tt.regions != nil})
+		wantCode(t, tt.name, err, codes.InvalidArgument)
+		if msg := status.Convert(err).Message(); !strings.Contains(msg, tt.names) {
+			t.Errorf("%s: %q does not name %s", tt.name, msg, tt.names)
+		}
+	}
+	if r, _, _ := h.store.Release(ctx, v); r.Rollout.State != rollout.Draft {
+		t.Errorf("a refused scope changed the release: %+v", r.Rollout)
+	}
+	// What the manual's "--subscriptions ''" sends: all subscriptions.
+	resp, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 10,
+		Subscriptions: []string{""}, SetSubscriptions: true, Regions: []string{"EastUS"}, SetRegions: true})
+	if err != nil || len(resp.GetRelease().GetRollout().GetSubscriptions()) != 0 || !cmp.Equal(resp.GetRelease().GetRollout().GetRegions(), []string{"eastus"}) {
+		t.Errorf("an empty subscription list = %v, %v; want every subscription", resp.GetRelease().GetRollout(), err)
+	}
+
+	h.reload(t)
+	_, err = c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: "sub-a"})
+	wantCode(t, "explain a subscription that is no GUID", err, codes.InvalidArgument)
+	if _, err := c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: strings.ToUpper(subB)}); err != nil {
+		t.Errorf("explain with an upper-case GUID: %v", err)
+	}
+}
+
+// TestExpiryVisibleAndEnforced: every Release the API returns carries the
+// envelope's not_after, records stored without it included; once it
+// passes, explain fails not-expired and the release leaves the pointer.
+func TestExpiryVisibleAndEnforced(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const v, old = "202604.01.3", "202604.01.2"
+	notAfter := testNow.Add(time.Hour)
+	wantNotAfter := func(what string, r *adminv1.Release, want time.Time) {
+		t.Helper()
+		if r.GetNotAfter() == nil || !r.GetNotAfter().AsTime().Equal(want) {
+			t.Errorf("%s: not_after = %v, want %v", what, r.GetNotAfter(), want)
+		}
+	}
+	wantNotAfter("PublishRelease", publish(t, c, signedUntil(t, priv, v, notAfter)), notAfter)
+	set, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNotAfter("SetRollout", set.GetRelease(), notAfter)
+	tr, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNotAfter("Transition", tr.GetRelease(), notAfter)
+
+	// A record stored before releases carried their expiry.
+	oldNotAfter := testNow.Add(48 * time.Hour)
+	rec := rollout.Release{Version: old, Base: "202604.01", Envelope: json.RawMessage(signedUntil(t, priv, old, oldNotAfter)),
+		Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}, PublishedAt: testNow, UpdatedAt: testNow}
+	if _, err := h.store.PutRelease(ctx, rec, 0, store.AuditEntry{Time: testNow, Actor: "test", Action: ActionPublish, Target: old}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Status(ctx, &adminv1.StatusRequest{})
+	if err != nil || len(st.GetReleases()) != 2 {
+		t.Fatalf("Status = %v, %v", st, err)
+	}
+	wantNotAfter("Status of a record without it", st.GetReleases()[0], oldNotAfter)
+	wantNotAfter("Status", st.GetReleases()[1], notAfter)
+
+	explain := func() (map[string][]*adminv1.Rule, string) {
+		t.Helper()
+		h.reload(t)
+		resp, err := c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-1", SubscriptionId: subA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rules := make(map[string][]*adminv1.Rule)
+		for _, d := range resp.GetDecisions() {
+			rules[d.GetVersion()] = d.GetRules()
+		}
+		return rules, resp.GetPointerJson()
+	}
+	rules, ptr := explain()
+	if r := rules[v]; len(r) < 2 || r[1].GetRule() != "not-expired" || !r[1].GetPassed() || !strings.Contains(ptr, `"`+v+`"`) {
+		t.Errorf("before expiry: rules %v, pointer %s; want not-expired passed and %s served", r, ptr, v)
+	}
+	h.ahead.Store(int64(2 * time.Hour))
+	rules, ptr = explain()
+	if r := rules[v]; len(r) != 2 || r[1].GetRule() != "not-expired" || r[1].GetPassed() || !strings.Contains(r[1].GetDetail(), notAfter.Format(time.RFC3339)) {
+		t.Errorf("after expiry: rules %v; want not-expired failed, naming %v", r, notAfter)
+	}
+	if strings.Contains(ptr, v) || !strings.Contains(ptr, `"`+old+`"`) {
+		t.Errorf("after expiry the pointer is %s, want %s gone and %s served", ptr, v, old)
+	}
+	st, err = c.Status(ctx, &adminv1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := st.GetReleases()[1]; r.GetRollout().GetState() != "complete" || !r.GetNotAfter().AsTime().Before(testNow.Add(2*time.Hour)) {
+		t.Errorf("Status after expiry = %v; want complete with the past not_after that shows it expired", r)
+	}
+	rv, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantNotAfter("Revoke", rv.GetRelease(), notAfter)
+	// An envelope expired by the server's clock is refused at publish.
+	_, err = c.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: signedUntil(t, priv, "202604.01.4", testNow.Add(time.Hour))})
+	wantCode(t, "publish an expired envelope", err, codes.InvalidArgument)
+}
+
+func TestAuditReasons(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const v = "202604.01.3"
+	if _, err := c.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: signed(t, priv, v), Reason: "publish: INC-1"}); err != nil {
+		t.Fatal(err)
+	}
+	calls := map[string]func(reason string) error{
+		"rollout-set": func(reason string) error {
+			_, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 10, Reason: reason})
+			return err
+		},
+		"plan": func(reason string) error {
+			_, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: v, Reason: reason, Plan: &adminv1.Plan{
+				Steps: []*adminv1.PlanStep{{Percent: 50, BakeSeconds: 60, MinReports: 1}}, MaxFailureRate: 0.5}})
+			return err
+		},
+		"pause": func(reason string) error {
+			_, err := c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_PAUSE, Reason: reason})
+			return err
+		},
+		"revoke": func(reason string) error {
+			_, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v, Reason: reason})
+			return err
+		},
+	}
+	order := []string{"rollout-set", "plan", "pause", "revoke"}
+	bad := map[string]string{
+		"too-long": strings.Repeat("x", MaxReasonBytes+1),
+		"newline":  "line one\nline two",
+		"escape":   "ok \x1b[2J",
+		"bidi":     "ok \u202e",
+	}
+	// Protobuf refuses to marshal invalid UTF-8, so no client can send it;
+	// the server's check stands behind that.
+	wantCode(t, "checkReason of invalid UTF-8", checkReason("ok \xff"), codes.InvalidArgument)
+	for _, action := range order {
+		for name, reason := range bad {
+			wantCode(t, action+" with a reason "+name, calls[action](reason), codes.InvalidArgument)
+		}
+		if err := calls[action](action + ": «why» — " + strings.Repeat("é", 100)); err != nil {
+			t.Fatalf("%s: %v", action, err)
+		}
+	}
+	_, err := c.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: signed(t, priv, "202604.01.4"), Reason: bad["escape"]})
+	wantCode(t, "publish with a bad reason", err, codes.InvalidArgument)
+	if _, err := c.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: signed(t, priv, "202604.01.5"), Reason: strings.Repeat("x", MaxReasonBytes)}); err != nil {
+		t.Errorf("publish with a reason of %d bytes: %v", MaxReasonBytes, err)
+	}
+
+	resp, err := c.ListAudit(ctx, &adminv1.ListAuditRequest{Target: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range resp.GetEntries() {
+		got = append(got, e.GetAction()+"="+e.GetReason())
+	}
+	want := []string{"publish=publish: INC-1"}
+	for _, a := range order {
+		want = append(want, a+"="+a+": «why» — "+strings.Repeat("é", 100))
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("audit reasons (-want +got):\n%s", diff)
+	}
+}
+
+func TestListAuditFilters(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	ops := h.ops(t)
+	alice := h.client(t, cred{cert: &h.pki.alice})
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const a, b = "202604.01.3", "202604.01.4"
+	publish(t, ops, signed(t, priv, a))                         // 1
+	publish(t, alice, signed(t, priv, b))                       // 2
+	h.ahead.Store(int64(time.Hour))                             // later entries an hour on
+	if err := setPct(ctx, alice, a, 10, nil, nil); err != nil { // 3
+		t.Fatal(err)
+	}
+	if err := setPct(ctx, ops, b, 10, nil, nil); err != nil { // 4
+		t.Fatal(err)
+	}
+	if err := setPct(ctx, alice, b, 20, nil, nil); err != nil { // 5
+		t.Fatal(err)
+	}
+	seqs := func(req *adminv1.ListAuditRequest) ([]int64, int64, bool) {
+		t.Helper()
+		resp, err := ops.ListAudit(ctx, req)
+		if err != nil {
+			t.Fatalf("ListAudit(%v): %v", req, err)
+		}
+		var out []int64
+		for _, e := range resp.GetEntries() {
+			out = append(out, e.GetSeq())
+		}
+		return out, resp.GetNextAfterSeq(), resp.GetMore()
+	}
+	later := timestamppb.New(testNow.Add(time.Hour))
+	tests := []struct {
+		name string
+		req  *adminv1.ListAuditRequest
+		want []int64
+		next int64
+		more bool
+	}{
+		{"all", &adminv1.ListAuditRequest{}, []int64{1, 2, 3, 4, 5}, 5, false},
+		{"target", &adminv1.ListAuditRequest{Target: b}, []int64{2, 4, 5}, 5, false},
+		{"actor", &adminv1.ListAuditRequest{Actor: "cert:alice"}, []int64{2, 3, 5}, 5, false},
+		{"since", &adminv1.ListAuditRequest{Since: later}, []int64{3, 4, 5}, 5, false},
+		{"all-three", &adminv1.ListAuditRequest{Target: b, Actor: "cert:alice", Since: later}, []int64{5}, 5, false},
+		{"limit", &adminv1.ListAuditRequest{Target: b, Limit: 2}, []int64{2, 4}, 4, true},
+		{"after", &adminv1.ListAuditRequest{Target: b, AfterSeq: 4}, []int64{5}, 5, false},
+		{"none", &adminv1.ListAuditRequest{Actor: "token:nobody"}, nil, 5, false},
+		{"past-the-end", &adminv1.ListAuditRequest{AfterSeq: 9}, nil, 9, false},
+	}
+	for _, tt := range tests {
+		got, next, more := seqs(tt.req)
+		if !cmp.Equal(got, tt.want) || next != tt.next || more != tt.more {
+			t.Errorf("%s: seqs %v next_after_seq %d more %v, want %v %d %v", tt.name, got, next, more, tt.want, tt.next, tt.more)
+		}
+	}
+	_, err := ops.ListAudit(ctx, &adminv1.ListAuditRequest{Since: &timestamppb.Timestamp{Seconds: 1, Nanos: -1}})
+	wantCode(t, "invalid since", err, codes.InvalidArgument)
+}
+
+// TestListAuditScanIsBounded: a filter that matches nothing in a long log
+// examines at most maxAuditScan entries per call, and says where to go on.
+func TestListAuditScanIsBounded(t *testing.T) {
+	t.Parallel()
+	st := &countingStore{Store: memstore.New()}
+	t.Cleanup(func() { st.Close() })
+	h := newHarness(t, harnessOpts{store: st})
+	ctx := t.Context()
+	r := rollout.Release{Version: "202604.01.1", Base: "202604.01", Envelope: json.RawMessage(`{}`), Rollout: rollout.Rollout{State: rollout.Draft}}
+	rev := int64(0)
+	for i := range maxAuditScan + 5 {
+		actor := "token:bulk"
+		if i == maxAuditScan+2 {
+			actor = "token:needle"
+		}
+		var err error
+		r.UpdatedAt = testNow.Add(time.Duration(i))
+		if rev, err = st.PutRelease(ctx, r, rev, store.AuditEntry{Time: testNow, Actor: actor, Action: ActionRolloutSet, Target: r.Version}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := h.ops(t)
+	resp, err := c.ListAudit(ctx, &adminv1.ListAuditRequest{Actor: "token:needle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetEntries()) != 0 || !resp.GetMore() || resp.GetNextAfterSeq() != maxAuditScan || st.read.Load() != maxAuditScan {
+		t.Errorf("first call: %d entries, more %v, next_after_seq %d, %d read; want none, more, %d, %d read",
+			len(resp.GetEntries()), resp.GetMore(), resp.GetNextAfterSeq(), st.read.Load(), maxAuditScan, maxAuditScan)
+	}
+	resp, err = c.ListAudit(ctx, &adminv1.ListAuditRequest{Actor: "token:needle", AfterSeq: resp.GetNextAfterSeq()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetEntries()) != 1 || resp.GetEntries()[0].GetSeq() != maxAuditScan+3 || resp.GetMore() || resp.GetNextAfterSeq() != maxAuditScan+5 {
+		t.Errorf("second call: %v, more %v, next_after_seq %d; want the needle at %d and the end", resp.GetEntries(), resp.GetMore(), resp.GetNextAfterSeq(), maxAuditScan+3)
+	}
+}
+
+// countingStore counts the audit entries read from it.
+type countingStore struct {
+	*memstore.Store
+	read atomic.Int64
+}
+
+func (s *countingStore) Audit(ctx context.Context, after int64, limit int) ([]store.AuditEntry, error) {
+	es, err := s.Store.Audit(ctx, after, limit)
+	s.read.Add(int64(len(es)))
+	return es, err
 }

@@ -208,13 +208,15 @@ func testRoundTrip(t *testing.T, s store.Store) {
 	want.Rollout = rollout.Rollout{
 		State:         rollout.Rolling,
 		Percent:       25,
-		Subscriptions: []string{"sub-a", "sub-b"},
+		Subscriptions: []string{"0a1b2c3d-0000-4000-8000-00000000000a", "0a1b2c3d-0000-4000-8000-00000000000b"},
 		Regions:       []string{"westeurope"},
 	}
 	want.Revoked = true
 	want.PublishedAt = time.Date(2026, 4, 1, 12, 0, 0, 1, time.FixedZone("UTC+2", 2*3600))
 	want.UpdatedAt = time.Date(2026, 4, 3, 1, 2, 3, 999999999, time.UTC)
+	want.NotAfter = time.Date(2026, 5, 3, 0, 0, 0, 0, time.UTC)
 	entry := Entry("publish", want.Version)
+	entry.Reason = "INC-1234: fix the kubelet flag \u201cfor real\u201d"
 	entry.Before = json.RawMessage("null")
 	entry.After = json.RawMessage("{\n  \"spaced\" : true }")
 

@@ -951,7 +951,9 @@ func (x *SetRolloutRequest) GetKeepPercent() bool {
 type SetRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The updated release.
-	Release       *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// The release already had this percentage and scope: nothing changed.
+	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -991,6 +993,13 @@ func (x *SetRolloutResponse) GetRelease() *Release {
 		return x.Release
 	}
 	return nil
+}
+
+func (x *SetRolloutResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
 }
 
 // SetPlanRequest sets a release's plan.
@@ -2145,9 +2154,10 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vif_revision\x18\a \x01(\x03R\n" +
 	"ifRevision\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12!\n" +
-	"\fkeep_percent\x18\t \x01(\bR\vkeepPercent\"L\n" +
+	"\fkeep_percent\x18\t \x01(\bR\vkeepPercent\"j\n" +
 	"\x12SetRolloutResponse\x126\n" +
-	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\x92\x01\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x92\x01\n" +
 	"\x0eSetPlanRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
 	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +

@@ -43,7 +43,8 @@ const (
 type AdminServiceClient interface {
 	// PublishRelease stores a signed release as a draft rollout.
 	PublishRelease(ctx context.Context, in *PublishReleaseRequest, opts ...grpc.CallOption) (*PublishReleaseResponse, error)
-	// SetRollout grows a release's percentage and sets its scope.
+	// SetRollout grows a release's percentage and sets its scope (see
+	// SetRolloutRequest for what each state allows).
 	SetRollout(ctx context.Context, in *SetRolloutRequest, opts ...grpc.CallOption) (*SetRolloutResponse, error)
 	// SetPlan puts a release on a plan: steps lpsd advances by itself while
 	// the release is healthy, and halts it when it regresses.
@@ -51,13 +52,14 @@ type AdminServiceClient interface {
 	// Transition pauses, resumes, halts or completes a rollout.
 	Transition(ctx context.Context, in *TransitionRequest, opts ...grpc.CallOption) (*TransitionResponse, error)
 	// Revoke marks a release revoked: it is no longer served and nodes remove
-	// staged copies.
+	// staged copies. Revoking a revoked release changes nothing (unchanged).
 	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
 	// Status lists releases, rollout states and request counts.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	// Explain says what a node would be served, and why, rule by rule.
 	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
-	// ListAudit returns audit log entries in order.
+	// ListAudit returns audit log entries in order, filtered by target,
+	// actor and time; each call examines a bounded number of entries.
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 }
 
@@ -158,7 +160,8 @@ func (c *adminServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest
 type AdminServiceServer interface {
 	// PublishRelease stores a signed release as a draft rollout.
 	PublishRelease(context.Context, *PublishReleaseRequest) (*PublishReleaseResponse, error)
-	// SetRollout grows a release's percentage and sets its scope.
+	// SetRollout grows a release's percentage and sets its scope (see
+	// SetRolloutRequest for what each state allows).
 	SetRollout(context.Context, *SetRolloutRequest) (*SetRolloutResponse, error)
 	// SetPlan puts a release on a plan: steps lpsd advances by itself while
 	// the release is healthy, and halts it when it regresses.
@@ -166,13 +169,14 @@ type AdminServiceServer interface {
 	// Transition pauses, resumes, halts or completes a rollout.
 	Transition(context.Context, *TransitionRequest) (*TransitionResponse, error)
 	// Revoke marks a release revoked: it is no longer served and nodes remove
-	// staged copies.
+	// staged copies. Revoking a revoked release changes nothing (unchanged).
 	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
 	// Status lists releases, rollout states and request counts.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	// Explain says what a node would be served, and why, rule by rule.
 	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
-	// ListAudit returns audit log entries in order.
+	// ListAudit returns audit log entries in order, filtered by target,
+	// actor and time; each call examines a bounded number of entries.
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
