@@ -31,6 +31,9 @@ func TestCompletion(t *testing.T) {
 	if out := mustRun(t, "__complete", "roll"); !strings.Contains(out, "rollout\t") {
 		t.Errorf("completing roll: %q", out)
 	}
+	if out := mustRun(t, "__complete", "status", "-o", ""); !strings.Contains(out, "text\njson\nyaml\n") {
+		t.Errorf("completing -o: %q", out)
+	}
 	srv := startServer(t)
 	publishDraft(t, srv, "202604.01.3")
 	out := mustRun(t, append([]string{"__complete", "rollout", "pause"}, append(srv.conn(), "2026")...)...)
@@ -177,6 +180,7 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	publishDraft(t, srv, "202604.01.3")
 	publishDraft(t, srv, "202605.02.1")
 	mustRun(t, with("rollout", "set", "202604.01.3", "--percent", "5", "--reason", "ICM 1234: kubelet flag")...)
+	mustRun(t, with("rollout", "set", "202605.02.1", "--percent", "1")...)
 	mustRun(t, with("rollout", "pause", "202605.02.1", "--reason", "wait")...)
 	mustRun(t, with("revoke", "202605.02.1", "--reason", "superseded")...)
 
@@ -200,8 +204,8 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	if strings.Contains(out, "202604.01.3") {
 		t.Errorf("audit --target 202605.02.1 shows another release:\n%s", out)
 	}
-	if out := mustRun(t, with("audit", "--actor", "token:ops", "--since", "1h", "-o", "json")...); strings.Count(out, `"seq"`) != 5 {
-		t.Errorf("audit --actor token:ops --since 1h: want all 5 entries:\n%s", out)
+	if out := mustRun(t, with("audit", "--actor", "token:ops", "--since", "1h", "-o", "json")...); strings.Count(out, `"seq"`) != 6 {
+		t.Errorf("audit --actor token:ops --since 1h: want all 6 entries:\n%s", out)
 	}
 	if out := mustRun(t, with("audit", "--actor", "cert:nobody")...); !strings.Contains(out, "no audit entries") {
 		t.Errorf("audit --actor of nobody:\n%s", out)
@@ -211,7 +215,7 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	}
 	// The paging hint repeats the filters.
 	_, errOut, code := lpsctl(t, with("audit", "--target", "202605.02.1", "--limit", "1")...)
-	if code != exitOK || !strings.Contains(errOut, "more entries may follow: lpsctl audit --after 2 --target 202605.02.1 --limit 1") {
+	if code != exitOK || !strings.Contains(errOut, "more entries may follow: lpsctl audit --after 2 --target 202605.02.1 --limit 1 --server ") {
 		t.Errorf("audit page hint: exit %d, %q", code, errOut)
 	}
 
@@ -254,7 +258,7 @@ func TestNoDeadEnds(t *testing.T) {
 	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--regions", "east us")...); code != exitError || !strings.Contains(errOut, "InvalidArgument") {
 		t.Errorf("a bad region: exit %d, %q", code, errOut)
 	}
-	if _, errOut, code := lpsctl(t, with("rollout", "resume", v)...); code != exitRefused || strings.Contains(errOut, "rollout resume") {
+	if _, errOut, code := lpsctl(t, with("rollout", "resume", v)...); code != exitRefused || strings.Contains(errOut, "`lpsctl rollout resume") || !strings.Contains(errOut, "`lpsctl rollout halt "+v+"`") {
 		t.Errorf("resume a complete release: exit %d, %q (must not suggest resume)", code, errOut)
 	}
 	mustRun(t, with("rollout", "halt", v)...)

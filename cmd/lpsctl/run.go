@@ -142,6 +142,9 @@ lists the audit log, and renders a node's custom data. The manual is
 	walk = func(c *cobra.Command) {
 		c.SetFlagErrorFunc(flagError)
 		c.Flags().SortFlags = false
+		if c.Flags().Lookup("output") != nil {
+			c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]cobra.Completion{formatText, formatJSON, formatYAML}, cobra.ShellCompDirectiveNoFileComp)) //nolint:errcheck // the flag exists
+		}
 		for _, sub := range c.Commands() {
 			walk(sub)
 		}

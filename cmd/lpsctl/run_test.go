@@ -316,7 +316,7 @@ func TestOperatorFlow(t *testing.T) {
 	for _, r := range ex.Decisions[0].Rules {
 		rules = append(rules, fmt.Sprintf("%s=%v", r.Rule, r.Passed))
 	}
-	want := []string{"not-revoked=true", "state-serving=true", "subscription-in-scope=true", "region-in-scope=true", "percentage=false"}
+	want := []string{"not-revoked=true", "not-expired=true", "state-serving=true", "subscription-in-scope=true", "region-in-scope=true", "percentage=false"}
 	if !cmp.Equal(rules, want) || ex.Decisions[0].Included || string(ex.Pointer) != "null" || ex.Region != "westus" {
 		t.Errorf("explain --json (excluded) = rules %v included %v pointer %s; want %v, false, null", rules, ex.Decisions[0].Included, ex.Pointer, want)
 	}
