@@ -220,8 +220,8 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	}
 
 	for _, bad := range []struct{ reason, want string }{
-		{"oops\x1b[2J", `--reason "oops\x1b[2J": no control characters`},
-		{strings.Repeat("x", 1025), "--reason: 1025 bytes, at most 1024"},
+		{"oops\x1b[2J", "lpsctl rollout pause: --reason has the control or format character U+001B at byte 4"},
+		{strings.Repeat("x", 1025), "lpsctl rollout pause: --reason is 1025 bytes, at most 1024\n"},
 	} {
 		if _, errOut, code := lpsctl(t, with("rollout", "pause", "202604.01.3", "--reason", bad.reason)...); code != exitUsage || !strings.Contains(errOut, bad.want) {
 			t.Errorf("bad reason: exit %d, %q; want %q", code, errOut, bad.want)
@@ -262,8 +262,13 @@ func TestNoDeadEnds(t *testing.T) {
 		t.Errorf("resume a complete release: exit %d, %q (must not suggest resume)", code, errOut)
 	}
 	mustRun(t, with("rollout", "halt", v)...)
-	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--regions", "eastus")...); code != exitRefused || !strings.Contains(errOut, "lpsctl rollout resume "+v) {
-		t.Errorf("scope change on halted: exit %d, %q; want a resume suggestion", code, errOut)
+	// A halted release's scope narrows before its resume, which then
+	// serves only the narrowed scope.
+	if out := mustRun(t, with("rollout", "set", v, "--regions", "eastus")...); !strings.Contains(out, "halted at 100%, subscriptions all, regions eastus") {
+		t.Errorf("scope change on halted: %q", out)
+	}
+	if out := mustRun(t, with("rollout", "set", v, "--regions", "eastus")...); !strings.Contains(out, "is already halted; nothing changed") {
+		t.Errorf("the same scope again: %q", out)
 	}
 	mustRun(t, with("revoke", v)...)
 	if out := mustRun(t, with("revoke", v)...); !strings.Contains(out, "already revoked; nothing changed") {
@@ -304,7 +309,7 @@ func TestServiceStringsQuoted(t *testing.T) {
 	evil := "202604.01.3\x1b]0;owned\x07"
 	r := &adminv1.Release{Version: evil, Base: "202604.01\r", Rollout: &adminv1.Rollout{State: "rolling", Subscriptions: []string{"a\x1b[2J"}}}
 	var out bytes.Buffer
-	if err := printRelease(&out, &outputFlags{format: formatText}, r); err != nil {
+	if err := printRelease(&out, &outputFlags{format: formatText}, r, ""); err != nil {
 		t.Fatal(err)
 	}
 	if strings.ContainsAny(out.String(), "\x1b\x07\r") || !strings.Contains(out.String(), `\x1b]0;owned\a`) {

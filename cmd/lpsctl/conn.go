@@ -128,9 +128,11 @@ func (c *connFlags) call(ctx context.Context, f func(context.Context, adminv1.Ad
 		if !ok {
 			return err
 		}
-		re := &rpcError{code: st.Code(), msg: st.Message()}
+		// The message is the server's (or the transport's): quoted, so
+		// no escape or line break from it reaches the terminal raw.
+		re := &rpcError{code: st.Code(), msg: quote.Text(st.Message())}
 		if st.Code() == codes.Unavailable {
-			re.msg = fmt.Sprintf("connect to %s: %s", c.server, st.Message())
+			re.msg = fmt.Sprintf("lpsd at %s: %s", c.server, re.msg)
 		}
 		return re
 	}
@@ -174,8 +176,10 @@ func completeVersions(c *connFlags) cobra.CompletionFunc {
 		}
 		var out []cobra.Completion
 		for _, r := range st.GetReleases() {
-			if strings.HasPrefix(r.GetVersion(), prefix) {
-				out = append(out, cobra.CompletionWithDesc(r.GetVersion(), r.GetRollout().GetState()))
+			// Only what a shell line can take as it is.
+			v, state := r.GetVersion(), r.GetRollout().GetState()
+			if strings.HasPrefix(v, prefix) && quote.Text(v) == v && !strings.ContainsAny(v, " \t'\"\\$`") {
+				out = append(out, cobra.CompletionWithDesc(v, quote.Text(state)))
 			}
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
@@ -204,27 +208,12 @@ func (s *service) register(cmd *cobra.Command) {
 func (s *service) registerChange(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.reason, "reason", "", "why, in words, for the audit log (at most 1024 bytes)")
 	s.register(cmd)
-	cmd.PreRunE = func(*cobra.Command, []string) error {
-		if err := checkReason(s.reason); err != nil {
-			return err
+	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
+		if err := admin.CheckReason(s.reason); err != nil {
+			return usagef("--%v", err) // "--reason is 1025 bytes, ..."
 		}
-		return s.out.resolve()
+		return s.out.resolve(cmd.Flags())
 	}
 	cmd.Annotations = map[string]string{annotationChange: "true"}
 	cmd.ValidArgsFunction = completeVersions(&s.conn)
-}
-
-// maxReason is the longest --reason lpsd stores.
-const maxReason = 1024
-
-// checkReason refuses what lpsd would: a reason too long, not UTF-8, or
-// with control or format characters.
-func checkReason(r string) error {
-	switch {
-	case len(r) > maxReason:
-		return usagef("--reason: %d bytes, at most %d", len(r), maxReason)
-	case quote.Text(r) != r:
-		return usagef("--reason %s: no control characters or invalid UTF-8, please", quote.Text(r))
-	}
-	return nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -35,14 +36,14 @@ func (o *outputFlags) register(fs *pflag.FlagSet) {
 }
 
 // resolve checks the flags once parsed and settles the format.
-func (o *outputFlags) resolve() error {
+func (o *outputFlags) resolve(fs *pflag.FlagSet) error {
 	switch o.format {
 	case formatText, formatJSON, formatYAML:
 	default:
 		return usagef("-o %q: want text, json or yaml", o.format)
 	}
 	if o.json {
-		if o.format != formatText && o.format != formatJSON {
+		if o.format != formatJSON && fs.Changed("output") {
 			return usagef("--json and -o %s disagree; give one", o.format)
 		}
 		o.format = formatJSON
@@ -57,6 +58,10 @@ func (o *outputFlags) structured() bool { return o.format != formatText }
 // write prints v as the chosen document format; text is the caller's.
 func (o *outputFlags) write(w io.Writer, v any) error {
 	if o.format == formatYAML {
+		// Every document starts with ---, so a watch's stream splits.
+		if _, err := io.WriteString(w, "---\n"); err != nil {
+			return err
+		}
 		j, err := json.Marshal(v)
 		if err != nil {
 			return err
@@ -82,7 +87,7 @@ func writeJSON(w io.Writer, v any) error {
 // preRun returns a PreRunE that settles the output flags, so every
 // command checks -o before it does anything.
 func (o *outputFlags) preRun() func(*cobra.Command, []string) error {
-	return func(*cobra.Command, []string) error { return o.resolve() }
+	return func(cmd *cobra.Command, _ []string) error { return o.resolve(cmd.Flags()) }
 }
 
 // durationValue is a time.Duration flag that also takes days ("30d",
@@ -128,7 +133,7 @@ func parseDuration(s string) (time.Duration, error) {
 		}
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
+	if err != nil || d < 0 || days+d < days {
 		return 0, bad
 	}
 	return days + d, nil
@@ -183,7 +188,8 @@ func (v *intValue) Set(s string) error {
 }
 
 // listFlag is a comma-separated list that remembers whether it was set,
-// so an explicit empty value can mean "all".
+// so an explicit empty value can mean "all". Repeating the flag adds to
+// the list, as kubectl's do.
 type listFlag struct {
 	set  bool
 	vals []string
@@ -194,12 +200,23 @@ func (l *listFlag) String() string { return strings.Join(l.vals, ",") }
 func (l *listFlag) Type() string { return "list" }
 
 func (l *listFlag) Set(s string) error {
+	if !l.set {
+		l.vals = nil
+	}
 	l.set = true
-	l.vals = l.vals[:0]
+	if s == "" {
+		return nil // "" is all
+	}
+	n := len(l.vals)
 	for _, v := range strings.Split(s, ",") {
 		if v = strings.TrimSpace(v); v != "" {
 			l.vals = append(l.vals, v)
 		}
+	}
+	if len(l.vals) == n {
+		// " " or ",": an unset variable in a script, most likely; only
+		// "" widens a scope to all.
+		return errors.New(`no values: give a comma-separated list, or "" for all`)
 	}
 	return nil
 }

@@ -39,6 +39,8 @@ type releaseJSON struct {
 	CanarySeats int32 `json:"canary_seats,omitempty"`
 	// Health is the rule's verdict on the plan's current step (status only).
 	Health *healthJSON `json:"health,omitempty"`
+	// Unchanged says a change was already in effect (changes only).
+	Unchanged bool `json:"unchanged,omitempty"`
 }
 
 type planJSON struct {
@@ -125,6 +127,15 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 	}
 }
 
+// unchangedAs returns what printRelease says a release already was when
+// unchanged, as its state shows it.
+func unchangedAs(unchanged bool, r *adminv1.Release) string {
+	if !unchanged {
+		return ""
+	}
+	return quote.Text(r.GetRollout().GetState())
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -132,11 +143,17 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// printRelease prints a changed release: a document, or one descriptive
-// line.
-func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release) error {
+// printRelease prints the release a change left: a document, or one
+// descriptive line. already, when not empty, says what the release already
+// was, so the change was in effect and (like its --reason) not recorded.
+func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release, already string) error {
 	if o.structured() {
-		return o.write(w, toReleaseJSON(r))
+		doc := toReleaseJSON(r)
+		doc.Unchanged = already != ""
+		return o.write(w, doc)
+	}
+	if already != "" {
+		fmt.Fprintf(w, "%s is already %s; nothing changed (nothing recorded in the audit log)\n", quote.Text(r.GetVersion()), already)
 	}
 	ro := r.GetRollout()
 	line := fmt.Sprintf("%s (base %s): %s at %d%%, subscriptions %s, regions %s, revision %d",

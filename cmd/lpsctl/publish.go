@@ -8,7 +8,6 @@ import (
 
 	"nodehotfix/internal/capfile"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
-	"nodehotfix/internal/quote"
 	"nodehotfix/internal/release"
 )
 
@@ -45,10 +44,11 @@ published version is refused (exit 6): sign the change as a new patch.`,
 			if err != nil {
 				return err
 			}
-			if resp.GetUnchanged() && !c.out.structured() {
-				fmt.Fprintf(e.stdout, "%s: this envelope is already published; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()))
+			already := ""
+			if resp.GetUnchanged() {
+				already = "published with this envelope"
 			}
-			return printRelease(e.stdout, &c.out, resp.GetRelease())
+			return printRelease(e.stdout, &c.out, resp.GetRelease(), already)
 		},
 	}
 	cmd.Flags().StringVar(&envelope, "envelope", "", "signed envelope `file` (from release sign)")

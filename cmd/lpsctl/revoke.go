@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/spf13/cobra"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
-	"nodehotfix/internal/quote"
 )
 
 func newRevokeCmd(e *env) *cobra.Command {
@@ -30,10 +28,11 @@ patch version to ship a fix.`,
 			if err != nil {
 				return err
 			}
-			if resp.GetUnchanged() && !c.out.structured() {
-				fmt.Fprintf(e.stdout, "%s is already revoked; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()))
+			already := ""
+			if resp.GetUnchanged() {
+				already = "revoked"
 			}
-			return printRelease(e.stdout, &c.out, resp.GetRelease())
+			return printRelease(e.stdout, &c.out, resp.GetRelease(), already)
 		},
 	}
 	c.registerChange(cmd)

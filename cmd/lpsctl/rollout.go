@@ -12,7 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
-	"nodehotfix/internal/quote"
 	"nodehotfix/internal/rollout"
 )
 
@@ -66,7 +65,7 @@ without stopping it.`,
 			if err != nil {
 				return err
 			}
-			return printRelease(e.stdout, &c.out, resp.GetRelease())
+			return printRelease(e.stdout, &c.out, resp.GetRelease(), unchangedAs(resp.GetUnchanged(), resp.GetRelease()))
 		},
 	}
 	fs := cmd.Flags()
@@ -111,10 +110,7 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if resp.GetUnchanged() && !c.out.structured() {
-				fmt.Fprintf(e.stdout, "%s is already %s; nothing changed\n", quote.Text(resp.GetRelease().GetVersion()), quote.Text(resp.GetRelease().GetRollout().GetState()))
-			}
-			return printRelease(e.stdout, &c.out, resp.GetRelease())
+			return printRelease(e.stdout, &c.out, resp.GetRelease(), unchangedAs(resp.GetUnchanged(), resp.GetRelease()))
 		},
 	}
 	c.register(cmd)
@@ -155,7 +151,7 @@ through the later steps. Canary steps come first.`,
 			if err != nil {
 				return err
 			}
-			return printRelease(e.stdout, &c.out, resp.GetRelease())
+			return printRelease(e.stdout, &c.out, resp.GetRelease(), "")
 		},
 	}
 	fs := cmd.Flags()

@@ -233,7 +233,7 @@ func TestOperatorFlow(t *testing.T) {
 	}
 	// A retry (a CI job run twice) succeeds; another envelope signed as
 	// the same version has its own exit code.
-	if out, errOut, code := lpsctl(t, with("release", "publish", "--envelope", envFile)...); code != exitOK || !strings.Contains(out, "already published; nothing changed") {
+	if out, errOut, code := lpsctl(t, with("release", "publish", "--envelope", envFile)...); code != exitOK || !strings.Contains(out, "is already published with this envelope; nothing changed") {
 		t.Errorf("publish again: exit %d, stdout %q, stderr %q; want 0 and nothing changed", code, out, errOut)
 	}
 	otherEnv := filepath.Join(dir, "other.json")
@@ -422,7 +422,7 @@ func TestErrors(t *testing.T) {
 		{"ca-not-pem", []string{"status", "--server", srv.addr, "--ca", notPEM, "--token-file", srv.token}, exitError, "--ca " + notPEM + ": no PEM certificates"},
 		{"wrong-token", append([]string{"status", "--token-file", wrongToken}, tls...), exitAuth, "invalid bearer token (Unauthenticated)"},
 		{"untrusted-server", []string{"status", "--server", srv.addr, "--server-name", "localhost", "--token-file", srv.token}, exitError, "certificate signed by unknown authority"},
-		{"unreachable", append([]string{"status", "--server", "127.0.0.1:1", "--timeout", "5s"}, srv.conn()[2:]...), exitError, "connect to 127.0.0.1:1"},
+		{"unreachable", append([]string{"status", "--server", "127.0.0.1:1", "--timeout", "5s"}, srv.conn()[2:]...), exitError, "lpsd at 127.0.0.1:1: connection error"},
 		{"not-found", append([]string{"rollout", "pause", "202604.01.9"}, srv.conn()...), exitNotFound, "not found (NotFound)"},
 		{"bad-version", append([]string{"revoke", "nope"}, srv.conn()...), exitError, "InvalidArgument"},
 		{"bad-envelope", append([]string{"release", "publish", "--envelope", garbage}, srv.conn()...), exitError, "--envelope " + garbage + ": verify release: malformed"},
@@ -511,11 +511,29 @@ func verifyEnvelope(t *testing.T, envFile, pubFile string) release.Release {
 
 func TestListFlag(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string][]string{"a, b,,c": {"a", "b", "c"}, "": nil, " , ": nil} {
+	for in, want := range map[string][]string{"a, b,,c": {"a", "b", "c"}, "": nil} {
 		var l listFlag
 		if err := l.Set(in); err != nil || !l.set || !cmp.Equal(l.vals, want, cmpopts.EquateEmpty()) {
 			t.Errorf("Set(%q) = %v (set %v, err %v), want %v", in, l.vals, l.set, err, want)
 		}
+	}
+	// Blank lists are refused: only "" means all (an unset variable in a
+	// script must not widen a scope to every node).
+	for _, in := range []string{" ", ",", " , "} {
+		var l listFlag
+		if err := l.Set(in); err == nil {
+			t.Errorf("Set(%q) = %v, want an error", in, l.vals)
+		}
+	}
+	// Repeats add up.
+	var l listFlag
+	for _, in := range []string{"a", "b,c"} {
+		if err := l.Set(in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !cmp.Equal(l.vals, []string{"a", "b", "c"}) {
+		t.Errorf("repeated Set = %v, want a b c", l.vals)
 	}
 }
 

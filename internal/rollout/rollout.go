@@ -238,10 +238,10 @@ func (r Release) SetScope(percent int, subscriptions, regions []string) (Release
 		return r, err
 	}
 	switch {
-	case r.Rollout.State == Halted:
-		// A halted release serves nobody; its scope waits for the resume,
-		// so a scope change never looks like it served someone.
-		return r, fmt.Errorf("%w: %s is halted and serves no node; `lpsctl rollout resume %s` first, then change its scope", ErrInvalidTransition, r.Version, r.Version)
+	case r.Rollout.State == Halted && percent != r.Rollout.Percent:
+		// A halted release serves nobody, so its scope may change (narrowed
+		// before a resume, say); growth waits for the resume.
+		return r, fmt.Errorf("%w: %s is halted at %d%%: its percentage holds until `lpsctl rollout resume %s` (its scope may change while halted)", ErrInvalidTransition, r.Version, r.Rollout.Percent, r.Version)
 	case percent < r.Rollout.Percent:
 		return r, fmt.Errorf("%w: %s is at %d%%, asked for %d%%; to stop serving it, `lpsctl rollout halt %s`", ErrPercentDecrease, r.Version, r.Rollout.Percent, percent, r.Version)
 	case r.Rollout.State == Paused:

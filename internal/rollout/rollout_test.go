@@ -339,7 +339,8 @@ func TestSetScopeByState(t *testing.T) {
 		{"paused-scope", Paused, 10, 10, nil, ""},
 		{"paused-grow", Paused, 10, 20, ErrInvalidTransition, "lpsctl rollout resume " + v},
 		{"paused-decrease", Paused, 10, 5, ErrPercentDecrease, ""},
-		{"halted", Halted, 10, 10, ErrInvalidTransition, "lpsctl rollout resume " + v},
+		{"halted-scope", Halted, 10, 10, nil, ""},
+		{"halted-grow", Halted, 10, 20, ErrInvalidTransition, "lpsctl rollout resume " + v},
 		{"complete-scope", Complete, 100, 100, nil, ""},
 		{"complete-lower", Complete, 100, 50, ErrPercentDecrease, ""},
 	}

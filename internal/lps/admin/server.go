@@ -415,20 +415,28 @@ func (s *Server) Revoke(ctx context.Context, req *adminv1.RevokeRequest) (*admin
 	return &adminv1.RevokeResponse{Release: r, Unchanged: same}, nil
 }
 
-// checkReason refuses an audit reason that is too long, not UTF-8, or
+// CheckReason refuses an audit reason that is too long, not UTF-8, or
 // holds a control or format character (a terminal escape, a bidi
-// override): every reader of the audit log prints it.
-func checkReason(reason string) error {
+// override): every reader of the audit log prints it. lpsctl checks with it
+// before it sends.
+func CheckReason(reason string) error {
 	switch {
 	case len(reason) > MaxReasonBytes:
-		return status.Errorf(codes.InvalidArgument, "reason is %d bytes, at most %d", len(reason), MaxReasonBytes)
+		return fmt.Errorf("reason is %d bytes, at most %d", len(reason), MaxReasonBytes)
 	case !utf8.ValidString(reason):
-		return status.Error(codes.InvalidArgument, "reason is not valid UTF-8")
+		return errors.New("reason is not valid UTF-8")
 	}
 	for i, r := range reason {
 		if !unicode.IsGraphic(r) {
-			return status.Errorf(codes.InvalidArgument, "reason has the control or format character %U at byte %d; use plain text on one line", r, i)
+			return fmt.Errorf("reason has the control or format character %U at byte %d; use plain text on one line", r, i)
 		}
+	}
+	return nil
+}
+
+func checkReason(reason string) error {
+	if err := CheckReason(reason); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
 	}
 	return nil
 }

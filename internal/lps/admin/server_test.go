@@ -1100,8 +1100,11 @@ func TestScopeChangesWithoutDeadEnds(t *testing.T) {
 	}
 
 	move(adminv1.Action_ACTION_HALT)
-	_, err = scope(&adminv1.SetRolloutRequest{KeepPercent: true, Subscriptions: []string{subA}, SetSubscriptions: true})
-	refused("scope of a halted release", err, "`lpsctl rollout resume "+v+"`")
+	// Narrowing a halted release before its resume: it serves nobody
+	// meanwhile, and the resume then serves only the narrowed scope.
+	if ro, err = scope(&adminv1.SetRolloutRequest{KeepPercent: true, Subscriptions: []string{subA}, SetSubscriptions: true}); err != nil || ro.GetState() != "halted" || !cmp.Equal(ro.GetSubscriptions(), []string{subA}) {
+		t.Errorf("narrow a halted release = %v, %v; want halted, scoped to %s", ro, err, subA)
+	}
 	_, err = c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
 	refused("complete a halted release", err, "`lpsctl rollout resume "+v+"`")
 	move(adminv1.Action_ACTION_RESUME) // the suggestion works
