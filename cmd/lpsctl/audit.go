@@ -79,7 +79,11 @@ autopilot's, with the health verdict that made the change.`,
 				next := []string{programName, "audit", "--after", strconv.FormatInt(resp.GetNextAfterSeq(), 10)}
 				// The same flags, so the next page continues this one.
 				cmd.Flags().Visit(func(f *pflag.Flag) {
-					if f.Name != "after" {
+					switch {
+					case f.Name == "after":
+					case f.Value.Type() == "bool":
+						next = append(next, "--"+f.Name+"="+f.Value.String())
+					default:
 						next = append(next, "--"+f.Name, shellQuote(f.Value.String()))
 					}
 				})
@@ -159,7 +163,7 @@ func describeChange(beforeJSON, afterJSON string) string {
 		return "?"
 	}
 	if beforeJSON == "" {
-		return fmt.Sprintf("published as %s", after.Rollout.State)
+		return fmt.Sprintf("published as %s", quote.Text(string(after.Rollout.State)))
 	}
 	if json.Unmarshal([]byte(beforeJSON), &before) != nil {
 		return "?"
@@ -167,7 +171,7 @@ func describeChange(beforeJSON, afterJSON string) string {
 	var parts []string
 	b, a := before.Rollout, after.Rollout
 	if b.State != a.State {
-		parts = append(parts, fmt.Sprintf("state %s→%s", b.State, a.State))
+		parts = append(parts, fmt.Sprintf("state %s→%s", quote.Text(string(b.State)), quote.Text(string(a.State))))
 	}
 	if b.Percent != a.Percent {
 		parts = append(parts, fmt.Sprintf("percent %d→%d", b.Percent, a.Percent))

@@ -87,8 +87,14 @@ func TestInterruptedChange(t *testing.T) {
 	}()
 	var out, errOut bytes.Buffer
 	code := run(ctx, append([]string{"rollout", "halt", "202604.01.3"}, srv.conn()...), &out, &errOut)
-	if code != exitInterrupted || !strings.Contains(errOut.String(), "lpsctl rollout halt: interrupted: the change may or may not have been applied; check with 'lpsctl status' or 'lpsctl audit --target VERSION'") {
+	if code != exitInterrupted || !strings.Contains(errOut.String(), "lpsctl rollout halt: interrupted: the change may or may not have been applied; check with 'lpsctl status' or 'lpsctl audit --target 202604.01.3'\n") {
 		t.Errorf("interrupted halt: exit %d, stderr %q", code, errOut.String())
+	}
+	// A change whose answer times out may have been applied too.
+	go func() { <-arrived }()
+	_, errOut2, code := lpsctl(t, append([]string{"rollout", "halt", "202604.01.3", "--timeout", "200ms"}, srv.conn()...)...)
+	if code != exitError || !strings.Contains(errOut2, "(DeadlineExceeded): the change may or may not have been applied; check with 'lpsctl status' or 'lpsctl audit --target 202604.01.3' (a slow lpsd may need a longer --timeout)") {
+		t.Errorf("timed-out halt: exit %d, stderr %q", code, errOut2)
 	}
 	// A read is just interrupted.
 	ctx, stop := interruptAfter(t, 50*time.Millisecond)
@@ -217,6 +223,14 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	_, errOut, code := lpsctl(t, with("audit", "--target", "202605.02.1", "--limit", "1")...)
 	if code != exitOK || !strings.Contains(errOut, "more entries may follow: lpsctl audit --after 2 --target 202605.02.1 --limit 1 --server ") {
 		t.Errorf("audit page hint: exit %d, %q", code, errOut)
+	}
+	_, errOut, _ = lpsctl(t, with("audit", "--limit", "1", "--json")...)
+	hint, ok := strings.CutPrefix(strings.TrimSpace(errOut), "more entries may follow: lpsctl ")
+	if !ok || !strings.Contains(hint, " --json=true ") {
+		t.Fatalf("audit --json page hint: %q", errOut)
+	}
+	if _, errOut, code := lpsctl(t, strings.Fields(hint)...); code != exitOK {
+		t.Errorf("the page hint's command: exit %d, %q", code, errOut)
 	}
 
 	for _, bad := range []struct{ reason, want string }{

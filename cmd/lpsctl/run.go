@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc/codes"
+
+	"nodehotfix/internal/quote"
 )
 
 // Exit codes; doc.go is the table and exitCode the mapping.
@@ -67,15 +69,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var sig interrupted
 	if errors.As(context.Cause(ctx), &sig) {
-		if cmd != nil && cmd.Annotations[annotationChange] != "" {
-			fmt.Fprintf(stderr, "%s: interrupted: the change may or may not have been applied; check with '%s status' or '%s audit --target VERSION'\n", name, programName, programName)
-		} else {
-			fmt.Fprintf(stderr, "%s: interrupted\n", name)
-		}
+		fmt.Fprintf(stderr, "%s: interrupted%s\n", name, mayHaveApplied(cmd))
 		if s, ok := sig.sig.(syscall.Signal); ok && s != syscall.SIGINT {
 			return 128 + int(s)
 		}
 		return exitInterrupted
+	}
+	var re *rpcError
+	if errors.As(err, &re) && (re.code == codes.DeadlineExceeded || re.code == codes.Canceled || re.code == codes.Unavailable) {
+		// The request may have reached lpsd and been applied before the
+		// answer was lost.
+		if hint := mayHaveApplied(cmd); hint != "" {
+			if re.code == codes.DeadlineExceeded {
+				hint += " (a slow lpsd may need a longer --timeout)"
+			}
+			err = fmt.Errorf("%w%s", err, hint)
+		}
 	}
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
 	var ue *usageError
@@ -89,6 +98,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return exitCode(err)
+}
+
+// mayHaveApplied is what stderr adds when a change's answer never came:
+// it may or may not have been applied, and how to tell.
+func mayHaveApplied(cmd *cobra.Command) string {
+	if cmd == nil || cmd.Annotations[annotationChange] == "" {
+		return ""
+	}
+	target := "VERSION"
+	if args := cmd.Flags().Args(); len(args) == 1 {
+		target = quote.Text(args[0])
+	}
+	return fmt.Sprintf(": the change may or may not have been applied; check with '%s status' or '%s audit --target %s'", programName, programName, target)
 }
 
 // newRoot builds the command tree.
@@ -249,7 +271,10 @@ func flagError(c *cobra.Command, err error) error {
 		return usagef("--%s %q: %v", inv.GetFlag().Name, inv.GetValue(), inv.Unwrap())
 	case errors.As(err, &none):
 		name := none.GetSpecifiedName()
-		if none.GetSpecifiedShortnames() != "" {
+		if short := none.GetSpecifiedShortnames(); short != "" {
+			if f := c.Flags().Lookup(short); f != nil {
+				return usagef("unknown flag -%s; did you mean --%s?", short, f.Name)
+			}
 			return usagef("unknown flag -%s", name)
 		}
 		if s := closestFlag(c, name); s != "" {

@@ -408,6 +408,8 @@ func TestErrors(t *testing.T) {
 		{"typo-flag", []string{"rollout", "set", "x", "--percnt", "5"}, exitUsage, "lpsctl rollout set: unknown flag --percnt; did you mean --percent?"},
 		{"bad-percent", []string{"rollout", "set", "x", "--percent", "101"}, exitUsage, `lpsctl rollout set: --percent "101": want a whole number from 0 to 100`},
 		{"bad-duration", []string{"release", "sign", "--valid-for", "30days"}, exitUsage, `lpsctl release sign: --valid-for "30days": want a duration such as`},
+		{"single-dash", []string{"status", "-json"}, exitUsage, "lpsctl status: unknown flag -json; did you mean --json?"},
+		{"blank-scope", []string{"rollout", "set", "x", "--subscriptions", " "}, exitUsage, `lpsctl rollout set: --subscriptions " ": no values: give a comma-separated list, or "" for all`},
 		{"bad-output", []string{"status", "-o", "xml"}, exitUsage, `lpsctl status: -o "xml": want text, json or yaml`},
 		{"json-and-yaml", []string{"status", "--json", "-o", "yaml"}, exitUsage, "--json and -o yaml disagree"},
 		{"unknown-sub", []string{"rollout", "explode", "x"}, exitUsage, `lpsctl rollout: unknown command "explode"`},

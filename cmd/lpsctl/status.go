@@ -163,7 +163,7 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 			p, h := r.GetRollout().GetPlan(), r.GetRollout().GetHealth()
 			steps := p.GetSteps()
 			step := fmt.Sprintf("%d/%d at %d%%", p.GetStep()+1, len(steps), r.GetRollout().GetPercent())
-			if int(p.GetStep()) < len(steps) && steps[p.GetStep()].GetNodes() > 0 {
+			if p.GetStep() >= 0 && int(p.GetStep()) < len(steps) && steps[p.GetStep()].GetNodes() > 0 {
 				step = fmt.Sprintf("%d/%d canary %d/%d nodes", p.GetStep()+1, len(steps), r.GetRollout().GetCanarySeats(), steps[p.GetStep()].GetNodes())
 			}
 			due := "-"
