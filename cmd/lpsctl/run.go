@@ -141,7 +141,24 @@ lists the audit log, and renders a node's custom data. The manual is
 		&cobra.Group{ID: groupInspect, Title: "Inspecting lpsd:"},
 		&cobra.Group{ID: groupOther, Title: "Other commands:"},
 	)
-	root.SetHelpCommandGroupID(groupOther)
+	root.SetHelpCommand(&cobra.Command{
+		Use:     "help [command]",
+		Short:   "show help for a command",
+		GroupID: groupOther,
+		Args:    cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			target, rest, err := c.Root().Find(args)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			if len(rest) > 0 {
+				// "help frob": the same answer as "frob".
+				return runGroup(target, rest)
+			}
+			target.SetOut(c.OutOrStdout())
+			return target.Help()
+		},
+	})
 	root.SetCompletionCommandGroupID(groupOther)
 
 	keys := newGroup("keys", "manage release signing keys", groupOffline)
@@ -159,6 +176,13 @@ lists the audit log, and renders a node's custom data. The manual is
 		newCustomDataCmd(e),
 		newVersionCmd(e),
 	)
+	// "completion tcsh" is an unknown shell, not help to source.
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args, c.RunE, c.SuggestionsMinimumDistance = cobra.ArbitraryArgs, runGroup, suggestionDistance
+		}
+	}
 	// Every command reports flag errors and prints usage the same way.
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {

@@ -410,6 +410,8 @@ func TestErrors(t *testing.T) {
 		{"bad-duration", []string{"release", "sign", "--valid-for", "30days"}, exitUsage, `lpsctl release sign: --valid-for "30days": want a duration such as`},
 		{"single-dash", []string{"status", "-json"}, exitUsage, "lpsctl status: unknown flag -json; did you mean --json?"},
 		{"blank-scope", []string{"rollout", "set", "x", "--subscriptions", " "}, exitUsage, `lpsctl rollout set: --subscriptions " ": no values: give a comma-separated list, or "" for all`},
+		{"unknown-shell", []string{"completion", "bahs"}, exitUsage, `lpsctl completion: unknown command "bahs"; did you mean "bash"?`},
+		{"help-unknown", []string{"help", "rollout", "pasue"}, exitUsage, `lpsctl help: unknown command "pasue"; did you mean "pause"?`},
 		{"bad-output", []string{"status", "-o", "xml"}, exitUsage, `lpsctl status: -o "xml": want text, json or yaml`},
 		{"json-and-yaml", []string{"status", "--json", "-o", "yaml"}, exitUsage, "--json and -o yaml disagree"},
 		{"unknown-sub", []string{"rollout", "explode", "x"}, exitUsage, `lpsctl rollout: unknown command "explode"`},
