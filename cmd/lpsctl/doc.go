@@ -65,7 +65,9 @@ answers within 2 seconds.
 
 Every command that changes something takes --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and
-shown by audit. The rollout commands take --if-revision REV: the change
+shown by audit. When a change's answer does not arrive (Ctrl-C, --timeout,
+a lost connection), stderr says it may or may not have been applied and how
+to check. The rollout commands take --if-revision REV: the change
 applies only if the release is still at the revision status showed, so two
 operators cannot overwrite each other unknowingly (exit 3 if it moved).
 
@@ -76,7 +78,8 @@ rollout set grows the percentage of in-scope nodes (it can never shrink;
 halt or revoke instead) and, when given, replaces the subscription or
 region scope. Subscriptions are GUIDs, regions lpsd region labels (eastus);
 an empty list (--subscriptions "") means all; anything else is refused,
-naming the value. A
+naming the value, and so is a blank one (" " or ","), which a script's unset
+variable would make. Repeating a flag adds to its list. A
 draft starts rolling. The scope of a paused or complete release changes
 without stopping it (--percent is then left out: it keeps its percentage).
 --subscription and --region are accepted for --subscriptions and --regions.
@@ -154,18 +157,21 @@ a release:
 	 "state": "draft|rolling|paused|halted|complete", "percent": 10,
 	 "subscriptions": ["3f2b9c1d-..."], "regions": [],   // [] means all
 	 "revoked": false, "not_after": RFC3339, "expired": false,
-	 "published_at": RFC3339, "updated_at": RFC3339, "revision": 4}
+	 "published_at": RFC3339, "updated_at": RFC3339, "revision": 4,
+	 "served": 0, "unchanged": true}   // unchanged only when already so
 
 status prints:
 
 	{"region": "eastus", "snapshot_revision": 7,
 	 "snapshot_time": RFC3339 or null (no snapshot loaded yet),
 	 "releases": [release, ...],       // in version order, each also with
-	                                   // "counts", "served", "plan", "health"
+	                                   // "counts"; a planned one with "plan",
+	                                   // "health" and "canary_seats"
 	 "control": [{"base": "202604.01", "counts": {...}}, ...],
 	 "requests": [{"outcome": "served", "count": 12}, ...]}
 
-With --watch, one document per refresh and nothing between them.
+With --watch, one document per refresh and nothing between them (each
+YAML document starts with "---").
 
 explain prints:
 

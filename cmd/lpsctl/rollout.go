@@ -190,7 +190,7 @@ func parseSteps(s string) (*adminv1.Plan, error) {
 			return nil, fmt.Errorf("step %d: bake %q: %v", i+1, f[1], err)
 		}
 		n, err := strconv.Atoi(f[2])
-		if err != nil || n < 0 || n > 1_000_000 {
+		if err != nil || n < 1 || n > 1_000_000 {
 			return nil, fmt.Errorf("step %d: reports %q: want a number of reports, 1 to 1000000", i+1, f[2])
 		}
 		plan.Steps = append(plan.Steps, &adminv1.PlanStep{Percent: int32(pct), Nodes: int32(nodes), BakeSeconds: int64(bake / time.Second), MinReports: int32(n)})

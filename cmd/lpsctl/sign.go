@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
@@ -73,7 +74,7 @@ with --out -. No network is used.`,
 			if err := required(cmd, "key", "base", "version", "out"); err != nil {
 				return err
 			}
-			return releaseSign(o, e)
+			return releaseSign(cmd.Context(), o, e)
 		},
 	}
 	fs := cmd.Flags()
@@ -88,14 +89,26 @@ with --out -. No network is used.`,
 	return cmd
 }
 
-func releaseSign(o signOpts, e *env) error {
+func releaseSign(ctx context.Context, o signOpts, e *env) error {
 	if len(o.artifacts) == 0 {
 		return usagef("--artifact is required (at least one)")
+	}
+	if o.out == "-" && o.output.structured() {
+		return usagef("--out - prints the envelope itself; -o %s has nowhere to go", o.output.format)
 	}
 	now := time.Now()
 	notAfter, err := expiry(o.notAfter, o.validFor, now)
 	if err != nil {
 		return err
+	}
+	// Check the flags before hashing what may be gigabytes: the same
+	// release with stand-in digests.
+	rel := release.Release{Base: o.base, Version: o.version, NotAfter: notAfter, Artifacts: make(map[string]release.Artifact)}
+	for _, a := range o.artifacts {
+		rel.Artifacts[a.platform] = release.Artifact{URL: a.url, SHA256: strings.Repeat("0", sha256.Size*2), Size: 1}
+	}
+	if err := rel.Validate(); err != nil {
+		return usagef("%v", err)
 	}
 
 	keyPEM, err := capfile.Read(o.key, maxKeyFileSize)
@@ -106,9 +119,8 @@ func releaseSign(o signOpts, e *env) error {
 	if err != nil {
 		return fmt.Errorf("--key %s: %w", o.key, err)
 	}
-	rel := release.Release{Base: o.base, Version: o.version, NotAfter: notAfter, Artifacts: make(map[string]release.Artifact)}
 	for _, a := range o.artifacts {
-		sum, size, err := digest(a.path)
+		sum, size, err := digest(ctx, a.path)
 		if err != nil {
 			return fmt.Errorf("--artifact %s: %w", a.platform, err)
 		}
@@ -119,6 +131,9 @@ func releaseSign(o signOpts, e *env) error {
 		return err
 	}
 	env = append(env, '\n')
+	if err := ctx.Err(); err != nil {
+		return err // interrupted: write nothing
+	}
 	if o.out == "-" {
 		_, err := e.stdout.Write(env)
 		return err
@@ -171,7 +186,7 @@ func expiry(notAfter string, validFor time.Duration, now time.Time) (time.Time, 
 
 // digest returns the sha256 (lowercase hex) and size of the regular file at
 // path, reading at most release.MaxArtifactSize+1 bytes.
-func digest(path string) (string, int64, error) {
+func digest(ctx context.Context, path string) (string, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return "", 0, err
@@ -185,7 +200,7 @@ func digest(path string) (string, int64, error) {
 		return "", 0, fmt.Errorf("%s: not a regular file", path)
 	}
 	h := sha256.New()
-	n, err := io.Copy(h, io.LimitReader(f, release.MaxArtifactSize+1))
+	n, err := io.Copy(h, io.LimitReader(ctxReader{ctx, f}, release.MaxArtifactSize+1))
 	if err != nil {
 		return "", 0, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -193,4 +208,17 @@ func digest(path string) (string, int64, error) {
 		return "", 0, fmt.Errorf("%s: %d bytes, want 1 to %d", path, n, release.MaxArtifactSize)
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
+}
+
+// ctxReader stops reading once ctx is done, so Ctrl-C ends a long hash.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
 }

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -84,8 +87,11 @@ func TestReleaseSignErrors(t *testing.T) {
 		{"missing-artifact", base("--artifact", "linux/amd64="+missing+",https://b.example.com/a", "--valid-for", "1h"), exitError, "--artifact linux/amd64: open " + missing},
 		{"empty-artifact", base("--artifact", "linux/amd64="+empty+",https://b.example.com/a", "--valid-for", "1h"), exitError, "0 bytes"},
 		{"dir-artifact", base("--artifact", "linux/amd64="+dir+",https://b.example.com/a", "--valid-for", "1h"), exitError, "not a regular file"},
-		{"http-url", base("--artifact", "linux/amd64="+art+",http://b.example.com/a", "--valid-for", "1h"), exitError, "scheme is not https"},
-		{"base-mismatch", []string{"release", "sign", "--key", priv, "--base", "202604.02", "--version", "202604.01.1", "--artifact", ok, "--valid-for", "1h", "--out", "-"}, exitError, `not of base "202604.02"`},
+		{"http-url", base("--artifact", "linux/amd64="+art+",http://b.example.com/a", "--valid-for", "1h"), exitUsage, "scheme is not https"},
+		// Checked before any artifact is read (the path does not exist).
+		{"bad-base-first", []string{"release", "sign", "--key", priv, "--base", "foo", "--version", "202604.01.1", "--artifact", "linux/amd64=" + missing + ",https://b.example.com/a", "--valid-for", "1h", "--out", "-"}, exitUsage, `base "foo"`},
+		{"out-stdout-json", []string{"release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.1", "--artifact", ok, "--valid-for", "1h", "--out", "-", "-o", "json"}, exitUsage, "--out - prints the envelope itself"},
+		{"base-mismatch", []string{"release", "sign", "--key", priv, "--base", "202604.02", "--version", "202604.01.1", "--artifact", ok, "--valid-for", "1h", "--out", "-"}, exitUsage, `not of base "202604.02"`},
 		{"bad-key", []string{"release", "sign", "--key", notKey, "--base", "202604.01", "--version", "202604.01.1", "--artifact", ok, "--valid-for", "1h", "--out", "-"}, exitError, "--key " + notKey + ": parse release private key"},
 	}
 	for _, tt := range tests {
@@ -96,6 +102,13 @@ func TestReleaseSignErrors(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut, tt.code, tt.stderr)
 			}
 		})
+	}
+	// Ctrl-C while hashing: exit 130 and nothing written.
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(interrupted{os.Interrupt})
+	var errOut bytes.Buffer
+	if code := run(ctx, base("--artifact", ok, "--valid-for", "1h"), io.Discard, &errOut); code != exitInterrupted || errOut.String() != "lpsctl release sign: interrupted\n" {
+		t.Errorf("interrupted sign: exit %d, %q", code, errOut.String())
 	}
 	if _, err := os.Stat(filepath.Join(dir, "out.json")); err == nil {
 		t.Error("a failed release sign wrote its --out file")
