@@ -358,6 +358,16 @@ func TestKubernetesFlags(t *testing.T) {
 			t.Errorf("--%s=%s: volume %s is neither a Secret nor a ConfigMap", name, p, vol.Name)
 		case slices.Contains(secretFlags, name) && vol.Secret == nil:
 			t.Errorf("--%s=%s: a secret on volume %s, which is not a Secret", name, p, vol.Name)
+		default:
+			var items []corev1.KeyToPath
+			if vol.Secret != nil {
+				items = vol.Secret.Items
+			} else {
+				items = vol.ConfigMap.Items
+			}
+			if !slices.ContainsFunc(items, func(k corev1.KeyToPath) bool { return k.Path == path.Base(p) }) {
+				t.Errorf("--%s=%s: volume %s lists no item with path %s", name, p, vol.Name, path.Base(p))
+			}
 		}
 	}
 

@@ -3,13 +3,18 @@ package deploy
 import (
 	"bufio"
 	"fmt"
+	"io"
+	"maps"
+	"net/http"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,14 +22,16 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"nodehotfix/internal/lps"
+	"nodehotfix/test/harness"
 )
 
 const (
 	unitFile     = "systemd/lpsd.service"
 	sysusersFile = "systemd/lpsd.sysusers.conf"
-	// allowNoSystemdEnv, set to 1, lets TestSystemdAnalyze skip where
-	// systemd-analyze is missing; CI installs it (.ci/run), so there it runs.
-	allowNoSystemdEnv = "LPSD_DEPLOY_ALLOW_NO_SYSTEMD_ANALYZE"
+	// allowNoToolsEnv, set to 1, lets the tests that need systemd-analyze
+	// or strace skip where they are missing; CI installs both (.ci/run),
+	// so there they run.
+	allowNoToolsEnv = "LPSD_DEPLOY_ALLOW_NO_TOOLS"
 	// maxExposure caps systemd-analyze security's exposure score (0-10,
 	// lower is better; the unit scores 1.1 with systemd 252).
 	maxExposure = 2.0
@@ -212,10 +219,10 @@ func TestSystemdAnalyze(t *testing.T) {
 	l := builtLPSD(t)
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		if os.Getenv(allowNoSystemdEnv) == "1" {
-			t.Skipf("systemd-analyze not found and %s=1", allowNoSystemdEnv)
+		if os.Getenv(allowNoToolsEnv) == "1" {
+			t.Skipf("systemd-analyze not found and %s=1", allowNoToolsEnv)
 		}
-		t.Fatalf("systemd-analyze not found (Debian package systemd; .ci/run installs it); set %s=1 to skip", allowNoSystemdEnv)
+		t.Fatalf("systemd-analyze not found (Debian package systemd; .ci/run installs it); set %s=1 to skip", allowNoToolsEnv)
 	}
 	data, err := os.ReadFile(unitFile)
 	if err != nil {
@@ -293,5 +300,183 @@ func TestParseUnit(t *testing.T) {
 	}
 	if _, err := parseUnit("Key=outside\n"); err == nil {
 		t.Errorf("parseUnit(key outside a section) = nil error, want one")
+	}
+}
+
+// TestIntegrationSyscallFilter runs the built lpsd under strace through
+// start, an admin publish and rollout, /metrics, SIGHUP and SIGTERM, and
+// fails on any system call the unit's SystemCallFilter= lines deny or any
+// socket family RestrictAddressFamilies= does not allow: verify checks
+// neither, and lpsd would meet EPERM only when running under systemd.
+func TestIntegrationSyscallFilter(t *testing.T) {
+	l := builtLPSD(t)
+	tool := func(name string) string {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			if os.Getenv(allowNoToolsEnv) == "1" {
+				t.Skipf("%s not found and %s=1", name, allowNoToolsEnv)
+			}
+			t.Fatalf("%s not found (.ci/run installs it); set %s=1 to skip", name, allowNoToolsEnv)
+		}
+		return p
+	}
+	strace, analyze := tool("strace"), tool("systemd-analyze")
+	u := readUnit(t)
+	allowed, denied := map[string]bool{}, map[string]bool{}
+	for _, v := range u["Service"]["SystemCallFilter"] {
+		into := allowed
+		if strings.HasPrefix(v, "~") {
+			into, v = denied, v[1:]
+		}
+		for _, g := range strings.Fields(v) {
+			expandSyscalls(t, analyze, g, into)
+		}
+	}
+	families := strings.Fields(u.get("Service", "RestrictAddressFamilies"))
+
+	ctx := t.Context()
+	dir := t.TempDir()
+	lpsctl := filepath.Join(dir, "lpsctl")
+	if err := harness.GoBuild(ctx, "./cmd/lpsctl", lpsctl, ""); err != nil {
+		t.Fatal(err)
+	}
+	trace := filepath.Join(dir, "strace.out")
+	wrapper := filepath.Join(dir, "lpsd-traced")
+	script := fmt.Sprintf("#!/bin/sh\nexec %s -f -qq -o %s %s \"$@\"\n", strace, trace, l.bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	priv, pub := filepath.Join(dir, "release.key"), filepath.Join(dir, "release-keys.pub")
+	if out, err := exec.CommandContext(ctx, lpsctl, "keys", "generate", "--out-private", priv, "--out-public", pub).CombinedOutput(); err != nil {
+		t.Fatalf("lpsctl keys generate: %v\n%s", err, out)
+	}
+	srv, err := harness.StartLPSD(ctx, harness.Binaries{LPSD: wrapper, LPSCtl: lpsctl}, dir, harness.LPSDOptions{
+		Extra: []string{"--release-keys", pub},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Kill)
+	// strace's child is lpsd: signal it, not strace.
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", srv.Pid(), srv.Pid()))
+	pid, err2 := strconv.Atoi(strings.TrimSpace(string(children)))
+	if err != nil || err2 != nil {
+		t.Fatalf("lpsd's pid under strace %d: %v %v (%q)", srv.Pid(), err, err2, children)
+	}
+
+	agent := filepath.Join(dir, "agent")
+	if err := os.WriteFile(agent, []byte("a hotfix agent"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const version = "202604.01.1"
+	envelope, err := srv.SignRelease(ctx, dir, harness.Release{Version: version, Binary: agent, URL: "https://cdn.example/agent", KeyFile: priv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"release", "publish", "--envelope", envelope, "--reason", "syscall test"},
+		{"rollout", "set", version, "--percent", "5", "--reason", "syscall test"},
+		{"status"},
+	} {
+		if _, err := srv.Ctl(ctx, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	for _, p := range []string{"/metrics", "/readyz", "/healthz"} {
+		resp, err := client.Get("http://" + srv.HTTPAddr + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s", p, resp.Status)
+		}
+	}
+	for _, sig := range []struct {
+		sig  syscall.Signal
+		done func() bool
+	}{
+		{syscall.SIGHUP, func() bool { return strings.Contains(srv.Log(), `"msg":"SIGHUP reload"`) }},
+		{syscall.SIGTERM, srv.Exited},
+	} {
+		if err := syscall.Kill(pid, sig.sig); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 20*time.Second, sig.sig.String(), sig.done)
+	}
+
+	used, socketFamilies := tracedCalls(t, mustRead(t, trace))
+	var bad []string
+	for call := range used {
+		if !allowed[call] || denied[call] {
+			bad = append(bad, call)
+		}
+	}
+	slices.Sort(bad)
+	if len(bad) > 0 {
+		t.Errorf("lpsd called %v, which %s's SystemCallFilter= denies (%d calls traced)", bad, unitFile, len(used))
+	}
+	for f := range socketFamilies {
+		if !slices.Contains(families, f) {
+			t.Errorf("lpsd opened an %s socket; %s's RestrictAddressFamilies=%v refuses it", f, unitFile, families)
+		}
+	}
+	t.Logf("%d distinct system calls traced; socket families %v", len(used), slices.Sorted(maps.Keys(socketFamilies)))
+}
+
+// expandSyscalls adds the system calls of a name or @group (nested groups
+// included) as systemd-analyze syscall-filter lists them.
+func expandSyscalls(t *testing.T, analyze, name string, into map[string]bool) {
+	t.Helper()
+	if !strings.HasPrefix(name, "@") {
+		into[name] = true
+		return
+	}
+	out, err := exec.CommandContext(t.Context(), analyze, "syscall-filter", "--no-pager", name).Output()
+	if err != nil {
+		t.Fatalf("systemd-analyze syscall-filter %s: %v", name, err)
+	}
+	for _, line := range strings.Split(string(out), "\n")[1:] {
+		if f := strings.TrimSpace(line); f != "" && !strings.HasPrefix(f, "#") {
+			expandSyscalls(t, analyze, f, into)
+		}
+	}
+}
+
+var (
+	traceCall   = regexp.MustCompile(`^\d+\s+([a-z0-9_]+)\(`)
+	traceSocket = regexp.MustCompile(`^\d+\s+socket\((AF_[A-Z0-9]+)`)
+)
+
+// tracedCalls returns the system calls and socket families in strace -f
+// output.
+func tracedCalls(t *testing.T, out string) (calls, families map[string]bool) {
+	t.Helper()
+	calls, families = map[string]bool{}, map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if m := traceCall.FindStringSubmatch(line); m != nil {
+			calls[m[1]] = true
+		}
+		if m := traceSocket.FindStringSubmatch(line); m != nil {
+			families[m[1]] = true
+		}
+	}
+	if !calls["execve"] || !calls["socket"] {
+		t.Fatalf("strace output has no execve or socket call: %.500s", out)
+	}
+	return calls, families
+}
+
+// waitFor polls done until it holds or timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !done() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: not done within %v", what, timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
