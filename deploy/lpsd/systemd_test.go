@@ -407,7 +407,7 @@ func TestIntegrationSyscallFilter(t *testing.T) {
 		waitFor(t, 20*time.Second, sig.sig.String(), sig.done)
 	}
 
-	used, socketFamilies := tracedCalls(t, mustRead(t, trace))
+	used, socketFamilies, opened := tracedCalls(t, mustRead(t, trace))
 	var bad []string
 	for call := range used {
 		if !allowed[call] || denied[call] {
@@ -421,6 +421,16 @@ func TestIntegrationSyscallFilter(t *testing.T) {
 	for f := range socketFamilies {
 		if !slices.Contains(families, f) {
 			t.Errorf("lpsd opened an %s socket; %s's RestrictAddressFamilies=%v refuses it", f, unitFile, families)
+		}
+	}
+	// ProcSubset=pid hides the rest of /proc, which lpsd reads: Go its
+	// listen backlog (/proc/sys/net/core/somaxconn), the process collector
+	// its start time (/proc/stat).
+	if u.get("Service", "ProcSubset") == "pid" {
+		for p := range opened {
+			if strings.HasPrefix(p, "/proc/") && !procPID.MatchString(p) {
+				t.Errorf("lpsd opened %s, which %s's ProcSubset=pid hides", p, unitFile)
+			}
 		}
 	}
 	t.Logf("%d distinct system calls traced; socket families %v", len(used), slices.Sorted(maps.Keys(socketFamilies)))
@@ -448,13 +458,15 @@ func expandSyscalls(t *testing.T, analyze, name string, into map[string]bool) {
 var (
 	traceCall   = regexp.MustCompile(`^\d+\s+([a-z0-9_]+)\(`)
 	traceSocket = regexp.MustCompile(`^\d+\s+socket\((AF_[A-Z0-9]+)`)
+	traceOpen   = regexp.MustCompile(`^\d+\s+openat\([^,]+, "([^"]+)"`)
+	procPID     = regexp.MustCompile(`^/proc/(self|thread-self|\d+)/`)
 )
 
-// tracedCalls returns the system calls and socket families in strace -f
-// output.
-func tracedCalls(t *testing.T, out string) (calls, families map[string]bool) {
+// tracedCalls returns the system calls, socket families and opened paths in
+// strace -f output.
+func tracedCalls(t *testing.T, out string) (calls, families, opened map[string]bool) {
 	t.Helper()
-	calls, families = map[string]bool{}, map[string]bool{}
+	calls, families, opened = map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, line := range strings.Split(out, "\n") {
 		if m := traceCall.FindStringSubmatch(line); m != nil {
 			calls[m[1]] = true
@@ -462,11 +474,14 @@ func tracedCalls(t *testing.T, out string) (calls, families map[string]bool) {
 		if m := traceSocket.FindStringSubmatch(line); m != nil {
 			families[m[1]] = true
 		}
+		if m := traceOpen.FindStringSubmatch(line); m != nil {
+			opened[m[1]] = true
+		}
 	}
-	if !calls["execve"] || !calls["socket"] {
-		t.Fatalf("strace output has no execve or socket call: %.500s", out)
+	if !calls["execve"] || !calls["socket"] || !opened["/proc/sys/net/core/somaxconn"] {
+		t.Fatalf("strace output has no execve or socket call, or no open of somaxconn: %.500s", out)
 	}
-	return calls, families
+	return calls, families, opened
 }
 
 // waitFor polls done until it holds or timeout passes.
