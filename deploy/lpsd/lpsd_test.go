@@ -42,6 +42,8 @@ type lpsd struct {
 	flags map[string]flagInfo
 }
 
+// The lpsd build, shared by the tests of this binary and removed by
+// TestMain.
 var (
 	buildOnce sync.Once
 	built     lpsd

@@ -112,6 +112,7 @@ func TestSystemdUnitSettings(t *testing.T) {
 		{"ExecReload", "/bin/kill -HUP $MAINPID"},
 		{"KillSignal", "SIGTERM"},
 		{"Restart", "on-failure"},
+		{"RestartPreventExitStatus", "2"}, // lpsd's usage errors (cmd/lpsd/doc.go)
 		{"StateDirectory", "lpsd"},
 		{"ConfigurationDirectory", "lpsd"},
 		{"UMask", "0077"},
