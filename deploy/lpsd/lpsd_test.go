@@ -5,13 +5,17 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -271,5 +275,96 @@ func TestGoBuild(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"-trimpath", "-ldflags", "-X main.version=${VERSION}"}, args); diff != "" {
 		t.Errorf("goBuild args mismatch (-want +got):\n%s", diff)
+	}
+}
+
+// proc is an lpsd started by a test, with its output in a log file.
+type proc struct {
+	cmd    *exec.Cmd
+	exited chan error
+	log    string
+	// addrs are the bound addresses from --addr-file.
+	addrs struct{ GRPC, Admin, HTTP string }
+}
+
+// startProc runs argv (lpsd, or a wrapper that execs it, with --addr-file
+// among the arguments) as cred (nil: as the test) and waits until lpsd has
+// written addrFile.
+func startProc(t *testing.T, argv []string, cred *syscall.Credential, addrFile string) *proc {
+	t.Helper()
+	p := &proc{exited: make(chan error, 1), log: filepath.Join(filepath.Dir(addrFile), "lpsd.log")}
+	logf, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	p.cmd = exec.Command(argv[0], argv[1:]...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	if cred != nil {
+		p.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() { p.cmd.Process.Kill() })
+	p.poll(t, "lpsd wrote "+addrFile, func() bool {
+		data, err := os.ReadFile(addrFile)
+		return err == nil && json.Unmarshal(data, &p.addrs) == nil && p.addrs.HTTP != ""
+	})
+	return p
+}
+
+// fatalf fails the test with lpsd's log.
+func (p *proc) fatalf(t *testing.T, format string, a ...any) {
+	t.Helper()
+	log, _ := os.ReadFile(p.log)
+	t.Fatalf(format+"\nlpsd's log:\n%s", append(a, log)...)
+}
+
+// poll waits up to 30 s for done, failing early if lpsd exits.
+func (p *proc) poll(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !done() {
+		select {
+		case err := <-p.exited:
+			p.fatalf(t, "lpsd exited (%v) before: %s", err, what)
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.fatalf(t, "not within 30s: %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// get returns the status code of GET path on lpsd's HTTP listener (0 when
+// it does not answer).
+func (p *proc) get(path string) int {
+	client := &http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + p.addrs.HTTP + path)
+	if err != nil {
+		return 0
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// stop sends SIGTERM to pid (lpsd's, which is not the started process
+// under a wrapper) and fails unless lpsd exits 0 within 30 s.
+func (p *proc) stop(t *testing.T, pid int) {
+	t.Helper()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-p.exited:
+		if err != nil {
+			p.fatalf(t, "lpsd after SIGTERM: %v, want exit 0", err)
+		}
+	case <-time.After(30 * time.Second):
+		p.fatalf(t, "lpsd still running 30s after SIGTERM")
 	}
 }

@@ -10,13 +10,11 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/json"
 	"encoding/pem"
 	"math/big"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -161,68 +159,19 @@ func TestIntegrationKubernetesPod(t *testing.T) {
 	}
 	args = append(args, "--addr-file="+addrFile)
 
-	logPath := filepath.Join(dir, "lpsd.log")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(l.bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
+	var cred *syscall.Credential
 	if root {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: podUID, Gid: podUID, Groups: []uint32{podUID}}}
+		cred = &syscall.Credential{Uid: podUID, Gid: podUID, Groups: []uint32{podUID}}
 		if err := os.Chown(filepath.Dir(addrFile), podUID, podUID); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	p := startProc(t, append([]string{l.bin}, args...), cred, addrFile)
+	p.poll(t, "/readyz answers 200", func() bool { return p.get("/readyz") == http.StatusOK })
+	if code := p.get("/healthz"); code != http.StatusOK {
+		p.fatalf(t, "GET /healthz: %d, want 200", code)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { cmd.Process.Kill() })
-	fail := func(format string, a ...any) {
-		t.Helper()
-		t.Fatalf(format+"\nlpsd's log:\n%s", append(a, mustRead(t, logPath))...)
-	}
-
-	var addrs struct{ HTTP string }
-	ready := false
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for !ready {
-		select {
-		case err := <-exited:
-			fail("lpsd exited before it was ready: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			fail("lpsd not ready within 30s")
-		}
-		time.Sleep(50 * time.Millisecond)
-		if addrs.HTTP == "" {
-			if data, err := os.ReadFile(addrFile); err == nil {
-				json.Unmarshal(data, &addrs)
-			}
-			continue
-		}
-		resp, err := client.Get("http://" + addrs.HTTP + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			ready = resp.StatusCode == http.StatusOK
-		}
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-exited:
-		if err != nil {
-			fail("lpsd after SIGTERM: %v, want exit 0", err)
-		}
-	case <-time.After(30 * time.Second):
-		fail("lpsd still running 30s after SIGTERM")
-	}
+	p.stop(t, p.cmd.Process.Pid)
 	t.Logf("lpsd ready on the Deployment's arguments (as uid %d: %v) against etcd with TLS and a prefix-limited user", podUID, root)
 }
 

@@ -2,8 +2,8 @@ package deploy
 
 import (
 	"bufio"
+	"encoding/hex"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,9 @@ const (
 	// maxExposure caps systemd-analyze security's exposure score (0-10,
 	// lower is better; the unit scores 1.1 with systemd 252).
 	maxExposure = 2.0
+	// serviceUID stands in for the unit's User=lpsd when the tests run as
+	// root.
+	serviceUID = 64123
 )
 
 // unit is a parsed unit file: section, then key, then its values in order.
@@ -341,72 +345,133 @@ func TestIntegrationSyscallFilter(t *testing.T) {
 	if err := harness.GoBuild(ctx, "./cmd/lpsctl", lpsctl, ""); err != nil {
 		t.Fatal(err)
 	}
+	ctl := func(env []string, args ...string) {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, lpsctl, args...)
+		cmd.Env = append(os.Environ(), env...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("lpsctl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+
+	// The unit's files under a root of their own: /etc/lpsd/X is
+	// root/etc/lpsd/X. Secrets 0600, owned by the service user.
+	root := filepath.Join(dir, "root")
+	tlsFiles, err := harness.MintTLS(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := hex.EncodeToString(randomBytes(t, 32))
+	tokenFile := filepath.Join(dir, "ops.token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	releaseKey := filepath.Join(dir, "release.key")
+	_, args := execStart(t, u)
+	var files []string
+	for i, a := range args {
+		name, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		switch {
+		case name == "store":
+			kind, p, _ := strings.Cut(v, ":")
+			// StateDirectoryMode=0700 for the state directory only.
+			if err := os.MkdirAll(filepath.Join(root, path.Dir(path.Dir(p))), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(filepath.Join(root, path.Dir(p)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, filepath.Join(root, path.Dir(p)))
+			args[i] = "--store=" + kind + ":" + filepath.Join(root, p)
+		case l.flags[name].kind == "file":
+			local := filepath.Join(root, v)
+			if err := os.MkdirAll(filepath.Dir(local), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			switch name {
+			case "tls-cert":
+				err = os.WriteFile(local, []byte(mustRead(t, tlsFiles.CertFile)), 0o644)
+			case "tls-key":
+				err = os.WriteFile(local, []byte(mustRead(t, tlsFiles.KeyFile)), 0o600)
+			case "admin-token-file":
+				err = os.WriteFile(local, []byte("ops:"+token+"\n"), 0o600)
+			case "release-keys":
+				ctl(nil, "keys", "generate", "--out-private", releaseKey, "--out-public", local)
+				err = os.Chmod(local, 0o644)
+			default:
+				t.Fatalf("ExecStart --%s: this test has no content for it", name)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, local)
+			args[i] = "--" + name + "=" + local
+		}
+	}
+	addrFile := filepath.Join(dir, "run", "addr.json")
+	if err := os.MkdirAll(filepath.Dir(addrFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, filepath.Dir(addrFile))
+	args = append(args, "--listen=127.0.0.1:0", "--admin-listen=127.0.0.1:0", "--http-listen=127.0.0.1:0", "--addr-file="+addrFile)
+
 	trace := filepath.Join(dir, "strace.out")
 	wrapper := filepath.Join(dir, "lpsd-traced")
 	script := fmt.Sprintf("#!/bin/sh\nexec %s -f -qq -o %s %s \"$@\"\n", strace, trace, l.bin)
 	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	priv, pub := filepath.Join(dir, "release.key"), filepath.Join(dir, "release-keys.pub")
-	if out, err := exec.CommandContext(ctx, lpsctl, "keys", "generate", "--out-private", priv, "--out-public", pub).CombinedOutput(); err != nil {
-		t.Fatalf("lpsctl keys generate: %v\n%s", err, out)
+	// As root, run as a service user of its own (the unit's User=), owning
+	// what systemd and the README give it.
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 {
+		cred = &syscall.Credential{Uid: serviceUID, Gid: serviceUID}
+		for _, p := range []string{filepath.Dir(l.bin), filepath.Dir(dir), dir} {
+			if err := os.Chmod(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range append(files, trace) {
+			if _, err := os.Stat(f); os.IsNotExist(err) {
+				os.WriteFile(f, nil, 0o600)
+			}
+			if err := os.Chown(f, serviceUID, serviceUID); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
-	srv, err := harness.StartLPSD(ctx, harness.Binaries{LPSD: wrapper, LPSCtl: lpsctl}, dir, harness.LPSDOptions{
-		Extra: []string{"--release-keys", pub},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(srv.Kill)
+	p := startProc(t, append([]string{wrapper}, args...), cred, addrFile)
 	// strace's child is lpsd: signal it, not strace.
-	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", srv.Pid(), srv.Pid()))
+	children, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", p.cmd.Process.Pid, p.cmd.Process.Pid))
 	pid, err2 := strconv.Atoi(strings.TrimSpace(string(children)))
 	if err != nil || err2 != nil {
-		t.Fatalf("lpsd's pid under strace %d: %v %v (%q)", srv.Pid(), err, err2, children)
+		t.Fatalf("lpsd's pid under strace %d: %v %v (%q)", p.cmd.Process.Pid, err, err2, children)
 	}
+	p.poll(t, "/readyz answers 200", func() bool { return p.get("/readyz") == http.StatusOK })
 
 	agent := filepath.Join(dir, "agent")
 	if err := os.WriteFile(agent, []byte("a hotfix agent"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	const version = "202604.01.1"
-	envelope, err := srv.SignRelease(ctx, dir, harness.Release{Version: version, Binary: agent, URL: "https://cdn.example/agent", KeyFile: priv})
-	if err != nil {
+	envelope := filepath.Join(dir, "release.json")
+	ctl(nil, "release", "sign", "--key", releaseKey, "--base", "202604.01", "--version", version,
+		"--artifact", fmt.Sprintf("%s/%s=%s,https://cdn.example/agent", runtime.GOOS, runtime.GOARCH, agent),
+		"--valid-for", "24h", "--out", envelope)
+	env := []string{"LPSCTL_SERVER=" + p.addrs.Admin, "LPSCTL_CA=" + tlsFiles.CAFile, "LPSCTL_TOKEN_FILE=" + tokenFile}
+	ctl(env, "release", "publish", "--envelope", envelope, "--reason", "syscall test")
+	ctl(env, "rollout", "set", version, "--percent", "5", "--reason", "syscall test")
+	ctl(env, "status")
+	for _, path := range []string{"/metrics", "/healthz"} {
+		if code := p.get(path); code != http.StatusOK {
+			p.fatalf(t, "GET %s: %d, want 200", path, code)
+		}
+	}
+	if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	for _, args := range [][]string{
-		{"release", "publish", "--envelope", envelope, "--reason", "syscall test"},
-		{"rollout", "set", version, "--percent", "5", "--reason", "syscall test"},
-		{"status"},
-	} {
-		if _, err := srv.Ctl(ctx, args...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	for _, p := range []string{"/metrics", "/readyz", "/healthz"} {
-		resp, err := client.Get("http://" + srv.HTTPAddr + p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %s", p, resp.Status)
-		}
-	}
-	for _, sig := range []struct {
-		sig  syscall.Signal
-		done func() bool
-	}{
-		{syscall.SIGHUP, func() bool { return strings.Contains(srv.Log(), `"msg":"SIGHUP reload"`) }},
-		{syscall.SIGTERM, srv.Exited},
-	} {
-		if err := syscall.Kill(pid, sig.sig); err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 20*time.Second, sig.sig.String(), sig.done)
-	}
+	p.poll(t, "SIGHUP reload logged", func() bool { return strings.Contains(mustRead(t, p.log), `"msg":"SIGHUP reload"`) })
+	p.stop(t, pid)
 
 	used, socketFamilies, opened := tracedCalls(t, mustRead(t, trace))
 	var bad []string
