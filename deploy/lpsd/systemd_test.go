@@ -549,15 +549,3 @@ func tracedCalls(t *testing.T, out string) (calls, families, opened map[string]b
 	}
 	return calls, families, opened
 }
-
-// waitFor polls done until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, done func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !done() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: not done within %v", what, timeout)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
