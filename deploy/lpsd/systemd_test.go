@@ -308,11 +308,12 @@ func TestParseUnit(t *testing.T) {
 	}
 }
 
-// TestIntegrationSyscallFilter runs the built lpsd under strace through
-// start, an admin publish and rollout, /metrics, SIGHUP and SIGTERM, and
-// fails on any system call the unit's SystemCallFilter= lines deny or any
-// socket family RestrictAddressFamilies= does not allow: verify checks
-// neither, and lpsd would meet EPERM only when running under systemd.
+// TestIntegrationSyscallFilter runs the built lpsd on the unit's ExecStart
+// arguments under strace through start, an admin publish and rollout,
+// /metrics, SIGHUP and SIGTERM, and fails on any system call the unit's
+// SystemCallFilter= lines deny, any socket family RestrictAddressFamilies=
+// refuses, and any /proc file a ProcSubset=pid would hide: verify checks
+// none of these, and lpsd would meet them only when running under systemd.
 func TestIntegrationSyscallFilter(t *testing.T) {
 	l := builtLPSD(t)
 	tool := func(name string) string {
