@@ -41,6 +41,11 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureRefresh(t, 50*time.Millisecond)
+}
+
+func newFixtureRefresh(t *testing.T, refresh time.Duration) *fixture {
+	t.Helper()
 	f := &fixture{st: memstore.New()}
 	t.Cleanup(func() { f.st.Close() })
 	tokens, err := admin.ParseTokens([]byte("ops:" + opsToken + "\nviewer:reader:" + readerToken + "\n"))
@@ -49,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.snaps = lps.NewSnapshotter(f.st, nil, nil)
 	f.api = admin.New(admin.Config{Store: f.st, Snapshots: f.snaps, Region: "eastus"})
-	f.dash = New(Config{Admin: f.api, Auth: admin.NewAuth(tokens, nil), Refresh: 50 * time.Millisecond})
+	f.dash = New(Config{Admin: f.api, Auth: admin.NewAuth(tokens, nil), Refresh: refresh})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.dash.Run(ctx); close(done) }()

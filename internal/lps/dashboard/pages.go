@@ -46,7 +46,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"canAct":   func(role admin.Role) bool { return admin.Allowed(role, adminv1.AdminService_Transition_FullMethodName) },
 	"bytes":    func(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) },
 	"evidence": evidenceText,
-	"list":     func(s ...string) []string { return s },
+	"actions":  actionsFor,
+	"ms":       func(d time.Duration) int64 { return d.Milliseconds() },
 	"stateClass": func(s string) string {
 		return "state-" + s
 	},
@@ -80,7 +81,7 @@ type page struct {
 	Active  string
 	S       *session
 	V       *view
-	Refresh int // seconds between live refreshes; 0: none
+	Refresh time.Duration // between live refreshes
 	Flash   string
 	Error   string
 	Data    any
@@ -110,7 +111,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 			p.V = &view{Err: "no data yet: the first refresh has not finished"}
 		}
 	}
-	p.Refresh = int(d.cfg.Refresh / time.Second)
+	p.Refresh = d.cfg.Refresh
 	tmpl := name
 	if r.Header.Get(partialHeader) != "" {
 		tmpl = name + "-main"
@@ -265,6 +266,26 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, se *session) {
 	http.Redirect(w, r, "/releases/"+url.PathEscape(version)+"?done="+url.QueryEscape(action), http.StatusSeeOther)
 }
 
+// actionsFor lists the actions the release page offers r: those its
+// state allows (the admin API decides; this only spares a dead end).
+func actionsFor(r *adminv1.Release) []string {
+	if r.GetRevoked() {
+		return nil
+	}
+	var out []string
+	switch rollout.State(r.GetRollout().GetState()) {
+	case rollout.Rolling:
+		out = []string{"pause", "halt"}
+	case rollout.Paused:
+		out = []string{"resume", "halt"}
+	case rollout.Halted:
+		out = []string{"resume"}
+	case rollout.Draft, rollout.Complete:
+		out = []string{"halt"}
+	}
+	return append(out, "revoke")
+}
+
 func httpStatus(c codes.Code) int {
 	switch c {
 	case codes.InvalidArgument:
@@ -290,8 +311,8 @@ type auditRow struct {
 
 func auditRows(entries []*adminv1.AuditEntry) []auditRow {
 	out := make([]auditRow, 0, len(entries))
-	for i := len(entries) - 1; i >= 0; i-- { // newest first
-		e := entries[i]
+	for _, e := range entries { // oldest first, as the log pages
+
 		out = append(out, auditRow{E: e, Change: rollout.DescribeChange(e.GetBeforeJson(), e.GetAfterJson()), Why: evidenceText(e)})
 	}
 	return out

@@ -1,12 +1,15 @@
-// Live refresh: every data-live seconds, fetch this page's main content and
-// put it in place, unless the operator is typing in a form. Without
+// Live refresh: every data-live milliseconds, fetch this page's main content and
+// put it in place, unless the operator is using a form. Without
 // JavaScript the page is the same, and its Reload link refreshes it.
 (function () {
   "use strict";
   var main = document.getElementById("main");
   var every = main && parseInt(main.getAttribute("data-live"), 10);
   if (!every) { return; }
+  // Never swap the page under an operator at work: typing, or pointing at
+  // a form.
   function busy() {
+    if (main.querySelector("form:hover")) { return true; }
     var a = document.activeElement;
     if (a && a.form && main.contains(a)) { return true; }
     var inputs = main.querySelectorAll("input[name=reason]");
@@ -19,5 +22,5 @@
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (html) { if (html !== null) { main.innerHTML = html; } })
       .catch(function () {});
-  }, every * 1000);
+  }, Math.max(every, 50));
 })();
