@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -134,7 +133,7 @@ func printAudit(e *env, entries []*adminv1.AuditEntry) error {
 			reason = quote.Text(a.GetReason())
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetSeq(), formatTime(a.GetTime().AsTime()), quote.Text(a.GetActor()), quote.Text(a.GetAction()), quote.Text(a.GetTarget()),
-			reason, describeChange(a.GetBeforeJson(), a.GetAfterJson())+why(a.GetEvidenceJson()))
+			reason, quote.Text(rollout.DescribeChange(a.GetBeforeJson(), a.GetAfterJson()))+why(a.GetEvidenceJson()))
 	}
 	return tw.Flush()
 }
@@ -154,41 +153,6 @@ func rawOrNull(s string) json.RawMessage {
 		return json.RawMessage("null")
 	}
 	return json.RawMessage(s)
-}
-
-// describeChange summarises what an audit entry changed in a release's rollout.
-func describeChange(beforeJSON, afterJSON string) string {
-	var before, after rollout.Release
-	if json.Unmarshal([]byte(afterJSON), &after) != nil {
-		return "?"
-	}
-	if beforeJSON == "" {
-		return fmt.Sprintf("published as %s", quote.Text(string(after.Rollout.State)))
-	}
-	if json.Unmarshal([]byte(beforeJSON), &before) != nil {
-		return "?"
-	}
-	var parts []string
-	b, a := before.Rollout, after.Rollout
-	if b.State != a.State {
-		parts = append(parts, fmt.Sprintf("state %s→%s", quote.Text(string(b.State)), quote.Text(string(a.State))))
-	}
-	if b.Percent != a.Percent {
-		parts = append(parts, fmt.Sprintf("percent %d→%d", b.Percent, a.Percent))
-	}
-	if !slices.Equal(b.Subscriptions, a.Subscriptions) {
-		parts = append(parts, fmt.Sprintf("subscriptions %s→%s", scope(b.Subscriptions), scope(a.Subscriptions)))
-	}
-	if !slices.Equal(b.Regions, a.Regions) {
-		parts = append(parts, fmt.Sprintf("regions %s→%s", scope(b.Regions), scope(a.Regions)))
-	}
-	if before.Revoked != after.Revoked {
-		parts = append(parts, fmt.Sprintf("revoked %s→%s", yesNo(before.Revoked), yesNo(after.Revoked)))
-	}
-	if len(parts) == 0 {
-		return "no rollout change"
-	}
-	return strings.Join(parts, ", ")
 }
 
 // sinceValue is --since: an RFC 3339 time, or a duration before now.

@@ -35,7 +35,13 @@ Listeners:
 	                       h2 for clients offering [aks-live-patching, h2] and
 	                       presents --tls-cert whatever SNI the node sends
 	--admin-listen ADDR    admin API, TLS 1.3, authenticated (default
-	                       127.0.0.1:8444)
+	                       127.0.0.1:8444), and the operator dashboard at
+	                       https://ADDR/ (gRPC is routed by content type)
+	--dashboard=false      no dashboard (the admin API only)
+	--dashboard-refresh D  how often the dashboard rebuilds its view from
+	                       the admin API (default 5s; at least ten times as
+	                       long as a rebuild takes, so it stays under a tenth
+	                       of a core on a big fleet)
 	--http-listen ADDR     /metrics (Prometheus), /healthz, /readyz (default
 	                       127.0.0.1:9090)
 	--addr-file FILE       write {"grpc","admin","http"} bound addresses as JSON

@@ -23,7 +23,6 @@ import (
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
 	"nodehotfix/internal/atomicfile"
@@ -34,12 +33,15 @@ import (
 	"nodehotfix/internal/imds/azureroots"
 	"nodehotfix/internal/lps"
 	"nodehotfix/internal/lps/admin"
+	"nodehotfix/internal/lps/dashboard"
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
 )
 
 type options struct {
 	listen, adminListen, httpListen string
+	dashboard                       bool
+	dashboardRefresh                time.Duration
 	addrFile                        string
 	tlsCert, tlsKey, serverName     string
 	adminCert, adminKey             string
@@ -89,6 +91,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o.etcd.register(fs)
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
+	fs.DurationVar(&o.dashboardRefresh, "dashboard-refresh", dashboard.DefaultRefresh, "how often the dashboard rebuilds its view (at least ten times as long as a rebuild takes)")
 	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 2 s for a slot are closed (0: the default, 128 per CPU)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -215,14 +219,29 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	)
 	metrics.Register(adminMetrics)
 	adminSrv := grpc.NewServer(
-		grpc.Creds(credentials.NewTLS(admin.TLSConfig(adminCerts, clientCAs, len(tokens) > 0))),
 		grpc.ChainUnaryInterceptor(recoverUnary(log), adminMetrics.UnaryServerInterceptor(), auth.Unary),
 		grpc.ChainStreamInterceptor(adminMetrics.StreamServerInterceptor(), auth.Stream),
-		grpc.ConnectionTimeout(5*time.Second),
 	)
-	adminv1.RegisterAdminServiceServer(adminSrv, admin.New(admin.Config{
+	adminAPI := admin.New(admin.Config{
 		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Region: o.region, ReleaseKeys: keys, Log: log,
-	}))
+	})
+	adminv1.RegisterAdminServiceServer(adminSrv, adminAPI)
+	var dash *dashboard.Dashboard
+	if o.dashboard {
+		dash = dashboard.New(dashboard.Config{Admin: adminAPI, Auth: auth, Refresh: o.dashboardRefresh, Log: log.With("component", "dashboard")})
+	}
+	// The admin listener serves the gRPC admin API and the dashboard, one
+	// TLS configuration and one set of callers for both.
+	adminTLS := admin.TLSConfig(adminCerts, clientCAs, len(tokens) > 0)
+	adminTLS.NextProtos = []string{"h2", "http/1.1"}
+	adminHTTP := &http.Server{
+		Handler:   adminHandler(adminSrv, dash),
+		TLSConfig: adminTLS,
+		// Bounds the TLS handshake and the headers too.
+		ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout:       time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	adminMetrics.InitializeMetrics(adminSrv)
 
 	nodeLn, err := net.Listen("tcp", o.listen)
@@ -281,7 +300,15 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		goRun("autopilot", func() error { return ap.Run(ctx) })
 	}
 	goRun("node listener", func() error { return node.Serve(ctx, nodeLn) })
-	goRun("admin listener", func() error { return adminSrv.Serve(adminLn) })
+	goRun("admin listener", func() error {
+		if err := adminHTTP.ServeTLS(adminLn, "", ""); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	if dash != nil {
+		goRun("dashboard", func() error { return dash.Run(ctx) })
+	}
 	goRun("http listener", func() error {
 		if err := httpSrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -302,13 +329,12 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	case runErr = <-errc:
 	}
 	cancel()
-	stopped := make(chan struct{})
-	go func() { adminSrv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(10 * time.Second):
-		adminSrv.Stop()
+	// Admin calls in flight get 10 s to finish; the metrics listener 5 s.
+	adminCtx, adminDone := context.WithTimeout(context.Background(), 10*time.Second)
+	if adminHTTP.Shutdown(adminCtx) != nil {
+		adminHTTP.Close()
 	}
+	adminDone()
 	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
 	httpSrv.Shutdown(shutdownCtx)
 	done()
@@ -465,4 +491,20 @@ func splitList(s string) []string {
 func storeKind(spec string) string {
 	kind, _, _ := strings.Cut(spec, ":")
 	return kind
+}
+
+// adminHandler routes the admin listener's requests: gRPC to the admin
+// API, anything else to the dashboard (or 404 without one).
+func adminHandler(api *grpc.Server, dash http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 && strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			api.ServeHTTP(w, r)
+			return
+		}
+		if dash == nil {
+			http.Error(w, "the dashboard is off (lpsd --dashboard=false); use lpsctl", http.StatusNotFound)
+			return
+		}
+		dash.ServeHTTP(w, r)
+	})
 }

@@ -690,3 +690,43 @@ func Compare(a, b Release) int {
 	}
 	return cmp.Or(strings.Compare(va.Base(), vb.Base()), cmp.Compare(va.Patch(), vb.Patch()))
 }
+
+// DescribeChange summarises, for people, what an audit entry's change did
+// to a release's rollout: its before and after records as the audit log
+// holds them (JSON; before empty for a publish). lpsctl's audit table and
+// the dashboard both print it. Strings from the records are printed as they
+// are: callers quote them for their medium.
+func DescribeChange(beforeJSON, afterJSON string) string {
+	var before, after Release
+	if json.Unmarshal([]byte(afterJSON), &after) != nil {
+		return "?"
+	}
+	if beforeJSON == "" {
+		return fmt.Sprintf("published as %s", after.Rollout.State)
+	}
+	if json.Unmarshal([]byte(beforeJSON), &before) != nil {
+		return "?"
+	}
+	var parts []string
+	b, a := before.Rollout, after.Rollout
+	if b.State != a.State {
+		parts = append(parts, fmt.Sprintf("state %s→%s", b.State, a.State))
+	}
+	if b.Percent != a.Percent {
+		parts = append(parts, fmt.Sprintf("percent %d→%d", b.Percent, a.Percent))
+	}
+	if !slices.Equal(b.Subscriptions, a.Subscriptions) {
+		parts = append(parts, fmt.Sprintf("subscriptions %s→%s", scopeText(b.Subscriptions), scopeText(a.Subscriptions)))
+	}
+	if !slices.Equal(b.Regions, a.Regions) {
+		parts = append(parts, fmt.Sprintf("regions %s→%s", scopeText(b.Regions), scopeText(a.Regions)))
+	}
+	if before.Revoked != after.Revoked {
+		yes := map[bool]string{false: "no", true: "yes"}
+		parts = append(parts, fmt.Sprintf("revoked %s→%s", yes[before.Revoked], yes[after.Revoked]))
+	}
+	if len(parts) == 0 {
+		return "no rollout change"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -39,7 +39,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	keep := fs.Bool("keep", false, "keep the work directory (logs, node roots) after the demo")
+	keep := fs.Bool("keep", false, "keep lpsd and its dashboard running until interrupted, and the work directory (logs, node roots) after")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -50,6 +50,10 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	}
 	d := &demo{out: out, work: work, start: time.Now()}
 	err = d.run(ctx)
+	if err == nil && *keep {
+		fmt.Fprintf(out, "\n==> lpsd keeps running: the dashboard is %s\n    sign in with the admin token %s (certificate: the demo's own CA, %s)\n    press Ctrl-C to stop\n", d.dashboard, d.token, d.ca)
+		<-ctx.Done()
+	}
 	d.cleanup()
 	if *keep || err != nil {
 		fmt.Fprintf(out, "\nwork directory kept: %s\n", work)
@@ -69,6 +73,9 @@ type demo struct {
 	work  string
 	start time.Time
 	stops []func()
+	// The dashboard's address, the admin token and the CA that signed its
+	// certificate.
+	dashboard, token, ca string
 }
 
 func (d *demo) cleanup() {
@@ -131,7 +138,11 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.stops = append(d.stops, artifacts.Close)
-	fmt.Fprintf(d.out, "    imds-emulator %s, lpsd node %s admin %s, artifacts %s\n", imds.URL, lpsd.GRPCAddr, lpsd.AdminAddr, artifacts.URL)
+	d.dashboard, d.ca = "https://"+lpsd.AdminAddr+"/", lpsd.TLS.CAFile
+	if tok, err := os.ReadFile(lpsd.TokenFile); err == nil {
+		_, d.token, _ = strings.Cut(strings.TrimSpace(string(tok)), ":")
+	}
+	fmt.Fprintf(d.out, "    imds-emulator %s, lpsd node %s admin %s (dashboard %s), artifacts %s\n", imds.URL, lpsd.GRPCAddr, lpsd.AdminAddr, d.dashboard, artifacts.URL)
 	done()
 
 	// The demo's nodes share one vmId, so its canary is the first

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
@@ -38,6 +39,13 @@ const (
 	RoleOperator Role = "operator"
 	RoleReader   Role = "reader"
 )
+
+// Allowed reports whether role may call the admin method (a gRPC full
+// method name, such as adminv1.AdminService_Transition_FullMethodName).
+// The Auth interceptor and the dashboard both decide by it.
+func Allowed(role Role, method string) bool {
+	return role == RoleOperator || readOnly[method]
+}
 
 // readOnly lists the admin methods a reader may call.
 var readOnly = map[string]bool{
@@ -205,25 +213,35 @@ func (a *Auth) Authenticate(ctx context.Context) (string, Role, error) {
 	if !ok {
 		return "", "", status.Error(codes.Unauthenticated, "the admin API requires TLS")
 	}
+	return a.Identify(&ti.State, metadata.ValueFromIncomingContext(ctx, "authorization"))
+}
+
+// Identify returns the actor and role of a caller on a TLS connection in
+// state that sent the authorization values (none, or one "Bearer <token>"),
+// or an Unauthenticated status error. Authenticate uses it for gRPC calls;
+// the dashboard for its requests and logins.
+func (a *Auth) Identify(state *tls.ConnectionState, authorization []string) (string, Role, error) {
+	if state == nil {
+		return "", "", status.Error(codes.Unauthenticated, "the admin API requires TLS")
+	}
 	// Only chains the handshake verified against the client CA count; a
 	// certificate merely presented proves nothing.
-	if len(ti.State.VerifiedChains) > 0 && len(ti.State.PeerCertificates) > 0 {
-		c := ti.State.PeerCertificates[0]
+	if len(state.VerifiedChains) > 0 && len(state.PeerCertificates) > 0 {
+		c := state.PeerCertificates[0]
 		role := RoleOperator
 		if slices.Contains(c.Subject.OrganizationalUnit, string(RoleReader)) {
 			role = RoleReader
 		}
 		return certActor(c), role, nil
 	}
-	vals := metadata.ValueFromIncomingContext(ctx, "authorization")
-	switch len(vals) {
+	switch len(authorization) {
 	case 0:
 		return "", "", status.Error(codes.Unauthenticated, "no credentials: send a bearer token or a client certificate")
 	case 1:
 	default:
 		return "", "", status.Error(codes.Unauthenticated, "more than one authorization value")
 	}
-	scheme, token, ok := strings.Cut(vals[0], " ")
+	scheme, token, ok := strings.Cut(authorization[0], " ")
 	if !ok || !strings.EqualFold(scheme, "bearer") {
 		return "", "", status.Error(codes.Unauthenticated, `authorization: want "Bearer <token>"`)
 	}
@@ -272,7 +290,7 @@ func (a *Auth) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 	if err != nil {
 		return nil, err
 	}
-	return handler(withActor(ctx, actor), req)
+	return handler(WithActor(ctx, actor), req)
 }
 
 // Stream is the grpc.StreamServerInterceptor counterpart of Unary.
@@ -281,12 +299,12 @@ func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 	if err != nil {
 		return err
 	}
-	return handler(srv, &actorStream{ServerStream: ss, ctx: withActor(ss.Context(), actor)})
+	return handler(srv, &actorStream{ServerStream: ss, ctx: WithActor(ss.Context(), actor)})
 }
 
 func (a *Auth) authenticate(ctx context.Context, method string) (string, error) {
 	actor, role, err := a.Authenticate(ctx)
-	if err == nil && role == RoleReader && !readOnly[method] {
+	if err == nil && !Allowed(role, method) {
 		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain and ListAudit only; changes need an operator token or certificate", actor)
 	}
 	if err != nil {
@@ -308,7 +326,9 @@ func (s *actorStream) Context() context.Context { return s.ctx }
 
 type actorKey struct{}
 
-func withActor(ctx context.Context, actor string) context.Context {
+// WithActor returns ctx carrying an authenticated actor, for a caller that
+// authenticated it itself (the Auth interceptor, the dashboard).
+func WithActor(ctx context.Context, actor string) context.Context {
 	return context.WithValue(ctx, actorKey{}, actor)
 }
 

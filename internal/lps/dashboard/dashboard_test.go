@@ -1,0 +1,411 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/lps"
+	"nodehotfix/internal/lps/admin"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
+)
+
+const (
+	opsToken    = "0123456789abcdef0123456789abcdef"
+	readerToken = "fedcba9876543210fedcba9876543210"
+	version     = "202604.01.3"
+)
+
+// fixture is a dashboard over a real admin API and store, on a real TLS
+// socket.
+type fixture struct {
+	st    *memstore.Store
+	api   *admin.Server
+	dash  *Dashboard
+	srv   *httptest.Server
+	snaps *lps.Snapshotter
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newFixtureRefresh(t, 50*time.Millisecond)
+}
+
+func newFixtureRefresh(t *testing.T, refresh time.Duration) *fixture {
+	t.Helper()
+	f := &fixture{st: memstore.New()}
+	t.Cleanup(func() { f.st.Close() })
+	tokens, err := admin.ParseTokens([]byte("ops:" + opsToken + "\nviewer:reader:" + readerToken + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.snaps = lps.NewSnapshotter(f.st, nil, nil)
+	f.api = admin.New(admin.Config{Store: f.st, Snapshots: f.snaps, Region: "eastus"})
+	f.dash = New(Config{Admin: f.api, Auth: admin.NewAuth(tokens, nil), Refresh: refresh})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.dash.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	f.srv = httptest.NewUnstartedServer(f.dash)
+	f.srv.EnableHTTP2 = true
+	f.srv.StartTLS()
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// opsCtx is an operator's context for calling the admin API directly.
+func opsCtx(t *testing.T) context.Context { return admin.WithActor(t.Context(), "token:test") }
+
+// publish publishes version and completes its rollout, so every node is
+// served it and its reports count.
+func (f *fixture) publish(t *testing.T, version string) {
+	t.Helper()
+	_, priv, err := release.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := hotfix.MustParseVersion(version)
+	env, err := release.Sign(release.Release{
+		Base: v.Base(), Version: version, NotAfter: time.Now().Add(72 * time.Hour),
+		Artifacts: map[string]release.Artifact{"linux/amd64": {URL: "https://blob.example.com/" + version, SHA256: strings.Repeat("ab", 32), Size: 1234}},
+	}, priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.api.PublishRelease(opsCtx(t), &adminv1.PublishReleaseRequest{EnvelopeJson: string(env)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.api.Transition(opsCtx(t), &adminv1.TransitionRequest{Version: version, Action: adminv1.Action_ACTION_COMPLETE}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// report stores n outcome reports for version (failed ones when failed).
+func (f *fixture) report(t *testing.T, version string, from, n int, failed bool) {
+	t.Helper()
+	var rs []store.Report
+	for i := from; i < from+n; i++ {
+		r := store.Report{VMID: fmt.Sprintf("vm-%d", i), Boot: "b", SubscriptionID: "3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f", Base: version[:9], BakedVersion: version[:9] + ".0",
+			Agent: "hotfix", AgentVersion: version, HotfixVersion: version, Time: time.Now()}
+		if failed {
+			r.ExitCode = 1
+		}
+		rs = append(rs, r)
+	}
+	if _, err := f.st.PutReports(t.Context(), rs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// browser is an HTTP client with a cookie jar, as a browser would be.
+func (f *fixture) browser(t *testing.T) *http.Client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	c := *f.srv.Client() // its own jar: srv.Client is shared
+	c.Jar = jar
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &c
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func post(t *testing.T, c *http.Client, u string, form url.Values, origin string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if origin != "" {
+		req.Header.Set("Origin", origin)
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func (f *fixture) signIn(t *testing.T, token string) *http.Client {
+	t.Helper()
+	c := f.browser(t)
+	code, _ := post(t, c, f.srv.URL+"/login", url.Values{"token": {token}, "next": {"/"}}, f.srv.URL)
+	if code != http.StatusSeeOther {
+		t.Fatalf("sign in: %d", code)
+	}
+	return c
+}
+
+var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, html string) string {
+	t.Helper()
+	m := csrfField.FindStringSubmatch(html)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page:\n%.500s", html)
+	}
+	return m[1]
+}
+
+// waitFor polls get(u) until the body contains want.
+func waitFor(t *testing.T, c *http.Client, u, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, body := get(t, c, u)
+		if strings.Contains(body, want) {
+			return body
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never showed %q:\n%s", u, want, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestSignIn(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.browser(t)
+	resp, err := c.Get(f.srv.URL + "/releases/" + version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/login?next=%2Freleases%2F"+version {
+		t.Errorf("signed out: %d to %q, want the sign-in page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if code, body := post(t, c, f.srv.URL+"/login", url.Values{"token": {"not-a-token-of-this-lpsd"}}, ""); code != http.StatusUnauthorized || !strings.Contains(body, "not an admin token") {
+		t.Errorf("wrong token: %d", code)
+	}
+	for _, next := range []string{"//evil.example/", "https://evil.example/", "/\\evil"} {
+		c := f.browser(t)
+		req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/login", strings.NewReader(url.Values{"token": {opsToken}, "next": {next}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if loc := resp.Header.Get("Location"); loc != "/" {
+			t.Errorf("next %q redirected to %q, want /", next, loc)
+		}
+		var cookie *http.Cookie
+		for _, ck := range resp.Cookies() {
+			if ck.Name == sessionCookie {
+				cookie = ck
+			}
+		}
+		if cookie == nil || !cookie.Secure || !cookie.HttpOnly || cookie.SameSite != http.SameSiteStrictMode {
+			t.Errorf("session cookie %+v: want Secure, HttpOnly, SameSite=Strict", cookie)
+		}
+	}
+	ops := f.signIn(t, opsToken)
+	if code, body := get(t, ops, f.srv.URL+"/"); code != http.StatusOK || !strings.Contains(body, "token:ops (operator)") {
+		t.Errorf("signed in: %d\n%.400s", code, body)
+	}
+	// Sign out needs the form's token too.
+	_, page := get(t, ops, f.srv.URL+"/")
+	if code, _ := post(t, ops, f.srv.URL+"/logout", url.Values{"csrf": {csrfOf(t, page)}}, f.srv.URL); code != http.StatusSeeOther {
+		t.Errorf("sign out: %d", code)
+	}
+	if code, _ := get(t, ops, f.srv.URL+"/"); code != http.StatusSeeOther {
+		t.Errorf("after sign out: %d, want the sign-in page", code)
+	}
+}
+
+func TestReleasesShowTheFleet(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	f.report(t, version, 0, 40, false)
+	f.report(t, version, 40, 2, true)
+	c := f.signIn(t, readerToken)
+	body := waitFor(t, c, f.srv.URL+"/", `<td class="num">42</td><td class="num">40</td><td class="num">2</td>`)
+	for _, want := range []string{version, `state-complete`, "4.8%", "Served document size per base", "202604.01"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("releases page lacks %q", want)
+		}
+	}
+	// The live refresh asks for the main content only.
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/", nil)
+	req.Header.Set(partialHeader, "1")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(b), "<html") || !strings.Contains(string(b), version) {
+		t.Errorf("partial page:\n%.300s", b)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		t.Errorf("CSP %q", csp)
+	}
+	// The chart draws once history has two points with reports.
+	f.report(t, version, 42, 10, false)
+	body = waitFor(t, c, f.srv.URL+"/releases/"+version, `reported 52`)
+	if !strings.Contains(body, `<polyline class="line s-failed"`) || !strings.Contains(body, "<svg") {
+		t.Errorf("release page has no chart:\n%s", body)
+	}
+}
+
+func TestActions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	ops := f.signIn(t, opsToken)
+	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, "halt "+version)
+	csrf := csrfOf(t, page)
+	act := f.srv.URL + "/releases/" + version + "/halt"
+
+	// Forged: no token, a wrong one, or another origin. Nothing changes.
+	for name, tc := range map[string]struct {
+		form   url.Values
+		origin string
+	}{
+		"no-token":     {url.Values{"reason": {"x"}, "confirm": {"yes"}}, f.srv.URL},
+		"wrong-token":  {url.Values{"csrf": {csrf + "x"}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL},
+		"other-origin": {url.Values{"csrf": {csrf}, "reason": {"x"}, "confirm": {"yes"}}, "https://evil.example"},
+	} {
+		if code, body := post(t, ops, act, tc.form, tc.origin); code != http.StatusForbidden || !strings.Contains(body, "did not come from this dashboard") {
+			t.Errorf("%s: %d", name, code)
+		}
+	}
+	if code, _ := post(t, ops, act, url.Values{"csrf": {csrf}, "reason": {"x"}}, f.srv.URL); code != http.StatusBadRequest {
+		t.Errorf("no confirmation: %d", code)
+	}
+	if code, _ := post(t, ops, act, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusBadRequest {
+		t.Errorf("no reason: %d", code)
+	}
+	// A reader sees no actions, and is refused one.
+	reader := f.signIn(t, readerToken)
+	rpage := waitFor(t, reader, f.srv.URL+"/releases/"+version, version)
+	if strings.Contains(rpage, `action="/releases/`) || !strings.Contains(rpage, "has the reader role") {
+		t.Errorf("a reader is offered actions")
+	}
+	if code, body := post(t, reader, act, url.Values{"csrf": {csrfOf(t, rpage)}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusForbidden || !strings.Contains(body, "reader role") {
+		t.Errorf("reader halt: %d", code)
+	}
+	entries, err := f.st.Audit(t.Context(), 0, 100)
+	if err != nil || len(entries) != 2 {
+		t.Fatalf("refused actions changed something: %d audit entries, %v", len(entries), err)
+	}
+
+	// The operator's halt goes through the admin API, with the reason.
+	code, body := post(t, ops, act, url.Values{"csrf": {csrf}, "reason": {"failure rate up in eastus"}, "confirm": {"yes"}}, f.srv.URL)
+	if code != http.StatusSeeOther {
+		t.Fatalf("halt: %d\n%s", code, body)
+	}
+	resp, err := f.api.ListAudit(opsCtx(t), &adminv1.ListAuditRequest{Target: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := resp.GetEntries()[len(resp.GetEntries())-1]
+	if last.GetAction() != "halt" || last.GetActor() != "token:ops" || last.GetReason() != "failure rate up in eastus" {
+		t.Errorf("last audit entry %v", last)
+	}
+	page = waitFor(t, ops, f.srv.URL+"/releases/"+version, "state-halted")
+	if !strings.Contains(page, "failure rate up in eastus") {
+		t.Errorf("the release page's audit log lacks the halt's reason")
+	}
+	audit := waitFor(t, ops, f.srv.URL+"/audit?target="+version+"&actor=token:ops&since=1h", "failure rate up in eastus")
+	if !strings.Contains(audit, "state complete→halted") {
+		t.Errorf("audit page lacks the change")
+	}
+	// A refusal by the rollout rules is shown, not hidden.
+	if code, body := post(t, ops, f.srv.URL+"/releases/"+version+"/pause", url.Values{"csrf": {csrf}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusConflict || !strings.Contains(body, "cannot go from halted to paused") {
+		t.Errorf("pause a halted release: %d", code)
+	}
+}
+
+func TestExplainAndAuditFilters(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	if err := f.snaps.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := f.signIn(t, readerToken)
+	_, body := get(t, c, f.srv.URL+"/explain?vm_id=vm-1&subscription=3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f")
+	for _, want := range []string{"SERVED", "not-revoked", "not-expired", "The pointer document"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("explain lacks %q:\n%s", want, body)
+		}
+	}
+	if code, body := get(t, c, f.srv.URL+"/explain?vm_id=vm-1&subscription=nope"); code != http.StatusBadRequest || !strings.Contains(body, "nope") {
+		t.Errorf("explain with a bad subscription: %d", code)
+	}
+	if code, _ := get(t, c, f.srv.URL+"/audit?since=yesterday"); code != http.StatusBadRequest {
+		t.Errorf("audit since=yesterday: %d", code)
+	}
+	if _, body := get(t, c, f.srv.URL+"/audit?actor=cert:nobody"); !strings.Contains(body, "No audit entries") {
+		t.Errorf("audit of nobody")
+	}
+}
+
+// TestEscapes: strings from the store are HTML-escaped.
+func TestEscapes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	ops := f.signIn(t, opsToken)
+	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, "halt "+version)
+	if code, _ := post(t, ops, f.srv.URL+"/releases/"+version+"/halt", url.Values{"csrf": {csrfOf(t, page)}, "reason": {`<script>alert(1)</script>`}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusSeeOther {
+		t.Fatalf("halt: %d", code)
+	}
+	_, body := get(t, ops, f.srv.URL+"/audit")
+	if strings.Contains(body, "<script>alert") || !strings.Contains(body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+		t.Errorf("a reason was not escaped")
+	}
+}
+
+// BenchmarkReleasesPage renders the releases page for 200 releases whose
+// counts add up to a million reported nodes (the issue's target: 100 ms).
+func BenchmarkReleasesPage(b *testing.B) {
+	d := New(Config{Admin: nil, Auth: admin.NewAuth(nil, nil)})
+	st := &adminv1.StatusResponse{Region: "eastus"}
+	for i := range 200 {
+		base := fmt.Sprintf("2026%02d.%02d", i/28+1, i%28+1)
+		st.Releases = append(st.Releases, &adminv1.Release{
+			Version: base + ".1", Base: base, Rollout: &adminv1.Rollout{State: "rolling", Percent: 25, Subscriptions: []string{"3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f"}},
+			Counts: &adminv1.Counts{Reported: 5000, Ok: 4900, Failed: 60, Fallback: 40}, Served: 7000,
+		})
+		st.Control = append(st.Control, &adminv1.ControlCohort{Base: base, Counts: &adminv1.Counts{Reported: 5000, Ok: 4950, Failed: 50}})
+	}
+	now := time.Now()
+	d.view.Store(buildView(st, now))
+	se := d.sessions.start("token:bench", admin.RoleOperator, false, now)
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.TLS = &tls.ConnectionState{}
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: se.ID})
+	b.ReportAllocs()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		d.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			b.Fatal(w.Code)
+		}
+	}
+}

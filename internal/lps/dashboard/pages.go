@@ -1,0 +1,444 @@
+package dashboard
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"nodehotfix/internal/autopilot"
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps/admin"
+	"nodehotfix/internal/rollout"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// partialHeader asks for a page's main content only (live refresh).
+const partialHeader = "X-Dashboard-Partial"
+
+// auditPage is how many audit entries a page shows.
+const auditPage = 100
+
+var pages = template.Must(template.New("").Funcs(template.FuncMap{
+	"time":     fmtTime,
+	"ago":      ago,
+	"scope":    scopeText,
+	"pct":      fmtPct,
+	"change":   rollout.DescribeChange,
+	"chart":    chartSVG,
+	"canAct":   func(role admin.Role) bool { return admin.Allowed(role, adminv1.AdminService_Transition_FullMethodName) },
+	"bytes":    func(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) },
+	"evidence": evidenceText,
+	"actions":  actionsFor,
+	"ms":       func(d time.Duration) int64 { return d.Milliseconds() },
+	"stateClass": func(s string) string {
+		return "state-" + s
+	},
+}).ParseFS(templateFS, "templates/*.html"))
+
+// transitions maps the dashboard's actions to the admin API's.
+var transitions = map[string]adminv1.Action{
+	"pause":  adminv1.Action_ACTION_PAUSE,
+	"resume": adminv1.Action_ACTION_RESUME,
+	"halt":   adminv1.Action_ACTION_HALT,
+}
+
+func (d *Dashboard) routes() {
+	m := http.NewServeMux()
+	static, _ := fs.Sub(staticFS, "static")
+	m.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	m.HandleFunc("GET /login", d.loginPage)
+	m.HandleFunc("POST /login", d.login)
+	m.HandleFunc("POST /logout", d.signedIn(d.logout))
+	m.HandleFunc("GET /{$}", d.signedIn(d.releasesPage))
+	m.HandleFunc("GET /releases/{version}", d.signedIn(d.releasePage))
+	m.HandleFunc("POST /releases/{version}/{action}", d.signedIn(d.act))
+	m.HandleFunc("GET /audit", d.signedIn(d.auditPage))
+	m.HandleFunc("GET /explain", d.signedIn(d.explainPage))
+	d.mux = m
+}
+
+// page is what every template gets.
+type page struct {
+	Title   string
+	Active  string
+	S       *session
+	V       *view
+	Refresh time.Duration // between live refreshes
+	Flash   string
+	Error   string
+	Data    any
+}
+
+// signedIn runs h for a signed-in caller, and sends anyone else to the
+// sign-in page.
+func (d *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		se := d.caller(w, r)
+		if se == nil {
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			d.fail(w, r, nil, http.StatusUnauthorized, "sign in first")
+			return
+		}
+		h(w, r, se)
+	}
+}
+
+func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, name string, p page) {
+	if p.V == nil {
+		p.V = d.view.Load()
+		if p.V == nil {
+			p.V = &view{Err: "no data yet: the first refresh has not finished"}
+		}
+	}
+	p.Refresh = d.cfg.Refresh
+	tmpl := name
+	if r.Header.Get(partialHeader) != "" {
+		tmpl = name + "-main"
+	}
+	var buf bytes.Buffer
+	if err := pages.ExecuteTemplate(&buf, tmpl, p); err != nil {
+		d.cfg.Log.Error("dashboard template", "page", name, "err", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(buf.Bytes()) //nolint:errcheck // the client went away
+}
+
+func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, se *session, code int, msg string) {
+	d.render(w, r, code, "error", page{Title: http.StatusText(code), S: se, Error: msg})
+}
+
+func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
+	if se := d.caller(w, r); se != nil {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	d.render(w, r, http.StatusOK, "login", page{Title: "Sign in", Data: r.URL.Query().Get("next")})
+}
+
+func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	next := r.PostFormValue("next")
+	actor, role, err := d.cfg.Auth.Identify(r.TLS, []string{"Bearer " + token})
+	if err != nil || token == "" {
+		d.cfg.Log.Warn("dashboard sign-in refused", "peer", r.RemoteAddr)
+		d.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "that token is not an admin token of this lpsd", Data: next})
+		return
+	}
+	se := d.sessions.start(actor, role, false, time.Now())
+	setSessionCookie(w, se)
+	d.cfg.Log.Info("dashboard sign-in", "actor", actor, "role", role)
+	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+}
+
+// safeNext keeps a post-sign-in redirect on this dashboard.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/"
+	}
+	return next
+}
+
+func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, se *session) {
+	if err := checkForm(r, se); err != nil {
+		d.fail(w, r, se, http.StatusForbidden, err.Error())
+		return
+	}
+	d.sessions.end(se.ID)
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+func (d *Dashboard) releasesPage(w http.ResponseWriter, r *http.Request, se *session) {
+	d.render(w, r, http.StatusOK, "releases", page{Title: "Releases", Active: "releases", S: se})
+}
+
+// releaseData is the release page's.
+type releaseData struct {
+	R        releaseView
+	Chart    chartData
+	Audit    []auditRow
+	Evidence string // the last automatic halt's or advance's
+}
+
+func (d *Dashboard) releasePage(w http.ResponseWriter, r *http.Request, se *session) {
+	v := d.view.Load()
+	version := r.PathValue("version")
+	var rv releaseView
+	ok := false
+	if v != nil {
+		rv, ok = v.release(version)
+	}
+	if !ok {
+		d.fail(w, r, se, http.StatusNotFound, "no release "+version+" (as of the last refresh)")
+		return
+	}
+	rel, control := d.history.of(version, rv.R.GetBase())
+	data := releaseData{R: rv, Chart: chartData{Release: rel, Control: control}}
+	resp, err := d.cfg.Admin.ListAudit(admin.WithActor(r.Context(), se.Actor), &adminv1.ListAuditRequest{Target: version, Limit: auditPage})
+	if err == nil {
+		data.Audit = auditRows(resp.GetEntries())
+		for i := len(resp.GetEntries()) - 1; i >= 0; i-- {
+			if e := resp.GetEntries()[i]; e.GetEvidenceJson() != "" {
+				data.Evidence = evidenceText(e)
+				break
+			}
+		}
+	}
+	flash := ""
+	if done := r.URL.Query().Get("done"); done != "" {
+		flash = done + ": done"
+	}
+	d.render(w, r, http.StatusOK, "release", page{Title: version, Active: "releases", S: se, Flash: flash, Data: data})
+}
+
+// act runs a pause, resume, halt or revoke from the release page.
+func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, se *session) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := checkForm(r, se); err != nil {
+		d.cfg.Log.Warn("dashboard form refused", "actor", se.Actor, "path", r.URL.Path, "err", err)
+		d.fail(w, r, se, http.StatusForbidden, err.Error())
+		return
+	}
+	version, action := r.PathValue("version"), r.PathValue("action")
+	method := adminv1.AdminService_Transition_FullMethodName
+	if action == "revoke" {
+		method = adminv1.AdminService_Revoke_FullMethodName
+	} else if _, ok := transitions[action]; !ok {
+		d.fail(w, r, se, http.StatusNotFound, "no action "+action)
+		return
+	}
+	if !admin.Allowed(se.Role, method) {
+		d.cfg.Log.Warn("dashboard action refused: reader role", "actor", se.Actor, "action", action, "version", version)
+		d.fail(w, r, se, http.StatusForbidden, se.Actor+" has the reader role: it may look, not "+action+"; changes need an operator token or certificate")
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		d.fail(w, r, se, http.StatusBadRequest, "tick the confirmation to "+action+" "+version)
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if reason == "" {
+		d.fail(w, r, se, http.StatusBadRequest, "say why: the reason goes to the audit log")
+		return
+	}
+	ctx, cancel := context.WithTimeout(admin.WithActor(r.Context(), se.Actor), 30*time.Second)
+	defer cancel()
+	var err error
+	if action == "revoke" {
+		_, err = d.cfg.Admin.Revoke(ctx, &adminv1.RevokeRequest{Version: version, Reason: reason})
+	} else {
+		_, err = d.cfg.Admin.Transition(ctx, &adminv1.TransitionRequest{Version: version, Action: transitions[action], Reason: reason})
+	}
+	if err != nil {
+		st := status.Convert(err)
+		d.fail(w, r, se, httpStatus(st.Code()), fmt.Sprintf("%s %s: %s", action, version, st.Message()))
+		return
+	}
+	d.cfg.Log.Info("dashboard action", "actor", se.Actor, "action", action, "version", version)
+	d.refreshSoon()
+	http.Redirect(w, r, "/releases/"+url.PathEscape(version)+"?done="+url.QueryEscape(action), http.StatusSeeOther)
+}
+
+// actionsFor lists the actions the release page offers r: those its
+// state allows (the admin API decides; this only spares a dead end).
+func actionsFor(r *adminv1.Release) []string {
+	if r.GetRevoked() {
+		return nil
+	}
+	var out []string
+	switch rollout.State(r.GetRollout().GetState()) {
+	case rollout.Rolling:
+		out = []string{"pause", "halt"}
+	case rollout.Paused:
+		out = []string{"resume", "halt"}
+	case rollout.Halted:
+		out = []string{"resume"}
+	case rollout.Draft, rollout.Complete:
+		out = []string{"halt"}
+	}
+	return append(out, "revoke")
+}
+
+func httpStatus(c codes.Code) int {
+	switch c {
+	case codes.InvalidArgument:
+		return http.StatusBadRequest
+	case codes.NotFound:
+		return http.StatusNotFound
+	case codes.FailedPrecondition, codes.Aborted, codes.AlreadyExists:
+		return http.StatusConflict
+	case codes.PermissionDenied:
+		return http.StatusForbidden
+	case codes.Unauthenticated:
+		return http.StatusUnauthorized
+	}
+	return http.StatusBadGateway
+}
+
+// auditRow is one audit entry for a table.
+type auditRow struct {
+	E      *adminv1.AuditEntry
+	Change string
+	Why    string
+}
+
+func auditRows(entries []*adminv1.AuditEntry) []auditRow {
+	out := make([]auditRow, 0, len(entries))
+	for _, e := range entries { // oldest first, as the log pages
+
+		out = append(out, auditRow{E: e, Change: rollout.DescribeChange(e.GetBeforeJson(), e.GetAfterJson()), Why: evidenceText(e)})
+	}
+	return out
+}
+
+// evidenceText is an automatic change's verdict in one line.
+func evidenceText(e *adminv1.AuditEntry) string {
+	var ev autopilot.Evidence
+	if e.GetEvidenceJson() == "" || json.Unmarshal([]byte(e.GetEvidenceJson()), &ev) != nil {
+		return ""
+	}
+	return fmt.Sprintf("%s: %s", ev.Verdict.Verdict, ev.Verdict.Detail)
+}
+
+// auditData is the audit page's.
+type auditData struct {
+	Target, Actor, Since string
+	Rows                 []auditRow
+	More                 bool
+	Next                 int64
+}
+
+func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, se *session) {
+	q := r.URL.Query()
+	data := auditData{Target: q.Get("target"), Actor: q.Get("actor"), Since: q.Get("since")}
+	req := &adminv1.ListAuditRequest{Target: data.Target, Actor: data.Actor, Limit: auditPage}
+	if data.Since != "" {
+		t, err := parseSince(data.Since, time.Now())
+		if err != nil {
+			d.render(w, r, http.StatusBadRequest, "audit", page{Title: "Audit", Active: "audit", S: se, Error: err.Error(), Data: data})
+			return
+		}
+		req.Since = timestamppb.New(t)
+	}
+	if after, err := strconv.ParseInt(q.Get("after"), 10, 64); err == nil && after > 0 {
+		req.AfterSeq = after
+	}
+	resp, err := d.cfg.Admin.ListAudit(admin.WithActor(r.Context(), se.Actor), req)
+	if err != nil {
+		st := status.Convert(err)
+		d.render(w, r, httpStatus(st.Code()), "audit", page{Title: "Audit", Active: "audit", S: se, Error: st.Message(), Data: data})
+		return
+	}
+	data.Rows, data.More, data.Next = auditRows(resp.GetEntries()), resp.GetMore(), resp.GetNextAfterSeq()
+	d.render(w, r, http.StatusOK, "audit", page{Title: "Audit", Active: "audit", S: se, Data: data})
+}
+
+// parseSince reads an RFC 3339 time or a duration ago (2h, 7d).
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n < 100000 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("since %q: want an RFC 3339 time (2026-12-01T00:00:00Z) or a duration ago (2h, 7d)", s)
+}
+
+// explainData is the explain page's.
+type explainData struct {
+	VMID, Subscription, Region string
+	Asked                      bool
+	Decisions                  []*adminv1.Decision
+	Pointer                    string
+}
+
+func (d *Dashboard) explainPage(w http.ResponseWriter, r *http.Request, se *session) {
+	q := r.URL.Query()
+	data := explainData{VMID: strings.TrimSpace(q.Get("vm_id")), Subscription: strings.TrimSpace(q.Get("subscription")), Region: strings.TrimSpace(q.Get("region"))}
+	p := page{Title: "Explain a VM", Active: "explain", S: se, Data: &data}
+	if data.VMID == "" && data.Subscription == "" {
+		d.render(w, r, http.StatusOK, "explain", p)
+		return
+	}
+	data.Asked = true
+	resp, err := d.cfg.Admin.Explain(admin.WithActor(r.Context(), se.Actor), &adminv1.ExplainRequest{VmId: data.VMID, SubscriptionId: data.Subscription, Region: data.Region})
+	if err != nil {
+		st := status.Convert(err)
+		p.Error = st.Message()
+		d.render(w, r, httpStatus(st.Code()), "explain", p)
+		return
+	}
+	data.Decisions = resp.GetDecisions()
+	if pj := resp.GetPointerJson(); pj != "" {
+		var out bytes.Buffer
+		if json.Indent(&out, []byte(pj), "", "  ") == nil {
+			data.Pointer = out.String()
+		}
+	}
+	d.render(w, r, http.StatusOK, "explain", p)
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}
+
+// ago says how long before now t was, roughly.
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := time.Since(t).Round(time.Second)
+	if d < 0 {
+		return "in " + (-d).String()
+	}
+	return d.String() + " ago"
+}
+
+func scopeText(ids []string) string {
+	if len(ids) == 0 {
+		return "all"
+	}
+	return strings.Join(ids, ", ")
+}
+
+func fmtPct(p float64) string {
+	if p < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", p)
+}

@@ -1,0 +1,26 @@
+// Live refresh: every data-live milliseconds, fetch this page's main content and
+// put it in place, unless the operator is using a form. Without
+// JavaScript the page is the same, and its Reload link refreshes it.
+(function () {
+  "use strict";
+  var main = document.getElementById("main");
+  var every = main && parseInt(main.getAttribute("data-live"), 10);
+  if (!every) { return; }
+  // Never swap the page under an operator at work: typing, or pointing at
+  // a form.
+  function busy() {
+    if (main.querySelector("form:hover")) { return true; }
+    var a = document.activeElement;
+    if (a && a.form && main.contains(a)) { return true; }
+    var inputs = main.querySelectorAll("input[name=reason]");
+    for (var i = 0; i < inputs.length; i++) { if (inputs[i].value) { return true; } }
+    return false;
+  }
+  setInterval(function () {
+    if (document.hidden || busy()) { return; }
+    fetch(location.href, { headers: { "X-Dashboard-Partial": "1" }, credentials: "same-origin" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) { if (html !== null) { main.innerHTML = html; } })
+      .catch(function () {});
+  }, Math.max(every, 50));
+})();
