@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"nodehotfix/internal/autopilot"
+	"nodehotfix/internal/duration"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/quote"
 	"nodehotfix/internal/rollout"
@@ -175,7 +176,7 @@ func (v *sinceValue) Set(s string) error {
 		v.t, v.set = t, true
 		return nil
 	}
-	d, err := parseDuration(s)
+	d, err := duration.Parse(s)
 	if err != nil {
 		return fmt.Errorf("want an RFC 3339 time (2026-12-01T00:00:00Z) or a duration ago (2h, 7d)")
 	}

@@ -106,29 +106,6 @@ func TestInterruptedChange(t *testing.T) {
 	}
 }
 
-func TestParseDuration(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]time.Duration{
-		"90s": 90 * time.Second, "30m": 30 * time.Minute, "12h": 12 * time.Hour, "30d": 30 * 24 * time.Hour,
-		"1d12h": 36 * time.Hour, "0d": 0, "1d30m": 24*time.Hour + 30*time.Minute,
-	} {
-		if got, err := parseDuration(in); err != nil || got != want {
-			t.Errorf("parseDuration(%q) = %v, %v; want %v", in, got, err, want)
-		}
-		if got, _ := parseDuration(formatDuration(want)); got != want {
-			t.Errorf("formatDuration(%v) = %q does not read back", want, formatDuration(want))
-		}
-	}
-	for _, bad := range []string{"", "d", "30", "30days", "-1h", "1d-1h", "1.5d", "d12h", "99999d", "1h2d"} {
-		if got, err := parseDuration(bad); err == nil {
-			t.Errorf("parseDuration(%q) = %v, want an error", bad, got)
-		}
-	}
-	if got := formatDuration(36*time.Hour + 30*time.Minute); got != "1d12h30m" {
-		t.Errorf("formatDuration = %q", got)
-	}
-}
-
 // TestHelp: every command has help that exits 0, shows each default once
 // and lists the connection flags apart.
 func TestHelp(t *testing.T) {

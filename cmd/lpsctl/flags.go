@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/yaml"
+
+	"nodehotfix/internal/duration"
 )
 
 // annotationConn marks the connection flags, which usage lists apart.
@@ -103,59 +105,18 @@ func (v durationValue) String() string {
 	if v.d == nil || *v.d == 0 {
 		return "0" // what pflag takes for an unset default
 	}
-	return formatDuration(*v.d)
+	return duration.Format(*v.d)
 }
 
 func (v durationValue) Type() string { return "duration" }
 
 func (v durationValue) Set(s string) error {
-	d, err := parseDuration(s)
+	d, err := duration.Parse(s)
 	if err != nil {
 		return err
 	}
 	*v.d = d
 	return nil
-}
-
-// parseDuration reads a Go duration with an optional leading whole number
-// of days: 30d, 1d12h, 90m.
-func parseDuration(s string) (time.Duration, error) {
-	bad := fmt.Errorf("want a duration such as 90s, 30m, 12h, 30d or 1d12h")
-	var days time.Duration
-	if i := strings.IndexByte(s, 'd'); i >= 0 {
-		n, err := strconv.ParseUint(s[:i], 10, 16)
-		if err != nil {
-			return 0, bad
-		}
-		days, s = time.Duration(n)*24*time.Hour, s[i+1:]
-		if s == "" {
-			return days, nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 || days+d < days {
-		return 0, bad
-	}
-	return days + d, nil
-}
-
-// formatDuration writes d the way parseDuration reads it: 30d, 1d12h,
-// 30m.
-func formatDuration(d time.Duration) string {
-	if d <= 0 || d%time.Second != 0 {
-		return d.String()
-	}
-	var b strings.Builder
-	for _, u := range []struct {
-		unit time.Duration
-		name string
-	}{{24 * time.Hour, "d"}, {time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}} {
-		if n := d / u.unit; n > 0 {
-			fmt.Fprintf(&b, "%d%s", n, u.name)
-			d -= n * u.unit
-		}
-	}
-	return b.String()
 }
 
 // intValue is an integer flag with a range, whose error says the range.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"nodehotfix/internal/duration"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/rollout"
 )
@@ -185,7 +186,7 @@ func parseSteps(s string) (*adminv1.Plan, error) {
 		if err != nil || pct < 0 || pct > 100 || nodes < 0 || nodes > rollout.MaxCanaryNodes {
 			return nil, fmt.Errorf("step %d: size %q: want a percentage (10) or a number of nodes (20n, at most %d)", i+1, f[0], rollout.MaxCanaryNodes)
 		}
-		bake, err := parseDuration(f[1])
+		bake, err := duration.Parse(f[1])
 		if err != nil {
 			return nil, fmt.Errorf("step %d: bake %q: %v", i+1, f[1], err)
 		}

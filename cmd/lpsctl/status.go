@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"nodehotfix/internal/duration"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/quote"
 )
@@ -66,7 +67,7 @@ due, and this lpsd instance's node request counts.`,
 					if term {
 						fmt.Fprint(e.stdout, "\033[H\033[2J")
 					}
-					fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", formatDuration(interval), formatTime(time.Now()))
+					fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", duration.Format(interval), formatTime(time.Now()))
 				}
 				if err := statusOnce(ctx, &c, e); err != nil {
 					if ctx.Err() != nil {

@@ -423,11 +423,11 @@ func (r Release) includes(n Node, expiry bool) (bool, []Rule) {
 		return false, rules
 	}
 	subOK := len(r.Rollout.Subscriptions) == 0 || slices.Contains(r.Rollout.Subscriptions, strings.ToLower(n.SubscriptionID))
-	if !add("subscription-in-scope", subOK, fmt.Sprintf("subscription=%s scope=%v", n.SubscriptionID, scopeText(r.Rollout.Subscriptions))) {
+	if !add("subscription-in-scope", subOK, fmt.Sprintf("subscription=%s scope=%v", n.SubscriptionID, ScopeText(r.Rollout.Subscriptions))) {
 		return false, rules
 	}
 	regionOK := len(r.Rollout.Regions) == 0 || slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region))
-	if !add("region-in-scope", regionOK, fmt.Sprintf("region=%q scope=%v", n.Region, scopeText(r.Rollout.Regions))) {
+	if !add("region-in-scope", regionOK, fmt.Sprintf("region=%q scope=%v", n.Region, ScopeText(r.Rollout.Regions))) {
 		return false, rules
 	}
 	if r.Rollout.State == Complete {
@@ -480,7 +480,8 @@ func (r Release) atCanary() bool {
 	return r.Rollout.Plan != nil && r.Rollout.Plan.Step < len(r.Rollout.Plan.Steps) && r.Rollout.Plan.Current().Canary()
 }
 
-func scopeText(ids []string) string {
+// ScopeText is a scope list for people: its IDs, or "all" when empty.
+func ScopeText(ids []string) string {
 	if len(ids) == 0 {
 		return "all"
 	}
@@ -716,10 +717,10 @@ func DescribeChange(beforeJSON, afterJSON string) string {
 		parts = append(parts, fmt.Sprintf("percent %d→%d", b.Percent, a.Percent))
 	}
 	if !slices.Equal(b.Subscriptions, a.Subscriptions) {
-		parts = append(parts, fmt.Sprintf("subscriptions %s→%s", scopeText(b.Subscriptions), scopeText(a.Subscriptions)))
+		parts = append(parts, fmt.Sprintf("subscriptions %s→%s", ScopeText(b.Subscriptions), ScopeText(a.Subscriptions)))
 	}
 	if !slices.Equal(b.Regions, a.Regions) {
-		parts = append(parts, fmt.Sprintf("regions %s→%s", scopeText(b.Regions), scopeText(a.Regions)))
+		parts = append(parts, fmt.Sprintf("regions %s→%s", ScopeText(b.Regions), ScopeText(a.Regions)))
 	}
 	if before.Revoked != after.Revoked {
 		yes := map[bool]string{false: "no", true: "yes"}

@@ -245,10 +245,28 @@ func (a *Auth) Identify(state *tls.ConnectionState, authorization []string) (str
 	if !ok || !strings.EqualFold(scheme, "bearer") {
 		return "", "", status.Error(codes.Unauthenticated, `authorization: want "Bearer <token>"`)
 	}
+	return a.IdentifyToken(token)
+}
+
+// IdentifyToken returns the actor and role of a bearer token, or an
+// Unauthenticated status error: tokens only, whatever the connection's
+// certificate (the dashboard's sign-in form).
+func (a *Auth) IdentifyToken(token string) (string, Role, error) {
 	if len(token) > maxTokenLength {
 		return "", "", status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
-	sum := sha256.Sum256([]byte(token))
+	actor, role, ok := a.LookupToken(sha256.Sum256([]byte(token)))
+	if !ok {
+		return "", "", status.Error(codes.Unauthenticated, "invalid bearer token")
+	}
+	return actor, role, nil
+}
+
+// LookupToken returns the actor and role of the token whose sha256 is sum
+// among the tokens accepted now, and whether there is one: a session
+// started with a token checks it again on every request, so a token
+// removed or demoted by a reload takes effect at once.
+func (a *Auth) LookupToken(sum [sha256.Size]byte) (string, Role, bool) {
 	match := -1
 	// Compare against every token, without stopping early, so timing says
 	// nothing about which token (if any) nearly matched.
@@ -259,9 +277,9 @@ func (a *Auth) Identify(state *tls.ConnectionState, authorization []string) (str
 		}
 	}
 	if match < 0 {
-		return "", "", status.Error(codes.Unauthenticated, "invalid bearer token")
+		return "", "", false
 	}
-	return tokens[match].Actor(), tokens[match].Role, nil
+	return tokens[match].Actor(), tokens[match].Role, true
 }
 
 // certActor names a certificate holder: its subject CN, else its first DNS

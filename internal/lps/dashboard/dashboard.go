@@ -2,13 +2,18 @@ package dashboard
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +56,10 @@ type Dashboard struct {
 	view     atomic.Pointer[view]
 	history  *history
 	kick     chan struct{}
+	// csrfKey keys certificate holders' CSRF tokens.
+	csrfKey [32]byte
+	// audits caches each release page's audit rows for one view.
+	audits auditCache
 }
 
 // New returns a dashboard over cfg's admin API.
@@ -62,6 +71,7 @@ func New(cfg Config) *Dashboard {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	d := &Dashboard{cfg: cfg, history: newHistory(), kick: make(chan struct{}, 1)}
+	rand.Read(d.csrfKey[:]) //nolint:errcheck // crypto/rand.Read never fails (Go 1.24+)
 	d.sessions.m = make(map[string]*session)
 	d.routes()
 	return d
@@ -91,24 +101,35 @@ func (d *Dashboard) Run(ctx context.Context) error {
 // refresh rebuilds the view from the admin API; a failure keeps the last
 // view and says so on every page.
 func (d *Dashboard) refresh(ctx context.Context) {
+	defer func() {
+		// A bad record must not take lpsd down with the dashboard.
+		if p := recover(); p != nil {
+			d.cfg.Log.Error("dashboard refresh panicked", "panic", p)
+			d.keepView(fmt.Sprintf("internal error: %v", p))
+		}
+	}()
 	ctx, cancel := context.WithTimeout(admin.WithActor(ctx, dashboardActor), 30*time.Second)
 	defer cancel()
 	st, err := d.cfg.Admin.Status(ctx, &adminv1.StatusRequest{})
 	now := time.Now()
 	if err != nil {
 		d.cfg.Log.Warn("dashboard refresh failed", "err", err)
-		prev := d.view.Load()
-		v := &view{Err: err.Error(), Built: now}
-		if prev != nil {
-			cp := *prev
-			cp.Err = err.Error()
-			v = &cp
-		}
-		d.view.Store(v)
+		d.keepView(err.Error())
 		return
 	}
 	d.history.add(now, st)
 	d.view.Store(buildView(st, now))
+}
+
+// keepView keeps the last view, marked with why it was not rebuilt.
+func (d *Dashboard) keepView(why string) {
+	v := &view{Err: why, Built: time.Now()}
+	if prev := d.view.Load(); prev != nil {
+		cp := *prev
+		cp.Err = why
+		v = &cp
+	}
+	d.view.Store(v)
 }
 
 // refreshSoon asks Run for a rebuild (after an action).
@@ -129,16 +150,26 @@ func (d *Dashboard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d.mux.ServeHTTP(w, r)
 }
 
-// session is one signed-in caller.
+// session is one signed-in caller: a token's, kept in memory behind a
+// cookie, or a client certificate's, made afresh for each request (it
+// lasts exactly as long as the certificate is presented, with the role the
+// certificate has now).
 type session struct {
 	ID, CSRF string
 	Actor    string
 	Role     admin.Role
-	// Cert marks a session a client certificate opened: it lasts only
-	// while that certificate is presented.
+	// Cert marks a certificate's session, which has no cookie and cannot
+	// sign out.
 	Cert    bool
 	Expires time.Time
+	// token is the sha256 of the token that started it, looked up again on
+	// every request.
+	token [sha256.Size]byte
 }
+
+// maxSessionsPerActor bounds one token's sessions: a script signing in in a
+// loop evicts only its own.
+const maxSessionsPerActor = 32
 
 type sessions struct {
 	mu sync.Mutex
@@ -156,18 +187,33 @@ func (s *sessions) get(id string, now time.Time) *session {
 	return se
 }
 
-func (s *sessions) start(actor string, role admin.Role, cert bool, now time.Time) *session {
-	se := &session{ID: randomToken(), CSRF: randomToken(), Actor: actor, Role: role, Cert: cert, Expires: now.Add(sessionTTL)}
+// start records a token session, making room by dropping expired
+// sessions, then the actor's oldest, then the oldest of all.
+func (s *sessions) start(actor string, role admin.Role, token [sha256.Size]byte, now time.Time) *session {
+	se := &session{ID: randomToken(), CSRF: randomToken(), Actor: actor, Role: role, Expires: now.Add(sessionTTL), token: token}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.m) >= maxSessions {
-		var oldest *session
-		for _, o := range s.m {
-			if oldest == nil || o.Expires.Before(oldest.Expires) {
-				oldest = o
+	var mine []*session
+	for id, o := range s.m {
+		if now.After(o.Expires) {
+			delete(s.m, id)
+		} else if o.Actor == actor {
+			mine = append(mine, o)
+		}
+	}
+	oldest := func(ss []*session) *session {
+		var out *session
+		for _, o := range ss {
+			if out == nil || o.Expires.Before(out.Expires) {
+				out = o
 			}
 		}
-		delete(s.m, oldest.ID)
+		return out
+	}
+	if len(mine) >= maxSessionsPerActor {
+		delete(s.m, oldest(mine).ID)
+	} else if len(s.m) >= maxSessions {
+		delete(s.m, oldest(slices.Collect(maps.Values(s.m))).ID)
 	}
 	s.m[se.ID] = se
 	return se
@@ -185,33 +231,44 @@ func randomToken() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
-// caller returns r's session: its cookie's, or, for a verified client
-// certificate, a session it opens (setting the cookie); nil when r is not
-// signed in.
-func (d *Dashboard) caller(w http.ResponseWriter, r *http.Request) *session {
+// caller returns r's caller, or nil when r is not signed in. A verified
+// client certificate wins over any cookie; a token session is checked
+// against the tokens accepted now.
+func (d *Dashboard) caller(r *http.Request) *session {
 	now := time.Now()
-	var certActor string
-	var certRole admin.Role
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		if a, role, err := d.cfg.Auth.Identify(r.TLS, nil); err == nil {
-			certActor, certRole = a, role
+		if actor, role, err := d.cfg.Auth.Identify(r.TLS, nil); err == nil {
+			return &session{Actor: actor, Role: role, Cert: true, CSRF: d.certCSRF(actor), Expires: now.Add(sessionTTL)}
 		}
 	}
-	if c, err := r.Cookie(sessionCookie); err == nil {
-		if se := d.sessions.get(c.Value, now); se != nil {
-			// A certificate's session is its holder's only while the
-			// holder presents it.
-			if !se.Cert || se.Actor == certActor {
-				return se
-			}
-		}
-	}
-	if certActor == "" {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
 		return nil
 	}
-	se := d.sessions.start(certActor, certRole, true, now)
-	setSessionCookie(w, se)
+	se := d.sessions.get(c.Value, now)
+	if se == nil {
+		return nil
+	}
+	actor, role, ok := d.cfg.Auth.LookupToken(se.token)
+	if !ok {
+		// The token was removed (a reload): so is its session.
+		d.sessions.end(se.ID)
+		return nil
+	}
+	if actor != se.Actor || role != se.Role {
+		cp := *se
+		cp.Actor, cp.Role = actor, role
+		return &cp
+	}
 	return se
+}
+
+// certCSRF is a certificate holder's CSRF token: keyed by this process's
+// secret, so a page of another origin cannot know it.
+func (d *Dashboard) certCSRF(actor string) string {
+	m := hmac.New(sha256.New, d.csrfKey[:])
+	m.Write([]byte(actor))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
 func setSessionCookie(w http.ResponseWriter, se *session) {
@@ -228,6 +285,18 @@ var errForbidden = errors.New("this form did not come from this dashboard (stale
 // this dashboard's origin.
 func checkForm(r *http.Request, se *session) error {
 	if subtle.ConstantTimeCompare([]byte(r.PostFormValue("csrf")), []byte(se.CSRF)) != 1 {
+		return errForbidden
+	}
+	return checkOrigin(r)
+}
+
+// checkOrigin refuses a POST that its browser says came from another site
+// (Sec-Fetch-Site, Origin or Referer); a client that sends none of them is
+// left to the CSRF token and the SameSite cookie.
+func checkOrigin(r *http.Request) error {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
 		return errForbidden
 	}
 	origin := r.Header.Get("Origin")

@@ -2,9 +2,16 @@ package dashboard
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -32,8 +39,12 @@ const (
 // fixture is a dashboard over a real admin API and store, on a real TLS
 // socket.
 type fixture struct {
-	st    *memstore.Store
-	api   *admin.Server
+	st   *memstore.Store
+	api  *admin.Server
+	auth *admin.Auth
+	// ca signs the client certificates the server verifies.
+	ca    *x509.Certificate
+	caKey *ecdsa.PrivateKey
 	dash  *Dashboard
 	srv   *httptest.Server
 	snaps *lps.Snapshotter
@@ -54,13 +65,20 @@ func newFixtureRefresh(t *testing.T, refresh time.Duration) *fixture {
 	}
 	f.snaps = lps.NewSnapshotter(f.st, nil, nil)
 	f.api = admin.New(admin.Config{Store: f.st, Snapshots: f.snaps, Region: "eastus"})
-	f.dash = New(Config{Admin: f.api, Auth: admin.NewAuth(tokens, nil), Refresh: refresh})
+	f.auth = admin.NewAuth(tokens, nil)
+	f.dash = New(Config{Admin: f.api, Auth: f.auth, Refresh: refresh})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { f.dash.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 	f.srv = httptest.NewUnstartedServer(f.dash)
 	f.srv.EnableHTTP2 = true
+	f.ca, f.caKey = newCA(t)
+	pool := x509.NewCertPool()
+	pool.AddCert(f.ca)
+	// As on the admin listener: a client certificate is optional, and
+	// verified when presented.
+	f.srv.TLS = &tls.Config{ClientCAs: pool, ClientAuth: tls.VerifyClientCertIfGiven}
 	f.srv.StartTLS()
 	t.Cleanup(f.srv.Close)
 	return f
@@ -384,7 +402,11 @@ func TestEscapes(t *testing.T) {
 // BenchmarkReleasesPage renders the releases page for 200 releases whose
 // counts add up to a million reported nodes (the issue's target: 100 ms).
 func BenchmarkReleasesPage(b *testing.B) {
-	d := New(Config{Admin: nil, Auth: admin.NewAuth(nil, nil)})
+	tokens, err := admin.ParseTokens([]byte("bench:" + opsToken))
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := New(Config{Admin: nil, Auth: admin.NewAuth(tokens, nil)})
 	st := &adminv1.StatusResponse{Region: "eastus"}
 	for i := range 200 {
 		base := fmt.Sprintf("2026%02d.%02d", i/28+1, i%28+1)
@@ -396,7 +418,7 @@ func BenchmarkReleasesPage(b *testing.B) {
 	}
 	now := time.Now()
 	d.view.Store(buildView(st, now))
-	se := d.sessions.start("token:bench", admin.RoleOperator, false, now)
+	se := d.sessions.start("token:bench", admin.RoleOperator, sha256.Sum256([]byte(opsToken)), now)
 	req := httptest.NewRequest(http.MethodGet, "/", nil)
 	req.TLS = &tls.ConnectionState{}
 	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: se.ID})
@@ -407,5 +429,201 @@ func BenchmarkReleasesPage(b *testing.B) {
 		if w.Code != http.StatusOK {
 			b.Fatal(w.Code)
 		}
+	}
+}
+
+// BenchmarkRefreshMillionReports is what Run pays per rebuild on a big
+// fleet: the admin API's Status over a million reports (spread over 200
+// releases) and the view built from it. Pages never wait for it; Run
+// spaces rebuilds by ten times its cost.
+func BenchmarkRefreshMillionReports(b *testing.B) {
+	st := memstore.New()
+	defer st.Close()
+	api := admin.New(admin.Config{Store: st, Snapshots: lps.NewSnapshotter(st, nil, nil), Region: "eastus"})
+	ctx := admin.WithActor(context.Background(), "token:bench")
+	_, priv, err := release.GenerateKey(nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var versions []string
+	for i := range 200 {
+		base := fmt.Sprintf("2026%02d.%02d", i/28+1, i%28+1)
+		v := base + ".1"
+		env, err := release.Sign(release.Release{Base: base, Version: v, NotAfter: time.Now().Add(72 * time.Hour),
+			Artifacts: map[string]release.Artifact{"linux/amd64": {URL: "https://blob.example.com/" + v, SHA256: strings.Repeat("ab", 32), Size: 1234}}}, priv)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := api.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: string(env)}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := api.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE}); err != nil {
+			b.Fatal(err)
+		}
+		versions = append(versions, v)
+	}
+	const reports = 1_000_000
+	batch := make([]store.Report, 0, 10000)
+	for i := range reports {
+		v := versions[i%len(versions)]
+		batch = append(batch, store.Report{VMID: fmt.Sprintf("vm-%d", i), Boot: "b", SubscriptionID: "3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f", Base: v[:9], BakedVersion: v[:9] + ".0",
+			Agent: "hotfix", AgentVersion: v, HotfixVersion: v, ExitCode: i % 50 / 49, Time: time.Now()})
+		if len(batch) == cap(batch) {
+			if _, err := st.PutReports(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	d := New(Config{Admin: api, Auth: admin.NewAuth(nil, nil)})
+	b.ResetTimer()
+	for b.Loop() {
+		d.refresh(context.Background())
+	}
+	if v := d.view.Load(); v == nil || v.Err != "" || len(v.Releases) != 200 || v.Releases[0].R.GetCounts().GetReported() != reports/200 {
+		b.Fatalf("view %+v", v)
+	}
+}
+
+func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "admin client CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, key
+}
+
+// certBrowser is a browser presenting a client certificate for cn (with
+// organizational unit ou, "reader" for the reader role).
+func (f *fixture) certBrowser(t *testing.T, cn, ou string) *http.Client {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn, OrganizationalUnit: []string{ou}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, f.ca, key.Public(), f.caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.browser(t)
+	tr := c.Transport.(*http.Transport).Clone()
+	tr.TLSClientConfig.Certificates = []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}
+	c.Transport = tr
+	return c
+}
+
+// TestCertificateCallers: a client certificate signs in by itself, with the
+// role it has now, for as long as it is presented; a token cannot replace
+// it, and nothing it does survives it.
+func TestCertificateCallers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	alice := f.certBrowser(t, "alice", "ops")
+	page := waitFor(t, alice, f.srv.URL+"/releases/"+version, "halt "+version)
+	if !strings.Contains(page, "cert:alice (operator, by client certificate)") || strings.Contains(page, `action="/logout"`) {
+		t.Errorf("certificate session:\n%.600s", page)
+	}
+	// Signing in with junk beside a certificate makes no session.
+	code, _ := post(t, alice, f.srv.URL+"/login", url.Values{"token": {"junk"}, "next": {"/"}}, f.srv.URL)
+	u, _ := url.Parse(f.srv.URL)
+	if code != http.StatusSeeOther || len(alice.Jar.Cookies(u)) != 0 {
+		t.Errorf("sign-in beside a certificate: %d, cookies %v", code, alice.Jar.Cookies(u))
+	}
+	// The same name as a reader is a reader.
+	reader := f.certBrowser(t, "alice", "reader")
+	if page := waitFor(t, reader, f.srv.URL+"/releases/"+version, version); !strings.Contains(page, "cert:alice (reader, by client certificate)") || strings.Contains(page, `action="/releases/`) {
+		t.Errorf("reader certificate: %.600s", page)
+	}
+	// The certificate's CSRF token works only for it.
+	if code, _ := post(t, reader, f.srv.URL+"/releases/"+version+"/halt", url.Values{"csrf": {csrfOf(t, page)}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusForbidden {
+		t.Errorf("another certificate's token: %d", code)
+	}
+	if code, body := post(t, alice, f.srv.URL+"/releases/"+version+"/halt", url.Values{"csrf": {csrfOf(t, page)}, "reason": {"by certificate"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusSeeOther {
+		t.Errorf("certificate halt: %d %s", code, body)
+	}
+}
+
+// TestTokenSessionsFollowTheTokenFile: a token removed or demoted by a
+// reload ends or demotes its sessions at once.
+func TestTokenSessionsFollowTheTokenFile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	ops := f.signIn(t, opsToken)
+	waitFor(t, ops, f.srv.URL+"/", version)
+	demoted, err := admin.ParseTokens([]byte("ops:reader:" + opsToken + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.auth.SetTokens(demoted)
+	if _, body := get(t, ops, f.srv.URL+"/"); !strings.Contains(body, "token:ops (reader)") {
+		t.Errorf("demoted token still an operator:\n%.400s", body)
+	}
+	others, _ := admin.ParseTokens([]byte("viewer:reader:" + readerToken + "\n"))
+	f.auth.SetTokens(others)
+	if code, _ := get(t, ops, f.srv.URL+"/"); code != http.StatusSeeOther {
+		t.Errorf("removed token still signed in: %d", code)
+	}
+}
+
+func TestLoginRefusesOtherSites(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	c := f.browser(t)
+	if code, _ := post(t, c, f.srv.URL+"/login", url.Values{"token": {opsToken}}, "https://evil.example"); code != http.StatusForbidden {
+		t.Errorf("login from another origin: %d", code)
+	}
+	req, _ := http.NewRequest(http.MethodPost, f.srv.URL+"/login", strings.NewReader(url.Values{"token": {opsToken}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site login: %d", resp.StatusCode)
+	}
+}
+
+func TestSafeNext(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"/releases/202604.01.3": "/releases/202604.01.3", "/audit?target=x": "/audit?target=x", "": "/",
+		"//evil.example/": "/", "https://evil.example/": "/", "/\\evil": "/", "/\t/evil.example": "/", "/\x7f": "/",
+		"/%09/evil": "/%09/evil", "relative": "/",
+	} {
+		if got := safeNext(in); got != want {
+			t.Errorf("safeNext(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestSessionLimits: one actor's sign-ins evict only its own sessions.
+func TestSessionLimits(t *testing.T) {
+	t.Parallel()
+	var s sessions
+	s.m = map[string]*session{}
+	now := time.Now()
+	other := s.start("token:ops", admin.RoleOperator, [32]byte{1}, now)
+	for i := range 3 * maxSessionsPerActor {
+		s.start("token:script", admin.RoleReader, [32]byte{2}, now.Add(time.Duration(i)*time.Millisecond))
+	}
+	if len(s.m) != maxSessionsPerActor+1 || s.get(other.ID, now) == nil {
+		t.Errorf("%d sessions; the other actor's kept: %v", len(s.m), s.get(other.ID, now) != nil)
 	}
 }

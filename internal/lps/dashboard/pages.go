@@ -3,6 +3,7 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -19,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"nodehotfix/internal/autopilot"
+	"nodehotfix/internal/duration"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/rollout"
@@ -38,8 +41,14 @@ const auditPage = 100
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"time":     fmtTime,
+	"ts": func(t *timestamppb.Timestamp) string {
+		if t == nil {
+			return "-"
+		}
+		return fmtTime(t.AsTime())
+	},
 	"ago":      ago,
-	"scope":    scopeText,
+	"scope":    rollout.ScopeText,
 	"pct":      fmtPct,
 	"change":   rollout.DescribeChange,
 	"chart":    chartSVG,
@@ -91,7 +100,7 @@ type page struct {
 // sign-in page.
 func (d *Dashboard) signedIn(h func(http.ResponseWriter, *http.Request, *session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		se := d.caller(w, r)
+		se := d.caller(r)
 		if se == nil {
 			if r.Method == http.MethodGet {
 				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
@@ -108,7 +117,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, status int, n
 	if p.V == nil {
 		p.V = d.view.Load()
 		if p.V == nil {
-			p.V = &view{Err: "no data yet: the first refresh has not finished"}
+			p.V = &view{Pending: true}
 		}
 	}
 	p.Refresh = d.cfg.Refresh
@@ -134,7 +143,7 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, se *session, co
 }
 
 func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
-	if se := d.caller(w, r); se != nil {
+	if se := d.caller(r); se != nil {
 		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
 		return
 	}
@@ -143,29 +152,49 @@ func (d *Dashboard) loginPage(w http.ResponseWriter, r *http.Request) {
 
 func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	// Another site must not sign a browser in as someone else (login CSRF).
+	if err := checkOrigin(r); err != nil {
+		d.fail(w, r, nil, http.StatusForbidden, err.Error())
+		return
+	}
+	next := safeNext(r.PostFormValue("next"))
+	if se := d.caller(r); se != nil && se.Cert {
+		// A client certificate signs in by itself; a token cannot
+		// override it.
+		http.Redirect(w, r, next, http.StatusSeeOther)
+		return
+	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
-	next := r.PostFormValue("next")
-	actor, role, err := d.cfg.Auth.Identify(r.TLS, []string{"Bearer " + token})
+	actor, role, err := d.cfg.Auth.IdentifyToken(token)
 	if err != nil || token == "" {
 		d.cfg.Log.Warn("dashboard sign-in refused", "peer", r.RemoteAddr)
 		d.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "that token is not an admin token of this lpsd", Data: next})
 		return
 	}
-	se := d.sessions.start(actor, role, false, time.Now())
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		d.sessions.end(c.Value) // whoever was signed in here is not any more
+	}
+	se := d.sessions.start(actor, role, sha256.Sum256([]byte(token)), time.Now())
 	setSessionCookie(w, se)
 	d.cfg.Log.Info("dashboard sign-in", "actor", actor, "role", role)
-	http.Redirect(w, r, safeNext(next), http.StatusSeeOther)
+	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// safeNext keeps a post-sign-in redirect on this dashboard.
+// safeNext keeps a post-sign-in redirect on this dashboard: a path with no
+// scheme, host or control character, re-serialised.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.IndexFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) >= 0 {
 		return "/"
 	}
-	return next
+	u, err := url.Parse(next)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
+		return "/"
+	}
+	return u.RequestURI()
 }
 
 func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, se *session) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
 	if err := checkForm(r, se); err != nil {
 		d.fail(w, r, se, http.StatusForbidden, err.Error())
 		return
@@ -183,34 +212,85 @@ func (d *Dashboard) releasesPage(w http.ResponseWriter, r *http.Request, se *ses
 type releaseData struct {
 	R        releaseView
 	Chart    chartData
-	Audit    []auditRow
-	Evidence string // the last automatic halt's or advance's
+	Audit    []auditRow // the newest, oldest first
+	Evidence string     // the last automatic change's
+	AuditErr string
+}
+
+// releaseAuditScans bounds the ListAudit calls behind one release page:
+// each examines at most 10,000 entries of the log.
+const releaseAuditScans = 5
+
+// auditCache holds each release page's audit rows for one view, so a live
+// page polling every few seconds reads the log once per view.
+type auditCache struct {
+	mu    sync.Mutex
+	built time.Time
+	m     map[string]auditEntry
+}
+
+type auditEntry struct {
+	rows     []auditRow
+	evidence string
+}
+
+// releaseAudit returns version's newest audit rows (up to auditPage, from
+// the first releaseAuditScans pages of the log) and its last automatic
+// change's evidence.
+func (d *Dashboard) releaseAudit(ctx context.Context, se *session, version string, built time.Time) ([]auditRow, string, string) {
+	c := &d.audits
+	c.mu.Lock()
+	if !c.built.Equal(built) {
+		c.built, c.m = built, map[string]auditEntry{}
+	}
+	e, ok := c.m[version]
+	c.mu.Unlock()
+	if ok {
+		return e.rows, e.evidence, ""
+	}
+	var entries []*adminv1.AuditEntry
+	var after int64
+	for range releaseAuditScans {
+		resp, err := d.cfg.Admin.ListAudit(admin.WithActor(ctx, se.Actor), &adminv1.ListAuditRequest{Target: version, AfterSeq: after, Limit: auditPage})
+		if err != nil {
+			return nil, "", status.Convert(err).Message()
+		}
+		entries = append(entries, resp.GetEntries()...)
+		if len(entries) > auditPage {
+			entries = entries[len(entries)-auditPage:]
+		}
+		if !resp.GetMore() {
+			break
+		}
+		after = resp.GetNextAfterSeq()
+	}
+	for i := len(entries) - 1; i >= 0 && e.evidence == ""; i-- {
+		e.evidence = evidenceText(entries[i])
+	}
+	e.rows = auditRows(entries)
+	c.mu.Lock()
+	if c.built.Equal(built) {
+		c.m[version] = e
+	}
+	c.mu.Unlock()
+	return e.rows, e.evidence, ""
 }
 
 func (d *Dashboard) releasePage(w http.ResponseWriter, r *http.Request, se *session) {
 	v := d.view.Load()
 	version := r.PathValue("version")
-	var rv releaseView
-	ok := false
-	if v != nil {
-		rv, ok = v.release(version)
+	if v == nil {
+		d.fail(w, r, se, http.StatusServiceUnavailable, "no data yet: the dashboard's first refresh has not finished; reload in a moment")
+		return
 	}
+	rv, ok := v.release(version)
 	if !ok {
 		d.fail(w, r, se, http.StatusNotFound, "no release "+version+" (as of the last refresh)")
 		return
 	}
 	rel, control := d.history.of(version, rv.R.GetBase())
 	data := releaseData{R: rv, Chart: chartData{Release: rel, Control: control}}
-	resp, err := d.cfg.Admin.ListAudit(admin.WithActor(r.Context(), se.Actor), &adminv1.ListAuditRequest{Target: version, Limit: auditPage})
-	if err == nil {
-		data.Audit = auditRows(resp.GetEntries())
-		for i := len(resp.GetEntries()) - 1; i >= 0; i-- {
-			if e := resp.GetEntries()[i]; e.GetEvidenceJson() != "" {
-				data.Evidence = evidenceText(e)
-				break
-			}
-		}
-	}
+	data.Audit, data.Evidence, data.AuditErr = d.releaseAudit(r.Context(), se, version, v.Built)
 	flash := ""
 	if done := r.URL.Query().Get("done"); done != "" {
 		flash = done + ": done"
@@ -288,6 +368,14 @@ func actionsFor(r *adminv1.Release) []string {
 
 func httpStatus(c codes.Code) int {
 	switch c {
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		return http.StatusInternalServerError
+	case codes.Unavailable:
+		return http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		return http.StatusGatewayTimeout
+	case codes.ResourceExhausted:
+		return http.StatusTooManyRequests
 	case codes.InvalidArgument:
 		return http.StatusBadRequest
 	case codes.NotFound:
@@ -360,17 +448,13 @@ func (d *Dashboard) auditPage(w http.ResponseWriter, r *http.Request, se *sessio
 	d.render(w, r, http.StatusOK, "audit", page{Title: "Audit", Active: "audit", S: se, Data: data})
 }
 
-// parseSince reads an RFC 3339 time or a duration ago (2h, 7d).
+// parseSince reads an RFC 3339 time or a duration ago (2h, 7d, 1d12h),
+// as lpsctl audit --since does.
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if t, err := time.Parse(time.RFC3339, s); err == nil {
 		return t, nil
 	}
-	if days, ok := strings.CutSuffix(s, "d"); ok {
-		if n, err := strconv.Atoi(days); err == nil && n >= 0 && n < 100000 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
-		}
-	}
-	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+	if d, err := duration.Parse(s); err == nil {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("since %q: want an RFC 3339 time (2026-12-01T00:00:00Z) or a duration ago (2h, 7d)", s)
@@ -427,13 +511,6 @@ func ago(t time.Time) string {
 		return "in " + (-d).String()
 	}
 	return d.String() + " ago"
-}
-
-func scopeText(ids []string) string {
-	if len(ids) == 0 {
-		return "all"
-	}
-	return strings.Join(ids, ", ")
 }
 
 func fmtPct(p float64) string {

@@ -21,6 +21,7 @@ const expiringWithin = 7 * 24 * time.Hour
 type view struct {
 	Built    time.Time
 	Err      string // the last refresh's failure, if it failed
+	Pending  bool   // no refresh has finished yet
 	Region   string
 	Releases []releaseView
 	Control  map[string]*adminv1.Counts
@@ -132,12 +133,20 @@ func newHistory() *history {
 	return &history{releases: map[string][]sample{}, control: map[string][]sample{}}
 }
 
+// add records st's counts at now: for the releases that can still be
+// served (not revoked, not expired), whose charts matter, so history stays
+// bounded by the live releases however many the store keeps.
 func (h *history) add(now time.Time, st *adminv1.StatusResponse) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	seen := map[string]bool{}
+	bases := map[string]bool{}
 	for _, r := range st.GetReleases() {
+		if r.GetRevoked() || r.GetNotAfter() == nil || !now.Before(r.GetNotAfter().AsTime()) {
+			continue
+		}
 		seen[r.GetVersion()] = true
+		bases[r.GetBase()] = true
 		s := toSample(now, r.GetCounts())
 		s.Served = r.GetServed()
 		h.releases[r.GetVersion()] = appendSample(h.releases[r.GetVersion()], s)
@@ -148,7 +157,14 @@ func (h *history) add(now time.Time, st *adminv1.StatusResponse) {
 		}
 	}
 	for _, c := range st.GetControl() {
-		h.control[c.GetBase()] = appendSample(h.control[c.GetBase()], toSample(now, c.GetCounts()))
+		if bases[c.GetBase()] {
+			h.control[c.GetBase()] = appendSample(h.control[c.GetBase()], toSample(now, c.GetCounts()))
+		}
+	}
+	for b := range h.control {
+		if !bases[b] {
+			delete(h.control, b)
+		}
 	}
 }
 

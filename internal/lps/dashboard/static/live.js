@@ -6,11 +6,13 @@
   var main = document.getElementById("main");
   var every = main && parseInt(main.getAttribute("data-live"), 10);
   if (!every) { return; }
-  // Never swap the page under an operator at work: typing, or pointing at
-  // a form.
+  // Never swap the page under an operator at work: typing, pointing at a
+  // form, or with the keyboard focus in it.
   function busy() {
     if (main.querySelector("form:hover")) { return true; }
     var a = document.activeElement;
+    // Keyboard focus inside the content (a link, a button) stays put.
+    if (a && a !== document.body && main.contains(a)) { return true; }
     if (a && a.form && main.contains(a)) { return true; }
     var inputs = main.querySelectorAll("input[name=reason]");
     for (var i = 0; i < inputs.length; i++) { if (inputs[i].value) { return true; } }
