@@ -241,8 +241,8 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		ReadHeaderTimeout: 5 * time.Second,
 		// Admin calls and forms are small: a slow sender is cut off.
 		ReadTimeout: 30 * time.Second,
-		IdleTimeout:       time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		IdleTimeout: time.Minute,
+		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	adminMetrics.InitializeMetrics(adminSrv)
 

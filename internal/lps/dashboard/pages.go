@@ -40,7 +40,7 @@ const partialHeader = "X-Dashboard-Partial"
 const auditPage = 100
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
-	"time":     fmtTime,
+	"time": fmtTime,
 	"ts": func(t *timestamppb.Timestamp) string {
 		if t == nil {
 			return "-"
