@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -61,18 +62,24 @@ due, and this lpsd instance's node request counts.`,
 			}
 			term := isTerminal(e.stdout)
 			for {
+				// Each refresh is read before the screen is redrawn, so an
+				// interrupt or a slow lpsd never leaves a half screen.
 				// Documents: one per refresh, nothing between them, so
 				// the stream feeds jq as it comes.
+				var buf bytes.Buffer
+				if err := statusOnce(ctx, &c, &env{stdout: &buf, stderr: e.stderr}); err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err() // interrupted mid-refresh
+					}
+					return err
+				}
 				if !c.out.structured() {
 					if term {
 						fmt.Fprint(e.stdout, "\033[H\033[2J")
 					}
 					fmt.Fprintf(e.stdout, "lpsctl status, every %v (%s)\n", duration.Format(interval), formatTime(time.Now()))
 				}
-				if err := statusOnce(ctx, &c, e); err != nil {
-					if ctx.Err() != nil {
-						return ctx.Err() // interrupted mid-refresh
-					}
+				if _, err := e.stdout.Write(buf.Bytes()); err != nil {
 					return err
 				}
 				select {
