@@ -82,6 +82,28 @@ Attestation (see internal/imds/attest):
 	--allowed-subscriptions LIST  only these subscriptions may attest
 	--attest-max-uses N        times one document is accepted (1: single use)
 
+Node-facing limits, so one client cannot deny lpsd to the fleet (every
+closed connection is counted; nodes fail open at once rather than at their
+3 s deadline):
+
+	--max-connections N    open node connections (default 4096); more wait in
+	                       the listen backlog
+	--max-connections-per-peer N  open connections from one IP address
+	                       (default 1024); more are closed at accept
+	                       (lpsd_connections_closed_total{reason="peer-connections"})
+	--max-handshakes N     TLS handshakes at once (default 128 per CPU); a
+	                       connection waiting 2 s for a slot is closed
+	                       (lpsd_connections_shed_total)
+	--max-handshakes-per-peer N  handshakes in flight from one IP address
+	                       (default 64); more are closed at once
+	                       ({reason="peer-handshakes"})
+
+A connection takes a handshake slot only once its first byte arrives: one
+that sends nothing for 1 s is closed holding nothing ({reason="silent"}).
+A connection with no call for 5 s is closed (nodes make one call per
+connection). The per-peer defaults leave room for a cluster's nodes behind
+one NAT address; raise them if many more share one.
+
 Node-facing answers: the pointer {"hotfixes","releases","revoked"} when
 something applies; NotFound when nothing does; Unauthenticated or
 PermissionDenied (no detail) when attestation fails; Unavailable before the

@@ -56,6 +56,8 @@ type options struct {
 	releaseKeys                     string
 	maxConns                        int
 	maxHandshakes                   int
+	maxHandshakesPerPeer            int
+	maxConnsPerPeer                 int
 	autopilotInterval               time.Duration
 	drainDelay                      time.Duration
 	etcd                            etcdFlags
@@ -94,6 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
 	fs.DurationVar(&o.dashboardRefresh, "dashboard-refresh", dashboard.DefaultRefresh, "how often the dashboard rebuilds its view (at least ten times as long as a rebuild takes)")
 	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 2 s for a slot are closed (0: the default, 128 per CPU)")
+	fs.IntVar(&o.maxHandshakesPerPeer, "max-handshakes-per-peer", 0, "cap on node TLS handshakes in flight from one IP address; more are closed at once (0: the default, 64; nodes behind one NAT share an address)")
+	fs.IntVar(&o.maxConnsPerPeer, "max-connections-per-peer", 0, "cap on open node connections from one IP address; more are closed at accept (0: the default, 1024)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -203,7 +207,8 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	metrics.RegisterBuildInfo(version)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
-		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes, Log: log,
+		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
+		MaxHandshakesPerPeer: o.maxHandshakesPerPeer, MaxConnectionsPerPeer: o.maxConnsPerPeer, Log: log,
 		Reports: st, Seats: st,
 	})
 	if err != nil {

@@ -2,8 +2,10 @@ package lps
 
 import (
 	"errors"
+	"io"
 	"net"
 	"runtime"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -36,8 +38,28 @@ const handshakeWait = 2 * time.Second
 // DefaultMaxHandshakes is the handshake limit for this process.
 func DefaultMaxHandshakes() int { return DefaultHandshakesPerCPU * runtime.GOMAXPROCS(0) }
 
-// errShed ends a connection that waited handshakeWait without a slot.
-var errShed = errors.New("overloaded: no TLS handshake slot within 2s; connection shed")
+// firstRecordWait is how long a new connection has to send the first byte
+// of its ClientHello, holding no handshake slot meanwhile. A node sends it
+// at once (one round trip after connecting at most); a connection that
+// stays silent is closed (lpsd_connections_closed_total{reason="silent"})
+// instead of holding a slot for the whole handshake timeout.
+const firstRecordWait = time.Second
+
+// DefaultHandshakesPerPeer caps the handshakes in flight from one IP
+// address. Nodes behind one NAT share an address, so it is generous: at a
+// 50 ms round trip it admits over a thousand handshakes a second from one
+// address, yet one host can hold at most this share of the slots.
+const DefaultHandshakesPerPeer = 64
+
+var (
+	// errShed ends a connection that waited handshakeWait without a slot.
+	errShed = errors.New("overloaded: no TLS handshake slot within 2s; connection shed")
+	// errSilent ends a connection that sent nothing for firstRecordWait.
+	errSilent = errors.New("no ClientHello within 1s; connection closed")
+	// errPeerHandshakes ends a connection whose address has its
+	// handshakes-in-flight limit in use.
+	errPeerHandshakes = errors.New("too many TLS handshakes in flight from this address; connection closed")
+)
 
 // gatedCreds runs at most cap(slots) server handshakes at once. It is the
 // admission control of the node-facing server: under overload it keeps the
@@ -47,18 +69,32 @@ var errShed = errors.New("overloaded: no TLS handshake slot within 2s; connectio
 type gatedCreds struct {
 	credentials.TransportCredentials
 	slots chan struct{}
+	peers *peerCount
 	m     *Metrics
 }
 
-func newGatedCreds(c credentials.TransportCredentials, limit int, m *Metrics) *gatedCreds {
-	g := &gatedCreds{TransportCredentials: c, slots: make(chan struct{}, limit), m: m}
+func newGatedCreds(c credentials.TransportCredentials, limit, perPeer int, m *Metrics) *gatedCreds {
+	g := &gatedCreds{TransportCredentials: c, slots: make(chan struct{}, limit), peers: newPeerCount(perPeer), m: m}
 	m.registerHandshakes(func() float64 { return float64(len(g.slots)) }, limit)
 	return g
 }
 
-// ServerHandshake waits up to handshakeWait for a slot, then does the
-// wrapped handshake in it. On error grpc-go closes the connection.
+// ServerHandshake waits up to firstRecordWait for the client's first byte,
+// holding nothing; then takes one of its address's handshakes in flight,
+// waits up to handshakeWait for a slot, and does the wrapped handshake in
+// it. On error grpc-go closes the connection.
 func (g *gatedCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	c, err := firstByte(c)
+	if err != nil {
+		g.m.closed(closedSilent)
+		return nil, nil, errSilent
+	}
+	peer := peerOf(c)
+	if !g.peers.add(peer) {
+		g.m.closed(closedPeerHandshakes)
+		return nil, nil, errPeerHandshakes
+	}
+	defer g.peers.done(peer)
 	select {
 	case g.slots <- struct{}{}:
 	default:
@@ -77,5 +113,119 @@ func (g *gatedCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo
 
 // Clone shares the slots: a clone gates the same server.
 func (g *gatedCreds) Clone() credentials.TransportCredentials {
-	return &gatedCreds{TransportCredentials: g.TransportCredentials.Clone(), slots: g.slots, m: g.m}
+	return &gatedCreds{TransportCredentials: g.TransportCredentials.Clone(), slots: g.slots, peers: g.peers, m: g.m}
+}
+
+// firstByte reads c's first byte within firstRecordWait and returns c with
+// the byte put back. It then gives the rest of the handshake the handshake
+// timeout (grpc-go's own deadline, which this read replaced).
+func firstByte(c net.Conn) (net.Conn, error) {
+	if err := c.SetReadDeadline(time.Now().Add(firstRecordWait)); err != nil {
+		return nil, err
+	}
+	var b [1]byte
+	if _, err := io.ReadFull(c, b[:]); err != nil {
+		return nil, err
+	}
+	if err := c.SetReadDeadline(time.Now().Add(handshakeTimeout)); err != nil {
+		return nil, err
+	}
+	return &prefixConn{Conn: c, prefix: b[:]}, nil
+}
+
+// prefixConn reads prefix before the connection's own bytes.
+type prefixConn struct {
+	net.Conn
+	prefix []byte
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) {
+	if len(p.prefix) > 0 {
+		n := copy(b, p.prefix)
+		p.prefix = p.prefix[n:]
+		return n, nil
+	}
+	return p.Conn.Read(b)
+}
+
+// peerOf is c's remote IP address (without the port), or "" when it has
+// none.
+func peerOf(c net.Conn) string {
+	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
+	}
+	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
+	return host
+}
+
+// peerCount counts something per remote address (handshakes in flight,
+// open connections) against a limit.
+type peerCount struct {
+	limit int
+	mu    sync.Mutex
+	n     map[string]int
+}
+
+func newPeerCount(limit int) *peerCount { return &peerCount{limit: limit, n: make(map[string]int)} }
+
+// add counts one more for peer unless it is at the limit.
+func (p *peerCount) add(peer string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[peer] >= p.limit {
+		return false
+	}
+	p.n[peer]++
+	return true
+}
+
+func (p *peerCount) done(peer string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n[peer]--; p.n[peer] <= 0 {
+		delete(p.n, peer)
+	}
+}
+
+// DefaultConnectionsPerPeer caps one IP address's open node connections:
+// a host cannot take more than a quarter of the default connection cap,
+// while a NAT in front of a cluster's booting nodes (one call each, a few
+// hundred milliseconds) still gets room.
+const DefaultConnectionsPerPeer = 1024
+
+// perPeerListener closes, at accept, a connection from an address that
+// already has its limit of open connections
+// (lpsd_connections_closed_total{reason="peer-connections"}).
+type perPeerListener struct {
+	net.Listener
+	peers *peerCount
+	m     *Metrics
+}
+
+func (l *perPeerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		peer := peerOf(c)
+		if l.peers.add(peer) {
+			return &peerConn{Conn: c, release: func() { l.peers.done(peer) }}, nil
+		}
+		l.m.closed(closedPeerConnections)
+		c.Close()
+	}
+}
+
+// peerConn gives its address's count back once, when closed.
+type peerConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *peerConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
 }

@@ -86,6 +86,8 @@ type Metrics struct {
 	fleet          fleetCollector
 	// shed counts connections closed for want of a handshake slot.
 	shed atomic.Uint64
+	// closedConns counts connections closed by an abuse limit, by reason.
+	closedConns *prometheus.CounterVec
 	// counts has a fixed key set (every outcome), so reads need no lock.
 	counts map[string]*atomic.Uint64
 }
@@ -153,7 +155,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	reg.MustRegister(m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
+	m.closedConns = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "lpsd_connections_closed_total",
+		Help: "Node connections closed by an abuse limit: silent (no ClientHello within 1 s), peer-handshakes (--max-handshakes-per-peer), peer-connections (--max-connections-per-peer).",
+	}, []string{"reason"})
+	for _, r := range []string{closedSilent, closedPeerHandshakes, closedPeerConnections} {
+		m.closedConns.WithLabelValues(r)
+	}
+	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -175,6 +184,16 @@ func (m *Metrics) RegisterBuildInfo(version string) {
 	g.Set(1)
 	m.reg.MustRegister(g)
 }
+
+// Reasons of lpsd_connections_closed_total.
+const (
+	closedSilent          = "silent"
+	closedPeerHandshakes  = "peer-handshakes"
+	closedPeerConnections = "peer-connections"
+)
+
+// closed counts a connection closed by an abuse limit.
+func (m *Metrics) closed(reason string) { m.closedConns.WithLabelValues(reason).Inc() }
 
 // seatResult counts a canary seat request's result.
 func (m *Metrics) seatResult(r string) { m.seats.WithLabelValues(r).Inc() }

@@ -44,9 +44,10 @@ const (
 	// default is 120 s), so stalled connections free their slot quickly;
 	// nodes give up after 3 s.
 	handshakeTimeout = 5 * time.Second
-	// maxConnectionIdle closes connections without calls; nodes close
-	// theirs after one call.
-	maxConnectionIdle = time.Minute
+	// maxConnectionIdle closes connections without a call for this long:
+	// nodes close theirs after one call, so only an idle hoarder (holding
+	// the connection cap) is cut off.
+	maxConnectionIdle = 5 * time.Second
 	// maxConnectionAge, with its grace for calls in flight, recycles
 	// connections so new ones spread over replicas behind an L4 balancer.
 	maxConnectionAge      = 10 * time.Minute
@@ -83,6 +84,13 @@ type ServerConfig struct {
 	// no free slot within 2 s is closed (lpsd_connections_shed_total), so
 	// the node fails open at once. 0: DefaultMaxHandshakes().
 	MaxHandshakes int
+	// MaxHandshakesPerPeer caps the handshakes in flight from one IP
+	// address; further connections from it are closed at once.
+	// 0: DefaultHandshakesPerPeer.
+	MaxHandshakesPerPeer int
+	// MaxConnectionsPerPeer caps one IP address's open connections;
+	// further ones are closed at accept. 0: DefaultConnectionsPerPeer.
+	MaxConnectionsPerPeer int
 	// Log receives rejections (with reasons), panics and, at debug level,
 	// every answer. nil: discard.
 	Log *slog.Logger
@@ -103,6 +111,7 @@ type Server struct {
 	snaps    snapshots
 	m        *Metrics
 	maxConns int
+	perPeer  *peerCount
 	draining atomic.Bool
 	reports  *reportBatcher // nil without a report store
 	// certs is the certificate nodes are served, which SetCertificate
@@ -139,8 +148,14 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 	if cfg.MaxHandshakes == 0 {
 		cfg.MaxHandshakes = DefaultMaxHandshakes()
 	}
-	if cfg.MaxHandshakes < 0 {
-		return nil, fmt.Errorf("new live-patching server: negative MaxHandshakes %d", cfg.MaxHandshakes)
+	if cfg.MaxHandshakesPerPeer == 0 {
+		cfg.MaxHandshakesPerPeer = DefaultHandshakesPerPeer
+	}
+	if cfg.MaxConnectionsPerPeer == 0 {
+		cfg.MaxConnectionsPerPeer = DefaultConnectionsPerPeer
+	}
+	if cfg.MaxHandshakes < 0 || cfg.MaxHandshakesPerPeer < 0 || cfg.MaxConnectionsPerPeer < 0 {
+		return nil, fmt.Errorf("new live-patching server: negative limit (handshakes %d, per peer %d, connections per peer %d)", cfg.MaxHandshakes, cfg.MaxHandshakesPerPeer, cfg.MaxConnectionsPerPeer)
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -157,7 +172,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		NextProtos: []string{"h2"},
 	}
 	gs := grpc.NewServer(
-		grpc.Creds(newGatedCreds(credentials.NewTLS(tlsCfg), cfg.MaxHandshakes, m)),
+		grpc.Creds(newGatedCreds(credentials.NewTLS(tlsCfg), cfg.MaxHandshakes, cfg.MaxHandshakesPerPeer, m)),
 		grpc.ChainUnaryInterceptor(recoverPanics(m, cfg.Log), authenticate(v, m, cfg.Log)),
 		grpc.MaxRecvMsgSize(maxRecvMsgSize),
 		grpc.MaxHeaderListSize(maxHeaderListSize),
@@ -185,7 +200,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		})
 	}
 	m.registerSnapshots(snaps, time.Now)
-	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, reports: batch, certs: certs, serverName: cfg.ServerName}
+	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, perPeer: newPeerCount(cfg.MaxConnectionsPerPeer), reports: batch, certs: certs, serverName: cfg.ServerName}
 	healthpb.RegisterHealthServer(gs, health{srv})
 	return srv, nil
 }
@@ -213,7 +228,7 @@ func checkCertificate(c tls.Certificate, name string) error {
 // flight before cancelling them, and returns nil. It returns an error if
 // accepting fails first. Call it once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	ln = netutil.LimitListener(ln, s.maxConns)
+	ln = &perPeerListener{Listener: netutil.LimitListener(ln, s.maxConns), peers: s.perPeer, m: s.m}
 	if s.reports != nil {
 		// The batcher outlives the listener: it writes what is pending once
 		// the calls that queued it have drained.

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -194,8 +195,10 @@ type serverOpts struct {
 	region   string
 	maxConns int
 	maxHands int
-	noLoad   bool // leave the snapshotter without a snapshot
-	releases []rollout.Release
+	// Per-peer limits (0: the defaults).
+	perPeerHands, perPeerConns int
+	noLoad                     bool // leave the snapshotter without a snapshot
+	releases                   []rollout.Release
 }
 
 // startServer serves until the test ends; Serve's error is checked then.
@@ -217,7 +220,8 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	ts.roots = ca.Pool()
 	cert := ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), DefaultServerName)
 	var err error
-	ts.srv, err = NewServer(ts.snaps, o.v, ts.m, ServerConfig{Certificate: cert, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHands, Log: testLog(t), Reports: ts.st, Seats: ts.st})
+	ts.srv, err = NewServer(ts.snaps, o.v, ts.m, ServerConfig{Certificate: cert, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHands,
+		MaxHandshakesPerPeer: o.perPeerHands, MaxConnectionsPerPeer: o.perPeerConns, Log: testLog(t), Reports: ts.st, Seats: ts.st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -799,18 +803,30 @@ func TestMaxConnections(t *testing.T) {
 	third.Close()
 }
 
-// TestHandshakeGate: with one handshake slot held by a client that never
-// sends its ClientHello, the next connection is closed after waiting
+// stall opens a connection that sends the first byte of a TLS record and
+// nothing more: a handshake that started, holding a slot.
+func stall(t *testing.T, addr string, local net.IP) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: local}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Write([]byte{0x16}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestHandshakeGate: with one handshake slot held by a client that started
+// its ClientHello and stalled, the next connection is closed after waiting
 // handshakeWait and counted as shed; once the slot frees, handshakes
 // complete again.
 func TestHandshakeGate(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, serverOpts{noLoad: true, maxHands: 1})
-	staller, err := net.Dial("tcp", ts.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer staller.Close()
+	staller := stall(t, ts.addr, nil)
 	// The staller must hold the slot before the next client arrives.
 	waitFor(t, "the staller's handshake", func() bool { return scalars(t, ts.m.reg)["lpsd_handshakes_in_flight"] == 1 })
 
@@ -881,4 +897,126 @@ func TestHealthService(t *testing.T) {
 	if st, err := check(t, empty, ""); err != nil || st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("Check before the first snapshot = %v, %v; want NOT_SERVING", st, err)
 	}
+}
+
+// TestSilentConnectionsHoldNoSlot: connections that never send a byte take
+// no handshake slot, so a node's handshake goes through beside a hundred of
+// them (with a single slot), and they are closed after firstRecordWait.
+func TestSilentConnectionsHoldNoSlot(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, serverOpts{noLoad: true, maxHands: 1})
+	var silent []net.Conn
+	for range 100 {
+		c, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		silent = append(silent, c)
+	}
+	d := tls.Dialer{Config: ts.nodeTLS()}
+	ctx, cancel := context.WithTimeout(t.Context(), 900*time.Millisecond) // inside firstRecordWait
+	defer cancel()
+	c, err := d.DialContext(ctx, "tcp", ts.addr)
+	if err != nil {
+		t.Fatalf("handshake beside silent connections: %v", err)
+	}
+	c.Close()
+	for _, s := range silent {
+		s.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := s.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("a silent connection was not closed by lpsd: %v", err)
+		}
+	}
+	if got := closedBy(t, ts, closedSilent); got != 100 {
+		t.Errorf("closed as silent: %v, want 100", got)
+	}
+}
+
+// TestPerPeerLimits: one address's handshakes in flight and open
+// connections are capped; another address is not affected.
+func TestPerPeerLimits(t *testing.T) {
+	t.Parallel()
+	other := net.IPv4(127, 0, 0, 2)
+	t.Run("handshakes", func(t *testing.T) {
+		t.Parallel()
+		ts := startServer(t, serverOpts{noLoad: true, perPeerHands: 2})
+		stall(t, ts.addr, nil)
+		stall(t, ts.addr, nil)
+		waitFor(t, "two handshakes in flight", func() bool { return scalars(t, ts.m.reg)["lpsd_handshakes_in_flight"] == 2 })
+		d := tls.Dialer{Config: ts.nodeTLS()}
+		if c, err := d.DialContext(t.Context(), "tcp", ts.addr); err == nil {
+			c.Close()
+			t.Fatal("a third handshake from the same address went through")
+		}
+		if got := closedBy(t, ts, closedPeerHandshakes); got != 1 {
+			t.Errorf("closed for peer handshakes: %v, want 1", got)
+		}
+		d.NetDialer = &net.Dialer{LocalAddr: &net.TCPAddr{IP: other}}
+		c, err := d.DialContext(t.Context(), "tcp", ts.addr)
+		if err != nil {
+			t.Fatalf("another address: %v", err)
+		}
+		c.Close()
+	})
+	t.Run("connections", func(t *testing.T) {
+		t.Parallel()
+		ts := startServer(t, serverOpts{noLoad: true, perPeerConns: 3})
+		d := tls.Dialer{Config: ts.nodeTLS()}
+		var open []net.Conn
+		for range 3 {
+			c, err := d.DialContext(t.Context(), "tcp", ts.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			open = append(open, c)
+		}
+		if c, err := d.DialContext(t.Context(), "tcp", ts.addr); err == nil {
+			c.Close()
+			t.Fatal("a fourth connection from the same address was served")
+		}
+		if got := closedBy(t, ts, closedPeerConnections); got != 1 {
+			t.Errorf("closed for peer connections: %v, want 1", got)
+		}
+		d.NetDialer = &net.Dialer{LocalAddr: &net.TCPAddr{IP: other}}
+		c, err := d.DialContext(t.Context(), "tcp", ts.addr)
+		if err != nil {
+			t.Fatalf("another address: %v", err)
+		}
+		c.Close()
+		// A closed connection gives its place back.
+		open[0].Close()
+		d.NetDialer = nil
+		waitFor(t, "the place to free", func() bool {
+			c, err := d.DialContext(t.Context(), "tcp", ts.addr)
+			if err != nil {
+				return false
+			}
+			c.Close()
+			return true
+		})
+	})
+}
+
+// closedBy reads lpsd_connections_closed_total{reason}.
+func closedBy(t *testing.T, ts *testServer, reason string) float64 {
+	t.Helper()
+	mfs, err := ts.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "lpsd_connections_closed_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return -1
 }
