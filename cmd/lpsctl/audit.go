@@ -129,12 +129,14 @@ func printAudit(e *env, entries []*adminv1.AuditEntry) error {
 	tw := newTable(e.stdout)
 	fmt.Fprintln(tw, "SEQ\tTIME\tACTOR\tACTION\tTARGET\tREASON\tCHANGE")
 	for _, a := range entries {
-		reason := "-"
+		// An automatic change's reason is its evidence in words: the
+		// verdict is not repeated after the change then.
+		reason, verdict := "-", why(a.GetEvidenceJson())
 		if a.GetReason() != "" {
-			reason = quote.Text(a.GetReason())
+			reason, verdict = quote.Text(a.GetReason()), ""
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", a.GetSeq(), formatTime(a.GetTime().AsTime()), quote.Text(a.GetActor()), quote.Text(a.GetAction()), quote.Text(a.GetTarget()),
-			reason, quote.Text(rollout.DescribeChange(a.GetBeforeJson(), a.GetAfterJson()))+why(a.GetEvidenceJson()))
+			reason, quote.Text(rollout.DescribeChange(a.GetBeforeJson(), a.GetAfterJson()))+verdict)
 	}
 	return tw.Flush()
 }

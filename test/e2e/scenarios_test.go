@@ -405,7 +405,7 @@ func TestIntegrationClosedLoop(t *testing.T) {
 			t.Errorf("status does not show the halted canary's 3 seats taken:\n%s", st)
 		}
 		audit := s.ctl("audit")
-		if !strings.Contains(audit, "auto-halt") || !strings.Contains(audit, "lpsd") || !strings.Contains(audit, "(regressing: failure rate") {
+		if !strings.Contains(audit, "auto-halt") || !strings.Contains(audit, "lpsd") || !strings.Contains(audit, "regressing (ceiling): failure rate") {
 			t.Errorf("audit has no automatic halt by lpsd with its verdict:\n%s", audit)
 		}
 		// A node provisioning after the halt is offered nothing.

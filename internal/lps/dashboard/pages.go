@@ -47,13 +47,18 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return fmtTime(t.AsTime())
 	},
-	"ago":      ago,
-	"scope":    rollout.ScopeText,
-	"pct":      fmtPct,
-	"change":   rollout.DescribeChange,
-	"chart":    chartSVG,
-	"canAct":   func(role admin.Role) bool { return admin.Allowed(role, adminv1.AdminService_Transition_FullMethodName) },
-	"bytes":    func(n int) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) },
+	"ago":    ago,
+	"scope":  rollout.ScopeText,
+	"pct":    fmtPct,
+	"change": rollout.DescribeChange,
+	"chart":  chartSVG,
+	"canAct": func(role admin.Role) bool { return admin.Allowed(role, adminv1.AdminService_Transition_FullMethodName) },
+	"bytes": func(n int) string {
+		if n < 1024 {
+			return fmt.Sprintf("%d B", n)
+		}
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	},
 	"evidence": evidenceText,
 	"actions":  actionsFor,
 	"ms":       func(d time.Duration) int64 { return d.Milliseconds() },
@@ -401,7 +406,11 @@ func auditRows(entries []*adminv1.AuditEntry) []auditRow {
 	out := make([]auditRow, 0, len(entries))
 	for _, e := range entries { // oldest first, as the log pages
 
-		out = append(out, auditRow{E: e, Change: rollout.DescribeChange(e.GetBeforeJson(), e.GetAfterJson()), Why: evidenceText(e)})
+		row := auditRow{E: e, Change: rollout.DescribeChange(e.GetBeforeJson(), e.GetAfterJson())}
+		if e.GetReason() == "" { // an automatic change's reason is its evidence in words
+			row.Why = evidenceText(e)
+		}
+		out = append(out, row)
 	}
 	return out
 }
