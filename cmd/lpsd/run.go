@@ -224,7 +224,8 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	)
 	metrics.Register(adminMetrics)
 	adminSrv := grpc.NewServer(
-		grpc.ChainUnaryInterceptor(recoverUnary(log), adminMetrics.UnaryServerInterceptor(), auth.Unary),
+		grpc.ChainUnaryInterceptor(lps.Recover(log.With("listener", "admin"), func() error { return status.Error(codes.Internal, "internal error") }),
+			adminMetrics.UnaryServerInterceptor(), auth.Unary),
 		grpc.ChainStreamInterceptor(adminMetrics.StreamServerInterceptor(), auth.Stream),
 	)
 	adminAPI := admin.New(admin.Config{
@@ -469,20 +470,6 @@ func loadPool(path string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("%s: no PEM certificates", path)
 	}
 	return p, nil
-}
-
-// recoverUnary turns a panic in an admin handler into Internal: grpc-go does
-// not recover handler panics, and one bad request must not stop the service.
-func recoverUnary(log *slog.Logger) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
-		defer func() {
-			if v := recover(); v != nil {
-				log.Error("admin handler panicked", "method", info.FullMethod, "panic", fmt.Sprint(v))
-				resp, err = nil, status.Error(codes.Internal, "internal error")
-			}
-		}()
-		return h(ctx, req)
-	}
 }
 
 func splitList(s string) []string {

@@ -110,19 +110,26 @@ func rejection(err error) string {
 	return outcomeUnknown
 }
 
-// recoverPanics returns the outermost interceptor: grpc-go does not recover
-// handler panics, and a panic would take the whole service down. A panic
-// in the verifier or a handler becomes Internal, logged with its stack.
-func recoverPanics(m *Metrics, log *slog.Logger) grpc.UnaryServerInterceptor {
+// Recover returns the outermost interceptor of lpsd's gRPC servers (the
+// node-facing one and the admin API): grpc-go does not recover handler
+// panics, so without it one bad request would crash the process. A panic
+// is logged with its stack and the call answered with answer's error.
+func Recover(log *slog.Logger, answer func() error) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				log.Error("panic serving request", "method", info.FullMethod, "peer", peerAddr(ctx), "panic", r, "stack", string(debug.Stack()))
-				resp, err = nil, fail(m, outcomePanic)
+				resp, err = nil, answer()
 			}
 		}()
 		return handler(ctx, req)
 	}
+}
+
+// recoverPanics is the node-facing server's Recover: the panic is counted
+// as an outcome and the node gets Internal.
+func recoverPanics(m *Metrics, log *slog.Logger) grpc.UnaryServerInterceptor {
+	return Recover(log, func() error { return fail(m, outcomePanic) })
 }
 
 func peerAddr(ctx context.Context) string {
