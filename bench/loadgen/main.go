@@ -2,7 +2,8 @@
 // memory: every simulated node opens a new TLS connection and makes one
 // GetComponentConfig call with its own attested document, as check-hotfix
 // does. It compares lpsd with the floor (bench/floor/lpsfloor) and can
-// profile the request path (bench/lpsdprof). See bench/README.md.
+// profile the request path of lpsd as it ships (--debug-listen). See
+// bench/README.md.
 package main
 
 import (

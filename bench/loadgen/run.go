@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -99,7 +98,6 @@ type env struct {
 	dir    string
 	bins   harness.Binaries
 	floor  string
-	prof   string
 	tls    harness.TLSFiles
 	roots  *x509.CertPool // cluster CA, as nodes trust it
 	rootsF string         // attested-document roots for lpsd
@@ -123,11 +121,9 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if e.bins, err = harness.Build(ctx, binDir); err != nil {
 		return err
 	}
-	e.floor, e.prof = filepath.Join(binDir, "lpsfloor"), filepath.Join(binDir, "lpsdprof")
-	for pkg, bin := range map[string]string{"./bench/floor/lpsfloor": e.floor, "./bench/lpsdprof": e.prof} {
-		if err := harness.GoBuild(ctx, pkg, bin, ""); err != nil {
-			return err
-		}
+	e.floor = filepath.Join(binDir, "lpsfloor")
+	if err := harness.GoBuild(ctx, "./bench/floor/lpsfloor", e.floor, ""); err != nil {
+		return err
 	}
 	if e.tls, err = harness.MintTLS(dir); err != nil {
 		return err
@@ -165,9 +161,9 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 // startLPSD starts the real lpsd (in-memory store, attestation on with the
 // bench CA's root, no AIA) and publishes a release rolled out to 100%, so
 // every node is served the pointer.
-func (e *env) startLPSD(ctx context.Context) (*harness.LPSD, string, error) {
+func (e *env) startLPSD(ctx context.Context, extra ...string) (*harness.LPSD, string, error) {
 	l, err := harness.StartLPSD(ctx, e.bins, e.dir, harness.LPSDOptions{
-		Store: "mem:", IMDSRoots: e.rootsF, TLS: e.tls, Extra: []string{"--imds-no-aia"},
+		Store: "mem:", IMDSRoots: e.rootsF, TLS: e.tls, Extra: append([]string{"--imds-no-aia"}, extra...),
 	})
 	if err != nil {
 		return nil, "", err
@@ -359,11 +355,15 @@ func memory(ctx context.Context, o options, e *env) error {
 	return nil
 }
 
-// profile drives lpsdprof (lpsd's request path with pprof), then the floor,
-// each at the first -conc for -dur while taking a CPU profile, then a heap
-// profile, and prints the top of each with the CPU per request.
+// profile drives lpsd as it ships, with its --debug-listen pprof on, then
+// the floor, each at the first -conc for -dur while taking a CPU profile,
+// then a heap profile, and prints the top of each with the CPU per request.
 func profile(ctx context.Context, o options, e *env) error {
-	l, envFile, err := e.startLPSD(ctx)
+	lpsdPprof, err := harness.FreePort()
+	if err != nil {
+		return err
+	}
+	l, _, err := e.startLPSD(ctx, "--debug-listen", lpsdPprof)
 	if err != nil {
 		return err
 	}
@@ -371,28 +371,10 @@ func profile(ctx context.Context, o options, e *env) error {
 	if err != nil {
 		return err
 	}
+	if err := e.profileTarget(ctx, o, "lpsd", target{name: "lpsd", addr: l.GRPCAddr, pid: l.Proc.Pid(), toks: e.toks}, lpsdPprof); err != nil {
+		return err
+	}
 	l.Stop(5 * time.Second)
-	addrFile := filepath.Join(e.dir, "lpsdprof.addr")
-	p, err := harness.Start("lpsdprof", filepath.Join(e.dir, "lpsdprof.log"), []string{e.prof,
-		"-tls-cert", e.tls.CertFile, "-tls-key", e.tls.KeyFile, "-imds-roots", e.rootsF, "-envelope", envFile, "-addr-file", addrFile}, nil)
-	if err != nil {
-		return err
-	}
-	e.procs = append(e.procs, p)
-	line, err := harness.WaitFile(ctx, p, addrFile)
-	if err != nil {
-		return err
-	}
-	var addrs struct{ GRPC, PProf string }
-	if err := json.Unmarshal([]byte(line), &addrs); err != nil {
-		return err
-	}
-	if _, err := e.served(ctx, addrs.GRPC); err != nil {
-		return err
-	}
-	if err := e.profileTarget(ctx, o, "lpsd", target{name: "lpsdprof", addr: addrs.GRPC, pid: p.Pid(), toks: e.toks}, addrs.PProf); err != nil {
-		return err
-	}
 	pprofAddr, err := harness.FreePort()
 	if err != nil {
 		return err

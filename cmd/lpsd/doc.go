@@ -44,7 +44,11 @@ Listeners:
 	                       of a core on a big fleet)
 	--http-listen ADDR     /metrics (Prometheus), /healthz, /readyz (default
 	                       127.0.0.1:9090)
-	--addr-file FILE       write {"grpc","admin","http"} bound addresses as JSON
+	--debug-listen ADDR    net/http/pprof (CPU and heap profiles), loopback
+	                       only; off by default (bench/loadgen -mode profile
+	                       profiles lpsd through it)
+	--addr-file FILE       write {"grpc","admin","http"[,"debug"]} bound
+	                       addresses as JSON
 
 TLS and authentication:
 

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime"
@@ -43,6 +44,7 @@ type options struct {
 	dashboard                       bool
 	dashboardRefresh                time.Duration
 	addrFile                        string
+	debugListen                     string
 	tlsCert, tlsKey, serverName     string
 	adminCert, adminKey             string
 	adminTokens, adminClientCA      string
@@ -70,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.listen, "listen", ":8443", "node-facing gRPC/TLS `address`")
 	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8444", "admin API gRPC/TLS `address`")
 	fs.StringVar(&o.httpListen, "http-listen", "127.0.0.1:9090", "`address` of /metrics, /healthz and /readyz")
+	fs.StringVar(&o.debugListen, "debug-listen", "", "loopback `address` of /debug/pprof (CPU and heap profiles); off when empty")
 	fs.StringVar(&o.addrFile, "addr-file", "", "write the bound addresses as JSON {grpc,admin,http} to this `file`")
 	fs.StringVar(&o.tlsCert, "tls-cert", "", "PEM certificate `file` for the node-facing listener (required)")
 	fs.StringVar(&o.tlsKey, "tls-key", "", "PEM private key `file` for --tls-cert (required)")
@@ -136,6 +139,9 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	defer signal.Stop(hup)
 	if o.tlsCert == "" || o.tlsKey == "" {
 		return usagef("--tls-cert and --tls-key are required")
+	}
+	if host, _, err := net.SplitHostPort(o.debugListen); o.debugListen != "" && (err != nil || !loopback(host)) {
+		return usagef("--debug-listen %q: profiles show lpsd's memory; keep the address on loopback (127.0.0.1:PORT)", o.debugListen)
 	}
 	if o.adminTokens == "" && o.adminClientCA == "" {
 		return usagef("set --admin-token-file or --admin-client-ca: the admin API is never unauthenticated")
@@ -268,8 +274,19 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		return err
 	}
 	httpSrv := &http.Server{Handler: node.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	addrs := map[string]string{"grpc": nodeLn.Addr().String(), "admin": adminLn.Addr().String(), "http": httpLn.Addr().String()}
+	var debugLn net.Listener
+	if o.debugListen != "" {
+		if debugLn, err = net.Listen("tcp", o.debugListen); err != nil {
+			nodeLn.Close()
+			adminLn.Close()
+			httpLn.Close()
+			return err
+		}
+		addrs["debug"] = debugLn.Addr().String()
+	}
 	if o.addrFile != "" {
-		data, _ := json.Marshal(map[string]string{"grpc": nodeLn.Addr().String(), "admin": adminLn.Addr().String(), "http": httpLn.Addr().String()})
+		data, _ := json.Marshal(addrs)
 		if err := atomicfile.WriteFile(o.addrFile, append(data, '\n'), 0o644); err != nil {
 			return fmt.Errorf("--addr-file: %w", err)
 		}
@@ -323,6 +340,13 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		}
 		return nil
 	})
+	if debugLn != nil {
+		// Profiles only: nothing here changes state, and the listener
+		// closes with the process.
+		debugSrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 5 * time.Second}
+		go debugSrv.Serve(debugLn) //nolint:errcheck // ends when the process does
+		log.Info("lpsd debug listener (pprof)", "addr", debugLn.Addr().String())
+	}
 
 	var runErr error
 	select {
@@ -501,4 +525,15 @@ func adminHandler(api *grpc.Server, dash http.Handler) http.Handler {
 		}
 		dash.ServeHTTP(w, r)
 	})
+}
+
+// debugHandler serves net/http/pprof (on its own mux, not the default).
+func debugHandler() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("/debug/pprof/", pprof.Index)
+	m.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	m.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return m
 }

@@ -49,6 +49,7 @@ func TestRunRefusesUnsafeConfigurations(t *testing.T) {
 		{"bad region", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--region", "east-us"}, 2, "--region \"east-us\""},
 		{"etcd off host in plain text", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "etcd:10.1.2.3:2379"}, 2, "--etcd-allow-plaintext"},
 		{"bad roots", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--imds-roots", tokens}, 1, "--imds-roots"},
+		{"debug listener off loopback", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--debug-listen", "0.0.0.0:6060"}, 2, "--debug-listen \"0.0.0.0:6060\""},
 		{"certificate without the service name", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "mem:", "--server-name", "other.example.com"}, 1, "other.example.com"},
 	}
 	for _, tt := range tests {
@@ -64,8 +65,20 @@ func TestRunRefusesUnsafeConfigurations(t *testing.T) {
 func TestRunServesAndShutsDown(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	r := start(t, append(nodeFlags(t, dir, 0o600), "--store", "bolt:"+filepath.Join(dir, "state", "lpsd.db"), "--drain-delay", "0s")...)
+	r := start(t, append(nodeFlags(t, dir, 0o600), "--store", "bolt:"+filepath.Join(dir, "state", "lpsd.db"), "--drain-delay", "0s", "--debug-listen", "127.0.0.1:0")...)
 	r.waitReady(t)
+	// The debug listener serves pprof, and only there.
+	if resp, err := http.Get("http://" + r.addrs.Debug + "/debug/pprof/heap?debug=1"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("pprof on --debug-listen: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	if resp, err := http.Get("http://" + r.addrs.HTTP + "/debug/pprof/"); err == nil {
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			t.Error("pprof is served on the metrics listener")
+		}
+	}
 	resp, err := http.Get("http://" + r.addrs.HTTP + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -235,7 +248,7 @@ func (b *syncBuffer) String() string {
 
 // running is lpsd started in-process by start.
 type running struct {
-	addrs struct{ GRPC, Admin, HTTP string }
+	addrs struct{ GRPC, Admin, HTTP, Debug string }
 	log   *syncBuffer
 	// stop signals it (as SIGTERM does) and returns its exit code.
 	stop func() int

@@ -3,7 +3,7 @@
 // GetComponentConfig with a constant answer, ignoring the caller's
 // credentials. It has none of lpsd's limits, interceptors, attestation,
 // snapshot or metrics. With -pprof-listen it also serves net/http/pprof,
-// for comparing profiles with bench/lpsdprof.
+// for comparing profiles with lpsd --debug-listen (bench/loadgen -mode profile).
 //
 //	lpsfloor -tls-cert FILE -tls-key FILE [-listen ADDR] [-addr-file FILE] [-config-file FILE] [-pprof-listen ADDR]
 package main
