@@ -299,7 +299,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 8)
 	goRun := func(name string, f func() error) {
 		wg.Add(1)
 		go func() {
@@ -325,27 +325,18 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		goRun("autopilot", func() error { return ap.Run(ctx) })
 	}
 	goRun("node listener", func() error { return node.Serve(ctx, nodeLn) })
-	goRun("admin listener", func() error {
-		if err := adminHTTP.ServeTLS(adminLn, "", ""); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
+	// Admin calls in flight get 10 s to finish after the drain; the
+	// metrics listener 5 s; profiles none.
+	goRun("admin listener", func() error { return serveHTTP(ctx, adminHTTP, adminLn, 10*time.Second) })
 	if dash != nil {
 		goRun("dashboard", func() error { return dash.Run(ctx) })
 	}
-	goRun("http listener", func() error {
-		if err := httpSrv.Serve(httpLn); !errors.Is(err, http.ErrServerClosed) {
-			return err
-		}
-		return nil
-	})
+	goRun("http listener", func() error { return serveHTTP(ctx, httpSrv, httpLn, 5*time.Second) })
 	if debugLn != nil {
-		// Profiles only: nothing here changes state, and the listener
-		// closes with the process.
-		debugSrv := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 5 * time.Second}
-		go debugSrv.Serve(debugLn) //nolint:errcheck // ends when the process does
 		log.Info("lpsd debug listener (pprof)", "addr", debugLn.Addr().String())
+		goRun("debug listener", func() error {
+			return serveHTTP(ctx, &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 5 * time.Second}, debugLn, 0)
+		})
 	}
 
 	var runErr error
@@ -361,15 +352,6 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	case runErr = <-errc:
 	}
 	cancel()
-	// Admin calls in flight get 10 s to finish; the metrics listener 5 s.
-	adminCtx, adminDone := context.WithTimeout(context.Background(), 10*time.Second)
-	if adminHTTP.Shutdown(adminCtx) != nil {
-		adminHTTP.Close()
-	}
-	adminDone()
-	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	httpSrv.Shutdown(shutdownCtx)
-	done()
 	wg.Wait()
 	return runErr
 }
@@ -536,4 +518,35 @@ func debugHandler() http.Handler {
 	m.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return m
+}
+
+// serveHTTP serves srv on ln (TLS when srv has a TLSConfig) until ctx is
+// done, then shuts it down, giving requests in flight grace before closing
+// what is left, and returns nil; or the error that stopped it first. It is
+// how each of lpsd's HTTP listeners starts and stops.
+func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace time.Duration) error {
+	served := make(chan error, 1)
+	go func() {
+		var err error
+		if srv.TLSConfig != nil {
+			err = srv.ServeTLS(ln, "", "")
+		} else {
+			err = srv.Serve(ln)
+		}
+		served <- err
+	}()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	if srv.Shutdown(sctx) != nil {
+		srv.Close()
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
 }
