@@ -37,6 +37,10 @@ type config struct {
 	Notes       []string `json:"notes,omitempty"`
 }
 
+// phaseReport is one phase. Seconds is the window in which the counted
+// probe calls started; an attack runs one node budget longer, so each of
+// them ends under attack, and lpsd's and the machine's figures cover that
+// too.
 type phaseReport struct {
 	Name     string        `json:"name"`
 	Seconds  float64       `json:"seconds"`

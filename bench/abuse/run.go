@@ -251,13 +251,17 @@ func measure(ctx context.Context, o options, local *net.TCPAddr, dir string, pro
 			a = &attacker{kind: s.name, target: s.n, addr: l.GRPCAddr, local: local, reopen: o.reopen, parallel: o.parallel}
 			attack.Go(func() { a.run(actx) })
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(s.dur):
+		sleep(ctx, s.dur)
+		window := time.Since(start)
+		if a != nil {
+			// Every call of the phase ends under attack: calls started in
+			// the next budget are not counted, then the attack stops.
+			cur.Store(&probeStats{begin: time.Now()})
+			sleep(ctx, nodeBudget)
 		}
 		stopAttack()
 		attack.Wait()
-		phases[i] = phaseReport{Name: s.name, Seconds: time.Since(start).Seconds(), LPSD: w.finish(ctx)}
+		phases[i] = phaseReport{Name: s.name, Seconds: window.Seconds(), LPSD: w.finish(ctx)}
 		phases[i].Machine = machineUse(m0, self0, phases[i].LPSD.cpu)
 		if a != nil {
 			phases[i].Attacker = a.report()
@@ -280,12 +284,19 @@ func measure(ctx context.Context, o options, local *net.TCPAddr, dir string, pro
 	return result{Config: cfg, Phases: phases, Check: check(phases, minServedPct), MinServedPct: minServedPct}, nil
 }
 
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
 func describe(s phaseSpec) string {
 	switch s.name {
 	case kindSilent:
-		return fmt.Sprintf("%d TCP sockets that never send a byte, for %s", s.n, s.dur)
+		return fmt.Sprintf("%d TCP sockets that never send a byte, for %s + %s", s.n, s.dur, nodeBudget)
 	case kindIdleH2:
-		return fmt.Sprintf("%d idle HTTP/2 connections (TLS, preface, SETTINGS, no call), for %s", s.n, s.dur)
+		return fmt.Sprintf("%d idle HTTP/2 connections (TLS, preface, SETTINGS, no call), for %s + %s", s.n, s.dur, nodeBudget)
 	}
 	return fmt.Sprintf("no attack, for %s", s.dur)
 }
