@@ -17,6 +17,7 @@ import (
 
 	"nodehotfix/bench/internal/mint"
 	"nodehotfix/bench/internal/procstat"
+	"nodehotfix/bench/internal/rig"
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/node/lpsclient"
@@ -169,22 +170,9 @@ func (e *env) startLPSD(ctx context.Context, extra ...string) (*harness.LPSD, st
 		return nil, "", err
 	}
 	e.procs = append(e.procs, l.Proc)
-	priv, _, err := l.GenerateKeys(ctx, e.dir)
+	envFile, err := rig.PublishRelease(ctx, l, e.dir, version)
 	if err != nil {
 		return nil, "", err
-	}
-	bin := filepath.Join(e.dir, "artifact")
-	if err := os.WriteFile(bin, []byte("stand-in artifact\n"), 0o644); err != nil {
-		return nil, "", err
-	}
-	envFile, err := l.SignRelease(ctx, e.dir, harness.Release{Version: version, Binary: bin, URL: "https://artifacts.invalid/aks-node-controller", KeyFile: priv})
-	if err != nil {
-		return nil, "", err
-	}
-	for _, args := range [][]string{{"release", "publish", "--envelope", envFile}, {"rollout", "set", version, "--percent", "100"}} {
-		if _, err := l.Ctl(ctx, args...); err != nil {
-			return nil, "", err
-		}
 	}
 	return l, envFile, nil
 }
