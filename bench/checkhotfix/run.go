@@ -62,7 +62,7 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lps, err := r.StartLPS(rig.Rolled(rig.HotfixVersion, env, 100))
+	lps, err := r.StartLPS(env)
 	if err != nil {
 		return err
 	}

@@ -22,8 +22,11 @@ import (
 
 const (
 	// reportFlush is how long an accepted report waits for others to share
-	// its store write: one write per replica per interval bounds the write
-	// rate a fleet puts on the store, and the node's 2 s budget leaves room.
+	// its store write: a write per replica per interval (two at most, with
+	// an idle replica's leading write) bounds the write rate a fleet puts
+	// on the store, and the node's 2 s budget leaves room. A report that
+	// finds the replica idle (no write for an interval) is written at once:
+	// a lone node's launch does not wait for company.
 	reportFlush = 100 * time.Millisecond
 	// reportBatch flushes early once this many reports wait (etcd's default
 	// transaction size).
@@ -258,15 +261,18 @@ func (l *bootLimit) admit(vm, boot string) bool {
 // errReportQueueFull is returned by put when reportQueue reports wait.
 var errReportQueueFull = errors.New("too many reports waiting for the store")
 
-// reportBatcher gathers reports and writes them in batches: at most one
-// store write per reportFlush, or sooner when reportBatch wait. put returns
-// once its report's batch is stored, so an acknowledgement means durable.
+// reportBatcher gathers reports and writes them in batches: a store write
+// per reportFlush, sooner when reportBatch wait or when a report finds the
+// batcher idle. put returns once its report's batch is stored, so an
+// acknowledgement means durable.
 type reportBatcher struct {
 	w       reportWriter
 	mu      sync.Mutex
 	pending []pendingReport
 	kick    chan struct{}
 	closed  bool
+	// lastWrite is when the last batch was taken for writing.
+	lastWrite time.Time
 }
 
 type pendingReport struct {
@@ -297,8 +303,9 @@ func (b *reportBatcher) put(ctx context.Context, r store.Report) (bool, error) {
 	}
 	b.pending = append(b.pending, pendingReport{r: r, done: done})
 	full := len(b.pending) >= reportBatch
+	idle := len(b.pending) == 1 && time.Since(b.lastWrite) >= reportFlush
 	b.mu.Unlock()
-	if full {
+	if full || idle {
 		select {
 		case b.kick <- struct{}{}:
 		default:
@@ -341,6 +348,9 @@ func (b *reportBatcher) flush(ctx context.Context) {
 		n := min(len(b.pending), reportBatch)
 		batch := b.pending[:n:n]
 		b.pending = b.pending[n:]
+		if n > 0 {
+			b.lastWrite = time.Now()
+		}
 		b.mu.Unlock()
 		if n == 0 {
 			return

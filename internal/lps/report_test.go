@@ -224,3 +224,59 @@ func TestReportQueueFull(t *testing.T) {
 		}
 	}
 }
+
+// TestReportBatcherLeadingWrite: a report that finds the batcher idle asks
+// for a write at once (a lone node does not wait out reportFlush); one
+// that arrives right after a write joins the next batch.
+func TestReportBatcherLeadingWrite(t *testing.T) {
+	t.Parallel()
+	w := &countingWriter{}
+	b := newReportBatcher(w) // flushed by hand, not Run
+	done := make(chan error, 1)
+	go func() {
+		_, err := b.put(t.Context(), store.Report{VMID: "vm-1", Boot: testBoot})
+		done <- err
+	}()
+	select {
+	case <-b.kick:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a report to an idle batcher asked for no write")
+	}
+	b.flush(t.Context())
+	if err := <-done; err != nil || w.writes != 1 {
+		t.Fatalf("put = %v after %d writes", err, w.writes)
+	}
+	// Right after a write, the next report waits for the interval. (As if
+	// the write had just happened, however slow this machine is.)
+	b.mu.Lock()
+	b.lastWrite = time.Now().Add(time.Hour)
+	b.mu.Unlock()
+	go func() {
+		_, err := b.put(t.Context(), store.Report{VMID: "vm-2", Boot: testBoot})
+		done <- err
+	}()
+	for {
+		b.mu.Lock()
+		n := len(b.pending)
+		b.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if len(b.kick) != 0 {
+		t.Error("a report right after a write asked for another at once")
+	}
+	b.flush(t.Context())
+	if err := <-done; err != nil || w.writes != 2 {
+		t.Fatalf("second put = %v after %d writes", err, w.writes)
+	}
+}
+
+// countingWriter stores nothing and counts its writes.
+type countingWriter struct{ writes int }
+
+func (w *countingWriter) PutReports(_ context.Context, rs []store.Report) ([]bool, error) {
+	w.writes++
+	return make([]bool, len(rs)), nil
+}

@@ -1,9 +1,9 @@
 // Package rig stands up, on loopback, what the node's hotfix commands talk
 // to in the node-side benchmarks.
 //
-// It provides a metadata-service stand-in, warm in-process live-patching
-// servers, node roots, release signing, and a timed runner for the real
-// binaries.
+// It provides a metadata-service stand-in, live-patching services (lpsd as
+// it ships, started as a process and published to through lpsctl), node
+// roots, release signing, and a timed runner for the real binaries.
 package rig
 
 import (
@@ -25,18 +25,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"nodehotfix/bench/internal/mint"
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
-	"nodehotfix/internal/imds/attest"
-	"nodehotfix/internal/lps"
 	"nodehotfix/internal/release"
-	"nodehotfix/internal/rollout"
-	"nodehotfix/internal/store"
-	"nodehotfix/internal/store/memstore"
 	"nodehotfix/test/harness"
 )
 
@@ -65,7 +59,10 @@ type Rig struct {
 	cert   tls.Certificate
 	minter *mint.Minter
 	priv   ed25519.PrivateKey
-	verify *attest.Verifier
+	// bins are lpsd and lpsctl, built once; roots is the attested
+	// documents' root bundle lpsd trusts.
+	bins  harness.Binaries
+	roots string
 }
 
 // New builds the baked agent into dir, mints TLS and release keys, and
@@ -91,13 +88,11 @@ func New(ctx context.Context, dir string, docs int) (*Rig, error) {
 	if r.minter, err = mint.New(mint.RSA, 6*time.Hour); err != nil {
 		return nil, err
 	}
-	roots, err := attest.RootsFromPEM(r.minter.RootPEM())
-	if err != nil {
+	r.roots = filepath.Join(dir, "imds-roots.pem")
+	if err := os.WriteFile(r.roots, r.minter.RootPEM(), 0o644); err != nil {
 		return nil, err
 	}
-	// As lpsd --imds-roots with the default attest settings; the chain
-	// builds without AIA, so none is fetched either way.
-	if r.verify, err = attest.New(attest.Config{Roots: roots}); err != nil {
+	if r.bins, err = harness.Build(ctx, filepath.Join(dir, "bin")); err != nil {
 		return nil, err
 	}
 	if r.IMDS, err = startIMDS(ctx, r.minter, docs); err != nil {
@@ -127,43 +122,69 @@ func (r *Rig) SignRelease(version, url string, sha256hex string, size int64) ([]
 	return release.Sign(v, r.priv)
 }
 
-// Rolled returns the store record of a release rolled out to percent.
-func Rolled(version string, envelope []byte, percent int) rollout.Release {
-	now := time.Now()
-	return rollout.Release{
-		Version:     version,
-		Base:        version[:9],
-		Envelope:    envelope,
-		Rollout:     rollout.Rollout{State: rollout.Rolling, Percent: percent},
-		PublishedAt: now,
-		UpdatedAt:   now,
+// StartLPS starts lpsd as it ships (its own process, an in-memory store,
+// attestation on with the rig's roots), publishes each signed envelope
+// through lpsctl and rolls it out to 100%, waits until lpsd serves them,
+// and returns its node-facing address. It stops with the rig's ctx.
+func (r *Rig) StartLPS(envelopes ...[]byte) (string, error) {
+	dir, err := os.MkdirTemp(r.Dir, "lpsd-")
+	if err != nil {
+		return "", err
 	}
-}
-
-// StartLPS starts a warm in-process live-patching server (lps.NewServer,
-// attestation on, an in-memory store holding rels) on a loopback port and
-// returns its address.
-func (r *Rig) StartLPS(rels ...rollout.Release) (string, error) {
-	st := memstore.New()
-	for _, rel := range rels {
-		if _, err := st.PutRelease(r.ctx, rel, 0, store.AuditEntry{Time: time.Now(), Actor: "bench", Action: "publish", Target: rel.Version}); err != nil {
+	l, err := harness.StartLPSD(r.ctx, r.bins, dir, harness.LPSDOptions{Store: "mem:", IMDSRoots: r.roots, TLS: r.TLS, Extra: []string{"--imds-no-aia"}})
+	if err != nil {
+		return "", err
+	}
+	context.AfterFunc(r.ctx, func() { l.Stop(5 * time.Second) })
+	for i, env := range envelopes {
+		rel, err := release.Inspect(env)
+		if err != nil {
 			return "", err
 		}
+		f := filepath.Join(dir, fmt.Sprintf("release-%d.json", i))
+		if err := os.WriteFile(f, env, 0o644); err != nil {
+			return "", err
+		}
+		for _, args := range [][]string{{"release", "publish", "--envelope", f}, {"rollout", "set", rel.Version, "--percent", "100"}} {
+			if _, err := l.Ctl(r.ctx, args...); err != nil {
+				return "", err
+			}
+		}
 	}
-	snaps := lps.NewSnapshotter(st, nil, nil)
-	if err := snaps.Load(r.ctx); err != nil {
-		return "", err
+	return l.GRPCAddr, waitServing(r.ctx, l)
+}
+
+// waitServing waits until l serves a snapshot holding every release record
+// it has (admin writes reach the snapshot by watch).
+func waitServing(ctx context.Context, l *harness.LPSD) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		out, err := l.Ctl(ctx, "status", "-o", "json")
+		if err == nil {
+			var st struct {
+				SnapshotRevision int64      `json:"snapshot_revision"`
+				SnapshotTime     *time.Time `json:"snapshot_time"`
+				Releases         []struct {
+					Revision int64 `json:"revision"`
+				} `json:"releases"`
+			}
+			if json.Unmarshal([]byte(out), &st) == nil && st.SnapshotTime != nil {
+				synced := true
+				for _, rel := range st.Releases {
+					synced = synced && rel.Revision <= st.SnapshotRevision
+				}
+				if synced {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lpsd at %s never served its releases: %v", l.GRPCAddr, err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
-	srv, err := lps.NewServer(snaps, r.verify, lps.NewMetrics(prometheus.NewRegistry()), lps.ServerConfig{Certificate: r.cert})
-	if err != nil {
-		return "", err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	go srv.Serve(r.ctx, ln)
-	return ln.Addr().String(), nil
 }
 
 // StartHungLPS starts a TLS gRPC server with the service certificate whose
