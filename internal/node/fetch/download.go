@@ -76,13 +76,9 @@ func (c *Client) Download(ctx context.Context, rawURL string, want Want, dst io.
 	if want.Size <= 0 {
 		return fmt.Errorf("download: invalid want size %d", want.Size)
 	}
-	u, err := url.Parse(rawURL)
+	u, err := parseURL(rawURL)
 	if err != nil {
-		// url.Parse errors quote the whole URL, query token included.
-		return &VerifyError{Reason: ReasonURL, Detail: "unparsable URL"}
-	}
-	if err := checkURL(u); err != nil {
-		return &VerifyError{Reason: ReasonURL, Detail: fmt.Sprintf("%s: %s", redact(u), err)}
+		return err
 	}
 	if err := c.download(ctx, u, want, digest, dst); err != nil {
 		return fmt.Errorf("download %s: %w", redact(u), err)
@@ -90,7 +86,41 @@ func (c *Client) Download(ctx context.Context, rawURL string, want Want, dst io.
 	return nil
 }
 
+// Get is Download for a file of unknown digest and size, which the caller
+// verifies itself (a signed index, say): at most max bytes reach dst, and a
+// longer body is a *VerifyError (ReasonSize). Everything else is as for
+// Download.
+func (c *Client) Get(ctx context.Context, rawURL string, max int64, dst io.Writer) error {
+	if max <= 0 {
+		return fmt.Errorf("get: invalid max size %d", max)
+	}
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return err
+	}
+	if err := c.download(ctx, u, Want{Size: max}, nil, dst); err != nil {
+		return fmt.Errorf("get %s: %w", redact(u), err)
+	}
+	return nil
+}
+
+// parseURL parses rawURL and applies the URL policy.
+func parseURL(rawURL string) (*url.URL, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		// url.Parse errors quote the whole URL, query token included.
+		return nil, &VerifyError{Reason: ReasonURL, Detail: "unparsable URL"}
+	}
+	if err := checkURL(u); err != nil {
+		return nil, &VerifyError{Reason: ReasonURL, Detail: fmt.Sprintf("%s: %s", redact(u), err)}
+	}
+	return u, nil
+}
+
+// download streams u's body into dst. With digest, want.Size and digest
+// are exactly what the body must be; without (Get), want.Size is a cap.
 func (c *Client) download(ctx context.Context, u *url.URL, want Want, digest []byte, dst io.Writer) error {
+	exact := digest != nil
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
@@ -112,7 +142,7 @@ func (c *Client) download(ctx context.Context, u *url.URL, want Want, digest []b
 	if ce := resp.Header.Get("Content-Encoding"); ce != "" && ce != "identity" {
 		return &VerifyError{Reason: ReasonEncoding, Detail: fmt.Sprintf("content-encoding %q", ce)}
 	}
-	if resp.ContentLength >= 0 && resp.ContentLength != want.Size {
+	if resp.ContentLength >= 0 && (resp.ContentLength > want.Size || exact && resp.ContentLength != want.Size) {
 		return &VerifyError{Reason: ReasonSize, Detail: fmt.Sprintf("content-length %d, want %d", resp.ContentLength, want.Size)}
 	}
 
@@ -144,6 +174,9 @@ func (c *Client) download(ctx context.Context, u *url.URL, want Want, digest []b
 			}
 			return fmt.Errorf("read body after %d bytes: %w", n, rerr)
 		}
+	}
+	if !exact {
+		return nil
 	}
 	if n != want.Size {
 		return &VerifyError{Reason: ReasonSize, Detail: fmt.Sprintf("body has %d bytes, want %d", n, want.Size)}

@@ -26,7 +26,15 @@ const maxFullVersion = 128
 // pick returns the one full version in listing, as parse reads it, whose
 // upstream version is exactly v.
 func pick(listing []byte, parse func([]byte) []string, v hotfix.Version) (string, error) {
-	all := parse(listing)
+	return Pick(parse(listing), v)
+}
+
+// Pick returns the one full version of all (Debian or RPM, with epoch and
+// revision) whose upstream version is exactly v: never a prefix match
+// (202608.26.3 is not 202608.26.30). None or several is an error wrapping
+// ErrNoPackage or ErrAmbiguousPackage. The package manager route and the
+// repository route choose by it.
+func Pick(all []string, v hotfix.Version) (string, error) {
 	var match []string
 	for _, full := range all {
 		if upstream(full) == v.String() && !slices.Contains(match, full) {

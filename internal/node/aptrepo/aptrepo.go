@@ -1,0 +1,229 @@
+// Package aptrepo finds and verifies a package in an apt repository the
+// node already trusts, without apt: the repository's InRelease, checked
+// by OpenPGP against the node's keyring, vouches for its Packages index by
+// SHA-256, and the index vouches for the .deb the same way. It is the core
+// of download-hotfix's verified repository route (issue 12); the route
+// itself (choosing the repository from the node's sources, staging the
+// agent, the fallback to the package manager) is not built yet.
+//
+// Every failure is one of two kinds. An IntegrityError (a bad or unknown
+// signature, an expired Release, a digest or size that differs, a
+// malformed index) means the repository or the path to it cannot be
+// trusted: the caller must not fall back to another route for the same
+// bytes. Anything else (unreachable, a timeout, a missing file, no such
+// package) is operational: the package manager may still succeed.
+package aptrepo
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
+	"github.com/ulikunitz/xz"
+	"pault.ag/go/debian/control"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/fetch"
+	"nodehotfix/internal/node/pkgmgr"
+)
+
+// Size caps of what a repository sends.
+const (
+	// MaxInRelease caps the signed Release file; a large archive's is a
+	// few hundred KiB.
+	MaxInRelease = 4 << 20
+	// MaxIndex caps a Packages index as downloaded, and MaxIndexExpanded
+	// once decompressed.
+	MaxIndex         = 64 << 20
+	MaxIndexExpanded = 256 << 20
+)
+
+// Repo is one apt repository, as a sources entry names it.
+type Repo struct {
+	// URL is the repository's base (https only), e.g.
+	// https://packages.microsoft.com/ubuntu/24.04/prod.
+	URL string
+	// Suite, Component and Arch select the index: dists/SUITE/InRelease,
+	// COMPONENT/binary-ARCH/Packages.
+	Suite, Component, Arch string
+	// Keyring holds the keys the repository's InRelease must be signed by
+	// (the sources entry's signed-by keyring).
+	Keyring openpgp.EntityList
+}
+
+// Package is a verified index entry.
+type Package struct {
+	Name, Version string
+	// URL is where the .deb is; SHA256 and Size are what it must be.
+	URL    string
+	SHA256 string
+	Size   int64
+}
+
+// IntegrityError is a repository that contradicts its own signatures.
+type IntegrityError struct{ Err error }
+
+func (e *IntegrityError) Error() string { return "repository integrity: " + e.Err.Error() }
+func (e *IntegrityError) Unwrap() error { return e.Err }
+
+func integrity(format string, a ...any) error {
+	return &IntegrityError{Err: fmt.Errorf(format, a...)}
+}
+
+// Find returns the package name of repo whose upstream version is exactly
+// v (pkgmgr.Pick), verified from the InRelease signature down to the
+// index entry. now is checked against the Release's Valid-Until.
+func Find(ctx context.Context, c *fetch.Client, repo Repo, name string, v hotfix.Version, now time.Time) (Package, error) {
+	base := strings.TrimSuffix(repo.URL, "/")
+	signed, err := get(ctx, c, base+"/dists/"+repo.Suite+"/InRelease", MaxInRelease)
+	if err != nil {
+		return Package{}, fmt.Errorf("InRelease: %w", err)
+	}
+	release, err := VerifyInRelease(signed, repo.Keyring, now)
+	if err != nil {
+		return Package{}, err
+	}
+	index, err := release.index(repo.Component, repo.Arch)
+	if err != nil {
+		return Package{}, err
+	}
+	var packed bytes.Buffer
+	err = c.Download(ctx, base+"/dists/"+repo.Suite+"/"+index.Filename, fetch.Want{SHA256: index.Hash, Size: index.Size}, &packed)
+	var ve *fetch.VerifyError
+	if errors.As(err, &ve) {
+		return Package{}, &IntegrityError{Err: fmt.Errorf("%s: %w", index.Filename, err)}
+	}
+	if err != nil {
+		return Package{}, fmt.Errorf("%s: %w", index.Filename, err)
+	}
+	entries, err := parseIndex(index.Filename, packed.Bytes())
+	if err != nil {
+		return Package{}, err
+	}
+	return choose(entries, base, name, v)
+}
+
+// Release is a verified Release file's part this package reads.
+type Release struct {
+	Suite      string
+	Codename   string
+	ValidUntil string `control:"Valid-Until"`
+	SHA256     []control.SHA256FileHash `delim:"\n" strip:"\n\r\t "`
+}
+
+// VerifyInRelease checks that signed is one clearsigned Release file,
+// signed by a key of keyring, and not past its Valid-Until at now, and
+// returns it parsed. Every failure is an IntegrityError.
+func VerifyInRelease(signed []byte, keyring openpgp.EntityList, now time.Time) (Release, error) {
+	block, rest := clearsign.Decode(signed)
+	if block == nil {
+		return Release{}, integrity("InRelease is not a clearsigned message")
+	}
+	if len(bytes.TrimSpace(rest)) > 0 || !bytes.HasPrefix(bytes.TrimLeft(signed, " \t\r\n"), []byte("-----BEGIN PGP SIGNED MESSAGE-----")) {
+		return Release{}, integrity("InRelease has unsigned text around its signed message")
+	}
+	if _, err := block.VerifySignature(keyring, nil); err != nil {
+		return Release{}, integrity("InRelease signature: %v", err)
+	}
+	var r Release
+	if err := control.Unmarshal(&r, bytes.NewReader(block.Plaintext)); err != nil {
+		return Release{}, integrity("Release: %v", err)
+	}
+	if r.ValidUntil != "" {
+		until, err := time.Parse(time.RFC1123, strings.Replace(r.ValidUntil, "UTC", "GMT", 1))
+		if err != nil {
+			if until, err = time.Parse(time.RFC1123Z, r.ValidUntil); err != nil {
+				return Release{}, integrity("Release Valid-Until %q: %v", r.ValidUntil, err)
+			}
+		}
+		if !now.Before(until) {
+			return Release{}, integrity("Release expired at %s (Valid-Until)", until.UTC().Format(time.RFC3339))
+		}
+	}
+	return r, nil
+}
+
+// index returns the Release's entry for the component's Packages index,
+// preferring xz, then gzip, then none.
+func (r Release) index(component, arch string) (control.FileHash, error) {
+	dir := component + "/binary-" + arch + "/Packages"
+	for _, ext := range []string{".xz", ".gz", ""} {
+		for _, h := range r.SHA256 {
+			if h.Filename == dir+ext {
+				if h.Size <= 0 || h.Size > MaxIndex {
+					return control.FileHash{}, integrity("%s: size %d, want 1 to %d", h.Filename, h.Size, MaxIndex)
+				}
+				return h.FileHash, nil
+			}
+		}
+	}
+	return control.FileHash{}, fmt.Errorf("the Release lists no SHA256 of %s{.xz,.gz,}", dir)
+}
+
+// parseIndex decompresses a verified Packages index and parses it.
+func parseIndex(name string, packed []byte) ([]control.BinaryIndex, error) {
+	var r io.Reader = bytes.NewReader(packed)
+	switch {
+	case strings.HasSuffix(name, ".xz"):
+		xr, err := xz.NewReader(r)
+		if err != nil {
+			return nil, integrity("%s: %v", name, err)
+		}
+		r = xr
+	case strings.HasSuffix(name, ".gz"):
+		gr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, integrity("%s: %v", name, err)
+		}
+		defer gr.Close()
+		r = gr
+	}
+	lr := &io.LimitedReader{R: r, N: MaxIndexExpanded + 1}
+	entries, err := control.ParseBinaryIndex(bufio.NewReader(lr))
+	if lr.N <= 0 {
+		return nil, integrity("%s: over %d bytes decompressed", name, MaxIndexExpanded)
+	}
+	if err != nil {
+		return nil, integrity("%s: %v", name, err)
+	}
+	return entries, nil
+}
+
+// choose picks name's entry of version v and checks its fields.
+func choose(entries []control.BinaryIndex, base, name string, v hotfix.Version) (Package, error) {
+	byVersion := map[string]control.BinaryIndex{}
+	var all []string
+	for _, e := range entries {
+		if e.Package == name {
+			full := e.Version.String()
+			byVersion[full] = e
+			all = append(all, full)
+		}
+	}
+	full, err := pkgmgr.Pick(all, v)
+	if err != nil {
+		return Package{}, err
+	}
+	e := byVersion[full]
+	if len(e.SHA256) != 64 || e.Size <= 0 || e.Filename == "" || strings.Contains(e.Filename, "..") || strings.HasPrefix(e.Filename, "/") {
+		return Package{}, integrity("index entry %s %s: filename %q, sha256 %q, size %d", name, full, e.Filename, e.SHA256, e.Size)
+	}
+	return Package{Name: name, Version: full, URL: base + "/" + e.Filename, SHA256: strings.ToLower(e.SHA256), Size: int64(e.Size)}, nil
+}
+
+// get fetches a file of unknown size, at most max bytes.
+func get(ctx context.Context, c *fetch.Client, url string, max int64) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := c.Get(ctx, url, max, &buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
