@@ -115,7 +115,7 @@ func Find(ctx context.Context, c *fetch.Client, repo Repo, name string, v hotfix
 type Release struct {
 	Suite      string
 	Codename   string
-	ValidUntil string `control:"Valid-Until"`
+	ValidUntil string                   `control:"Valid-Until"`
 	SHA256     []control.SHA256FileHash `delim:"\n" strip:"\n\r\t "`
 }
 

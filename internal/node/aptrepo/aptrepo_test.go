@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -144,14 +145,21 @@ func newRepo(t *testing.T, g *gpg, validUntil time.Time) *repo {
 // buildDeb makes a .deb holding an agent binary with dpkg-deb.
 func buildDeb(t *testing.T, version string) []byte {
 	t.Helper()
+	return buildDebWith(t, version, "xz")
+}
+
+// buildDebWith makes the .deb with its data archive compressed by comp
+// (dpkg-deb -Z: xz, zstd, gzip or none).
+func buildDebWith(t *testing.T, version, comp string) []byte {
+	t.Helper()
 	if _, err := exec.LookPath("dpkg-deb"); err != nil {
 		t.Skip("no dpkg-deb")
 	}
 	dir := t.TempDir()
 	root := filepath.Join(dir, "root")
 	for path, content := range map[string]string{
-		"DEBIAN/control":                    fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: amd64\nMaintainer: test <test@example.invalid>\nDescription: test agent\n", agentName, version),
-		"usr/local/bin/aks-node-controller": "#!/bin/sh\necho " + version + "\n",
+		"DEBIAN/control": fmt.Sprintf("Package: %s\nVersion: %s\nArchitecture: amd64\nMaintainer: test <test@example.invalid>\nDescription: test agent\n", agentName, version),
+		AgentMember:      "#!/bin/sh\necho " + version + "\n",
 	} {
 		p := filepath.Join(root, path)
 		os.MkdirAll(filepath.Dir(p), 0o755)
@@ -160,7 +168,7 @@ func buildDeb(t *testing.T, version string) []byte {
 		}
 	}
 	out := filepath.Join(dir, "agent.deb")
-	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "-Zxz", "--build", root, out).CombinedOutput(); err != nil {
+	if b, err := exec.Command("dpkg-deb", "--root-owner-group", "-Z"+comp, "--build", root, out).CombinedOutput(); err != nil {
 		t.Fatalf("dpkg-deb: %v\n%s", err, b)
 	}
 	b, err := os.ReadFile(out)
@@ -255,5 +263,31 @@ func TestFindRefuses(t *testing.T) {
 				t.Errorf("Find = %v, want an operational error (%v)", err, tc.is)
 			}
 		})
+	}
+}
+
+func TestExtract(t *testing.T) {
+	t.Parallel()
+	for _, comp := range []string{"xz", "zstd", "gzip", "none"} {
+		t.Run(comp, func(t *testing.T) {
+			t.Parallel()
+			pkg := buildDebWith(t, wantFull, comp)
+			var out bytes.Buffer
+			if err := Extract(pkg, AgentMember, 1<<20, &out); err != nil || out.String() != "#!/bin/sh\necho "+wantFull+"\n" {
+				t.Fatalf("Extract = %v, %q", err, out.String())
+			}
+		})
+	}
+	pkg := buildDeb(t, wantFull)
+	var ie *IntegrityError
+	for name, err := range map[string]error{
+		"no such member": Extract(pkg, "usr/bin/other", 1<<20, io.Discard),
+		"over the cap":   Extract(pkg, AgentMember, 4, io.Discard),
+		"not a package":  Extract([]byte("!<arch>\ngarbage"), AgentMember, 1<<20, io.Discard),
+		"truncated":      Extract(pkg[:len(pkg)/2], AgentMember, 1<<20, io.Discard),
+	} {
+		if !errors.As(err, &ie) {
+			t.Errorf("%s: Extract = %v, want an IntegrityError", name, err)
+		}
 	}
 }
