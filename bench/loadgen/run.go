@@ -164,7 +164,7 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 // every node is served the pointer.
 func (e *env) startLPSD(ctx context.Context, extra ...string) (*harness.LPSD, string, error) {
 	l, err := harness.StartLPSD(ctx, e.bins, e.dir, harness.LPSDOptions{
-		Store: "mem:", IMDSRoots: e.rootsF, TLS: e.tls, Extra: append([]string{"--imds-no-aia"}, extra...),
+		Store: "mem:", IMDSRoots: e.rootsF, TLS: e.tls, Extra: append(rig.LPSDFlags(), extra...),
 	})
 	if err != nil {
 		return nil, "", err

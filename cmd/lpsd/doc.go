@@ -92,21 +92,29 @@ closed connection is counted; nodes fail open at once rather than at their
 
 	--max-connections N    open node connections (default 4096); more wait in
 	                       the listen backlog
-	--max-connections-per-peer N  open connections from one IP address
-	                       (default 1024); more are closed at accept
+	--max-connections-per-peer N  open connections from one peer (an IPv4
+	                       address, an IPv6 /64; default 1024, -1 none);
+	                       more are closed at accept
 	                       (lpsd_connections_closed_total{reason="peer-connections"})
 	--max-handshakes N     TLS handshakes at once (default 128 per CPU); a
 	                       connection waiting 2 s for a slot is closed
 	                       (lpsd_connections_shed_total)
-	--max-handshakes-per-peer N  handshakes in flight from one IP address
-	                       (default 64); more are closed at once
+	--max-handshakes-per-peer N  handshakes in flight from one peer
+	                       (default 64, -1 none); more are closed at once
 	                       ({reason="peer-handshakes"})
 
-A connection takes a handshake slot only once its first byte arrives: one
-that sends nothing for 1 s is closed holding nothing ({reason="silent"}).
-A connection with no call for 5 s is closed (nodes make one call per
-connection). The per-peer defaults leave room for a cluster's nodes behind
-one NAT address; raise them if many more share one.
+A connection takes a handshake slot only once its whole ClientHello has
+arrived: one that has not sent it within 1 s (silent, or trickling bytes)
+is closed holding nothing ({reason="silent"}); a client that closes first
+is not counted. A handshake holding a slot has 2.5 s to finish. A
+connection with no call in flight is closed after 5 s (about 10 s for a
+client that ignores GOAWAY), and every connection after 30 s (plus 5 s
+for a call in flight): nodes make one call, of at most 3 s, per
+connection. The per-peer caps assume they see the nodes' own addresses:
+behind a balancer or NAT that hides them (Kubernetes
+externalTrafficPolicy: Cluster, SNAT), one peer is many nodes, so raise
+the caps or turn them off (-1). The admin listener takes at most 256
+connections; keep it on a management network.
 
 Node-facing answers: the pointer {"hotfixes","releases","revoked"} when
 something applies; NotFound when nothing does; Unauthenticated or

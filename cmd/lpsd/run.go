@@ -26,6 +26,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"golang.org/x/net/netutil"
+
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/autopilot"
 	"nodehotfix/internal/capfile"
@@ -99,8 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
 	fs.DurationVar(&o.dashboardRefresh, "dashboard-refresh", dashboard.DefaultRefresh, "how often the dashboard rebuilds its view (at least ten times as long as a rebuild takes)")
 	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 2 s for a slot are closed (0: the default, 128 per CPU)")
-	fs.IntVar(&o.maxHandshakesPerPeer, "max-handshakes-per-peer", 0, "cap on node TLS handshakes in flight from one IP address; more are closed at once (0: the default, 64; nodes behind one NAT share an address)")
-	fs.IntVar(&o.maxConnsPerPeer, "max-connections-per-peer", 0, "cap on open node connections from one IP address; more are closed at accept (0: the default, 1024)")
+	fs.IntVar(&o.maxHandshakesPerPeer, "max-handshakes-per-peer", 0, "cap on node TLS handshakes in flight from one peer (an IPv4 address, an IPv6 /64); more are closed at once (0: the default, 64; -1: none, behind a balancer or NAT that hides node addresses)")
+	fs.IntVar(&o.maxConnsPerPeer, "max-connections-per-peer", 0, "cap on open node connections from one peer; more are closed at accept (0: the default, 1024; -1: none)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -267,6 +269,9 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		nodeLn.Close()
 		return err
 	}
+	// Operators are few: a flood of connections to the admin port waits in
+	// the backlog instead of taking the CPUs the nodes' handshakes need.
+	adminLn = netutil.LimitListener(adminLn, maxAdminConnections)
 	httpLn, err := net.Listen("tcp", o.httpListen)
 	if err != nil {
 		nodeLn.Close()
@@ -519,6 +524,10 @@ func debugHandler() http.Handler {
 	m.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return m
 }
+
+// maxAdminConnections caps the admin listener's open connections (lpsctl,
+// the dashboard's browsers).
+const maxAdminConnections = 256
 
 // serveHTTP serves srv on ln (TLS when srv has a TLSConfig) until ctx is
 // done, then shuts it down, giving requests in flight grace before closing

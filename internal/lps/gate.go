@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"time"
@@ -38,12 +39,25 @@ const handshakeWait = 2 * time.Second
 // DefaultMaxHandshakes is the handshake limit for this process.
 func DefaultMaxHandshakes() int { return DefaultHandshakesPerCPU * runtime.GOMAXPROCS(0) }
 
-// firstRecordWait is how long a new connection has to send the first byte
-// of its ClientHello, holding no handshake slot meanwhile. A node sends it
-// at once (one round trip after connecting at most); a connection that
-// stays silent is closed (lpsd_connections_closed_total{reason="silent"})
-// instead of holding a slot for the whole handshake timeout.
+// firstRecordWait is how long a new connection has to send its whole
+// first TLS record (the ClientHello), holding no handshake slot meanwhile.
+// A node sends it at once; a connection that does not (silent, or
+// trickling a byte at a time) is closed
+// (lpsd_connections_closed_total{reason="silent"}) instead of holding a
+// slot.
 const firstRecordWait = time.Second
+
+// slotHold bounds the rest of a handshake once it has its slot: the
+// server's flight and the client's answer, one round trip for a node tens
+// of milliseconds away. A client that stops answering loses its slot then,
+// not at the handshake timeout. It is longer than handshakeWait, so a
+// connection waiting for a slot is shed before a stalled holder's time is
+// up.
+const slotHold = 2500 * time.Millisecond
+
+// maxRecord is the largest TLS record a ClientHello may come in
+// (2^14 bytes of plaintext, plus room a record may carry).
+const maxRecord = 16384 + 2048
 
 // DefaultHandshakesPerPeer caps the handshakes in flight from one IP
 // address. Nodes behind one NAT share an address, so it is generous: at a
@@ -51,11 +65,18 @@ const firstRecordWait = time.Second
 // address, yet one host can hold at most this share of the slots.
 const DefaultHandshakesPerPeer = 64
 
+// noPeerLimit, as a per-peer limit, turns it off: behind a balancer or a
+// NAT that hides the nodes' addresses, every node is one peer.
+const noPeerLimit = -1
+
 var (
 	// errShed ends a connection that waited handshakeWait without a slot.
 	errShed = errors.New("overloaded: no TLS handshake slot within 2s; connection shed")
 	// errSilent ends a connection that sent nothing for firstRecordWait.
-	errSilent = errors.New("no ClientHello within 1s; connection closed")
+	errSilent = errors.New("no whole ClientHello within 1s; connection closed")
+	// errNotTLS ends a connection whose first record is not a TLS
+	// handshake record.
+	errNotTLS = errors.New("first record is not a TLS handshake; connection closed")
 	// errPeerHandshakes ends a connection whose address has its
 	// handshakes-in-flight limit in use.
 	errPeerHandshakes = errors.New("too many TLS handshakes in flight from this address; connection closed")
@@ -84,10 +105,15 @@ func newGatedCreds(c credentials.TransportCredentials, limit, perPeer int, m *Me
 // waits up to handshakeWait for a slot, and does the wrapped handshake in
 // it. On error grpc-go closes the connection.
 func (g *gatedCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	c, err := firstByte(c)
-	if err != nil {
+	c, err := firstRecord(c)
+	switch {
+	case errors.Is(err, errNotTLS):
+		return nil, nil, err
+	case errors.Is(err, os.ErrDeadlineExceeded):
 		g.m.closed(closedSilent)
 		return nil, nil, errSilent
+	case err != nil:
+		return nil, nil, err // the client went away: not abuse
 	}
 	peer := peerOf(c)
 	if !g.peers.add(peer) {
@@ -108,6 +134,11 @@ func (g *gatedCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo
 		}
 	}
 	defer func() { <-g.slots }()
+	// grpc-go cleared this deadline's predecessor; it clears this one
+	// after the handshake too.
+	if err := c.SetDeadline(time.Now().Add(slotHold)); err != nil {
+		return nil, nil, err
+	}
 	return g.TransportCredentials.ServerHandshake(c)
 }
 
@@ -116,21 +147,27 @@ func (g *gatedCreds) Clone() credentials.TransportCredentials {
 	return &gatedCreds{TransportCredentials: g.TransportCredentials.Clone(), slots: g.slots, peers: g.peers, m: g.m}
 }
 
-// firstByte reads c's first byte within firstRecordWait and returns c with
-// the byte put back. It then gives the rest of the handshake the handshake
-// timeout (grpc-go's own deadline, which this read replaced).
-func firstByte(c net.Conn) (net.Conn, error) {
+// firstRecord reads c's whole first TLS record within firstRecordWait of
+// the handshake's start and returns c with the record put back. A first
+// record that is not a handshake record, or is too long, is errNotTLS.
+func firstRecord(c net.Conn) (net.Conn, error) {
 	if err := c.SetReadDeadline(time.Now().Add(firstRecordWait)); err != nil {
 		return nil, err
 	}
-	var b [1]byte
-	if _, err := io.ReadFull(c, b[:]); err != nil {
+	var hdr [5]byte
+	if _, err := io.ReadFull(c, hdr[:]); err != nil {
 		return nil, err
 	}
-	if err := c.SetReadDeadline(time.Now().Add(handshakeTimeout)); err != nil {
+	n := int(hdr[3])<<8 | int(hdr[4])
+	if hdr[0] != 0x16 || n == 0 || n > maxRecord {
+		return nil, errNotTLS
+	}
+	rec := make([]byte, len(hdr)+n)
+	copy(rec, hdr[:])
+	if _, err := io.ReadFull(c, rec[len(hdr):]); err != nil {
 		return nil, err
 	}
-	return &prefixConn{Conn: c, prefix: b[:]}, nil
+	return &prefixConn{Conn: c, prefix: rec}, nil
 }
 
 // prefixConn reads prefix before the connection's own bytes.
@@ -148,14 +185,22 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 	return p.Conn.Read(b)
 }
 
-// peerOf is c's remote IP address (without the port), or "" when it has
-// none.
+// peerOf is c's remote peer: its IPv4 address, or its IPv6 /64 (one host
+// usually has a whole /64), or "" when it has none.
 func peerOf(c net.Conn) string {
+	var ip net.IP
 	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
-		return a.IP.String()
+		ip = a.IP
+	} else if host, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
+		ip = net.ParseIP(host)
 	}
-	host, _, _ := net.SplitHostPort(c.RemoteAddr().String())
-	return host
+	if ip == nil {
+		return ""
+	}
+	if v4 := ip.To4(); v4 != nil {
+		return v4.String()
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // peerCount counts something per remote address (handshakes in flight,
@@ -168,8 +213,12 @@ type peerCount struct {
 
 func newPeerCount(limit int) *peerCount { return &peerCount{limit: limit, n: make(map[string]int)} }
 
-// add counts one more for peer unless it is at the limit.
+// add counts one more for peer unless it is at the limit (a negative
+// limit has none).
 func (p *peerCount) add(peer string) bool {
+	if p.limit < 0 {
+		return true
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.n[peer] >= p.limit {
@@ -180,6 +229,9 @@ func (p *peerCount) add(peer string) bool {
 }
 
 func (p *peerCount) done(peer string) {
+	if p.limit < 0 {
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.n[peer]--; p.n[peer] <= 0 {

@@ -48,10 +48,13 @@ const (
 	// nodes close theirs after one call, so only an idle hoarder (holding
 	// the connection cap) is cut off.
 	maxConnectionIdle = 5 * time.Second
-	// maxConnectionAge, with its grace for calls in flight, recycles
-	// connections so new ones spread over replicas behind an L4 balancer.
-	maxConnectionAge      = 10 * time.Minute
-	maxConnectionAgeGrace = 15 * time.Second
+	// maxConnectionAge, with its grace for calls in flight, bounds any
+	// connection: a node's one call takes at most its 3 s budget, so a
+	// connection older than this is a hoarder (calls opened and never
+	// sent, which the idle limit does not see). It also recycles
+	// connections across replicas behind an L4 balancer.
+	maxConnectionAge      = 30 * time.Second
+	maxConnectionAgeGrace = 5 * time.Second
 	// keepaliveTime and keepaliveTimeout probe a connection with a call in
 	// flight whose peer went silent (a VM that vanished).
 	keepaliveTime    = time.Minute
@@ -84,12 +87,13 @@ type ServerConfig struct {
 	// no free slot within 2 s is closed (lpsd_connections_shed_total), so
 	// the node fails open at once. 0: DefaultMaxHandshakes().
 	MaxHandshakes int
-	// MaxHandshakesPerPeer caps the handshakes in flight from one IP
-	// address; further connections from it are closed at once.
-	// 0: DefaultHandshakesPerPeer.
+	// MaxHandshakesPerPeer caps the handshakes in flight from one peer
+	// (an IPv4 address, an IPv6 /64); further connections from it are
+	// closed at once. 0: DefaultHandshakesPerPeer; -1: no cap (behind a
+	// balancer or NAT that hides the nodes' addresses).
 	MaxHandshakesPerPeer int
-	// MaxConnectionsPerPeer caps one IP address's open connections;
-	// further ones are closed at accept. 0: DefaultConnectionsPerPeer.
+	// MaxConnectionsPerPeer caps one peer's open connections; further
+	// ones are closed at accept. 0: DefaultConnectionsPerPeer; -1: no cap.
 	MaxConnectionsPerPeer int
 	// Log receives rejections (with reasons), panics and, at debug level,
 	// every answer. nil: discard.
@@ -154,7 +158,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 	if cfg.MaxConnectionsPerPeer == 0 {
 		cfg.MaxConnectionsPerPeer = DefaultConnectionsPerPeer
 	}
-	if cfg.MaxHandshakes < 0 || cfg.MaxHandshakesPerPeer < 0 || cfg.MaxConnectionsPerPeer < 0 {
+	if cfg.MaxHandshakes < 0 || cfg.MaxHandshakesPerPeer < noPeerLimit || cfg.MaxConnectionsPerPeer < noPeerLimit {
 		return nil, fmt.Errorf("new live-patching server: negative limit (handshakes %d, per peer %d, connections per peer %d)", cfg.MaxHandshakes, cfg.MaxHandshakesPerPeer, cfg.MaxConnectionsPerPeer)
 	}
 	if cfg.Log == nil {

@@ -803,8 +803,8 @@ func TestMaxConnections(t *testing.T) {
 	third.Close()
 }
 
-// stall opens a connection that sends the first byte of a TLS record and
-// nothing more: a handshake that started, holding a slot.
+// stall opens a connection that sends a real ClientHello and then never
+// reads or answers: a handshake that started, holding a slot.
 func stall(t *testing.T, addr string, local net.IP) net.Conn {
 	t.Helper()
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: local}}
@@ -812,11 +812,21 @@ func stall(t *testing.T, addr string, local net.IP) net.Conn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { c.Close() })
-	if _, err := c.Write([]byte{0x16}); err != nil {
-		t.Fatal(err)
-	}
+	blocked := make(chan struct{})
+	t.Cleanup(func() { close(blocked); c.Close() })
+	go tls.Client(deafConn{Conn: c, blocked: blocked}, &tls.Config{InsecureSkipVerify: true}).Handshake() //nolint:errcheck // it never finishes
 	return c
+}
+
+// deafConn writes and never reads, until blocked closes.
+type deafConn struct {
+	net.Conn
+	blocked chan struct{}
+}
+
+func (d deafConn) Read([]byte) (int, error) {
+	<-d.blocked
+	return 0, net.ErrClosed
 }
 
 // TestHandshakeGate: with one handshake slot held by a client that started
@@ -899,19 +909,23 @@ func TestHealthService(t *testing.T) {
 	}
 }
 
-// TestSilentConnectionsHoldNoSlot: connections that never send a byte take
-// no handshake slot, so a node's handshake goes through beside a hundred of
-// them (with a single slot), and they are closed after firstRecordWait.
+// TestSilentConnectionsHoldNoSlot: connections that never send a whole
+// ClientHello (nothing at all, or one byte of it) take no handshake slot,
+// so a node's handshake goes through beside a hundred of them (with a
+// single slot), and they are closed after firstRecordWait.
 func TestSilentConnectionsHoldNoSlot(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, serverOpts{noLoad: true, maxHands: 1})
 	var silent []net.Conn
-	for range 100 {
+	for i := range 100 {
 		c, err := net.Dial("tcp", ts.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		if i%2 == 1 {
+			c.Write([]byte{0x16}) // the first byte of a record, and no more
+		}
 		silent = append(silent, c)
 	}
 	d := tls.Dialer{Config: ts.nodeTLS()}
@@ -931,7 +945,65 @@ func TestSilentConnectionsHoldNoSlot(t *testing.T) {
 	if got := closedBy(t, ts, closedSilent); got != 100 {
 		t.Errorf("closed as silent: %v, want 100", got)
 	}
+	// A client that connects and leaves at once (a balancer's TCP check)
+	// is not counted as abuse.
+	c, err = net.Dial("tcp", ts.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	time.Sleep(50 * time.Millisecond) // lets lpsd see the close; a slow machine only makes the check weaker
+	if got := closedBy(t, ts, closedSilent); got != 100 {
+		t.Errorf("a connection that closed at once was counted silent: %v", got)
+	}
 }
+
+// TestPerPeerLimitsOff: -1 turns the per-peer caps off (a balancer that
+// hides the nodes' addresses).
+func TestPerPeerLimitsOff(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, serverOpts{noLoad: true, perPeerHands: noPeerLimit, perPeerConns: noPeerLimit})
+	for range 4 {
+		stall(t, ts.addr, nil)
+	}
+	d := tls.Dialer{Config: ts.nodeTLS()}
+	c, err := d.DialContext(t.Context(), "tcp", ts.addr)
+	if err != nil {
+		t.Fatalf("a handshake beside four stalled ones with no per-peer cap: %v", err)
+	}
+	c.Close()
+	if got := closedBy(t, ts, closedPeerHandshakes) + closedBy(t, ts, closedPeerConnections); got != 0 {
+		t.Errorf("closed by a per-peer cap that is off: %v", got)
+	}
+}
+
+func TestPeerOf(t *testing.T) {
+	t.Parallel()
+	for addr, want := range map[string]string{
+		"192.0.2.7:443": "192.0.2.7", "[::ffff:192.0.2.7]:443": "192.0.2.7",
+		"[2001:db8:1:2:3:4:5:6]:443": "2001:db8:1:2::/64", "[2001:db8:1:2:ffff::1]:443": "2001:db8:1:2::/64",
+	} {
+		tcp, err := net.ResolveTCPAddr("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := peerOf(addrConn{tcp}); got != want {
+			t.Errorf("peerOf(%s) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// addrConn is a connection with only a remote address.
+type addrConn struct{ remote net.Addr }
+
+func (a addrConn) RemoteAddr() net.Addr           { return a.remote }
+func (addrConn) Read([]byte) (int, error)         { return 0, io.EOF }
+func (addrConn) Write(b []byte) (int, error)      { return len(b), nil }
+func (addrConn) Close() error                     { return nil }
+func (addrConn) LocalAddr() net.Addr              { return nil }
+func (addrConn) SetDeadline(time.Time) error      { return nil }
+func (addrConn) SetReadDeadline(time.Time) error  { return nil }
+func (addrConn) SetWriteDeadline(time.Time) error { return nil }
 
 // TestPerPeerLimits: one address's handshakes in flight and open
 // connections are capped; another address is not affected.

@@ -60,7 +60,8 @@ func (r *replica) start(ctx context.Context) error {
 		st.Close()
 		return err
 	}
-	scfg := lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns, MaxHandshakes: r.maxHands, Seats: st}
+	// No per-peer caps (-1): the simulated fleet all comes from loopback.
+	scfg := lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns, MaxHandshakes: r.maxHands, MaxHandshakesPerPeer: -1, MaxConnectionsPerPeer: -1, Seats: st}
 	if r.autopilot > 0 {
 		scfg.Reports = st
 	}

@@ -122,6 +122,13 @@ func (r *Rig) SignRelease(version, url string, sha256hex string, size int64) ([]
 	return release.Sign(v, r.priv)
 }
 
+// LPSDFlags are the flags of an lpsd the node-side and load benchmarks
+// measure: no AIA fetches, and no per-peer caps, since the benchmark's one
+// address stands for many nodes (bench/abuse measures the caps).
+func LPSDFlags() []string {
+	return []string{"--imds-no-aia", "--max-handshakes-per-peer=-1", "--max-connections-per-peer=-1"}
+}
+
 // StartLPS starts lpsd as it ships (its own process, an in-memory store,
 // attestation on with the rig's roots), publishes each signed envelope
 // through lpsctl and rolls it out to 100%, waits until lpsd serves them,
@@ -131,11 +138,20 @@ func (r *Rig) StartLPS(envelopes ...[]byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	l, err := harness.StartLPSD(r.ctx, r.bins, dir, harness.LPSDOptions{Store: "mem:", IMDSRoots: r.roots, TLS: r.TLS, Extra: []string{"--imds-no-aia"}})
+	l, err := harness.StartLPSD(r.ctx, r.bins, dir, harness.LPSDOptions{Store: "mem:", IMDSRoots: r.roots, TLS: r.TLS, Extra: LPSDFlags()})
 	if err != nil {
 		return "", err
 	}
-	context.AfterFunc(r.ctx, func() { l.Stop(5 * time.Second) })
+	stop := context.AfterFunc(r.ctx, func() { l.Stop(5 * time.Second) })
+	addr, err := r.publish(l, dir, envelopes)
+	if err != nil && stop() {
+		l.Stop(5 * time.Second) // not left running until the rig's end
+	}
+	return addr, err
+}
+
+// publish publishes envelopes to l at 100% and waits until l serves them.
+func (r *Rig) publish(l *harness.LPSD, dir string, envelopes [][]byte) (string, error) {
 	for i, env := range envelopes {
 		rel, err := release.Inspect(env)
 		if err != nil {
