@@ -329,14 +329,21 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		ap := autopilot.New(st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnTally: metrics.SetTally})
 		goRun("autopilot", func() error { return ap.Run(ctx) })
 	}
-	goRun("node listener", func() error { return node.Serve(ctx, nodeLn) })
+	// /metrics and /readyz outlive the node listener, so what its drain
+	// counts (sheds, closes, the last reports' writes) can still be read.
+	httpCtx, stopHTTP := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopHTTP()
+	goRun("node listener", func() error {
+		defer stopHTTP()
+		return node.Serve(ctx, nodeLn)
+	})
 	// Admin calls in flight get 10 s to finish after the drain; the
 	// metrics listener 5 s; profiles none.
 	goRun("admin listener", func() error { return serveHTTP(ctx, adminHTTP, adminLn, 10*time.Second) })
 	if dash != nil {
 		goRun("dashboard", func() error { return dash.Run(ctx) })
 	}
-	goRun("http listener", func() error { return serveHTTP(ctx, httpSrv, httpLn, 5*time.Second) })
+	goRun("http listener", func() error { return serveHTTP(httpCtx, httpSrv, httpLn, 5*time.Second) })
 	if debugLn != nil {
 		log.Info("lpsd debug listener (pprof)", "addr", debugLn.Addr().String())
 		goRun("debug listener", func() error {
