@@ -34,6 +34,7 @@ import (
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store/memstore"
+	"nodehotfix/test/harness"
 )
 
 const adminToken = "0123456789abcdef0123456789abcdef"
@@ -137,20 +138,7 @@ func (s *testServer) reload(t *testing.T) {
 
 func newCA(t *testing.T, cn string) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
+	c, key, err := harness.NewCA(cn, time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,16 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"log/slog"
-	"math/big"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -80,10 +72,13 @@ func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
 	}
 	t.Parallel()
 	dir := t.TempDir()
-	pki := mintEtcdPKI(t, dir)
+	pki, err := harness.MintEtcdPKI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster, err := etcdembed.Start(filepath.Join(dir, "etcd"), 1, etcdembed.Options{
 		NoFsync:   true,
-		ClientTLS: &etcdembed.ClientTLS{CertFile: pki.serverCert, KeyFile: pki.serverKey, ClientCAFile: pki.ca},
+		ClientTLS: &etcdembed.ClientTLS{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CA},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +95,7 @@ func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
 	args := func(password string) []string {
 		return append(nodeFlags(t, t.TempDir(), 0o600),
 			"--store", "etcd:"+strings.TrimPrefix(endpoint, "https://"),
-			"--etcd-ca", pki.ca, "--etcd-cert", pki.clientCert, "--etcd-key", pki.clientKey,
+			"--etcd-ca", pki.CA, "--etcd-cert", pki.ClientCert, "--etcd-key", pki.ClientKey,
 			"--etcd-user", "root", "--etcd-password-file", pw(password), "--drain-delay", "0s")
 	}
 
@@ -118,55 +113,15 @@ func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
 	}
 }
 
-type etcdPKI struct{ ca, serverCert, serverKey, clientCert, clientKey string }
-
-// mintEtcdPKI writes a CA, a server certificate for 127.0.0.1 and a client
-// certificate, all PEM.
-func mintEtcdPKI(t *testing.T, dir string) etcdPKI {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "etcd test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	write := func(name string, block *pem.Block) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-		return write(name+".crt", &pem.Block{Type: "CERTIFICATE", Bytes: der}), write(name+".key", &pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	}
-	p := etcdPKI{ca: write("etcd-ca.pem", &pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	p.serverCert, p.serverKey = leaf("etcd-server", 2, x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKey = leaf("lpsd", 3, x509.ExtKeyUsageClientAuth)
-	return p
-}
-
 // enableAuth adds user with the root role and turns etcd's authentication
 // on.
-func enableAuth(t *testing.T, endpoint string, p etcdPKI, user, password string) {
+func enableAuth(t *testing.T, endpoint string, p harness.EtcdPKI, user, password string) {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
+	cert, err := tls.LoadX509KeyPair(p.ClientCert, p.ClientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool, err := loadPool(p.ca)
+	pool, err := loadPool(p.CA)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,16 +2,11 @@ package deploy
 
 import (
 	"context"
-	"crypto/ecdsa"
 	"crypto/ed25519"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/hex"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -54,14 +49,17 @@ func TestIntegrationKubernetesPod(t *testing.T) {
 		}
 	}
 
-	pki := mintPKI(t, filepath.Join(dir, "pki"))
+	pki, err := harness.MintEtcdPKI(filepath.Join(dir, "pki"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	nodeTLS, err := harness.MintTLS(filepath.Join(dir, "pki"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	cluster, err := etcdembed.Start(filepath.Join(dir, "etcd"), 1, etcdembed.Options{
 		NoFsync:   true,
-		ClientTLS: &etcdembed.ClientTLS{CertFile: pki.serverCert, KeyFile: pki.serverKey, ClientCAFile: pki.ca},
+		ClientTLS: &etcdembed.ClientTLS{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CA},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -85,8 +83,8 @@ func TestIntegrationKubernetesPod(t *testing.T) {
 	content := map[string]map[string]string{
 		"lpsd-tls":          {"tls.crt": mustRead(t, nodeTLS.CertFile), "tls.key": mustRead(t, nodeTLS.KeyFile)},
 		"lpsd-admin-tokens": {"admin-tokens": "ops:" + hex.EncodeToString(randomBytes(t, 32)) + "\n"},
-		"lpsd-etcd": {"ca.crt": mustRead(t, pki.ca), "tls.crt": mustRead(t, pki.clientCert),
-			"tls.key": mustRead(t, pki.clientKey), "password": password + "\n"},
+		"lpsd-etcd": {"ca.crt": mustRead(t, pki.CA), "tls.crt": mustRead(t, pki.ClientCert),
+			"tls.key": mustRead(t, pki.ClientKey), "password": password + "\n"},
 		"lpsd-release-keys": {"release-keys.pub": string(release.MarshalPublicKey(pub, "deploy test"))},
 	}
 	root := os.Geteuid() == 0
@@ -181,71 +179,16 @@ type podVolume struct {
 	mode   *int32
 }
 
-type etcdPKI struct{ ca, serverCert, serverKey, clientCert, clientKey string }
-
-// mintPKI writes a CA, an etcd server certificate for 127.0.0.1 and an
-// etcd client certificate, PEM, into dir.
-func mintPKI(t *testing.T, dir string) etcdPKI {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "deploy test etcd CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name string, block *pem.Block) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(block), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	leaf := func(name string, serial int64, usage x509.ExtKeyUsage) (string, string) {
-		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return write(name+".crt", &pem.Block{Type: "CERTIFICATE", Bytes: der}), write(name+".key", &pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})
-	}
-	p := etcdPKI{ca: write("etcd-ca.crt", &pem.Block{Type: "CERTIFICATE", Bytes: caDER})}
-	p.serverCert, p.serverKey = leaf("etcd-server", 2, x509.ExtKeyUsageServerAuth)
-	p.clientCert, p.clientKey = leaf("lpsd", 3, x509.ExtKeyUsageClientAuth)
-	return p
-}
-
 // secureEtcd creates user with a role that may read and write lpsd's key
 // prefix only, and a root user, then turns authentication on.
-func secureEtcd(t *testing.T, endpoint string, p etcdPKI, user, password string) {
+func secureEtcd(t *testing.T, endpoint string, p harness.EtcdPKI, user, password string) {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
+	cert, err := tls.LoadX509KeyPair(p.ClientCert, p.ClientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM([]byte(mustRead(t, p.ca)))
+	pool.AppendCertsFromPEM([]byte(mustRead(t, p.CA)))
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: 10 * time.Second,
 		TLS: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}})
 	if err != nil {

@@ -140,6 +140,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_release_expired_skipped_total",
 			Help: "Node requests the release would have answered but did not because its envelope had expired (nodes would refuse it), by version; the node got an older release or nothing.",
 		}, []string{"version"}),
+		closedConns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_connections_closed_total",
+			Help: "Node connections closed by an abuse limit: silent (no whole ClientHello within 1 s), peer-handshakes (--max-handshakes-per-peer), peer-connections (--max-connections-per-peer).",
+		}, []string{"reason"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
 	for _, r := range reportResults {
@@ -155,10 +159,6 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	}
 	m.verify.WithLabelValues("accepted")
 	m.verify.WithLabelValues("rejected")
-	m.closedConns = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "lpsd_connections_closed_total",
-		Help: "Node connections closed by an abuse limit: silent (no ClientHello within 1 s), peer-handshakes (--max-handshakes-per-peer), peer-connections (--max-connections-per-peer).",
-	}, []string{"reason"})
 	for _, r := range []string{closedSilent, closedPeerHandshakes, closedPeerConnections} {
 		m.closedConns.WithLabelValues(r)
 	}

@@ -25,24 +25,35 @@ type TLSFiles struct {
 	KeyFile  string
 }
 
+// NewCA makes a P-256 certificate authority named cn, valid from an hour
+// ago for validFor: the one way tests here mint a CA.
+func NewCA(cn string, validFor time.Duration) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validFor),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := x509.ParseCertificate(der)
+	return c, key, err
+}
+
 // MintTLS writes a CA and a server certificate for ServiceName, localhost
 // and 127.0.0.1 into dir.
 func MintTLS(dir string) (TLSFiles, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caCert, caKey, err := NewCA("nodehotfix test cluster CA", 30*24*time.Hour)
 	if err != nil {
 		return TLSFiles{}, err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "nodehotfix test cluster CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(30 * 24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return TLSFiles{}, err
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
+	caDER, now := caCert.Raw, time.Now()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return TLSFiles{}, err

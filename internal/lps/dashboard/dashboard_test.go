@@ -28,6 +28,7 @@ import (
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/memstore"
+	"nodehotfix/test/harness"
 )
 
 const (
@@ -487,17 +488,7 @@ func BenchmarkRefreshMillionReports(b *testing.B) {
 
 func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "admin client CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
+	c, key, err := harness.NewCA("admin client CA", time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
