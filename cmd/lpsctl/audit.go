@@ -144,8 +144,8 @@ func printAudit(e *env, entries []*adminv1.AuditEntry) error {
 // why is an automatic change's reason for the table: its verdict's one
 // line, quoted as it comes from the service.
 func why(evidenceJSON string) string {
-	var ev autopilot.Evidence
-	if evidenceJSON == "" || json.Unmarshal([]byte(evidenceJSON), &ev) != nil || ev.Verdict.Detail == "" {
+	ev, ok := autopilot.ParseEvidence(evidenceJSON)
+	if !ok {
 		return ""
 	}
 	return fmt.Sprintf(" (%s: %s)", quote.Text(ev.Verdict.Verdict), quote.Text(ev.Verdict.Detail))

@@ -122,6 +122,17 @@ type Evidence struct {
 	Rule string `json:"rule"`
 }
 
+// ParseEvidence reads an audit entry's evidence JSON, and reports whether
+// it is an automatic change's with a verdict to show (lpsctl's audit table
+// and the dashboard print it).
+func ParseEvidence(evidenceJSON string) (Evidence, bool) {
+	var ev Evidence
+	if evidenceJSON == "" || json.Unmarshal([]byte(evidenceJSON), &ev) != nil || ev.Verdict.Detail == "" {
+		return Evidence{}, false
+	}
+	return ev, true
+}
+
 // ruleText is the rule, for the audit evidence.
 const ruleText = "failures are failed, fallen-back and silent nodes (canary seat holders that have not reported within the plan's silent-after); halt if the failure rate's Wilson lower bound (z=2.58) exceeds the ceiling, or if (p1-p0-margin)/se > 2.58 on Agresti-Caffo adjusted rates with at least the plan's floor (its smallest step minimum) of reports on each side; advance once the step's bake time has passed, the release has the step's minimum reports and neither test fires"
 

@@ -55,6 +55,9 @@ var transitions = map[State][]State{
 	Complete: {Halted},
 }
 
+// Next returns the states s may move to, in the state machine's order.
+func (s State) Next() []State { return slices.Clone(transitions[s]) }
+
 // ErrInvalidTransition is returned (wrapped) for a state change the state
 // machine does not allow.
 var ErrInvalidTransition = errors.New("invalid rollout transition")

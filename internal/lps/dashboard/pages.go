@@ -351,22 +351,25 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, se *session) {
 	http.Redirect(w, r, "/releases/"+url.PathEscape(version)+"?done="+url.QueryEscape(action), http.StatusSeeOther)
 }
 
-// actionsFor lists the actions the release page offers r: those its
-// state allows (the admin API decides; this only spares a dead end).
+// actionsFor lists the actions the release page offers r: the
+// transitions the state machine allows from its state (a draft starts with
+// lpsctl rollout set or plan, not resume; complete is lpsctl's), then
+// revoke.
 func actionsFor(r *adminv1.Release) []string {
 	if r.GetRevoked() {
 		return nil
 	}
+	from := rollout.State(r.GetRollout().GetState())
 	var out []string
-	switch rollout.State(r.GetRollout().GetState()) {
-	case rollout.Rolling:
-		out = []string{"pause", "halt"}
-	case rollout.Paused:
-		out = []string{"resume", "halt"}
-	case rollout.Halted:
-		out = []string{"resume"}
-	case rollout.Draft, rollout.Complete:
-		out = []string{"halt"}
+	for _, to := range from.Next() {
+		switch {
+		case to == rollout.Paused:
+			out = append(out, "pause")
+		case to == rollout.Rolling && from != rollout.Draft:
+			out = append(out, "resume")
+		case to == rollout.Halted:
+			out = append(out, "halt")
+		}
 	}
 	return append(out, "revoke")
 }
@@ -417,8 +420,8 @@ func auditRows(entries []*adminv1.AuditEntry) []auditRow {
 
 // evidenceText is an automatic change's verdict in one line.
 func evidenceText(e *adminv1.AuditEntry) string {
-	var ev autopilot.Evidence
-	if e.GetEvidenceJson() == "" || json.Unmarshal([]byte(e.GetEvidenceJson()), &ev) != nil {
+	ev, ok := autopilot.ParseEvidence(e.GetEvidenceJson())
+	if !ok {
 		return ""
 	}
 	return fmt.Sprintf("%s: %s", ev.Verdict.Verdict, ev.Verdict.Detail)
