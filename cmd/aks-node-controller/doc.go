@@ -147,11 +147,22 @@ download-hotfix flags:
 
 	--release-keys FILE  trusted release keys (default
 	                     <root>/opt/azure/containers/aks-node-controller-release-keys.pub);
-	                     when present only signed releases are downloaded,
-	                     otherwise the package manager installs the exact
-	                     version: the one package whose upstream version is
-	                     the target (apt-cache madison, dnf/tdnf list
-	                     --showduplicates), pinned with its revision
+	                     when present only signed releases are downloaded.
+	                     Otherwise the node's package repository is trusted:
+	                     the repository route fetches the package straight
+	                     from the apt source the image configures
+	                     (etc/apt/sources.list.d/microsoft-prod.{list,sources},
+	                     its signed-by keyring or apt's trusted.gpg.d), checked
+	                     from the InRelease signature through the Packages
+	                     SHA-256 to the .deb, and takes the agent out of it.
+	                     Only when that route is unavailable (no usable
+	                     source, unreachable, a timeout after half the
+	                     budget, no such package) does the package manager
+	                     install the exact version: the one package whose
+	                     upstream version is the target (apt-cache madison,
+	                     dnf/tdnf list --showduplicates), pinned with its
+	                     revision. A repository that contradicts its
+	                     signatures is repositoryIntegrity, never a fallback
 	--artifact-ca FILE   extra CA (PEM) for artifact downloads
 	--budget DURATION    overall budget (default 3m)
 
@@ -209,8 +220,10 @@ unreachable and no cold-start map: Informational), failed. download-hotfix outco
 staged, alreadyStaged, noPointer, invalidPointer, noHotfixForBase, notNewer,
 unparsableVersion, revoked, untrusted, busy, noPackage and ambiguousPackage
 (the repositories have none, or several revisions, of the version; both
-failures), failed; each event also names
-the route (direct, package-manager, none) and the version. Launcher events:
+failures), repositoryIntegrity (a bad signature, digest or package on the
+repository route; a failure, nothing staged), failed; each event also names
+the route (direct, repository, package-manager, none) and the version, and
+repositoryFallback="…" says why the repository route gave way. Launcher events:
 "launcher choice=hotfix version=V reason=hotfix", "launcher choice=baked
 reason=R detail=…", and, at Error level, "launcher choice=baked
 fallback=true version=V reason=…".

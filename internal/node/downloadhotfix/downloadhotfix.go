@@ -5,9 +5,14 @@
 // Trust: when the image carries release keys, only an artifact of a release
 // signed by one of them, for this base, version and platform and not
 // expired, is downloaded, verified by its signed size and sha256, and staged.
-// Without keys the reference's route applies: the package manager installs
-// the exact version from the node's signed repositories. Either way the
-// staged binary must report the expected version before it is moved into
+// Without keys the node trusts its package repository: the repository
+// route fetches the exact version's package straight from it, verified by
+// the repository's own signatures (pkgrepo), and only when that route is
+// unavailable (no usable source, unreachable, no such package) does the
+// package manager install it. A repository that contradicts its signatures
+// is its own outcome and never falls back: the package manager would be
+// offered the same bytes. Whatever the route, the staged binary must be an
+// executable that reports the expected version before it is moved into
 // place.
 package downloadhotfix
 
@@ -30,6 +35,7 @@ import (
 	"nodehotfix/internal/node/fetch"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/pkgmgr"
+	"nodehotfix/internal/node/pkgrepo"
 	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/node/scripts"
 	"nodehotfix/internal/release"
@@ -52,7 +58,11 @@ const (
 	Busy              Outcome = "busy"              // another run holds the lock
 	NoPackage         Outcome = "noPackage"         // the repositories have no package of the version
 	AmbiguousPackage  Outcome = "ambiguousPackage"  // they have several (revisions); none is guessed
-	Failed            Outcome = "failed"            // install or staging failed
+	// RepositoryIntegrity: the repository contradicts its own signatures
+	// (a bad signature, a digest that differs, a package without the
+	// agent); nothing is staged and the package manager is not tried.
+	RepositoryIntegrity Outcome = "repositoryIntegrity"
+	Failed              Outcome = "failed" // install or staging failed
 )
 
 // Route says how the binary was obtained.
@@ -62,6 +72,7 @@ type Route string
 const (
 	RouteNone           Route = "none"
 	RouteDirect         Route = "direct"
+	RouteRepository     Route = "repository"
 	RoutePackageManager Route = "package-manager"
 )
 
@@ -101,6 +112,9 @@ type Result struct {
 	Err     error
 	// Scripts reports the scripts hotfix, "" when none was requested.
 	Scripts string
+	// RepositoryErr is why the repository route gave way to the package
+	// manager, nil when it did not.
+	RepositoryErr error
 }
 
 // ExitCode maps a result to the command's exit status: 0 unless staging
@@ -121,7 +135,7 @@ func (r Result) ExitCode() int {
 
 // Failed reports whether the run failed to stage what it should have.
 func (r Result) Failed() bool {
-	return r.Outcome == Failed || r.Outcome == NoPackage || r.Outcome == AmbiguousPackage
+	return r.Outcome == Failed || r.Outcome == NoPackage || r.Outcome == AmbiguousPackage || r.Outcome == RepositoryIntegrity
 }
 
 // Message renders the event message without timing.
@@ -136,6 +150,9 @@ func (r Result) Message() string {
 	}
 	if r.Scripts != "" {
 		fmt.Fprintf(&b, " scripts=%s", r.Scripts)
+	}
+	if r.RepositoryErr != nil {
+		fmt.Fprintf(&b, " repositoryFallback=%q", r.RepositoryErr.Error())
 	}
 	if r.Err != nil {
 		fmt.Fprintf(&b, " error=%v", r.Err)
@@ -230,11 +247,20 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		res.Route = RouteDirect
 		err = stageDirect(ctx, cfg, log, f.Artifacts[d.Target.String()], d.Target)
 	} else {
-		res.Route = RoutePackageManager
-		log.Warn("no release keys on this node; installing from the package manager, trusting repository signing", "keys", keysPath(cfg))
-		err = stageFromPackage(ctx, cfg, log, d.Target)
+		log.Info("no release keys on this node; staging from the package repository, trusting its signing", "keys", keysPath(cfg))
+		res.Route = RouteRepository
+		err = stageFromRepository(ctx, cfg, log, d.Target)
+		var ie *pkgrepo.IntegrityError
+		if err != nil && !errors.As(err, &ie) && !errors.Is(err, errStaging) {
+			log.Warn("repository route unavailable; installing with the package manager", "err", err)
+			res.Route, res.RepositoryErr = RoutePackageManager, err
+			err = stageFromPackage(ctx, cfg, log, d.Target)
+		}
 	}
+	var ie *pkgrepo.IntegrityError
 	switch {
+	case errors.As(err, &ie):
+		res.Outcome, res.Err = RepositoryIntegrity, err
 	case errors.Is(err, pkgmgr.ErrNoPackage):
 		res.Outcome, res.Err = NoPackage, err
 	case errors.Is(err, pkgmgr.ErrAmbiguousPackage):
@@ -266,6 +292,59 @@ func stageDirect(ctx context.Context, cfg Config, log *slog.Logger, a release.Ar
 		return err
 	}
 	return commit(ctx, f, target)
+}
+
+// errStaging marks a failure after a route's bytes were verified: another
+// route would stage the same bytes, so none is tried.
+var errStaging = errors.New("staging")
+
+// repositoryShare is the part of the remaining budget the repository route
+// may use, so that a hanging repository leaves the package manager time.
+const repositoryShare = 2
+
+// stageFromRepository stages target straight from the node's package
+// repository (pkgrepo). A failure before the package is verified is
+// operational unless it is a *pkgrepo.IntegrityError; one after it wraps
+// errStaging.
+func stageFromRepository(ctx context.Context, cfg Config, log *slog.Logger, target hotfix.Version) error {
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(dl)/repositoryShare)
+		defer cancel()
+	}
+	mgr, err := pkgmgr.Detect(string(cfg.Root))
+	if err != nil {
+		return err
+	}
+	src, err := pkgrepo.FromNode(string(cfg.Root), mgr)
+	if err != nil {
+		return err
+	}
+	client, err := fetch.New(fetch.Config{ExtraRootsPEM: cfg.ArtifactCAPEM})
+	if err != nil {
+		return err
+	}
+	f, err := atomicfile.Create(cfg.Root.HotfixBinary(), bakedMode(cfg))
+	if err != nil {
+		return err
+	}
+	defer f.Abort()
+	final := cfg.Root.HotfixBinary()
+	log.Info("fetching hotfix from the package repository", "version", target.String(), "repository", src.String())
+	p, err := src.Fetch(ctx, client, pkgrepo.Request{
+		Name: pkgmgr.PackageName, Version: target,
+		Member: pkgrepo.AgentMember, Max: maxBinarySize,
+		TempDir: filepath.Dir(final), TempPattern: "." + filepath.Base(final) + ".tmp-pkg-*",
+		Now: time.Now(),
+	}, f)
+	if err != nil {
+		return err
+	}
+	log.Info("verified package from the repository", "package", p.Name, "version", p.Version, "url", fetch.Redact(p.URL), "sha256", p.SHA256)
+	if err := commit(ctx, f, target); err != nil {
+		return fmt.Errorf("%w: %s %s: %w", errStaging, p.Name, p.Version, err)
+	}
+	return nil
 }
 
 func stageFromPackage(ctx context.Context, cfg Config, log *slog.Logger, target hotfix.Version) error {

@@ -440,18 +440,11 @@ func TestRunPackageManagerRoute(t *testing.T) {
 	agentPath := filepath.Join(t.TempDir(), "agent")
 	os.WriteFile(agentPath, fakeAgent(t, target), 0o755)
 
-	bin := t.TempDir()
-	record := filepath.Join(t.TempDir(), "argv")
-	script := func(name, body string) {
-		s := fmt.Sprintf("#!/bin/sh\necho \"%s $*\" >> %s\n%s\n", name, record, body)
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(s), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	script("dpkg", "exit 0")
-	script("apt-cache", `echo " aks-node-controller | `+target+`0-ubuntu22.04u1 | x"; echo " aks-node-controller | `+target+`-ubuntu22.04u1 | x"`)
-	script("apt-get", fmt.Sprintf(`case "$1" in install) mkdir -p %[1]s/usr/bin && cp %[2]s %[1]s/usr/bin/aks-node-controller;; esac`, root, agentPath))
-	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	record := fakeTools(t, map[string]string{
+		"dpkg":      "exit 0",
+		"apt-cache": `echo " aks-node-controller | ` + target + `0-ubuntu22.04u1 | x"; echo " aks-node-controller | ` + target + `-ubuntu22.04u1 | x"`,
+		"apt-get":   fmt.Sprintf(`case "$1" in install) mkdir -p %[1]s/usr/bin && cp %[2]s %[1]s/usr/bin/aks-node-controller;; esac`, root, agentPath),
+	})
 
 	f.writePointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
 	res := f.run()
@@ -468,9 +461,26 @@ func TestRunPackageManagerRoute(t *testing.T) {
 	if got, _ := f.staged(); got != string(fakeAgent(t, target)) {
 		t.Error("staged binary is not the installed agent")
 	}
-	if got, want := res.Message(), "download-hotfix outcome=staged route=package-manager version="+target; got != want {
-		t.Errorf("Message() = %q, want %q", got, want)
+	// The source file is malformed, so the repository route gave way.
+	if got, want := res.Message(), "download-hotfix outcome=staged route=package-manager version="+target+" repositoryFallback="; !strings.HasPrefix(got, want) || res.RepositoryErr == nil {
+		t.Errorf("Message() = %q, want %q…", got, want)
 	}
+}
+
+// fakeTools puts scripts named by tools on PATH (so t cannot be parallel)
+// that append their argv to the file returned, then run their body.
+func fakeTools(t *testing.T, tools map[string]string) (record string) {
+	t.Helper()
+	bin := t.TempDir()
+	record = filepath.Join(t.TempDir(), "argv")
+	for name, body := range tools {
+		s := fmt.Sprintf("#!/bin/sh\necho \"%s $*\" >> %s\n%s\n", name, record, body)
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	return record
 }
 
 // within returns the test's context bounded by d, the run's budget (the
@@ -506,19 +516,11 @@ func TestRunPackageManagerNoSuchVersion(t *testing.T) {
 	os.MkdirAll(filepath.Join(root, "etc/apt/sources.list.d"), 0o755)
 	os.WriteFile(filepath.Join(root, "etc/os-release"), []byte("ID=ubuntu\nVERSION_ID=\"22.04\"\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "etc/apt/sources.list.d/microsoft-prod.list"), []byte("deb x"), 0o644)
-	bin := t.TempDir()
-	record := filepath.Join(t.TempDir(), "argv")
-	for name, body := range map[string]string{
+	record := fakeTools(t, map[string]string{
 		"dpkg":      "exit 0",
 		"apt-cache": `echo " aks-node-controller | ` + target + `0-ubuntu22.04u1 | x"`,
 		"apt-get":   "exit 0",
-	} {
-		s := fmt.Sprintf("#!/bin/sh\necho \"%s $*\" >> %s\n%s\n", name, record, body)
-		if err := os.WriteFile(filepath.Join(bin, name), []byte(s), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Setenv("PATH", bin+":"+os.Getenv("PATH"))
+	})
 	f.writePointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
 	res := f.run()
 	if res.Outcome != NoPackage || !res.Failed() || res.ExitCode() != 1 || !strings.Contains(res.Err.Error(), target+"0-ubuntu22.04u1") {

@@ -16,8 +16,8 @@ import (
 	"nodehotfix/internal/node/osrelease"
 )
 
-// packageName is the agent's package in the Microsoft repositories.
-const packageName = "aks-node-controller"
+// PackageName is the agent's package in the Microsoft repositories.
+const PackageName = "aks-node-controller"
 
 // Config holds the optional settings of Install; the zero Config works.
 type Config struct {
@@ -54,12 +54,7 @@ func Install(ctx context.Context, r Runner, cfg Config, version string) (string,
 	if root == "" {
 		root = "/"
 	}
-	osr, err := osrelease.Read(root)
-	if err != nil {
-		return "", fmt.Errorf("install agent %s: %w", v, err)
-	}
-	_, lookErr := exec.LookPath(string(DNF))
-	mgr, err := Choose(osr, lookErr == nil)
+	mgr, err := Detect(root)
 	if err != nil {
 		return "", fmt.Errorf("install agent %s: %w", v, err)
 	}
@@ -99,7 +94,7 @@ func Install(ctx context.Context, r Runner, cfg Config, version string) (string,
 	if err := run(p.install(full)); err != nil {
 		return "", fmt.Errorf("install agent %s with %s: %w", v, mgr, err)
 	}
-	bin := filepath.Join(root, "usr/bin", packageName)
+	bin := filepath.Join(root, "usr/bin", PackageName)
 	fi, err := os.Lstat(bin)
 	if err != nil {
 		return "", fmt.Errorf("install agent %s with %s: %w", v, mgr, err)
@@ -124,7 +119,7 @@ type steps struct {
 func plan(root string, mgr Manager) (steps, error) {
 	switch mgr {
 	case APT:
-		src, err := aptSource(root)
+		src, err := AptSource(root)
 		if err != nil {
 			return steps{}, err
 		}
@@ -141,31 +136,31 @@ func plan(root string, mgr Manager) (steps, error) {
 				apt("apt-get", "update", "-o", "Dpkg::Options::=--force-confold",
 					"-o", "Dir::Etc::sourcelist="+src, "-o", "Dir::Etc::sourceparts=-"),
 			},
-			list:  apt("apt-cache", "madison", packageName),
+			list:  apt("apt-cache", "madison", PackageName),
 			parse: debVersions,
 			// The full version, pinned: the reference's "=<v>*" also
 			// matched 01.30 for 01.3.
 			install: func(full string) []string {
 				return apt("apt-get", "install", "-y", "--allow-downgrades",
-					"-o", "Dpkg::Options::=--force-confold", packageName+"="+full)
+					"-o", "Dpkg::Options::=--force-confold", PackageName+"="+full)
 			},
 		}, nil
 	case DNF, TDNF:
 		m := string(mgr)
 		return steps{
-			list:  []string{m, "list", "--refresh", "--showduplicates", packageName},
+			list:  []string{m, "list", "--refresh", "--showduplicates", PackageName},
 			parse: rpmVersions,
 			install: func(full string) []string {
-				return []string{m, "install", "-y", "--allowerasing", packageName + "-" + full}
+				return []string{m, "install", "-y", "--allowerasing", PackageName + "-" + full}
 			},
 		}, nil
 	}
 	return steps{}, fmt.Errorf("%w: package manager %q", ErrUnsupportedOS, mgr)
 }
 
-// aptSource returns the Microsoft repository's source file, preferring the
+// AptSource returns the Microsoft repository's source file, preferring the
 // one-line format to deb822.
-func aptSource(root string) (string, error) {
+func AptSource(root string) (string, error) {
 	dir := filepath.Join(root, "etc/apt/sources.list.d")
 	for _, name := range []string{"microsoft-prod.list", "microsoft-prod.sources"} {
 		p := filepath.Join(dir, name)
@@ -178,6 +173,17 @@ func aptSource(root string) (string, error) {
 		}
 	}
 	return "", fmt.Errorf("find apt source: no microsoft-prod.list or microsoft-prod.sources in %s", dir)
+}
+
+// Detect returns the package manager of the node under root: Choose on
+// its os-release, with dnf if it is on PATH.
+func Detect(root string) (Manager, error) {
+	osr, err := osrelease.Read(root)
+	if err != nil {
+		return "", err
+	}
+	_, lookErr := exec.LookPath(string(DNF))
+	return Choose(osr, lookErr == nil)
 }
 
 // ErrUnsupportedOS is returned (wrapped) when the node's OS has no package

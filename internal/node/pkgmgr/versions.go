@@ -70,7 +70,7 @@ func debVersions(listing []byte) []string {
 	var out []string
 	for _, line := range bytes.Split(listing, []byte("\n")) {
 		f := strings.Split(string(line), "|")
-		if len(f) != 3 || strings.TrimSpace(f[0]) != packageName {
+		if len(f) != 3 || strings.TrimSpace(f[0]) != PackageName {
 			continue
 		}
 		if v := strings.TrimSpace(f[1]); validFullVersion(v) {
@@ -91,7 +91,7 @@ func rpmVersions(listing []byte) []string {
 			continue
 		}
 		name, _, ok := strings.Cut(f[0], ".")
-		if !ok || name != packageName {
+		if !ok || name != PackageName {
 			continue
 		}
 		if validFullVersion(f[1]) {

@@ -52,7 +52,7 @@ type Outcome struct {
 // Step is one hotfix step's result.
 type Step struct {
 	Outcome string
-	// Route is download-hotfix's (direct, package-manager, none).
+	// Route is download-hotfix's (direct, repository, package-manager, none).
 	Route   string
 	Elapsed time.Duration
 }

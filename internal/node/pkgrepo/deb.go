@@ -1,8 +1,8 @@
-package aptrepo
+package pkgrepo
 
 import (
 	"archive/tar"
-	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,11 +10,9 @@ import (
 	"strings"
 
 	"pault.ag/go/debian/deb"
-)
 
-// AgentMember is where the aks-node-controller package installs the agent,
-// so where it sits in the package's data archive.
-const AgentMember = "usr/bin/aks-node-controller"
+	"nodehotfix/internal/node/fetch"
+)
 
 // Extract copies member (a path such as AgentMember) out of the data
 // archive (xz, zstd, gzip or none) of the verified .deb in pkg into dst,
@@ -22,8 +20,8 @@ const AgentMember = "usr/bin/aks-node-controller"
 // that does not hold member as a regular file of at most max bytes, or
 // does not parse, is an IntegrityError: the repository signed something
 // that is not the agent.
-func Extract(pkg []byte, member string, max int64, dst io.Writer) error {
-	d, err := deb.Load(bytes.NewReader(pkg), "package.deb")
+func Extract(pkg io.ReaderAt, member string, max int64, dst io.Writer) error {
+	d, err := deb.Load(pkg, "package.deb")
 	if err != nil {
 		return integrity("package: %v", err)
 	}
@@ -55,4 +53,26 @@ func Extract(pkg []byte, member string, max int64, dst io.Writer) error {
 		}
 		return nil
 	}
+}
+
+// Fetch finds req's package in repo (Find), downloads its .deb, checked
+// against the index's SHA-256 and size, and extracts req.Member from it
+// into dst. A package whose bytes differ from the index, or that does not
+// hold the member, is an IntegrityError.
+func (repo Apt) Fetch(ctx context.Context, c *fetch.Client, req Request, dst io.Writer) (Package, error) {
+	p, err := repo.Find(ctx, c, req.Name, req.Version, req.Now)
+	if err != nil {
+		return Package{}, err
+	}
+	tmp, err := download(ctx, c, p, req)
+	if err != nil {
+		return p, err
+	}
+	defer discard(tmp)
+	return p, Extract(tmp, req.Member, req.Max, dst)
+}
+
+// String names repo for logs.
+func (repo Apt) String() string {
+	return "apt " + repo.URL + " " + repo.Suite + " " + repo.Component + " " + repo.Arch
 }

@@ -1,18 +1,4 @@
-// Package aptrepo finds and verifies a package in an apt repository the
-// node already trusts, without apt: the repository's InRelease, checked
-// by OpenPGP against the node's keyring, vouches for its Packages index by
-// SHA-256, and the index vouches for the .deb the same way. It is the core
-// of download-hotfix's verified repository route (issue 12); the route
-// itself (choosing the repository from the node's sources, staging the
-// agent, the fallback to the package manager) is not built yet.
-//
-// Every failure is one of two kinds. An IntegrityError (a bad or unknown
-// signature, an expired Release, a digest or size that differs, a
-// malformed index) means the repository or the path to it cannot be
-// trusted: the caller must not fall back to another route for the same
-// bytes. Anything else (unreachable, a timeout, a missing file, no such
-// package) is operational: the package manager may still succeed.
-package aptrepo
+package pkgrepo
 
 import (
 	"bufio"
@@ -46,8 +32,10 @@ const (
 	MaxIndexExpanded = 256 << 20
 )
 
-// Repo is one apt repository, as a sources entry names it.
-type Repo struct {
+// Apt is one apt repository, as a sources entry names it. Its trust is an
+// InRelease signed by a key of Keyring, which vouches for the Packages
+// index by SHA-256, which vouches for the .deb the same way.
+type Apt struct {
 	// URL is the repository's base (https only), e.g.
 	// https://packages.microsoft.com/ubuntu/24.04/prod.
 	URL string
@@ -59,29 +47,10 @@ type Repo struct {
 	Keyring openpgp.EntityList
 }
 
-// Package is a verified index entry.
-type Package struct {
-	Name, Version string
-	// URL is where the .deb is; SHA256 and Size are what it must be.
-	URL    string
-	SHA256 string
-	Size   int64
-}
-
-// IntegrityError is a repository that contradicts its own signatures.
-type IntegrityError struct{ Err error }
-
-func (e *IntegrityError) Error() string { return "repository integrity: " + e.Err.Error() }
-func (e *IntegrityError) Unwrap() error { return e.Err }
-
-func integrity(format string, a ...any) error {
-	return &IntegrityError{Err: fmt.Errorf(format, a...)}
-}
-
-// Find returns the package name of repo whose upstream version is exactly
-// v (pkgmgr.Pick), verified from the InRelease signature down to the
-// index entry. now is checked against the Release's Valid-Until.
-func Find(ctx context.Context, c *fetch.Client, repo Repo, name string, v hotfix.Version, now time.Time) (Package, error) {
+// Find returns the package name of a whose upstream version is exactly v
+// (pkgmgr.Pick), verified from the InRelease signature down to the index
+// entry. now is checked against the Release's Valid-Until.
+func (repo Apt) Find(ctx context.Context, c *fetch.Client, name string, v hotfix.Version, now time.Time) (Package, error) {
 	base := strings.TrimSuffix(repo.URL, "/")
 	signed, err := get(ctx, c, base+"/dists/"+repo.Suite+"/InRelease", MaxInRelease)
 	if err != nil {
@@ -217,13 +186,4 @@ func choose(entries []control.BinaryIndex, base, name string, v hotfix.Version) 
 		return Package{}, integrity("index entry %s %s: filename %q, sha256 %q, size %d", name, full, e.Filename, e.SHA256, e.Size)
 	}
 	return Package{Name: name, Version: full, URL: base + "/" + e.Filename, SHA256: strings.ToLower(e.SHA256), Size: int64(e.Size)}, nil
-}
-
-// get fetches a file of unknown size, at most max bytes.
-func get(ctx context.Context, c *fetch.Client, url string, max int64) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := c.Get(ctx, url, max, &buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }

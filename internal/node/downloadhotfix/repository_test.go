@@ -1,0 +1,221 @@
+package downloadhotfix
+
+import (
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/pkgrepo"
+	"nodehotfix/test/harness"
+)
+
+// repoNode is a node without release keys whose apt source names a real
+// signed repository (harness.WriteAptRepo) served over HTTPS, with fake
+// apt tools on PATH for the fallback that record whether they ran.
+type repoNode struct {
+	*fixture
+	repo   harness.AptRepo
+	srv    *httptest.Server
+	serve  http.Handler
+	record string
+}
+
+func newRepoNode(t *testing.T, g *harness.GPG, files map[string][]byte) *repoNode {
+	t.Helper()
+	n := &repoNode{fixture: newFixture(t)}
+	root := string(n.root)
+	n.repo = harness.AptRepo{Dir: t.TempDir(), Suite: "noble", Component: "main", Arch: pkgrepo.Arch()}
+	deb, err := harness.BuildDeb(t.Context(), t.TempDir(), harness.Deb{Name: "aks-node-controller", Version: target + "-ubuntu24.04u1", Arch: pkgrepo.Arch(), Files: files, Compression: "zstd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.WriteAptRepo(t.Context(), n.repo, g, []string{deb}, time.Now().Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	n.serve = http.FileServer(http.Dir(n.repo.Dir))
+	n.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.serve.ServeHTTP(w, r) }))
+	t.Cleanup(n.srv.Close)
+	n.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: n.srv.Certificate().Raw})
+	key, err := g.PublicKey(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, b := range map[string][]byte{
+		"etc/os-release": []byte("ID=ubuntu\nVERSION_ID=\"24.04\"\n"),
+		"etc/apt/sources.list.d/microsoft-prod.list": fmt.Appendf(nil, "deb [arch=%s signed-by=/usr/share/keyrings/microsoft-prod.gpg] %s noble main\n", pkgrepo.Arch(), n.srv.URL),
+		"usr/share/keyrings/microsoft-prod.gpg":      key,
+	} {
+		os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, path), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fallback := filepath.Join(t.TempDir(), "agent")
+	os.WriteFile(fallback, fakeAgent(t, target), 0o755)
+	n.record = fakeTools(t, map[string]string{
+		"dpkg":      "exit 0",
+		"apt-cache": `echo " aks-node-controller | ` + target + `-ubuntu24.04u1 | x"`,
+		"apt-get":   fmt.Sprintf(`case "$1" in install) mkdir -p %[1]s/usr/bin && cp %[2]s %[1]s/usr/bin/aks-node-controller;; esac`, root, fallback),
+	})
+	n.writePointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+	return n
+}
+
+func (n *repoNode) aptRan() bool {
+	argv, _ := os.ReadFile(n.record)
+	return len(argv) > 0
+}
+
+// pool returns the path of the repository's one .deb.
+func (n *repoNode) pool(t *testing.T) string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(n.repo.Dir, "pool/main/a/aks-node-controller/*.deb"))
+	if len(m) != 1 {
+		t.Fatalf("pool holds %v", m)
+	}
+	return m[0]
+}
+
+// TestRunRepositoryRoute: without release keys the agent is staged
+// straight from the node's signed apt repository; only an operational
+// failure of that route falls back to the package manager, and an
+// integrity failure is its own outcome with nothing staged.
+func TestRunRepositoryRoute(t *testing.T) {
+	g, err := harness.NewGPG(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	agent := map[string][]byte{pkgrepo.AgentMember: nil}
+
+	t.Run("staged from the repository", func(t *testing.T) {
+		agent[pkgrepo.AgentMember] = fakeAgent(t, target)
+		n := newRepoNode(t, g, agent)
+		res := n.run()
+		if res.Outcome != Staged || res.Route != RouteRepository || res.RepositoryErr != nil {
+			t.Fatalf("Run = %+v", res)
+		}
+		if n.aptRan() {
+			t.Error("the package manager ran although the repository route staged the agent")
+		}
+		if got, _ := n.staged(); got != string(fakeAgent(t, target)) {
+			t.Error("staged binary is not the package's agent")
+		}
+		if fi, err := os.Stat(n.root.HotfixBinary()); err != nil || fi.Mode().Perm() != 0o750 {
+			t.Errorf("staged mode = %v, %v; want the baked binary's 0750", fi.Mode(), err)
+		}
+		if got, want := res.Message(), "download-hotfix outcome=staged route=repository version="+target; got != want {
+			t.Errorf("Message() = %q, want %q", got, want)
+		}
+		n.noTemps()
+	})
+
+	integrity := map[string]func(t *testing.T, n *repoNode){
+		"a .deb that differs from the index": func(t *testing.T, n *repoNode) {
+			b, _ := os.ReadFile(n.pool(t))
+			b[len(b)-1] ^= 1
+			os.WriteFile(n.pool(t), b, 0o644)
+		},
+		"an InRelease signed by another key": func(t *testing.T, n *repoNode) {
+			other, err := harness.NewGPG(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer other.Close()
+			key, _ := other.PublicKey(t.Context(), false)
+			os.WriteFile(filepath.Join(string(n.root), "usr/share/keyrings/microsoft-prod.gpg"), key, 0o644)
+		},
+		"a Packages index that differs from the Release": func(t *testing.T, n *repoNode) {
+			b, _ := os.ReadFile(n.repo.Index())
+			b[len(b)-1] ^= 1
+			os.WriteFile(n.repo.Index(), b, 0o644)
+		},
+	}
+	for name, mutate := range integrity {
+		t.Run(name, func(t *testing.T) {
+			agent[pkgrepo.AgentMember] = fakeAgent(t, target)
+			n := newRepoNode(t, g, agent)
+			mutate(t, n)
+			res := n.run()
+			var ie *pkgrepo.IntegrityError
+			if res.Outcome != RepositoryIntegrity || res.Route != RouteRepository || !errors.As(res.Err, &ie) || !res.Failed() || res.ExitCode() != 1 {
+				t.Fatalf("Run = %+v, want repositoryIntegrity", res)
+			}
+			if n.aptRan() {
+				t.Error("fell back to the package manager after an integrity failure")
+			}
+			if _, ok := n.staged(); ok {
+				t.Error("something was staged")
+			}
+			n.noTemps()
+		})
+	}
+
+	t.Run("a package without the agent", func(t *testing.T) {
+		n := newRepoNode(t, g, map[string][]byte{"usr/bin/other": []byte("x")})
+		if res := n.run(); res.Outcome != RepositoryIntegrity || n.aptRan() || !strings.Contains(res.Err.Error(), "package has no "+pkgrepo.AgentMember) {
+			t.Fatalf("Run = %+v, apt ran %v; want repositoryIntegrity naming the missing agent", res, n.aptRan())
+		}
+		n.noTemps()
+	})
+
+	t.Run("an agent reporting another version", func(t *testing.T) {
+		// Verified bytes the package manager would install too: a
+		// failure, and no second route.
+		agent[pkgrepo.AgentMember] = fakeAgent(t, "202604.01.7")
+		n := newRepoNode(t, g, agent)
+		res := n.run()
+		if res.Outcome != Failed || res.Route != RouteRepository || n.aptRan() || !strings.Contains(res.Err.Error(), "reports version") {
+			t.Fatalf("Run = %+v, apt ran %v", res, n.aptRan())
+		}
+		if _, ok := n.staged(); ok {
+			t.Error("staged an agent of the wrong version")
+		}
+		n.noTemps()
+	})
+
+	operational := map[string]func(n *repoNode){
+		"the repository down": func(n *repoNode) { n.srv.Close() },
+		"no such package": func(n *repoNode) {
+			n.writePointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.2"}})
+		},
+		"a repository that hangs": func(n *repoNode) {
+			n.serve = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+		},
+		"no usable source": func(n *repoNode) {
+			os.WriteFile(filepath.Join(string(n.root), "etc/apt/sources.list.d/microsoft-prod.list"), []byte("deb [arch=none] https://x noble main\n"), 0o644)
+		},
+	}
+	for name, mutate := range operational {
+		t.Run(name, func(t *testing.T) {
+			agent[pkgrepo.AgentMember] = fakeAgent(t, target)
+			n := newRepoNode(t, g, agent)
+			mutate(n)
+			// The hanging repository gets half of this budget; the
+			// package manager, the rest.
+			res := Run(within(t, 8*time.Second), Config{Root: n.root, Version: n.version, ArtifactCAPEM: n.caPEM})
+			if name == "no such package" {
+				// The fake apt has no .2 either.
+				if res.Outcome != NoPackage || res.Route != RoutePackageManager || res.RepositoryErr == nil {
+					t.Fatalf("Run = %+v", res)
+				}
+				return
+			}
+			if res.Outcome != Staged || res.Route != RoutePackageManager || res.RepositoryErr == nil || !n.aptRan() {
+				t.Fatalf("Run = %+v, want staged by the package manager after the repository route failed", res)
+			}
+			if !strings.Contains(res.Message(), "repositoryFallback=") {
+				t.Errorf("Message() = %q does not say why the repository route was not used", res.Message())
+			}
+			n.noTemps()
+		})
+	}
+}

@@ -1,0 +1,257 @@
+package pkgrepo
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/pem"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/fetch"
+	"nodehotfix/internal/node/pkgmgr"
+	"nodehotfix/test/harness"
+)
+
+const (
+	agentName = "aks-node-controller"
+	wantFull  = "202608.26.2-ubuntu24.04u1"
+)
+
+// newGPG is a real gpg with a fresh signing key, removed after t.
+func newGPG(t *testing.T) *harness.GPG {
+	t.Helper()
+	g, err := harness.NewGPG(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return g
+}
+
+func keyring(t *testing.T, g *harness.GPG) openpgp.EntityList {
+	t.Helper()
+	b, err := g.PublicKey(t.Context(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kr, err := openpgp.ReadKeyRing(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kr
+}
+
+// agentBody is the agent file of version's package.
+func agentBody(version string) []byte { return []byte("#!/bin/sh\necho " + version + "\n") }
+
+// buildDeb makes a real .deb of the agent with dpkg-deb, its data archive
+// compressed by comp (dpkg-deb -Z), and returns its bytes.
+func buildDeb(t *testing.T, name, version, comp string) string {
+	t.Helper()
+	p, err := harness.BuildDeb(t.Context(), t.TempDir(), harness.Deb{
+		Name: name, Version: version, Compression: comp,
+		Files: map[string][]byte{AgentMember: agentBody(version)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// repo is a signed repository on disk served over HTTPS.
+type repo struct {
+	harness.AptRepo
+	srv    *httptest.Server
+	client *fetch.Client
+	deb    string
+}
+
+// newRepo builds a repository with the real tools (harness.WriteAptRepo):
+// the agent's .deb beside a decoy version (.20, a prefix trap for .2) and
+// another package, signed by g.
+func newRepo(t *testing.T, g *harness.GPG, validUntil time.Time) *repo {
+	t.Helper()
+	r := &repo{AptRepo: harness.AptRepo{Dir: t.TempDir(), Suite: "noble", Component: "main", Arch: "amd64"}}
+	r.deb = buildDeb(t, agentName, wantFull, "xz")
+	debs := []string{r.deb, buildDeb(t, agentName, "202608.26.20-ubuntu24.04u1", "xz"), buildDeb(t, "moby-runc", "1.1.12-ubuntu24.04u1", "xz")}
+	if err := harness.WriteAptRepo(t.Context(), r.AptRepo, g, debs, validUntil); err != nil {
+		t.Fatal(err)
+	}
+	r.srv = httptest.NewTLSServer(http.FileServer(http.Dir(r.Dir)))
+	t.Cleanup(r.srv.Close)
+	var err error
+	r.client, err = fetch.New(fetch.Config{ExtraRootsPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *repo) apt(kr openpgp.EntityList) Apt {
+	return Apt{URL: r.srv.URL, Suite: r.Suite, Component: r.Component, Arch: r.Arch, Keyring: kr}
+}
+
+func (r *repo) find(t *testing.T, kr openpgp.EntityList, v string, now time.Time) (Package, error) {
+	t.Helper()
+	return r.apt(kr).Find(t.Context(), r.client, agentName, hotfix.MustParseVersion(v), now)
+}
+
+// edit rewrites a file of the repository.
+func (r *repo) edit(t *testing.T, path string, f func([]byte) []byte) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, f(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func flipLast(b []byte) []byte {
+	b = bytes.Clone(b)
+	b[len(b)-1] ^= 1
+	return b
+}
+
+func TestFind(t *testing.T) {
+	t.Parallel()
+	g := newGPG(t)
+	r := newRepo(t, g, time.Now().Add(24*time.Hour))
+	p, err := r.find(t, keyring(t, g), "202608.26.2", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deb, _ := os.ReadFile(r.deb)
+	sum := sha256.Sum256(deb)
+	if p.Version != wantFull || p.SHA256 != hex.EncodeToString(sum[:]) || p.Size != int64(len(deb)) || !strings.HasSuffix(p.URL, "_"+wantFull+"_amd64.deb") {
+		t.Errorf("Find = %+v", p)
+	}
+}
+
+func TestFetch(t *testing.T) {
+	t.Parallel()
+	g := newGPG(t)
+	r := newRepo(t, g, time.Now().Add(24*time.Hour))
+	tmp := t.TempDir()
+	req := Request{Name: agentName, Version: hotfix.MustParseVersion("202608.26.2"), Member: AgentMember, Max: 1 << 20, TempDir: tmp, TempPattern: "pkg-*", Now: time.Now()}
+	var out bytes.Buffer
+	p, err := r.apt(keyring(t, g)).Fetch(t.Context(), r.client, req, &out)
+	if err != nil || p.Version != wantFull || !bytes.Equal(out.Bytes(), agentBody(wantFull)) {
+		t.Fatalf("Fetch = %+v, %v, %q", p, err, out.String())
+	}
+	// A .deb that differs from the index is never opened.
+	deb := filepath.Join(r.Dir, strings.TrimPrefix(p.URL, r.srv.URL))
+	r.edit(t, deb, flipLast)
+	out.Reset()
+	_, err = r.apt(keyring(t, g)).Fetch(t.Context(), r.client, req, &out)
+	var ie *IntegrityError
+	if !errors.As(err, &ie) || out.Len() != 0 {
+		t.Errorf("Fetch of a tampered .deb = %v, wrote %d bytes; want an IntegrityError and nothing", err, out.Len())
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("Fetch left %d files in its temp dir", len(left))
+	}
+}
+
+// TestFindRefuses: every way the repository can contradict its signature is
+// an IntegrityError; what only makes the route unavailable is not.
+func TestFindRefuses(t *testing.T) {
+	t.Parallel()
+	g := newGPG(t)
+	other := newGPG(t)
+	now := time.Now()
+	integrityCases := map[string]func(r *repo) (openpgp.EntityList, time.Time){
+		"another key": func(r *repo) (openpgp.EntityList, time.Time) { return keyring(t, other), now },
+		"tampered release": func(r *repo) (openpgp.EntityList, time.Time) {
+			r.edit(t, r.InRelease(), func(b []byte) []byte { return bytes.Replace(b, []byte("Suite: noble"), []byte("Suite: nobl3"), 1) })
+			return keyring(t, g), now
+		},
+		"unsigned text before the message": func(r *repo) (openpgp.EntityList, time.Time) {
+			r.edit(t, r.InRelease(), func(b []byte) []byte {
+				return append([]byte("SHA256:\n evil 1 main/binary-amd64/Packages.xz\n"), b...)
+			})
+			return keyring(t, g), now
+		},
+		"not signed at all": func(r *repo) (openpgp.EntityList, time.Time) {
+			r.edit(t, r.InRelease(), func([]byte) []byte { return []byte("Suite: noble\n") })
+			return keyring(t, g), now
+		},
+		"index differs from the release": func(r *repo) (openpgp.EntityList, time.Time) {
+			r.edit(t, r.Index(), flipLast)
+			return keyring(t, g), now
+		},
+		"expired release": func(r *repo) (openpgp.EntityList, time.Time) { return keyring(t, g), now.Add(48 * time.Hour) },
+	}
+	for name, mutate := range integrityCases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newRepo(t, g, now.Add(24*time.Hour))
+			kr, at := mutate(r)
+			_, err := r.find(t, kr, "202608.26.2", at)
+			var ie *IntegrityError
+			if !errors.As(err, &ie) {
+				t.Errorf("Find = %v, want an IntegrityError", err)
+			}
+		})
+	}
+	operational := map[string]struct {
+		mutate func(r *repo)
+		v      string
+		is     error
+	}{
+		"no InRelease":    {func(r *repo) { os.Remove(r.InRelease()) }, "202608.26.2", nil},
+		"no index":        {func(r *repo) { os.Remove(r.Index()) }, "202608.26.2", nil},
+		"no such patch":   {func(*repo) {}, "202608.26.3", pkgmgr.ErrNoPackage},
+		"repository down": {func(r *repo) { r.srv.Close() }, "202608.26.2", nil},
+	}
+	for name, tc := range operational {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newRepo(t, g, now.Add(24*time.Hour))
+			tc.mutate(r)
+			_, err := r.find(t, keyring(t, g), tc.v, now)
+			var ie *IntegrityError
+			if err == nil || errors.As(err, &ie) || (tc.is != nil && !errors.Is(err, tc.is)) {
+				t.Errorf("Find = %v, want an operational error (%v)", err, tc.is)
+			}
+		})
+	}
+}
+
+func TestExtract(t *testing.T) {
+	t.Parallel()
+	for _, comp := range []string{"xz", "zstd", "gzip", "none"} {
+		t.Run(comp, func(t *testing.T) {
+			t.Parallel()
+			pkg, _ := os.ReadFile(buildDeb(t, agentName, wantFull, comp))
+			var out bytes.Buffer
+			if err := Extract(bytes.NewReader(pkg), AgentMember, 1<<20, &out); err != nil || !bytes.Equal(out.Bytes(), agentBody(wantFull)) {
+				t.Fatalf("Extract = %v, %q", err, out.String())
+			}
+		})
+	}
+	pkg, _ := os.ReadFile(buildDeb(t, agentName, wantFull, "xz"))
+	var ie *IntegrityError
+	for name, err := range map[string]error{
+		"no such member": Extract(bytes.NewReader(pkg), "usr/bin/other", 1<<20, io.Discard),
+		"over the cap":   Extract(bytes.NewReader(pkg), AgentMember, 4, io.Discard),
+		"not a package":  Extract(strings.NewReader("!<arch>\ngarbage"), AgentMember, 1<<20, io.Discard),
+		"truncated":      Extract(bytes.NewReader(pkg[:len(pkg)/2]), AgentMember, 1<<20, io.Discard),
+	} {
+		if !errors.As(err, &ie) {
+			t.Errorf("%s: Extract = %v, want an IntegrityError", name, err)
+		}
+	}
+}
