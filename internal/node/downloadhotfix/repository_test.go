@@ -219,3 +219,83 @@ func TestRunRepositoryRoute(t *testing.T) {
 		})
 	}
 }
+
+// TestRunRepositoryRouteRPM: on Azure Linux the agent comes from the
+// node's signed rpm repository (rpmkeys against the node's rpm database),
+// with dnf only as the fallback.
+func TestRunRepositoryRouteRPM(t *testing.T) {
+	g, err := harness.NewGPG(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	setup := func(t *testing.T, files map[string][]byte) (*fixture, string, *httptest.Server, string) {
+		f := newFixture(t)
+		root := string(f.root)
+		rpm, err := harness.BuildRPM(t.Context(), t.TempDir(), harness.RPM{Name: "aks-node-controller", Version: target, Release: "1.azl3", Arch: pkgrepo.RPMArch(), Files: files})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := harness.SignRPM(t.Context(), g, rpm); err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := harness.WriteRPMRepo(t.Context(), dir, []string{rpm}); err != nil {
+			t.Fatal(err)
+		}
+		if err := harness.ImportRPMKey(t.Context(), g, root); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewTLSServer(http.FileServer(http.Dir(dir)))
+		t.Cleanup(srv.Close)
+		f.caPEM = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+		os.MkdirAll(filepath.Join(root, "etc/yum.repos.d"), 0o755)
+		os.WriteFile(filepath.Join(root, "etc/os-release"), []byte("ID=azurelinux\nVERSION_ID=\"3.0\"\n"), 0o644)
+		os.WriteFile(filepath.Join(root, "etc/yum.repos.d/azurelinux-official-base.repo"), fmt.Appendf(nil, "[base]\nbaseurl=%s\ngpgcheck=1\nenabled=1\n", srv.URL), 0o644)
+		fallback := filepath.Join(t.TempDir(), "agent")
+		os.WriteFile(fallback, fakeAgent(t, target), 0o755)
+		// dnf too, so that a machine with a real dnf does not run it.
+		tool := fmt.Sprintf(`case "$1" in list) echo "aks-node-controller.x86_64 %[3]s-1.azl3 base";; install) mkdir -p %[1]s/usr/bin && cp %[2]s %[1]s/usr/bin/aks-node-controller;; esac`, root, fallback, target)
+		record := fakeTools(t, map[string]string{"dnf": tool, "tdnf": tool})
+		f.writePointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+		return f, dir, srv, record
+	}
+	t.Run("staged from the repository", func(t *testing.T) {
+		f, _, _, record := setup(t, map[string][]byte{pkgrepo.AgentMember: fakeAgent(t, target)})
+		res := f.run()
+		if argv, _ := os.ReadFile(record); res.Outcome != Staged || res.Route != RouteRepository || len(argv) > 0 {
+			t.Fatalf("Run = %+v; dnf calls: %s", res, argv)
+		}
+		if got, _ := f.staged(); got != string(fakeAgent(t, target)) {
+			t.Error("staged binary is not the package's agent")
+		}
+		f.noTemps()
+	})
+	t.Run("a package that fails its signature", func(t *testing.T) {
+		f, dir, _, record := setup(t, map[string][]byte{pkgrepo.AgentMember: fakeAgent(t, target)})
+		m, _ := filepath.Glob(filepath.Join(dir, "Packages/*.rpm"))
+		b, _ := os.ReadFile(m[0])
+		b[len(b)-1] ^= 1
+		tampered := filepath.Join(t.TempDir(), filepath.Base(m[0]))
+		os.WriteFile(tampered, b, 0o644)
+		if err := harness.WriteRPMRepo(t.Context(), dir, []string{tampered}); err != nil {
+			t.Fatal(err)
+		}
+		res := f.run()
+		if argv, _ := os.ReadFile(record); res.Outcome != RepositoryIntegrity || len(argv) > 0 || !strings.Contains(res.Err.Error(), "SIGNATURES NOT OK") {
+			t.Fatalf("Run = %+v; dnf calls: %s", res, argv)
+		}
+		if _, ok := f.staged(); ok {
+			t.Error("something was staged")
+		}
+		f.noTemps()
+	})
+	t.Run("the repository down", func(t *testing.T) {
+		f, _, srv, record := setup(t, map[string][]byte{pkgrepo.AgentMember: fakeAgent(t, target)})
+		srv.Close()
+		res := f.run()
+		if argv, _ := os.ReadFile(record); res.Outcome != Staged || res.Route != RoutePackageManager || res.RepositoryErr == nil || !strings.Contains(string(argv), "dnf install") {
+			t.Fatalf("Run = %+v; dnf calls: %s", res, argv)
+		}
+	})
+}

@@ -23,6 +23,9 @@ type OSRelease struct {
 	ID string
 	// VariantID is the variant, unquoted and lower-cased, or "".
 	VariantID string
+	// VersionID is the release, unquoted and lower-cased ("3.0",
+	// "24.04"), or "".
+	VersionID string
 }
 
 // Read reads <root>/etc/os-release or, only if that does not
@@ -53,7 +56,7 @@ func Read(root string) (OSRelease, error) {
 // lower-cased. Text without a non-empty ID is an error.
 func Parse(data []byte) (OSRelease, error) {
 	var osr OSRelease
-	var haveID, haveVariant bool
+	var haveID, haveVariant, haveVersion bool
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, maxOSReleaseSize)
 	for sc.Scan() {
@@ -66,6 +69,8 @@ func Parse(data []byte) (OSRelease, error) {
 			osr.ID, haveID = unquote(val), true
 		case key == "VARIANT_ID" && !haveVariant:
 			osr.VariantID, haveVariant = unquote(val), true
+		case key == "VERSION_ID" && !haveVersion:
+			osr.VersionID, haveVersion = unquote(val), true
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -27,7 +27,8 @@ func TestParse(t *testing.T) {
 		want    OSRelease
 		wantErr bool
 	}{
-		{name: "ubuntu", in: "NAME=\"Ubuntu\"\nVERSION_ID=\"22.04\"\nID=ubuntu\nID_LIKE=debian\n", want: OSRelease{ID: "ubuntu"}},
+		{name: "ubuntu", in: "NAME=\"Ubuntu\"\nVERSION_ID=\"22.04\"\nID=ubuntu\nID_LIKE=debian\n", want: OSRelease{ID: "ubuntu", VersionID: "22.04"}},
+		{name: "azurelinux", in: "NAME=\"Microsoft Azure Linux\"\nVERSION=\"3.0.20250910\"\nID=azurelinux\nVERSION_ID=\"3.0\"\n", want: OSRelease{ID: "azurelinux", VersionID: "3.0"}},
 		{name: "double-quoted", in: `ID="Ubuntu"`, want: OSRelease{ID: "ubuntu"}},
 		{name: "single-quoted", in: `ID='azurelinux'`, want: OSRelease{ID: "azurelinux"}},
 		{name: "variant", in: "ID=azurelinux\nVARIANT_ID=\"AzureContainerLinux\"\n", want: OSRelease{ID: "azurelinux", VariantID: "azurecontainerlinux"}},

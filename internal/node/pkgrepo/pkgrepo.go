@@ -132,12 +132,15 @@ func discard(f *os.File) {
 
 // FromNode returns the repository that mgr, the node's package manager,
 // installs the agent from, read under root: for apt the Microsoft source
-// (FromSources). An error is operational: the package manager may still
-// install.
+// (FromSources), for dnf and tdnf every enabled repository that checks
+// signatures (FromRepoFiles). An error is operational: the package manager
+// may still install.
 func FromNode(root string, mgr pkgmgr.Manager) (Source, error) {
 	switch mgr {
 	case pkgmgr.APT:
 		return FromSources(root, Arch())
+	case pkgmgr.DNF, pkgmgr.TDNF:
+		return FromRepoFiles(root, RPMArch())
 	}
 	return nil, fmt.Errorf("no repository route for %s", mgr)
 }
