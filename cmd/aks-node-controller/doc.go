@@ -154,7 +154,11 @@ download-hotfix flags:
 	                     (etc/apt/sources.list.d/microsoft-prod.{list,sources},
 	                     its signed-by keyring or apt's trusted.gpg.d), checked
 	                     from the InRelease signature through the Packages
-	                     SHA-256 to the .deb, and takes the agent out of it.
+	                     SHA-256 to the .deb, and takes the agent out of it;
+	                     on Azure Linux from the enabled etc/yum.repos.d
+	                     repositories with gpgcheck=1, the package's
+	                     signature checked by rpmkeys against the node's rpm
+	                     database, the agent read through rpm2cpio.
 	                     Only when that route is unavailable (no usable
 	                     source, unreachable, a timeout after half the
 	                     budget, no such package) does the package manager

@@ -28,7 +28,9 @@ func BuildRPM(ctx context.Context, dir string, p RPM) (string, error) {
 	if _, err := exec.LookPath("rpmbuild"); err != nil {
 		return "", fmt.Errorf("rpmbuild (Debian package rpm): %w", err)
 	}
-	top, err := os.MkdirTemp(dir, "rpmbuild")
+	// Not under dir: rpmbuild runs the spec's %install through the shell,
+	// and dir may hold a test's name with quotes in it.
+	top, err := os.MkdirTemp("", "rpmbuild")
 	if err != nil {
 		return "", err
 	}

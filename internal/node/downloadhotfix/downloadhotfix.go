@@ -307,9 +307,12 @@ const repositoryShare = 2
 // operational unless it is a *pkgrepo.IntegrityError; one after it wraps
 // errStaging.
 func stageFromRepository(ctx context.Context, cfg Config, log *slog.Logger, target hotfix.Version) error {
+	// The share bounds the fetch only: the commit of verified bytes gets
+	// the whole budget, as it would on any route.
+	fetchCtx := ctx
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Until(dl)/repositoryShare)
+		fetchCtx, cancel = context.WithTimeout(ctx, time.Until(dl)/repositoryShare)
 		defer cancel()
 	}
 	mgr, err := pkgmgr.Detect(string(cfg.Root))
@@ -331,7 +334,7 @@ func stageFromRepository(ctx context.Context, cfg Config, log *slog.Logger, targ
 	defer f.Abort()
 	final := cfg.Root.HotfixBinary()
 	log.Info("fetching hotfix from the package repository", "version", target.String(), "repository", src.String())
-	p, err := src.Fetch(ctx, client, pkgrepo.Request{
+	p, err := src.Fetch(fetchCtx, client, pkgrepo.Request{
 		Name: pkgmgr.PackageName, Version: target,
 		Member: pkgrepo.AgentMember, Max: maxBinarySize,
 		TempDir: filepath.Dir(final), TempPattern: "." + filepath.Base(final) + ".tmp-pkg-*",

@@ -282,7 +282,7 @@ func TestRunRepositoryRouteRPM(t *testing.T) {
 			t.Fatal(err)
 		}
 		res := f.run()
-		if argv, _ := os.ReadFile(record); res.Outcome != RepositoryIntegrity || len(argv) > 0 || !strings.Contains(res.Err.Error(), "SIGNATURES NOT OK") {
+		if argv, _ := os.ReadFile(record); res.Outcome != RepositoryIntegrity || len(argv) > 0 || !strings.Contains(res.Err.Error(), "rpmkeys -K: BAD") {
 			t.Fatalf("Run = %+v; dnf calls: %s", res, argv)
 		}
 		if _, ok := f.staged(); ok {

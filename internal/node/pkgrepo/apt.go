@@ -3,22 +3,17 @@ package pkgrepo
 import (
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
-	"github.com/ulikunitz/xz"
 	"pault.ag/go/debian/control"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/fetch"
-	"nodehotfix/internal/node/pkgmgr"
 )
 
 // Size caps of what a repository sends.
@@ -65,13 +60,8 @@ func (repo Apt) Find(ctx context.Context, c *fetch.Client, name string, v hotfix
 		return Package{}, err
 	}
 	var packed bytes.Buffer
-	err = c.Download(ctx, base+"/dists/"+repo.Suite+"/"+index.Filename, fetch.Want{SHA256: index.Hash, Size: index.Size}, &packed)
-	var ve *fetch.VerifyError
-	if errors.As(err, &ve) {
-		return Package{}, &IntegrityError{Err: fmt.Errorf("%s: %w", index.Filename, err)}
-	}
-	if err != nil {
-		return Package{}, fmt.Errorf("%s: %w", index.Filename, err)
+	if err := c.Download(ctx, base+"/dists/"+repo.Suite+"/"+index.Filename, fetch.Want{SHA256: index.Hash, Size: index.Size}, &packed); err != nil {
+		return Package{}, signedMismatch(index.Filename, err)
 	}
 	entries, err := parseIndex(index.Filename, packed.Bytes())
 	if err != nil {
@@ -107,17 +97,32 @@ func VerifyInRelease(signed []byte, keyring openpgp.EntityList, now time.Time) (
 		return Release{}, integrity("Release: %v", err)
 	}
 	if r.ValidUntil != "" {
-		until, err := time.Parse(time.RFC1123, strings.Replace(r.ValidUntil, "UTC", "GMT", 1))
+		until, err := parseReleaseDate(r.ValidUntil)
 		if err != nil {
-			if until, err = time.Parse(time.RFC1123Z, r.ValidUntil); err != nil {
-				return Release{}, integrity("Release Valid-Until %q: %v", r.ValidUntil, err)
-			}
+			return Release{}, integrity("Release Valid-Until %q: %v", r.ValidUntil, err)
 		}
 		if !now.Before(until) {
 			return Release{}, integrity("Release expired at %s (Valid-Until)", until.UTC().Format(time.RFC3339))
 		}
 	}
 	return r, nil
+}
+
+// parseReleaseDate reads a Release file's date as apt does: RFC 1123
+// with a one- or two-digit day, in UTC only (GMT, UTC, Z or +0000); a
+// named zone apt does not know, or another offset, is refused rather than
+// read as UTC.
+func parseReleaseDate(s string) (time.Time, error) {
+	f := strings.Fields(s)
+	if len(f) != 6 {
+		return time.Time{}, fmt.Errorf("want \"Mon, 2 Jan 2006 15:04:05 UTC\"")
+	}
+	switch f[5] {
+	case "GMT", "UTC", "Z", "+0000":
+	default:
+		return time.Time{}, fmt.Errorf("zone %q is not UTC", f[5])
+	}
+	return time.Parse("Mon, 2 Jan 2006 15:04:05", strings.Join(f[:5], " "))
 }
 
 // index returns the Release's entry for the component's Packages index,
@@ -139,27 +144,12 @@ func (r Release) index(component, arch string) (control.FileHash, error) {
 
 // parseIndex decompresses a verified Packages index and parses it.
 func parseIndex(name string, packed []byte) ([]control.BinaryIndex, error) {
-	var r io.Reader = bytes.NewReader(packed)
-	switch {
-	case strings.HasSuffix(name, ".xz"):
-		xr, err := xz.NewReader(r)
-		if err != nil {
-			return nil, integrity("%s: %v", name, err)
-		}
-		r = xr
-	case strings.HasSuffix(name, ".gz"):
-		gr, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, integrity("%s: %v", name, err)
-		}
-		defer gr.Close()
-		r = gr
+	r, done, err := decompress(name, packed)
+	if err != nil {
+		return nil, integrity("%s: %v", name, err)
 	}
-	lr := &io.LimitedReader{R: r, N: MaxIndexExpanded + 1}
-	entries, err := control.ParseBinaryIndex(bufio.NewReader(lr))
-	if lr.N <= 0 {
-		return nil, integrity("%s: over %d bytes decompressed", name, MaxIndexExpanded)
-	}
+	defer done()
+	entries, err := control.ParseBinaryIndex(bufio.NewReader(r))
 	if err != nil {
 		return nil, integrity("%s: %v", name, err)
 	}
@@ -168,21 +158,20 @@ func parseIndex(name string, packed []byte) ([]control.BinaryIndex, error) {
 
 // choose picks name's entry of version v and checks its fields.
 func choose(entries []control.BinaryIndex, base, name string, v hotfix.Version) (Package, error) {
-	byVersion := map[string]control.BinaryIndex{}
-	var all []string
+	var mine []control.BinaryIndex
 	for _, e := range entries {
 		if e.Package == name {
-			full := e.Version.String()
-			byVersion[full] = e
-			all = append(all, full)
+			mine = append(mine, e)
 		}
 	}
-	full, err := pkgmgr.Pick(all, v)
+	if len(mine) > maxCandidates {
+		return Package{}, integrity("the index lists %d entries of %s, at most %d are read", len(mine), name, maxCandidates)
+	}
+	e, full, err := pick(mine, func(e control.BinaryIndex) string { return e.Version.String() }, v)
 	if err != nil {
 		return Package{}, err
 	}
-	e := byVersion[full]
-	if len(e.SHA256) != 64 || e.Size <= 0 || e.Filename == "" || strings.Contains(e.Filename, "..") || strings.HasPrefix(e.Filename, "/") {
+	if len(e.SHA256) != 64 || e.Size <= 0 || !safeRel(e.Filename) {
 		return Package{}, integrity("index entry %s %s: filename %q, sha256 %q, size %d", name, full, e.Filename, e.SHA256, e.Size)
 	}
 	return Package{Name: name, Version: full, URL: base + "/" + e.Filename, SHA256: strings.ToLower(e.SHA256), Size: int64(e.Size)}, nil

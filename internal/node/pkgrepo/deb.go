@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"strings"
 
 	"pault.ag/go/debian/deb"
 
@@ -16,43 +15,28 @@ import (
 
 // Extract copies member (a path such as AgentMember) out of the data
 // archive (xz, zstd, gzip or none) of the verified .deb in pkg into dst,
-// at most max bytes. The package's digest was checked before, so a package
-// that does not hold member as a regular file of at most max bytes, or
-// does not parse, is an IntegrityError: the repository signed something
-// that is not the agent.
+// at most max bytes (takeMember). The package's digest was checked
+// before, so every failure but writing dst is an IntegrityError: the
+// repository signed something that is not the agent's package.
 func Extract(pkg io.ReaderAt, member string, max int64, dst io.Writer) error {
 	d, err := deb.Load(pkg, "package.deb")
 	if err != nil {
 		return integrity("package: %v", err)
 	}
 	defer d.Close()
-	want := path.Clean(strings.TrimPrefix(member, "/"))
-	for {
+	next := func() (entry, error) {
 		h, err := d.Data.Next()
-		if errors.Is(err, io.EOF) {
-			return integrity("package has no %s", member)
-		}
 		if err != nil {
-			return integrity("package data: %v", err)
+			return entry{}, err
 		}
-		if path.Clean(strings.TrimPrefix(strings.TrimPrefix(h.Name, "./"), "/")) != want {
-			continue
-		}
-		if h.Typeflag != tar.TypeReg {
-			return integrity("package's %s is not a regular file (type %q)", member, h.Typeflag)
-		}
-		if h.Size <= 0 || h.Size > max {
-			return integrity("package's %s: %d bytes, want 1 to %d", member, h.Size, max)
-		}
-		n, err := io.Copy(dst, io.LimitReader(d.Data, h.Size))
-		if err != nil {
-			return fmt.Errorf("extract %s: %w", member, err)
-		}
-		if n != h.Size {
-			return integrity("package's %s: %d of %d bytes", member, n, h.Size)
-		}
-		return nil
+		return entry{name: h.Name, regular: h.Typeflag == tar.TypeReg, kind: fmt.Sprintf("tar type %q", h.Typeflag), size: h.Size}, nil
 	}
+	err = takeMember(next, d.Data, member, max, dst)
+	var ae *archiveError
+	if errors.As(err, &ae) {
+		return &IntegrityError{Err: ae}
+	}
+	return err
 }
 
 // Fetch finds req's package in repo (Find), downloads its .deb, checked
@@ -66,7 +50,7 @@ func (repo Apt) Fetch(ctx context.Context, c *fetch.Client, req Request, dst io.
 	}
 	tmp, err := download(ctx, c, p, req)
 	if err != nil {
-		return p, err
+		return p, signedMismatch(path.Base(p.URL), err)
 	}
 	defer discard(tmp)
 	return p, Extract(tmp, req.Member, req.Max, dst)

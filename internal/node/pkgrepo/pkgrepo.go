@@ -12,24 +12,32 @@
 //     the keys in the node's rpm database; the agent is taken from its
 //     payload.
 //
-// Every failure is one of two kinds. An IntegrityError (a bad or unknown
-// signature, an expired Release, a digest or size that differs, a
-// malformed index or package, a package without the agent) means the
-// repository or the path to it cannot be trusted: the caller must not fall
+// Every failure is one of two kinds. An IntegrityError means the
+// repository contradicts its own signatures: for apt a bad or unknown
+// InRelease signature, an expired Release, an index or .deb whose digest
+// or size differs from the signed one, a malformed signed file; for rpm a
+// package rpmkeys finds BAD or unsigned; for both a verified package that
+// does not hold the agent as one regular file. The caller must not fall
 // back to another route for the same bytes. Anything else (unreachable, a
-// timeout, a missing file, no such package, no usable source) is
-// operational: the package manager may still succeed.
+// timeout, a missing file, no such package, no usable source, unsigned rpm
+// metadata that is inconsistent, a key the rpm database lacks) is
+// operational: the package manager may still succeed, by its own checks.
 package pkgrepo
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
+	"strings"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/ulikunitz/xz"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/fetch"
@@ -98,26 +106,30 @@ func get(ctx context.Context, c *fetch.Client, url string, max int64) ([]byte, e
 	return buf.Bytes(), nil
 }
 
+// signedMismatch classifies a failed download of bytes whose size and
+// SHA-256 signed metadata names: bytes that differ are an IntegrityError;
+// anything else (the server's encoding or redirects, the network) is
+// operational.
+func signedMismatch(name string, err error) error {
+	var ve *fetch.VerifyError
+	if errors.As(err, &ve) && (ve.Reason == fetch.ReasonSize || ve.Reason == fetch.ReasonDigest) {
+		return &IntegrityError{Err: fmt.Errorf("%s: %w", name, err)}
+	}
+	return fmt.Errorf("%s: %w", name, err)
+}
+
 // download fetches p into a new temporary file named by req, checked
-// against p's SHA-256 and size; a mismatch is an IntegrityError. The
-// caller closes and removes the file (discard).
+// against p's SHA-256 and size (a mismatch is a *fetch.VerifyError). The
+// caller discards the file.
 func download(ctx context.Context, c *fetch.Client, p Package, req Request) (*os.File, error) {
 	if p.Size <= 0 || p.Size > MaxPackage {
-		return nil, integrity("%s %s: %d bytes, want 1 to %d", p.Name, p.Version, p.Size, MaxPackage)
+		return nil, fmt.Errorf("%s %s: %d bytes, want 1 to %d", p.Name, p.Version, p.Size, MaxPackage)
 	}
 	tmp, err := os.CreateTemp(req.TempDir, req.TempPattern)
 	if err != nil {
 		return nil, err
 	}
-	err = c.Download(ctx, p.URL, fetch.Want{SHA256: p.SHA256, Size: p.Size}, tmp)
-	var ve *fetch.VerifyError
-	switch {
-	case errors.As(err, &ve):
-		err = &IntegrityError{Err: fmt.Errorf("%s: %w", path.Base(p.URL), err)}
-	case err != nil:
-		err = fmt.Errorf("%s: %w", path.Base(p.URL), err)
-	}
-	if err != nil {
+	if err := c.Download(ctx, p.URL, fetch.Want{SHA256: p.SHA256, Size: p.Size}, tmp); err != nil {
 		discard(tmp)
 		return nil, err
 	}
@@ -128,6 +140,149 @@ func download(ctx context.Context, c *fetch.Client, p Package, req Request) (*os
 func discard(f *os.File) {
 	f.Close()
 	os.Remove(f.Name())
+}
+
+// decompress returns a reader of the expanded form of a file named name
+// (.xz, .gz, .zst, or none), at most MaxIndexExpanded bytes: more reads
+// as errExpanded.
+func decompress(name string, packed []byte) (io.Reader, func(), error) {
+	var r io.Reader = bytes.NewReader(packed)
+	done := func() {}
+	switch {
+	case strings.HasSuffix(name, ".xz"):
+		xr, err := xz.NewReader(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		r = xr
+	case strings.HasSuffix(name, ".gz"):
+		gr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		r, done = gr, func() { gr.Close() }
+	case strings.HasSuffix(name, ".zst"):
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxIndexExpanded))
+		if err != nil {
+			return nil, nil, err
+		}
+		r, done = zr, zr.Close
+	}
+	return &capReader{r: r, n: MaxIndexExpanded}, done, nil
+}
+
+var errExpanded = fmt.Errorf("over %d bytes decompressed", MaxIndexExpanded)
+
+// capReader reads at most n bytes of r; more is errExpanded.
+type capReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *capReader) Read(p []byte) (int, error) {
+	if c.n <= 0 {
+		// One more byte tells a file of exactly n from a longer one.
+		var one [1]byte
+		if k, _ := c.r.Read(one[:]); k > 0 {
+			return 0, errExpanded
+		}
+		return 0, io.EOF
+	}
+	if int64(len(p)) > c.n {
+		p = p[:c.n]
+	}
+	k, err := c.r.Read(p)
+	c.n -= int64(k)
+	return k, err
+}
+
+// maxCandidates caps the entries of one package a repository's index may
+// list: a repository keeps a few hundred versions of the agent.
+const maxCandidates = 4096
+
+// pick returns the entry among entries (all of one package) whose
+// upstream version is exactly v (pkgmgr.Pick), and its full version.
+func pick[E any](entries []E, full func(E) string, v hotfix.Version) (E, string, error) {
+	byVersion := make(map[string]E, len(entries))
+	all := make([]string, 0, len(entries))
+	for _, e := range entries {
+		f := full(e)
+		byVersion[f] = e
+		all = append(all, f)
+	}
+	f, err := pkgmgr.Pick(all, v)
+	if err != nil {
+		var zero E
+		return zero, "", err
+	}
+	return byVersion[f], f, nil
+}
+
+// entry is one file of a package's payload, from a tar (deb) or cpio
+// (rpm) archive.
+type entry struct {
+	name    string
+	regular bool
+	kind    string // for errors: tar type or cpio mode
+	size    int64
+}
+
+// archiveError is a payload archive that does not read: for a .deb whose
+// digest the repository signed, an integrity failure; for an rpm, whose
+// payload rpm2cpio expands, possibly that tool's.
+type archiveError struct{ err error }
+
+func (e *archiveError) Error() string { return "package payload: " + e.err.Error() }
+func (e *archiveError) Unwrap() error { return e.err }
+
+// takeMember scans a package's payload (next returns its entries, body
+// reads the current one's content) for member and copies it into dst, at
+// most max bytes. It reads to the end: a member listed twice is refused,
+// since an installer keeps the last copy and this would stage the first.
+// A member that is missing, not a regular file, over max or listed twice
+// is an IntegrityError; an archive that does not read, an *archiveError.
+func takeMember(next func() (entry, error), body io.Reader, member string, max int64, dst io.Writer) error {
+	want := cleanMember(member)
+	found := false
+	for {
+		h, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return &archiveError{err}
+		}
+		if cleanMember(h.name) != want {
+			continue
+		}
+		if found {
+			return integrity("package lists %s twice", member)
+		}
+		found = true
+		if !h.regular {
+			return integrity("package's %s is not a regular file (%s)", member, h.kind)
+		}
+		if h.size <= 0 || h.size > max {
+			return integrity("package's %s: %d bytes, want 1 to %d", member, h.size, max)
+		}
+		n, err := io.Copy(dst, io.LimitReader(body, h.size))
+		if err != nil {
+			return fmt.Errorf("extract %s: %w", member, err)
+		}
+		if n != h.size {
+			return &archiveError{fmt.Errorf("%s: %d of %d bytes", member, n, h.size)}
+		}
+	}
+	if !found {
+		return integrity("package has no %s", member)
+	}
+	return nil
+}
+
+// cleanMember is an archive path as installed: no leading "./" or "/",
+// "." and ".." resolved.
+func cleanMember(name string) string {
+	return path.Clean("/" + strings.TrimPrefix(name, "./"))[1:]
 }
 
 // FromNode returns the repository that mgr, the node's package manager,

@@ -2,7 +2,7 @@ package pkgrepo
 
 import (
 	"bytes"
-	"compress/gzip"
+	"cmp"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -14,14 +14,11 @@ import (
 	"strings"
 
 	"github.com/cavaliergopher/cpio"
-	"github.com/klauspost/compress/zstd"
-	"github.com/ulikunitz/xz"
 	"gopkg.in/ini.v1"
 
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/node/fetch"
 	"nodehotfix/internal/node/osrelease"
-	"nodehotfix/internal/node/pkgmgr"
 	"nodehotfix/internal/node/proc"
 )
 
@@ -86,14 +83,17 @@ func FromRepoFiles(root, arch string) (RPMRepos, error) {
 			return nil, fmt.Errorf("repo file %s: %w", f, err)
 		}
 		for _, s := range cfg.Sections() {
-			if s.Name() == ini.DefaultSection || !boolOption(s.Key("enabled").String(), true) {
+			// Value, not String: String expands ini's %(name)s
+			// references, which dnf does not have and which grow
+			// exponentially.
+			if s.Name() == ini.DefaultSection || !dnfBool(s.Key("enabled").Value(), true) {
 				continue
 			}
-			if !boolOption(s.Key("gpgcheck").String(), false) {
+			if !dnfBool(s.Key("gpgcheck").Value(), false) {
 				skipped = append(skipped, s.Name()+" (gpgcheck off)")
 				continue
 			}
-			base := strings.Fields(s.Key("baseurl").String())
+			base := strings.Fields(s.Key("baseurl").Value())
 			if len(base) == 0 {
 				skipped = append(skipped, s.Name()+" (no baseurl)")
 				continue
@@ -115,8 +115,8 @@ func FromRepoFiles(root, arch string) (RPMRepos, error) {
 	return out, nil
 }
 
-// boolOption reads a dnf boolean option, def when unset.
-func boolOption(v string, def bool) bool {
+// dnfBool reads a dnf boolean option, def when unset.
+func dnfBool(v string, def bool) bool {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "1", "yes", "true", "on":
 		return true
@@ -136,14 +136,16 @@ func (rs RPMRepos) String() string {
 }
 
 // Fetch takes req's package from the first repository that lists it. An
-// IntegrityError stops the search; other errors go on to the next
-// repository and, if none has it, are returned joined.
+// IntegrityError stops the search, and so does a failure after part of
+// the agent was written to dst; other errors go on to the next repository
+// and, if none has it, are returned joined.
 func (rs RPMRepos) Fetch(ctx context.Context, c *fetch.Client, req Request, dst io.Writer) (Package, error) {
 	var errs []error
+	cw := &countingWriter{w: dst}
 	for _, r := range rs {
-		p, err := r.Fetch(ctx, c, req, dst)
+		p, err := r.Fetch(ctx, c, req, cw)
 		var ie *IntegrityError
-		if err == nil || errors.As(err, &ie) || ctx.Err() != nil {
+		if err == nil || errors.As(err, &ie) || ctx.Err() != nil || cw.n > 0 {
 			return p, err
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", r.ID, err))
@@ -151,9 +153,24 @@ func (rs RPMRepos) Fetch(ctx context.Context, c *fetch.Client, req Request, dst 
 	return Package{}, errors.Join(errs...)
 }
 
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // Fetch finds req's package in r's metadata, downloads it checked against
 // the SHA-256 and size listed, has rpmkeys check its signature and
 // digests, and extracts req.Member from its payload (rpm2cpio) into dst.
+// The metadata is not signed: only the package's signature can be
+// contradicted, so only rpmkeys' verdict and what the verified package
+// holds are IntegrityErrors; a metadata or download failure leaves dnf to
+// decide.
 func (r RPM) Fetch(ctx context.Context, c *fetch.Client, req Request, dst io.Writer) (Package, error) {
 	p, err := r.Find(ctx, c, req)
 	if err != nil {
@@ -161,7 +178,7 @@ func (r RPM) Fetch(ctx context.Context, c *fetch.Client, req Request, dst io.Wri
 	}
 	tmp, err := download(ctx, c, p, req)
 	if err != nil {
-		return p, err
+		return p, fmt.Errorf("%s: %w", path.Base(p.URL), err)
 	}
 	defer discard(tmp)
 	if err := r.checkSignature(ctx, tmp.Name()); err != nil {
@@ -226,42 +243,33 @@ func (r RPM) Find(ctx context.Context, c *fetch.Client, req Request) (Package, e
 	d := md.Data[i]
 	href := d.Location.Href
 	if d.Checksum.Type != "sha256" || d.Size <= 0 || d.Size > MaxIndex || !safeRel(href) {
-		// Unsigned metadata that the route cannot use: the package
-		// manager may; nothing untrusted was accepted.
 		return Package{}, fmt.Errorf("repomd.xml's primary index: checksum %s, size %d, href %q; want sha256, 1 to %d bytes, a relative path", d.Checksum.Type, d.Size, href, MaxIndex)
 	}
 	var packed bytes.Buffer
-	err = c.Download(ctx, r.BaseURL+"/"+href, fetch.Want{SHA256: strings.TrimSpace(d.Checksum.Value), Size: d.Size}, &packed)
-	var ve *fetch.VerifyError
-	if errors.As(err, &ve) {
-		return Package{}, &IntegrityError{Err: fmt.Errorf("%s: %w", href, err)}
-	}
-	if err != nil {
+	if err := c.Download(ctx, r.BaseURL+"/"+href, fetch.Want{SHA256: strings.TrimSpace(d.Checksum.Value), Size: d.Size}, &packed); err != nil {
 		return Package{}, fmt.Errorf("%s: %w", href, err)
 	}
 	pkgs, err := parsePrimary(href, packed.Bytes(), req.Name, r.Arch)
 	if err != nil {
 		return Package{}, err
 	}
-	byVersion := map[string]primaryPackage{}
-	var all []string
-	for _, p := range pkgs {
-		full := p.Version.Ver + "-" + p.Version.Rel
-		if p.Version.Epoch != "" && p.Version.Epoch != "0" {
-			full = p.Version.Epoch + ":" + full
-		}
-		byVersion[full] = p
-		all = append(all, full)
-	}
-	full, err := pkgmgr.Pick(all, req.Version)
+	p, full, err := pick(pkgs, primaryPackage.full, req.Version)
 	if err != nil {
 		return Package{}, err
 	}
-	p := byVersion[full]
 	if p.Checksum.Type != "sha256" || len(strings.TrimSpace(p.Checksum.Value)) != 64 || !safeRel(p.Location.Href) {
-		return Package{}, integrity("primary entry %s %s: checksum %s %q, href %q", req.Name, full, p.Checksum.Type, p.Checksum.Value, p.Location.Href)
+		return Package{}, fmt.Errorf("primary entry %s %s: checksum %s %q, href %q", req.Name, full, p.Checksum.Type, p.Checksum.Value, p.Location.Href)
 	}
 	return Package{Name: req.Name, Version: full, URL: r.BaseURL + "/" + p.Location.Href, SHA256: strings.ToLower(strings.TrimSpace(p.Checksum.Value)), Size: p.Size.Package}, nil
+}
+
+// full is p's version as dnf lists it: [EPOCH:]VERSION-RELEASE.
+func (p primaryPackage) full() string {
+	full := p.Version.Ver + "-" + p.Version.Rel
+	if p.Version.Epoch != "" && p.Version.Epoch != "0" {
+		full = p.Version.Epoch + ":" + full
+	}
+	return full
 }
 
 // safeRel reports whether href is a relative path inside the repository.
@@ -269,46 +277,31 @@ func safeRel(href string) bool {
 	return href != "" && !strings.HasPrefix(href, "/") && !strings.Contains(href, "..") && !strings.Contains(href, "://")
 }
 
-// parsePrimary decompresses a verified primary index and returns its
-// packages called name of arch or noarch, streaming: the index of a large
-// repository is hundreds of MiB expanded.
+// maxXMLDepth bounds element nesting in the primary index: a package's
+// fields are <metadata><package><format><rpm:provides><rpm:entry>, and
+// the decoder keeps a frame per open element, so unbounded nesting is
+// unbounded memory.
+const maxXMLDepth = 8
+
+// parsePrimary decompresses the primary index and returns its packages
+// called name of arch or noarch, streaming: the index of a large
+// repository is hundreds of MiB expanded. Every error is operational (the
+// index is not signed; dnf reads it afresh).
 func parsePrimary(href string, packed []byte, name, arch string) ([]primaryPackage, error) {
-	var r io.Reader = bytes.NewReader(packed)
-	switch {
-	case strings.HasSuffix(href, ".gz"):
-		gr, err := gzip.NewReader(r)
-		if err != nil {
-			return nil, integrity("%s: %v", href, err)
-		}
-		defer gr.Close()
-		r = gr
-	case strings.HasSuffix(href, ".xz"):
-		xr, err := xz.NewReader(r)
-		if err != nil {
-			return nil, integrity("%s: %v", href, err)
-		}
-		r = xr
-	case strings.HasSuffix(href, ".zst"):
-		zr, err := zstd.NewReader(r)
-		if err != nil {
-			return nil, integrity("%s: %v", href, err)
-		}
-		defer zr.Close()
-		r = zr
+	r, done, err := decompress(href, packed)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", href, err)
 	}
-	lr := &io.LimitedReader{R: r, N: MaxIndexExpanded + 1}
-	dec := xml.NewDecoder(lr)
+	defer done()
+	dec := xml.NewTokenDecoder(&depthLimit{d: xml.NewDecoder(r)})
 	var out []primaryPackage
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
-		if lr.N <= 0 {
-			return nil, integrity("%s: over %d bytes decompressed", href, MaxIndexExpanded)
-		}
 		if err != nil {
-			return nil, integrity("%s: %v", href, err)
+			return nil, fmt.Errorf("%s: %w", href, err)
 		}
 		se, ok := tok.(xml.StartElement)
 		if !ok || se.Name.Local != "package" {
@@ -316,37 +309,104 @@ func parsePrimary(href string, packed []byte, name, arch string) ([]primaryPacka
 		}
 		var p primaryPackage
 		if err := dec.DecodeElement(&p, &se); err != nil {
-			return nil, integrity("%s: %v", href, err)
+			return nil, fmt.Errorf("%s: %w", href, err)
 		}
 		if p.Name == name && (p.Arch == arch || p.Arch == "noarch") {
+			if len(out) == maxCandidates {
+				return nil, fmt.Errorf("%s lists over %d entries of %s", href, maxCandidates, name)
+			}
 			out = append(out, p)
 		}
 	}
 }
 
-// checkSignature has rpmkeys check the package's signatures and digests
-// against the keys in the rpm database under r.Root, requiring a
-// signature (an unsigned package passes rpm's default check). A package
-// rpmkeys rejects is an IntegrityError; rpmkeys failing to run is not.
-func (r RPM) checkSignature(ctx context.Context, pkg string) error {
-	root := r.Root
-	if root == "" {
-		root = "/"
-	}
-	res, err := proc.Run(ctx, proc.Cmd{Args: []string{"rpmkeys", "--root", root, "--define", "_pkgverify_level signature", "--checksig", "--", pkg}, TailSize: 4 << 10})
-	var ce *proc.CmdError
-	if errors.As(err, &ce) && ce.ExitCode() > 0 && ctx.Err() == nil {
-		return integrity("rpmkeys --checksig: %s", strings.TrimSpace(strings.ReplaceAll(string(res.Tail), pkg, path.Base(pkg))))
-	}
-	if err != nil {
-		return fmt.Errorf("rpmkeys --checksig: %w", err)
-	}
-	return nil
+// depthLimit passes tokens on and fails past maxXMLDepth open elements.
+type depthLimit struct {
+	d     *xml.Decoder
+	depth int
 }
 
+func (l *depthLimit) Token() (xml.Token, error) {
+	tok, err := l.d.RawToken()
+	switch tok.(type) {
+	case xml.StartElement:
+		if l.depth++; l.depth > maxXMLDepth {
+			return nil, fmt.Errorf("elements nested over %d deep", maxXMLDepth)
+		}
+	case xml.EndElement:
+		l.depth--
+	}
+	return tok, err
+}
+
+// checkSignature has rpmkeys check the package's signatures and digests
+// against the keys in the rpm database under r.Root, requiring a
+// signature (an unsigned package passes rpm's default check). A digest
+// that differs (BAD) or a package without any signature is an
+// IntegrityError. A signature by a key the database lacks (NOKEY) is not:
+// dnf and tdnf import a repository's gpgkey= and check again, and refuse
+// the package if that key did not sign it. Neither is rpmkeys failing to
+// run or to read the database.
+func (r RPM) checkSignature(ctx context.Context, pkg string) error {
+	root := cmp.Or(r.Root, "/")
+	res, err := proc.Run(ctx, proc.Cmd{Args: []string{"rpmkeys", "--root", root, "--define", "_pkgverify_level signature", "-Kv", "--", pkg}, TailSize: 8 << 10})
+	if err == nil {
+		return nil
+	}
+	out := strings.ReplaceAll(string(res.Tail), pkg, path.Base(pkg))
+	var ce *proc.CmdError
+	if !errors.As(err, &ce) || ce.ExitCode() <= 0 || ctx.Err() != nil {
+		return fmt.Errorf("rpmkeys: %w", err)
+	}
+	verdict := checksigVerdict(out)
+	switch verdict {
+	case "BAD", "unsigned":
+		return integrity("rpmkeys -K: %s: %s", verdict, compact(out))
+	case "NOKEY":
+		return fmt.Errorf("rpmkeys -K: signed by a key not in the rpm database (NOKEY): %s", compact(out))
+	}
+	return fmt.Errorf("rpmkeys -K: exit %d: %s", ce.ExitCode(), compact(out))
+}
+
+// checksigVerdict reads `rpmkeys -Kv` output: "BAD" if a signature or
+// digest does not match, else "NOKEY" if a signature's key is unknown,
+// else "unsigned" if every digest is OK but no signature was found, else
+// "".
+func checksigVerdict(out string) string {
+	var bad, nokey, signed, digestsOK bool
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.Contains(line, ": BAD"), strings.HasSuffix(line, ": NOTTRUSTED"):
+			bad = true
+		case strings.HasSuffix(line, ": NOKEY"):
+			nokey = true
+		case strings.Contains(line, "Signature, key ID") && strings.HasSuffix(line, ": OK"):
+			signed = true
+		case strings.Contains(line, "digest: OK"):
+			digestsOK = true
+		}
+	}
+	switch {
+	case bad:
+		return "BAD"
+	case nokey:
+		return "NOKEY"
+	case !signed && digestsOK:
+		return "unsigned"
+	}
+	return ""
+}
+
+// compact joins a tool's output lines for one log line.
+func compact(s string) string { return strings.Join(strings.Fields(s), " ") }
+
 // extractRPM copies member out of the verified package's payload into
-// dst, at most max bytes: rpm2cpio decompresses the payload and the cpio
-// archive is read here, so no path from the package touches the disk.
+// dst, at most max bytes (takeMember): rpm2cpio expands the payload and
+// the cpio archive is read here, so no path from the package touches the
+// disk. rpmkeys verified the payload's digest, so an archive that does
+// not read is rpm2cpio's failure (say, a compressor it lacks), which dnf,
+// reading the payload itself, may not share: operational.
 func extractRPM(ctx context.Context, pkg, member string, max int64, dst io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -357,51 +417,19 @@ func extractRPM(ctx context.Context, pkg, member string, max int64, dst io.Write
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	err := copyMember(cpio.NewReader(pr), member, max, dst)
-	// Stop rpm2cpio if the member was found before the payload's end.
+	cr := cpio.NewReader(pr)
+	next := func() (entry, error) {
+		h, err := cr.Next()
+		if err != nil {
+			return entry{}, err
+		}
+		return entry{name: h.Name, regular: h.Mode.IsRegular(), kind: "mode " + h.Mode.String(), size: h.Size}, nil
+	}
+	err := takeMember(next, cr, member, max, dst)
+	// takeMember read to the archive's end, or stopped on an error:
+	// either way rpm2cpio has nothing more to give.
 	pr.Close()
 	cancel()
-	runErr := <-done
-	if err != nil {
-		if runErr != nil && !errors.Is(runErr, context.Canceled) && ctx.Err() == nil {
-			return fmt.Errorf("rpm2cpio: %w", runErr)
-		}
-		return err
-	}
-	return nil
-}
-
-// copyMember finds member in a cpio archive and copies it to dst.
-func copyMember(r *cpio.Reader, member string, max int64, dst io.Writer) error {
-	want := path.Clean(strings.TrimPrefix(member, "/"))
-	for {
-		h, err := r.Next()
-		if errors.Is(err, io.EOF) {
-			return integrity("package has no %s", member)
-		}
-		if err != nil {
-			var ce *proc.CmdError
-			if errors.As(err, &ce) {
-				return fmt.Errorf("rpm2cpio: %w", err)
-			}
-			return integrity("package payload: %v", err)
-		}
-		if path.Clean(strings.TrimPrefix(strings.TrimPrefix(h.Name, "./"), "/")) != want {
-			continue
-		}
-		if !h.Mode.IsRegular() {
-			return integrity("package's %s is not a regular file (mode %v)", member, h.Mode)
-		}
-		if h.Size <= 0 || h.Size > max {
-			return integrity("package's %s: %d bytes, want 1 to %d", member, h.Size, max)
-		}
-		n, err := io.Copy(dst, io.LimitReader(r, h.Size))
-		if err != nil {
-			return fmt.Errorf("extract %s: %w", member, err)
-		}
-		if n != h.Size {
-			return integrity("package's %s: %d of %d bytes", member, n, h.Size)
-		}
-		return nil
-	}
+	<-done
+	return err
 }

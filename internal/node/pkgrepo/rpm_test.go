@@ -113,9 +113,11 @@ func TestRPMFetch(t *testing.T) {
 	}
 }
 
-// TestRPMFetchRefuses: every way the package can contradict its signature
-// or the metadata is an IntegrityError and nothing is written; what only
-// makes the route unavailable is not.
+// TestRPMFetchRefuses: every way the package can contradict its own
+// signature is an IntegrityError and nothing is written. The metadata is
+// not signed, so bytes that differ from it, and a key the rpm database
+// lacks (dnf imports gpgkey= and checks again), only make the route
+// unavailable.
 func TestRPMFetchRefuses(t *testing.T) {
 	t.Parallel()
 	g := newGPG(t)
@@ -126,10 +128,6 @@ func TestRPMFetchRefuses(t *testing.T) {
 		}
 	}
 	integrityCases := map[string]func(t *testing.T, r *rpmRepo){
-		"package differs from the metadata": func(t *testing.T, r *rpmRepo) {
-			b, _ := os.ReadFile(r.pkg(rpmFull))
-			os.WriteFile(r.pkg(rpmFull), flipLast(b), 0o644)
-		},
 		"tampered payload, re-indexed": func(t *testing.T, r *rpmRepo) {
 			b, _ := os.ReadFile(r.pkg(rpmFull))
 			tampered := filepath.Join(t.TempDir(), filepath.Base(r.pkg(rpmFull)))
@@ -145,18 +143,8 @@ func TestRPMFetchRefuses(t *testing.T) {
 		"unsigned package": func(t *testing.T, r *rpmRepo) {
 			reindex(t, r, buildRPM(t, nil, agentName, "202608.26.2", "1.azl3", map[string][]byte{AgentMember: agentBody(rpmFull)}))
 		},
-		"signed by a key the node does not trust": func(t *testing.T, r *rpmRepo) {
-			reindex(t, r, buildRPM(t, other, agentName, "202608.26.2", "1.azl3", map[string][]byte{AgentMember: agentBody(rpmFull)}))
-		},
 		"signed package without the agent": func(t *testing.T, r *rpmRepo) {
 			reindex(t, r, buildRPM(t, g, agentName, "202608.26.2", "1.azl3", map[string][]byte{"usr/bin/other": []byte("x")}))
-		},
-		"primary index differs from repomd.xml": func(t *testing.T, r *rpmRepo) {
-			m, _ := filepath.Glob(filepath.Join(r.dir, "repodata/*primary.xml.*"))
-			for _, p := range m {
-				b, _ := os.ReadFile(p)
-				os.WriteFile(p, flipLast(b), 0o644)
-			}
 		},
 	}
 	for name, mutate := range integrityCases {
@@ -177,11 +165,40 @@ func TestRPMFetchRefuses(t *testing.T) {
 		v      string
 		is     error
 	}{
+		"package differs from the metadata": {func(t *testing.T, r *rpmRepo) {
+			b, _ := os.ReadFile(r.pkg(rpmFull))
+			os.WriteFile(r.pkg(rpmFull), flipLast(b), 0o644)
+		}, "202608.26.2", nil},
+		"signed by a key the node does not trust": {func(t *testing.T, r *rpmRepo) {
+			reindex(t, r, buildRPM(t, other, agentName, "202608.26.2", "1.azl3", map[string][]byte{AgentMember: agentBody(rpmFull)}))
+		}, "202608.26.2", nil},
+		"primary index differs from repomd.xml": {func(t *testing.T, r *rpmRepo) {
+			m, _ := filepath.Glob(filepath.Join(r.dir, "repodata/*primary.xml.*"))
+			for _, p := range m {
+				b, _ := os.ReadFile(p)
+				os.WriteFile(p, flipLast(b), 0o644)
+			}
+		}, "202608.26.2", nil},
 		"no such patch":   {func(*testing.T, *rpmRepo) {}, "202608.26.3", pkgmgr.ErrNoPackage},
 		"repository down": {func(_ *testing.T, r *rpmRepo) { r.srv.Close() }, "202608.26.2", nil},
 		"no repomd.xml":   {func(_ *testing.T, r *rpmRepo) { os.Remove(filepath.Join(r.dir, "repodata/repomd.xml")) }, "202608.26.2", nil},
 		"repomd.xml not xml": {func(_ *testing.T, r *rpmRepo) {
 			os.WriteFile(filepath.Join(r.dir, "repodata/repomd.xml"), []byte("<repomd"), 0o644)
+		}, "202608.26.2", nil},
+		"a Content-Encoding label on the index, as Apache's AddEncoding x-gzip .gz sets": {func(_ *testing.T, r *rpmRepo) {
+			inner := r.srv.Config.Handler
+			r.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				if strings.HasSuffix(req.URL.Path, ".gz") {
+					w.Header().Set("Content-Encoding", "x-gzip")
+				}
+				inner.ServeHTTP(w, req)
+			})
+		}, "202608.26.2", nil},
+		"an rpm database that does not open": {func(_ *testing.T, r *rpmRepo) {
+			db, _ := filepath.Glob(filepath.Join(r.root, "root/.rpmdb/*"))
+			for _, f := range db {
+				os.WriteFile(f, []byte("garbage"), 0o644)
+			}
 		}, "202608.26.2", nil},
 	}
 	for name, tc := range operational {
@@ -224,8 +241,10 @@ func TestFromRepoFiles(t *testing.T) {
 		"huge repo file": with(strings.Repeat("#", maxRepoFile+1)),
 	} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := FromRepoFiles(node(t, files), "x86_64"); err == nil {
-				t.Error("FromRepoFiles succeeded")
+			_, err := FromRepoFiles(node(t, files), "x86_64")
+			var ie *IntegrityError
+			if err == nil || errors.As(err, &ie) {
+				t.Errorf("FromRepoFiles = %v, want an operational error", err)
 			}
 		})
 	}

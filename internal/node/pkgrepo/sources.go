@@ -152,7 +152,7 @@ func parseDeb822(data []byte) ([]source, error) {
 			}
 			return ""
 		}
-		if !slices.Contains(strings.Fields(get("Types")), "deb") || strings.EqualFold(get("Enabled"), "no") {
+		if !slices.Contains(strings.Fields(get("Types")), "deb") || !aptBool(get("Enabled"), true) {
 			continue
 		}
 		uris, suites, comps := strings.Fields(get("URIs")), strings.Fields(get("Suites")), strings.Fields(get("Components"))
@@ -201,24 +201,42 @@ func (e source) keyring(root string) (openpgp.EntityList, error) {
 		return nil, fmt.Errorf("%d keyring files, at most %d are read", len(paths), maxKeyrings)
 	}
 	var kr openpgp.EntityList
+	var skipped []error
 	for _, p := range paths {
 		data, err := capfile.Read(p, maxKeyring)
 		if errors.Is(err, fs.ErrNotExist) && e.signedBy == "" {
 			continue
 		}
-		if err != nil {
+		if err == nil {
+			var keys openpgp.EntityList
+			if keys, err = readKeys(data); err == nil {
+				kr = append(kr, keys...)
+				continue
+			}
+			err = fmt.Errorf("keyring %s: %w", p, err)
+		}
+		if e.signedBy != "" {
 			return nil, fmt.Errorf("keyring: %w", err)
 		}
-		keys, err := readKeys(data)
-		if err != nil {
-			return nil, fmt.Errorf("keyring %s: %w", p, err)
-		}
-		kr = append(kr, keys...)
+		// apt skips a global keyring it cannot read, with a warning.
+		skipped = append(skipped, err)
 	}
 	if len(kr) == 0 {
-		return nil, errors.New("no apt keyring holds a key")
+		return nil, errors.Join(append([]error{errors.New("no apt keyring holds a key")}, skipped...)...)
 	}
 	return kr, nil
+}
+
+// aptBool reads an apt boolean option as apt's StringToBool does, def
+// when empty or unknown.
+func aptBool(v string, def bool) bool {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "no", "false", "without", "off", "disable", "0":
+		return false
+	case "yes", "true", "with", "on", "enable", "1":
+		return true
+	}
+	return def
 }
 
 // readKeys reads a keyring file, armored (.asc) or binary (.gpg).

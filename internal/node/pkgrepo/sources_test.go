@@ -63,8 +63,9 @@ func TestFromSources(t *testing.T) {
 			sources:                                 []byte("Types: deb\nURIs: https://packages.microsoft.com/ubuntu/24.04/prod\nSuites: noble\nComponents: main\nArchitectures: amd64 arm64\nSigned-By: /usr/share/keyrings/microsoft-prod.gpg\n"),
 			"usr/share/keyrings/microsoft-prod.gpg": bin,
 		},
-		"deb822, inline key, disabled entry first": {
+		"deb822, inline key, disabled entries first": {
 			sources: []byte("Types: deb\nURIs: https://example.invalid/\nSuites: x\nComponents: y\nEnabled: no\n\n" +
+				"Types: deb\nURIs: https://disabled.invalid/\nSuites: x\nComponents: y\nEnabled: false\n\n" +
 				"types: deb deb-src\nuris: https://packages.microsoft.com/ubuntu/24.04/prod\nsuites: noble\ncomponents: main\nsigned-by:\n" + inline.String()),
 		},
 	} {
