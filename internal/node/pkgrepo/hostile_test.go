@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"nodehotfix/internal/hotfix"
@@ -238,4 +239,17 @@ func FuzzParsePrimary(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestCapReader(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		size    int
+		wantErr error
+	}{{10, nil}, {11, errExpanded}} {
+		b, err := io.ReadAll(&capReader{r: iotest.OneByteReader(bytes.NewReader(make([]byte, tc.size))), n: 10})
+		if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && len(b) != 10) {
+			t.Errorf("%d bytes under a cap of 10: %d read, %v; want %v", tc.size, len(b), err, tc.wantErr)
+		}
+	}
 }

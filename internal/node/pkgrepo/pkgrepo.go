@@ -183,7 +183,7 @@ func (c *capReader) Read(p []byte) (int, error) {
 	if c.n <= 0 {
 		// One more byte tells a file of exactly n from a longer one.
 		var one [1]byte
-		if k, _ := c.r.Read(one[:]); k > 0 {
+		if k, _ := io.ReadFull(c.r, one[:]); k > 0 {
 			return 0, errExpanded
 		}
 		return 0, io.EOF
