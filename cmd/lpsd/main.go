@@ -1,5 +1,7 @@
 // Command lpsd is the live-patching service: it answers nodes'
-// GetComponentConfig calls and serves the operator admin API. See doc.go.
+// GetComponentConfig calls and serves the operator admin API. See doc.go;
+// the service is assembled in internal/lpsd, which the benchmarks and the
+// fleet simulator run too.
 package main
 
 import (
@@ -7,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"nodehotfix/internal/lpsd"
 )
 
 // version is stamped at build time (-ldflags "-X main.version=...").
@@ -14,7 +18,7 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := lpsd.Main(ctx, version, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }

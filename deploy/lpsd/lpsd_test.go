@@ -28,7 +28,7 @@ const repoRoot = "../.."
 // shutdownBound is how long lpsd may take to stop once --drain-delay has
 // passed: the node listener's shutdown (10 s, internal/lps) runs alongside
 // the admin server's graceful stop (10 s), then the HTTP server's (5 s,
-// cmd/lpsd/run.go). A stop timeout must exceed drain delay + this.
+// internal/lpsd). A stop timeout must exceed drain delay + this.
 const shutdownBound = 15 * time.Second
 
 // testVersion is stamped into the lpsd these tests build.

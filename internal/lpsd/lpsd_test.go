@@ -1,4 +1,4 @@
-package main
+package lpsd
 
 import (
 	"crypto/tls"
@@ -315,4 +315,9 @@ func nodeFlags(t *testing.T, dir string, tokenMode os.FileMode) []string {
 	}
 	os.Chmod(tokens, tokenMode)
 	return []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens}
+}
+
+// run is the command as main runs it, unstamped.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return Main(ctx, "dev", args, stdout, stderr)
 }

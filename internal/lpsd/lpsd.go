@@ -1,4 +1,11 @@
-package main
+// Package lpsd assembles the live-patching service from its command
+// line: the store, the snapshot of it that nodes are served from, the
+// node-facing gRPC service, the admin API and dashboard, the metrics and
+// readiness endpoints, and their lifecycles (SIGHUP reloads, the drain on
+// shutdown). cmd/lpsd is Main; the fleet simulator runs several Servers in
+// one process, each assembled by New from the same flags (cmd/lpsd's
+// doc.go is the manual).
+package lpsd
 
 import (
 	"context"
@@ -39,6 +46,7 @@ import (
 	"nodehotfix/internal/lps/dashboard"
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
 )
 
 type options struct {
@@ -65,12 +73,54 @@ type options struct {
 	autopilotInterval               time.Duration
 	drainDelay                      time.Duration
 	etcd                            etcdFlags
+	// version is the build's (Main's), for lpsd_build_info.
+	version string
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Main is the lpsd command: it parses args (without the program name),
+// serves until ctx is done, and returns the exit code (doc.go). version is
+// the build's, for --version and lpsd_build_info.
+func Main(ctx context.Context, version string, args []string, stdout, stderr io.Writer) int {
 	var o options
+	fs := flagSet(&o, stderr)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "lpsd: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
+		return 2
+	}
+	if *showVersion {
+		fmt.Fprintf(stdout, "lpsd %s (%s)\n", version, runtime.Version())
+		return 0
+	}
+	o.version = version
+	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	err := func() error {
+		s, err := newServer(ctx, o, log)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return s.Serve(ctx, Listeners{})
+	}()
+	var usage usageError
+	switch {
+	case errors.As(err, &usage):
+		fmt.Fprintf(stderr, "lpsd: %v\nRun 'lpsd -h' for usage.\n", err)
+		return 2
+	case err != nil:
+		log.Error("lpsd stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// flagSet registers lpsd's flags into o.
+func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("lpsd", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(output)
 	fs.StringVar(&o.listen, "listen", ":8443", "node-facing gRPC/TLS `address`")
 	fs.StringVar(&o.adminListen, "admin-listen", "127.0.0.1:8444", "admin API gRPC/TLS `address`")
 	fs.StringVar(&o.httpListen, "http-listen", "127.0.0.1:9090", "`address` of /metrics, /healthz and /readyz")
@@ -97,35 +147,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted (0: never)")
 	o.etcd.register(fs)
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
-	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
 	fs.DurationVar(&o.dashboardRefresh, "dashboard-refresh", dashboard.DefaultRefresh, "how often the dashboard rebuilds its view (at least ten times as long as a rebuild takes)")
 	fs.IntVar(&o.maxHandshakes, "max-handshakes", 0, "cap on concurrent node TLS handshakes; connections waiting over 2 s for a slot are closed (0: the default, 128 per CPU)")
 	fs.IntVar(&o.maxHandshakesPerPeer, "max-handshakes-per-peer", 0, "cap on node TLS handshakes in flight from one peer (an IPv4 address, an IPv6 /64); more are closed at once (0: the default, 64; -1: none, behind a balancer or NAT that hides node addresses)")
 	fs.IntVar(&o.maxConnsPerPeer, "max-connections-per-peer", 0, "cap on open node connections from one peer; more are closed at accept (0: the default, 1024; -1: none)")
+	return fs
+}
+
+// New assembles lpsd from its command line (args, without the program
+// name) exactly as the command does, for a caller that runs it in its
+// own process (the fleet simulator): the store is open; the snapshot
+// loads and the listeners open when Serve runs. A command line lpsd cannot run
+// with is an error that says so; --version and -h are not taken.
+func New(ctx context.Context, version string, args []string, log *slog.Logger) (*Server, error) {
+	var o options
+	fs := flagSet(&o, io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return nil, usagef("%v", err)
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "lpsd: unexpected arguments: %s\n", strings.Join(fs.Args(), " "))
-		return 2
+		return nil, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
-	if *showVersion {
-		fmt.Fprintf(stdout, "lpsd %s (%s)\n", version, runtime.Version())
-		return 0
-	}
-	log := slog.New(slog.NewJSONHandler(stderr, nil))
-	err := serve(ctx, o, log)
-	var usage usageError
-	switch {
-	case errors.As(err, &usage):
-		fmt.Fprintf(stderr, "lpsd: %v\nRun 'lpsd -h' for usage.\n", err)
-		return 2
-	case err != nil:
-		log.Error("lpsd stopped", "err", err)
-		return 1
-	}
-	return 0
+	o.version = version
+	return newServer(ctx, o, log)
 }
 
 // usageError is a flag combination lpsd cannot run with: exit 2.
@@ -133,65 +178,93 @@ type usageError struct{ error }
 
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
-func serve(ctx context.Context, o options, log *slog.Logger) error {
+// Server is lpsd assembled from its command line: the store, the serving
+// snapshot, the node service, the admin API and dashboard, and the
+// servers of its listeners. Serve runs it; Close releases the store.
+type Server struct {
+	o          options
+	log        *slog.Logger
+	hup        chan os.Signal
+	st         store.Store
+	snaps      *lps.Snapshotter
+	metrics    *lps.Metrics
+	node       *lps.Server
+	auth       *admin.Auth
+	adminCerts *lps.CertSource
+	adminHTTP  *http.Server
+	dash       *dashboard.Dashboard
+}
+
+// Listeners are listeners a caller opened for lpsd (a supervisor passing
+// its socket, the fleet simulator); a nil one is opened on the command
+// line's address.
+type Listeners struct {
+	Node net.Listener
+}
+
+func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err error) {
 	// SIGHUP reloads certificates and tokens (below); registered first, so
 	// a SIGHUP during start-up is a reload, not the default exit.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
+	defer func() {
+		if err != nil {
+			signal.Stop(hup)
+		}
+	}()
 	if o.tlsCert == "" || o.tlsKey == "" {
-		return usagef("--tls-cert and --tls-key are required")
+		return nil, usagef("--tls-cert and --tls-key are required")
 	}
 	if host, _, err := net.SplitHostPort(o.debugListen); o.debugListen != "" && (err != nil || !loopback(host)) {
-		return usagef("--debug-listen %q: profiles show lpsd's memory; keep the address on loopback (127.0.0.1:PORT)", o.debugListen)
+		return nil, usagef("--debug-listen %q: profiles show lpsd's memory; keep the address on loopback (127.0.0.1:PORT)", o.debugListen)
 	}
 	if o.adminTokens == "" && o.adminClientCA == "" {
-		return usagef("set --admin-token-file or --admin-client-ca: the admin API is never unauthenticated")
+		return nil, usagef("set --admin-token-file or --admin-client-ca: the admin API is never unauthenticated")
 	}
 	if o.region != "" && !rollout.ValidRegion(o.region) {
 		// Rollout region scopes take only labels of this form, so any other
 		// label could never be scoped to.
-		return usagef("--region %q: want a region label (a letter, then letters and digits, at most %d, like eastus)", o.region, rollout.MaxRegionLength)
+		return nil, usagef("--region %q: want a region label (a letter, then letters and digits, at most %d, like eastus)", o.region, rollout.MaxRegionLength)
 	}
 	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
 	if err != nil {
-		return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 	}
 	adminCert := cert
 	if o.adminCert != "" || o.adminKey != "" {
 		if adminCert, err = tls.LoadX509KeyPair(o.adminCert, o.adminKey); err != nil {
-			return fmt.Errorf("--admin-tls-cert/--admin-tls-key: %w", err)
+			return nil, fmt.Errorf("--admin-tls-cert/--admin-tls-key: %w", err)
 		}
 	}
 	verifier, err := newVerifier(o)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var tokens []admin.Token
 	if o.adminTokens != "" {
 		data, err := capfile.Read(o.adminTokens, 1<<20)
 		if err != nil {
-			return fmt.Errorf("--admin-token-file: %w", err)
+			return nil, fmt.Errorf("--admin-token-file: %w", err)
 		}
 		if tokens, err = admin.ParseTokens(data); err != nil {
-			return fmt.Errorf("--admin-token-file %s: %w", o.adminTokens, err)
+			return nil, fmt.Errorf("--admin-token-file %s: %w", o.adminTokens, err)
 		}
 	}
 	var clientCAs *x509.CertPool
 	if o.adminClientCA != "" {
 		if clientCAs, err = loadPool(o.adminClientCA); err != nil {
-			return fmt.Errorf("--admin-client-ca: %w", err)
+			return nil, fmt.Errorf("--admin-client-ca: %w", err)
 		}
 	}
 	var keys *release.KeySet
 	if o.releaseKeys != "" {
 		data, err := capfile.Read(o.releaseKeys, release.MaxKeySetSize)
 		if err != nil {
-			return fmt.Errorf("--release-keys: %w", err)
+			return nil, fmt.Errorf("--release-keys: %w", err)
 		}
 		ks, err := release.ParseKeySet(data)
 		if err != nil {
-			return fmt.Errorf("--release-keys %s: %w", o.releaseKeys, err)
+			return nil, fmt.Errorf("--release-keys %s: %w", o.releaseKeys, err)
 		}
 		keys = &ks
 	}
@@ -206,13 +279,17 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 	}
 	st, err := openStore(ctx, o.storeSpec, o.etcd, log)
 	if err != nil {
-		return fmt.Errorf("open store: %w", err)
+		return nil, fmt.Errorf("open store: %w", err)
 	}
-	defer st.Close()
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
 
 	// A nil registry gets the Go runtime and process collectors too.
 	metrics := lps.NewMetrics(nil)
-	metrics.RegisterBuildInfo(version)
+	metrics.RegisterBuildInfo(o.version)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
@@ -220,7 +297,7 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		Reports: st, Seats: st,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	auth := admin.NewAuth(tokens, log)
 	adminCerts := lps.NewCertSource(adminCert)
@@ -259,10 +336,32 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	adminMetrics.InitializeMetrics(adminSrv)
+	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash}, nil
+}
 
-	nodeLn, err := net.Listen("tcp", o.listen)
-	if err != nil {
-		return err
+// Snapshot is the snapshot lpsd serves from, nil before the first.
+func (s *Server) Snapshot() *lps.Snapshot { return s.snaps.Current() }
+
+// Close releases what New holds: the store and the SIGHUP registration.
+// Serve must have returned.
+func (s *Server) Close() error {
+	signal.Stop(s.hup)
+	return s.st.Close()
+}
+
+// Serve opens the listeners the command line names (ln's where given),
+// serves until ctx is done, drains for --drain-delay and stops, and
+// returns nil; or the first error that stopped a part of it.
+func (s *Server) Serve(ctx context.Context, ln Listeners) error {
+	o, log, node, hup := s.o, s.log, s.node, s.hup
+	snaps, adminHTTP, dash, httpSrv := s.snaps, s.adminHTTP, s.dash, &http.Server{Handler: s.node.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+
+	nodeLn := ln.Node
+	if nodeLn == nil {
+		var err error
+		if nodeLn, err = net.Listen("tcp", o.listen); err != nil {
+			return err
+		}
 	}
 	adminLn, err := net.Listen("tcp", o.adminListen)
 	if err != nil {
@@ -278,7 +377,6 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 		adminLn.Close()
 		return err
 	}
-	httpSrv := &http.Server{Handler: node.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 	addrs := map[string]string{"grpc": nodeLn.Addr().String(), "admin": adminLn.Addr().String(), "http": httpLn.Addr().String()}
 	var debugLn net.Listener
 	if o.debugListen != "" {
@@ -321,12 +419,12 @@ func serve(ctx context.Context, o options, log *slog.Logger) error {
 			case <-ctx.Done():
 				return nil
 			case <-hup:
-				reload(o, node, adminCerts, auth, log)
+				reload(o, node, s.adminCerts, s.auth, log)
 			}
 		}
 	})
 	if o.autopilotInterval > 0 {
-		ap := autopilot.New(st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnTally: metrics.SetTally})
+		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnTally: s.metrics.SetTally})
 		goRun("autopilot", func() error { return ap.Run(ctx) })
 	}
 	// /metrics and /readyz outlive the node listener, so what its drain
