@@ -3,7 +3,7 @@
 // the configured rollouts.
 //
 // Everything runs in one process on loopback: embedded etcd members, lpsd
-// replicas built from internal/lps and etcdstore as cmd/lpsd builds them,
+// replicas assembled by internal/lpsd from lpsd's flags, as cmd/lpsd runs,
 // and one goroutine per node doing what check-hotfix does on the wire
 // (lpsclient.Fetch over a new TLS connection, with the node's own attested
 // document). Failures can be injected mid-run: an etcd member (the leader)
@@ -13,11 +13,12 @@ package fleet
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -211,14 +212,8 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	cert, err := tls.LoadX509KeyPair(tlsFiles.CertFile, tlsFiles.KeyFile)
-	if err != nil {
-		return nil, err
-	}
 	clusterCA := x509.NewCertPool()
 	clusterCA.AppendCertsFromPEM(tlsFiles.CAPEM)
-	imdsRoots := x509.NewCertPool()
-	imdsRoots.AppendCertsFromPEM(m.RootPEM())
 
 	// Members fsync, as production members do.
 	c, err := etcdembed.Start(filepath.Join(dir, "etcd"), cfg.Members, etcdembed.Options{})
@@ -236,12 +231,22 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 	if err := publish(ctx, operator, cfg); err != nil {
 		return nil, err
 	}
+	rootsFile := filepath.Join(dir, "imds-roots.pem")
+	if err := os.WriteFile(rootsFile, m.RootPEM(), 0o644); err != nil {
+		return nil, err
+	}
+	flags, err := replicaFlags(dir, tlsFiles, rootsFile, c.Endpoints(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	lpsdLog, err := os.Create(filepath.Join(dir, "lpsd.log"))
+	if err != nil {
+		return nil, err
+	}
+	defer lpsdLog.Close()
 	reps := make([]*replica, cfg.Replicas)
 	for i := range reps {
-		reps[i] = &replica{idx: i, cert: cert, roots: imdsRoots, endpoints: c.Endpoints(), maxConns: cfg.MaxConnections, maxHands: cfg.handshakes()}
-		if cfg.Loop != nil {
-			reps[i].autopilot = cfg.Loop.AutopilotInterval
-		}
+		reps[i] = &replica{idx: i, flags: flags, log: slog.New(slog.NewJSONHandler(lpsdLog, nil))}
 		if err := reps[i].start(ctx); err != nil {
 			return nil, fmt.Errorf("start replica %d: %w", i, err)
 		}

@@ -2,97 +2,109 @@ package fleet
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
+	"crypto/rand"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"nodehotfix/internal/autopilot"
-	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/lps"
-	"nodehotfix/internal/store/etcdstore"
+	"nodehotfix/internal/lpsd"
+	"nodehotfix/test/harness"
 )
 
-// replica is one lpsd node-facing service on the shared etcd cluster, in
-// process: its own store client, snapshot, verifier (so its own replay
-// cache) and TLS listener, on a fixed address across restarts.
+// replica is one lpsd on the shared etcd cluster, in process but
+// assembled by internal/lpsd from the flags the command takes, as cmd/lpsd
+// runs it: its own store client, snapshot, verifier (so its own replay
+// cache), autopilot, admin API and listeners, on a fixed node address
+// across restarts. Its node listener is the simulator's, so that kill can
+// drop every connection at once.
 type replica struct {
-	idx       int
-	addr      string
-	cert      tls.Certificate
-	roots     *x509.CertPool
-	endpoints []string
-	maxConns  int
-	maxHands  int
-	// autopilot, when positive, stores outcome reports and runs an
-	// autopilot at this interval, as lpsd --autopilot-interval does.
-	autopilot time.Duration
+	idx  int
+	addr string
+	// flags are lpsd's command line but for --listen.
+	flags []string
+	// log receives lpsd's log.
+	log *slog.Logger
 
-	mu    sync.Mutex
-	snaps *lps.Snapshotter // nil while down
-	down  []interval       // the last may be open (end zero)
-	stop  func() (teardown func())
+	mu     sync.Mutex
+	server *lpsd.Server // nil while down
+	down   []interval   // the last may be open (end zero)
+	stop   func() (teardown func())
 	// teardowns are killed instances still winding down.
 	teardowns sync.WaitGroup
 }
 
 type interval struct{ start, end time.Time }
 
-// start opens the store, loads the first snapshot and serves. ctx bounds
-// the replica's life; kill ends it earlier.
+// replicaFlags is the command line of every replica: the cluster's store,
+// TLS and admin token, the simulated fleet's document roots, and limits.
+func replicaFlags(dir string, tlsFiles harness.TLSFiles, imdsRoots string, endpoints []string, cfg Config) ([]string, error) {
+	tokens := filepath.Join(dir, "admin.tokens")
+	if err := os.WriteFile(tokens, []byte("fleetsim:"+rand.Text()+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	autopilot := time.Duration(0)
+	if cfg.Loop != nil {
+		autopilot = cfg.Loop.AutopilotInterval
+	}
+	return []string{
+		"--store", "etcd:" + strings.Join(endpoints, ","),
+		"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile,
+		"--admin-token-file", tokens,
+		"--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+		"--imds-roots", imdsRoots, "--imds-no-aia",
+		"--max-connections", strconv.Itoa(cfg.MaxConnections),
+		"--max-handshakes", strconv.Itoa(cfg.handshakes()),
+		// The simulated fleet all comes from loopback.
+		"--max-handshakes-per-peer", "-1", "--max-connections-per-peer", "-1",
+		"--autopilot-interval", autopilot.String(),
+		"--dashboard=false",
+		"--drain-delay", "0s",
+	}, nil
+}
+
+// start assembles the replica (internal/lpsd.New), which opens its store,
+// and serves; ctx bounds the replica's life, kill ends it earlier.
 func (r *replica) start(ctx context.Context) error {
-	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	st, err := etcdstore.Open(octx, r.endpoints, etcdstore.Config{})
-	cancel()
-	if err != nil {
-		return err
-	}
-	snaps := lps.NewSnapshotter(st, nil, nil)
-	if err := snaps.Load(ctx); err != nil {
-		st.Close()
-		return err
-	}
-	v, err := attest.New(attest.Config{Roots: r.roots, DisableAIA: true})
-	if err != nil {
-		st.Close()
-		return err
-	}
-	// No per-peer caps (-1): the simulated fleet all comes from loopback.
-	scfg := lps.ServerConfig{Certificate: r.cert, MaxConnections: r.maxConns, MaxHandshakes: r.maxHands, MaxHandshakesPerPeer: -1, MaxConnectionsPerPeer: -1, Seats: st}
-	if r.autopilot > 0 {
-		scfg.Reports = st
-	}
-	srv, err := lps.NewServer(snaps, v, lps.NewMetrics(prometheus.NewRegistry()), scfg)
-	if err != nil {
-		st.Close()
-		return err
-	}
 	addr := r.addr
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
+	srv, err := lpsd.New(ctx, "fleetsim", append([]string{"--listen", addr}, r.flags...), r.log.With("replica", r.idx))
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		st.Close()
+		srv.Close()
 		return err
 	}
 	tl := &trackingListener{Listener: ln, conns: map[*trackedConn]struct{}{}}
 	rctx, rcancel := context.WithCancel(ctx)
 	served := make(chan struct{})
-	go snaps.Run(rctx)
-	if r.autopilot > 0 {
-		go autopilot.New(st, autopilot.Config{Interval: r.autopilot}).Run(rctx)
-	}
 	go func() {
-		srv.Serve(rctx, tl)
+		srv.Serve(rctx, lpsd.Listeners{Node: tl})
 		close(served)
 	}()
+	// Serving once the first snapshot is: lpsd's /readyz condition.
+	for srv.Snapshot() == nil {
+		select {
+		case <-ctx.Done():
+			rcancel()
+			<-served
+			srv.Close()
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
 	r.mu.Lock()
 	r.addr = ln.Addr().String()
-	r.snaps = snaps
+	r.server = srv
 	if n := len(r.down); n > 0 && r.down[n-1].end.IsZero() {
 		r.down[n-1].end = time.Now()
 	}
@@ -101,7 +113,7 @@ func (r *replica) start(ctx context.Context) error {
 		rcancel()
 		return func() {
 			<-served
-			st.Close()
+			srv.Close()
 		}
 	}
 	r.mu.Unlock()
@@ -115,7 +127,7 @@ func (r *replica) start(ctx context.Context) error {
 func (r *replica) kill() {
 	r.mu.Lock()
 	r.down = append(r.down, interval{start: time.Now()})
-	r.snaps = nil
+	r.server = nil
 	stop := r.stop
 	r.stop = nil
 	r.mu.Unlock()
@@ -140,12 +152,12 @@ func (r *replica) close() {
 // current returns the replica's serving snapshot, nil while it is down.
 func (r *replica) current() *lps.Snapshot {
 	r.mu.Lock()
-	s := r.snaps
+	s := r.server
 	r.mu.Unlock()
 	if s == nil {
 		return nil
 	}
-	return s.Current()
+	return s.Snapshot()
 }
 
 // downDuring reports whether the replica was down at any moment of [a, b].
