@@ -1092,3 +1092,40 @@ func closedBy(t *testing.T, ts *testServer, reason string) float64 {
 	}
 	return -1
 }
+
+// TestIntegrationMaxConnectionAge: a connection whose call opened and
+// never sent its request is active, so the 5 s idle limit leaves it; the
+// age limit (30 s, ±10% jitter, then 5 s of grace) closes it.
+func TestIntegrationMaxConnectionAge(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for the 30 s connection age limit")
+	}
+	t.Parallel()
+	ts := startServer(t, serverOpts{})
+	cfg := ts.nodeTLS()
+	cfg.ServerName = ""
+	conn, err := grpc.NewClient("passthrough:///"+ts.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)), grpc.WithAuthority(apiHost+":443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := conn.NewStream(t.Context(), &grpc.StreamDesc{ClientStreams: true}, lpsv1.LivePatchingService_GetComponentConfig_FullMethodName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan error, 1)
+	go func() { ended <- stream.RecvMsg(&lpsv1.GetComponentConfigResponse{}) }()
+	select {
+	case err := <-ended:
+		t.Fatalf("the open call ended after less than 3 idle limits: %v", err)
+	case <-time.After(3 * maxConnectionIdle):
+	}
+	select {
+	case err := <-ended:
+		if status.Code(err) != codes.Unavailable && status.Code(err) != codes.Canceled {
+			t.Errorf("the call ended with %v, want the connection closed (Unavailable)", err)
+		}
+	case <-time.After(maxConnectionAge + maxConnectionAge/10 + maxConnectionAgeGrace + 10*time.Second):
+		t.Fatal("a connection holding a call that never sent was not closed by the age limit")
+	}
+}
