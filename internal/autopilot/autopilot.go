@@ -37,7 +37,7 @@ const (
 )
 
 // DefaultInterval is how often the autopilot looks: reports arrive in
-// batches every 100 ms, bake times are minutes, and a look reads every
+// batches at most 10 ms apart, bake times are minutes, and a look reads every
 // report.
 const DefaultInterval = 10 * time.Second
 

@@ -21,13 +21,13 @@ import (
 )
 
 const (
-	// reportFlush is how long an accepted report waits for others to share
-	// its store write: a write per replica per interval (two at most, with
-	// an idle replica's leading write) bounds the write rate a fleet puts
-	// on the store, and the node's 2 s budget leaves room. A report that
-	// finds the replica idle (no write for an interval) is written at once:
-	// a lone node's launch does not wait for company.
-	reportFlush = 100 * time.Millisecond
+	// reportGap is the least time between the starts of two report
+	// writes of a replica: reports that arrive within it of the last
+	// write share the next one. It bounds the write rate a fleet puts on
+	// the store (100 writes per second per replica, each of up to
+	// reportBatch reports) and is all a lone report waits before its
+	// write: a launch waits for its report to be stored.
+	reportGap = 10 * time.Millisecond
 	// reportBatch flushes early once this many reports wait (etcd's default
 	// transaction size).
 	reportBatch = 128
@@ -261,16 +261,18 @@ func (l *bootLimit) admit(vm, boot string) bool {
 // errReportQueueFull is returned by put when reportQueue reports wait.
 var errReportQueueFull = errors.New("too many reports waiting for the store")
 
-// reportBatcher gathers reports and writes them in batches: a store write
-// per reportFlush, sooner when reportBatch wait or when a report finds the
-// batcher idle. put returns once its report's batch is stored, so an
-// acknowledgement means durable.
+// reportBatcher gathers reports and writes them in batches: a write
+// starts once reportGap has passed since the last one started, and takes
+// every report waiting then (up to reportBatch). put returns once its
+// report's batch is stored, so an acknowledgement means durable.
 type reportBatcher struct {
 	w       reportWriter
 	mu      sync.Mutex
 	pending []pendingReport
-	kick    chan struct{}
-	closed  bool
+	// kick asks Run for a write: sent by the report that finds nothing
+	// waiting, and by Run itself when a write leaves reports behind.
+	kick   chan struct{}
+	closed bool
 	// lastWrite is when the last batch was taken for writing.
 	lastWrite time.Time
 }
@@ -302,14 +304,10 @@ func (b *reportBatcher) put(ctx context.Context, r store.Report) (bool, error) {
 		return false, errReportQueueFull
 	}
 	b.pending = append(b.pending, pendingReport{r: r, done: done})
-	full := len(b.pending) >= reportBatch
-	idle := len(b.pending) == 1 && time.Since(b.lastWrite) >= reportFlush
+	first := len(b.pending) == 1
 	b.mu.Unlock()
-	if full || idle {
-		select {
-		case b.kick <- struct{}{}:
-		default:
-		}
+	if first {
+		b.wake()
 	}
 	select {
 	case res := <-done:
@@ -320,11 +318,16 @@ func (b *reportBatcher) put(ctx context.Context, r store.Report) (bool, error) {
 	}
 }
 
+func (b *reportBatcher) wake() {
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
 // Run writes batches until ctx ends, then writes what is pending (within
 // a bounded time) and refuses new reports.
 func (b *reportBatcher) Run(ctx context.Context) {
-	t := time.NewTicker(reportFlush)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -332,40 +335,58 @@ func (b *reportBatcher) Run(ctx context.Context) {
 			b.closed = true
 			b.mu.Unlock()
 			final, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-			b.flush(final)
+			for b.writeBatch(final) {
+			}
 			cancel()
 			return
-		case <-t.C:
 		case <-b.kick:
 		}
-		b.flush(ctx)
+		b.mu.Lock()
+		wait := time.Until(b.lastWrite.Add(reportGap))
+		full := len(b.pending) >= reportBatch
+		b.mu.Unlock()
+		if wait > 0 && !full {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				continue // to the shutdown, which writes what waits
+			}
+		}
+		if b.writeBatch(ctx) {
+			b.wake()
+		}
 	}
 }
 
-func (b *reportBatcher) flush(ctx context.Context) {
-	for {
-		b.mu.Lock()
-		n := min(len(b.pending), reportBatch)
-		batch := b.pending[:n:n]
-		b.pending = b.pending[n:]
-		if n > 0 {
-			b.lastWrite = time.Now()
-		}
-		b.mu.Unlock()
-		if n == 0 {
-			return
-		}
-		rs := make([]store.Report, n)
-		for i, p := range batch {
-			rs[i] = p.r
-		}
-		first, err := b.w.PutReports(ctx, rs)
-		for i, p := range batch {
-			res := reportResult{err: err}
-			if err == nil && i < len(first) {
-				res.first = first[i]
-			}
-			p.done <- res
-		}
+// writeBatch writes up to reportBatch waiting reports, answers their
+// puts, and reports whether more wait.
+func (b *reportBatcher) writeBatch(ctx context.Context) (more bool) {
+	b.mu.Lock()
+	n := min(len(b.pending), reportBatch)
+	batch := b.pending[:n:n]
+	b.pending = b.pending[n:]
+	if n > 0 {
+		b.lastWrite = time.Now()
 	}
+	more = len(b.pending) > 0
+	b.mu.Unlock()
+	if n == 0 {
+		return more
+	}
+	rs := make([]store.Report, n)
+	for i, p := range batch {
+		rs[i] = p.r
+	}
+	first, err := b.w.PutReports(ctx, rs)
+	for i, p := range batch {
+		res := reportResult{err: err}
+		if err == nil && i < len(first) {
+			res.first = first[i]
+		}
+		p.done <- res
+	}
+	b.mu.Lock()
+	more = len(b.pending) > 0
+	b.mu.Unlock()
+	return more
 }

@@ -225,51 +225,61 @@ func TestReportQueueFull(t *testing.T) {
 	}
 }
 
-// TestReportBatcherLeadingWrite: a report that finds the batcher idle asks
-// for a write at once (a lone node does not wait out reportFlush); one
-// that arrives right after a write joins the next batch.
-func TestReportBatcherLeadingWrite(t *testing.T) {
+// TestReportBatcherGroupsWhatWaits: the report that finds nothing waiting
+// asks for a write at once; reports that arrive before that write share
+// it; a write that leaves reports behind says so (Run then writes them,
+// reportGap after it started).
+func TestReportBatcherGroupsWhatWaits(t *testing.T) {
 	t.Parallel()
 	w := &countingWriter{}
-	b := newReportBatcher(w) // flushed by hand, not Run
-	done := make(chan error, 1)
-	go func() {
-		_, err := b.put(t.Context(), store.Report{VMID: "vm-1", Boot: testBoot})
-		done <- err
-	}()
+	b := newReportBatcher(w) // written by hand, not Run
+	done := make(chan error, reportBatch+2)
+	put := func(vm string) {
+		go func() {
+			_, err := b.put(t.Context(), store.Report{VMID: vm, Boot: testBoot})
+			done <- err
+		}()
+	}
+	waiting := func(n int) {
+		t.Helper()
+		for {
+			b.mu.Lock()
+			got := len(b.pending)
+			b.mu.Unlock()
+			if got == n {
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	put("vm-0")
 	select {
 	case <-b.kick:
 	case <-time.After(10 * time.Second):
 		t.Fatal("a report to an idle batcher asked for no write")
 	}
-	b.flush(t.Context())
-	if err := <-done; err != nil || w.writes != 1 {
-		t.Fatalf("put = %v after %d writes", err, w.writes)
-	}
-	// Right after a write, the next report waits for the interval. (As if
-	// the write had just happened, however slow this machine is.)
-	b.mu.Lock()
-	b.lastWrite = time.Now().Add(time.Hour)
-	b.mu.Unlock()
-	go func() {
-		_, err := b.put(t.Context(), store.Report{VMID: "vm-2", Boot: testBoot})
-		done <- err
-	}()
-	for {
-		b.mu.Lock()
-		n := len(b.pending)
-		b.mu.Unlock()
-		if n == 1 {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	put("vm-1")
+	waiting(2)
 	if len(b.kick) != 0 {
-		t.Error("a report right after a write asked for another at once")
+		t.Error("a report that found another waiting asked for a write of its own")
 	}
-	b.flush(t.Context())
-	if err := <-done; err != nil || w.writes != 2 {
-		t.Fatalf("second put = %v after %d writes", err, w.writes)
+	if more := b.writeBatch(t.Context()); more || w.writes != 1 {
+		t.Fatalf("writeBatch: more %v after %d writes, want the two in one write", more, w.writes)
+	}
+	for range 2 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range reportBatch + 1 {
+		put(fmt.Sprintf("vm-%d", 10+i))
+	}
+	waiting(reportBatch + 1)
+	if more := b.writeBatch(t.Context()); !more {
+		t.Error("a full batch's write did not say one report still waits")
+	}
+	if more := b.writeBatch(t.Context()); more || w.writes != 3 {
+		t.Errorf("writeBatch: more %v after %d writes, want 3", more, w.writes)
 	}
 }
 
