@@ -10,9 +10,9 @@ After provisioning, a node with the hotfix flag on reports how it went
 authenticated the same way). lpsd keeps the vmId from the document, refuses
 a hotfix report unless the node was offered that release, at most 16 boots
 per vmId per replica, and stores each (vmId, boot) once: reports are
-written in batches (a write starts at least 10 ms after the replica's
-last one began and takes every report waiting, at most 128), and a node's
-call returns once its report is stored. lpsctl status shows, per release,
+written in batches (a write starts 10 ms after the replica's last one
+began, or at once when 128 wait, and takes every report waiting, at most
+128), and a node's call returns once its report is stored. lpsctl status shows, per release,
 the nodes that reported, succeeded, failed and fell back, and, per base,
 the control cohort (nodes that ran the baked agent). Metric:
 lpsd_reports_total{result}.

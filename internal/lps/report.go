@@ -22,11 +22,12 @@ import (
 
 const (
 	// reportGap is the least time between the starts of two report
-	// writes of a replica: reports that arrive within it of the last
-	// write share the next one. It bounds the write rate a fleet puts on
-	// the store (100 writes per second per replica, each of up to
-	// reportBatch reports) and is all a lone report waits before its
-	// write: a launch waits for its report to be stored.
+	// writes of a replica, unless a full batch (reportBatch) waits:
+	// reports that arrive within it of the last write share the next one.
+	// It bounds the write rate a fleet puts on the store (100 writes per
+	// second per replica, more only as full batches) and is all a lone
+	// report waits before its write: a launch waits for its report to be
+	// stored.
 	reportGap = 10 * time.Millisecond
 	// reportBatch flushes early once this many reports wait (etcd's default
 	// transaction size).
@@ -262,15 +263,16 @@ func (l *bootLimit) admit(vm, boot string) bool {
 var errReportQueueFull = errors.New("too many reports waiting for the store")
 
 // reportBatcher gathers reports and writes them in batches: a write
-// starts once reportGap has passed since the last one started, and takes
-// every report waiting then (up to reportBatch). put returns once its
+// starts once reportGap has passed since the last one started (at once for
+// a full batch), and takes every report waiting then (up to reportBatch). put returns once its
 // report's batch is stored, so an acknowledgement means durable.
 type reportBatcher struct {
 	w       reportWriter
 	mu      sync.Mutex
 	pending []pendingReport
 	// kick asks Run for a write: sent by the report that finds nothing
-	// waiting, and by Run itself when a write leaves reports behind.
+	// waiting or fills a batch, and by Run itself when a write leaves
+	// reports behind.
 	kick   chan struct{}
 	closed bool
 	// lastWrite is when the last batch was taken for writing.
@@ -304,9 +306,11 @@ func (b *reportBatcher) put(ctx context.Context, r store.Report) (bool, error) {
 		return false, errReportQueueFull
 	}
 	b.pending = append(b.pending, pendingReport{r: r, done: done})
-	first := len(b.pending) == 1
+	// The first report waiting asks for a write, and so does the one that
+	// fills a batch, which does not wait out the gap.
+	wake := len(b.pending) == 1 || len(b.pending) == reportBatch
 	b.mu.Unlock()
-	if first {
+	if wake {
 		b.wake()
 	}
 	select {
@@ -331,6 +335,9 @@ func (b *reportBatcher) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+		case <-b.kick:
+		}
+		if ctx.Err() != nil {
 			b.mu.Lock()
 			b.closed = true
 			b.mu.Unlock()
@@ -339,7 +346,6 @@ func (b *reportBatcher) Run(ctx context.Context) {
 			}
 			cancel()
 			return
-		case <-b.kick:
 		}
 		b.mu.Lock()
 		wait := time.Until(b.lastWrite.Add(reportGap))
@@ -352,7 +358,12 @@ func (b *reportBatcher) Run(ctx context.Context) {
 				continue // to the shutdown, which writes what waits
 			}
 		}
-		if b.writeBatch(ctx) {
+		// A write once begun is not cut short by the shutdown: its reports'
+		// callers may still wait (the shutdown's own bound applies).
+		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+		more := b.writeBatch(wctx)
+		wcancel()
+		if more {
 			b.wake()
 		}
 	}

@@ -290,3 +290,38 @@ func (w *countingWriter) PutReports(_ context.Context, rs []store.Report) ([]boo
 	w.writes++
 	return make([]bool, len(rs)), nil
 }
+
+// ctxWriter refuses a done ctx, as boltstore and etcdstore do.
+type ctxWriter struct{}
+
+func (ctxWriter) PutReports(ctx context.Context, rs []store.Report) ([]bool, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("put reports: %w", err)
+	}
+	return make([]bool, len(rs)), nil
+}
+
+// TestReportBatcherShutdownWritesWhatWaits: a report waiting (its write
+// asked for) when Run's ctx ends is written by the shutdown under its own
+// bounded ctx, never under the ended one. Run once chose between the two
+// at random.
+func TestReportBatcherShutdownWritesWhatWaits(t *testing.T) {
+	t.Parallel()
+	for range 50 {
+		b := newReportBatcher(ctxWriter{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.put(context.Background(), store.Report{VMID: "vm", Boot: testBoot})
+			done <- err
+		}()
+		for len(b.kick) == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		b.Run(ctx)
+		if err := <-done; err != nil {
+			t.Fatalf("a report waiting at shutdown: %v", err)
+		}
+	}
+}

@@ -197,7 +197,7 @@ type Server struct {
 
 // Listeners are listeners a caller opened for lpsd (a supervisor passing
 // its socket, the fleet simulator); a nil one is opened on the command
-// line's address.
+// line's address. Serve owns them: it closes them on every path.
 type Listeners struct {
 	Node net.Listener
 }
@@ -391,6 +391,11 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 	if o.addrFile != "" {
 		data, _ := json.Marshal(addrs)
 		if err := atomicfile.WriteFile(o.addrFile, append(data, '\n'), 0o644); err != nil {
+			for _, l := range []net.Listener{nodeLn, adminLn, httpLn, debugLn} {
+				if l != nil {
+					l.Close()
+				}
+			}
 			return fmt.Errorf("--addr-file: %w", err)
 		}
 	}

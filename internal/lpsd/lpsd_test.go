@@ -2,6 +2,8 @@ package lpsd
 
 import (
 	"crypto/tls"
+	"log/slog"
+	"net"
 	"sync"
 	"syscall"
 
@@ -320,4 +322,43 @@ func nodeFlags(t *testing.T, dir string, tokenMode os.FileMode) []string {
 // run is the command as main runs it, unstamped.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return Main(ctx, "dev", args, stdout, stderr)
+}
+
+// TestServeClosesListenersOnError: when Serve stops on an error after
+// opening its listeners (here the --addr-file it cannot write), every
+// listener is closed, a caller's too: in process, as the fleet simulator
+// runs lpsd, nothing exits to close them.
+func TestServeClosesListenersOnError(t *testing.T) {
+	dir := t.TempDir()
+	free := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	adminAddr, httpAddr := free(), free()
+	args := append(nodeFlags(t, dir, 0o600), "--store", "mem:", "--drain-delay", "0s",
+		"--admin-listen", adminAddr, "--http-listen", httpAddr, "--addr-file", filepath.Join(dir, "no-such-dir", "addr"))
+	s, err := New(t.Context(), "dev", args, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	node, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Serve(t.Context(), Listeners{Node: node}); err == nil || !strings.Contains(err.Error(), "--addr-file") {
+		t.Fatalf("Serve = %v, want the --addr-file error", err)
+	}
+	for name, addr := range map[string]string{"node": node.Addr().String(), "admin": adminAddr, "http": httpAddr} {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			t.Errorf("%s listener %s still open after Serve returned: %v", name, addr, err)
+			continue
+		}
+		ln.Close()
+	}
 }

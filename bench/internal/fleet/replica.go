@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -86,14 +87,18 @@ func (r *replica) start(ctx context.Context) error {
 	}
 	tl := &trackingListener{Listener: ln, conns: map[*trackedConn]struct{}{}}
 	rctx, rcancel := context.WithCancel(ctx)
-	served := make(chan struct{})
-	go func() {
-		srv.Serve(rctx, lpsd.Listeners{Node: tl})
-		close(served)
-	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(rctx, lpsd.Listeners{Node: tl}) }()
 	// Serving once the first snapshot is: lpsd's /readyz condition.
 	for srv.Snapshot() == nil {
 		select {
+		case err := <-served:
+			rcancel()
+			srv.Close()
+			if err == nil {
+				err = errors.New("lpsd stopped before its first snapshot")
+			}
+			return err
 		case <-ctx.Done():
 			rcancel()
 			<-served
@@ -112,7 +117,9 @@ func (r *replica) start(ctx context.Context) error {
 		tl.closeAll()
 		rcancel()
 		return func() {
-			<-served
+			if err := <-served; err != nil {
+				r.log.Info("killed replica's Serve returned", "replica", r.idx, "err", err)
+			}
 			srv.Close()
 		}
 	}
