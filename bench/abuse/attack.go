@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 
 	"nodehotfix/bench/internal/stats"
+	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/test/harness"
 )
@@ -27,7 +30,18 @@ const setupTimeout = 10 * time.Second
 const (
 	kindSilent = "silent"  // TCP connected, never a byte sent
 	kindIdleH2 = "idle-h2" // TLS with ALPN h2, the HTTP/2 preface and SETTINGS exchanged, then no call
+	// kindTrickle sends a real ClientHello one byte per trickleEvery, so
+	// the connection is never silent and its handshake never done.
+	kindTrickle = "trickle"
+	// kindOpenCall is idle-h2 with one call opened (HEADERS of
+	// GetComponentConfig) whose request is never sent: an active
+	// connection, which the idle limit does not close.
+	kindOpenCall = "open-call"
 )
+
+// trickleEvery is the trickle attacker's pace: a byte every 400 ms keeps
+// a ClientHello of ~300 bytes going for two minutes.
+const trickleEvery = 400 * time.Millisecond
 
 // attacker holds target connections of one kind open to addr from one
 // local address until its ctx is done: a connection lpsd closes is opened
@@ -137,16 +151,60 @@ func (a *attacker) setup(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", a.addr, err)
 	}
-	if a.kind == kindSilent {
+	if a.kind == kindSilent || a.kind == kindTrickle {
 		return c, nil
 	}
 	tc, err := h2Setup(ctx, c)
+	if err == nil && a.kind == kindOpenCall {
+		err = openCall(tc)
+	}
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
 	return tc, nil
 }
+
+// openCall opens a GetComponentConfig call on c and sends nothing more:
+// the HEADERS frame only, the stream left open.
+func openCall(c net.Conn) error {
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{
+		{":method", "POST"}, {":scheme", "https"}, {":authority", harness.APIServerName + ":443"},
+		{":path", lpsv1.LivePatchingService_GetComponentConfig_FullMethodName},
+		{"content-type", "application/grpc"}, {"te", "trailers"},
+	} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr := http2.NewFramer(c, c)
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true}); err != nil {
+		return fmt.Errorf("open a call: %w", err)
+	}
+	return nil
+}
+
+// clientHello returns the bytes of a ClientHello as nodes send it, for
+// the trickle attacker to dribble.
+var clientHello = sync.OnceValue(func() []byte {
+	client, server := net.Pipe()
+	defer server.Close()
+	go func() {
+		tls.Client(client, &tls.Config{ServerName: harness.APIServerName, NextProtos: []string{lpsclient.ALPN, "h2"}, InsecureSkipVerify: true}).Handshake()
+		client.Close()
+	}()
+	// The first record is the whole ClientHello: 5 bytes of header, then
+	// its length.
+	hdr := make([]byte, 5)
+	if _, err := io.ReadFull(server, hdr); err != nil {
+		return nil
+	}
+	body := make([]byte, int(hdr[3])<<8|int(hdr[4]))
+	if _, err := io.ReadFull(server, body); err != nil {
+		return nil
+	}
+	return append(hdr, body...)
+})
 
 // h2Setup completes TLS with ALPN h2 (offering what nodes offer) and the
 // HTTP/2 connection preface: the client's preface and SETTINGS, the
@@ -193,9 +251,32 @@ func h2Setup(ctx context.Context, c net.Conn) (net.Conn, error) {
 // answering what an idle HTTP/2 client answers (SETTINGS, PING).
 func (a *attacker) hold(ctx context.Context, c net.Conn) bool {
 	stop := context.AfterFunc(ctx, func() { c.Close() })
-	if a.kind == kindSilent {
+	switch a.kind {
+	case kindSilent:
 		io.Copy(io.Discard, c)
-	} else {
+	case kindTrickle:
+		closed := make(chan struct{})
+		go func() {
+			io.Copy(io.Discard, c)
+			close(closed)
+		}()
+		t := time.NewTicker(trickleEvery)
+		hello := clientHello()
+	trickle:
+		for i := 0; ; i = (i + 1) % len(hello) {
+			if _, err := c.Write(hello[i : i+1]); err != nil {
+				break
+			}
+			select {
+			case <-closed:
+				break trickle
+			case <-t.C:
+			}
+		}
+		t.Stop()
+		c.Close()
+		<-closed
+	default:
 		fr := http2.NewFramer(c, c)
 		for {
 			f, err := fr.ReadFrame()

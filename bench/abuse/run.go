@@ -28,20 +28,22 @@ const sampleEvery = time.Second
 const fdSlack = 256
 
 type options struct {
-	probes    int
-	interval  time.Duration
-	baseline  time.Duration
-	silent    int
-	silentDur time.Duration
-	idle      int
-	idleDur   time.Duration
-	reopen    time.Duration
-	parallel  int
-	attacker  string
-	lpsdArgs  []string
-	output    string
-	check     bool
-	keep      bool
+	probes                  int
+	interval                time.Duration
+	baseline                time.Duration
+	silent                  int
+	silentDur               time.Duration
+	idle                    int
+	idleDur                 time.Duration
+	trickle, openCall       int
+	trickleDur, openCallDur time.Duration
+	reopen                  time.Duration
+	parallel                int
+	attacker                string
+	lpsdArgs                []string
+	output                  string
+	check                   bool
+	keep                    bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -55,6 +57,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.silentDur, "silent-dur", 30*time.Second, "length of phase silent")
 	fs.IntVar(&o.idle, "idle", 4500, "phase idle-h2: connections with TLS (ALPN h2), the HTTP/2 preface and SETTINGS done, then never a call (0: skip the phase)")
 	fs.DurationVar(&o.idleDur, "idle-dur", 30*time.Second, "length of phase idle-h2")
+	fs.IntVar(&o.trickle, "trickle", 512, "phase trickle: connections sending a ClientHello a byte per 400 ms (0: skip the phase)")
+	fs.DurationVar(&o.trickleDur, "trickle-dur", 30*time.Second, "length of phase trickle")
+	fs.IntVar(&o.openCall, "open-call", 2000, "phase open-call: idle-h2 connections with one call opened and its request never sent (0: skip the phase)")
+	fs.DurationVar(&o.openCallDur, "open-call-dur", 45*time.Second, "length of phase open-call (longer than lpsd's 30 s connection age, which is what closes them)")
 	fs.DurationVar(&o.reopen, "reopen", time.Second, "the attacker opens a connection lpsd closed again after about this long (0: never)")
 	fs.IntVar(&o.parallel, "parallel", 64, "attacker connections being set up at once")
 	fs.StringVar(&o.attacker, "attacker-ip", "127.0.0.2", "the attacker's local address (the probes use 127.0.0.1), so per-peer limits tell them apart")
@@ -76,8 +82,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case o.output != "text" && o.output != "json":
 		fmt.Fprintf(stderr, "abuse: -o %q: want text or json\n", o.output)
 		return 2
-	case o.probes < 1 || o.interval <= 0 || o.parallel < 1 || o.silent < 0 || o.idle < 0:
-		fmt.Fprintln(stderr, "abuse: -probes, -interval and -parallel must be positive, -silent and -idle not negative")
+	case o.probes < 1 || o.interval <= 0 || o.parallel < 1 || o.silent < 0 || o.idle < 0 || o.trickle < 0 || o.openCall < 0:
+		fmt.Fprintln(stderr, "abuse: -probes, -interval and -parallel must be positive, -silent, -idle, -trickle and -open-call not negative")
 		return 2
 	case local == nil:
 		fmt.Fprintf(stderr, "abuse: -attacker-ip %q is not an IP address\n", o.attacker)
@@ -132,12 +138,12 @@ func measure(ctx context.Context, o options, local *net.TCPAddr, dir string, pro
 	// Probe connections in flight are at most one per budget per probe.
 	probeFDs := o.probes * int(math.Ceil(float64(nodeBudget)/float64(o.interval)))
 	var err error
-	if cfg.NoFile, err = raiseNoFile(uint64(max(o.silent, o.idle) + probeFDs + fdSlack)); err != nil {
+	if cfg.NoFile, err = raiseNoFile(uint64(max(o.silent, o.idle, o.trickle, o.openCall) + probeFDs + fdSlack)); err != nil {
 		return result{}, err
 	}
-	if room := int(cfg.NoFile) - probeFDs - fdSlack; o.silent > room || o.idle > room {
-		cfg.Notes = append(cfg.Notes, fmt.Sprintf("RLIMIT_NOFILE %d allows %d attacker connections: -silent %d and -idle %d capped to it", cfg.NoFile, room, o.silent, o.idle))
-		o.silent, o.idle = min(o.silent, room), min(o.idle, room)
+	if room := int(cfg.NoFile) - probeFDs - fdSlack; max(o.silent, o.idle, o.trickle, o.openCall) > room {
+		cfg.Notes = append(cfg.Notes, fmt.Sprintf("RLIMIT_NOFILE %d allows %d attacker connections: -silent %d, -idle %d, -trickle %d and -open-call %d capped to it", cfg.NoFile, room, o.silent, o.idle, o.trickle, o.openCall))
+		o.silent, o.idle, o.trickle, o.openCall = min(o.silent, room), min(o.idle, room), min(o.trickle, room), min(o.openCall, room)
 	}
 	specs := []phaseSpec{{"baseline", 0, o.baseline}}
 	if o.silent > 0 {
@@ -145,6 +151,12 @@ func measure(ctx context.Context, o options, local *net.TCPAddr, dir string, pro
 	}
 	if o.idle > 0 {
 		specs = append(specs, phaseSpec{kindIdleH2, o.idle, o.idleDur})
+	}
+	if o.trickle > 0 {
+		specs = append(specs, phaseSpec{kindTrickle, o.trickle, o.trickleDur})
+	}
+	if o.openCall > 0 {
+		specs = append(specs, phaseSpec{kindOpenCall, o.openCall, o.openCallDur})
 	}
 
 	fmt.Fprintln(progress, "building lpsd, lpsctl, imds-emulator ...")
@@ -297,6 +309,10 @@ func describe(s phaseSpec) string {
 		return fmt.Sprintf("%d TCP sockets that never send a byte, for %s + %s", s.n, s.dur, nodeBudget)
 	case kindIdleH2:
 		return fmt.Sprintf("%d idle HTTP/2 connections (TLS, preface, SETTINGS, no call), for %s + %s", s.n, s.dur, nodeBudget)
+	case kindTrickle:
+		return fmt.Sprintf("%d connections sending a ClientHello a byte per %s, for %s + %s", s.n, trickleEvery, s.dur, nodeBudget)
+	case kindOpenCall:
+		return fmt.Sprintf("%d HTTP/2 connections each with a call opened and never sent, for %s + %s", s.n, s.dur, nodeBudget)
 	}
 	return fmt.Sprintf("no attack, for %s", s.dur)
 }

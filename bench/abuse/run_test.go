@@ -14,7 +14,8 @@ func TestIntegrationAbuse(t *testing.T) {
 		t.Skip("builds and runs lpsd")
 	}
 	var out, errOut bytes.Buffer
-	args := []string{"-o", "json", "-probes", "2", "-baseline", "1s", "-silent", "20", "-silent-dur", "2s", "-idle", "20", "-idle-dur", "2s"}
+	args := []string{"-o", "json", "-probes", "2", "-baseline", "1s", "-silent", "20", "-silent-dur", "2s", "-idle", "20", "-idle-dur", "2s",
+		"-trickle", "20", "-trickle-dur", "2s", "-open-call", "20", "-open-call-dur", "2s"}
 	if code := run(t.Context(), args, &out, &errOut); code != 0 {
 		t.Fatalf("run(%q) = %d, want 0; stderr:\n%s", args, code, errOut.String())
 	}
@@ -26,8 +27,8 @@ func TestIntegrationAbuse(t *testing.T) {
 	for _, p := range r.Phases {
 		names = append(names, p.Name)
 	}
-	if len(r.Phases) != 3 {
-		t.Fatalf("phases = %q, want baseline, silent, idle-h2", names)
+	if len(r.Phases) != 5 {
+		t.Fatalf("phases = %q, want baseline, silent, idle-h2, trickle, open-call", names)
 	}
 	if b := r.Phases[0].Probe; b.Calls == 0 || b.Served == 0 {
 		t.Errorf("baseline probe = %+v, want calls served", b)
