@@ -354,49 +354,55 @@ func (s *Server) Close() error {
 // returns nil; or the first error that stopped a part of it.
 func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 	o, log, node, hup := s.o, s.log, s.node, s.hup
-	snaps, adminHTTP, dash, httpSrv := s.snaps, s.adminHTTP, s.dash, &http.Server{Handler: s.node.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	snaps, adminHTTP, dash := s.snaps, s.adminHTTP, s.dash
+	httpSrv := &http.Server{Handler: node.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 
-	nodeLn := ln.Node
-	if nodeLn == nil {
-		var err error
-		if nodeLn, err = net.Listen("tcp", o.listen); err != nil {
-			return err
+	// Every listener opened (or handed in) is closed if Serve stops
+	// before serving on it.
+	var opened []net.Listener
+	fail := func(err error) error {
+		for _, l := range opened {
+			l.Close()
 		}
-	}
-	adminLn, err := net.Listen("tcp", o.adminListen)
-	if err != nil {
-		nodeLn.Close()
 		return err
+	}
+	listen := func(addr string) (net.Listener, error) {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			opened = append(opened, l)
+		}
+		return l, err
+	}
+	nodeLn := ln.Node
+	var err error
+	if nodeLn != nil {
+		opened = append(opened, nodeLn)
+	} else if nodeLn, err = listen(o.listen); err != nil {
+		return fail(err)
+	}
+	adminLn, err := listen(o.adminListen)
+	if err != nil {
+		return fail(err)
 	}
 	// Operators are few: a flood of connections to the admin port waits in
 	// the backlog instead of taking the CPUs the nodes' handshakes need.
 	adminLn = netutil.LimitListener(adminLn, maxAdminConnections)
-	httpLn, err := net.Listen("tcp", o.httpListen)
+	httpLn, err := listen(o.httpListen)
 	if err != nil {
-		nodeLn.Close()
-		adminLn.Close()
-		return err
+		return fail(err)
 	}
 	addrs := map[string]string{"grpc": nodeLn.Addr().String(), "admin": adminLn.Addr().String(), "http": httpLn.Addr().String()}
 	var debugLn net.Listener
 	if o.debugListen != "" {
-		if debugLn, err = net.Listen("tcp", o.debugListen); err != nil {
-			nodeLn.Close()
-			adminLn.Close()
-			httpLn.Close()
-			return err
+		if debugLn, err = listen(o.debugListen); err != nil {
+			return fail(err)
 		}
 		addrs["debug"] = debugLn.Addr().String()
 	}
 	if o.addrFile != "" {
 		data, _ := json.Marshal(addrs)
 		if err := atomicfile.WriteFile(o.addrFile, append(data, '\n'), 0o644); err != nil {
-			for _, l := range []net.Listener{nodeLn, adminLn, httpLn, debugLn} {
-				if l != nil {
-					l.Close()
-				}
-			}
-			return fmt.Errorf("--addr-file: %w", err)
+			return fail(fmt.Errorf("--addr-file: %w", err))
 		}
 	}
 	log.Info("lpsd serving", "grpc", nodeLn.Addr().String(), "admin", adminLn.Addr().String(), "http", httpLn.Addr().String(),
