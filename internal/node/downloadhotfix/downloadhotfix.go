@@ -278,11 +278,7 @@ func keysPath(cfg Config) string {
 }
 
 func stageDirect(ctx context.Context, cfg Config, log *slog.Logger, a release.Artifact, target hotfix.Version) error {
-	client, err := fetch.New(fetch.Config{ExtraRootsPEM: cfg.ArtifactCAPEM})
-	if err != nil {
-		return err
-	}
-	f, err := atomicfile.Create(cfg.Root.HotfixBinary(), bakedMode(cfg))
+	client, f, err := staging(cfg)
 	if err != nil {
 		return err
 	}
@@ -292,6 +288,21 @@ func stageDirect(ctx context.Context, cfg Config, log *slog.Logger, a release.Ar
 		return err
 	}
 	return commit(ctx, f, target)
+}
+
+// staging returns the client a route downloads with (the artifact CA
+// added) and the temp file of the staged binary, with the baked binary's
+// mode; the caller aborts the file unless it commits it.
+func staging(cfg Config) (*fetch.Client, *atomicfile.File, error) {
+	client, err := fetch.New(fetch.Config{ExtraRootsPEM: cfg.ArtifactCAPEM})
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := atomicfile.Create(cfg.Root.HotfixBinary(), bakedMode(cfg))
+	if err != nil {
+		return nil, nil, err
+	}
+	return client, f, nil
 }
 
 // errStaging marks a failure after a route's bytes were verified: another
@@ -323,11 +334,7 @@ func stageFromRepository(ctx context.Context, cfg Config, log *slog.Logger, targ
 	if err != nil {
 		return err
 	}
-	client, err := fetch.New(fetch.Config{ExtraRootsPEM: cfg.ArtifactCAPEM})
-	if err != nil {
-		return err
-	}
-	f, err := atomicfile.Create(cfg.Root.HotfixBinary(), bakedMode(cfg))
+	client, f, err := staging(cfg)
 	if err != nil {
 		return err
 	}
