@@ -1,10 +1,11 @@
 package pkgrepo
 
 import (
-	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -63,7 +64,7 @@ func (repo Apt) Find(ctx context.Context, c *fetch.Client, name string, v hotfix
 	if err := c.Download(ctx, base+"/dists/"+repo.Suite+"/"+index.Filename, fetch.Want{SHA256: index.Hash, Size: index.Size}, &packed); err != nil {
 		return Package{}, signedMismatch(index.Filename, err)
 	}
-	entries, err := parseIndex(index.Filename, packed.Bytes())
+	entries, err := parseIndex(index.Filename, packed.Bytes(), name)
 	if err != nil {
 		return Package{}, err
 	}
@@ -142,32 +143,46 @@ func (r Release) index(component, arch string) (control.FileHash, error) {
 	return control.FileHash{}, fmt.Errorf("the Release lists no SHA256 of %s{.xz,.gz,}", dir)
 }
 
-// parseIndex decompresses a verified Packages index and parses it.
-func parseIndex(name string, packed []byte) ([]control.BinaryIndex, error) {
-	r, done, err := decompress(name, packed)
+// parseIndex decompresses a verified Packages index and returns the
+// entries of package name, streaming: only their paragraphs are decoded,
+// and at most maxCandidates are kept.
+func parseIndex(index string, packed []byte, name string) ([]control.BinaryIndex, error) {
+	r, done, err := decompress(index, packed)
 	if err != nil {
-		return nil, integrity("%s: %v", name, err)
+		return nil, integrity("%s: %v", index, err)
 	}
 	defer done()
-	entries, err := control.ParseBinaryIndex(bufio.NewReader(r))
+	pr, err := control.NewParagraphReader(r, nil)
 	if err != nil {
-		return nil, integrity("%s: %v", name, err)
+		return nil, integrity("%s: %v", index, err)
 	}
-	return entries, nil
+	var out []control.BinaryIndex
+	for {
+		p, err := pr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, integrity("%s: %v", index, err)
+		}
+		if p.Values["Package"] != name {
+			continue
+		}
+		if len(out) == maxCandidates {
+			return nil, integrity("%s lists over %d entries of %s", index, maxCandidates, name)
+		}
+		var e control.BinaryIndex
+		if err := control.UnpackFromParagraph(*p, &e); err != nil {
+			return nil, integrity("%s: %s: %v", index, name, err)
+		}
+		out = append(out, e)
+	}
 }
 
-// choose picks name's entry of version v and checks its fields.
+// choose picks name's entry of version v among entries (all of name) and
+// checks its fields.
 func choose(entries []control.BinaryIndex, base, name string, v hotfix.Version) (Package, error) {
-	var mine []control.BinaryIndex
-	for _, e := range entries {
-		if e.Package == name {
-			mine = append(mine, e)
-		}
-	}
-	if len(mine) > maxCandidates {
-		return Package{}, integrity("the index lists %d entries of %s, at most %d are read", len(mine), name, maxCandidates)
-	}
-	e, full, err := pick(mine, func(e control.BinaryIndex) string { return e.Version.String() }, v)
+	e, full, err := pick(entries, func(e control.BinaryIndex) string { return e.Version.String() }, v)
 	if err != nil {
 		return Package{}, err
 	}
