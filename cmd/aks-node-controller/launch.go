@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"nodehotfix/internal/hotfix"
@@ -26,12 +28,27 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 	configPath := fs.String("provision-config", "", "node config `file` (default under --root)")
 	nbcCmd := fs.String("nbc-cmd", "", "bootstrap command `file` (default under --root)")
 	featuresPath := fs.String("features", "", "feature flags `file`, read as data (default under --root)")
+	hotfixBin := fs.String("hotfix-bin", "", "where the hotfix agent is staged (default <bin-path>-hotfix)")
 	hostnameWait := fs.Duration("hostname-wait", launch.DefaultHostnameWait, "how long to wait for the kernel hostname to match /etc/hostname (0: do not wait)")
 	checkBudget := fs.Duration("check-budget", checkhotfix.DefaultBudget, "check-hotfix's overall time budget, metadata service included")
+	selectOnly := fs.Bool("select-only", false, "run the hotfix flow and name the agent to provision with, but do not provision (the helper script aks-node-controller-hotfix.sh)")
+	featuresOnly := fs.Bool("features-only", false, "only read the feature flags and name the accepted ones")
+	resultFD := fs.Int("result-fd", 0, "with --select-only or --features-only, write the result records to this open `fd` instead of the selected agent to stdout")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
+	if *selectOnly && *featuresOnly {
+		fmt.Fprintln(e.stderr, "aks-node-controller launch: --select-only and --features-only exclude each other")
+		return exitUsage
+	}
+	if *resultFD < 0 || *resultFD > 0 && !*selectOnly && !*featuresOnly {
+		fmt.Fprintln(e.stderr, "aks-node-controller launch: --result-fd wants a non-negative fd and --select-only or --features-only")
+		return exitUsage
+	}
 	root := layout.Root(nf.root)
+	if *featuresOnly {
+		return writeSelection(e, *resultFD, launch.Selection{Env: launch.ReadFeatures(*featuresPath, root, e.stdout).Env()})
+	}
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "launch", fs.Args())
@@ -39,10 +56,11 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 	if wait == 0 {
 		wait = -1 // launch.Config: negative means no wait
 	}
-	return launch.Run(ctx, launch.Config{
+	cfg := launch.Config{
 		Root:         root,
 		Version:      version,
 		BakedPath:    *binPath,
+		HotfixPath:   *hotfixBin,
 		PointerPath:  *pointer,
 		ConfigPath:   *configPath,
 		NBCCmdPath:   *nbcCmd,
@@ -56,7 +74,7 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 		CheckHotfix: func(ctx context.Context) report.Step {
 			start := time.Now()
 			res := checkHotfix(ctx, root, log, nf, *checkBudget, true)
-			return report.Step{Outcome: string(res.Outcome), Elapsed: time.Since(start)}
+			return report.Step{Outcome: string(res.Outcome), Elapsed: time.Since(start), Failed: res.Failed()}
 		},
 		DownloadHotfix: func(ctx context.Context) report.Step {
 			start := time.Now()
@@ -64,7 +82,7 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 			if err != nil {
 				log.Warn("download-hotfix not run", "err", err)
 			}
-			return report.Step{Outcome: string(res.Outcome), Route: string(res.Route), Elapsed: time.Since(start)}
+			return report.Step{Outcome: string(res.Outcome), Route: string(res.Route), Elapsed: time.Since(start), Failed: err != nil || res.Failed()}
 		},
 		Report: func(ctx context.Context, o report.Outcome) {
 			sendReport(ctx, root, log, nf, o)
@@ -80,7 +98,41 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 			now := time.Now()
 			emit(root, log, event.TaskLauncher, level, msg, now, now)
 		},
-	})
+	}
+	if *selectOnly {
+		return writeSelection(e, *resultFD, launch.SelectAgent(ctx, cfg))
+	}
+	return launch.Run(ctx, cfg)
+}
+
+// writeSelection hands a selection to the helper script: with fd 0 the
+// selected agent alone, as the last line of stdout (for a person, as the
+// reference's helper prints it run as a script); otherwise one record a
+// line on fd, "flag KEY=VALUE" for each accepted feature flag, then
+// "selected PATH". Records are the helper's only input, kept apart from the
+// log lines on stdout. A path with a newline cannot be a record and is left
+// out: the helper then keeps the baked agent.
+func writeSelection(e *env, fd int, sel launch.Selection) int {
+	if fd == 0 {
+		if sel.Path != "" {
+			fmt.Fprintln(e.stdout, sel.Path)
+		}
+		return exitOK
+	}
+	var b strings.Builder
+	for _, kv := range sel.Env {
+		b.WriteString("flag " + kv + "\n")
+	}
+	if sel.Path != "" && !strings.ContainsAny(sel.Path, "\n\r") {
+		b.WriteString("selected " + sel.Path + "\n")
+	}
+	f := os.NewFile(uintptr(fd), "result")
+	defer f.Close()
+	if _, err := f.WriteString(b.String()); err != nil {
+		fmt.Fprintf(e.stderr, "aks-node-controller launch: write the result to fd %d: %v\n", fd, err)
+		return exitError
+	}
+	return exitOK
 }
 
 // sendReport sends the outcome report within report.Timeout. It is

@@ -72,6 +72,9 @@ type Config struct {
 	// BakedPath is the baked agent (the reference's BIN_PATH); empty means
 	// the default under Root.
 	BakedPath string
+	// HotfixPath is where the hotfix agent is staged (the reference's
+	// HOTFIX_BIN); empty means BakedPath + "-hotfix".
+	HotfixPath string
 	// PointerPath is the pointer whose presence runs download-hotfix (the
 	// reference's HOTFIX_JSON); empty means the default under Root.
 	PointerPath string
@@ -127,6 +130,9 @@ func (c *Config) defaults() {
 	if c.BakedPath == "" {
 		c.BakedPath = c.Root.BakedBinary()
 	}
+	if c.HotfixPath == "" {
+		c.HotfixPath = c.BakedPath + "-hotfix"
+	}
 	if c.PointerPath == "" {
 		c.PointerPath = c.Root.Pointer()
 	}
@@ -173,43 +179,100 @@ func Run(ctx context.Context, cfg Config) int {
 		say(cfg.Stdout, "Gracefully exit aks-node-controller without provision config or nbc cmd")
 		return 0
 	}
-	ff := readFeatures(cfg.FeaturesPath, cfg.Stdout)
-	var out launched
-	if ff.HotfixEnabled() {
-		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer")
-		out.Check = cfg.CheckHotfix(ctx)
-	} else if v, set := ff.Values[features.HotfixKey]; set {
-		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX is %s, not exactly true; skipping check-hotfix", quote.Text(v))
-	}
-	// The reference's gate: a pointer from custom data applies with the
-	// flag off too.
-	if isFile(cfg.PointerPath) {
-		say(cfg.Stdout, "Found ANC hotfix config at %s; running download-hotfix", cfg.PointerPath)
-		out.Download = cfg.DownloadHotfix(ctx)
-	}
-
-	hotfixPath := cfg.BakedPath + "-hotfix"
-	d := Choose(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys, Hotfix: hotfixPath})
-	p := Provision{Env: ff.Env(), LaunchID: cfg.LaunchID}
+	f := hotfixFlow(ctx, cfg)
+	p := Provision{Env: f.features.Env(), LaunchID: cfg.LaunchID}
 	if hasConfig {
 		p.ConfigPath = cfg.ConfigPath
 	}
 	if hasNBC {
 		p.NBCCmdPath = cfg.NBCCmdPath
 	}
-	out.Baked, out.Decision = cfg.Version, d.Reason
+	out := f.out
 	start := time.Now()
-	code := provisionWith(ctx, cfg, d, hotfixPath, p, &out)
+	code := provisionWith(ctx, cfg, f.decision, p, &out)
 	if code == provision.ExitFailFast && !out.handedOver {
 		return code
 	}
 	out.ExitCode, out.Provision = code, time.Since(start)
 	// Nodes with the flag on report, the control cohort (baked chosen)
 	// included; the flag off sends nothing anywhere.
-	if ff.HotfixEnabled() && cfg.Report != nil {
+	if f.features.HotfixEnabled() && cfg.Report != nil {
 		cfg.Report(ctx, out.Outcome)
 	}
 	return code
+}
+
+// Selection is SelectAgent's answer.
+type Selection struct {
+	// Path is the agent to provision with: Config.HotfixPath or
+	// Config.BakedPath.
+	Path     string
+	Decision hotfix.Decision
+	// Env holds the accepted feature flags, KEY=VALUE, for the
+	// environment of whatever provisions.
+	Env []string
+}
+
+// SelectAgent runs the hotfix flow for a launcher that provisions by itself:
+// the later reference launchers, which source the helper script
+// aks-node-controller-hotfix.sh, call its anc_run_hotfix_flow and then run
+// `$ANC_HOTFIX_SELECTED_BIN provision`. It does what Run does before
+// provisioning (feature flags, check-hotfix, download-hotfix, the choice,
+// and `<hotfix> apply-embedded-hotfix` once the hotfix is chosen), with the
+// same log lines, and never provisions, waits for the hostname or sends a
+// report: the caller's launcher did the wait and provisions. Fail-open: every
+// step is, and the choice falls to the baked agent unless Select accepts the
+// hotfix.
+func SelectAgent(ctx context.Context, cfg Config) Selection {
+	cfg.defaults()
+	f := hotfixFlow(ctx, cfg)
+	sel := Selection{Path: cfg.BakedPath, Decision: f.decision, Env: f.features.Env()}
+	announce(cfg, f.decision)
+	if f.decision.Agent == hotfix.AgentHotfix {
+		applyEmbedded(ctx, cfg, cfg.HotfixPath)
+		sel.Path = cfg.HotfixPath
+	}
+	return sel
+}
+
+// flow is the hotfix flow up to the choice of agent.
+type flow struct {
+	features features.File
+	out      launched
+	decision hotfix.Decision
+}
+
+// hotfixFlow runs the steps before provisioning in the reference launcher's
+// order, each line of its output at the same moment: the feature flags,
+// check-hotfix when the flag is exactly "true", download-hotfix when the
+// pointer file exists (with the flag off too: a pointer from custom data
+// applies), then the choice.
+func hotfixFlow(ctx context.Context, cfg Config) flow {
+	var f flow
+	f.features = readFeatures(cfg.FeaturesPath, cfg.Stdout)
+	if f.features.HotfixEnabled() {
+		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer")
+		f.out.Check = cfg.CheckHotfix(ctx)
+		if f.out.Check.Failed {
+			say(cfg.Stdout, "ANC check-hotfix failed; continuing (fail-open)")
+		} else {
+			say(cfg.Stdout, "ANC check-hotfix completed; hotfix pointer refresh attempted")
+		}
+	} else if v, set := f.features.Values[features.HotfixKey]; set {
+		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX is %s, not exactly true; skipping check-hotfix", quote.Text(v))
+	}
+	if isFile(cfg.PointerPath) {
+		say(cfg.Stdout, "Found ANC hotfix config at %s; running download-hotfix", cfg.PointerPath)
+		f.out.Download = cfg.DownloadHotfix(ctx)
+		if f.out.Download.Failed {
+			say(cfg.Stdout, "ANC download-hotfix failed; binary selection follows")
+		} else {
+			say(cfg.Stdout, "ANC download-hotfix completed; binary selection follows")
+		}
+	}
+	f.decision = Choose(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys, Hotfix: cfg.HotfixPath})
+	f.out.Baked, f.out.Decision = cfg.Version, f.decision.Reason
+	return f
 }
 
 // launched is the report being built, and whether launch got as far as
@@ -219,32 +282,41 @@ type launched struct {
 	handedOver bool
 }
 
-// provisionWith provisions with the agent d chose, falling back to the baked
-// agent when the hotfix fails before its bootstrap starts, and fills in
-// the report.
-func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, hotfixPath string, p Provision, out *launched) int {
-	log := cfg.Log
+// announce says which agent d chose, in the reference's words, and records
+// it in the launcher's event and the log.
+func announce(cfg Config, d hotfix.Decision) {
 	if d.Agent != hotfix.AgentHotfix {
 		switch {
 		case d.Remove:
-			say(cfg.Stdout, "Not using hotfix binary %s: %s", hotfixPath, quote.Text(d.Detail))
+			say(cfg.Stdout, "Not using hotfix binary %s: %s", cfg.HotfixPath, quote.Text(d.Detail))
 		case d.Reason != hotfix.ReasonNoPointer:
 			say(cfg.Stdout, "No hotfix to run: %s", quote.Text(d.Detail))
 		}
 		say(cfg.Stdout, "Using VHD-baked binary: %s", cfg.BakedPath)
 		cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
-		log.Info("launch chose the baked agent", "reason", string(d.Reason), "detail", d.Detail)
+		cfg.Log.Info("launch chose the baked agent", "reason", string(d.Reason), "detail", d.Detail)
+		return
+	}
+	say(cfg.Stdout, "Hotfix binary accepted: %s", quote.Text(d.Detail))
+	say(cfg.Stdout, "Using hotfix binary: %s", cfg.HotfixPath)
+	cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=hotfix version=%s reason=%s", d.Target, d.Reason))
+	cfg.Log.Info("launch chose the hotfix agent", "version", d.Target.String(), "path", cfg.HotfixPath)
+}
+
+// provisionWith provisions with the agent d chose, falling back to the baked
+// agent when the hotfix fails before its bootstrap starts, and fills in
+// the report.
+func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provision, out *launched) int {
+	log := cfg.Log
+	announce(cfg, d)
+	if d.Agent != hotfix.AgentHotfix {
 		if !handOver(cfg, hotfix.AgentBaked) {
 			return provision.ExitFailFast
 		}
 		out.handedOver = true
 		out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
-		return cfg.Provision(ctx, p)
+		return sayDone(cfg.Stdout, cfg.Provision(ctx, p))
 	}
-	say(cfg.Stdout, "Hotfix binary accepted: %s", quote.Text(d.Detail))
-	say(cfg.Stdout, "Using hotfix binary: %s", hotfixPath)
-	cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=hotfix version=%s reason=%s", d.Target, d.Reason))
-	log.Info("launch chose the hotfix agent", "version", d.Target.String(), "path", hotfixPath)
 	if !handOver(cfg, hotfix.AgentHotfix) {
 		return provision.ExitFailFast
 	}
@@ -252,8 +324,8 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, hotfixPat
 	out.Hotfix = d.Target.String()
 	out.Agent, out.AgentVersion = hotfix.AgentHotfix, d.Target.String()
 
-	applyEmbedded(ctx, cfg, hotfixPath)
-	code, why := runHotfix(ctx, cfg, hotfixPath, p)
+	applyEmbedded(ctx, cfg, cfg.HotfixPath)
+	code, why := runHotfix(ctx, cfg, cfg.HotfixPath, p)
 	if why == "" {
 		return code
 	}
@@ -263,7 +335,18 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, hotfixPat
 	p.Fallback = why
 	out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
 	out.Fallback, out.FallbackReason = true, why
-	return cfg.Provision(ctx, p)
+	return sayDone(cfg.Stdout, cfg.Provision(ctx, p))
+}
+
+// sayDone prints the reference launcher's last line for provision's exit
+// code and returns it.
+func sayDone(w io.Writer, code int) int {
+	if code == 0 {
+		say(w, "aks-node-controller completed successfully")
+	} else {
+		say(w, "aks-node-controller exited with code %d", code)
+	}
+	return code
 }
 
 // handOver records, in launch.json, that this launch provisions from here
@@ -308,7 +391,8 @@ func applyEmbedded(ctx context.Context, cfg Config, path string) {
 	ctx, cancel := context.WithTimeout(ctx, applyEmbeddedTimeout)
 	defer cancel()
 	if _, err := proc.Run(ctx, proc.Cmd{Args: argv, Stdout: cfg.Stdout, Stderr: cfg.Stderr}); err != nil {
-		say(cfg.Stdout, "ANC apply-embedded-hotfix failed (continuing): %s", quote.Text(err.Error()))
+		say(cfg.Stdout, "ANC apply-embedded-hotfix failed")
+		say(cfg.Stdout, "apply-embedded-hotfix: %s; provisioning goes on (fail-open)", quote.Text(err.Error()))
 		cfg.Log.Warn("apply-embedded-hotfix failed; provisioning goes on (fail-open)", "err", err)
 		return
 	}
@@ -411,6 +495,15 @@ func watchPreflight(ctx context.Context, cfg Config, id string, cancel context.C
 			}
 		}
 	}
+}
+
+// ReadFeatures reads the feature flags as launch does (path, or the default
+// under root when empty), saying on out what it skipped.
+func ReadFeatures(path string, root layout.Root, out io.Writer) features.File {
+	if path == "" {
+		path = root.EnabledFeatures()
+	}
+	return readFeatures(path, out)
 }
 
 // readFeatures reads the flag file as data and logs what it skipped. A file

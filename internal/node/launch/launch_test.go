@@ -91,7 +91,12 @@ func startsBootstrap(rest string) string {
 
 func (n *node) launch() int {
 	n.t.Helper()
-	return Run(n.t.Context(), Config{
+	return Run(n.t.Context(), n.config())
+}
+
+// config is a launch of the node with recording steps.
+func (n *node) config() Config {
+	return Config{
 		Root: n.root, Version: baked, HostnameWait: -1, Stdout: &n.out, Stderr: &n.out, StartTimeout: 300 * time.Millisecond,
 		CheckHotfix: func(context.Context) report.Step {
 			n.calls = append(n.calls, "check-hotfix")
@@ -108,7 +113,7 @@ func (n *node) launch() int {
 			return 0
 		},
 		Event: func(level, msg string) { n.events = append(n.events, level+" "+msg) },
-	})
+	}
 }
 
 func TestRunGateAndFlags(t *testing.T) {
@@ -450,10 +455,121 @@ esac
 			}
 			want := "ANC apply-embedded-hotfix completed"
 			if exit != 0 {
-				want = "ANC apply-embedded-hotfix failed (continuing)"
+				want = "ANC apply-embedded-hotfix failed\n"
 			}
 			if !strings.Contains(n.out.String(), want) {
 				t.Errorf("output lacks %q:\n%s", want, n.out.String())
+			}
+		})
+	}
+}
+
+// TestSelectAgent: the helper script's flow runs the same steps and the same
+// decision as Run, applies the chosen hotfix's embedded payload, and never
+// provisions, reports or records a handover: the launcher that called it
+// provisions.
+func TestSelectAgent(t *testing.T) {
+	t.Parallel()
+	for _, staged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("hotfix-staged=%v", staged), func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			n.write(n.root.EnabledFeatures(), "ENABLE_PROVISIONING_HOTFIX=true\nMY_FLAG=on\n", 0o600)
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			calls := filepath.Join(string(n.root), "calls")
+			if staged {
+				n.write(n.root.HotfixBinary(), fmt.Sprintf("#!/bin/sh\necho \"$1\" >>%s\n[ \"$1\" = version ] && echo %s\nexit 0\n", calls, target), 0o755)
+			}
+			cfg := n.config()
+			sel := SelectAgent(n.t.Context(), cfg)
+			want, wantAgent := n.root.BakedBinary(), hotfix.AgentBaked
+			if staged {
+				want, wantAgent = n.root.HotfixBinary(), hotfix.AgentHotfix
+			}
+			if sel.Path != want || sel.Decision.Agent != wantAgent {
+				t.Errorf("SelectAgent = %s (%s), want %s\n%s", sel.Path, sel.Decision.Agent, want, n.out.String())
+			}
+			if env := []string{"ENABLE_PROVISIONING_HOTFIX=true", "MY_FLAG=on"}; !slices.Equal(sel.Env, env) {
+				t.Errorf("Env = %v, want %v", sel.Env, env)
+			}
+			if want := []string{"check-hotfix", "download-hotfix"}; !slices.Equal(n.calls, want) {
+				t.Errorf("calls = %v, want %v", n.calls, want)
+			}
+			if len(n.reports) != 0 {
+				t.Errorf("sent %d reports, want none", len(n.reports))
+			}
+			if _, err := os.Stat(n.root.LaunchRecord()); err == nil {
+				t.Error("recorded a handover; the caller's launcher provisions")
+			}
+			data, _ := os.ReadFile(calls)
+			if applied := strings.Contains(string(data), "apply-embedded-hotfix"); applied != staged {
+				t.Errorf("apply-embedded-hotfix run = %v, want %v (calls %q)", applied, staged, data)
+			}
+			if strings.Contains(string(data), "provision") && !strings.Contains(string(data), "apply-embedded") {
+				t.Errorf("the hotfix was asked to provision: %q", data)
+			}
+		})
+	}
+}
+
+// TestRunReferenceLogLines: the launcher lines the reference's e2e and log
+// queries look for, each at its moment.
+func TestRunReferenceLogLines(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                string
+		checkFails, dlFails bool
+		provisionCode       int
+		want, wantNot       []string
+	}{
+		{
+			name: "steps-succeed",
+			want: []string{
+				"ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer\n",
+				"ANC check-hotfix completed; hotfix pointer refresh attempted\n",
+				"Found ANC hotfix config at ",
+				"ANC download-hotfix completed; binary selection follows\n",
+				"Using VHD-baked binary: ",
+				"aks-node-controller completed successfully\n",
+			},
+			wantNot: []string{"failed"},
+		},
+		{
+			name: "steps-fail", checkFails: true, dlFails: true, provisionCode: 3,
+			want: []string{
+				"ANC check-hotfix failed; continuing (fail-open)\n",
+				"ANC download-hotfix failed; binary selection follows\n",
+				"aks-node-controller exited with code 3\n",
+			},
+			wantNot: []string{"completed successfully"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			n.write(n.root.EnabledFeatures(), "ENABLE_PROVISIONING_HOTFIX=true\n", 0o600)
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			cfg := n.config()
+			cfg.CheckHotfix = func(context.Context) report.Step { return report.Step{Outcome: "x", Failed: tt.checkFails} }
+			cfg.DownloadHotfix = func(context.Context) report.Step { return report.Step{Outcome: "y", Failed: tt.dlFails} }
+			cfg.Provision = func(context.Context, Provision) int { return tt.provisionCode }
+			if code := Run(n.t.Context(), cfg); code != tt.provisionCode {
+				t.Fatalf("Run = %d, want %d", code, tt.provisionCode)
+			}
+			out := n.out.String()
+			last := 0
+			for _, w := range tt.want {
+				i := strings.Index(out[last:], w)
+				if i < 0 {
+					t.Fatalf("output lacks %q after offset %d (in order):\n%s", w, last, out)
+				}
+				last += i + len(w)
+			}
+			for _, w := range tt.wantNot {
+				if strings.Contains(out, w) {
+					t.Errorf("output has %q:\n%s", w, out)
+				}
 			}
 		})
 	}

@@ -55,6 +55,9 @@ type Step struct {
 	// Route is download-hotfix's (direct, repository, package-manager, none).
 	Route   string
 	Elapsed time.Duration
+	// Failed is the step's own verdict (an Error-level outcome), which
+	// the launcher's log lines follow.
+	Failed bool
 }
 
 // Config says where to send.
