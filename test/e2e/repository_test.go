@@ -86,6 +86,16 @@ func TestIntegrationRepositoryRoute(t *testing.T) {
 	if b, err := os.ReadFile(called); err == nil {
 		t.Errorf("the package manager ran: %s", b)
 	}
+	// The agent-log lines the reference's e2e greps for.
+	agentLog, _ := os.ReadFile(n.Path("var/log/azure/aks-node-controller.log"))
+	for _, want := range []string{"downloading ANC hotfix", "downloaded ANC hotfix through authenticated repository fast path"} {
+		if !strings.Contains(string(agentLog), want) {
+			t.Errorf("agent log lacks %q:\n%s", want, agentLog)
+		}
+	}
+	if strings.Contains(string(agentLog), "falling back to package manager") {
+		t.Errorf("agent log says it fell back though the fast path worked:\n%s", agentLog)
+	}
 	if s.art.Hits() != 0 {
 		t.Errorf("a node without keys fetched %d times from the release's artifact server", s.art.Hits())
 	}

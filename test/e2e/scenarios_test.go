@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/tls"
 	"encoding/json"
@@ -460,4 +461,71 @@ func vmIn(t *testing.T, version string, percent int) string {
 	}
 	t.Fatalf("no vmId under %d%% for %s", percent, version)
 	return ""
+}
+
+// TestIntegrationLaterReferenceLaunchers: both later reference launcher
+// generations (test/launcher/reference/later-launcher.sh, reconstructed from
+// their contract) drive our agent through the hotfix flow helper the image
+// installs: the hotfix lpsd serves is chosen by Select and provisions, with
+// the reference's log lines. Without the helper the skipping generation
+// provisions with the baked agent and the strict one exits 1, which is why
+// packaging always installs it.
+func TestIntegrationLaterReferenceLaunchers(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	repo, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := filepath.Join(repo, "test/launcher/reference/later-launcher.sh")
+	s := newStack(t, stackOpts{})
+	s.publish(hotfix1, "", 100)
+	run := func(n *harness.Node, generation string) harness.LaunchResult {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		res, err := n.RunLauncherWith(ctx, harness.LaunchOptions{
+			Launcher: later, IMDSURL: s.imds.URL, LPSAddr: s.lpsd.GRPCAddr,
+			Env: []string{"SSL_CERT_FILE=" + s.lpsd.TLS.CAFile, "REFERENCE_GENERATION=" + generation},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for _, generation := range []string{"skipping", "strict"} {
+		t.Run(generation, func(t *testing.T) {
+			n := s.node(nodeOpts{})
+			res := run(n, generation)
+			expect(t, n, res, hotfix1, "lpsRead", "staged")
+			for _, want := range []string{
+				"ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer",
+				"ANC check-hotfix completed",
+				"Found ANC hotfix config at " + n.Path("opt/azure/containers/aks-node-controller-hotfix.json") + "; running download-hotfix",
+				"ANC download-hotfix completed",
+				"Using hotfix binary: " + n.Path("opt/azure/containers/aks-node-controller-hotfix"),
+				"ANC apply-embedded-hotfix completed",
+				"aks-node-controller completed successfully",
+			} {
+				if !strings.Contains(res.Output, want) {
+					t.Errorf("launcher output lacks %q:\n%s", want, res.Output)
+				}
+			}
+			if e, ok := n.EventWith("Provision", "Completed"); !ok || e.Version != hotfix1 {
+				t.Errorf("Provision event = %+v, want one from agent %s", e, hotfix1)
+			}
+
+			bare := s.node(nodeOpts{})
+			if err := os.Remove(bare.Path("opt/azure/containers/aks-node-controller-hotfix.sh")); err != nil {
+				t.Fatal(err)
+			}
+			res = run(bare, generation)
+			if generation == "strict" {
+				if res.ExitCode != 1 || !strings.Contains(res.Output, "Missing ANC hotfix flow script: ") {
+					t.Errorf("strict launcher without the helper: exit %d, want 1 with its message\n%s", res.ExitCode, res.Output)
+				}
+				return
+			}
+			expect(t, bare, res, bakedVersion, "", "")
+		})
+	}
 }

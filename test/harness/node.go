@@ -37,6 +37,9 @@ type NodeOptions struct {
 	Bootstrap string
 }
 
+// HotfixHelper is the hotfix flow helper script, relative to the repository.
+const HotfixHelper = "deploy/node/aks-node-controller-hotfix.sh"
+
 // Node is a node root on disk.
 type Node struct {
 	Root string
@@ -97,6 +100,19 @@ func NewNode(dir string, o NodeOptions) (*Node, error) {
 		return nil, err
 	}
 	if err := os.WriteFile(n.Path("opt/azure/containers/aks-node-controller"), baked, 0o755); err != nil {
+		return nil, err
+	}
+	// The hotfix flow helper, which the image always installs beside the
+	// launcher (make install-node): later reference launchers source it.
+	repo, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	helper, err := os.ReadFile(filepath.Join(repo, HotfixHelper))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(n.Path("opt/azure/containers/aks-node-controller-hotfix.sh"), helper, 0o755); err != nil {
 		return nil, err
 	}
 	return n, nil

@@ -242,6 +242,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		return res
 	}
 	log.Info("hotfix requested", "version", d.Target.String(), "source", string(d.Source), "staged", string(d.Reason))
+	// The reference's e2e and log queries look for these messages in the
+	// agent log: "downloading ANC hotfix", then "downloaded ANC hotfix
+	// through authenticated repository fast path" and never "falling back
+	// to package manager" when the repository route staged it.
+	log.Info("downloading ANC hotfix", "version", d.Target.String(), "keys", f.Trust.Keys)
 	var err error
 	if f.Trust.Keys {
 		res.Route = RouteDirect
@@ -251,8 +256,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		res.Route = RouteRepository
 		err = stageFromRepository(ctx, cfg, log, d.Target)
 		var ie *pkgrepo.IntegrityError
-		if err != nil && !errors.As(err, &ie) && !errors.Is(err, errStaging) {
-			log.Warn("repository route unavailable; installing with the package manager", "err", err)
+		switch {
+		case err == nil:
+			log.Info("downloaded ANC hotfix through authenticated repository fast path", "version", d.Target.String())
+		case !errors.As(err, &ie) && !errors.Is(err, errStaging):
+			log.Warn("authenticated repository fast path unavailable; falling back to package manager", "err", err)
 			res.Route, res.RepositoryErr = RoutePackageManager, err
 			err = stageFromPackage(ctx, cfg, log, d.Target)
 		}
