@@ -33,6 +33,7 @@ func commands() []command {
 		{"check-hotfix", "ask the live-patching service for the hotfix pointer and stage it (always exits 0)", runCheckHotfix},
 		{"download-hotfix", "stage the verified hotfix agent the pointer names, or remove one that no longer applies", runDownloadHotfix},
 		{"explain", "say what the hotfix path would do on this node and why (local files only)", runExplain},
+		{"live-patching", "print the configuration the live-patching service serves this node for a component (an operator's probe: failures exit 1)", runLivePatching},
 		{"launch", "provision the node as the launcher does: feature flags, check-hotfix, download-hotfix, the agent choice, provision", runLaunch},
 		{"provision", "run the node bootstrap and record provision.json / provision.complete", runProvision},
 		{"provision-wait", "wait for provisioning to complete and print provision.json", runProvisionWait},

@@ -20,7 +20,6 @@ import (
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/hotfix"
-	"nodehotfix/internal/imds"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/nodeconfig"
@@ -167,37 +166,24 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 // fetch resolves the target, gets the attested document and calls the
 // service. Errors other than *lpsclient.Error are eligible for fallback.
 func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
-	configPath, nbcPath := cfg.Root.NodeConfig(), cfg.Root.NBCCmd()
-	target, err := nodeconfig.ResolveTarget(configPath, nbcPath)
-	if err != nil {
-		return "", fmt.Errorf("resolve live-patching target: %w", err)
-	}
-	if target.Source == nodeconfig.SourceNBCCmd {
-		if _, err := os.Stat(configPath); errors.Is(err, fs.ErrNotExist) {
-			log.Info("node config not found, trying nbc-cmd.sh fallback", "path", configPath)
+	t, token, source, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
+	if source == nodeconfig.SourceNBCCmd {
+		if _, err := os.Stat(cfg.Root.NodeConfig()); errors.Is(err, fs.ErrNotExist) {
+			log.Info("node config not found, trying nbc-cmd.sh fallback", "path", cfg.Root.NodeConfig())
 		} else {
-			log.Info("node config lacks the API server name, trying nbc-cmd.sh fallback", "path", configPath)
+			log.Info("node config lacks the API server name, trying nbc-cmd.sh fallback", "path", cfg.Root.NodeConfig())
 		}
-		log.Info("loaded LPS target from nbc-cmd.sh fallback", "host", target.Host)
+		if err == nil {
+			log.Info("loaded LPS target from nbc-cmd.sh fallback", "host", t.Host)
+		}
 	}
-	roots, err := target.CertPool()
 	if err != nil {
 		return "", err
 	}
-
-	imdsURL := cfg.IMDSURL
-	if imdsURL == "" {
-		imdsURL = imds.DefaultURL
-	}
-	token, err := imds.NewClient(imdsURL).AttestedSignature(ctx)
-	if err != nil {
-		return "", err
-	}
-
 	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)
 	defer cancel()
-	log.Info("check-hotfix LPS gRPC dial", "dialHost", target.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
-	t := lpsclient.Target{Host: target.Host, Addr: cfg.LPSAddr, Roots: roots, Reports: cfg.Reports}
+	log.Info("check-hotfix LPS gRPC dial", "dialHost", t.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
+	t.Reports = cfg.Reports
 	if v, err := hotfix.ParseVersion(cfg.Version); err == nil {
 		t.Base = v.Base()
 	}

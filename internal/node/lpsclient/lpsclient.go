@@ -55,6 +55,9 @@ type Target struct {
 	// (launch), sent as ReportsMetadata "1" with Base: such a node may take
 	// a seat of a canary of its base's release.
 	Reports bool
+	// Component is the component whose configuration Fetch asks for;
+	// empty means Component, the agent's.
+	Component string
 }
 
 // Metadata keys of Target.Base and Target.Reports (lps.BaseMetadata and
@@ -104,13 +107,22 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Fetch calls GetComponentConfig for Component with the attested-document
-// token in the "authorization" metadata and returns the config text. ctx
-// bounds connect, handshake and call. Errors are *Error.
+// Fetch calls GetComponentConfig for t's component with the
+// attested-document token in the "authorization" metadata and returns the
+// config text. ctx bounds connect, handshake and call. Errors are *Error.
 func Fetch(ctx context.Context, t Target, token string) (string, error) {
-	conn, vr, err := connect(t, token)
+	resp, err := FetchResponse(ctx, t, token)
 	if err != nil {
 		return "", err
+	}
+	return resp.GetConfig(), nil
+}
+
+// FetchResponse is Fetch returning the whole response.
+func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetComponentConfigResponse, error) {
+	conn, vr, err := connect(t, token)
+	if err != nil {
+		return nil, err
 	}
 	defer conn.Close()
 	if t.Base != "" {
@@ -119,11 +131,15 @@ func Fetch(ctx context.Context, t Target, token string) (string, error) {
 			ctx = metadata.AppendToOutgoingContext(ctx, ReportsMetadata, "1")
 		}
 	}
-	resp, err := lpsv1.NewLivePatchingServiceClient(conn).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
-	if err != nil {
-		return "", callError(err, vr)
+	component := t.Component
+	if component == "" {
+		component = Component
 	}
-	return resp.GetConfig(), nil
+	resp, err := lpsv1.NewLivePatchingServiceClient(conn).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: component})
+	if err != nil {
+		return nil, callError(err, vr)
+	}
+	return resp, nil
 }
 
 // Report sends one provisioning outcome report (nodehotfix.node.v1) over

@@ -15,10 +15,8 @@ import (
 
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 	"nodehotfix/internal/hotfix"
-	"nodehotfix/internal/imds"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
-	"nodehotfix/internal/node/nodeconfig"
 )
 
 // Timeout bounds a report, metadata service included: it runs after
@@ -77,23 +75,11 @@ func Send(ctx context.Context, cfg Config, o Outcome) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	target, err := nodeconfig.ResolveTarget(cfg.Root.NodeConfig(), cfg.Root.NBCCmd())
-	if err != nil {
-		return false, fmt.Errorf("resolve live-patching target: %w", err)
-	}
-	roots, err := target.CertPool()
+	t, token, _, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
 	if err != nil {
 		return false, err
 	}
-	url := cfg.IMDSURL
-	if url == "" {
-		url = imds.DefaultURL
-	}
-	token, err := imds.NewClient(url).AttestedSignature(ctx)
-	if err != nil {
-		return false, err
-	}
-	return lpsclient.Report(ctx, lpsclient.Target{Host: target.Host, Addr: cfg.LPSAddr, Roots: roots}, token, request(boot, o))
+	return lpsclient.Report(ctx, t, token, request(boot, o))
 }
 
 func request(boot string, o Outcome) *nodev1.ReportOutcomeRequest {
