@@ -33,7 +33,7 @@ build: ## build every binary into bin/ (VERSION=YYYYMM.DD.PATCH stamps the agent
 	done
 
 .PHONY: embed-hotfix
-embed-hotfix: ## put script hotfix payloads (PAYLOADS=DIR of nodecustomdata_<platform>.yml) into the agent for the next build; PAYLOADS= clears them
+embed-hotfix: ## put script hotfix payloads (PAYLOADS=DIR: the reference's generated directory of rendered_nodecustomdata_<platform>.yml) into the agent for the next build; PAYLOADS= clears them
 	@if [ -n "$(PAYLOADS)" ]; then go run ./cmd/embed-hotfix -from "$(PAYLOADS)"; else go run ./cmd/embed-hotfix -clear; fi
 
 .PHONY: install-node

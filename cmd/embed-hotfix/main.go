@@ -1,15 +1,21 @@
 // Command embed-hotfix puts script hotfix payloads into the agent's source
 // tree, where the next build of aks-node-controller embeds them
-// (internal/node/embedhotfix):
+// (internal/node/embedhotfix, in the reference's scripthotfix/generated
+// layout):
 //
-//	embed-hotfix -from DIR [-to DIR]   copy DIR's nodecustomdata_<platform>.yml and mark them active
+//	embed-hotfix -from DIR [-to DIR]   copy DIR's payloads and mark them active
 //	embed-hotfix -clear [-to DIR]      remove every payload: the agent carries none
 //
 // DIR holds one rendered nodecustomdata document per platform (ubuntu,
-// mariner). Every payload is parsed and checked as the agent will before
-// any is copied, so a bad one is refused here, not on a node. -to defaults
-// to the package's payload directory. `make embed-hotfix PAYLOADS=DIR`
-// runs it. Exit codes: 0 done, 1 a bad payload or a failed write, 2 usage.
+// mariner, acl, azlosguard, flatcar). It may be the reference's generated
+// directory as it is (rendered_nodecustomdata_<platform>.yml, and an
+// "active" file, which must then say "true"), or this project's earlier
+// layout (nodecustomdata_<platform>.yml), which is copied under the
+// reference's names. Every payload is parsed and checked as the agent will
+// (scripts.Embedded) before any is copied, so a bad one is refused here,
+// not on a node. -to defaults to the package's payload directory. `make
+// embed-hotfix PAYLOADS=DIR` runs it. Exit codes: 0 done, 1 a bad payload or
+// a failed write, 2 usage.
 package main
 
 import (
@@ -33,8 +39,8 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("embed-hotfix", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	from := fs.String("from", "", "`directory` of rendered nodecustomdata_<platform>.yml payloads")
-	to := fs.String("to", filepath.Join("internal", "node", "embedhotfix", "payloads"), "the agent's payload `directory`")
+	from := fs.String("from", "", "`directory` of rendered_nodecustomdata_<platform>.yml payloads (the reference's generated directory)")
+	to := fs.String("to", filepath.Join("internal", "node", "embedhotfix", filepath.FromSlash(embedhotfix.Dir)), "the agent's payload `directory`")
 	clear := fs.Bool("clear", false, "remove every payload and the active marker")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -56,6 +62,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// earlierPrefix is the payload prefix of this project's earlier layout.
+const earlierPrefix = "nodecustomdata_"
+
 // embed checks every payload in from, then copies them to to and marks
 // them active.
 func embed(from, to string, stdout io.Writer) error {
@@ -66,22 +75,40 @@ func embed(from, to string, stdout io.Writer) error {
 	payloads := map[string][]byte{}
 	for _, e := range entries {
 		name := e.Name()
-		platform, ok := strings.CutPrefix(strings.TrimSuffix(name, ".yml"), "nodecustomdata_")
-		if !ok || !strings.HasSuffix(name, ".yml") || !slices.Contains(embedhotfix.Platforms, platform) {
-			return fmt.Errorf("%s: not a payload; want nodecustomdata_<platform>.yml, platform one of %v", filepath.Join(from, name), embedhotfix.Platforms)
+		if name == embedhotfix.ActiveFile {
+			active, err := capfile.Read(filepath.Join(from, name), 64)
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(string(active)) != "true" {
+				return fmt.Errorf("%s says %q: the payloads are not meant to apply; remove it or make it say true", filepath.Join(from, name), active)
+			}
+			continue
+		}
+		base, ok := strings.CutSuffix(name, embedhotfix.PayloadSuffix)
+		platform, found := strings.CutPrefix(base, embedhotfix.PayloadPrefix)
+		if !found {
+			platform, found = strings.CutPrefix(base, earlierPrefix)
+		}
+		if !ok || !found || !slices.Contains(embedhotfix.Platforms, platform) {
+			return fmt.Errorf("%s: not a payload; want %s<platform>%s, platform one of %v", filepath.Join(from, name), embedhotfix.PayloadPrefix, embedhotfix.PayloadSuffix, embedhotfix.Platforms)
+		}
+		target := embedhotfix.PayloadName(platform)
+		if _, dup := payloads[target]; dup {
+			return fmt.Errorf("%s: a second payload for %s", filepath.Join(from, name), platform)
 		}
 		data, err := capfile.Read(filepath.Join(from, name), scripts.MaxInputSize)
 		if err != nil {
 			return err
 		}
-		files, err := scripts.Parse(data)
+		files, err := scripts.Parse(data, scripts.Embedded)
 		if err != nil {
 			return fmt.Errorf("%s: %w", filepath.Join(from, name), err)
 		}
 		if len(files) == 0 {
 			return fmt.Errorf("%s: no write_files entries", filepath.Join(from, name))
 		}
-		payloads[name] = data
+		payloads[target] = data
 		fmt.Fprintf(stdout, "%s: %d files for %s\n", name, len(files), platform)
 	}
 	if len(payloads) == 0 {

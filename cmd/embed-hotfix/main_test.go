@@ -25,14 +25,22 @@ write_files:
 func TestEmbedThenApply(t *testing.T) {
 	t.Parallel()
 	from, to := t.TempDir(), t.TempDir()
-	os.WriteFile(filepath.Join(from, "nodecustomdata_ubuntu.yml"), []byte(good), 0o600)
+	// The reference's generated directory as it is.
+	os.WriteFile(filepath.Join(from, "rendered_nodecustomdata_ubuntu.yml"), []byte(good), 0o600)
+	os.WriteFile(filepath.Join(from, "rendered_nodecustomdata_flatcar.yml"), []byte(good), 0o600)
+	os.WriteFile(filepath.Join(from, "active"), []byte("true\n"), 0o600)
 	var out, errOut bytes.Buffer
 	if code := run([]string{"-from", from, "-to", to}, &out, &errOut); code != 0 {
 		t.Fatalf("embed = %d: %s", code, errOut.String())
 	}
+	if _, err := os.Stat(filepath.Join(to, "rendered_nodecustomdata_flatcar.yml")); err != nil {
+		t.Errorf("flatcar payload not copied: %v", err)
+	}
 	root := layout.Root(t.TempDir())
 	os.MkdirAll(filepath.Join(string(root), "etc"), 0o755)
+	os.MkdirAll(filepath.Join(string(root), "opt/azure/containers"), 0o755)
 	os.WriteFile(filepath.Join(string(root), "etc/os-release"), []byte("ID=ubuntu\n"), 0o644)
+	os.WriteFile(filepath.Join(string(root), "opt/azure/containers/provision.sh"), []byte("old\n"), 0o755)
 	if res := embedhotfix.Apply(root, os.DirFS(to)); res.Outcome != embedhotfix.Applied {
 		t.Fatalf("Apply of the embedded payloads = %s", res.Message())
 	}
@@ -40,10 +48,22 @@ func TestEmbedThenApply(t *testing.T) {
 		t.Errorf("provision.sh = %q", data)
 	}
 
+	// This project's earlier layout is taken under the reference's names.
+	earlier := t.TempDir()
+	os.WriteFile(filepath.Join(earlier, "nodecustomdata_mariner.yml"), []byte(good), 0o600)
+	if code := run([]string{"-from", earlier, "-to", to}, &out, &errOut); code != 0 {
+		t.Fatalf("embed of the earlier layout = %d: %s", code, errOut.String())
+	}
+	if _, err := os.Stat(filepath.Join(to, "rendered_nodecustomdata_mariner.yml")); err != nil {
+		t.Errorf("earlier layout not renamed: %v", err)
+	}
+
 	for name, content := range map[string]string{
-		"nodecustomdata_ubuntu.yml":  "write_files:\n- path: relative/x\n  content: x\n",
-		"nodecustomdata_windows.yml": good,
-		"nodecustomdata_mariner.yml": "#cloud-config\nbootcmd: []\n",
+		"rendered_nodecustomdata_ubuntu.yml":  "write_files:\n- path: relative/x\n  content: x\n",
+		"rendered_nodecustomdata_windows.yml": good,
+		"rendered_nodecustomdata_mariner.yml": "#cloud-config\nbootcmd: []\n",
+		"rendered_nodecustomdata_acl.yml":     "write_files:\n- path: /x\n  content: no permissions\n",
+		"active":                              "false\n",
 	} {
 		bad := t.TempDir()
 		os.WriteFile(filepath.Join(bad, name), []byte(content), 0o600)

@@ -466,8 +466,8 @@ func applyScripts(cfg Config, p hotfix.Pointer, log *slog.Logger) string {
 	}
 	if err == nil {
 		var files []scripts.File
-		if files, err = scripts.Parse(data); err == nil {
-			err = scripts.Apply(string(cfg.Root), files)
+		if files, err = scripts.Parse(data, scripts.Options{}); err == nil {
+			err = scripts.Apply(string(cfg.Root), files, scripts.Options{})
 		}
 	}
 	if err != nil {

@@ -1,13 +1,16 @@
 // Package embedhotfix carries script hotfixes inside the agent binary and
-// applies them: per distribution a rendered nodecustomdata document whose
+// applies them: per platform a rendered nodecustomdata document whose
 // write_files entries replace the provisioning scripts, so a scripts fix
 // travels with the agent instead of in custom data (whose 64 KiB limit the
 // reference is leaving behind). The legacy scripts_version path stays.
 //
-// The payloads are payloads/nodecustomdata_<platform>.yml, platform
-// "ubuntu" (os-release ID ubuntu) or "mariner" (ID azurelinux), the names
-// the reference uses, and they apply only while payloads/active says
-// "true". cmd/embed-hotfix puts them there before the build.
+// The layout is the reference's: scripthotfix/generated holds
+// rendered_nodecustomdata_<platform>.yml for the platforms Platform
+// classifies, applied only while its "active" file says "true" (after
+// trimming). cmd/embed-hotfix puts them there before the build. A payload
+// is applied with the reference's options (scripts.Embedded: strict,
+// replace-only, permissions required, no unsafe path, no empty content),
+// all or nothing.
 package embedhotfix
 
 import (
@@ -28,12 +31,16 @@ import (
 
 // embedded is the agent's own payload directory, as built.
 //
-//go:embed payloads
+//go:embed scripthotfix/generated
 var embedded embed.FS
+
+// Dir is the payload directory inside the agent's source, and inside the
+// embedded file system.
+const Dir = "scripthotfix/generated"
 
 // Payloads returns the payloads this binary carries.
 func Payloads() fs.FS {
-	sub, err := fs.Sub(embedded, "payloads")
+	sub, err := fs.Sub(embedded, Dir)
 	if err != nil {
 		panic(err) // the directory is embedded: it exists
 	}
@@ -44,28 +51,33 @@ func Payloads() fs.FS {
 const (
 	// ActiveFile gates the payloads: they apply only when it says "true".
 	ActiveFile = "active"
-	// payloadPrefix and payloadSuffix frame a platform's payload name.
-	payloadPrefix = "nodecustomdata_"
-	payloadSuffix = ".yml"
+	// PayloadPrefix and PayloadSuffix frame a platform's payload name.
+	PayloadPrefix = "rendered_nodecustomdata_"
+	PayloadSuffix = ".yml"
 )
 
 // PayloadName returns the file name of platform's payload.
-func PayloadName(platform string) string { return payloadPrefix + platform + payloadSuffix }
+func PayloadName(platform string) string { return PayloadPrefix + platform + PayloadSuffix }
 
-// Platforms are the platforms a payload may be for.
-var Platforms = []string{"ubuntu", "mariner"}
+// Platforms are the platforms a payload may be for, the reference's.
+var Platforms = []string{"ubuntu", "mariner", "acl", "azlosguard", "flatcar"}
 
-// Platform returns the payload platform for the node's distribution, or ""
-// when the distribution takes no script hotfix: Azure Container Linux,
-// OSGuard and Flatcar are immutable, and a Mariner 2 node (ID mariner) has
-// no rendered payload.
+// Platform returns the payload platform for the node's distribution, in the
+// reference's order: VARIANT_ID osguard is azlosguard; VARIANT_ID or ID
+// azurecontainerlinux is acl; then ID ubuntu, flatcar, and mariner or
+// azurelinux (mariner). Any other distribution gets "": it takes no script
+// hotfix.
 func Platform(osr osrelease.OSRelease) string {
 	switch {
-	case osr.VariantID == "osguard" || osr.VariantID == "azurecontainerlinux":
-		return ""
+	case osr.VariantID == "osguard":
+		return "azlosguard"
+	case osr.VariantID == "azurecontainerlinux" || osr.ID == "azurecontainerlinux":
+		return "acl"
 	case osr.ID == "ubuntu":
 		return "ubuntu"
-	case osr.ID == "azurelinux":
+	case osr.ID == "flatcar":
+		return "flatcar"
+	case osr.ID == "mariner" || osr.ID == "azurelinux":
 		return "mariner"
 	}
 	return ""
@@ -79,7 +91,7 @@ const (
 	Applied       Outcome = "applied"       // the payload's files were written
 	Inactive      Outcome = "inactive"      // no active marker saying "true": nothing to do
 	NoPayload     Outcome = "noPayload"     // active, but no payload for this platform
-	UnsupportedOS Outcome = "unsupportedOS" // the distribution takes no script hotfix
+	UnsupportedOS Outcome = "unsupportedOS" // a distribution no platform is for
 	Failed        Outcome = "failed"        // a bad payload or a failed write
 )
 
@@ -119,11 +131,17 @@ const maxActiveSize = 64
 //  2. the platform from the node's os-release (UnsupportedOS, or Failed when
 //     os-release cannot be read);
 //  3. nothing without that platform's payload (NoPayload);
-//  4. the whole payload is parsed and checked (scripts.Parse) before
-//     anything is written, so a bad payload writes nothing (Failed);
-//  5. the payload is written to opt/azure/containers/embedded-nodecustomdata.yml
-//     (mode 0600, atomically), then each of its files replaced atomically
-//     with its mode (scripts.Apply).
+//  4. the whole payload is parsed and checked (scripts.Parse with
+//     scripts.Embedded) and every target checked before anything is
+//     written, so a bad payload writes nothing (Failed);
+//  5. each of its files is replaced atomically with its mode, all or
+//     nothing (scripts.Apply), then the payload is kept at
+//     opt/azure/containers/embedded-nodecustomdata.yml (mode 0600).
+//
+// The reference fails, where this says Inactive, UnsupportedOS or
+// NoPayload, on a missing marker, an unknown distribution and a platform
+// without a payload; both launchers carry on either way, and an agent
+// without payloads for this node is not broken.
 func Apply(root layout.Root, payloads fs.FS) Result {
 	active, err := readCapped(payloads, ActiveFile, maxActiveSize)
 	switch {
@@ -149,19 +167,22 @@ func Apply(root layout.Root, payloads fs.FS) Result {
 	case err != nil:
 		return Result{Outcome: Failed, Platform: platform, Err: err}
 	}
-	files, err := scripts.Parse(data)
+	files, err := scripts.Parse(data, scripts.Embedded)
 	if err != nil {
 		return Result{Outcome: Failed, Platform: platform, Err: fmt.Errorf("payload %s: %w", PayloadName(platform), err)}
 	}
+	if err := scripts.Apply(string(root), files, scripts.Embedded); err != nil {
+		return Result{Outcome: Failed, Platform: platform, Err: err}
+	}
+	// The copy records what was applied, as the reference keeps one; it
+	// comes last so that a refused payload leaves no trace.
 	dst := root.EmbeddedNodeCustomData()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return Result{Outcome: Failed, Platform: platform, Err: err}
+	err = os.MkdirAll(filepath.Dir(dst), 0o755)
+	if err == nil {
+		err = atomicfile.WriteFile(dst, data, 0o600)
 	}
-	if err := atomicfile.WriteFile(dst, data, 0o600); err != nil {
-		return Result{Outcome: Failed, Platform: platform, Err: fmt.Errorf("write %s: %w", dst, err)}
-	}
-	if err := scripts.Apply(string(root), files); err != nil {
-		return Result{Outcome: Failed, Platform: platform, Err: err}
+	if err != nil {
+		return Result{Outcome: Failed, Platform: platform, Files: len(files), Err: fmt.Errorf("payload applied, but its copy at %s was not written: %w", dst, err)}
 	}
 	return Result{Outcome: Applied, Platform: platform, Files: len(files)}
 }

@@ -41,11 +41,11 @@ write_files:
 }
 
 // nodeWith returns a node root whose os-release says osRelease, with an old
-// provision.sh of mode 0600.
+// provision.sh of mode 0600 and an old provision_source.sh.
 func nodeWith(t *testing.T, osRelease string) layout.Root {
 	t.Helper()
 	root := layout.Root(t.TempDir())
-	for path, data := range map[string]string{"etc/os-release": osRelease, "opt/azure/containers/provision.sh": "old\n"} {
+	for path, data := range map[string]string{"etc/os-release": osRelease, "opt/azure/containers/provision.sh": "old\n", "opt/azure/containers/provision_source.sh": "old source\n"} {
 		p := filepath.Join(string(root), path)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -55,6 +55,11 @@ func nodeWith(t *testing.T, osRelease string) layout.Root {
 		}
 	}
 	return root
+}
+
+// on is an active payload directory holding data for platform.
+func on(platform, data string) fstest.MapFS {
+	return fstest.MapFS{"active": {Data: []byte("true\n")}, PayloadName(platform): {Data: []byte(data)}}
 }
 
 func TestApply(t *testing.T) {
@@ -67,20 +72,27 @@ func TestApply(t *testing.T) {
 		want      Outcome
 		platform  string
 	}{
-		{"ubuntu", "ID=ubuntu\nVERSION_ID=\"22.04\"\n", fstest.MapFS{"active": {Data: []byte("true\n")}, "nodecustomdata_ubuntu.yml": {Data: []byte(good)}}, Applied, "ubuntu"},
-		{"azure-linux", "ID=azurelinux\nVERSION_ID=3.0\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_mariner.yml": {Data: []byte(good)}}, Applied, "mariner"},
-		{"no-marker", "ID=ubuntu\n", fstest.MapFS{"nodecustomdata_ubuntu.yml": {Data: []byte(good)}}, Inactive, ""},
-		{"marker-false", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("false\n")}, "nodecustomdata_ubuntu.yml": {Data: []byte(good)}}, Inactive, ""},
-		{"other-platform-only", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_mariner.yml": {Data: []byte(good)}}, NoPayload, "ubuntu"},
-		{"container-linux", "ID=azurelinux\nVARIANT_ID=azurecontainerlinux\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_mariner.yml": {Data: []byte(good)}}, UnsupportedOS, "azurelinux"},
-		{"osguard", "ID=azurelinux\nVARIANT_ID=osguard\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_mariner.yml": {Data: []byte(good)}}, UnsupportedOS, "azurelinux"},
-		{"mariner-2", "ID=mariner\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_mariner.yml": {Data: []byte(good)}}, UnsupportedOS, "mariner"},
-		{"flatcar", "ID=flatcar\n", fstest.MapFS{"active": {Data: []byte("true")}}, UnsupportedOS, "flatcar"},
+		{"ubuntu", "ID=ubuntu\nVERSION_ID=\"22.04\"\n", on("ubuntu", good), Applied, "ubuntu"},
+		{"azure-linux", "ID=azurelinux\nVERSION_ID=3.0\n", on("mariner", good), Applied, "mariner"},
+		{"mariner-2", "ID=mariner\n", on("mariner", good), Applied, "mariner"},
+		{"container-linux-variant", "ID=azurelinux\nVARIANT_ID=azurecontainerlinux\n", on("acl", good), Applied, "acl"},
+		{"container-linux-id", "ID=azurecontainerlinux\n", on("acl", good), Applied, "acl"},
+		{"osguard", "ID=azurelinux\nVARIANT_ID=osguard\n", on("azlosguard", good), Applied, "azlosguard"},
+		{"flatcar", "ID=flatcar\n", on("flatcar", good), Applied, "flatcar"},
+		{"no-marker", "ID=ubuntu\n", fstest.MapFS{PayloadName("ubuntu"): {Data: []byte(good)}}, Inactive, ""},
+		{"marker-false", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("false\n")}, PayloadName("ubuntu"): {Data: []byte(good)}}, Inactive, ""},
+		{"marker-padded", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("  true \n\n")}, PayloadName("ubuntu"): {Data: []byte(good)}}, Applied, "ubuntu"},
+		{"other-platform-only", "ID=ubuntu\n", on("mariner", good), NoPayload, "ubuntu"},
+		{"earlier-layout-name", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_ubuntu.yml": {Data: []byte(good)}}, NoPayload, "ubuntu"},
+		{"unknown-distribution", "ID=debian\n", on("ubuntu", good), UnsupportedOS, "debian"},
 		{"no-os-release", "", fstest.MapFS{"active": {Data: []byte("true")}}, Failed, ""},
-		{"relative-path", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_ubuntu.yml": {Data: []byte(good + "- path: ../etc/shadow\n  content: x\n")}}, Failed, "ubuntu"},
-		{"unknown-encoding", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_ubuntu.yml": {Data: []byte(good + "- path: /etc/x\n  encoding: rot13\n  content: x\n")}}, Failed, "ubuntu"},
-		{"not-yaml", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_ubuntu.yml": {Data: []byte("write_files: [\n")}}, Failed, "ubuntu"},
-		{"oversized", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("true")}, "nodecustomdata_ubuntu.yml": {Data: bytes.Repeat([]byte("#"), 5<<20)}}, Failed, "ubuntu"},
+		{"relative-path", "ID=ubuntu\n", on("ubuntu", good+"- path: ../etc/shadow\n  permissions: \"0644\"\n  content: x\n"), Failed, "ubuntu"},
+		{"unknown-encoding", "ID=ubuntu\n", on("ubuntu", good+"- path: /etc/x\n  permissions: \"0644\"\n  encoding: rot13\n  content: x\n"), Failed, "ubuntu"},
+		{"adds-a-file", "ID=ubuntu\n", on("ubuntu", good+"- path: /opt/azure/containers/new.sh\n  permissions: \"0744\"\n  content: x\n"), Failed, "ubuntu"},
+		{"no-permissions", "ID=ubuntu\n", on("ubuntu", good+"- path: /opt/azure/containers/provision.sh\n  content: x\n"), Failed, "ubuntu"},
+		{"unknown-key", "ID=ubuntu\n", on("ubuntu", strings.Replace(good, "owner: root", "owner: root\n  mode: x", 1)), Failed, "ubuntu"},
+		{"not-yaml", "ID=ubuntu\n", on("ubuntu", "write_files: [\n"), Failed, "ubuntu"},
+		{"oversized", "ID=ubuntu\n", fstest.MapFS{"active": {Data: []byte("true")}, PayloadName("ubuntu"): {Data: bytes.Repeat([]byte("#"), 5<<20)}}, Failed, "ubuntu"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

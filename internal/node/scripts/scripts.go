@@ -3,7 +3,11 @@
 //
 // Parse validates and decodes every entry before Apply writes any, so a bad
 // entry means nothing is written; each file is then replaced atomically, with
-// its mode applied to new and existing files alike.
+// its mode applied to new and existing files alike, and a failure part way
+// restores every file already written to what was there. Permissions are
+// read exactly as cloud-init reads them (see parsePermissions). Options add
+// the checks of the reference's embedded payloads (strict, replace-only,
+// required permissions, no unsafe paths, no empty content).
 package scripts
 
 import (
@@ -16,7 +20,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -46,30 +49,58 @@ type File struct {
 	Content []byte
 }
 
+// Options are the checks a payload's producer asks for. The zero value is
+// custom data's (the scripts_version path); Embedded is what the
+// reference applies to the payloads an agent carries.
+type Options struct {
+	// Strict refuses an entry key cloud-init does not know, and defer
+	// (writing in cloud-init's final stage has no meaning here).
+	Strict bool
+	// RequirePermissions refuses an entry without permissions.
+	RequirePermissions bool
+	// RejectEmptyContent refuses an entry whose decoded content is empty.
+	RejectEmptyContent bool
+	// ReplaceOnly makes Apply refuse a path where no regular file exists
+	// yet: a payload replaces provisioning scripts, it adds none.
+	ReplaceOnly bool
+	// RejectUnsafePaths makes Apply refuse a path through a symlink or
+	// onto anything but a regular file, instead of replacing what is
+	// there.
+	RejectUnsafePaths bool
+}
+
+// Embedded is the reference's apply options for embedded payloads.
+var Embedded = Options{Strict: true, RequirePermissions: true, RejectEmptyContent: true, ReplaceOnly: true, RejectUnsafePaths: true}
+
 // entry is a write_files item as cloud-init spells it.
 type entry struct {
-	Path        string `yaml:"path"`
-	Owner       string `yaml:"owner"`
-	Permissions string `yaml:"permissions"`
-	Encoding    string `yaml:"encoding"`
+	Path        string    `yaml:"path"`
+	Owner       string    `yaml:"owner"`
+	Permissions yaml.Node `yaml:"permissions"`
+	Encoding    string    `yaml:"encoding"`
 	// Content is the raw text, or the bytes a !!binary tag decoded.
 	Content string `yaml:"content"`
 	Append  bool   `yaml:"append"`
+	Defer   bool   `yaml:"defer"`
 	Source  any    `yaml:"source"`
 }
 
+// entryKeys are the write_files keys cloud-init knows.
+var entryKeys = map[string]bool{"path": true, "owner": true, "permissions": true, "encoding": true, "content": true, "append": true, "defer": true, "source": true}
+
 type cloudConfig struct {
-	WriteFiles []entry `yaml:"write_files"`
+	WriteFiles []yaml.Node `yaml:"write_files"`
 }
 
 // Parse decodes the write_files entries of cloud-config data and validates
 // each: an absolute path without "..", an owner that is empty, root or
-// root:root, octal permissions without special bits (default 0644), and a
-// cloud-init encoding (plain, gzip/gz, base64/b64 or gz+b64 and its
-// spellings). Entries that append or fetch from a source, and two entries for
-// one path, are refused. Data without write_files yields no files. The first
-// invalid entry fails the whole parse.
-func Parse(data []byte) ([]File, error) {
+// root:root, permissions as cloud-init reads them without special bits
+// (default 0644), and a cloud-init encoding (plain, gzip/gz, base64/b64 or
+// gz+b64 and its spellings). Entries that append or fetch from a source, and
+// two entries for one path, are refused, and o's checks apply. Data without
+// write_files yields no files. The first invalid entry fails the whole
+// parse.
+func Parse(data []byte, o Options) ([]File, error) {
 	if len(data) > MaxInputSize {
 		return nil, fmt.Errorf("parse custom data: %d bytes, more than %d", len(data), MaxInputSize)
 	}
@@ -80,8 +111,12 @@ func Parse(data []byte) ([]File, error) {
 	files := make([]File, 0, len(cc.WriteFiles))
 	seen := make(map[string]bool, len(cc.WriteFiles))
 	total := 0
-	for i, e := range cc.WriteFiles {
-		f, err := e.decode(maxTotalSize - total)
+	for i, n := range cc.WriteFiles {
+		var e entry
+		if err := n.Decode(&e); err != nil {
+			return nil, fmt.Errorf("parse write_files[%d]: %w", i, err)
+		}
+		f, err := e.decode(&n, o, maxTotalSize-total)
 		if err != nil {
 			return nil, fmt.Errorf("parse write_files[%d] %q: %w", i, e.Path, err)
 		}
@@ -95,7 +130,17 @@ func Parse(data []byte) ([]File, error) {
 	return files, nil
 }
 
-func (e entry) decode(budget int) (File, error) {
+func (e entry) decode(n *yaml.Node, o Options, budget int) (File, error) {
+	if o.Strict {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if k := n.Content[i].Value; !entryKeys[k] {
+				return File{}, fmt.Errorf("unknown key %q", k)
+			}
+		}
+		if e.Defer {
+			return File{}, errors.New("defer is not supported")
+		}
+	}
 	if err := checkPath(e.Path); err != nil {
 		return File{}, err
 	}
@@ -110,13 +155,26 @@ func (e entry) decode(budget int) (File, error) {
 	if e.Source != nil {
 		return File{}, errors.New("source is not supported")
 	}
-	mode, err := parseMode(e.Permissions)
-	if err != nil {
-		return File{}, err
+	mode := fs.FileMode(defaultMode)
+	if e.Permissions.Kind != 0 {
+		m, err := parsePermissions(&e.Permissions)
+		switch {
+		case err == nil:
+			mode = m
+		case !errors.Is(err, errNoPermissions):
+			return File{}, err
+		case o.RequirePermissions:
+			return File{}, errors.New("permissions are required")
+		}
+	} else if o.RequirePermissions {
+		return File{}, errors.New("permissions are required")
 	}
 	content, err := decodeContent(e.Encoding, []byte(e.Content), min(maxFileSize, budget))
 	if err != nil {
 		return File{}, err
+	}
+	if o.RejectEmptyContent && len(content) == 0 {
+		return File{}, errors.New("content is empty")
 	}
 	return File{Path: filepath.Clean(e.Path), Mode: mode, Content: content}, nil
 }
@@ -140,29 +198,6 @@ func checkPath(p string) error {
 		}
 	}
 	return nil
-}
-
-// parseMode parses permissions as octal, as cloud-init does for strings; an
-// unquoted YAML number is taken by its digits, so 0644 and 644 agree.
-func parseMode(s string) (fs.FileMode, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return defaultMode, nil
-	}
-	digits := strings.TrimPrefix(strings.TrimPrefix(s, "0o"), "0O")
-	n, err := strconv.ParseUint(digits, 8, 32)
-	if err != nil {
-		return 0, fmt.Errorf("permissions %q: not an octal mode", s)
-	}
-	if n > 0o7777 {
-		return 0, fmt.Errorf("permissions %q: out of range", s)
-	}
-	// atomicfile applies only the permission bits; refusing setuid, setgid
-	// and sticky beats silently dropping them.
-	if n > 0o777 {
-		return 0, fmt.Errorf("permissions %q: setuid, setgid and sticky bits are not supported", s)
-	}
-	return fs.FileMode(n), nil
 }
 
 // decodeContent applies a cloud-init encoding to the YAML content bytes.
@@ -224,24 +259,140 @@ func gunzip(b []byte, limit int) ([]byte, error) {
 }
 
 // Apply writes files under root (a file's path P lands at root/P), creating
-// parent directories with mode 0755. Each file is replaced atomically and
-// gets its Mode even if it existed with another. Every path is checked
-// before the first write; a failure while writing leaves earlier files
-// written and later ones untouched.
-func Apply(root string, files []File) error {
+// parent directories with mode 0755, all or nothing. Every path is checked,
+// with o's checks, and what is there kept, before the first write; each
+// file is then replaced atomically and gets its Mode even if it existed
+// with another. If a write fails, every file already written is put back as
+// it was (removed if it was not there), and the error says whether that
+// worked.
+func Apply(root string, files []File, o Options) error {
+	kept := make([]prior, 0, len(files))
+	budget := maxTotalSize
 	for _, f := range files {
 		if err := checkPath(f.Path); err != nil {
 			return fmt.Errorf("apply %q: %w", f.Path, err)
 		}
-	}
-	for _, f := range files {
-		dst := filepath.Join(root, f.Path)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		p, err := keep(root, f.Path, o, budget)
+		if err != nil {
 			return fmt.Errorf("apply %s: %w", f.Path, err)
 		}
-		if err := atomicfile.WriteFile(dst, f.Content, f.Mode); err != nil {
-			return fmt.Errorf("apply %s: %w", f.Path, err)
+		budget -= len(p.content)
+		kept = append(kept, p)
+	}
+	for i, f := range files {
+		dst := filepath.Join(root, f.Path)
+		err := os.MkdirAll(filepath.Dir(dst), 0o755)
+		if err == nil {
+			err = atomicfile.WriteFile(dst, f.Content, f.Mode)
+		}
+		if err != nil {
+			err = fmt.Errorf("apply %s: %w", f.Path, err)
+			// The failed write was atomic: only the files before it changed.
+			if rerr := restore(kept[:i]); rerr != nil {
+				return errors.Join(err, fmt.Errorf("restore the files written before it: %w", rerr))
+			}
+			return fmt.Errorf("%w; the %d files written before it were restored", err, i)
 		}
 	}
 	return nil
+}
+
+// prior is what was at a path before Apply: a regular file's content and
+// mode, a symlink's target, or nothing.
+type prior struct {
+	dst     string
+	was     was
+	content []byte
+	mode    fs.FileMode
+	link    string
+}
+
+// was is the kind of thing a path held before Apply.
+type was int
+
+const (
+	wasFile was = iota
+	wasSymlink
+	wasNothing
+)
+
+// keep checks what is at root/path (and, with RejectUnsafePaths, every
+// directory on the way) and keeps a copy to restore.
+func keep(root, path string, o Options, budget int) (prior, error) {
+	dst := filepath.Join(root, path)
+	if o.RejectUnsafePaths {
+		dir := root
+		for _, part := range strings.Split(strings.Trim(filepath.Dir(path), "/"), "/") {
+			if part == "" {
+				continue
+			}
+			dir = filepath.Join(dir, part)
+			fi, err := os.Lstat(dir)
+			if errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if err != nil {
+				return prior{}, err
+			}
+			if !fi.IsDir() {
+				return prior{}, fmt.Errorf("%s is not a directory (%v): unsafe path", dir, fi.Mode().Type())
+			}
+		}
+	}
+	fi, err := os.Lstat(dst)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if o.ReplaceOnly {
+			return prior{}, errors.New("no such file to replace (a payload replaces files, it adds none)")
+		}
+		return prior{dst: dst, was: wasNothing}, nil
+	case err != nil:
+		return prior{}, err
+	case fi.Mode().IsRegular():
+		if fi.Size() > int64(budget) {
+			return prior{}, fmt.Errorf("existing file of %d bytes is too large to keep for a restore", fi.Size())
+		}
+		content, err := os.ReadFile(dst)
+		if err != nil {
+			return prior{}, err
+		}
+		return prior{dst: dst, content: content, mode: fi.Mode().Perm()}, nil
+	case o.RejectUnsafePaths || o.ReplaceOnly:
+		return prior{}, fmt.Errorf("not a regular file (%v): unsafe path", fi.Mode().Type())
+	case fi.Mode()&fs.ModeSymlink != 0:
+		// Replaced, never followed; a restore puts the link back.
+		link, err := os.Readlink(dst)
+		if err != nil {
+			return prior{}, err
+		}
+		return prior{dst: dst, was: wasSymlink, link: link}, nil
+	}
+	return prior{}, fmt.Errorf("not a regular file (%v)", fi.Mode().Type())
+}
+
+// restore puts every kept path back, last written first.
+func restore(kept []prior) error {
+	var errs []error
+	for i := len(kept) - 1; i >= 0; i-- {
+		p := kept[i]
+		var err error
+		switch p.was {
+		case wasNothing:
+			if err = os.Remove(p.dst); errors.Is(err, fs.ErrNotExist) {
+				err = nil
+			}
+		case wasSymlink:
+			tmp := p.dst + ".restore-link"
+			os.Remove(tmp)
+			if err = os.Symlink(p.link, tmp); err == nil {
+				err = os.Rename(tmp, p.dst)
+			}
+		default:
+			err = atomicfile.WriteFile(p.dst, p.content, p.mode)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.dst, err))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,7 +128,7 @@ bootcmd:
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Parse([]byte(tt.in))
+			got, err := Parse([]byte(tt.in), Options{})
 			if err != nil {
 				t.Fatalf("Parse: %v", err)
 			}
@@ -174,7 +175,7 @@ func TestParseRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got, err := Parse([]byte(tt.in)); err == nil {
+			if got, err := Parse([]byte(tt.in), Options{}); err == nil {
 				t.Errorf("Parse = %d files, want an error", len(got))
 			}
 		})
@@ -190,7 +191,7 @@ func TestParseTotalSizeCapped(t *testing.T) {
 	for i := range maxTotalSize/maxFileSize + 1 {
 		in.WriteString("- path: /f" + string(rune('a'+i)) + "\n  encoding: gz+b64\n  content: " + part + "\n")
 	}
-	if _, err := Parse([]byte(in.String())); err == nil {
+	if _, err := Parse([]byte(in.String()), Options{}); err == nil {
 		t.Error("Parse = nil, want an error past the total size cap")
 	}
 }
@@ -202,6 +203,12 @@ func readTree(t *testing.T, root string) map[string]string {
 		if err != nil || d.IsDir() {
 			return err
 		}
+		rel, _ := filepath.Rel(root, p)
+		if d.Type()&fs.ModeSymlink != 0 {
+			l, err := os.Readlink(p)
+			got[rel] = "-> " + l
+			return err
+		}
 		fi, err := d.Info()
 		if err != nil {
 			return err
@@ -210,7 +217,6 @@ func readTree(t *testing.T, root string) map[string]string {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, p)
 		got[rel] = fi.Mode().String() + " " + string(b)
 		return nil
 	})
@@ -236,11 +242,11 @@ func TestApply(t *testing.T) {
   content: new
 - path: /etc/new/dir/x.conf
   content: conf
-`))
+`), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(root, files); err != nil {
+	if err := Apply(root, files, Options{}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	want := map[string]string{
@@ -266,7 +272,7 @@ func TestApplySymlinkReplacedNotFollowed(t *testing.T) {
 	if err := os.Symlink(victim, filepath.Join(root, "x.sh")); err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(root, []File{{Path: "/x.sh", Mode: 0o755, Content: []byte("new")}}); err != nil {
+	if err := Apply(root, []File{{Path: "/x.sh", Mode: 0o755, Content: []byte("new")}}, Options{}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "root:x:0:0" {
@@ -289,7 +295,7 @@ func TestParseThenApplyBadEntryWritesNothing(t *testing.T) {
 - path: /opt/azure/containers/c.sh
   content: c
 `)
-	files, err := Parse(in)
+	files, err := Parse(in, Options{})
 	if err == nil {
 		t.Fatalf("Parse = %d files, want an error for the non-root owner", len(files))
 	}
@@ -298,7 +304,7 @@ func TestParseThenApplyBadEntryWritesNothing(t *testing.T) {
 	if err := Apply(root, []File{
 		{Path: "/opt/azure/containers/a.sh", Mode: 0o644, Content: []byte("a")},
 		{Path: "relative", Mode: 0o644},
-	}); err == nil {
+	}, Options{}); err == nil {
 		t.Error("Apply with a relative path = nil, want an error")
 	}
 	if got := readTree(t, root); len(got) != 0 {
@@ -309,15 +315,147 @@ func TestParseThenApplyBadEntryWritesNothing(t *testing.T) {
 func TestApplyNoFiles(t *testing.T) {
 	t.Parallel()
 	root := t.TempDir()
-	files, err := Parse([]byte("#cloud-config\nruncmd: [reboot]\n"))
+	files, err := Parse([]byte("#cloud-config\nruncmd: [reboot]\n"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(root, files); err != nil {
+	if err := Apply(root, files, Options{}); err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
 	if got := readTree(t, root); len(got) != 0 {
 		t.Errorf("tree = %v, want empty", got)
+	}
+}
+
+// TestParsePermissionsAsCloudInit: permissions mean what cloud-init makes of
+// them (PyYAML's YAML 1.1 types, then util.decode_perms), and what it could
+// not decode, or decodes to a mode no script needs, is refused.
+func TestParsePermissionsAsCloudInit(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]fs.FileMode{
+		`420`: 0o644, `0644`: 0o644, `"0644"`: 0o644, `'644'`: 0o644, `"0o755"`: 0o755, `0o755`: 0o755,
+		`0x1ed`: 0o755, `0b111101101`: 0o755, `493.9`: 0o755, `0_644`: 0o644, `" 0644 "`: 0o644, `!!str 0600`: 0o600,
+		`"6_4_4"`: 0o644, `"+644"`: 0o644, `0`: 0, `"0"`: 0,
+	} {
+		files, err := Parse([]byte("write_files:\n- path: /x\n  permissions: "+in+"\n"), Options{})
+		if err != nil || len(files) != 1 || files[0].Mode != want {
+			t.Errorf("permissions %s = %v, %v; want %#o", in, files, err, want)
+		}
+	}
+	for _, in := range []string{
+		`644`,       // decimal 644 is 0o1204: the sticky bit
+		`"0789"`,    // int('0789', 8) fails: cloud-init would fall back to its default
+		`rwxr-xr-x`, // likewise
+		`true`,      // a bool is an int to Python: mode 1
+		`"-644"`, `-420`, `1:30`, `.inf`, `1e3`, `"0x1ed"`, `"6__44"`, `[644]`, `{a: 1}`, `"4755"`, `017777`,
+	} {
+		if files, err := Parse([]byte("write_files:\n- path: /x\n  permissions: "+in+"\n"), Options{}); err == nil {
+			t.Errorf("permissions %s = %v, want an error", in, files)
+		}
+	}
+	// Null is cloud-init's "not set": the default, unless permissions are
+	// required.
+	for _, in := range []string{"~", "null", ""} {
+		doc := "write_files:\n- path: /x\n  content: x\n  permissions: " + in + "\n"
+		if files, err := Parse([]byte(doc), Options{}); err != nil || files[0].Mode != 0o644 {
+			t.Errorf("permissions %q = %v, %v; want the default", in, files, err)
+		}
+		if _, err := Parse([]byte(doc), Embedded); err == nil {
+			t.Errorf("permissions %q accepted where they are required", in)
+		}
+	}
+}
+
+// TestParseEmbeddedOptions: the reference's checks for embedded payloads.
+func TestParseEmbeddedOptions(t *testing.T) {
+	t.Parallel()
+	ok := "write_files:\n- path: /opt/azure/containers/x.sh\n  permissions: \"0744\"\n  content: hi\n"
+	if _, err := Parse([]byte(ok), Embedded); err != nil {
+		t.Fatalf("a good payload: %v", err)
+	}
+	for name, in := range map[string]string{
+		"unknown-key":    "write_files:\n- path: /x\n  permissions: \"0744\"\n  content: hi\n  mode: 1\n",
+		"defer":          "write_files:\n- path: /x\n  permissions: \"0744\"\n  content: hi\n  defer: true\n",
+		"no-permissions": "write_files:\n- path: /x\n  content: hi\n",
+		"empty-content":  "write_files:\n- path: /x\n  permissions: \"0744\"\n  content: \"\"\n",
+		"no-content":     "write_files:\n- path: /x\n  permissions: \"0744\"\n",
+	} {
+		if _, err := Parse([]byte(in), Embedded); err == nil {
+			t.Errorf("%s: accepted under Embedded", name)
+		}
+		if name != "unknown-key" && name != "defer" {
+			if _, err := Parse([]byte(in), Options{}); err != nil {
+				t.Errorf("%s: refused without the option: %v", name, err)
+			}
+		}
+	}
+}
+
+// TestApplyAllOrNothing: a write that fails part way puts back every file
+// written before it, new ones removed, a replaced symlink restored.
+func TestApplyAllOrNothing(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "opt/azure/containers")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "a.sh"), []byte("old a"), 0o700)
+	os.Symlink("/etc/passwd", filepath.Join(dir, "link"))
+	before := readTree(t, root)
+	err := Apply(root, []File{
+		{Path: "/opt/azure/containers/a.sh", Mode: 0o755, Content: []byte("new a")},
+		{Path: "/opt/azure/containers/b.sh", Mode: 0o755, Content: []byte("new b")},
+		{Path: "/opt/azure/containers/link", Mode: 0o644, Content: []byte("not a link")},
+		{Path: "/opt/azure/containers/d", Mode: 0o644, Content: []byte("d")},
+		// d is a file by now: this write fails, after four others.
+		{Path: "/opt/azure/containers/d/x", Mode: 0o644, Content: []byte("x")},
+	}, Options{})
+	if err == nil || !strings.Contains(err.Error(), "restored") {
+		t.Fatalf("Apply = %v, want the failure and the restore", err)
+	}
+	if after := readTree(t, root); !maps.Equal(after, before) {
+		t.Errorf("tree after a failed apply = %v, want %v", after, before)
+	}
+	if fi, _ := os.Stat(filepath.Join(dir, "a.sh")); fi.Mode().Perm() != 0o700 {
+		t.Errorf("a.sh mode = %v, want its old 0700", fi.Mode())
+	}
+	if l, err := os.Readlink(filepath.Join(dir, "link")); err != nil || l != "/etc/passwd" {
+		t.Errorf("link = %q, %v; want the old symlink back", l, err)
+	}
+}
+
+// TestApplyReplaceOnlyAndUnsafePaths: under Embedded a payload only replaces
+// regular files that exist, never through a symlinked directory, and a
+// refusal writes nothing.
+func TestApplyReplaceOnlyAndUnsafePaths(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "opt/azure/containers")
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "a.sh"), []byte("old"), 0o644)
+	elsewhere := t.TempDir()
+	os.WriteFile(filepath.Join(elsewhere, "b.sh"), []byte("outside"), 0o644)
+	os.Symlink(elsewhere, filepath.Join(dir, "linkdir"))
+	os.Symlink(filepath.Join(dir, "a.sh"), filepath.Join(dir, "alink.sh"))
+	good := File{Path: "/opt/azure/containers/a.sh", Mode: 0o755, Content: []byte("new")}
+	for name, bad := range map[string]File{
+		"missing":        {Path: "/opt/azure/containers/new.sh", Mode: 0o755, Content: []byte("x")},
+		"through-a-link": {Path: "/opt/azure/containers/linkdir/b.sh", Mode: 0o755, Content: []byte("x")},
+		"onto-a-link":    {Path: "/opt/azure/containers/alink.sh", Mode: 0o755, Content: []byte("x")},
+		"onto-a-dir":     {Path: "/opt/azure", Mode: 0o755, Content: []byte("x")},
+	} {
+		before := readTree(t, root)
+		if err := Apply(root, []File{good, bad}, Embedded); err == nil {
+			t.Errorf("%s: Apply = nil, want a refusal", name)
+		}
+		if after := readTree(t, root); !maps.Equal(after, before) {
+			t.Errorf("%s: a refused apply changed the tree", name)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(elsewhere, "b.sh")); string(b) != "outside" {
+		t.Errorf("wrote through a symlinked directory: %q", b)
+	}
+	if err := Apply(root, []File{good}, Embedded); err != nil {
+		t.Fatalf("replacing an existing file: %v", err)
 	}
 }
 
@@ -328,7 +466,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("a: &a [*a, *a]\nwrite_files: *a\n"))
 	f.Add([]byte("write_files:\n- {path: /../x, owner: root:root, permissions: 0o7777}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		files, err := Parse(data)
+		files, err := Parse(data, Options{})
 		if err != nil {
 			return
 		}

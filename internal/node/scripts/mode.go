@@ -1,0 +1,124 @@
+package scripts
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// cloud-init loads custom data with PyYAML, whose YAML 1.1 resolver types a
+// plain (unquoted) scalar, and then reads write_files permissions by type
+// (util.decode_perms): an integer is the mode as it stands (420 is 0644, and
+// 0644 is octal in YAML 1.1, so 420 too), a float is truncated to one, and
+// anything else is converted to text and parsed as octal the way Python's
+// int(text, 8) does. These patterns are the resolver's, so a payload means
+// here what it means to cloud-init.
+var (
+	yaml11Int   = regexp.MustCompile(`^[-+]?(?:0b[0-1_]+|0[0-7_]+|0|[1-9][0-9_]*|0x[0-9a-fA-F_]+)$`)
+	yaml11Sexa  = regexp.MustCompile(`^[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+$`)
+	yaml11Float = regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
+	yaml11Bool  = regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
+	yaml11Null  = regexp.MustCompile(`^(?:~|null|Null|NULL|)$`)
+	// pythonOctal is what int(text, 8) accepts once it strips whitespace:
+	// a sign, an optional 0o prefix, and octal digits with single
+	// underscores between them.
+	pythonOctal = regexp.MustCompile(`^[-+]?(?:0[oO])?_?[0-7](?:_?[0-7])*$`)
+)
+
+// errNoPermissions is a permissions key that cloud-init reads as absent
+// (null): it would apply its default.
+var errNoPermissions = errors.New("permissions not set")
+
+// parsePermissions reads a write_files permissions value as cloud-init does.
+// Where cloud-init would log "Undecodable permissions" and fall back to its
+// default, or would apply a mode no provisioning script needs (setuid,
+// setgid, sticky, a negative number, a boolean read as 1 or 0), it is an
+// error: a payload that does not say what it means is refused whole.
+func parsePermissions(n *yaml.Node) (fs.FileMode, error) {
+	if n.Kind != yaml.ScalarNode {
+		return 0, errors.New("permissions: not a scalar")
+	}
+	v := n.Value
+	quoted := n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0
+	if quoted || n.Style&yaml.TaggedStyle != 0 && n.Tag == "!!str" {
+		return octalText(v)
+	}
+	switch {
+	case yaml11Null.MatchString(v):
+		return 0, errNoPermissions
+	case yaml11Bool.MatchString(v):
+		return 0, fmt.Errorf("permissions %s: a boolean, not a mode", v)
+	case yaml11Int.MatchString(v):
+		i, err := strconv.ParseInt(yaml11IntText(v), 0, 64)
+		if err != nil {
+			return 0, fmt.Errorf("permissions %s: %w", v, err)
+		}
+		return checkMode(v, i)
+	case yaml11Sexa.MatchString(v):
+		return 0, fmt.Errorf("permissions %s: a base-60 number, not a mode", v)
+	case yaml11Float.MatchString(v):
+		f, err := strconv.ParseFloat(strings.ReplaceAll(v, "_", ""), 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return 0, fmt.Errorf("permissions %s: not a mode", v)
+		}
+		return checkMode(v, int64(f))
+	}
+	return octalText(v)
+}
+
+// yaml11IntText rewrites a YAML 1.1 integer for strconv's base prefixes:
+// underscores go, and a leading 0 means octal ("0644" is 0o644).
+func yaml11IntText(v string) string {
+	v = strings.ReplaceAll(v, "_", "")
+	sign := ""
+	if v[0] == '+' || v[0] == '-' {
+		sign, v = v[:1], v[1:]
+	}
+	if len(v) > 1 && v[0] == '0' && v[1] != 'x' && v[1] != 'b' {
+		v = "0o" + v[1:]
+	}
+	return sign + v
+}
+
+// octalText is Python's int(text, 8), which cloud-init applies to any
+// permissions value that is not a number.
+func octalText(v string) (fs.FileMode, error) {
+	t := strings.TrimSpace(v)
+	if !pythonOctal.MatchString(t) {
+		return 0, fmt.Errorf("permissions %q: not an octal mode", v)
+	}
+	sign := int64(1)
+	switch t[0] {
+	case '-':
+		sign, t = -1, t[1:]
+	case '+':
+		t = t[1:]
+	}
+	t = strings.TrimPrefix(strings.TrimPrefix(t, "0o"), "0O")
+	u, err := strconv.ParseInt(strings.ReplaceAll(t, "_", ""), 8, 64)
+	if err != nil {
+		return 0, fmt.Errorf("permissions %q: %w", v, err)
+	}
+	return checkMode(v, sign*u)
+}
+
+// checkMode refuses what the agent will not apply: atomicfile applies only
+// the permission bits, and refusing setuid, setgid and sticky beats
+// silently dropping them.
+func checkMode(v string, m int64) (fs.FileMode, error) {
+	switch {
+	case m < 0:
+		return 0, fmt.Errorf("permissions %q: negative", v)
+	case m > 0o7777:
+		return 0, fmt.Errorf("permissions %q: out of range", v)
+	case m > 0o777:
+		return 0, fmt.Errorf("permissions %q (mode %#o): setuid, setgid and sticky bits are not supported", v, m)
+	}
+	return fs.FileMode(m), nil
+}
