@@ -22,6 +22,8 @@ Commands:
 	                 applies
 	explain          say what launch would do on this node and why, step by
 	                 step, from local files only (--json for machines)
+	live-patching    print the configuration the live-patching service serves
+	                 this node for a component (below)
 	provision        run the node bootstrap; record provision.json and
 	                 provision.complete
 	provision-wait   wait for provision.complete; print provision.json
@@ -67,7 +69,7 @@ can fail it:
     PATH" or "Using VHD-baked binary: PATH" and records a Launcher event;
  7. provision: with the baked agent in this process, or with the hotfix:
     first `<hotfix> apply-embedded-hotfix [--root R]` as the reference
-    launcher runs it (at most 2 min; a failure is logged and provisioning
+    launcher runs it (within its 1 min budget; a failure is logged and provisioning
     goes on; the scripts it wrote stay if the hotfix then falls back), then
     `<hotfix> provision [--provision-config=F] [--nbc-cmd=F] [--root R]`,
     and exit with its code.
@@ -101,10 +103,54 @@ provision's exit code and the durations. A failed report is logged and
 changes nothing. Nodes that chose the baked agent are their base's control
 cohort. With the flag off nothing is sent.
 
-launch flags, besides the common ones: --bin-path (the baked agent; the
-hotfix is <bin-path>-hotfix), --hotfix-json, --provision-config, --nbc-cmd,
---features (paths, default under --root), --release-keys, --artifact-ca,
---hostname-wait, --check-budget, --download-budget.
+launch flags, besides the common ones: --bin-path (the baked agent),
+--hotfix-bin (default <bin-path>-hotfix), --hotfix-json, --provision-config,
+--nbc-cmd, --features (paths, default under --root), --release-keys,
+--artifact-ca, --hostname-wait, --check-budget, --download-budget,
+--select-only, --features-only, --result-fd.
+
+# live-patching
+
+`aks-node-controller live-patching [--json] [--timeout D] COMPONENT` asks the
+live-patching service, as check-hotfix does (the node config's target and
+cluster CA, an attested document, this image's base), for COMPONENT's
+configuration (aksNodeController, localDNS, ...) and prints the raw config
+on stdout with no trailing newline; an empty config prints nothing. --json
+prints the whole response ({"componentName", "config"}) and a newline. It is
+an operator's probe, not fail-open: every failure exits 1 with the reason on
+stderr, NotFound and the other codes check-hotfix treats as "no hotfix"
+included; usage errors exit 2. --timeout (default 30s) bounds it whole.
+
+Log lines. launch prints, at the same moments, the lines the reference's
+launcher prints and its e2e and log queries look for:
+"ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix
+pointer", "ANC check-hotfix completed; hotfix pointer refresh attempted" or
+"ANC check-hotfix failed; continuing (fail-open)", "Found ANC hotfix config at
+PATH; running download-hotfix", "ANC download-hotfix completed; binary
+selection follows" (or failed), "Using hotfix binary: PATH" or "Using
+VHD-baked binary: PATH", "ANC apply-embedded-hotfix completed" (or failed),
+and "aks-node-controller completed successfully" or "aks-node-controller
+exited with code N". download-hotfix logs "downloading ANC hotfix" to the
+agent log, then "downloaded ANC hotfix through authenticated repository fast
+path" when the repository route staged it, or "... falling back to package
+manager" when it could not.
+
+The hotfix flow helper. Later reference launchers source
+/opt/azure/containers/aks-node-controller-hotfix.sh (HOTFIX_FLOW_SCRIPT
+overrides the path; one generation exits 1 without it, so packaging always
+installs it beside the launcher: make install-node), call
+`anc_run_hotfix_flow BIN HOTFIX_BIN HOTFIX_JSON FEATURES_PATH` and provision
+with "$ANC_HOTFIX_SELECTED_BIN" themselves. The helper is a shim over
+`BIN launch --select-only --result-fd=3`, which runs steps 3 to 6 above and,
+once the hotfix is chosen, its apply-embedded-hotfix, with the same lines,
+and provisions nothing, waits for no hostname and sends no report. On fd 3
+it writes one record a line: "flag KEY=VALUE" for each accepted feature flag
+(the helper exports them, as the reference's exports the file's pairs, so
+the bootstrap that the launcher's provision starts sees them; refused keys
+never are) and "selected PATH". Without --result-fd the selected agent is
+the last line of stdout. `launch --features-only` reads the flags alone
+(anc_hotfix_read_feature_flags). Fail-open in every branch: a missing, old
+or crashing agent leaves the baked agent selected.
 
 The shim maps the reference launcher's environment onto these flags
 (BIN_PATH, HOTFIX_JSON, CONFIG_PATH, NBC_CMD_PATH, FEATURES_PATH; NODE_ROOT,
@@ -191,7 +237,7 @@ Exit codes:
 	     be installed or the outcome is a policy decision (no hotfix,
 	     untrusted, revoked, busy)
 	1    error (download-hotfix staging failed, provision-wait timed out, an
-	     unexpected argument)
+	     unexpected argument, any live-patching failure)
 	2    usage error (unknown command or flag)
 	N    launch and provision: the bootstrap's exit code (240 when it could
 	     not start; 128+signal when a hotfix agent was killed after it
@@ -203,6 +249,7 @@ Files (under --root):
 	opt/azure/containers/aks-node-controller-config.json   node config (read)
 	opt/azure/containers/aks-node-controller-nbc-cmd.sh    bootstrap command (read)
 	opt/azure/containers/enabled_features.sh               feature flags (launch reads, as data)
+	opt/azure/containers/aks-node-controller-hotfix.sh     the hotfix flow helper later reference launchers source (installed with the launcher)
 	opt/azure/containers/aks-node-controller-hotfix.json   hotfix pointer (check-hotfix writes, download-hotfix reads; a symlink is refused)
 	opt/azure/containers/aks-node-controller-release-keys.pub  trusted release keys (read)
 	opt/azure/containers/aks-node-controller-hotfix        staged hotfix agent (download-hotfix writes or removes)

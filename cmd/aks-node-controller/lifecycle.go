@@ -61,13 +61,9 @@ func (t task[R]) run(ctx context.Context, root layout.Root, log *slog.Logger, wo
 	return res
 }
 
-// applyEmbeddedBudget bounds apply-embedded-hotfix: a few files written
-// locally.
-const applyEmbeddedBudget = time.Minute
-
 func applyEmbeddedTask() task[embedhotfix.Result] {
 	return task[embedhotfix.Result]{
-		name: "apply-embedded-hotfix", event: event.TaskApplyEmbedded, budget: applyEmbeddedBudget,
+		name: "apply-embedded-hotfix", event: event.TaskApplyEmbedded, budget: embedhotfix.Budget,
 		onPanic: func(v any) embedhotfix.Result {
 			return embedhotfix.Result{Outcome: embedhotfix.Failed, Err: fmt.Errorf("panic: %v", v)}
 		},

@@ -463,28 +463,29 @@ func vmIn(t *testing.T, version string, percent int) string {
 	return ""
 }
 
-// TestIntegrationLaterReferenceLaunchers: both later reference launcher
-// generations (test/launcher/reference/later-launcher.sh, reconstructed from
-// their contract) drive our agent through the hotfix flow helper the image
-// installs: the hotfix lpsd serves is chosen by Select and provisions, with
-// the reference's log lines. Without the helper the skipping generation
-// provisions with the baked agent and the strict one exits 1, which is why
-// packaging always installs it.
-func TestIntegrationLaterReferenceLaunchers(t *testing.T) {
+// TestIntegrationReferenceLaunchers: every generation of the reference
+// launcher (test/launcher/reference/launcher.sh, reconstructed from its
+// contract) drives our agent: the August one runs its subcommands inline,
+// the later two through the hotfix flow helper the image installs. The
+// hotfix lpsd serves provisions, chosen by Select, with the reference's log
+// lines. Without the helper the skipping generation provisions with the
+// baked agent and the strict one exits 1, which is why packaging always
+// installs it.
+func TestIntegrationReferenceLaunchers(t *testing.T) {
 	integration(t)
 	t.Parallel()
 	repo, err := harness.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	later := filepath.Join(repo, "test/launcher/reference/later-launcher.sh")
+	launcher := filepath.Join(repo, "test/launcher/reference/launcher.sh")
 	s := newStack(t, stackOpts{})
 	s.publish(hotfix1, "", 100)
 	run := func(n *harness.Node, generation string) harness.LaunchResult {
 		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 		defer cancel()
 		res, err := n.RunLauncherWith(ctx, harness.LaunchOptions{
-			Launcher: later, IMDSURL: s.imds.URL, LPSAddr: s.lpsd.GRPCAddr,
+			Launcher: launcher, IMDSURL: s.imds.URL, LPSAddr: s.lpsd.GRPCAddr,
 			Env: []string{"SSL_CERT_FILE=" + s.lpsd.TLS.CAFile, "REFERENCE_GENERATION=" + generation},
 		})
 		if err != nil {
@@ -492,26 +493,33 @@ func TestIntegrationLaterReferenceLaunchers(t *testing.T) {
 		}
 		return res
 	}
-	for _, generation := range []string{"skipping", "strict"} {
+	for _, generation := range []string{"inline", "skipping", "strict"} {
 		t.Run(generation, func(t *testing.T) {
 			n := s.node(nodeOpts{})
 			res := run(n, generation)
 			expect(t, n, res, hotfix1, "lpsRead", "staged")
-			for _, want := range []string{
+			lines := []string{
 				"ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer",
 				"ANC check-hotfix completed",
 				"Found ANC hotfix config at " + n.Path("opt/azure/containers/aks-node-controller-hotfix.json") + "; running download-hotfix",
 				"ANC download-hotfix completed",
 				"Using hotfix binary: " + n.Path("opt/azure/containers/aks-node-controller-hotfix"),
-				"ANC apply-embedded-hotfix completed",
 				"aks-node-controller completed successfully",
-			} {
+			}
+			if generation != "inline" {
+				// apply-embedded-hotfix came with the helper (#9465, #9532).
+				lines = append(lines, "ANC apply-embedded-hotfix completed")
+			}
+			for _, want := range lines {
 				if !strings.Contains(res.Output, want) {
 					t.Errorf("launcher output lacks %q:\n%s", want, res.Output)
 				}
 			}
 			if e, ok := n.EventWith("Provision", "Completed"); !ok || e.Version != hotfix1 {
 				t.Errorf("Provision event = %+v, want one from agent %s", e, hotfix1)
+			}
+			if generation == "inline" {
+				return
 			}
 
 			bare := s.node(nodeOpts{})

@@ -5,14 +5,14 @@
 # reference launchers source: its interface (anc_hotfix_log, anc_hotfix_read_feature_flags,
 # anc_run_hotfix_flow, ANC_HOTFIX_SELECTED_BIN, the selected binary printed when run as a
 # script), fail-open in every branch, and the reconstructed later launchers
-# (reference/later-launcher.sh) provisioning through it, with the helper present and absent.
+# (reference/launcher.sh) provisioning through it, with the helper present and absent.
 # The real agent is built once; the flow it runs is tested in Go (internal/node/launch, and
 # test/e2e TestIntegrationLaterReferenceLaunchers against a real lpsd).
 
 bats_require_minimum_version 1.5.0
 
 HELPER="${BATS_TEST_DIRNAME}/../../deploy/node/aks-node-controller-hotfix.sh"
-LATER="${BATS_TEST_DIRNAME}/reference/later-launcher.sh"
+LATER="${BATS_TEST_DIRNAME}/reference/launcher.sh"
 REPO="${BATS_TEST_DIRNAME}/../.."
 
 setup_file() {

@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/node/layout"
@@ -46,6 +47,10 @@ func Payloads() fs.FS {
 	}
 	return sub
 }
+
+// Budget bounds one apply-embedded-hotfix, run in-process or as a child of
+// launch: a few files written locally, so a minute is a hang.
+const Budget = time.Minute
 
 // Names in a payload directory.
 const (

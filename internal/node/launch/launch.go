@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/embedhotfix"
 	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/features"
@@ -373,10 +374,6 @@ func Choose(ctx context.Context, c facts.Config) hotfix.Decision {
 // start the bootstrap within Config.StartTimeout.
 var errNoBootstrap = errors.New("did not start the bootstrap in time")
 
-// applyEmbeddedTimeout bounds `<hotfix> apply-embedded-hotfix`: a few
-// files written locally.
-const applyEmbeddedTimeout = 2 * time.Minute
-
 // applyEmbedded runs `<hotfix> apply-embedded-hotfix`, as the reference
 // launcher does once it chose the hotfix agent: the script hotfix that agent
 // carries for this distribution, if any. Fail-open: a failure (an agent too
@@ -388,7 +385,9 @@ func applyEmbedded(ctx context.Context, cfg Config, path string) {
 	if string(cfg.Root) != "/" {
 		argv = append(argv, "--root", string(cfg.Root))
 	}
-	ctx, cancel := context.WithTimeout(ctx, applyEmbeddedTimeout)
+	// The child bounds itself by the same budget; this bounds a child that
+	// does not (an older agent, a hang before its own timer starts).
+	ctx, cancel := context.WithTimeout(ctx, embedhotfix.Budget+5*time.Second)
 	defer cancel()
 	if _, err := proc.Run(ctx, proc.Cmd{Args: argv, Stdout: cfg.Stdout, Stderr: cfg.Stderr}); err != nil {
 		say(cfg.Stdout, "ANC apply-embedded-hotfix failed")
