@@ -59,8 +59,10 @@ can fail it:
     --download-budget (3m);
  6. choose the agent with the one decision (hotfix.Select) that
     download-hotfix and explain use too: the staged hotfix runs only if the
-    pointer requests, for the baked base, a newer patch that is not revoked,
-    that a release key signed (when the image has keys), and the staged
+    pointer requests, for the baked base, a newer patch that is not revoked
+    (and every entry of the pointer's revoked list is a version: one that is
+    not means the baked agent, reason unreadableRevocation), that a release
+    key signed (when the image has keys), and the staged
     file is a regular executable that only root can write, in a directory
     only root can write, whose sha256 is the signed one and whose `version`
     reports exactly that patch. Whatever download-hotfix did (staged, failed,
@@ -175,7 +177,10 @@ shim sets the first):
 check-hotfix merges what the service serves into the staged pointer:
 served entries win per base; a base the served map lacks keeps its staged
 (custom-data) entry, so a served map for other image bases never disables
-this node's custom-data hotfix. The revoked lists are united; staged
+this node's custom-data hotfix. The revoked lists are united (an entry
+that is not a version does not void the document: its other revocations
+are staged, and the bad entry with them until the service next answers,
+keeping the node on the baked agent meanwhile); staged
 releases that the service did not send again are kept. A base is withdrawn
 by revocation, never by omission. When the service is unreachable the node
 config's cold-start map only adds bases the staged pointer lacks: an outage
@@ -269,8 +274,8 @@ check-hotfix outcomes are the reference's: lpsRead, noHotfixForBase,
 noHotfixAvailable, customDataFallback, noColdStartPointer (the service
 unreachable and no cold-start map: Informational), failed. download-hotfix outcomes:
 staged, alreadyStaged, noPointer, invalidPointer, noHotfixForBase, notNewer,
-unparsableVersion, revoked, untrusted, busy, noPackage and ambiguousPackage
-(the repositories have none, or several revisions, of the version; both
+unparsableVersion, revoked, unreadableRevocation, untrusted, busy, noPackage
+and ambiguousPackage (the repositories have none, or several revisions, of the version; both
 failures), repositoryIntegrity (a bad signature, digest or package on the
 repository route; a failure, nothing staged), failed; each event also names
 the route (direct, repository, package-manager, none) and the version, and

@@ -322,4 +322,7 @@ func TestServiceStringsQuoted(t *testing.T) {
 	if got := pointerSummary([]byte(`{"hotfixes":{"202604.01":"202604.01.0"},"revoked":["202604.01.8"]}`)); len(got) != 2 || !strings.Contains(got[0], "tombstone") || got[1] != "revoked: 202604.01.8" {
 		t.Errorf("pointerSummary(tombstone) = %q", got)
 	}
+	if got := pointerSummary([]byte(`{"hotfixes":{},"revoked":["202604.01.8","x\u001b"]}`)); len(got) != 2 || got[0] != "revoked: 202604.01.8" || !strings.Contains(got[1], "not versions") || strings.ContainsAny(got[1], "\x1b") {
+		t.Errorf("pointerSummary(unreadable revoked entry) = %q", got)
+	}
 }

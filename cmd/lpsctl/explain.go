@@ -176,6 +176,13 @@ func pointerSummary(doc []byte) []string {
 		}
 		lines = append(lines, "revoked: "+strings.Join(q, ", "))
 	}
+	if len(ptr.RevokedUnreadable) > 0 {
+		q := make([]string, len(ptr.RevokedUnreadable))
+		for i, e := range ptr.RevokedUnreadable {
+			q[i] = quote.Text(string(e))
+		}
+		lines = append(lines, "revoked, not versions (a node runs no hotfix while it holds them): "+strings.Join(q, ", "))
+	}
 	if len(lines) == 0 {
 		lines = append(lines, "empty")
 	}

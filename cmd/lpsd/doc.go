@@ -133,16 +133,27 @@ atomically. SIGINT/SIGTERM drain: /readyz answers 503 for --drain-delay
 (default 5s) while the listeners still serve, then they stop gracefully.
 SIGHUP reloads the node and admin certificates and the admin token file
 without dropping a connection: new handshakes present the new certificates,
-calls are checked against the new tokens; a file that fails to load keeps
-its current value, and the log says what was reloaded and what failed.
+calls are checked against the new tokens. They are loaded and checked the
+same way at start and on SIGHUP: a certificate (or one of its chain) that
+has expired or is not yet valid is refused, and so is a token file whose
+last line lacks its newline (a file caught mid-write: write it whole, then
+rename it over). At start that is a startup error; on SIGHUP the file keeps
+its current value, the log says what was reloaded and what failed, and the
+failure is counted in lpsd_reload_failures_total{what} (node-certificate,
+admin-certificate, admin-tokens). lpsd_reload_successful is 1 when the last
+load (start or SIGHUP) loaded everything, lpsd_reload_last_success_timestamp_seconds
+says when that last happened, and lpsd_certificate_not_after_timestamp_seconds{listener}
+(node, admin) when the certificate in use expires.
 --version prints the version; lpsd_build_info carries it as a metric. The
 admin API's calls are counted and timed in lpsd_admin_grpc_server_* (by
 method and code). The node-facing listener serves the gRPC health service
 (grpc.health.v1, no attested document needed): SERVING exactly when
 /readyz answers 200. At
 start lpsd warns when it has no --release-keys (publish then verifies
-nothing) and when a key, token or password file is readable by its group
-or others.
+nothing), and when a key, token or password file (or the file a symlink
+there names) is readable by its group or others, or owned by a user other
+than root and lpsd's own; every SIGHUP checks the TLS keys and the token
+file again.
 
 Exit codes: 0 after a clean shutdown, 1 on a startup or serving error
 (logged once, as JSON on stderr), 2 on usage errors (flags that cannot work

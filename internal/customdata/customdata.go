@@ -56,8 +56,13 @@ func Render(in Input) ([]byte, error) {
 		return nil, err
 	}
 	if len(in.Pointer) > 0 {
-		if _, err := hotfix.ParsePointer(in.Pointer); err != nil {
+		ptr, err := hotfix.ParsePointer(in.Pointer)
+		if err != nil {
 			return nil, fmt.Errorf("render custom data: %w", err)
+		}
+		// A node reads such a list, but runs no hotfix while it holds it.
+		if n := len(ptr.RevokedUnreadable); n > 0 {
+			return nil, fmt.Errorf("render custom data: the pointer's revoked list has %d entries that are not versions (YYYYMM.DD.PATCH); a node would run no hotfix: fix or remove them", n)
 		}
 	}
 

@@ -76,6 +76,9 @@ func TestRenderRejects(t *testing.T) {
 	if _, err := Render(Input{Config: config(nil), Pointer: []byte(`{"hotfixes":`)}); err == nil {
 		t.Error("Render with an invalid pointer succeeded")
 	}
+	if _, err := Render(Input{Config: config(nil), Pointer: []byte(`{"hotfixes":{},"revoked":["202604.01.1","202604.01"]}`)}); err == nil || !strings.Contains(err.Error(), "not versions") {
+		t.Errorf("Render with a revoked entry that is not a version: %v", err)
+	}
 	if _, err := Render(Input{Config: config(nil), NBCCmd: strings.Repeat("x", MaxSize)}); err == nil || !strings.Contains(err.Error(), "limit") {
 		t.Errorf("Render over the size limit: %v", err)
 	}

@@ -42,8 +42,16 @@ type Pointer struct {
 	// Releases holds signed release envelopes, verified by internal/release;
 	// this package treats them as opaque JSON.
 	Releases []json.RawMessage
-	// Revoked lists hotfix versions that must never run, even if staged.
+	// Revoked lists hotfix versions that must never run, even if staged:
+	// the entries of the document's revoked list that are versions
+	// (ParseVersion, surrounding spaces allowed), verbatim.
 	Revoked []string
+	// RevokedUnreadable holds the other entries of the revoked list (not a
+	// string, or not a version), as JSON. The document cannot say what they
+	// revoke, so while any is present Select runs no hotfix. MarshalJSON
+	// writes them after Revoked, in the same list, where a reader finds them
+	// unreadable again.
+	RevokedUnreadable []json.RawMessage
 
 	extra map[string]json.RawMessage
 }
@@ -52,8 +60,10 @@ type Pointer struct {
 // the zero Pointer (no hotfix). Unknown top-level keys are kept. The document
 // must be a single JSON object no larger than MaxPointerSize, with no
 // duplicate keys at the top level or in hotfixes (an ambiguous document is
-// rejected rather than resolved by "last one wins"), with well-typed known
-// keys and with a valid version (ParseVersion) in every revoked entry.
+// rejected rather than resolved by "last one wins") and with well-typed
+// known keys (revoked is a list, or null). The entries of revoked are the
+// exception: one that is not a version does not void the document, whose
+// readable revocations must take effect; it goes to RevokedUnreadable.
 //
 // A document whose encoding by MarshalJSON would exceed MaxPointerSize is
 // rejected too, so whatever ParsePointer accepts can be staged and read
@@ -83,7 +93,7 @@ func ParsePointer(data []byte) (Pointer, error) {
 		case keyReleases:
 			err = json.Unmarshal(f.Value, &p.Releases)
 		case keyRevoked:
-			p.Revoked, err = decodeRevoked(f.Value)
+			p.Revoked, p.RevokedUnreadable, err = decodeRevoked(f.Value)
 		default:
 			if p.extra == nil {
 				p.extra = make(map[string]json.RawMessage)
@@ -155,7 +165,7 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 		{keyScriptsVersion, p.ScriptsVersion, p.ScriptsVersion == ""},
 		{keyHotfixes, hotfixes, false},
 		{keyReleases, p.Releases, len(p.Releases) == 0},
-		{keyRevoked, p.Revoked, len(p.Revoked) == 0},
+		{keyRevoked, p.revokedList(), len(p.Revoked) == 0 && len(p.RevokedUnreadable) == 0},
 	}
 	for _, s := range steps {
 		if s.omit {
@@ -184,7 +194,10 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 //   - releases: the served ones, then p's that are not identical to a served
 //     one (insignificant whitespace aside), so a release for a kept entry
 //     survives with it.
-//   - revoked: the union, p's entries first, without duplicates.
+//   - revoked: the union, p's entries first, without duplicates. The
+//     unreadable entries are the served document's alone: a bad entry keeps
+//     the node on the baked agent until the service next answers, not for
+//     good (the union would never drop it).
 //   - version, scripts_version and unknown keys: p's. The served document's
 //     own version keys are ignored: the service can never set them.
 func (p Pointer) WithServed(served Pointer) Pointer {
@@ -196,15 +209,23 @@ func (p Pointer) WithServed(served Pointer) Pointer {
 	maps.Copy(out.Hotfixes, served.Hotfixes)
 	out.Releases = mergeReleases(served.Releases, p.Releases)
 	out.Revoked = mergeRevoked(p.Revoked, served.Revoked)
+	out.RevokedUnreadable = served.RevokedUnreadable
 	return out
+}
+
+// Revocations returns a pointer holding only p's revoked list, the
+// unreadable entries included: what a served document that names no
+// hotfix contributes when staged with WithServed.
+func (p Pointer) Revocations() Pointer {
+	return Pointer{Revoked: p.Revoked, RevokedUnreadable: p.RevokedUnreadable}
 }
 
 // WithColdStart returns the result of staging the node config's cold-start
 // map m over p, which is not modified: m's entries are added only for bases
-// p has no entry for, and everything else (releases, revoked, the version
-// keys, unknown keys) is kept. Cold start runs when the service is
-// unreachable, so an outage never removes a staged, verifiable hotfix or a
-// revocation.
+// p has no entry for, and everything else (releases, revoked and its
+// unreadable entries, the version keys, unknown keys) is kept. Cold start
+// runs when the service is unreachable, so an outage never removes a
+// staged, verifiable hotfix or a revocation.
 func (p Pointer) WithColdStart(m map[string]string) Pointer {
 	out := p
 	out.Hotfixes = maps.Clone(p.Hotfixes)
@@ -311,17 +332,38 @@ func (p Pointer) Resolve(current Version) (string, Source) {
 	return "", SourceNone
 }
 
-func decodeRevoked(raw json.RawMessage) ([]string, error) {
-	var revoked []string
-	if err := json.Unmarshal(raw, &revoked); err != nil {
-		return nil, err
+// decodeRevoked splits a revoked list into its versions and the entries
+// that are not (see Pointer.RevokedUnreadable); null is no list. A value
+// that is not a list is an error: staged as a list it could read as one.
+func decodeRevoked(raw json.RawMessage) (versions []string, unreadable []json.RawMessage, err error) {
+	var entries []json.RawMessage
+	if err := json.Unmarshal(raw, &entries); err != nil {
+		return nil, nil, err
 	}
-	for _, r := range revoked {
-		if _, err := ParseVersion(r); err != nil {
-			return nil, fmt.Errorf("entry %q: %w", r, err)
+	for _, e := range entries {
+		var v string
+		if json.Unmarshal(e, &v) == nil {
+			if _, err := ParseVersion(v); err == nil {
+				versions = append(versions, v)
+				continue
+			}
 		}
+		unreadable = append(unreadable, e)
 	}
-	return revoked, nil
+	return versions, unreadable, nil
+}
+
+// revokedList is the revoked list as MarshalJSON writes it: the versions,
+// then the unreadable entries.
+func (p Pointer) revokedList() []any {
+	out := make([]any, 0, len(p.Revoked)+len(p.RevokedUnreadable))
+	for _, v := range p.Revoked {
+		out = append(out, v)
+	}
+	for _, e := range p.RevokedUnreadable {
+		out = append(out, e)
+	}
+	return out
 }
 
 func decodeHotfixes(raw json.RawMessage) (map[string]string, error) {

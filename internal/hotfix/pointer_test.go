@@ -30,10 +30,18 @@ func TestParsePointer(t *testing.T) {
 		{name: "null hotfixes", in: `{"hotfixes":null}`, want: Pointer{}},
 		{name: "revoked", in: `{"revoked":["202604.01.2"]}`, want: Pointer{Revoked: []string{"202604.01.2"}}},
 		{name: "revoked-padded", in: `{"revoked":[" 202604.01.2 "]}`, want: Pointer{Revoked: []string{" 202604.01.2 "}}},
-		{name: "revoked-not-a-version", in: `{"revoked":["202604.01.2","garbage"]}`, wantErr: `entry "garbage"`},
-		{name: "revoked-base-only", in: `{"revoked":["202604.01"]}`, wantErr: `entry "202604.01"`},
-		{name: "revoked-empty-entry", in: `{"revoked":[""]}`, wantErr: `entry ""`},
-		{name: "revoked-not-strings", in: `{"revoked":[1]}`, wantErr: `key "revoked"`},
+		// An entry that is not a version leaves the document and its other
+		// revocations readable, and is kept apart.
+		{name: "revoked-not-a-version", in: `{"revoked":["202604.01.2","garbage","202604.01.3"]}`,
+			want: Pointer{Revoked: []string{"202604.01.2", "202604.01.3"}, RevokedUnreadable: rels(`"garbage"`)}},
+		{name: "revoked-base-only", in: `{"revoked":["202604.01"]}`, want: Pointer{RevokedUnreadable: rels(`"202604.01"`)}},
+		{name: "revoked-empty-entry", in: `{"revoked":[""]}`, want: Pointer{RevokedUnreadable: rels(`""`)}},
+		{name: "revoked-not-strings", in: `{"revoked":[1,{"v":"202604.01.2"},null,"202604.01.2"]}`,
+			want: Pointer{Revoked: []string{"202604.01.2"}, RevokedUnreadable: rels(`1`, `{"v":"202604.01.2"}`, `null`)}},
+		// Not a list at all: written back as one, it would read as a
+		// readable revocation.
+		{name: "revoked-not-a-list", in: `{"hotfixes":{"202604.01":"202604.01.2"},"revoked":"202604.01.2"}`, wantErr: `key "revoked"`},
+		{name: "revoked-null", in: `{"revoked":null}`, want: Pointer{}},
 		{name: "invalid json", in: `{"hotfixes":`, wantErr: "parse hotfix pointer"},
 		{name: "not an object", in: `["202604.01.1"]`, wantErr: "not a JSON object"},
 		{name: "trailing garbage", in: `{"version":"202604.01.1"} x`, wantErr: "trailing data"},
@@ -80,6 +88,11 @@ func TestPointerMarshal(t *testing.T) {
 			want: `{"version":"202604.01.5","scripts_version":"202604.01.6","hotfixes":{}}`},
 		{name: "our keys follow", p: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1"}, Releases: []json.RawMessage{json.RawMessage(`{"a": 1}`)}, Revoked: []string{"202604.01.0"}},
 			want: `{"hotfixes":{"202604.01":"202604.01.1"},"releases":[{"a":1}],"revoked":["202604.01.0"]}`},
+		// Unreadable entries are written back where readers find them
+		// again, after the versions.
+		{name: "revoked-unreadable-last", p: Pointer{Revoked: []string{"202604.01.2"}, RevokedUnreadable: rels(`"garbage"`, `{"a": 1}`)},
+			want: `{"hotfixes":{},"revoked":["202604.01.2","garbage",{"a":1}]}`},
+		{name: "revoked-unreadable-only", p: Pointer{RevokedUnreadable: rels(`7`)}, want: `{"hotfixes":{},"revoked":[7]}`},
 		{name: "html-not-escaped", p: Pointer{Version: "<&>", Hotfixes: map[string]string{"a&b": "<c>"}, Releases: []json.RawMessage{json.RawMessage(`{"url": "https://x/b?a=1&b=<2>"}`)},
 			extra: map[string]json.RawMessage{"k<": json.RawMessage(`"&"`)}},
 			want: `{"version":"<&>","hotfixes":{"a&b":"<c>"},"releases":[{"url":"https://x/b?a=1&b=<2>"}],"k<":"&"}`},
@@ -161,7 +174,7 @@ func FuzzParsePointer(f *testing.F) {
 		``, `{}`, `{"hotfixes":{"202604.01":"202604.01.1"}}`, `{"version":"202604.01.1","x":[1,{"y":null}]}`,
 		`{"hotfixes":{"a":"b","a":"c"}}`, `{"releases":[{}],"revoked":["202604.01.1"]}`, `[`, `{"hotfixes":null}`,
 		`{"releases":[{"u":"https://x/a?b=1&c=<2>"}],"k&":"\u0026"}`, "{\"version\":\"\u2028\xff\"}",
-		`{"revoked":["garbage"]}`,
+		`{"revoked":["garbage"]}`, `{"revoked":"202604.01.2"}`, `{"revoked":[1,"202604.01.2",["x"]]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -247,6 +260,21 @@ func TestPointerWithServed(t *testing.T) {
 			want:   Pointer{Revoked: []string{"202604.01.3", "202604.01.4", "202604.01.5"}},
 		},
 		{
+			// A bad entry holds the node on the baked agent until the
+			// service next answers: the served document's unreadable
+			// entries replace the staged ones.
+			name:   "unreadable-revoked-from-served",
+			staged: Pointer{Revoked: []string{"202604.01.3"}, RevokedUnreadable: rels(`"old garbage"`)},
+			served: Pointer{Revoked: []string{"202604.01.5"}, RevokedUnreadable: rels(`"new garbage"`)},
+			want:   Pointer{Revoked: []string{"202604.01.3", "202604.01.5"}, RevokedUnreadable: rels(`"new garbage"`)},
+		},
+		{
+			name:   "readable-served-clears-unreadable",
+			staged: Pointer{Revoked: []string{"202604.01.3"}, RevokedUnreadable: rels(`"old garbage"`)},
+			served: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.4"}},
+			want:   Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.4"}, Revoked: []string{"202604.01.3"}},
+		},
+		{
 			name:   "version-keys-from-staged",
 			staged: Pointer{Version: "202604.01.5", ScriptsVersion: "202604.01.6", extra: extra},
 			served: Pointer{Version: "202699.01.1", ScriptsVersion: "202699.01.1", Hotfixes: map[string]string{"202604.01": "202604.01.2"}},
@@ -326,6 +354,13 @@ func TestPointerWithColdStart(t *testing.T) {
 			},
 		},
 		{name: "same-base-only", staged: staged, m: map[string]string{"202604.01": "202604.01.7"}, want: staged},
+		{
+			// An outage keeps the node on the baked agent too.
+			name:   "unreadable-revoked-kept",
+			staged: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1"}, RevokedUnreadable: rels(`"garbage"`)},
+			m:      map[string]string{"202605.30": "202605.30.2"},
+			want:   Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1", "202605.30": "202605.30.2"}, RevokedUnreadable: rels(`"garbage"`)},
+		},
 		{name: "empty-map", staged: staged, want: staged},
 		{
 			name: "nothing-staged",

@@ -21,17 +21,18 @@ type Reason string
 
 // Reasons, in the order Select checks them.
 const (
-	ReasonUnparsableVersion Reason = "unparsableVersion" // the baked version is not YYYYMM.DD.PATCH
-	ReasonInvalidPointer    Reason = "invalidPointer"    // the pointer is unreadable or malformed
-	ReasonNoPointer         Reason = "noPointer"         // no pointer, or one that names no binary hotfix
-	ReasonNoHotfixForBase   Reason = "noHotfixForBase"   // the pointer has nothing for this base
-	ReasonNotNewer          Reason = "notNewer"          // the requested version is not a newer patch of the baked one
-	ReasonRevoked           Reason = "revoked"           // the requested version is revoked
-	ReasonUntrusted         Reason = "untrusted"         // release keys present, but no verified release of the target
-	ReasonNotStaged         Reason = "notStaged"         // the target is good but no hotfix binary is staged
-	ReasonStagedUnsafe      Reason = "stagedUnsafe"      // the staged file fails the type, owner or mode checks
-	ReasonStagedMismatch    Reason = "stagedMismatch"    // the staged binary is not the target (version or digest)
-	ReasonHotfix            Reason = "hotfix"            // the staged binary is the verified target
+	ReasonUnparsableVersion    Reason = "unparsableVersion"    // the baked version is not YYYYMM.DD.PATCH
+	ReasonInvalidPointer       Reason = "invalidPointer"       // the pointer is unreadable or malformed
+	ReasonNoPointer            Reason = "noPointer"            // no pointer, or one that names no binary hotfix
+	ReasonNoHotfixForBase      Reason = "noHotfixForBase"      // the pointer has nothing for this base
+	ReasonNotNewer             Reason = "notNewer"             // the requested version is not a newer patch of the baked one
+	ReasonRevoked              Reason = "revoked"              // the requested version is revoked
+	ReasonUnreadableRevocation Reason = "unreadableRevocation" // a revoked entry is not a version: the target may be revoked
+	ReasonUntrusted            Reason = "untrusted"            // release keys present, but no verified release of the target
+	ReasonNotStaged            Reason = "notStaged"            // the target is good but no hotfix binary is staged
+	ReasonStagedUnsafe         Reason = "stagedUnsafe"         // the staged file fails the type, owner or mode checks
+	ReasonStagedMismatch       Reason = "stagedMismatch"       // the staged binary is not the target (version or digest)
+	ReasonHotfix               Reason = "hotfix"               // the staged binary is the verified target
 )
 
 // Tombstone is what the service serves, for a base whose hotfix is revoked
@@ -116,7 +117,8 @@ type Decision struct {
 // launch (what it runs) all call it on the same facts.
 //
 // The staged hotfix runs only if the pointer requests, for the baked
-// agent's base, a strictly newer patch that is not revoked, that a
+// agent's base, a strictly newer patch that is not revoked (and every entry
+// of the revoked list is readable), that a
 // release key signed (when the node has keys), and the file at the staged
 // path is safe, reports exactly that version and, with keys, has the signed
 // digest. Anything else provisions with the baked agent, and any staged
@@ -163,6 +165,15 @@ func decide(in Input) Decision {
 	}
 	if in.Pointer.IsRevoked(target) {
 		return reason(ReasonRevoked, "%s is revoked", target)
+	}
+	if bad := in.Pointer.RevokedUnreadable; len(bad) > 0 {
+		// An entry can be most of the 64 KiB document: name only its start.
+		first := string(bad[0])
+		if len(first) > 64 {
+			first = first[:64] + "..."
+		}
+		return reason(ReasonUnreadableRevocation, "the pointer's revoked list is unreadable (entries that are not versions: %d, the first %q), so it cannot say whether %s is revoked: the baked agent provisions until the service serves a readable list",
+			len(bad), first, target)
 	}
 	if in.Trust.Keys {
 		if in.Trust.KeysErr != nil {

@@ -1,7 +1,9 @@
 package hotfix
 
 import (
+	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -35,6 +37,17 @@ func TestSelect(t *testing.T) {
 		{name: "tombstone", in: Input{Baked: baked, Pointer: Pointer{Hotfixes: map[string]string{"202604.01": Tombstone("202604.01")}}, Staged: good}, want: AgentBaked, reason: ReasonRevoked, remove: true, detailHas: "withdrawn"},
 		{name: "tombstone-over-patch-0-baked", in: Input{Baked: "202604.01.0", Pointer: Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.0"}}}, want: AgentBaked, reason: ReasonRevoked},
 		{name: "revoked", in: Input{Baked: baked, Pointer: Pointer{Hotfixes: ptr.Hotfixes, Revoked: []string{target}}, Staged: good}, want: AgentBaked, reason: ReasonRevoked, remove: true, wantTarget: target},
+		// One unreadable entry among readable ones: the list cannot say
+		// whether the target is revoked, so it does not run.
+		{name: "unreadable-revocation", in: Input{Baked: baked, Pointer: Pointer{Hotfixes: ptr.Hotfixes, Revoked: []string{"202604.01.1"}, RevokedUnreadable: rels(`"202604.01.x"`)}, Trust: keys, Staged: good},
+			want: AgentBaked, reason: ReasonUnreadableRevocation, remove: true, detailHas: `202604.01.x`, wantTarget: target},
+		{name: "unreadable-revocation-long-entry", in: Input{Baked: baked, Pointer: Pointer{Hotfixes: ptr.Hotfixes, RevokedUnreadable: rels(`"` + strings.Repeat("\u001b", 5000) + `"`)}, Staged: good},
+			want: AgentBaked, reason: ReasonUnreadableRevocation, remove: true},
+		// A readable revocation of the target is the more precise reason.
+		{name: "revoked-and-unreadable", in: Input{Baked: baked, Pointer: Pointer{Hotfixes: ptr.Hotfixes, Revoked: []string{target}, RevokedUnreadable: rels(`1`)}, Staged: good},
+			want: AgentBaked, reason: ReasonRevoked, remove: true},
+		// Nothing would run anyway: the earlier reason stands.
+		{name: "unreadable-revocation-not-newer", in: Input{Baked: "202604.01.5", Pointer: Pointer{Hotfixes: ptr.Hotfixes, RevokedUnreadable: rels(`1`)}}, want: AgentBaked, reason: ReasonNotNewer},
 		{name: "keys-unusable", in: Input{Baked: baked, Pointer: ptr, Trust: Trust{Keys: true, KeysErr: errors.New("no keys")}, Staged: good}, want: AgentBaked, reason: ReasonUntrusted, remove: true},
 		{name: "keys-no-release", in: Input{Baked: baked, Pointer: ptr, Trust: Trust{Keys: true, Refused: []string{"release 0: bad signature"}}, Staged: good}, want: AgentBaked, reason: ReasonUntrusted, remove: true, detailHas: "bad signature"},
 		{name: "not-staged", in: Input{Baked: baked, Pointer: ptr, Trust: keys}, want: AgentBaked, reason: ReasonNotStaged, wantTarget: target},
@@ -62,6 +75,9 @@ func TestSelect(t *testing.T) {
 			if strings.ContainsAny(d.Detail, "\x1b\r\n") {
 				t.Errorf("Detail %q carries raw control characters", d.Detail)
 			}
+			if len(d.Detail) > 512 {
+				t.Errorf("Detail is %d bytes, want one line", len(d.Detail))
+			}
 			if tt.wantTarget != "" && d.Target.String() != tt.wantTarget {
 				t.Errorf("Target = %s, want %s", d.Target, tt.wantTarget)
 			}
@@ -85,7 +101,12 @@ func FuzzSelect(f *testing.F) {
 			Staged:  Staged{Present: true, Reported: reported, SHA256: sum},
 		}
 		if revoked != "" {
-			in.Pointer.Revoked = []string{revoked}
+			// As ParsePointer splits a revoked list.
+			if _, err := ParseVersion(revoked); err == nil {
+				in.Pointer.Revoked = []string{revoked}
+			} else {
+				in.Pointer.RevokedUnreadable = []json.RawMessage{json.RawMessage(strconv.Quote(revoked))}
+			}
 		}
 		if keys {
 			in.Trust = Trust{Keys: true, Signed: map[string]string{want: signed}}
@@ -101,7 +122,7 @@ func FuzzSelect(f *testing.F) {
 		if err != nil {
 			t.Fatalf("hotfix chosen for unparsable baked %q", baked)
 		}
-		if !IsUpgrade(cur, d.Target) || reported != d.Target.String() || in.Pointer.IsRevoked(d.Target) {
+		if !IsUpgrade(cur, d.Target) || reported != d.Target.String() || in.Pointer.IsRevoked(d.Target) || len(in.Pointer.RevokedUnreadable) > 0 {
 			t.Fatalf("hotfix chosen: baked %q target %s reported %q revoked %q", baked, d.Target, reported, revoked)
 		}
 		if keys && (signed == "" || !strings.EqualFold(sum, signed)) {

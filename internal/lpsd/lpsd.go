@@ -188,6 +188,7 @@ type Server struct {
 	st         store.Store
 	snaps      *lps.Snapshotter
 	metrics    *lps.Metrics
+	reloads    *reloadMetrics
 	node       *lps.Server
 	auth       *admin.Auth
 	adminCerts *lps.CertSource
@@ -226,29 +227,15 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		// label could never be scoped to.
 		return nil, usagef("--region %q: want a region label (a letter, then letters and digits, at most %d, like eastus)", o.region, rollout.MaxRegionLength)
 	}
-	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-	if err != nil {
-		return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	started := time.Now()
+	creds := loadCredentials(o, started, log)
+	if err := creds.err(); err != nil {
+		return nil, err
 	}
-	adminCert := cert
-	if o.adminCert != "" || o.adminKey != "" {
-		if adminCert, err = tls.LoadX509KeyPair(o.adminCert, o.adminKey); err != nil {
-			return nil, fmt.Errorf("--admin-tls-cert/--admin-tls-key: %w", err)
-		}
-	}
+	cert, adminCert, tokens := creds.node, creds.admin, creds.tokens
 	verifier, err := newVerifier(o)
 	if err != nil {
 		return nil, err
-	}
-	var tokens []admin.Token
-	if o.adminTokens != "" {
-		data, err := capfile.Read(o.adminTokens, 1<<20)
-		if err != nil {
-			return nil, fmt.Errorf("--admin-token-file: %w", err)
-		}
-		if tokens, err = admin.ParseTokens(data); err != nil {
-			return nil, fmt.Errorf("--admin-token-file %s: %w", o.adminTokens, err)
-		}
 	}
 	var clientCAs *x509.CertPool
 	if o.adminClientCA != "" {
@@ -272,11 +259,6 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	if keys == nil {
 		log.Warn("no --release-keys: publish accepts any well-formed envelope unverified (nodes with release keys still verify theirs)")
 	}
-	for flag, path := range map[string]string{"--tls-key": o.tlsKey, "--admin-tls-key": o.adminKey, "--admin-token-file": o.adminTokens} {
-		if path != "" {
-			warnLooseMode(log, flag, path)
-		}
-	}
 	st, err := openStore(ctx, o.storeSpec, o.etcd, log)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
@@ -290,6 +272,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	// A nil registry gets the Go runtime and process collectors too.
 	metrics := lps.NewMetrics(nil)
 	metrics.RegisterBuildInfo(o.version)
+	reloads := newReloadMetrics(metrics.Register)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
@@ -336,7 +319,8 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	adminMetrics.InitializeMetrics(adminSrv)
-	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash}, nil
+	reloads.loaded(started, nil, false, map[string]tls.Certificate{"node": cert, "admin": adminCert})
+	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash}, nil
 }
 
 // Snapshot is the snapshot lpsd serves from, nil before the first.
@@ -430,7 +414,7 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 			case <-ctx.Done():
 				return nil
 			case <-hup:
-				reload(o, node, s.adminCerts, s.auth, log)
+				s.reload(time.Now())
 			}
 		}
 	})
@@ -477,61 +461,69 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 	return runErr
 }
 
-// reload re-reads the certificates and admin tokens on SIGHUP and swaps
-// them in: new connections get the new certificates, calls check the new
-// tokens, and nothing open is dropped. A file that fails to load keeps the
-// current value and is logged; so is what changed.
-func reload(o options, node *lps.Server, adminCerts *lps.CertSource, auth *admin.Auth, log *slog.Logger) {
-	var changed, failed []string
-	cert, err := tls.LoadX509KeyPair(o.tlsCert, o.tlsKey)
-	if err == nil {
-		err = node.SetCertificate(cert)
+// reload re-reads the certificates and admin tokens on SIGHUP, as at
+// start (loadCredentials), and swaps in each that loaded: new connections
+// get the new certificates, calls check the new tokens, and nothing open is
+// dropped. One that fails to load (an expired certificate, a token file
+// caught mid-write) keeps its current value, is logged and counted in
+// lpsd_reload_failures_total; so is what changed.
+func (s *Server) reload(now time.Time) {
+	o := s.o
+	c := loadCredentials(o, now, s.log)
+	var changed, failed, failedNames []string
+	fail := func(name string, err error) {
+		failedNames = append(failedNames, name)
+		failed = append(failed, err.Error())
 	}
-	if err != nil {
-		failed = append(failed, fmt.Sprintf("--tls-cert/--tls-key: %v", err))
+	inUse := make(map[string]tls.Certificate)
+	nodeErr := c.failed[credNode]
+	if nodeErr == nil {
+		if err := s.node.SetCertificate(c.node); err != nil {
+			nodeErr = fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+	}
+	if nodeErr != nil {
+		fail(credNode, nodeErr)
 	} else {
-		changed = append(changed, "node certificate "+certSummary(cert))
+		inUse["node"] = c.node
+		changed = append(changed, "node certificate "+certSummary(c.node))
 	}
-	adminCert := cert
-	if o.adminCert != "" || o.adminKey != "" {
-		adminCert, err = tls.LoadX509KeyPair(o.adminCert, o.adminKey)
+	adminErr := c.failed[credAdmin]
+	if o.adminCert == "" && o.adminKey == "" {
+		// The admin listener presents the node certificate: it goes with it.
+		adminErr = nodeErr
 	}
-	if err != nil {
-		failed = append(failed, fmt.Sprintf("--admin-tls-cert/--admin-tls-key: %v", err))
+	if adminErr != nil {
+		fail(credAdmin, adminErr)
 	} else {
-		adminCerts.Set(adminCert)
-		changed = append(changed, "admin certificate "+certSummary(adminCert))
+		s.adminCerts.Set(c.admin)
+		inUse["admin"] = c.admin
+		changed = append(changed, "admin certificate "+certSummary(c.admin))
 	}
 	if o.adminTokens != "" {
-		data, err := capfile.Read(o.adminTokens, 1<<20)
-		var tokens []admin.Token
-		if err == nil {
-			tokens, err = admin.ParseTokens(data)
-		}
-		if err != nil {
-			failed = append(failed, fmt.Sprintf("--admin-token-file: %v", err))
+		if err := c.failed[credTokens]; err != nil {
+			fail(credTokens, err)
 		} else {
-			auth.SetTokens(tokens)
-			names := make([]string, len(tokens))
-			for i, t := range tokens {
+			s.auth.SetTokens(c.tokens)
+			names := make([]string, len(c.tokens))
+			for i, t := range c.tokens {
 				names[i] = t.Actor()
 			}
 			changed = append(changed, fmt.Sprintf("admin tokens %v", names))
 		}
 	}
+	s.reloads.loaded(now, failedNames, true, inUse)
 	if len(failed) > 0 {
-		log.Error("SIGHUP reload: kept the current values of what failed to load", "failed", failed, "reloaded", changed)
+		s.log.Error("SIGHUP reload: kept the current values of what failed to load", "failed", failed, "reloaded", changed)
 		return
 	}
-	log.Info("SIGHUP reload", "reloaded", changed)
+	s.log.Info("SIGHUP reload", "reloaded", changed)
 }
 
-// certSummary names a certificate for the log: subject, serial, expiry.
+// certSummary names a certificate loadCertificate loaded for the log:
+// subject, serial, expiry.
 func certSummary(c tls.Certificate) string {
-	leaf, err := x509.ParseCertificate(c.Certificate[0])
-	if err != nil {
-		return "(unparsable)"
-	}
+	leaf := c.Leaf
 	return fmt.Sprintf("%s serial %s not after %s", leaf.Subject.CommonName, leaf.SerialNumber, leaf.NotAfter.UTC().Format(time.RFC3339))
 }
 

@@ -164,7 +164,7 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 	tokens := filepath.Join(dir, "tokens")
 	os.WriteFile(tokens, []byte("old:0123456789abcdef0123\n"), 0o600)
 	r := start(t, "--tls-cert", cert, "--tls-key", key, "--admin-token-file", tokens, "--store", "mem:", "--drain-delay", "0s")
-	errOut, addrs, ctx := r.log, r.addrs, t.Context()
+	errOut, addrs := r.log, r.addrs
 	leaf := func(addr string) []byte {
 		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2"}})
 		if err != nil {
@@ -173,20 +173,7 @@ func TestRunReloadsOnSIGHUP(t *testing.T) {
 		defer conn.Close()
 		return conn.ConnectionState().PeerCertificates[0].Raw
 	}
-	status := func(token string) error {
-		// The test checks the tokens here, not the certificate.
-		creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})
-		conn, err := grpc.NewClient("passthrough:///"+addrs.Admin, grpc.WithTransportCredentials(creds))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		c, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		c = metadata.AppendToOutgoingContext(c, "authorization", "Bearer "+token)
-		_, err = adminv1.NewAdminServiceClient(conn).Status(c, &adminv1.StatusRequest{})
-		return err
-	}
+	status := func(token string) error { return r.status(t, token) }
 	if err := status("0123456789abcdef0123"); err != nil {
 		t.Fatalf("the first token: %v", err)
 	}
@@ -281,6 +268,23 @@ func start(t *testing.T, args ...string) *running {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// status calls the admin API's Status with token.
+func (r *running) status(t *testing.T, token string) error {
+	t.Helper()
+	// The tests check the tokens here, not the certificate.
+	creds := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true})
+	conn, err := grpc.NewClient("passthrough:///"+r.addrs.Admin, grpc.WithTransportCredentials(creds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	c, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	c = metadata.AppendToOutgoingContext(c, "authorization", "Bearer "+token)
+	_, err = adminv1.NewAdminServiceClient(conn).Status(c, &adminv1.StatusRequest{})
+	return err
 }
 
 // readyz returns /readyz's status code, 0 when it does not answer.

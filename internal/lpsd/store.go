@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strings"
 	"time"
 
@@ -67,7 +66,7 @@ func (f etcdFlags) config(endpoints []string, log *slog.Logger) ([]string, etcds
 				return nil, c, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
 			}
 			c.TLS.Certificates = []tls.Certificate{cert}
-			warnLooseMode(log, "--etcd-key", f.key)
+			checkSecretFile(log, "--etcd-key", f.key)
 		}
 	}
 	if (f.user == "") != (f.passwordFile == "") {
@@ -82,7 +81,7 @@ func (f etcdFlags) config(endpoints []string, log *slog.Logger) ([]string, etcds
 		if c.Password == "" {
 			return nil, c, fmt.Errorf("--etcd-password-file %s: empty", f.passwordFile)
 		}
-		warnLooseMode(log, "--etcd-password-file", f.passwordFile)
+		checkSecretFile(log, "--etcd-password-file", f.passwordFile)
 	}
 	out := make([]string, 0, len(endpoints))
 	for _, e := range endpoints {
@@ -127,14 +126,6 @@ func loopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// warnLooseMode warns when a secret file is readable by others than its
-// owner.
-func warnLooseMode(log *slog.Logger, flag, path string) {
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
-		log.Warn("secret file readable by its group or others; chmod 600 it", "flag", flag, "path", path, "mode", fi.Mode().Perm().String())
-	}
 }
 
 // openStore opens the backend a --store value names:

@@ -141,14 +141,21 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 	if err != nil {
 		return Result{Outcome: Failed, Err: err}
 	}
+	var detail string
+	if n := len(served.RevokedUnreadable); n > 0 {
+		// Staged with the rest: every reader of the pointer this boot then
+		// keeps the node on the baked agent (hotfix.Select).
+		detail = fmt.Sprintf("%d revoked entries are not versions: no hotfix runs until the service serves a readable list", n)
+		log.Warn("LPS served revoked entries that are not versions; staging the readable ones, and no hotfix runs", "unreadable", n, "revoked", len(served.Revoked))
+	}
 	if len(served.Hotfixes) == 0 {
-		if len(served.Revoked) > 0 {
+		if len(served.Revoked) > 0 || len(served.RevokedUnreadable) > 0 {
 			// The reference never writes for an empty map, so it could not
 			// revoke; a revoked list is staged on its own, keeping the rest.
-			if err := stageRevoked(cfg.Root.Pointer(), served.Revoked, log); err != nil {
+			if err := stageRevoked(cfg.Root.Pointer(), served, log); err != nil {
 				return Result{Outcome: Failed, Err: err}
 			}
-			return Result{Outcome: NoHotfixAvailable, Detail: fmt.Sprintf("staged %d revoked versions", len(served.Revoked))}
+			return Result{Outcome: NoHotfixAvailable, Detail: join(fmt.Sprintf("staged %d revoked versions", len(served.Revoked)), detail)}
 		}
 		log.Info("LPS returned no hotfixes for this node; leaving existing pointer intact (fail-open)")
 		return Result{Outcome: NoHotfixAvailable}
@@ -158,9 +165,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 	}
 	v, err := hotfix.ParseVersion(cfg.Version)
 	if err != nil || served.Hotfixes[v.Base()] == "" {
-		return Result{Outcome: NoHotfixForBase}
+		return Result{Outcome: NoHotfixForBase, Detail: detail}
 	}
-	return Result{Outcome: LPSRead}
+	return Result{Outcome: LPSRead, Detail: detail}
+}
+
+// join joins the non-empty details with "; ".
+func join(a, b string) string {
+	if a == "" || b == "" {
+		return a + b
+	}
+	return a + "; " + b
 }
 
 // fetch resolves the target, gets the attested document and calls the
@@ -231,7 +246,7 @@ func stage(path string, merge func(existing hotfix.Pointer) hotfix.Pointer, log 
 	if err != nil {
 		return err
 	}
-	log.Info("staged hotfix pointer for download-hotfix", "path", path, "hotfixes", p.Hotfixes, "revoked", len(p.Revoked))
+	log.Info("staged hotfix pointer for download-hotfix", "path", path, "hotfixes", p.Hotfixes, "revoked", len(p.Revoked), "revokedUnreadable", len(p.RevokedUnreadable))
 	return nil
 }
 
@@ -261,10 +276,10 @@ func write(path string, p hotfix.Pointer) error {
 	return nil
 }
 
-// stageRevoked adds versions to the pointer's revoked list and changes
-// nothing else.
-func stageRevoked(path string, versions []string, log *slog.Logger) error {
-	return stage(path, func(p hotfix.Pointer) hotfix.Pointer { return p.WithServed(hotfix.Pointer{Revoked: versions}) }, log)
+// stageRevoked stages served's revoked list (its unreadable entries
+// included) and changes nothing else.
+func stageRevoked(path string, served hotfix.Pointer, log *slog.Logger) error {
+	return stage(path, func(p hotfix.Pointer) hotfix.Pointer { return p.WithServed(served.Revocations()) }, log)
 }
 
 // readExisting reads the staged pointer; a missing file is the zero

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
@@ -602,6 +604,72 @@ func TestRunStagesRevocationsWithAnEmptyMap(t *testing.T) {
 	}
 	got, _ := n.pointer()
 	if want := `{"version":"202604.01.1","hotfixes":{},"revoked":["202604.01.0","202604.01.1"],"x":1}`; got != want {
+		t.Errorf("pointer = %s, want %s", got, want)
+	}
+}
+
+// TestRunStagesReadableRevocationsOfAnUnreadableList: a served document
+// with one revoked entry that is not a version is staged, not refused, so
+// its readable revocation takes effect; the bad entry is staged too, so the
+// pointer's readers this boot run the baked agent. The next answer without
+// it lets the hotfix run again.
+func TestRunStagesReadableRevocationsOfAnUnreadableList(t *testing.T) {
+	t.Parallel()
+	var body atomic.Value
+	body.Store(`{"hotfixes":{"202604.01":"202604.01.2"},"revoked":["202604.01.1","202604.01.x"]}`)
+	n := newNode(t, nodeOpts{handler: func(ctx context.Context, req *lpsv1.GetComponentConfigRequest) (*lpsv1.GetComponentConfigResponse, error) {
+		return lpstest.Config(body.Load().(string))(ctx, req)
+	}})
+	// What an earlier answer staged: hotfix .1, since revoked.
+	n.seedPointer(`{"hotfixes":{"202604.01":"202604.01.1"}}`, 0o644)
+	res := n.run()
+	if res.Outcome != LPSRead || res.Err != nil || !strings.Contains(res.Detail, "not versions") {
+		t.Fatalf("Run = %+v, want lpsRead saying revoked entries are not versions", res)
+	}
+	n.checkEvent(LPSRead)
+	got, _ := n.pointer()
+	if want := `{"hotfixes":{"202604.01":"202604.01.2"},"revoked":["202604.01.1","202604.01.x"]}`; got != want {
+		t.Errorf("pointer = %s, want %s", got, want)
+	}
+	staged, err := hotfix.ParsePointer([]byte(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !staged.IsRevoked(hotfix.MustParseVersion("202604.01.1")) {
+		t.Error("the readable revocation of 202604.01.1 is not staged")
+	}
+	ready := hotfix.Staged{Present: true, Reported: "202604.01.2"}
+	if d := hotfix.Select(hotfix.Input{Baked: bakedVer, Pointer: staged, Staged: ready}); d.Agent != hotfix.AgentBaked || d.Reason != hotfix.ReasonUnreadableRevocation || !d.Remove {
+		t.Errorf("Select on the staged pointer = %s/%s remove=%v (%s), want baked/unreadableRevocation, the staged file removed", d.Agent, d.Reason, d.Remove, d.Detail)
+	}
+
+	body.Store(`{"hotfixes":{"202604.01":"202604.01.2"},"revoked":["202604.01.1"]}`)
+	if res := n.run(); res.Outcome != LPSRead || res.Detail != "" {
+		t.Fatalf("second Run = %+v, want lpsRead", res)
+	}
+	got, _ = n.pointer()
+	if want := `{"hotfixes":{"202604.01":"202604.01.2"},"revoked":["202604.01.1"]}`; got != want {
+		t.Errorf("pointer after a readable answer = %s, want %s", got, want)
+	}
+	if staged, err = hotfix.ParsePointer([]byte(got)); err != nil {
+		t.Fatal(err)
+	}
+	if d := hotfix.Select(hotfix.Input{Baked: bakedVer, Pointer: staged, Staged: ready}); d.Agent != hotfix.AgentHotfix {
+		t.Errorf("Select after a readable answer = %s/%s (%s), want the hotfix", d.Agent, d.Reason, d.Detail)
+	}
+}
+
+// TestRunStagesUnreadableRevocationsWithAnEmptyMap: a served document with
+// no hotfixes and only an unreadable revoked entry is staged too.
+func TestRunStagesUnreadableRevocationsWithAnEmptyMap(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{handler: lpstest.Config(`{"hotfixes":{},"revoked":[7]}`)})
+	n.seedPointer(`{"hotfixes":{"202604.01":"202604.01.1"}}`, 0o644)
+	if res := n.run(); res.Outcome != NoHotfixAvailable || !strings.Contains(res.Detail, "not versions") {
+		t.Fatalf("Run = %+v, want noHotfixAvailable staging the unreadable entry", res)
+	}
+	if got, _ := n.pointer(); got != `{"hotfixes":{"202604.01":"202604.01.1"},"revoked":[7]}` {
+		want := `{"hotfixes":{"202604.01":"202604.01.1"},"revoked":[7]}`
 		t.Errorf("pointer = %s, want %s", got, want)
 	}
 }

@@ -46,18 +46,19 @@ type Outcome string
 
 // Outcomes.
 const (
-	Staged            Outcome = "staged"            // a new hotfix binary is in place
-	AlreadyStaged     Outcome = "alreadyStaged"     // the wanted hotfix was already in place
-	NoPointer         Outcome = "noPointer"         // no pointer file, or an empty one
-	InvalidPointer    Outcome = "invalidPointer"    // unreadable or malformed pointer
-	NoHotfixForBase   Outcome = "noHotfixForBase"   // nothing requested for this base
-	NotNewer          Outcome = "notNewer"          // requested version is not an upgrade
-	UnparsableVersion Outcome = "unparsableVersion" // the baked version is not YYYYMM.DD.PATCH
-	Revoked           Outcome = "revoked"           // requested version is revoked
-	Untrusted         Outcome = "untrusted"         // keys present but no valid signed release
-	Busy              Outcome = "busy"              // another run holds the lock
-	NoPackage         Outcome = "noPackage"         // the repositories have no package of the version
-	AmbiguousPackage  Outcome = "ambiguousPackage"  // they have several (revisions); none is guessed
+	Staged               Outcome = "staged"               // a new hotfix binary is in place
+	AlreadyStaged        Outcome = "alreadyStaged"        // the wanted hotfix was already in place
+	NoPointer            Outcome = "noPointer"            // no pointer file, or an empty one
+	InvalidPointer       Outcome = "invalidPointer"       // unreadable or malformed pointer
+	NoHotfixForBase      Outcome = "noHotfixForBase"      // nothing requested for this base
+	NotNewer             Outcome = "notNewer"             // requested version is not an upgrade
+	UnparsableVersion    Outcome = "unparsableVersion"    // the baked version is not YYYYMM.DD.PATCH
+	Revoked              Outcome = "revoked"              // requested version is revoked
+	UnreadableRevocation Outcome = "unreadableRevocation" // a revoked entry is not a version: nothing staged
+	Untrusted            Outcome = "untrusted"            // keys present but no valid signed release
+	Busy                 Outcome = "busy"                 // another run holds the lock
+	NoPackage            Outcome = "noPackage"            // the repositories have no package of the version
+	AmbiguousPackage     Outcome = "ambiguousPackage"     // they have several (revisions); none is guessed
 	// RepositoryIntegrity: the repository contradicts its own signatures
 	// (a bad signature, a digest that differs, a package without the
 	// agent); nothing is staged and the package manager is not tried.
@@ -236,7 +237,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		}
 	default:
 		res.Outcome = Outcome(d.Reason)
-		if d.Reason == hotfix.ReasonInvalidPointer || d.Reason == hotfix.ReasonUntrusted || d.Reason == hotfix.ReasonNotNewer {
+		if d.Reason == hotfix.ReasonInvalidPointer || d.Reason == hotfix.ReasonUntrusted || d.Reason == hotfix.ReasonNotNewer || d.Reason == hotfix.ReasonUnreadableRevocation {
 			res.Err = errors.Join(errors.New(d.Detail), res.Err)
 		}
 		return res

@@ -324,6 +324,7 @@ func TestRunRemovesWhatNoLongerApplies(t *testing.T) {
 		{"malformed target", hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.1-1"}}, NotNewer},
 		{"revoked", hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, Revoked: []string{target}}, Revoked},
 		{"legacy version revoked", hotfix.Pointer{Version: target, Revoked: []string{target}}, Revoked},
+		{"unreadable revocation", hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, RevokedUnreadable: []json.RawMessage{json.RawMessage(`"garbage"`)}}, UnreadableRevocation},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -61,7 +61,7 @@ var decisionSteps = []struct {
 	{"baked-version", []hotfix.Reason{hotfix.ReasonUnparsableVersion}},
 	{"pointer", []hotfix.Reason{hotfix.ReasonInvalidPointer, hotfix.ReasonNoPointer, hotfix.ReasonNoHotfixForBase}},
 	{"gate", []hotfix.Reason{hotfix.ReasonNotNewer}},
-	{"revocation", []hotfix.Reason{hotfix.ReasonRevoked}},
+	{"revocation", []hotfix.Reason{hotfix.ReasonRevoked, hotfix.ReasonUnreadableRevocation}},
 	{"trust", []hotfix.Reason{hotfix.ReasonUntrusted}},
 	{"staged", []hotfix.Reason{hotfix.ReasonNotStaged, hotfix.ReasonStagedUnsafe, hotfix.ReasonStagedMismatch}},
 }

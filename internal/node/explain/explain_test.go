@@ -85,6 +85,11 @@ func TestRun(t *testing.T) {
 		{"flag off but custom-data pointer", func(t *testing.T, f *fixture) { f.writePointer(t); f.stage(t, f.binary) }, true, "", "hotfix", "feature-flag"},
 		{"no pointer", func(*testing.T, *fixture) {}, true, "true", "baked", "pointer"},
 		{"revoked", func(t *testing.T, f *fixture) { f.pointer.Revoked = []string{"202604.01.1"}; f.writePointer(t) }, true, "true", "baked", "revocation"},
+		{"unreadable revocation", func(t *testing.T, f *fixture) {
+			f.pointer.RevokedUnreadable = []json.RawMessage{json.RawMessage(`"202604.01.x"`)}
+			f.writePointer(t)
+			f.stage(t, f.binary)
+		}, true, "true", "baked", "revocation"},
 		{"unsigned with keys", func(t *testing.T, f *fixture) { f.pointer.Releases = nil; f.writePointer(t) }, true, "true", "baked", "trust"},
 		{"no keys: package manager", func(t *testing.T, f *fixture) { f.writePointer(t); f.stage(t, f.binary) }, false, "true", "hotfix", ""},
 		{"no keys: staged reports another version", func(t *testing.T, f *fixture) {

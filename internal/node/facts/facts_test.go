@@ -100,6 +100,9 @@ func TestGatherRunsOnlyWhatMayRun(t *testing.T) {
 		{name: "revoked", setup: func(n *node) {
 			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, Revoked: []string{target}})
 		}, reason: hotfix.ReasonRevoked},
+		{name: "unreadable-revocation", setup: func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, RevokedUnreadable: []json.RawMessage{json.RawMessage(`"garbage"`)}})
+		}, reason: hotfix.ReasonUnreadableRevocation},
 		{name: "not-requested", setup: func(n *node) { n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202605.30": "202605.30.1"}}) }, reason: hotfix.ReasonNoHotfixForBase},
 		{name: "no-pointer", setup: func(*node) {}, reason: hotfix.ReasonNoPointer},
 		{name: "group-writable-dir", setup: func(n *node) {

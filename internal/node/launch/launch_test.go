@@ -236,6 +236,22 @@ func TestRunHotfixAndFallback(t *testing.T) {
 	}
 }
 
+// TestRunRefusesTargetOfAnUnreadableRevokedList: a pointer whose revoked
+// list has an entry that is not a version cannot say whether the target is
+// revoked; launch runs the baked agent and says why.
+func TestRunRefusesTargetOfAnUnreadableRevokedList(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	n.write(n.root.Pointer(), `{"hotfixes":{"202604.01":"`+target+`"},"revoked":["202604.01.9",{"v":1}]}`, 0o644)
+	n.stageHotfix(startsBootstrap("exit 0"))
+	if code := n.launch(); code != 0 || !slices.Equal(n.calls, []string{"download-hotfix", "baked-provision"}) {
+		t.Fatalf("Run = %d, calls %v\n%s", code, n.calls, n.out.String())
+	}
+	if !strings.Contains(n.out.String(), "Using VHD-baked binary: ") || !strings.Contains(n.out.String(), "revoked list is unreadable") {
+		t.Errorf("output lacks the baked choice and its reason:\n%s", n.out.String())
+	}
+}
+
 // TestRunRefusesRevokedEvenIfDownloadFailed: download-hotfix did nothing
 // (failed, busy); launch decides on the files as they are and never runs a
 // revoked staged binary.
@@ -298,6 +314,10 @@ func TestExplainAgreesWithLaunch(t *testing.T) {
 			n.write(n.root.ReleaseKeys(), "not a key\n", 0o644)
 		},
 		"invalid-pointer": func(n *node) { n.write(n.root.Pointer(), "{", 0o644); n.stageHotfix("exit 0") },
+		"unreadable-revocation": func(n *node) {
+			n.write(n.root.Pointer(), `{"hotfixes":{"202604.01":"`+target+`"},"revoked":["202604.01.x"]}`, 0o644)
+			n.stageHotfix("exit 0")
+		},
 	}
 	for name, setup := range states {
 		t.Run(name, func(t *testing.T) {

@@ -59,8 +59,10 @@ type Store struct {
 
 // Open opens or creates the database file at path (mode 0600, parent
 // directories 0700), adding any bucket a file from an older lpsd lacks. It
-// fails after about a second if another process holds
-// the file.
+// fails after about a second if another process holds the file. An existing
+// file that is empty, truncated or damaged (its meta pages, its freelist, or
+// the pages of its tree) is an error wrapping ErrDamaged, never a panic, and
+// is left as it was.
 func Open(path string) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("open bolt store: %w", err)
@@ -75,14 +77,15 @@ func Open(path string) (*Store, error) {
 			return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 		}
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: lockTimeout})
+	db, err := openDB(path, &bolt.Options{Timeout: lockTimeout})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("open bolt store %s: file is locked by another process (waited %v): %w", path, lockTimeout, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
+	s := &Store{db: db}
+	err = s.update(func(tx *bolt.Tx) error {
 		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, metaBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
@@ -94,39 +97,52 @@ func Open(path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return s, nil
 }
 
 // ErrDamaged is returned (wrapped) by Open for a file that is not a whole
 // store, and by reads that meet damage bbolt's check missed.
 var ErrDamaged = errors.New("store file damaged")
 
-// verify reads an existing store file as the store will, read-only (which
-// loads no freelist), before it is opened for writing: every page the meta
-// page claims lies inside the file (a truncated file would fault in the
-// mmap), and every bucket and key is reachable and readable. It runs in
-// this goroutine with faults turned into panics, so damage is an error and
-// the file is let go; bbolt's own Tx.Check walks in a goroutine of its
-// own, where a bad page would end the process. BenchmarkOpen measures it.
-func verify(path string, size int64) (err error) {
+// openDB is bolt.Open with a panic inside it (bbolt's reaction to a
+// damaged freelist page, or a fault reading past a truncated file) turned
+// into an ErrDamaged error. bbolt returns no DB to close after a panic, so
+// openDB closes the file itself, releasing its lock: a later Open fails the
+// same way instead of timing out on the lock. The memory map bbolt made is
+// left in place (nothing names it any more); a damaged file stops lpsd at
+// start, so that happens once.
+func openDB(path string, o *bolt.Options) (db *bolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
-	var db *bolt.DB
+	var f *os.File
+	opts := *o
+	opts.OpenFile = func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		var err error
+		f, err = os.OpenFile(name, flag, perm)
+		return f, err
+	}
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %v; restore it from a backup", ErrDamaged, p)
-		}
-		if db != nil {
-			db.Close()
+			if f != nil {
+				f.Close()
+			}
+			db, err = nil, fmt.Errorf("%w: bbolt could not read it: %v; restore it from a backup", ErrDamaged, p)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: lockTimeout})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return fmt.Errorf("file is locked by another process (waited %v): %w", lockTimeout, err)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %v; restore it from a backup", ErrDamaged, err)
-	}
-	return db.View(func(tx *bolt.Tx) error {
+	return bolt.Open(path, 0o600, &opts)
+}
+
+// verify reads an existing store file as the store will, read-only,
+// before it is opened for writing: every page the meta page claims lies
+// inside the file (a truncated file would fault in the mmap), every bucket
+// and key is reachable and readable, and then the freelist (which bbolt
+// reads only when it opens for writing, panicking on a damaged one) is a
+// freelist page that names no page the tree uses. Each read runs in this
+// goroutine with faults turned into panics, so damage is an error and the
+// file is let go; bbolt's own Tx.Check walks in a goroutine of its own,
+// where a bad page would end the process, so it runs only on a tree
+// already read here. BenchmarkOpen measures it.
+func verify(path string, size int64) error {
+	err := readOnly(path, false, func(tx *bolt.Tx) error {
 		if tx.Size() > size {
 			return fmt.Errorf("%w: truncated: the store claims %d bytes, the file has %d; restore it from a backup", ErrDamaged, tx.Size(), size)
 		}
@@ -134,6 +150,43 @@ func verify(path string, size int64) (err error) {
 			return walk(b)
 		})
 	})
+	if err != nil {
+		return err
+	}
+	return readOnly(path, true, func(tx *bolt.Tx) error {
+		// The check reads the map until it closes the channel: drain it.
+		var first error
+		for err := range tx.Check() {
+			if first == nil {
+				first = fmt.Errorf("%w: %v; restore it from a backup", ErrDamaged, err)
+			}
+		}
+		return first
+	})
+}
+
+// readOnly opens the file read-only, with its freelist when freelist is
+// set, and runs fn in a read transaction, a panic or fault in either being
+// an ErrDamaged error.
+func readOnly(path string, freelist bool, fn func(*bolt.Tx) error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	db, err := openDB(path, &bolt.Options{ReadOnly: true, PreLoadFreelist: freelist, Timeout: lockTimeout})
+	if errors.Is(err, ErrDamaged) {
+		return err
+	}
+	if errors.Is(err, berrors.ErrTimeout) {
+		return fmt.Errorf("file is locked by another process (waited %v): %w", lockTimeout, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v; restore it from a backup", ErrDamaged, err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %v; restore it from a backup", ErrDamaged, p)
+		}
+		db.Close()
+	}()
+	return db.View(fn)
 }
 
 // walk visits every key under b, nested buckets included.

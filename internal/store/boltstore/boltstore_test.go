@@ -2,8 +2,10 @@ package boltstore_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -206,7 +208,8 @@ func filledStore(t *testing.T) (string, int64) {
 	return path, fi.Size()
 }
 
-// TestOpenRefusesDamage: an empty, truncated or scribbled-over file is a
+// TestOpenRefusesDamage: an empty, truncated or scribbled-over file (data
+// pages, both meta pages, the freelist page's header or its ids) is a
 // clear error at open (boltstore.ErrDamaged, never a panic and never an empty
 // store), and the file is left as it was for recovery.
 func TestOpenRefusesDamage(t *testing.T) {
@@ -233,6 +236,32 @@ func TestOpenRefusesDamage(t *testing.T) {
 			if _, err := f.WriteAt(junk, size/2); err != nil {
 				t.Fatal(err)
 			}
+		},
+		// bbolt reads the freelist only when it opens a file for writing,
+		// and panics on a freelist page that is not one.
+		"freelist-header": func(t *testing.T, path string, _ int64) {
+			hurtFreelist(t, path, func(page []byte, _ uint64) {
+				copy(page[:16], bytes.Repeat([]byte{0xA5}, 16))
+			})
+		},
+		"freelist-type": func(t *testing.T, path string, _ int64) {
+			// A leaf page's flags where the freelist's are.
+			hurtFreelist(t, path, func(page []byte, _ uint64) { binary.LittleEndian.PutUint16(page[8:], 0x02) })
+		},
+		"freelist-count": func(t *testing.T, path string, _ int64) {
+			// The overflow count (0xFFFF): the first id is read as the count,
+			// and the ids after it as free pages.
+			hurtFreelist(t, path, func(page []byte, _ uint64) { binary.LittleEndian.PutUint16(page[10:], 0xFFFF) })
+		},
+		"freelist-names-live-page": func(t *testing.T, path string, _ int64) {
+			// A whole freelist page, one of whose ids is the root page of
+			// the tree: the next write would overwrite it.
+			hurtFreelist(t, path, func(page []byte, root uint64) {
+				if binary.LittleEndian.Uint16(page[10:]) == 0 {
+					t.Fatal("the freelist is empty: nothing to change")
+				}
+				binary.LittleEndian.PutUint64(page[16:], root)
+			})
 		},
 		"meta-pages": func(t *testing.T, path string, _ int64) {
 			f, err := os.OpenFile(path, os.O_RDWR, 0)
@@ -275,6 +304,57 @@ func TestOpenRefusesDamage(t *testing.T) {
 				t.Errorf("second Open = %v, want boltstore.ErrDamaged again", err)
 			}
 		})
+	}
+}
+
+// hurtFreelist changes the freelist page that the file's current meta page
+// names (the one of the two with the higher txid) with hurt, in place; hurt
+// also gets the page id of the tree's root.
+func hurtFreelist(t *testing.T, path string, hurt func(page []byte, root uint64)) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	// A meta page: the page header (id u64, flags u16, count u16, overflow
+	// u32), then magic, version, page size, flags (u32 each), the root
+	// bucket (u64 root, u64 sequence), freelist, pgid, txid (u64 each).
+	const hdrSize, metaSize = 16, 64
+	var freelist, root, txid uint64
+	var pageSize int64
+	for i := range int64(2) {
+		meta := make([]byte, hdrSize+metaSize)
+		// Page 0 is at 0; page 1 at the page size, read from page 0.
+		off := i * pageSize
+		if _, err := f.ReadAt(meta, off); err != nil {
+			t.Fatal(err)
+		}
+		m := meta[hdrSize:]
+		if binary.LittleEndian.Uint32(m[0:]) != 0xED0CDAED {
+			t.Fatalf("meta page %d: no bbolt magic", i)
+		}
+		if i == 0 {
+			pageSize = int64(binary.LittleEndian.Uint32(m[8:]))
+		}
+		if tx := binary.LittleEndian.Uint64(m[48:]); tx >= txid {
+			freelist, root, txid = binary.LittleEndian.Uint64(m[32:]), binary.LittleEndian.Uint64(m[16:]), tx
+		}
+	}
+	if freelist < 2 || freelist == math.MaxUint64 {
+		t.Fatalf("the current meta page names no freelist page (%#x)", freelist)
+	}
+	page := make([]byte, pageSize)
+	off := int64(freelist) * pageSize
+	if _, err := f.ReadAt(page, off); err != nil {
+		t.Fatal(err)
+	}
+	if flags := binary.LittleEndian.Uint16(page[8:]); flags != 0x10 {
+		t.Fatalf("page %d is not a freelist page (flags %#x)", freelist, flags)
+	}
+	hurt(page, root)
+	if _, err := f.WriteAt(page, off); err != nil {
+		t.Fatal(err)
 	}
 }
 
