@@ -135,10 +135,11 @@ SIGHUP reloads the node and admin certificates and the admin token file
 without dropping a connection: new handshakes present the new certificates,
 calls are checked against the new tokens. They are loaded and checked the
 same way at start and on SIGHUP: a certificate (or one of its chain) that
-has expired or is not yet valid is refused, and so is a token file whose
-last line lacks its newline (a file caught mid-write: write it whole, then
-rename it over). At start that is a startup error; on SIGHUP the file keeps
-its current value, the log says what was reloaded and what failed, and the
+has expired or is not yet valid is refused (at start, a startup error),
+and on SIGHUP so is a token file whose last line lacks its newline (a file
+caught mid-write: write it whole, then rename it over; at start such a file
+loads with a warning, there being nothing older to keep). On SIGHUP a
+refused file keeps its current value, the log says what was reloaded and what failed, and the
 failure is counted in lpsd_reload_failures_total{what} (node-certificate,
 admin-certificate, admin-tokens). lpsd_reload_successful is 1 when the last
 load (start or SIGHUP) loaded everything, lpsd_reload_last_success_timestamp_seconds

@@ -53,12 +53,15 @@ func (c credentialSet) err() error {
 
 // loadCredentials reads the certificates and the admin token file that o
 // names, the same way at start and on SIGHUP: a certificate (or one of its
-// chain) outside its validity period at now is refused, and so is a token
-// file whose last line lacks its newline, which a file caught mid-write
-// does. A key or token file that others could read or rewrite, itself or
+// chain) outside its validity period at now is refused. A token file whose
+// last line lacks its newline, which a file caught mid-write does, is
+// refused on a reload, where the tokens in use stay; at start it is warned
+// about and loads, since there is nothing older to keep and a file written
+// without one (a Secret from --from-literal) must not stop lpsd after an
+// upgrade. A key or token file that others could read or rewrite, itself or
 // through a symlink, is warned about on log and loads anyway. Whether the
 // node certificate covers the server name is lps.Server's check.
-func loadCredentials(o options, now time.Time, log *slog.Logger) credentialSet {
+func loadCredentials(o options, now time.Time, reload bool, log *slog.Logger) credentialSet {
 	c := credentialSet{failed: make(map[string]error)}
 	var err error
 	if c.node, err = loadCertificate(o.tlsCert, o.tlsKey, now); err != nil {
@@ -77,8 +80,15 @@ func loadCredentials(o options, now time.Time, log *slog.Logger) credentialSet {
 		c.admin = c.node
 	}
 	if o.adminTokens != "" {
-		if c.tokens, err = loadTokens(o.adminTokens); err != nil {
+		var whole bool
+		c.tokens, whole, err = loadTokens(o.adminTokens)
+		switch {
+		case err != nil:
 			c.failed[credTokens] = err
+		case !whole && reload:
+			c.tokens, c.failed[credTokens] = nil, fmt.Errorf("--admin-token-file %s: the last line does not end in a newline, so the file may be caught mid-write; keeping the tokens in use: write it whole (to a temporary file, then rename it over) ending in a newline", o.adminTokens)
+		case !whole:
+			log.Warn("--admin-token-file: the last line does not end in a newline; a reload of such a file is refused as caught mid-write, so end it in one", "path", o.adminTokens)
 		}
 		checkSecretFile(log, "--admin-token-file", o.adminTokens)
 	}
@@ -115,22 +125,20 @@ func loadCertificate(certFile, keyFile string, now time.Time) (tls.Certificate, 
 	return c, nil
 }
 
-// loadTokens reads and parses the admin token file.
-func loadTokens(path string) ([]admin.Token, error) {
+// loadTokens reads and parses the admin token file, and says whether it
+// ends in a newline. An editor or a shell redirect writes in place: a
+// reload can see the file cut anywhere, the last token cut short but
+// well-formed, and only the missing newline tells.
+func loadTokens(path string) (tokens []admin.Token, whole bool, err error) {
 	data, err := capfile.Read(path, maxTokenFile)
 	if err != nil {
-		return nil, fmt.Errorf("--admin-token-file: %w", err)
+		return nil, false, fmt.Errorf("--admin-token-file: %w", err)
 	}
-	// An editor or a shell redirect writes in place: a reload can see the
-	// file cut anywhere, the last token cut short but well-formed.
-	if len(data) > 0 && data[len(data)-1] != '\n' {
-		return nil, fmt.Errorf("--admin-token-file %s: the last line does not end in a newline, so the file may be caught mid-write: write it whole (to a temporary file, then rename it over) ending in a newline", path)
-	}
-	tokens, err := admin.ParseTokens(data)
+	tokens, err = admin.ParseTokens(data)
 	if err != nil {
-		return nil, fmt.Errorf("--admin-token-file %s: %w", path, err)
+		return nil, false, fmt.Errorf("--admin-token-file %s: %w", path, err)
 	}
-	return tokens, nil
+	return tokens, len(data) > 0 && data[len(data)-1] == '\n', nil
 }
 
 // checkSecretFile warns when the file at path (a symlink's target) is

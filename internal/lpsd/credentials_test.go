@@ -99,6 +99,8 @@ func TestLoadCredentials(t *testing.T) {
 		fail map[string]string
 		// warn is a part of a warning the load must log; empty: none.
 		warn string
+		// start loads as at start; otherwise as on a reload.
+		start bool
 	}{
 		{name: "good", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: good}},
 		{name: "node-expired", o: options{tlsCert: expiredCert, tlsKey: expiredKey, adminTokens: good},
@@ -113,6 +115,10 @@ func TestLoadCredentials(t *testing.T) {
 			fail: map[string]string{credNode: "--tls-cert/--tls-key: ", credAdmin: "--tls-cert"}},
 		{name: "tokens-no-final-newline", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: token("cut-at-end", strings.TrimSuffix(ops, "\n"), 0o600)},
 			fail: map[string]string{credTokens: "may be caught mid-write"}},
+		// At start there is nothing older to keep: such a file (a Secret
+		// from --from-literal) loads, with a warning.
+		{name: "tokens-no-final-newline-at-start", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: token("no-newline", strings.TrimSuffix(ops, "\n"), 0o600)},
+			start: true, warn: "does not end in a newline"},
 		// The second token cut short is still well-formed: only the
 		// missing newline shows the file is not whole.
 		{name: "tokens-partial-token", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: token("cut-mid-token", ops+"new:fedcba9876543210", 0o600)},
@@ -130,10 +136,11 @@ func TestLoadCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		tests = append(tests, struct {
-			name string
-			o    options
-			fail map[string]string
-			warn string
+			name  string
+			o     options
+			fail  map[string]string
+			warn  string
+			start bool
 		}{name: "tokens-other-owner", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: owned}, warn: "owned by another user"})
 	} else {
 		t.Log("not root: the other-owner case is not run")
@@ -142,7 +149,7 @@ func TestLoadCredentials(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var log bytes.Buffer
-			c := loadCredentials(tt.o, now, slog.New(slog.NewTextHandler(&log, nil)))
+			c := loadCredentials(tt.o, now, !tt.start, slog.New(slog.NewTextHandler(&log, nil)))
 			for _, name := range credentialNames {
 				err, want := c.failed[name], tt.fail[name]
 				switch {

@@ -228,7 +228,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		return nil, usagef("--region %q: want a region label (a letter, then letters and digits, at most %d, like eastus)", o.region, rollout.MaxRegionLength)
 	}
 	started := time.Now()
-	creds := loadCredentials(o, started, log)
+	creds := loadCredentials(o, started, false, log)
 	if err := creds.err(); err != nil {
 		return nil, err
 	}
@@ -469,7 +469,7 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 // lpsd_reload_failures_total; so is what changed.
 func (s *Server) reload(now time.Time) {
 	o := s.o
-	c := loadCredentials(o, now, s.log)
+	c := loadCredentials(o, now, true, s.log)
 	var changed, failed, failedNames []string
 	fail := func(name string, err error) {
 		failedNames = append(failedNames, name)
