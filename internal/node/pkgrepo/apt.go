@@ -43,16 +43,17 @@ type Apt struct {
 	Keyring openpgp.EntityList
 }
 
-// Find returns the package name of a whose upstream version is exactly v
-// (pkgmgr.Pick), verified from the InRelease signature down to the index
-// entry. now is checked against the Release's Valid-Until.
-func (repo Apt) Find(ctx context.Context, c *fetch.Client, name string, v hotfix.Version, now time.Time) (Package, error) {
+// Find returns the package of a that req names (its upstream version is
+// exactly req.Version, pkgmgr.Pick), verified from the InRelease signature
+// down to the index entry. req.Now is checked against the Release's
+// Valid-Until; the index is held in a temporary file named by req.
+func (repo Apt) Find(ctx context.Context, c *fetch.Client, req Request) (Package, error) {
 	base := strings.TrimSuffix(repo.URL, "/")
 	signed, err := get(ctx, c, base+"/dists/"+repo.Suite+"/InRelease", MaxInRelease)
 	if err != nil {
 		return Package{}, fmt.Errorf("InRelease: %w", err)
 	}
-	release, err := VerifyInRelease(signed, repo.Keyring, now)
+	release, err := VerifyInRelease(signed, repo.Keyring, req.Now)
 	if err != nil {
 		return Package{}, err
 	}
@@ -60,15 +61,16 @@ func (repo Apt) Find(ctx context.Context, c *fetch.Client, name string, v hotfix
 	if err != nil {
 		return Package{}, err
 	}
-	var packed bytes.Buffer
-	if err := c.Download(ctx, base+"/dists/"+repo.Suite+"/"+index.Filename, fetch.Want{SHA256: index.Hash, Size: index.Size}, &packed); err != nil {
+	f, err := downloadTemp(ctx, c, base+"/dists/"+repo.Suite+"/"+index.Filename, fetch.Want{SHA256: index.Hash, Size: index.Size}, req)
+	if err != nil {
 		return Package{}, signedMismatch(index.Filename, err)
 	}
-	entries, err := parseIndex(index.Filename, packed.Bytes(), name)
+	defer discard(f)
+	entries, err := parseIndex(index.Filename, f, req.Name)
 	if err != nil {
 		return Package{}, err
 	}
-	return choose(entries, base, name, v)
+	return choose(entries, base, req.Name, req.Version)
 }
 
 // Release is a verified Release file's part this package reads.
@@ -145,16 +147,17 @@ func (r Release) index(component, arch string) (control.FileHash, error) {
 
 // parseIndex decompresses a verified Packages index and returns the
 // entries of package name, streaming: only their paragraphs are decoded,
-// and at most maxCandidates are kept.
-func parseIndex(index string, packed []byte, name string) ([]control.BinaryIndex, error) {
+// and at most maxCandidates are kept. An index over one of decompress's
+// caps is operational; any other failure is an IntegrityError.
+func parseIndex(index string, packed io.Reader, name string) ([]control.BinaryIndex, error) {
 	r, done, err := decompress(index, packed)
 	if err != nil {
-		return nil, integrity("%s: %v", index, err)
+		return nil, indexError(index, err)
 	}
 	defer done()
 	pr, err := control.NewParagraphReader(r, nil)
 	if err != nil {
-		return nil, integrity("%s: %v", index, err)
+		return nil, indexError(index, err)
 	}
 	var out []control.BinaryIndex
 	for {
@@ -163,7 +166,7 @@ func parseIndex(index string, packed []byte, name string) ([]control.BinaryIndex
 			return out, nil
 		}
 		if err != nil {
-			return nil, integrity("%s: %v", index, err)
+			return nil, indexError(index, err)
 		}
 		if p.Values["Package"] != name {
 			continue
@@ -177,6 +180,16 @@ func parseIndex(index string, packed []byte, name string) ([]control.BinaryIndex
 		}
 		out = append(out, e)
 	}
+}
+
+// indexError classifies a failure to read a verified index: over one of
+// this route's caps is operational (apt has its own); a signed index that
+// does not read is an IntegrityError.
+func indexError(index string, err error) error {
+	if errors.Is(err, errOverLimit) {
+		return fmt.Errorf("%s: %w", index, err)
+	}
+	return integrity("%s: %v", index, err)
 }
 
 // choose picks name's entry of version v among entries (all of name) and

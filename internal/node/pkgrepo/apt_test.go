@@ -104,7 +104,7 @@ func (r *repo) apt(kr openpgp.EntityList) Apt {
 
 func (r *repo) find(t *testing.T, kr openpgp.EntityList, v string, now time.Time) (Package, error) {
 	t.Helper()
-	return r.apt(kr).Find(t.Context(), r.client, agentName, hotfix.MustParseVersion(v), now)
+	return r.apt(kr).Find(t.Context(), r.client, Request{Name: agentName, Version: hotfix.MustParseVersion(v), TempDir: t.TempDir(), TempPattern: "index-*", Now: now})
 }
 
 // edit rewrites a file of the repository.

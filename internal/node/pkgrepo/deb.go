@@ -44,7 +44,7 @@ func Extract(pkg io.ReaderAt, member string, max int64, dst io.Writer) error {
 // into dst. A package whose bytes differ from the index, or that does not
 // hold the member, is an IntegrityError.
 func (repo Apt) Fetch(ctx context.Context, c *fetch.Client, req Request, dst io.Writer) (Package, error) {
-	p, err := repo.Find(ctx, c, req.Name, req.Version, req.Now)
+	p, err := repo.Find(ctx, c, req)
 	if err != nil {
 		return Package{}, err
 	}

@@ -37,7 +37,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/ulikunitz/xz"
+	"github.com/xi2/xz"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/fetch"
@@ -71,8 +71,8 @@ type Request struct {
 	// Member is the file taken out of it (AgentMember), at most Max bytes.
 	Member string
 	Max    int64
-	// TempDir holds the downloaded package while Fetch runs, in a file
-	// named by the os.CreateTemp pattern TempPattern.
+	// TempDir holds the downloaded index and package while Fetch runs,
+	// in files named by the os.CreateTemp pattern TempPattern.
 	TempDir, TempPattern string
 	// Now is checked against signatures' and metadata's validity.
 	Now time.Time
@@ -125,11 +125,23 @@ func download(ctx context.Context, c *fetch.Client, p Package, req Request) (*os
 	if p.Size <= 0 || p.Size > MaxPackage {
 		return nil, fmt.Errorf("%s %s: %d bytes, want 1 to %d", p.Name, p.Version, p.Size, MaxPackage)
 	}
+	return downloadTemp(ctx, c, p.URL, fetch.Want{SHA256: p.SHA256, Size: p.Size}, req)
+}
+
+// downloadTemp fetches url, checked against want, into a new temporary
+// file named by req, positioned at its start: an index or package is
+// read from the disk, so memory does not grow with its size. The caller
+// discards the file.
+func downloadTemp(ctx context.Context, c *fetch.Client, url string, want fetch.Want, req Request) (*os.File, error) {
 	tmp, err := os.CreateTemp(req.TempDir, req.TempPattern)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Download(ctx, p.URL, fetch.Want{SHA256: p.SHA256, Size: p.Size}, tmp); err != nil {
+	if err := c.Download(ctx, url, want, tmp); err != nil {
+		discard(tmp)
+		return nil, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		discard(tmp)
 		return nil, err
 	}
@@ -142,19 +154,37 @@ func discard(f *os.File) {
 	os.Remove(f.Name())
 }
 
-// decompress returns a reader of the expanded form of a file named name
-// (.xz, .gz, .zst, or none), at most MaxIndexExpanded bytes: more reads
-// as errExpanded.
-func decompress(name string, packed []byte) (io.Reader, func(), error) {
-	var r io.Reader = bytes.NewReader(packed)
+// Decompression limits. A repository's index is a few MiB compressed
+// and may expand a hundredfold; what a decoder allocates is set by the
+// stream itself, so it is capped: a stream over a cap is refused
+// (errOverLimit) and the package manager, with its own limits, installs.
+const (
+	// maxXZDictionary is xz -7's dictionary; the default preset, -6, uses
+	// 8 MiB.
+	maxXZDictionary = 16 << 20
+	// maxZstdWindow is what zstd levels 1 to 19 write and what the format
+	// asks every decoder to support.
+	maxZstdWindow = 8 << 20
+)
+
+// errOverLimit marks a file refused for exceeding one of this route's
+// caps: not a contradiction of any signature, so never an
+// IntegrityError.
+var errOverLimit = errors.New("over the repository route's limit")
+
+// decompress returns a reader of the expanded form of r, a file named
+// name (.xz, .gz, .zst, or none), at most MaxIndexExpanded bytes: more
+// reads as errExpanded. A stream that needs a larger dictionary or
+// window than the caps above reads as an error wrapping errOverLimit.
+func decompress(name string, r io.Reader) (io.Reader, func(), error) {
 	done := func() {}
 	switch {
 	case strings.HasSuffix(name, ".xz"):
-		xr, err := xz.NewReader(r)
+		xr, err := xz.NewReader(r, maxXZDictionary)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, overLimit(err)
 		}
-		r = xr
+		r = &decodeErrors{r: xr}
 	case strings.HasSuffix(name, ".gz"):
 		gr, err := gzip.NewReader(r)
 		if err != nil {
@@ -162,16 +192,35 @@ func decompress(name string, packed []byte) (io.Reader, func(), error) {
 		}
 		r, done = gr, func() { gr.Close() }
 	case strings.HasSuffix(name, ".zst"):
-		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxIndexExpanded))
+		// Low memory: a window plus one block, not two windows.
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(MaxIndexExpanded))
 		if err != nil {
 			return nil, nil, err
 		}
-		r, done = zr, zr.Close
+		r, done = &decodeErrors{r: zr}, zr.Close
 	}
 	return &capReader{r: r, n: MaxIndexExpanded}, done, nil
 }
 
-var errExpanded = fmt.Errorf("over %d bytes decompressed", MaxIndexExpanded)
+// decodeErrors marks a decoder's refusal of a stream over a cap.
+type decodeErrors struct{ r io.Reader }
+
+func (d *decodeErrors) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	return n, overLimit(err)
+}
+
+// overLimit wraps err in errOverLimit if it is a decoder's refusal of a
+// dictionary or window over its cap.
+func overLimit(err error) error {
+	if errors.Is(err, xz.ErrMemlimit) || errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return fmt.Errorf("%w: %w", errOverLimit, err)
+	}
+	return err
+}
+
+var errExpanded = fmt.Errorf("%w: over %d bytes decompressed", errOverLimit, MaxIndexExpanded)
 
 // capReader reads at most n bytes of r; more is errExpanded.
 type capReader struct {
