@@ -224,7 +224,8 @@ unreachable and no cold-start map: Informational), failed. download-hotfix outco
 staged, alreadyStaged, noPointer, invalidPointer, noHotfixForBase, notNewer,
 unparsableVersion, revoked, untrusted, busy, noPackage and ambiguousPackage
 (the repositories have none, or several revisions, of the version; both
-failures), repositoryIntegrity (a bad signature, digest or package on the
+failures), repositoryIntegrity (a bad signature, a package whose digest
+differs from the signed index, a package without the agent, on the
 repository route; a failure, nothing staged), failed; each event also names
 the route (direct, repository, package-manager, none) and the version, and
 repositoryFallback="…" says why the repository route gave way. Launcher events:

@@ -3,6 +3,8 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -121,6 +123,10 @@ func BuildDeb(ctx context.Context, dir string, p Deb) (string, error) {
 type AptRepo struct {
 	Dir                    string
 	Suite, Component, Arch string
+	// ByHash also writes each index under by-hash/SHA256/<digest> beside
+	// it, kept across rewrites, and says "Acquire-By-Hash: yes" in the
+	// Release, as a mirror that serves indexes by digest does.
+	ByHash bool
 }
 
 // InRelease and Index are where r's signed release and xz index are.
@@ -192,6 +198,20 @@ func WriteAptRepo(ctx context.Context, r AptRepo, g *GPG, debs []string, validUn
 	}
 	if !validUntil.IsZero() {
 		release = append(fmt.Appendf(nil, "Valid-Until: %s\n", validUntil.UTC().Format(time.RFC1123)), release...)
+	}
+	if r.ByHash {
+		// After the release: its hashes are of the indexes by name only.
+		byHash := filepath.Join(index, "by-hash", "SHA256")
+		if err := os.MkdirAll(byHash, 0o755); err != nil {
+			return err
+		}
+		for _, b := range [][]byte{packages, packed.Bytes()} {
+			sum := sha256.Sum256(b)
+			if err := os.WriteFile(filepath.Join(byHash, hex.EncodeToString(sum[:])), b, 0o644); err != nil {
+				return err
+			}
+		}
+		release = append([]byte("Acquire-By-Hash: yes\n"), release...)
 	}
 	signed, err := g.Run(ctx, release, "--clearsign", "--digest-algo", "SHA256")
 	if err != nil {

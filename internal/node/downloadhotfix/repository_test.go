@@ -26,6 +26,7 @@ type repoNode struct {
 	srv    *httptest.Server
 	serve  http.Handler
 	record string
+	deb    string
 }
 
 func newRepoNode(t *testing.T, g *harness.GPG, files map[string][]byte) *repoNode {
@@ -40,6 +41,7 @@ func newRepoNode(t *testing.T, g *harness.GPG, files map[string][]byte) *repoNod
 	if err := harness.WriteAptRepo(t.Context(), n.repo, g, []string{deb}, time.Now().Add(24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	n.deb = deb
 	n.serve = http.FileServer(http.Dir(n.repo.Dir))
 	n.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.serve.ServeHTTP(w, r) }))
 	t.Cleanup(n.srv.Close)
@@ -72,6 +74,37 @@ func newRepoNode(t *testing.T, g *harness.GPG, files map[string][]byte) *repoNod
 func (n *repoNode) aptRan() bool {
 	argv, _ := os.ReadFile(n.record)
 	return len(argv) > 0
+}
+
+// midSync leaves n's repository as a mirror caught mid-sync: the new
+// InRelease over the previous Packages index by name, which listed
+// another package; with byHash the indexes are served by digest too.
+func (n *repoNode) midSync(t *testing.T, g *harness.GPG, byHash bool) {
+	t.Helper()
+	other, err := harness.BuildDeb(t.Context(), t.TempDir(), harness.Deb{Name: "moby-runc", Version: "1.1.12-ubuntu24.04u1", Arch: pkgrepo.Arch(), Files: map[string][]byte{"usr/bin/runc": []byte("runc")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := n.repo
+	prev.Dir = t.TempDir()
+	if err := harness.WriteAptRepo(t.Context(), prev, g, []string{other}, time.Now().Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if byHash {
+		n.repo.ByHash = true
+		if err := harness.WriteAptRepo(t.Context(), n.repo, g, []string{n.deb}, time.Now().Add(24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"Packages", "Packages.xz"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(prev.Index()), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(n.repo.Index()), name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // pool returns the path of the repository's one .deb.
@@ -133,11 +166,6 @@ func TestRunRepositoryRoute(t *testing.T) {
 			key, _ := other.PublicKey(t.Context(), false)
 			os.WriteFile(filepath.Join(string(n.root), "usr/share/keyrings/microsoft-prod.gpg"), key, 0o644)
 		},
-		"a Packages index that differs from the Release": func(t *testing.T, n *repoNode) {
-			b, _ := os.ReadFile(n.repo.Index())
-			b[len(b)-1] ^= 1
-			os.WriteFile(n.repo.Index(), b, 0o644)
-		},
 	}
 	for name, mutate := range integrity {
 		t.Run(name, func(t *testing.T) {
@@ -182,23 +210,42 @@ func TestRunRepositoryRoute(t *testing.T) {
 		n.noTemps()
 	})
 
-	operational := map[string]func(n *repoNode){
-		"the repository down": func(n *repoNode) { n.srv.Close() },
-		"no such package": func(n *repoNode) {
+	t.Run("a mirror mid-sync, by hash", func(t *testing.T) {
+		agent[pkgrepo.AgentMember] = fakeAgent(t, target)
+		n := newRepoNode(t, g, agent)
+		n.midSync(t, g, true)
+		if res := n.run(); res.Outcome != Staged || res.Route != RouteRepository || n.aptRan() {
+			t.Fatalf("Run = %+v, apt ran %v; want staged from the index by hash", res, n.aptRan())
+		}
+		n.noTemps()
+	})
+
+	// An index that differs from the Release is what a mirror mid-sync
+	// serves: apt refuses it by its own check, and may find a consistent
+	// mirror.
+	operational := map[string]func(t *testing.T, n *repoNode){
+		"the repository down": func(t *testing.T, n *repoNode) { n.srv.Close() },
+		"no such package": func(t *testing.T, n *repoNode) {
 			n.writePointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.2"}})
 		},
-		"a repository that hangs": func(n *repoNode) {
+		"a repository that hangs": func(t *testing.T, n *repoNode) {
 			n.serve = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 		},
-		"no usable source": func(n *repoNode) {
+		"no usable source": func(t *testing.T, n *repoNode) {
 			os.WriteFile(filepath.Join(string(n.root), "etc/apt/sources.list.d/microsoft-prod.list"), []byte("deb [arch=none] https://x noble main\n"), 0o644)
 		},
+		"a Packages index that differs from the Release": func(t *testing.T, n *repoNode) {
+			b, _ := os.ReadFile(n.repo.Index())
+			b[len(b)-1] ^= 1
+			os.WriteFile(n.repo.Index(), b, 0o644)
+		},
+		"a mirror mid-sync": func(t *testing.T, n *repoNode) { n.midSync(t, g, false) },
 	}
 	for name, mutate := range operational {
 		t.Run(name, func(t *testing.T) {
 			agent[pkgrepo.AgentMember] = fakeAgent(t, target)
 			n := newRepoNode(t, g, agent)
-			mutate(n)
+			mutate(t, n)
 			// The hanging repository gets half of this budget; the
 			// package manager, the rest.
 			res := Run(within(t, 8*time.Second), Config{Root: n.root, Version: n.version, ArtifactCAPEM: n.caPEM})

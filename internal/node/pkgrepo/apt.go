@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -43,11 +46,58 @@ type Apt struct {
 	Keyring openpgp.EntityList
 }
 
+// Attempts at an index that differs from the signed Release. A mirror
+// mid-sync serves the previous index under the new InRelease, or the new
+// index under an InRelease fetched just before the switch; a second try
+// of both, after a pause, gets a consistent pair once the switch is over.
+const (
+	indexAttempts = 2
+	// indexRetryWait is the pause before the second attempt, plus up to
+	// as much again of jitter so that a fleet does not retry in step.
+	indexRetryWait = 500 * time.Millisecond
+)
+
+// errIndexMismatch is an index whose size or SHA-256 differs from the
+// signed Release's.
+var errIndexMismatch = errors.New("index differs from the signed Release (a mirror mid-sync?)")
+
 // Find returns the package of a that req names (its upstream version is
 // exactly req.Version, pkgmgr.Pick), verified from the InRelease signature
 // down to the index entry. req.Now is checked against the Release's
-// Valid-Until; the index is held in a temporary file named by req.
+// Valid-Until; the index is held in a temporary file named by req. An
+// index that differs from the Release, on every attempt, is operational:
+// it is indistinguishable from a mirror mid-sync, and apt refuses it by
+// its own check.
 func (repo Apt) Find(ctx context.Context, c *fetch.Client, req Request) (Package, error) {
+	var err error
+	attempts := 0
+	for attempts < indexAttempts {
+		if attempts > 0 && pause(ctx, indexRetryWait) != nil {
+			break
+		}
+		attempts++
+		var p Package
+		if p, err = repo.find(ctx, c, req); !errors.Is(err, errIndexMismatch) {
+			return p, err
+		}
+	}
+	return Package{}, fmt.Errorf("%d attempts: %w", attempts, err)
+}
+
+// pause waits d plus up to d of jitter, or until ctx is done.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d + rand.N(d))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// find is one attempt of Find.
+func (repo Apt) find(ctx context.Context, c *fetch.Client, req Request) (Package, error) {
 	base := strings.TrimSuffix(repo.URL, "/")
 	signed, err := get(ctx, c, base+"/dists/"+repo.Suite+"/InRelease", MaxInRelease)
 	if err != nil {
@@ -61,9 +111,9 @@ func (repo Apt) Find(ctx context.Context, c *fetch.Client, req Request) (Package
 	if err != nil {
 		return Package{}, err
 	}
-	f, err := downloadTemp(ctx, c, base+"/dists/"+repo.Suite+"/"+index.Filename, fetch.Want{SHA256: index.Hash, Size: index.Size}, req)
+	f, err := fetchIndex(ctx, c, base+"/dists/"+repo.Suite, release, index, req)
 	if err != nil {
-		return Package{}, signedMismatch(index.Filename, err)
+		return Package{}, err
 	}
 	defer discard(f)
 	entries, err := parseIndex(index.Filename, f, req.Name)
@@ -73,12 +123,39 @@ func (repo Apt) Find(ctx context.Context, c *fetch.Client, req Request) (Package
 	return choose(entries, base, req.Name, req.Version)
 }
 
+// fetchIndex downloads index, under dir, into a temporary file, checked
+// against the Release: by digest first where the Release offers it, as
+// apt does (a sync never changes a file under that name), then by name.
+// An index that differs wraps errIndexMismatch.
+func fetchIndex(ctx context.Context, c *fetch.Client, dir string, r Release, index control.FileHash, req Request) (*os.File, error) {
+	want := fetch.Want{SHA256: index.Hash, Size: index.Size}
+	var byHashErr error
+	if strings.EqualFold(strings.TrimSpace(r.AcquireByHash), "yes") {
+		f, err := downloadTemp(ctx, c, dir+"/"+path.Dir(index.Filename)+"/by-hash/SHA256/"+index.Hash, want, req)
+		if err == nil || ctx.Err() != nil {
+			return f, err
+		}
+		byHashErr = fmt.Errorf("by hash: %w", err)
+	}
+	f, err := downloadTemp(ctx, c, dir+"/"+index.Filename, want, req)
+	if err == nil {
+		return f, nil
+	}
+	var ve *fetch.VerifyError
+	if errors.As(err, &ve) && (ve.Reason == fetch.ReasonSize || ve.Reason == fetch.ReasonDigest) {
+		err = fmt.Errorf("%w: %w", errIndexMismatch, err)
+	}
+	return nil, errors.Join(byHashErr, fmt.Errorf("%s: %w", index.Filename, err))
+}
+
 // Release is a verified Release file's part this package reads.
 type Release struct {
 	Suite      string
 	Codename   string
-	ValidUntil string                   `control:"Valid-Until"`
-	SHA256     []control.SHA256FileHash `delim:"\n" strip:"\n\r\t "`
+	ValidUntil string `control:"Valid-Until"`
+	// AcquireByHash "yes" says the indexes are also served by digest.
+	AcquireByHash string                   `control:"Acquire-By-Hash"`
+	SHA256        []control.SHA256FileHash `delim:"\n" strip:"\n\r\t "`
 }
 
 // VerifyInRelease checks that signed is one clearsigned Release file,
@@ -135,8 +212,12 @@ func (r Release) index(component, arch string) (control.FileHash, error) {
 	for _, ext := range []string{".xz", ".gz", ""} {
 		for _, h := range r.SHA256 {
 			if h.Filename == dir+ext {
-				if h.Size <= 0 || h.Size > MaxIndex {
-					return control.FileHash{}, integrity("%s: size %d, want 1 to %d", h.Filename, h.Size, MaxIndex)
+				if h.Size <= 0 {
+					return control.FileHash{}, integrity("%s: size %d", h.Filename, h.Size)
+				}
+				if h.Size > MaxIndex {
+					// A large index is no contradiction; apt reads it.
+					return control.FileHash{}, fmt.Errorf("%s: %w: %d bytes, over %d", h.Filename, errOverLimit, h.Size, MaxIndex)
 				}
 				return h.FileHash, nil
 			}

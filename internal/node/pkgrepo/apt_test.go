@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -72,9 +73,12 @@ func buildDeb(t *testing.T, name, version, comp string) string {
 // repo is a signed repository on disk served over HTTPS.
 type repo struct {
 	harness.AptRepo
-	srv    *httptest.Server
+	srv *httptest.Server
+	// serve answers srv's requests: the repository's files.
+	serve  http.Handler
 	client *fetch.Client
 	deb    string
+	debs   []string
 }
 
 // newRepo builds a repository with the real tools (harness.WriteAptRepo):
@@ -84,11 +88,12 @@ func newRepo(t *testing.T, g *harness.GPG, validUntil time.Time) *repo {
 	t.Helper()
 	r := &repo{AptRepo: harness.AptRepo{Dir: t.TempDir(), Suite: "noble", Component: "main", Arch: "amd64"}}
 	r.deb = buildDeb(t, agentName, wantFull, "xz")
-	debs := []string{r.deb, buildDeb(t, agentName, "202608.26.20-ubuntu24.04u1", "xz"), buildDeb(t, "moby-runc", "1.1.12-ubuntu24.04u1", "xz")}
-	if err := harness.WriteAptRepo(t.Context(), r.AptRepo, g, debs, validUntil); err != nil {
+	r.debs = []string{r.deb, buildDeb(t, agentName, "202608.26.20-ubuntu24.04u1", "xz"), buildDeb(t, "moby-runc", "1.1.12-ubuntu24.04u1", "xz")}
+	if err := harness.WriteAptRepo(t.Context(), r.AptRepo, g, r.debs, validUntil); err != nil {
 		t.Fatal(err)
 	}
-	r.srv = httptest.NewTLSServer(http.FileServer(http.Dir(r.Dir)))
+	r.serve = http.FileServer(http.Dir(r.Dir))
+	r.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { r.serve.ServeHTTP(w, req) }))
 	t.Cleanup(r.srv.Close)
 	var err error
 	r.client, err = fetch.New(fetch.Config{ExtraRootsPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})})
@@ -188,10 +193,6 @@ func TestFindRefuses(t *testing.T) {
 			r.edit(t, r.InRelease(), func([]byte) []byte { return []byte("Suite: noble\n") })
 			return keyring(t, g), now
 		},
-		"index differs from the release": func(r *repo) (openpgp.EntityList, time.Time) {
-			r.edit(t, r.Index(), flipLast)
-			return keyring(t, g), now
-		},
 		"expired release": func(r *repo) (openpgp.EntityList, time.Time) { return keyring(t, g), now.Add(48 * time.Hour) },
 	}
 	for name, mutate := range integrityCases {
@@ -211,8 +212,11 @@ func TestFindRefuses(t *testing.T) {
 		v      string
 		is     error
 	}{
-		"no InRelease":    {func(r *repo) { os.Remove(r.InRelease()) }, "202608.26.2", nil},
-		"no index":        {func(r *repo) { os.Remove(r.Index()) }, "202608.26.2", nil},
+		"no InRelease": {func(r *repo) { os.Remove(r.InRelease()) }, "202608.26.2", nil},
+		"no index":     {func(r *repo) { os.Remove(r.Index()) }, "202608.26.2", nil},
+		"index differs from the release": {func(r *repo) {
+			r.edit(t, r.Index(), flipLast)
+		}, "202608.26.2", nil},
 		"no such patch":   {func(*repo) {}, "202608.26.3", pkgmgr.ErrNoPackage},
 		"repository down": {func(r *repo) { r.srv.Close() }, "202608.26.2", nil},
 	}
@@ -228,6 +232,83 @@ func TestFindRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// midSync puts r in the state of a mirror caught mid-sync: its InRelease
+// is the new one, but its Packages index by name is still the previous
+// one, which did not list the agent. With byHash, r serves indexes by
+// digest too, the new one included.
+func (r *repo) midSync(t *testing.T, g *harness.GPG, byHash bool) {
+	t.Helper()
+	prev := harness.AptRepo{Dir: t.TempDir(), Suite: r.Suite, Component: r.Component, Arch: r.Arch}
+	if err := harness.WriteAptRepo(t.Context(), prev, g, r.debs[2:], time.Now().Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if byHash {
+		r.ByHash = true
+		if err := harness.WriteAptRepo(t.Context(), r.AptRepo, g, r.debs, time.Now().Add(24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"Packages", "Packages.xz"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(prev.Index()), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(r.Index()), name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFindMidSync: an index that differs from the signed Release is what
+// a mirror serves mid-sync, or between fetching the InRelease and the
+// index: Find fetches it by digest where the Release offers that, and
+// otherwise once more; still differing, it is operational (apt would say
+// "Hash Sum mismatch" and the package manager may still install), never
+// an IntegrityError.
+func TestFindMidSync(t *testing.T) {
+	t.Parallel()
+	g := newGPG(t)
+	now := time.Now()
+	t.Run("by hash", func(t *testing.T) {
+		t.Parallel()
+		r := newRepo(t, g, now.Add(24*time.Hour))
+		r.midSync(t, g, true)
+		if p, err := r.find(t, keyring(t, g), "202608.26.2", now); err != nil || p.Version != wantFull {
+			t.Errorf("Find = %+v, %v; want the agent, through the index by hash", p, err)
+		}
+	})
+	t.Run("no by-hash", func(t *testing.T) {
+		t.Parallel()
+		r := newRepo(t, g, now.Add(24*time.Hour))
+		r.midSync(t, g, false)
+		_, err := r.find(t, keyring(t, g), "202608.26.2", now)
+		var ie *IntegrityError
+		var ve *fetch.VerifyError
+		if errors.As(err, &ie) || !errors.As(err, &ve) || ve.Reason != fetch.ReasonSize && ve.Reason != fetch.ReasonDigest {
+			t.Errorf("Find = %v, want an operational error saying the index differs", err)
+		}
+	})
+	t.Run("sync ends between tries", func(t *testing.T) {
+		t.Parallel()
+		r := newRepo(t, g, now.Add(24*time.Hour))
+		fresh := http.FileServer(http.Dir(r.Dir))
+		stale := t.TempDir()
+		os.CopyFS(stale, os.DirFS(r.Dir))
+		(&repo{AptRepo: harness.AptRepo{Dir: stale, Suite: r.Suite, Component: r.Component, Arch: r.Arch}, debs: r.debs}).midSync(t, g, false)
+		var indexes atomic.Int32
+		r.serve = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if strings.Contains(req.URL.Path, "/Packages") && indexes.Add(1) == 1 {
+				http.FileServer(http.Dir(stale)).ServeHTTP(w, req)
+				return
+			}
+			fresh.ServeHTTP(w, req)
+		})
+		if p, err := r.find(t, keyring(t, g), "202608.26.2", now); err != nil || p.Version != wantFull || indexes.Load() != 2 {
+			t.Errorf("Find = %+v, %v after %d index fetches; want the agent on the second", p, err, indexes.Load())
+		}
+	})
 }
 
 func TestExtract(t *testing.T) {

@@ -14,14 +14,19 @@
 //
 // Every failure is one of two kinds. An IntegrityError means the
 // repository contradicts its own signatures: for apt a bad or unknown
-// InRelease signature, an expired Release, an index or .deb whose digest
-// or size differs from the signed one, a malformed signed file; for rpm a
+// InRelease signature, an expired Release, a .deb whose digest or size
+// differs from the signed index, a malformed signed file; for rpm a
 // package rpmkeys finds BAD or unsigned; for both a verified package that
 // does not hold the agent as one regular file. The caller must not fall
 // back to another route for the same bytes. Anything else (unreachable, a
 // timeout, a missing file, no such package, no usable source, unsigned rpm
-// metadata that is inconsistent, a key the rpm database lacks) is
-// operational: the package manager may still succeed, by its own checks.
+// metadata that is inconsistent, a key the rpm database lacks, a file
+// over one of this route's caps) is operational: the package manager may
+// still succeed, by its own checks. So is a Packages index that differs
+// from the signed Release after a second try: that is what a mirror
+// mid-sync serves, and apt refuses it by its own check. A .deb is
+// different: pool files are immutable, so one that differs from the index
+// is not a sync in progress (an unsynced one is missing, not different).
 package pkgrepo
 
 import (
