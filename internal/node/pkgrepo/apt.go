@@ -3,6 +3,7 @@ package pkgrepo
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -158,9 +159,14 @@ type Release struct {
 	SHA256        []control.SHA256FileHash `delim:"\n" strip:"\n\r\t "`
 }
 
+// aptDigests are the signature digests apt trusts (gpgv.cc's table); it
+// refuses MD5, SHA-1 and RIPEMD-160.
+var aptDigests = map[crypto.Hash]bool{crypto.SHA224: true, crypto.SHA256: true, crypto.SHA384: true, crypto.SHA512: true}
+
 // VerifyInRelease checks that signed is one clearsigned Release file,
-// signed by a key of keyring, and not past its Valid-Until at now, and
-// returns it parsed. Every failure is an IntegrityError.
+// signed by a key of keyring with a digest apt trusts, and not past its
+// Valid-Until at now, and returns it parsed. Every failure is an
+// IntegrityError.
 func VerifyInRelease(signed []byte, keyring openpgp.EntityList, now time.Time) (Release, error) {
 	block, rest := clearsign.Decode(signed)
 	if block == nil {
@@ -169,8 +175,14 @@ func VerifyInRelease(signed []byte, keyring openpgp.EntityList, now time.Time) (
 	if len(bytes.TrimSpace(rest)) > 0 || !bytes.HasPrefix(bytes.TrimLeft(signed, " \t\r\n"), []byte("-----BEGIN PGP SIGNED MESSAGE-----")) {
 		return Release{}, integrity("InRelease has unsigned text around its signed message")
 	}
-	if _, err := block.VerifySignature(keyring, nil); err != nil {
+	sig, _, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(block.Bytes), block.ArmoredSignature.Body, nil)
+	if err != nil {
 		return Release{}, integrity("InRelease signature: %v", err)
+	}
+	if !aptDigests[sig.Hash] {
+		// apt: "The following signatures were invalid", then "is not
+		// signed", as for an unknown key; go-crypto accepts SHA-1.
+		return Release{}, integrity("InRelease signature: digest %v, which apt refuses", sig.Hash)
 	}
 	var r Release
 	if err := control.Unmarshal(&r, bytes.NewReader(block.Plaintext)); err != nil {

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/fetch"
@@ -194,6 +195,17 @@ func TestFindRefuses(t *testing.T) {
 			return keyring(t, g), now
 		},
 		"expired release": func(r *repo) (openpgp.EntityList, time.Time) { return keyring(t, g), now.Add(48 * time.Hour) },
+		"a SHA-1 signature": func(r *repo) (openpgp.EntityList, time.Time) {
+			r.edit(t, r.InRelease(), func(b []byte) []byte {
+				block, _ := clearsign.Decode(b)
+				signed, err := g.Run(t.Context(), append(block.Plaintext, '\n'), "--clearsign", "--digest-algo", "SHA1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return signed
+			})
+			return keyring(t, g), now
+		},
 	}
 	for name, mutate := range integrityCases {
 		t.Run(name, func(t *testing.T) {
@@ -231,6 +243,31 @@ func TestFindRefuses(t *testing.T) {
 				t.Errorf("Find = %v, want an operational error (%v)", err, tc.is)
 			}
 		})
+	}
+}
+
+// TestVerifyInReleaseDigest: apt refuses an InRelease whose signature
+// hashes with a weak digest ("The following signatures were invalid",
+// then "The repository ... is not signed"; apt 2.6 here, SHA-1), as it
+// refuses one by an unknown key: both are IntegrityErrors.
+func TestVerifyInReleaseDigest(t *testing.T) {
+	t.Parallel()
+	g := newGPG(t)
+	kr := keyring(t, g)
+	release := []byte("Suite: noble\nCodename: noble\nSHA256:\n " + strings.Repeat("0", 64) + " 1 main/binary-amd64/Packages\n")
+	for _, tc := range []struct {
+		digest string
+		ok     bool
+	}{{"SHA1", false}, {"RIPEMD160", false}, {"SHA224", true}, {"SHA256", true}, {"SHA512", true}} {
+		signed, err := g.Run(t.Context(), release, "--clearsign", "--digest-algo", tc.digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = VerifyInRelease(signed, kr, time.Now())
+		var ie *IntegrityError
+		if tc.ok && err != nil || !tc.ok && !errors.As(err, &ie) {
+			t.Errorf("VerifyInRelease of a %s signature = %v, want ok %v (else an IntegrityError)", tc.digest, err, tc.ok)
+		}
 	}
 }
 

@@ -13,8 +13,9 @@
 //     payload.
 //
 // Every failure is one of two kinds. An IntegrityError means the
-// repository contradicts its own signatures: for apt a bad or unknown
-// InRelease signature, an expired Release, a .deb whose digest or size
+// repository contradicts its own signatures: for apt a bad InRelease
+// signature, or one by an unknown key or with a digest apt refuses
+// (SHA-1), an expired Release, a .deb whose digest or size
 // differs from the signed index, a malformed signed file; for rpm a
 // package rpmkeys finds BAD or unsigned; for both a verified package that
 // does not hold the agent as one regular file. The caller must not fall
