@@ -79,6 +79,11 @@ type Deb struct {
 	Files map[string][]byte
 	// Compression is dpkg-deb's -Z: xz (empty), zstd, gzip or none.
 	Compression string
+	// Symlinks maps a path in the package to a symlink's target, as
+	// written; Hardlinks maps a path to another path of Files it is a
+	// hard link of (dpkg-deb archives the first of the two in its order
+	// with the content, the other as a hard link to it).
+	Symlinks, Hardlinks map[string]string
 }
 
 // BuildDeb builds p with the real dpkg-deb into dir and returns the
@@ -107,6 +112,24 @@ func BuildDeb(ctx context.Context, dir string, p Deb) (string, error) {
 			return "", err
 		}
 		if err := os.WriteFile(full, content, 0o755); err != nil {
+			return "", err
+		}
+	}
+	for path, target := range p.Symlinks {
+		full := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Symlink(target, full); err != nil {
+			return "", err
+		}
+	}
+	for path, target := range p.Hardlinks {
+		full := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Link(filepath.Join(root, target), full); err != nil {
 			return "", err
 		}
 	}

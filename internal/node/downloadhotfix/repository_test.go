@@ -31,10 +31,18 @@ type repoNode struct {
 
 func newRepoNode(t *testing.T, g *harness.GPG, files map[string][]byte) *repoNode {
 	t.Helper()
+	return newRepoNodeOf(t, g, harness.Deb{Files: files})
+}
+
+// newRepoNodeOf is newRepoNode with the agent's package made of pkg's
+// files and links.
+func newRepoNodeOf(t *testing.T, g *harness.GPG, pkg harness.Deb) *repoNode {
+	t.Helper()
 	n := &repoNode{fixture: newFixture(t)}
 	root := string(n.root)
 	n.repo = harness.AptRepo{Dir: t.TempDir(), Suite: "noble", Component: "main", Arch: pkgrepo.Arch()}
-	deb, err := harness.BuildDeb(t.Context(), t.TempDir(), harness.Deb{Name: "aks-node-controller", Version: target + "-ubuntu24.04u1", Arch: pkgrepo.Arch(), Files: files, Compression: "zstd"})
+	pkg.Name, pkg.Version, pkg.Arch, pkg.Compression = "aks-node-controller", target+"-ubuntu24.04u1", pkgrepo.Arch(), "zstd"
+	deb, err := harness.BuildDeb(t.Context(), t.TempDir(), pkg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,6 +214,33 @@ func TestRunRepositoryRoute(t *testing.T) {
 		}
 		if _, ok := n.staged(); ok {
 			t.Error("staged an agent of the wrong version")
+		}
+		n.noTemps()
+	})
+
+	t.Run("an agent installed as a symlink", func(t *testing.T) {
+		n := newRepoNodeOf(t, g, harness.Deb{
+			Files:    map[string][]byte{"usr/lib/aks-node-controller/aks-node-controller": fakeAgent(t, target)},
+			Symlinks: map[string]string{pkgrepo.AgentMember: "../lib/aks-node-controller/aks-node-controller"},
+		})
+		if res := n.run(); res.Outcome != Staged || res.Route != RouteRepository || n.aptRan() {
+			t.Fatalf("Run = %+v, apt ran %v; want staged from the symlink's target", res, n.aptRan())
+		}
+		if got, _ := n.staged(); got != string(fakeAgent(t, target)) {
+			t.Error("staged binary is not the symlink's target")
+		}
+		n.noTemps()
+	})
+
+	t.Run("an agent symlinked out of its package", func(t *testing.T) {
+		// The installed package may resolve it (to another package's
+		// file): the package manager decides, and its copy is checked.
+		n := newRepoNodeOf(t, g, harness.Deb{
+			Files:    map[string][]byte{"usr/lib/other": []byte("x")},
+			Symlinks: map[string]string{pkgrepo.AgentMember: "/usr/local/bin/aks-node-controller"},
+		})
+		if res := n.run(); res.Outcome != Staged || res.Route != RoutePackageManager || res.RepositoryErr == nil || !n.aptRan() {
+			t.Fatalf("Run = %+v, apt ran %v; want staged by the package manager", res, n.aptRan())
 		}
 		n.noTemps()
 	})

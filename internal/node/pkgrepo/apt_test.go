@@ -246,6 +246,51 @@ func TestFindRefuses(t *testing.T) {
 	}
 }
 
+// TestExtractLinks: an agent path that is a link in the data archive is
+// taken as dpkg installs it: a hard link has its target's content, a
+// symlink is followed within the package (relative, absolute, through a
+// symlinked directory, a chain) to a regular member. One that leads out
+// of the package, to a directory, or round a loop is refused as
+// operational, not as a contradiction of the signature: the package
+// manager may still install it.
+func TestExtractLinks(t *testing.T) {
+	t.Parallel()
+	body := agentBody(wantFull)
+	lib := map[string][]byte{"usr/lib/aks/agent": body}
+	for name, tc := range map[string]struct {
+		deb harness.Deb
+		ok  bool
+	}{
+		"a hard link":           {harness.Deb{Files: map[string][]byte{"opt/aks/agent": body}, Hardlinks: map[string]string{AgentMember: "opt/aks/agent"}}, true},
+		"a relative symlink":    {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "../lib/aks/agent"}}, true},
+		"an absolute symlink":   {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "/usr/lib/aks/agent"}}, true},
+		"a chain of symlinks":   {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "aks-node-controller.real", "usr/bin/aks-node-controller.real": "../lib/aks/agent"}}, true},
+		"a symlinked directory": {harness.Deb{Files: map[string][]byte{"usr/lib/aks-1/agent": body}, Symlinks: map[string]string{"usr/lib/aks": "aks-1", AgentMember: "../lib/aks/../aks/agent"}}, true},
+		"out of the package":    {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "/usr/local/bin/aks-node-controller"}}, false},
+		"to a directory":        {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "../lib/aks"}}, false},
+		"a loop":                {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "aks-node-controller"}}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tc.deb.Name, tc.deb.Version = agentName, wantFull
+			p, err := harness.BuildDeb(t.Context(), t.TempDir(), tc.deb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pkg, _ := os.ReadFile(p)
+			var out bytes.Buffer
+			err = Extract(bytes.NewReader(pkg), AgentMember, 1<<20, &out)
+			var ie *IntegrityError
+			switch {
+			case tc.ok && (err != nil || !bytes.Equal(out.Bytes(), body)):
+				t.Errorf("Extract = %v, %q; want the agent", err, out.String())
+			case !tc.ok && (err == nil || errors.As(err, &ie) || out.Len() != 0):
+				t.Errorf("Extract = %v, wrote %d bytes; want an operational error and nothing", err, out.Len())
+			}
+		})
+	}
+}
+
 // TestVerifyInReleaseDigest: apt refuses an InRelease whose signature
 // hashes with a weak digest ("The following signatures were invalid",
 // then "The repository ... is not signed"; apt 2.6 here, SHA-1), as it

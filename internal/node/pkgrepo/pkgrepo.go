@@ -18,7 +18,10 @@
 // (SHA-1), an expired Release, a .deb whose digest or size
 // differs from the signed index, a malformed signed file; for rpm a
 // package rpmkeys finds BAD or unsigned; for both a verified package that
-// does not hold the agent as one regular file. The caller must not fall
+// does not hold the agent as one regular file, or as a hard link or
+// symlink to one within the package (which is taken as dpkg and rpm
+// would install it; a link that leads out of the package is
+// operational). The caller must not fall
 // back to another route for the same bytes. Anything else (unreachable, a
 // timeout, a missing file, no such package, no usable source, unsigned rpm
 // metadata that is inconsistent, a key the rpm database lacks, a file
@@ -276,10 +279,35 @@ func pick[E any](entries []E, full func(E) string, v hotfix.Version) (E, string,
 // entry is one file of a package's payload, from a tar (deb) or cpio
 // (rpm) archive.
 type entry struct {
-	name    string
-	regular bool
-	kind    string // for errors: tar type or cpio mode
-	size    int64
+	name string
+	kind entryKind
+	desc string // for errors: tar type or cpio mode
+	size int64
+	// link is a symlink's target, or the earlier member a tar hard link
+	// names.
+	link string
+	// inode and links group a cpio archive's hard links: regular entries
+	// of one inode, of which rpm stores the content with the last.
+	inode int64
+	links int
+}
+
+type entryKind int
+
+const (
+	kindOther entryKind = iota
+	kindRegular
+	kindSymlink
+	kindHardlink // tar's: a reference to an earlier member
+)
+
+// payload is one reading of a package's payload archive from its start:
+// next returns its entries, body reads the current one's content, and
+// close ends the reading.
+type payload struct {
+	next  func() (entry, error)
+	body  io.Reader
+	close func()
 }
 
 // archiveError is a payload archive that does not read: for a .deb whose
@@ -290,48 +318,203 @@ type archiveError struct{ err error }
 func (e *archiveError) Error() string { return "package payload: " + e.err.Error() }
 func (e *archiveError) Unwrap() error { return e.err }
 
-// takeMember scans a package's payload (next returns its entries, body
-// reads the current one's content) for member and copies it into dst, at
-// most max bytes. It reads to the end: a member listed twice is refused,
-// since an installer keeps the last copy and this would stage the first.
-// A member that is missing, not a regular file, over max or listed twice
-// is an IntegrityError; an archive that does not read, an *archiveError.
-func takeMember(next func() (entry, error), body io.Reader, member string, max int64, dst io.Writer) error {
+// takeMember copies member out of a package's payload into dst, at most
+// max bytes, reading the payload from open (once, or three times for a
+// member that is a link). A member that is a hard link or a symlink is
+// taken as the installer leaves it: a hard link has its target's
+// content, a symlink is followed within the package (resolveLink); one
+// that does not lead to a regular member of the package is operational.
+// A member that is missing, of another type, over max or listed twice is
+// an IntegrityError; an archive that does not read, an *archiveError.
+func takeMember(open func() (*payload, error), member string, max int64, dst io.Writer) error {
 	want := cleanMember(member)
-	found := false
+	copied, err := scanMember(open, want, max, dst)
+	if err != nil || copied {
+		return err
+	}
+	// A link: list the payload, then copy what it leads to.
+	var index members
+	if err := scan(open, func(h entry, _ io.Reader) error { index.add(h); return nil }); err != nil {
+		return err
+	}
+	target, err := index.resolve(want)
+	if err != nil {
+		return fmt.Errorf("package's %s: %w", member, err)
+	}
+	if copied, err = scanMember(open, target, max, dst); err == nil && !copied {
+		err = &archiveError{fmt.Errorf("%s changed between readings", target)}
+	}
+	return err
+}
+
+// scanMember reads the payload to its end for the member want and
+// copies its content into dst if it is a regular file with content; it
+// reports false, with no error, if want is a link whose content is
+// elsewhere. It reads to the end: a member listed twice is refused, since
+// an installer keeps the last copy and this would stage the first.
+func scanMember(open func() (*payload, error), want string, max int64, dst io.Writer) (bool, error) {
+	found, copied := false, false
+	err := scan(open, func(h entry, body io.Reader) error {
+		if h.name != want {
+			return nil
+		}
+		if found {
+			return integrity("package lists %s twice", want)
+		}
+		found = true
+		switch {
+		case h.kind == kindSymlink || h.kind == kindHardlink || h.kind == kindRegular && h.size == 0 && h.links > 1:
+			return nil
+		case h.kind != kindRegular:
+			return integrity("package's %s is not a regular file (%s)", want, h.desc)
+		case h.size <= 0 || h.size > max:
+			return integrity("package's %s: %d bytes, want 1 to %d", want, h.size, max)
+		}
+		n, err := io.Copy(dst, io.LimitReader(body, h.size))
+		if err != nil {
+			return fmt.Errorf("extract %s: %w", want, err)
+		}
+		if n != h.size {
+			return &archiveError{fmt.Errorf("%s: %d of %d bytes", want, n, h.size)}
+		}
+		copied = true
+		return nil
+	})
+	if err == nil && !found {
+		err = integrity("package has no %s", want)
+	}
+	return copied, err
+}
+
+// scan reads the payload from open to its end, calling f for each entry
+// with its name cleaned; f's error stops it.
+func scan(open func() (*payload, error), f func(entry, io.Reader) error) error {
+	p, err := open()
+	if err != nil {
+		return err
+	}
+	defer p.close()
 	for {
-		h, err := next()
+		h, err := p.next()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
 			return &archiveError{err}
 		}
-		if cleanMember(h.name) != want {
+		h.name = cleanMember(h.name)
+		if err := f(h, p.body); err != nil {
+			return err
+		}
+	}
+}
+
+// Bounds of resolving a link within a package.
+const (
+	// maxLinkHops is the kernel's limit of symlinks in one lookup.
+	maxLinkHops = 40
+	// maxIndexedNames caps the names recorded to resolve a link: the
+	// agent's package has a handful.
+	maxIndexedNames = 8 << 20
+)
+
+// members indexes a payload's entries by name, to resolve a link.
+type members struct {
+	byName map[string]entry
+	bytes  int
+	over   bool
+}
+
+func (m *members) add(h entry) {
+	if m.byName == nil {
+		m.byName = make(map[string]entry)
+	}
+	if m.bytes += len(h.name) + len(h.link); m.bytes > maxIndexedNames {
+		m.over = true
+		return
+	}
+	// A name listed twice is refused when it is copied.
+	m.byName[h.name] = h
+}
+
+// resolve follows name, a member that is a link, to the regular member
+// with content that an installed package would have there: through a tar
+// hard link to the member it names, through a cpio hard link to the
+// member of its inode that holds the content, through a symlink as the
+// kernel would within the package's tree. Every error is operational:
+// the link leads out of the package or nowhere, which the installed
+// package may still resolve.
+func (m *members) resolve(name string) (string, error) {
+	if m.over {
+		return "", fmt.Errorf("a link, in a payload whose names are over %d bytes", maxIndexedNames)
+	}
+	hops := 0
+	for {
+		h, ok := m.byName[name]
+		switch {
+		case !ok:
+			return "", fmt.Errorf("a link to %s, which is not in the package", name)
+		case h.kind == kindRegular && (h.size > 0 || h.links <= 1):
+			return name, nil
+		case h.kind == kindRegular:
+			for _, o := range m.byName {
+				if o.kind == kindRegular && o.inode == h.inode && o.size > 0 {
+					return o.name, nil
+				}
+			}
+			return "", fmt.Errorf("a hard link whose content is not in the package")
+		case h.kind != kindHardlink && h.kind != kindSymlink:
+			return "", fmt.Errorf("a link to %s, which is not a regular file (%s)", name, h.desc)
+		}
+		if hops++; hops > maxLinkHops {
+			return "", fmt.Errorf("over %d links", maxLinkHops)
+		}
+		if h.kind == kindHardlink {
+			name = cleanMember(h.link)
 			continue
 		}
-		if found {
-			return integrity("package lists %s twice", member)
+		target := h.link
+		if !strings.HasPrefix(target, "/") {
+			target = path.Dir(name) + "/" + target
 		}
-		found = true
-		if !h.regular {
-			return integrity("package's %s is not a regular file (%s)", member, h.kind)
-		}
-		if h.size <= 0 || h.size > max {
-			return integrity("package's %s: %d bytes, want 1 to %d", member, h.size, max)
-		}
-		n, err := io.Copy(dst, io.LimitReader(body, h.size))
-		if err != nil {
-			return fmt.Errorf("extract %s: %w", member, err)
-		}
-		if n != h.size {
-			return &archiveError{fmt.Errorf("%s: %d of %d bytes", member, n, h.size)}
+		var err error
+		if name, err = m.walk(target, &hops); err != nil {
+			return "", err
 		}
 	}
-	if !found {
-		return integrity("package has no %s", member)
+}
+
+// walk resolves p's directories as the kernel would within the package's
+// tree: a directory that is a symlink of the package is replaced by its
+// target, and ".." applies to what it resolved to. The last element is
+// left to the caller.
+func (m *members) walk(p string, hops *int) (string, error) {
+	rest := strings.Split(p, "/")
+	at := "" // the package's root
+	for len(rest) > 0 {
+		elem := rest[0]
+		rest = rest[1:]
+		switch elem {
+		case "", ".":
+			continue
+		case "..":
+			at = path.Dir("/" + at)[1:]
+			continue
+		}
+		next := path.Join(at, elem)
+		if h, ok := m.byName[next]; ok && h.kind == kindSymlink && len(rest) > 0 {
+			if *hops++; *hops > maxLinkHops {
+				return "", fmt.Errorf("over %d links", maxLinkHops)
+			}
+			if strings.HasPrefix(h.link, "/") {
+				at = ""
+			}
+			rest = append(strings.Split(h.link, "/"), rest...)
+			continue
+		}
+		at = next
 	}
-	return nil
+	return at, nil
 }
 
 // cleanMember is an archive path as installed: no leading "./" or "/",

@@ -473,28 +473,33 @@ func compact(s string) string { return strings.Join(strings.Fields(s), " ") }
 // not read is rpm2cpio's failure (say, a compressor it lacks), which dnf,
 // reading the payload itself, may not share: operational.
 func extractRPM(ctx context.Context, pkg, member string, max int64, dst io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		_, err := proc.Run(ctx, proc.Cmd{Args: []string{"rpm2cpio", pkg}, Stdout: pw, TailSize: 4 << 10})
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	cr := cpio.NewReader(pr)
-	next := func() (entry, error) {
-		h, err := cr.Next()
-		if err != nil {
-			return entry{}, err
+	open := func() (*payload, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			_, err := proc.Run(ctx, proc.Cmd{Args: []string{"rpm2cpio", pkg}, Stdout: pw, TailSize: 4 << 10})
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		cr := cpio.NewReader(pr)
+		next := func() (entry, error) {
+			h, err := cr.Next()
+			if err != nil {
+				return entry{}, err
+			}
+			e := entry{name: h.Name, desc: "mode " + h.Mode.String(), size: h.Size, link: h.Linkname, inode: h.Inode, links: h.Links}
+			switch {
+			case h.Mode.IsRegular():
+				e.kind = kindRegular
+			case h.Mode&cpio.ModeType == cpio.TypeSymlink:
+				e.kind = kindSymlink
+			}
+			return e, nil
 		}
-		return entry{name: h.Name, regular: h.Mode.IsRegular(), kind: "mode " + h.Mode.String(), size: h.Size}, nil
+		// Read to the archive's end, or stopped on an error: either way
+		// rpm2cpio has nothing more to give.
+		return &payload{next: next, body: cr, close: func() { pr.Close(); cancel(); <-done }}, nil
 	}
-	err := takeMember(next, cr, member, max, dst)
-	// takeMember read to the archive's end, or stopped on an error:
-	// either way rpm2cpio has nothing more to give.
-	pr.Close()
-	cancel()
-	<-done
-	return err
+	return takeMember(open, member, max, dst)
 }
