@@ -302,6 +302,62 @@ func TestRunRepositoryRoute(t *testing.T) {
 	}
 }
 
+// TestRunRepositoryRouteTrickle: a repository that trickles a file, a
+// byte at a time and never stalling long enough for the download's stall
+// timer, is cut when its share of the budget is spent, so the package
+// manager still stages the agent inside the budget.
+func TestRunRepositoryRouteTrickle(t *testing.T) {
+	g, err := harness.NewGPG(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	for name, slow := range map[string]func(path string) bool{
+		"its InRelease": func(p string) bool { return strings.HasSuffix(p, "/InRelease") },
+		"its package":   func(p string) bool { return strings.HasSuffix(p, ".deb") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newRepoNode(t, g, map[string][]byte{pkgrepo.AgentMember: fakeAgent(t, target)})
+			files := n.serve
+			n.serve = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !slow(r.URL.Path) {
+					files.ServeHTTP(w, r)
+					return
+				}
+				b, err := os.ReadFile(filepath.Join(n.repo.Dir, filepath.FromSlash(r.URL.Path)))
+				if err != nil {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				for i := range b {
+					select {
+					case <-r.Context().Done():
+						return
+					case <-tick.C:
+					}
+					w.Write(b[i : i+1])
+					w.(http.Flusher).Flush()
+				}
+			})
+			ctx := within(t, 6*time.Second)
+			res := Run(ctx, Config{Root: n.root, Version: n.version, ArtifactCAPEM: n.caPEM})
+			if res.Outcome != Staged || res.Route != RoutePackageManager || !n.aptRan() {
+				t.Fatalf("Run = %+v, want staged by the package manager", res)
+			}
+			if !errors.Is(res.RepositoryErr, errRepositoryShare) {
+				t.Errorf("RepositoryErr = %v, want the route cut at its share of the budget", res.RepositoryErr)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("Run returned after its budget: %v", ctx.Err())
+			}
+			n.noTemps()
+		})
+	}
+}
+
 // TestRunRepositoryRouteRPM: on Azure Linux the agent comes from the
 // node's signed rpm repository (rpmkeys against the node's rpm database),
 // with dnf only as the fallback.
