@@ -15,22 +15,21 @@
 // Every failure is one of two kinds. An IntegrityError means the
 // repository contradicts its own signatures: for apt a bad InRelease
 // signature, or one by an unknown key or with a digest apt refuses
-// (SHA-1), an expired Release, a .deb whose digest or size
-// differs from the signed index, a malformed signed file; for rpm a
-// package rpmkeys finds BAD or unsigned; for both a verified package that
-// does not hold the agent as one regular file, or as a hard link or
-// symlink to one within the package (which is taken as dpkg and rpm
-// would install it; a link that leads out of the package is
-// operational). The caller must not fall
-// back to another route for the same bytes. Anything else (unreachable, a
-// timeout, a missing file, no such package, no usable source, unsigned rpm
-// metadata that is inconsistent, a key the rpm database lacks, a file
-// over one of this route's caps) is operational: the package manager may
-// still succeed, by its own checks. So is a Packages index that differs
-// from the signed Release after a second try: that is what a mirror
-// mid-sync serves, and apt refuses it by its own check. A .deb is
-// different: pool files are immutable, so one that differs from the index
-// is not a sync in progress (an unsynced one is missing, not different).
+// (SHA-1), an expired Release, a .deb whose digest or size differs from
+// the signed index, a malformed signed file; for rpm a package rpmkeys
+// finds BAD or unsigned; for both a verified package that does not hold
+// the agent as a regular file or as a link to one within the package
+// (taken as dpkg and rpm install it). The caller must not fall back to
+// another route for the same bytes. Anything else (unreachable, a
+// timeout, a missing file, no such package, no usable source, unsigned
+// rpm metadata that is inconsistent, a key the rpm database lacks, a file
+// over one of this route's caps, an agent linked out of its package) is
+// operational: the package manager may still succeed, by its own checks.
+// So is a Packages index that differs from the signed Release after a
+// second try: that is what a mirror mid-sync serves, and apt refuses it
+// by its own check. A .deb is different: pool files are immutable, so one
+// that differs from the index is not a sync in progress (an unsynced one
+// is missing, not different).
 package pkgrepo
 
 import (
@@ -163,9 +162,8 @@ func discard(f *os.File) {
 	os.Remove(f.Name())
 }
 
-// Decompression limits. A repository's index is a few MiB compressed
-// and may expand a hundredfold; what a decoder allocates is set by the
-// stream itself, so it is capped: a stream over a cap is refused
+// Decompression limits. What a decoder allocates is set by the stream
+// itself, which for rpm metadata nothing signs, so it is capped: a stream over a cap is refused
 // (errOverLimit) and the package manager, with its own limits, installs.
 const (
 	// maxXZDictionary is xz -7's dictionary; the default preset, -6, uses
