@@ -275,8 +275,9 @@ noHotfixAvailable, customDataFallback, noColdStartPointer (the service
 unreachable and no cold-start map: Informational), failed. download-hotfix outcomes:
 staged, alreadyStaged, noPointer, invalidPointer, noHotfixForBase, notNewer,
 unparsableVersion, revoked, unreadableRevocation, untrusted, busy, noPackage
-and ambiguousPackage (the repositories have none, or several revisions, of the version; both
-failures), repositoryIntegrity (a bad signature, digest or package on the
+and ambiguousPackage (the repositories have none, or several revisions, of
+the version; both failures), repositoryIntegrity (a bad signature, a package
+whose digest differs from the signed index, a package without the agent, on the
 repository route; a failure, nothing staged), failed; each event also names
 the route (direct, repository, package-manager, none) and the version, and
 repositoryFallback="…" says why the repository route gave way. Launcher events:

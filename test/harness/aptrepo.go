@@ -3,6 +3,8 @@ package harness
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,6 +79,11 @@ type Deb struct {
 	Files map[string][]byte
 	// Compression is dpkg-deb's -Z: xz (empty), zstd, gzip or none.
 	Compression string
+	// Symlinks maps a path in the package to a symlink's target, as
+	// written; Hardlinks maps a path to another path of Files it is a
+	// hard link of (dpkg-deb archives the first of the two in its order
+	// with the content, the other as a hard link to it).
+	Symlinks, Hardlinks map[string]string
 }
 
 // BuildDeb builds p with the real dpkg-deb into dir and returns the
@@ -108,6 +115,24 @@ func BuildDeb(ctx context.Context, dir string, p Deb) (string, error) {
 			return "", err
 		}
 	}
+	for path, target := range p.Symlinks {
+		full := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Symlink(target, full); err != nil {
+			return "", err
+		}
+	}
+	for path, target := range p.Hardlinks {
+		full := filepath.Join(root, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.Link(filepath.Join(root, target), full); err != nil {
+			return "", err
+		}
+	}
 	out := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.deb", p.Name, p.Version, p.Arch))
 	if b, err := exec.CommandContext(ctx, "dpkg-deb", "--root-owner-group", "-Z"+p.Compression, "--build", root, out).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("dpkg-deb: %w\n%s", err, b)
@@ -121,6 +146,10 @@ func BuildDeb(ctx context.Context, dir string, p Deb) (string, error) {
 type AptRepo struct {
 	Dir                    string
 	Suite, Component, Arch string
+	// ByHash also writes each index under by-hash/SHA256/<digest> beside
+	// it, kept across rewrites, and says "Acquire-By-Hash: yes" in the
+	// Release, as a mirror that serves indexes by digest does.
+	ByHash bool
 }
 
 // InRelease and Index are where r's signed release and xz index are.
@@ -192,6 +221,20 @@ func WriteAptRepo(ctx context.Context, r AptRepo, g *GPG, debs []string, validUn
 	}
 	if !validUntil.IsZero() {
 		release = append(fmt.Appendf(nil, "Valid-Until: %s\n", validUntil.UTC().Format(time.RFC1123)), release...)
+	}
+	if r.ByHash {
+		// After the release: its hashes are of the indexes by name only.
+		byHash := filepath.Join(index, "by-hash", "SHA256")
+		if err := os.MkdirAll(byHash, 0o755); err != nil {
+			return err
+		}
+		for _, b := range [][]byte{packages, packed.Bytes()} {
+			sum := sha256.Sum256(b)
+			if err := os.WriteFile(filepath.Join(byHash, hex.EncodeToString(sum[:])), b, 0o644); err != nil {
+				return err
+			}
+		}
+		release = append([]byte("Acquire-By-Hash: yes\n"), release...)
 	}
 	signed, err := g.Run(ctx, release, "--clearsign", "--digest-algo", "SHA256")
 	if err != nil {

@@ -19,6 +19,11 @@ type RPM struct {
 	// Files maps a path in the package (usr/bin/aks-node-controller) to its
 	// content, installed with mode 0755.
 	Files map[string][]byte
+	// Symlinks maps a path to a symlink's target, as written; Hardlinks
+	// maps a path to another path of Files it is a hard link of (rpm
+	// stores the content with the last of a set in path order, the
+	// others empty).
+	Symlinks, Hardlinks map[string]string
 }
 
 // BuildRPM builds p with the real rpmbuild (zstd payload, as Azure Linux's
@@ -52,6 +57,16 @@ func BuildRPM(ctx context.Context, dir string, p RPM) (string, error) {
 		}
 		fmt.Fprintf(&install, "mkdir -p %%{buildroot}/%s\ncp %s %%{buildroot}/%s\n", filepath.Dir(path), full, path)
 		fmt.Fprintf(&files, "%%attr(0755,root,root) /%s\n", path)
+	}
+	for _, links := range []struct {
+		m    map[string]string
+		ln   string
+		root string
+	}{{p.Symlinks, "ln -s", ""}, {p.Hardlinks, "ln", "%{buildroot}/"}} {
+		for path, target := range links.m {
+			fmt.Fprintf(&install, "mkdir -p %%{buildroot}/%s\n%s %s%s %%{buildroot}/%s\n", filepath.Dir(path), links.ln, links.root, target, path)
+			fmt.Fprintf(&files, "/%s\n", path)
+		}
 	}
 	spec := filepath.Join(top, p.Name+".spec")
 	body := fmt.Sprintf("Name: %s\nVersion: %s\nRelease: %s\nSummary: test package\nLicense: MIT\n%%description\ntest package\n%%install\n%s%%files\n%s",

@@ -322,6 +322,10 @@ var errStaging = errors.New("staging")
 // may use, so that a hanging repository leaves the package manager time.
 const repositoryShare = 2
 
+// errRepositoryShare is why a repository route that spent its share was
+// cut: a repository that hangs, or trickles bytes too slowly.
+var errRepositoryShare = errors.New("the repository route spent its share of the budget")
+
 // stageFromRepository stages target straight from the node's package
 // repository (pkgrepo). A failure before the package is verified is
 // operational unless it is a *pkgrepo.IntegrityError; one after it wraps
@@ -332,7 +336,7 @@ func stageFromRepository(ctx context.Context, cfg Config, log *slog.Logger, targ
 	fetchCtx := ctx
 	if dl, ok := ctx.Deadline(); ok {
 		var cancel context.CancelFunc
-		fetchCtx, cancel = context.WithTimeout(ctx, time.Until(dl)/repositoryShare)
+		fetchCtx, cancel = context.WithTimeoutCause(ctx, time.Until(dl)/repositoryShare, errRepositoryShare)
 		defer cancel()
 	}
 	mgr, err := pkgmgr.Detect(string(cfg.Root))

@@ -26,20 +26,30 @@ type repoNode struct {
 	srv    *httptest.Server
 	serve  http.Handler
 	record string
+	deb    string
 }
 
 func newRepoNode(t *testing.T, g *harness.GPG, files map[string][]byte) *repoNode {
 	t.Helper()
+	return newRepoNodeOf(t, g, harness.Deb{Files: files})
+}
+
+// newRepoNodeOf is newRepoNode with the agent's package made of pkg's
+// files and links.
+func newRepoNodeOf(t *testing.T, g *harness.GPG, pkg harness.Deb) *repoNode {
+	t.Helper()
 	n := &repoNode{fixture: newFixture(t)}
 	root := string(n.root)
 	n.repo = harness.AptRepo{Dir: t.TempDir(), Suite: "noble", Component: "main", Arch: pkgrepo.Arch()}
-	deb, err := harness.BuildDeb(t.Context(), t.TempDir(), harness.Deb{Name: "aks-node-controller", Version: target + "-ubuntu24.04u1", Arch: pkgrepo.Arch(), Files: files, Compression: "zstd"})
+	pkg.Name, pkg.Version, pkg.Arch, pkg.Compression = "aks-node-controller", target+"-ubuntu24.04u1", pkgrepo.Arch(), "zstd"
+	deb, err := harness.BuildDeb(t.Context(), t.TempDir(), pkg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := harness.WriteAptRepo(t.Context(), n.repo, g, []string{deb}, time.Now().Add(24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	n.deb = deb
 	n.serve = http.FileServer(http.Dir(n.repo.Dir))
 	n.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { n.serve.ServeHTTP(w, r) }))
 	t.Cleanup(n.srv.Close)
@@ -72,6 +82,37 @@ func newRepoNode(t *testing.T, g *harness.GPG, files map[string][]byte) *repoNod
 func (n *repoNode) aptRan() bool {
 	argv, _ := os.ReadFile(n.record)
 	return len(argv) > 0
+}
+
+// midSync leaves n's repository as a mirror caught mid-sync: the new
+// InRelease over the previous Packages index by name, which listed
+// another package; with byHash the indexes are served by digest too.
+func (n *repoNode) midSync(t *testing.T, g *harness.GPG, byHash bool) {
+	t.Helper()
+	other, err := harness.BuildDeb(t.Context(), t.TempDir(), harness.Deb{Name: "moby-runc", Version: "1.1.12-ubuntu24.04u1", Arch: pkgrepo.Arch(), Files: map[string][]byte{"usr/bin/runc": []byte("runc")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := n.repo
+	prev.Dir = t.TempDir()
+	if err := harness.WriteAptRepo(t.Context(), prev, g, []string{other}, time.Now().Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if byHash {
+		n.repo.ByHash = true
+		if err := harness.WriteAptRepo(t.Context(), n.repo, g, []string{n.deb}, time.Now().Add(24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"Packages", "Packages.xz"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(prev.Index()), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(n.repo.Index()), name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // pool returns the path of the repository's one .deb.
@@ -133,11 +174,6 @@ func TestRunRepositoryRoute(t *testing.T) {
 			key, _ := other.PublicKey(t.Context(), false)
 			os.WriteFile(filepath.Join(string(n.root), "usr/share/keyrings/microsoft-prod.gpg"), key, 0o644)
 		},
-		"a Packages index that differs from the Release": func(t *testing.T, n *repoNode) {
-			b, _ := os.ReadFile(n.repo.Index())
-			b[len(b)-1] ^= 1
-			os.WriteFile(n.repo.Index(), b, 0o644)
-		},
 	}
 	for name, mutate := range integrity {
 		t.Run(name, func(t *testing.T) {
@@ -182,23 +218,69 @@ func TestRunRepositoryRoute(t *testing.T) {
 		n.noTemps()
 	})
 
-	operational := map[string]func(n *repoNode){
-		"the repository down": func(n *repoNode) { n.srv.Close() },
-		"no such package": func(n *repoNode) {
+	t.Run("an agent installed as a symlink", func(t *testing.T) {
+		n := newRepoNodeOf(t, g, harness.Deb{
+			Files:    map[string][]byte{"usr/lib/aks-node-controller/aks-node-controller": fakeAgent(t, target)},
+			Symlinks: map[string]string{pkgrepo.AgentMember: "../lib/aks-node-controller/aks-node-controller"},
+		})
+		if res := n.run(); res.Outcome != Staged || res.Route != RouteRepository || n.aptRan() {
+			t.Fatalf("Run = %+v, apt ran %v; want staged from the symlink's target", res, n.aptRan())
+		}
+		if got, _ := n.staged(); got != string(fakeAgent(t, target)) {
+			t.Error("staged binary is not the symlink's target")
+		}
+		n.noTemps()
+	})
+
+	t.Run("an agent symlinked out of its package", func(t *testing.T) {
+		// The installed package may resolve it (to another package's
+		// file): the package manager decides, and its copy is checked.
+		n := newRepoNodeOf(t, g, harness.Deb{
+			Files:    map[string][]byte{"usr/lib/other": []byte("x")},
+			Symlinks: map[string]string{pkgrepo.AgentMember: "/usr/local/bin/aks-node-controller"},
+		})
+		if res := n.run(); res.Outcome != Staged || res.Route != RoutePackageManager || res.RepositoryErr == nil || !n.aptRan() {
+			t.Fatalf("Run = %+v, apt ran %v; want staged by the package manager", res, n.aptRan())
+		}
+		n.noTemps()
+	})
+
+	t.Run("a mirror mid-sync, by hash", func(t *testing.T) {
+		agent[pkgrepo.AgentMember] = fakeAgent(t, target)
+		n := newRepoNode(t, g, agent)
+		n.midSync(t, g, true)
+		if res := n.run(); res.Outcome != Staged || res.Route != RouteRepository || n.aptRan() {
+			t.Fatalf("Run = %+v, apt ran %v; want staged from the index by hash", res, n.aptRan())
+		}
+		n.noTemps()
+	})
+
+	// An index that differs from the Release is what a mirror mid-sync
+	// serves: apt refuses it by its own check, and may find a consistent
+	// mirror.
+	operational := map[string]func(t *testing.T, n *repoNode){
+		"the repository down": func(t *testing.T, n *repoNode) { n.srv.Close() },
+		"no such package": func(t *testing.T, n *repoNode) {
 			n.writePointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.2"}})
 		},
-		"a repository that hangs": func(n *repoNode) {
+		"a repository that hangs": func(t *testing.T, n *repoNode) {
 			n.serve = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
 		},
-		"no usable source": func(n *repoNode) {
+		"no usable source": func(t *testing.T, n *repoNode) {
 			os.WriteFile(filepath.Join(string(n.root), "etc/apt/sources.list.d/microsoft-prod.list"), []byte("deb [arch=none] https://x noble main\n"), 0o644)
 		},
+		"a Packages index that differs from the Release": func(t *testing.T, n *repoNode) {
+			b, _ := os.ReadFile(n.repo.Index())
+			b[len(b)-1] ^= 1
+			os.WriteFile(n.repo.Index(), b, 0o644)
+		},
+		"a mirror mid-sync": func(t *testing.T, n *repoNode) { n.midSync(t, g, false) },
 	}
 	for name, mutate := range operational {
 		t.Run(name, func(t *testing.T) {
 			agent[pkgrepo.AgentMember] = fakeAgent(t, target)
 			n := newRepoNode(t, g, agent)
-			mutate(n)
+			mutate(t, n)
 			// The hanging repository gets half of this budget; the
 			// package manager, the rest.
 			res := Run(within(t, 8*time.Second), Config{Root: n.root, Version: n.version, ArtifactCAPEM: n.caPEM})
@@ -214,6 +296,62 @@ func TestRunRepositoryRoute(t *testing.T) {
 			}
 			if !strings.Contains(res.Message(), "repositoryFallback=") {
 				t.Errorf("Message() = %q does not say why the repository route was not used", res.Message())
+			}
+			n.noTemps()
+		})
+	}
+}
+
+// TestRunRepositoryRouteTrickle: a repository that trickles a file, a
+// byte at a time and never stalling long enough for the download's stall
+// timer, is cut when its share of the budget is spent, so the package
+// manager still stages the agent inside the budget.
+func TestRunRepositoryRouteTrickle(t *testing.T) {
+	g, err := harness.NewGPG(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	for name, slow := range map[string]func(path string) bool{
+		"its InRelease": func(p string) bool { return strings.HasSuffix(p, "/InRelease") },
+		"its package":   func(p string) bool { return strings.HasSuffix(p, ".deb") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			n := newRepoNode(t, g, map[string][]byte{pkgrepo.AgentMember: fakeAgent(t, target)})
+			files := n.serve
+			n.serve = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if !slow(r.URL.Path) {
+					files.ServeHTTP(w, r)
+					return
+				}
+				b, err := os.ReadFile(filepath.Join(n.repo.Dir, filepath.FromSlash(r.URL.Path)))
+				if err != nil {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Length", fmt.Sprint(len(b)))
+				tick := time.NewTicker(20 * time.Millisecond)
+				defer tick.Stop()
+				for i := range b {
+					select {
+					case <-r.Context().Done():
+						return
+					case <-tick.C:
+					}
+					w.Write(b[i : i+1])
+					w.(http.Flusher).Flush()
+				}
+			})
+			ctx := within(t, 6*time.Second)
+			res := Run(ctx, Config{Root: n.root, Version: n.version, ArtifactCAPEM: n.caPEM})
+			if res.Outcome != Staged || res.Route != RoutePackageManager || !n.aptRan() {
+				t.Fatalf("Run = %+v, want staged by the package manager", res)
+			}
+			if !errors.Is(res.RepositoryErr, errRepositoryShare) {
+				t.Errorf("RepositoryErr = %v, want the route cut at its share of the budget", res.RepositoryErr)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("Run returned after its budget: %v", ctx.Err())
 			}
 			n.noTemps()
 		})

@@ -3,9 +3,13 @@ package pkgrepo
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -43,16 +47,64 @@ type Apt struct {
 	Keyring openpgp.EntityList
 }
 
-// Find returns the package name of a whose upstream version is exactly v
-// (pkgmgr.Pick), verified from the InRelease signature down to the index
-// entry. now is checked against the Release's Valid-Until.
-func (repo Apt) Find(ctx context.Context, c *fetch.Client, name string, v hotfix.Version, now time.Time) (Package, error) {
+// Attempts at an index that differs from the signed Release. A mirror
+// mid-sync serves the previous index under the new InRelease, or the new
+// index under an InRelease fetched just before the switch; a second try
+// of both, after a pause, gets a consistent pair once the switch is over.
+const (
+	indexAttempts = 2
+	// indexRetryWait is the pause before the second attempt, plus up to
+	// as much again of jitter so that a fleet does not retry in step.
+	indexRetryWait = 500 * time.Millisecond
+)
+
+// errIndexMismatch is an index whose size or SHA-256 differs from the
+// signed Release's.
+var errIndexMismatch = errors.New("index differs from the signed Release (a mirror mid-sync?)")
+
+// Find returns the package of a that req names (its upstream version is
+// exactly req.Version, pkgmgr.Pick), verified from the InRelease signature
+// down to the index entry. req.Now is checked against the Release's
+// Valid-Until; the index is held in a temporary file named by req. An
+// index that differs from the Release, on every attempt, is operational:
+// it is indistinguishable from a mirror mid-sync, and apt refuses it by
+// its own check.
+func (repo Apt) Find(ctx context.Context, c *fetch.Client, req Request) (Package, error) {
+	var err error
+	attempts := 0
+	for attempts < indexAttempts {
+		if attempts > 0 && pause(ctx, indexRetryWait) != nil {
+			break
+		}
+		attempts++
+		var p Package
+		if p, err = repo.find(ctx, c, req); !errors.Is(err, errIndexMismatch) {
+			return p, err
+		}
+	}
+	return Package{}, fmt.Errorf("%d attempts: %w", attempts, err)
+}
+
+// pause waits d plus up to d of jitter, or until ctx is done.
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d + rand.N(d))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// find is one attempt of Find.
+func (repo Apt) find(ctx context.Context, c *fetch.Client, req Request) (Package, error) {
 	base := strings.TrimSuffix(repo.URL, "/")
 	signed, err := get(ctx, c, base+"/dists/"+repo.Suite+"/InRelease", MaxInRelease)
 	if err != nil {
 		return Package{}, fmt.Errorf("InRelease: %w", err)
 	}
-	release, err := VerifyInRelease(signed, repo.Keyring, now)
+	release, err := VerifyInRelease(signed, repo.Keyring, req.Now)
 	if err != nil {
 		return Package{}, err
 	}
@@ -60,28 +112,61 @@ func (repo Apt) Find(ctx context.Context, c *fetch.Client, name string, v hotfix
 	if err != nil {
 		return Package{}, err
 	}
-	var packed bytes.Buffer
-	if err := c.Download(ctx, base+"/dists/"+repo.Suite+"/"+index.Filename, fetch.Want{SHA256: index.Hash, Size: index.Size}, &packed); err != nil {
-		return Package{}, signedMismatch(index.Filename, err)
-	}
-	entries, err := parseIndex(index.Filename, packed.Bytes(), name)
+	f, err := fetchIndex(ctx, c, base+"/dists/"+repo.Suite, release, index, req)
 	if err != nil {
 		return Package{}, err
 	}
-	return choose(entries, base, name, v)
+	defer discard(f)
+	entries, err := parseIndex(index.Filename, f, req.Name)
+	if err != nil {
+		return Package{}, err
+	}
+	return choose(entries, base, req.Name, req.Version)
+}
+
+// fetchIndex downloads index, under dir, into a temporary file, checked
+// against the Release: by digest first where the Release offers it, as
+// apt does (a sync never changes a file under that name), then by name.
+// An index that differs wraps errIndexMismatch.
+func fetchIndex(ctx context.Context, c *fetch.Client, dir string, r Release, index control.FileHash, req Request) (*os.File, error) {
+	want := fetch.Want{SHA256: index.Hash, Size: index.Size}
+	var byHashErr error
+	if strings.EqualFold(strings.TrimSpace(r.AcquireByHash), "yes") {
+		f, err := downloadTemp(ctx, c, dir+"/"+path.Dir(index.Filename)+"/by-hash/SHA256/"+index.Hash, want, req)
+		if err == nil || ctx.Err() != nil {
+			return f, err
+		}
+		byHashErr = fmt.Errorf("by hash: %w", err)
+	}
+	f, err := downloadTemp(ctx, c, dir+"/"+index.Filename, want, req)
+	if err == nil {
+		return f, nil
+	}
+	var ve *fetch.VerifyError
+	if errors.As(err, &ve) && (ve.Reason == fetch.ReasonSize || ve.Reason == fetch.ReasonDigest) {
+		err = fmt.Errorf("%w: %w", errIndexMismatch, err)
+	}
+	return nil, errors.Join(byHashErr, fmt.Errorf("%s: %w", index.Filename, err))
 }
 
 // Release is a verified Release file's part this package reads.
 type Release struct {
 	Suite      string
 	Codename   string
-	ValidUntil string                   `control:"Valid-Until"`
-	SHA256     []control.SHA256FileHash `delim:"\n" strip:"\n\r\t "`
+	ValidUntil string `control:"Valid-Until"`
+	// AcquireByHash "yes" says the indexes are also served by digest.
+	AcquireByHash string                   `control:"Acquire-By-Hash"`
+	SHA256        []control.SHA256FileHash `delim:"\n" strip:"\n\r\t "`
 }
 
+// aptDigests are the signature digests apt trusts (gpgv.cc's table); it
+// refuses MD5, SHA-1 and RIPEMD-160.
+var aptDigests = map[crypto.Hash]bool{crypto.SHA224: true, crypto.SHA256: true, crypto.SHA384: true, crypto.SHA512: true}
+
 // VerifyInRelease checks that signed is one clearsigned Release file,
-// signed by a key of keyring, and not past its Valid-Until at now, and
-// returns it parsed. Every failure is an IntegrityError.
+// signed by a key of keyring with a digest apt trusts, and not past its
+// Valid-Until at now, and returns it parsed. Every failure is an
+// IntegrityError.
 func VerifyInRelease(signed []byte, keyring openpgp.EntityList, now time.Time) (Release, error) {
 	block, rest := clearsign.Decode(signed)
 	if block == nil {
@@ -90,8 +175,14 @@ func VerifyInRelease(signed []byte, keyring openpgp.EntityList, now time.Time) (
 	if len(bytes.TrimSpace(rest)) > 0 || !bytes.HasPrefix(bytes.TrimLeft(signed, " \t\r\n"), []byte("-----BEGIN PGP SIGNED MESSAGE-----")) {
 		return Release{}, integrity("InRelease has unsigned text around its signed message")
 	}
-	if _, err := block.VerifySignature(keyring, nil); err != nil {
+	sig, _, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(block.Bytes), block.ArmoredSignature.Body, nil)
+	if err != nil {
 		return Release{}, integrity("InRelease signature: %v", err)
+	}
+	if !aptDigests[sig.Hash] {
+		// apt: "The following signatures were invalid", then "is not
+		// signed", as for an unknown key; go-crypto accepts SHA-1.
+		return Release{}, integrity("InRelease signature: digest %v, which apt refuses", sig.Hash)
 	}
 	var r Release
 	if err := control.Unmarshal(&r, bytes.NewReader(block.Plaintext)); err != nil {
@@ -133,8 +224,12 @@ func (r Release) index(component, arch string) (control.FileHash, error) {
 	for _, ext := range []string{".xz", ".gz", ""} {
 		for _, h := range r.SHA256 {
 			if h.Filename == dir+ext {
-				if h.Size <= 0 || h.Size > MaxIndex {
-					return control.FileHash{}, integrity("%s: size %d, want 1 to %d", h.Filename, h.Size, MaxIndex)
+				if h.Size <= 0 {
+					return control.FileHash{}, integrity("%s: size %d", h.Filename, h.Size)
+				}
+				if h.Size > MaxIndex {
+					// A large index is no contradiction; apt reads it.
+					return control.FileHash{}, fmt.Errorf("%s: %w: %d bytes, over %d", h.Filename, errOverLimit, h.Size, MaxIndex)
 				}
 				return h.FileHash, nil
 			}
@@ -145,16 +240,17 @@ func (r Release) index(component, arch string) (control.FileHash, error) {
 
 // parseIndex decompresses a verified Packages index and returns the
 // entries of package name, streaming: only their paragraphs are decoded,
-// and at most maxCandidates are kept.
-func parseIndex(index string, packed []byte, name string) ([]control.BinaryIndex, error) {
+// and at most maxCandidates are kept. An index over one of decompress's
+// caps is operational; any other failure is an IntegrityError.
+func parseIndex(index string, packed io.Reader, name string) ([]control.BinaryIndex, error) {
 	r, done, err := decompress(index, packed)
 	if err != nil {
-		return nil, integrity("%s: %v", index, err)
+		return nil, indexError(index, err)
 	}
 	defer done()
 	pr, err := control.NewParagraphReader(r, nil)
 	if err != nil {
-		return nil, integrity("%s: %v", index, err)
+		return nil, indexError(index, err)
 	}
 	var out []control.BinaryIndex
 	for {
@@ -163,7 +259,7 @@ func parseIndex(index string, packed []byte, name string) ([]control.BinaryIndex
 			return out, nil
 		}
 		if err != nil {
-			return nil, integrity("%s: %v", index, err)
+			return nil, indexError(index, err)
 		}
 		if p.Values["Package"] != name {
 			continue
@@ -177,6 +273,16 @@ func parseIndex(index string, packed []byte, name string) ([]control.BinaryIndex
 		}
 		out = append(out, e)
 	}
+}
+
+// indexError classifies a failure to read a verified index: over one of
+// this route's caps is operational (apt has its own); a signed index that
+// does not read is an IntegrityError.
+func indexError(index string, err error) error {
+	if errors.Is(err, errOverLimit) {
+		return fmt.Errorf("%s: %w", index, err)
+	}
+	return integrity("%s: %v", index, err)
 }
 
 // choose picks name's entry of version v among entries (all of name) and

@@ -12,10 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/clearsign"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/fetch"
@@ -72,9 +74,12 @@ func buildDeb(t *testing.T, name, version, comp string) string {
 // repo is a signed repository on disk served over HTTPS.
 type repo struct {
 	harness.AptRepo
-	srv    *httptest.Server
+	srv *httptest.Server
+	// serve answers srv's requests: the repository's files.
+	serve  http.Handler
 	client *fetch.Client
 	deb    string
+	debs   []string
 }
 
 // newRepo builds a repository with the real tools (harness.WriteAptRepo):
@@ -84,11 +89,12 @@ func newRepo(t *testing.T, g *harness.GPG, validUntil time.Time) *repo {
 	t.Helper()
 	r := &repo{AptRepo: harness.AptRepo{Dir: t.TempDir(), Suite: "noble", Component: "main", Arch: "amd64"}}
 	r.deb = buildDeb(t, agentName, wantFull, "xz")
-	debs := []string{r.deb, buildDeb(t, agentName, "202608.26.20-ubuntu24.04u1", "xz"), buildDeb(t, "moby-runc", "1.1.12-ubuntu24.04u1", "xz")}
-	if err := harness.WriteAptRepo(t.Context(), r.AptRepo, g, debs, validUntil); err != nil {
+	r.debs = []string{r.deb, buildDeb(t, agentName, "202608.26.20-ubuntu24.04u1", "xz"), buildDeb(t, "moby-runc", "1.1.12-ubuntu24.04u1", "xz")}
+	if err := harness.WriteAptRepo(t.Context(), r.AptRepo, g, r.debs, validUntil); err != nil {
 		t.Fatal(err)
 	}
-	r.srv = httptest.NewTLSServer(http.FileServer(http.Dir(r.Dir)))
+	r.serve = http.FileServer(http.Dir(r.Dir))
+	r.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { r.serve.ServeHTTP(w, req) }))
 	t.Cleanup(r.srv.Close)
 	var err error
 	r.client, err = fetch.New(fetch.Config{ExtraRootsPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: r.srv.Certificate().Raw})})
@@ -104,7 +110,7 @@ func (r *repo) apt(kr openpgp.EntityList) Apt {
 
 func (r *repo) find(t *testing.T, kr openpgp.EntityList, v string, now time.Time) (Package, error) {
 	t.Helper()
-	return r.apt(kr).Find(t.Context(), r.client, agentName, hotfix.MustParseVersion(v), now)
+	return r.apt(kr).Find(t.Context(), r.client, Request{Name: agentName, Version: hotfix.MustParseVersion(v), TempDir: t.TempDir(), TempPattern: "index-*", Now: now})
 }
 
 // edit rewrites a file of the repository.
@@ -188,11 +194,18 @@ func TestFindRefuses(t *testing.T) {
 			r.edit(t, r.InRelease(), func([]byte) []byte { return []byte("Suite: noble\n") })
 			return keyring(t, g), now
 		},
-		"index differs from the release": func(r *repo) (openpgp.EntityList, time.Time) {
-			r.edit(t, r.Index(), flipLast)
+		"expired release": func(r *repo) (openpgp.EntityList, time.Time) { return keyring(t, g), now.Add(48 * time.Hour) },
+		"a SHA-1 signature": func(r *repo) (openpgp.EntityList, time.Time) {
+			r.edit(t, r.InRelease(), func(b []byte) []byte {
+				block, _ := clearsign.Decode(b)
+				signed, err := g.Run(t.Context(), append(block.Plaintext, '\n'), "--clearsign", "--digest-algo", "SHA1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				return signed
+			})
 			return keyring(t, g), now
 		},
-		"expired release": func(r *repo) (openpgp.EntityList, time.Time) { return keyring(t, g), now.Add(48 * time.Hour) },
 	}
 	for name, mutate := range integrityCases {
 		t.Run(name, func(t *testing.T) {
@@ -211,8 +224,11 @@ func TestFindRefuses(t *testing.T) {
 		v      string
 		is     error
 	}{
-		"no InRelease":    {func(r *repo) { os.Remove(r.InRelease()) }, "202608.26.2", nil},
-		"no index":        {func(r *repo) { os.Remove(r.Index()) }, "202608.26.2", nil},
+		"no InRelease": {func(r *repo) { os.Remove(r.InRelease()) }, "202608.26.2", nil},
+		"no index":     {func(r *repo) { os.Remove(r.Index()) }, "202608.26.2", nil},
+		"index differs from the release": {func(r *repo) {
+			r.edit(t, r.Index(), flipLast)
+		}, "202608.26.2", nil},
 		"no such patch":   {func(*repo) {}, "202608.26.3", pkgmgr.ErrNoPackage},
 		"repository down": {func(r *repo) { r.srv.Close() }, "202608.26.2", nil},
 	}
@@ -228,6 +244,153 @@ func TestFindRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExtractLinks: an agent path that is a link in the data archive is
+// taken as dpkg installs it: a hard link has its target's content, a
+// symlink is followed within the package (relative, absolute, through a
+// symlinked directory, a chain) to a regular member. One that leads out
+// of the package, to a directory, or round a loop is refused as
+// operational, not as a contradiction of the signature: the package
+// manager may still install it.
+func TestExtractLinks(t *testing.T) {
+	t.Parallel()
+	body := agentBody(wantFull)
+	lib := map[string][]byte{"usr/lib/aks/agent": body}
+	for name, tc := range map[string]struct {
+		deb harness.Deb
+		ok  bool
+	}{
+		"a hard link":           {harness.Deb{Files: map[string][]byte{"opt/aks/agent": body}, Hardlinks: map[string]string{AgentMember: "opt/aks/agent"}}, true},
+		"a relative symlink":    {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "../lib/aks/agent"}}, true},
+		"an absolute symlink":   {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "/usr/lib/aks/agent"}}, true},
+		"a chain of symlinks":   {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "aks-node-controller.real", "usr/bin/aks-node-controller.real": "../lib/aks/agent"}}, true},
+		"a symlinked directory": {harness.Deb{Files: map[string][]byte{"usr/lib/aks-1/agent": body}, Symlinks: map[string]string{"usr/lib/aks": "aks-1", AgentMember: "../lib/aks/../aks/agent"}}, true},
+		"out of the package":    {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "/usr/local/bin/aks-node-controller"}}, false},
+		"to a directory":        {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "../lib/aks"}}, false},
+		"a loop":                {harness.Deb{Files: lib, Symlinks: map[string]string{AgentMember: "aks-node-controller"}}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tc.deb.Name, tc.deb.Version = agentName, wantFull
+			p, err := harness.BuildDeb(t.Context(), t.TempDir(), tc.deb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pkg, _ := os.ReadFile(p)
+			var out bytes.Buffer
+			err = Extract(bytes.NewReader(pkg), AgentMember, 1<<20, &out)
+			var ie *IntegrityError
+			switch {
+			case tc.ok && (err != nil || !bytes.Equal(out.Bytes(), body)):
+				t.Errorf("Extract = %v, %q; want the agent", err, out.String())
+			case !tc.ok && (err == nil || errors.As(err, &ie) || out.Len() != 0):
+				t.Errorf("Extract = %v, wrote %d bytes; want an operational error and nothing", err, out.Len())
+			}
+		})
+	}
+}
+
+// TestVerifyInReleaseDigest: apt refuses an InRelease whose signature
+// hashes with a weak digest ("The following signatures were invalid",
+// then "The repository ... is not signed"; apt 2.6 here, SHA-1), as it
+// refuses one by an unknown key: both are IntegrityErrors.
+func TestVerifyInReleaseDigest(t *testing.T) {
+	t.Parallel()
+	g := newGPG(t)
+	kr := keyring(t, g)
+	release := []byte("Suite: noble\nCodename: noble\nSHA256:\n " + strings.Repeat("0", 64) + " 1 main/binary-amd64/Packages\n")
+	for _, tc := range []struct {
+		digest string
+		ok     bool
+	}{{"SHA1", false}, {"RIPEMD160", false}, {"SHA224", true}, {"SHA256", true}, {"SHA512", true}} {
+		signed, err := g.Run(t.Context(), release, "--clearsign", "--digest-algo", tc.digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = VerifyInRelease(signed, kr, time.Now())
+		var ie *IntegrityError
+		if tc.ok && err != nil || !tc.ok && !errors.As(err, &ie) {
+			t.Errorf("VerifyInRelease of a %s signature = %v, want ok %v (else an IntegrityError)", tc.digest, err, tc.ok)
+		}
+	}
+}
+
+// midSync puts r in the state of a mirror caught mid-sync: its InRelease
+// is the new one, but its Packages index by name is still the previous
+// one, which did not list the agent. With byHash, r serves indexes by
+// digest too, the new one included.
+func (r *repo) midSync(t *testing.T, g *harness.GPG, byHash bool) {
+	t.Helper()
+	prev := harness.AptRepo{Dir: t.TempDir(), Suite: r.Suite, Component: r.Component, Arch: r.Arch}
+	if err := harness.WriteAptRepo(t.Context(), prev, g, r.debs[2:], time.Now().Add(24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if byHash {
+		r.ByHash = true
+		if err := harness.WriteAptRepo(t.Context(), r.AptRepo, g, r.debs, time.Now().Add(24*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"Packages", "Packages.xz"} {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(prev.Index()), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(filepath.Dir(r.Index()), name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFindMidSync: an index that differs from the signed Release is what
+// a mirror serves mid-sync, or between fetching the InRelease and the
+// index: Find fetches it by digest where the Release offers that, and
+// otherwise once more; still differing, it is operational (apt would say
+// "Hash Sum mismatch" and the package manager may still install), never
+// an IntegrityError.
+func TestFindMidSync(t *testing.T) {
+	t.Parallel()
+	g := newGPG(t)
+	now := time.Now()
+	t.Run("by hash", func(t *testing.T) {
+		t.Parallel()
+		r := newRepo(t, g, now.Add(24*time.Hour))
+		r.midSync(t, g, true)
+		if p, err := r.find(t, keyring(t, g), "202608.26.2", now); err != nil || p.Version != wantFull {
+			t.Errorf("Find = %+v, %v; want the agent, through the index by hash", p, err)
+		}
+	})
+	t.Run("no by-hash", func(t *testing.T) {
+		t.Parallel()
+		r := newRepo(t, g, now.Add(24*time.Hour))
+		r.midSync(t, g, false)
+		_, err := r.find(t, keyring(t, g), "202608.26.2", now)
+		var ie *IntegrityError
+		var ve *fetch.VerifyError
+		if errors.As(err, &ie) || !errors.As(err, &ve) || ve.Reason != fetch.ReasonSize && ve.Reason != fetch.ReasonDigest {
+			t.Errorf("Find = %v, want an operational error saying the index differs", err)
+		}
+	})
+	t.Run("sync ends between tries", func(t *testing.T) {
+		t.Parallel()
+		r := newRepo(t, g, now.Add(24*time.Hour))
+		fresh := http.FileServer(http.Dir(r.Dir))
+		stale := t.TempDir()
+		os.CopyFS(stale, os.DirFS(r.Dir))
+		(&repo{AptRepo: harness.AptRepo{Dir: stale, Suite: r.Suite, Component: r.Component, Arch: r.Arch}, debs: r.debs}).midSync(t, g, false)
+		var indexes atomic.Int32
+		r.serve = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if strings.Contains(req.URL.Path, "/Packages") && indexes.Add(1) == 1 {
+				http.FileServer(http.Dir(stale)).ServeHTTP(w, req)
+				return
+			}
+			fresh.ServeHTTP(w, req)
+		})
+		if p, err := r.find(t, keyring(t, g), "202608.26.2", now); err != nil || p.Version != wantFull || indexes.Load() != 2 {
+			t.Errorf("Find = %+v, %v after %d index fetches; want the agent on the second", p, err, indexes.Load())
+		}
+	})
 }
 
 func TestExtract(t *testing.T) {

@@ -13,15 +13,23 @@
 //     payload.
 //
 // Every failure is one of two kinds. An IntegrityError means the
-// repository contradicts its own signatures: for apt a bad or unknown
-// InRelease signature, an expired Release, an index or .deb whose digest
-// or size differs from the signed one, a malformed signed file; for rpm a
-// package rpmkeys finds BAD or unsigned; for both a verified package that
-// does not hold the agent as one regular file. The caller must not fall
-// back to another route for the same bytes. Anything else (unreachable, a
-// timeout, a missing file, no such package, no usable source, unsigned rpm
-// metadata that is inconsistent, a key the rpm database lacks) is
+// repository contradicts its own signatures: for apt a bad InRelease
+// signature, or one by an unknown key or with a digest apt refuses
+// (SHA-1), an expired Release, a .deb whose digest or size differs from
+// the signed index, a malformed signed file; for rpm a package rpmkeys
+// finds BAD or unsigned; for both a verified package that does not hold
+// the agent as a regular file or as a link to one within the package
+// (taken as dpkg and rpm install it). The caller must not fall back to
+// another route for the same bytes. Anything else (unreachable, a
+// timeout, a missing file, no such package, no usable source, unsigned
+// rpm metadata that is inconsistent, a key the rpm database lacks, a file
+// over one of this route's caps, an agent linked out of its package) is
 // operational: the package manager may still succeed, by its own checks.
+// So is a Packages index that differs from the signed Release after a
+// second try: that is what a mirror mid-sync serves, and apt refuses it
+// by its own check. A .deb is different: pool files are immutable, so one
+// that differs from the index is not a sync in progress (an unsynced one
+// is missing, not different).
 package pkgrepo
 
 import (
@@ -37,7 +45,7 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
-	"github.com/ulikunitz/xz"
+	"github.com/xi2/xz"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/fetch"
@@ -71,8 +79,8 @@ type Request struct {
 	// Member is the file taken out of it (AgentMember), at most Max bytes.
 	Member string
 	Max    int64
-	// TempDir holds the downloaded package while Fetch runs, in a file
-	// named by the os.CreateTemp pattern TempPattern.
+	// TempDir holds the downloaded index and package while Fetch runs,
+	// in files named by the os.CreateTemp pattern TempPattern.
 	TempDir, TempPattern string
 	// Now is checked against signatures' and metadata's validity.
 	Now time.Time
@@ -125,11 +133,23 @@ func download(ctx context.Context, c *fetch.Client, p Package, req Request) (*os
 	if p.Size <= 0 || p.Size > MaxPackage {
 		return nil, fmt.Errorf("%s %s: %d bytes, want 1 to %d", p.Name, p.Version, p.Size, MaxPackage)
 	}
+	return downloadTemp(ctx, c, p.URL, fetch.Want{SHA256: p.SHA256, Size: p.Size}, req)
+}
+
+// downloadTemp fetches url, checked against want, into a new temporary
+// file named by req, positioned at its start: an index or package is
+// read from the disk, so memory does not grow with its size. The caller
+// discards the file.
+func downloadTemp(ctx context.Context, c *fetch.Client, url string, want fetch.Want, req Request) (*os.File, error) {
 	tmp, err := os.CreateTemp(req.TempDir, req.TempPattern)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Download(ctx, p.URL, fetch.Want{SHA256: p.SHA256, Size: p.Size}, tmp); err != nil {
+	if err := c.Download(ctx, url, want, tmp); err != nil {
+		discard(tmp)
+		return nil, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
 		discard(tmp)
 		return nil, err
 	}
@@ -142,19 +162,36 @@ func discard(f *os.File) {
 	os.Remove(f.Name())
 }
 
-// decompress returns a reader of the expanded form of a file named name
-// (.xz, .gz, .zst, or none), at most MaxIndexExpanded bytes: more reads
-// as errExpanded.
-func decompress(name string, packed []byte) (io.Reader, func(), error) {
-	var r io.Reader = bytes.NewReader(packed)
+// Decompression limits. What a decoder allocates is set by the stream
+// itself, which for rpm metadata nothing signs, so it is capped: a stream over a cap is refused
+// (errOverLimit) and the package manager, with its own limits, installs.
+const (
+	// maxXZDictionary is xz -7's dictionary; the default preset, -6, uses
+	// 8 MiB.
+	maxXZDictionary = 16 << 20
+	// maxZstdWindow is what zstd levels 1 to 19 write and what the format
+	// asks every decoder to support.
+	maxZstdWindow = 8 << 20
+)
+
+// errOverLimit marks a file refused for exceeding one of this route's
+// caps: not a contradiction of any signature, so never an
+// IntegrityError.
+var errOverLimit = errors.New("over the repository route's limit")
+
+// decompress returns a reader of the expanded form of r, a file named
+// name (.xz, .gz, .zst, or none), at most MaxIndexExpanded bytes: more
+// reads as errExpanded. A stream that needs a larger dictionary or
+// window than the caps above reads as an error wrapping errOverLimit.
+func decompress(name string, r io.Reader) (io.Reader, func(), error) {
 	done := func() {}
 	switch {
 	case strings.HasSuffix(name, ".xz"):
-		xr, err := xz.NewReader(r)
+		xr, err := xz.NewReader(r, maxXZDictionary)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, overLimit(err)
 		}
-		r = xr
+		r = &decodeErrors{r: xr}
 	case strings.HasSuffix(name, ".gz"):
 		gr, err := gzip.NewReader(r)
 		if err != nil {
@@ -162,16 +199,35 @@ func decompress(name string, packed []byte) (io.Reader, func(), error) {
 		}
 		r, done = gr, func() { gr.Close() }
 	case strings.HasSuffix(name, ".zst"):
-		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(MaxIndexExpanded))
+		// Low memory: a window plus one block, not two windows.
+		zr, err := zstd.NewReader(r, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true),
+			zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(MaxIndexExpanded))
 		if err != nil {
 			return nil, nil, err
 		}
-		r, done = zr, zr.Close
+		r, done = &decodeErrors{r: zr}, zr.Close
 	}
 	return &capReader{r: r, n: MaxIndexExpanded}, done, nil
 }
 
-var errExpanded = fmt.Errorf("over %d bytes decompressed", MaxIndexExpanded)
+// decodeErrors marks a decoder's refusal of a stream over a cap.
+type decodeErrors struct{ r io.Reader }
+
+func (d *decodeErrors) Read(p []byte) (int, error) {
+	n, err := d.r.Read(p)
+	return n, overLimit(err)
+}
+
+// overLimit wraps err in errOverLimit if it is a decoder's refusal of a
+// dictionary or window over its cap.
+func overLimit(err error) error {
+	if errors.Is(err, xz.ErrMemlimit) || errors.Is(err, zstd.ErrWindowSizeExceeded) || errors.Is(err, zstd.ErrDecoderSizeExceeded) {
+		return fmt.Errorf("%w: %w", errOverLimit, err)
+	}
+	return err
+}
+
+var errExpanded = fmt.Errorf("%w: over %d bytes decompressed", errOverLimit, MaxIndexExpanded)
 
 // capReader reads at most n bytes of r; more is errExpanded.
 type capReader struct {
@@ -221,10 +277,35 @@ func pick[E any](entries []E, full func(E) string, v hotfix.Version) (E, string,
 // entry is one file of a package's payload, from a tar (deb) or cpio
 // (rpm) archive.
 type entry struct {
-	name    string
-	regular bool
-	kind    string // for errors: tar type or cpio mode
-	size    int64
+	name string
+	kind entryKind
+	desc string // for errors: tar type or cpio mode
+	size int64
+	// link is a symlink's target, or the earlier member a tar hard link
+	// names.
+	link string
+	// inode and links group a cpio archive's hard links: regular entries
+	// of one inode, of which rpm stores the content with the last.
+	inode int64
+	links int
+}
+
+type entryKind int
+
+const (
+	kindOther entryKind = iota
+	kindRegular
+	kindSymlink
+	kindHardlink // tar's: a reference to an earlier member
+)
+
+// payload is one reading of a package's payload archive from its start:
+// next returns its entries, body reads the current one's content, and
+// close ends the reading.
+type payload struct {
+	next  func() (entry, error)
+	body  io.Reader
+	close func()
 }
 
 // archiveError is a payload archive that does not read: for a .deb whose
@@ -235,48 +316,203 @@ type archiveError struct{ err error }
 func (e *archiveError) Error() string { return "package payload: " + e.err.Error() }
 func (e *archiveError) Unwrap() error { return e.err }
 
-// takeMember scans a package's payload (next returns its entries, body
-// reads the current one's content) for member and copies it into dst, at
-// most max bytes. It reads to the end: a member listed twice is refused,
-// since an installer keeps the last copy and this would stage the first.
-// A member that is missing, not a regular file, over max or listed twice
-// is an IntegrityError; an archive that does not read, an *archiveError.
-func takeMember(next func() (entry, error), body io.Reader, member string, max int64, dst io.Writer) error {
+// takeMember copies member out of a package's payload into dst, at most
+// max bytes, reading the payload from open (once, or three times for a
+// member that is a link). A member that is a hard link or a symlink is
+// taken as the installer leaves it: a hard link has its target's
+// content, a symlink is followed within the package (resolveLink); one
+// that does not lead to a regular member of the package is operational.
+// A member that is missing, of another type, over max or listed twice is
+// an IntegrityError; an archive that does not read, an *archiveError.
+func takeMember(open func() (*payload, error), member string, max int64, dst io.Writer) error {
 	want := cleanMember(member)
-	found := false
+	copied, err := scanMember(open, want, max, dst)
+	if err != nil || copied {
+		return err
+	}
+	// A link: list the payload, then copy what it leads to.
+	var index members
+	if err := scan(open, func(h entry, _ io.Reader) error { index.add(h); return nil }); err != nil {
+		return err
+	}
+	target, err := index.resolve(want)
+	if err != nil {
+		return fmt.Errorf("package's %s: %w", member, err)
+	}
+	if copied, err = scanMember(open, target, max, dst); err == nil && !copied {
+		err = &archiveError{fmt.Errorf("%s changed between readings", target)}
+	}
+	return err
+}
+
+// scanMember reads the payload to its end for the member want and
+// copies its content into dst if it is a regular file with content; it
+// reports false, with no error, if want is a link whose content is
+// elsewhere. It reads to the end: a member listed twice is refused, since
+// an installer keeps the last copy and this would stage the first.
+func scanMember(open func() (*payload, error), want string, max int64, dst io.Writer) (bool, error) {
+	found, copied := false, false
+	err := scan(open, func(h entry, body io.Reader) error {
+		if h.name != want {
+			return nil
+		}
+		if found {
+			return integrity("package lists %s twice", want)
+		}
+		found = true
+		switch {
+		case h.kind == kindSymlink || h.kind == kindHardlink || h.kind == kindRegular && h.size == 0 && h.links > 1:
+			return nil
+		case h.kind != kindRegular:
+			return integrity("package's %s is not a regular file (%s)", want, h.desc)
+		case h.size <= 0 || h.size > max:
+			return integrity("package's %s: %d bytes, want 1 to %d", want, h.size, max)
+		}
+		n, err := io.Copy(dst, io.LimitReader(body, h.size))
+		if err != nil {
+			return fmt.Errorf("extract %s: %w", want, err)
+		}
+		if n != h.size {
+			return &archiveError{fmt.Errorf("%s: %d of %d bytes", want, n, h.size)}
+		}
+		copied = true
+		return nil
+	})
+	if err == nil && !found {
+		err = integrity("package has no %s", want)
+	}
+	return copied, err
+}
+
+// scan reads the payload from open to its end, calling f for each entry
+// with its name cleaned; f's error stops it.
+func scan(open func() (*payload, error), f func(entry, io.Reader) error) error {
+	p, err := open()
+	if err != nil {
+		return err
+	}
+	defer p.close()
 	for {
-		h, err := next()
+		h, err := p.next()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
 			return &archiveError{err}
 		}
-		if cleanMember(h.name) != want {
+		h.name = cleanMember(h.name)
+		if err := f(h, p.body); err != nil {
+			return err
+		}
+	}
+}
+
+// Bounds of resolving a link within a package.
+const (
+	// maxLinkHops is the kernel's limit of symlinks in one lookup.
+	maxLinkHops = 40
+	// maxIndexedNames caps the names recorded to resolve a link: the
+	// agent's package has a handful.
+	maxIndexedNames = 8 << 20
+)
+
+// members indexes a payload's entries by name, to resolve a link.
+type members struct {
+	byName map[string]entry
+	bytes  int
+	over   bool
+}
+
+func (m *members) add(h entry) {
+	if m.byName == nil {
+		m.byName = make(map[string]entry)
+	}
+	if m.bytes += len(h.name) + len(h.link); m.bytes > maxIndexedNames {
+		m.over = true
+		return
+	}
+	// A name listed twice is refused when it is copied.
+	m.byName[h.name] = h
+}
+
+// resolve follows name, a member that is a link, to the regular member
+// with content that an installed package would have there: through a tar
+// hard link to the member it names, through a cpio hard link to the
+// member of its inode that holds the content, through a symlink as the
+// kernel would within the package's tree. Every error is operational:
+// the link leads out of the package or nowhere, which the installed
+// package may still resolve.
+func (m *members) resolve(name string) (string, error) {
+	if m.over {
+		return "", fmt.Errorf("a link, in a payload whose names are over %d bytes", maxIndexedNames)
+	}
+	hops := 0
+	for {
+		h, ok := m.byName[name]
+		switch {
+		case !ok:
+			return "", fmt.Errorf("a link to %s, which is not in the package", name)
+		case h.kind == kindRegular && (h.size > 0 || h.links <= 1):
+			return name, nil
+		case h.kind == kindRegular:
+			for _, o := range m.byName {
+				if o.kind == kindRegular && o.inode == h.inode && o.size > 0 {
+					return o.name, nil
+				}
+			}
+			return "", fmt.Errorf("a hard link whose content is not in the package")
+		case h.kind != kindHardlink && h.kind != kindSymlink:
+			return "", fmt.Errorf("a link to %s, which is not a regular file (%s)", name, h.desc)
+		}
+		if hops++; hops > maxLinkHops {
+			return "", fmt.Errorf("over %d links", maxLinkHops)
+		}
+		if h.kind == kindHardlink {
+			name = cleanMember(h.link)
 			continue
 		}
-		if found {
-			return integrity("package lists %s twice", member)
+		target := h.link
+		if !strings.HasPrefix(target, "/") {
+			target = path.Dir(name) + "/" + target
 		}
-		found = true
-		if !h.regular {
-			return integrity("package's %s is not a regular file (%s)", member, h.kind)
-		}
-		if h.size <= 0 || h.size > max {
-			return integrity("package's %s: %d bytes, want 1 to %d", member, h.size, max)
-		}
-		n, err := io.Copy(dst, io.LimitReader(body, h.size))
-		if err != nil {
-			return fmt.Errorf("extract %s: %w", member, err)
-		}
-		if n != h.size {
-			return &archiveError{fmt.Errorf("%s: %d of %d bytes", member, n, h.size)}
+		var err error
+		if name, err = m.walk(target, &hops); err != nil {
+			return "", err
 		}
 	}
-	if !found {
-		return integrity("package has no %s", member)
+}
+
+// walk resolves p's directories as the kernel would within the package's
+// tree: a directory that is a symlink of the package is replaced by its
+// target, and ".." applies to what it resolved to. The last element is
+// left to the caller.
+func (m *members) walk(p string, hops *int) (string, error) {
+	rest := strings.Split(p, "/")
+	at := "" // the package's root
+	for len(rest) > 0 {
+		elem := rest[0]
+		rest = rest[1:]
+		switch elem {
+		case "", ".":
+			continue
+		case "..":
+			at = path.Dir("/" + at)[1:]
+			continue
+		}
+		next := path.Join(at, elem)
+		if h, ok := m.byName[next]; ok && h.kind == kindSymlink && len(rest) > 0 {
+			if *hops++; *hops > maxLinkHops {
+				return "", fmt.Errorf("over %d links", maxLinkHops)
+			}
+			if strings.HasPrefix(h.link, "/") {
+				at = ""
+			}
+			rest = append(strings.Split(h.link, "/"), rest...)
+			continue
+		}
+		at = next
 	}
-	return nil
+	return at, nil
 }
 
 // cleanMember is an archive path as installed: no leading "./" or "/",

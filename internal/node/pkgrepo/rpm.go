@@ -1,7 +1,7 @@
 package pkgrepo
 
 import (
-	"bytes"
+	"bufio"
 	"cmp"
 	"context"
 	"encoding/xml"
@@ -226,7 +226,8 @@ type primaryPackage struct {
 	} `xml:"location"`
 }
 
-// Find returns the package req names from r's primary index.
+// Find returns the package req names from r's primary index, which is
+// held in a temporary file named by req.
 func (r RPM) Find(ctx context.Context, c *fetch.Client, req Request) (Package, error) {
 	b, err := get(ctx, c, r.BaseURL+"/repodata/repomd.xml", MaxRepomd)
 	if err != nil {
@@ -245,11 +246,12 @@ func (r RPM) Find(ctx context.Context, c *fetch.Client, req Request) (Package, e
 	if d.Checksum.Type != "sha256" || d.Size <= 0 || d.Size > MaxIndex || !safeRel(href) {
 		return Package{}, fmt.Errorf("repomd.xml's primary index: checksum %s, size %d, href %q; want sha256, 1 to %d bytes, a relative path", d.Checksum.Type, d.Size, href, MaxIndex)
 	}
-	var packed bytes.Buffer
-	if err := c.Download(ctx, r.BaseURL+"/"+href, fetch.Want{SHA256: strings.TrimSpace(d.Checksum.Value), Size: d.Size}, &packed); err != nil {
+	f, err := downloadTemp(ctx, c, r.BaseURL+"/"+href, fetch.Want{SHA256: strings.TrimSpace(d.Checksum.Value), Size: d.Size}, req)
+	if err != nil {
 		return Package{}, fmt.Errorf("%s: %w", href, err)
 	}
-	pkgs, err := parsePrimary(href, packed.Bytes(), req.Name, r.Arch)
+	defer discard(f)
+	pkgs, err := parsePrimary(href, f, req.Name, r.Arch)
 	if err != nil {
 		return Package{}, err
 	}
@@ -277,23 +279,35 @@ func safeRel(href string) bool {
 	return href != "" && !strings.HasPrefix(href, "/") && !strings.Contains(href, "..") && !strings.Contains(href, "://")
 }
 
-// maxXMLDepth bounds element nesting in the primary index: a package's
-// fields are <metadata><package><format><rpm:provides><rpm:entry>, and
-// the decoder keeps a frame per open element, so unbounded nesting is
-// unbounded memory.
-const maxXMLDepth = 8
+// Bounds of the primary index's XML, which is not signed. The decoder
+// keeps a frame per open element and a token's bytes in one buffer, and
+// decoding a <package> copies the text of the fields kept, so each of
+// these bounds what one element can make it allocate.
+const (
+	// maxXMLDepth bounds nesting: a package's fields are
+	// <metadata><package><format><rpm:provides><rpm:entry>.
+	maxXMLDepth = 8
+	// maxPrimaryEntry bounds the bytes of one <package>, and of any token
+	// between packages. An entry is a few KiB; this leaves room for one
+	// listing tens of thousands of provides.
+	maxPrimaryEntry = 4 << 20
+	// maxKeptEntry bounds the fields of an entry of the agent, which is
+	// kept until the index ends: a few hundred bytes in practice.
+	maxKeptEntry = 1 << 10
+)
 
 // parsePrimary decompresses the primary index and returns its packages
 // called name of arch or noarch, streaming: the index of a large
 // repository is hundreds of MiB expanded. Every error is operational (the
 // index is not signed; dnf reads it afresh).
-func parsePrimary(href string, packed []byte, name, arch string) ([]primaryPackage, error) {
+func parsePrimary(href string, packed io.Reader, name, arch string) ([]primaryPackage, error) {
 	r, done, err := decompress(href, packed)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", href, err)
 	}
 	defer done()
-	dec := xml.NewTokenDecoder(&depthLimit{d: xml.NewDecoder(r)})
+	in := &boundedInput{r: bufio.NewReader(r), limit: maxPrimaryEntry}
+	dec := xml.NewTokenDecoder(&primaryTokens{d: xml.NewDecoder(in), in: in})
 	var out []primaryPackage
 	for {
 		tok, err := dec.Token()
@@ -315,18 +329,66 @@ func parsePrimary(href string, packed []byte, name, arch string) ([]primaryPacka
 			if len(out) == maxCandidates {
 				return nil, fmt.Errorf("%s lists over %d entries of %s", href, maxCandidates, name)
 			}
+			if n := p.kept(); n > maxKeptEntry {
+				return nil, fmt.Errorf("%s: an entry of %s has %d bytes of fields, over %d", href, name, n, maxKeptEntry)
+			}
 			out = append(out, p)
 		}
 	}
 }
 
-// depthLimit passes tokens on and fails past maxXMLDepth open elements.
-type depthLimit struct {
+// kept is the size of p's fields that parsePrimary keeps.
+func (p primaryPackage) kept() int {
+	return len(p.Name) + len(p.Arch) + len(p.Version.Epoch) + len(p.Version.Ver) + len(p.Version.Rel) +
+		len(p.Checksum.Type) + len(p.Checksum.Value) + len(p.Location.Href)
+}
+
+// errEntrySize is an element or token of the primary index over
+// maxPrimaryEntry bytes.
+var errEntrySize = fmt.Errorf("%w: a <package> or token over %d bytes", errOverLimit, maxPrimaryEntry)
+
+// boundedInput is the primary index as the XML decoder reads it: an
+// io.ByteReader, so the decoder adds no buffer of its own and every byte
+// it takes is counted, and reading past limit fails with errEntrySize.
+type boundedInput struct {
+	r        *bufio.Reader
+	n, limit int64
+}
+
+func (in *boundedInput) ReadByte() (byte, error) {
+	if in.n >= in.limit {
+		return 0, errEntrySize
+	}
+	b, err := in.r.ReadByte()
+	if err == nil {
+		in.n++
+	}
+	return b, err
+}
+
+func (in *boundedInput) Read(p []byte) (int, error) {
+	if in.n >= in.limit {
+		return 0, errEntrySize
+	}
+	if int64(len(p)) > in.limit-in.n {
+		p = p[:in.limit-in.n]
+	}
+	k, err := in.r.Read(p)
+	in.n += int64(k)
+	return k, err
+}
+
+// primaryTokens passes the decoder's tokens on, failing past maxXMLDepth
+// open elements, and gives in a new limit after each token that starts
+// outside a <package>: a package's tokens share one maxPrimaryEntry.
+type primaryTokens struct {
 	d     *xml.Decoder
+	in    *boundedInput
 	depth int
 }
 
-func (l *depthLimit) Token() (xml.Token, error) {
+func (l *primaryTokens) Token() (xml.Token, error) {
+	outside := l.depth <= 1
 	tok, err := l.d.RawToken()
 	switch tok.(type) {
 	case xml.StartElement:
@@ -335,6 +397,9 @@ func (l *depthLimit) Token() (xml.Token, error) {
 		}
 	case xml.EndElement:
 		l.depth--
+	}
+	if outside {
+		l.in.limit = l.in.n + maxPrimaryEntry
 	}
 	return tok, err
 }
@@ -408,28 +473,33 @@ func compact(s string) string { return strings.Join(strings.Fields(s), " ") }
 // not read is rpm2cpio's failure (say, a compressor it lacks), which dnf,
 // reading the payload itself, may not share: operational.
 func extractRPM(ctx context.Context, pkg, member string, max int64, dst io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		_, err := proc.Run(ctx, proc.Cmd{Args: []string{"rpm2cpio", pkg}, Stdout: pw, TailSize: 4 << 10})
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	cr := cpio.NewReader(pr)
-	next := func() (entry, error) {
-		h, err := cr.Next()
-		if err != nil {
-			return entry{}, err
+	open := func() (*payload, error) {
+		ctx, cancel := context.WithCancel(ctx)
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			_, err := proc.Run(ctx, proc.Cmd{Args: []string{"rpm2cpio", pkg}, Stdout: pw, TailSize: 4 << 10})
+			pw.CloseWithError(err)
+			done <- err
+		}()
+		cr := cpio.NewReader(pr)
+		next := func() (entry, error) {
+			h, err := cr.Next()
+			if err != nil {
+				return entry{}, err
+			}
+			e := entry{name: h.Name, desc: "mode " + h.Mode.String(), size: h.Size, link: h.Linkname, inode: h.Inode, links: h.Links}
+			switch {
+			case h.Mode.IsRegular():
+				e.kind = kindRegular
+			case h.Mode&cpio.ModeType == cpio.TypeSymlink:
+				e.kind = kindSymlink
+			}
+			return e, nil
 		}
-		return entry{name: h.Name, regular: h.Mode.IsRegular(), kind: "mode " + h.Mode.String(), size: h.Size}, nil
+		// Read to the archive's end, or stopped on an error: either way
+		// rpm2cpio has nothing more to give.
+		return &payload{next: next, body: cr, close: func() { pr.Close(); cancel(); <-done }}, nil
 	}
-	err := takeMember(next, cr, member, max, dst)
-	// takeMember read to the archive's end, or stopped on an error:
-	// either way rpm2cpio has nothing more to give.
-	pr.Close()
-	cancel()
-	<-done
-	return err
+	return takeMember(open, member, max, dst)
 }

@@ -113,6 +113,49 @@ func TestRPMFetch(t *testing.T) {
 	}
 }
 
+// TestRPMFetchLinks: as TestExtractLinks, in an rpm's cpio payload,
+// where a hard link set's content is stored with its last member in path
+// order, so the agent's own entry is empty.
+func TestRPMFetchLinks(t *testing.T) {
+	t.Parallel()
+	g := newGPG(t)
+	body := agentBody("202608.26.3-1.azl3")
+	lib := map[string][]byte{"usr/lib/aks/agent": body}
+	for name, tc := range map[string]struct {
+		rpm harness.RPM
+		ok  bool
+	}{
+		"a hard link":        {harness.RPM{Files: lib, Hardlinks: map[string]string{AgentMember: "usr/lib/aks/agent"}}, true},
+		"a relative symlink": {harness.RPM{Files: lib, Symlinks: map[string]string{AgentMember: "../lib/aks/agent"}}, true},
+		"out of the package": {harness.RPM{Files: lib, Symlinks: map[string]string{AgentMember: "/usr/local/bin/aks-node-controller"}}, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			r := newRPMRepo(t, g)
+			tc.rpm.Name, tc.rpm.Version, tc.rpm.Release, tc.rpm.Arch = agentName, "202608.26.3", "1.azl3", "x86_64"
+			p, err := harness.BuildRPM(t.Context(), t.TempDir(), tc.rpm)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := harness.SignRPM(t.Context(), g, p); err != nil {
+				t.Fatal(err)
+			}
+			if err := harness.WriteRPMRepo(t.Context(), r.dir, []string{p}); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			_, err = r.fetch(t, "202608.26.3", &out)
+			var ie *IntegrityError
+			switch {
+			case tc.ok && (err != nil || !bytes.Equal(out.Bytes(), body)):
+				t.Errorf("Fetch = %v, %q; want the agent", err, out.String())
+			case !tc.ok && (err == nil || errors.As(err, &ie) || out.Len() != 0):
+				t.Errorf("Fetch = %v, wrote %d bytes; want an operational error and nothing", err, out.Len())
+			}
+		})
+	}
+}
+
 // TestRPMFetchRefuses: every way the package can contradict its own
 // signature is an IntegrityError and nothing is written. The metadata is
 // not signed, so bytes that differ from it, and a key the rpm database
