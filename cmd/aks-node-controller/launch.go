@@ -6,7 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/checkhotfix"
@@ -28,7 +31,7 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 	configPath := fs.String("provision-config", "", "node config `file` (default under --root)")
 	nbcCmd := fs.String("nbc-cmd", "", "bootstrap command `file` (default under --root)")
 	featuresPath := fs.String("features", "", "feature flags `file`, read as data (default under --root)")
-	hotfixBin := fs.String("hotfix-bin", "", "where the hotfix agent is staged (default <bin-path>-hotfix)")
+	hotfixBin := fs.String("hotfix-bin", "", "the hotfix agent `file` Select examines and the helper names (default <bin-path>-hotfix); download-hotfix always stages to <root>/opt/azure/containers/aks-node-controller-hotfix, so another path is never chosen")
 	hostnameWait := fs.Duration("hostname-wait", launch.DefaultHostnameWait, "how long to wait for the kernel hostname to match /etc/hostname (0: do not wait)")
 	checkBudget := fs.Duration("check-budget", checkhotfix.DefaultBudget, "check-hotfix's overall time budget, metadata service included")
 	selectOnly := fs.Bool("select-only", false, "run the hotfix flow and name the agent to provision with, but do not provision (the helper script aks-node-controller-hotfix.sh)")
@@ -45,9 +48,14 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintln(e.stderr, "aks-node-controller launch: --result-fd wants a non-negative fd and --select-only or --features-only")
 		return exitUsage
 	}
+	result, err := openResult(*resultFD)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "aks-node-controller launch: %v\n", err)
+		return exitError
+	}
 	root := layout.Root(nf.root)
 	if *featuresOnly {
-		return writeSelection(e, *resultFD, launch.Selection{Env: launch.ReadFeatures(*featuresPath, root, e.stdout).Env()})
+		return writeSelection(e, result, launch.Selection{Env: launch.ReadFeatures(*featuresPath, root, e.stdout).Env()})
 	}
 	log, closeLog := logger(root, e)
 	defer closeLog()
@@ -100,25 +108,45 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 		},
 	}
 	if *selectOnly {
-		return writeSelection(e, *resultFD, launch.SelectAgent(ctx, cfg))
+		return writeSelection(e, result, launch.SelectAgent(ctx, cfg))
 	}
 	return launch.Run(ctx, cfg)
 }
 
-// writeSelection hands a selection to the helper script: with fd 0 the
-// selected agent alone, as the last line of stdout (for a person, as the
-// reference's helper prints it run as a script); otherwise one record a
-// line on fd, "flag KEY=VALUE" for each accepted feature flag, then
-// "selected PATH". Records are the helper's only input, kept apart from the
-// log lines on stdout. A path with a newline cannot be a record and is left
-// out: the helper then keeps the baked agent.
-func writeSelection(e *env, fd int, sel launch.Selection) int {
+// openResult takes the result fd before any step runs and makes it
+// close-on-exec: the shell hands it over inheritable, and every program the
+// steps start (the package manager and its scripts, a staged binary's
+// `version`, apply-embedded-hotfix) would otherwise hold the helper's pipe
+// open, making it wait for them, and could write records of its own. fd 0
+// means no result fd (nil).
+func openResult(fd int) (*os.File, error) {
 	if fd == 0 {
+		return nil, nil
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != nil {
+		return nil, fmt.Errorf("--result-fd %d: not an open file descriptor: %w", fd, err)
+	}
+	syscall.CloseOnExec(fd)
+	return os.NewFile(uintptr(fd), "result"), nil
+}
+
+// writeSelection hands a selection to the helper script: without a result
+// file the selected agent alone, as the last line of stdout (for a person,
+// as the reference's helper prints it run as a script); otherwise one
+// record a line on it, "flag KEY=VALUE" for each accepted feature flag,
+// then "selected PATH". Records are the helper's only input, kept apart
+// from the log lines on stdout. A path with a newline cannot be a record
+// and is left out: the helper then keeps the baked agent.
+func writeSelection(e *env, result *os.File, sel launch.Selection) int {
+	if result == nil {
 		if sel.Path != "" {
-			fmt.Fprintln(e.stdout, sel.Path)
+			if _, err := fmt.Fprintln(e.stdout, sel.Path); err != nil {
+				return exitError
+			}
 		}
 		return exitOK
 	}
+	defer result.Close()
 	var b strings.Builder
 	for _, kv := range sel.Env {
 		b.WriteString("flag " + kv + "\n")
@@ -126,10 +154,8 @@ func writeSelection(e *env, fd int, sel launch.Selection) int {
 	if sel.Path != "" && !strings.ContainsAny(sel.Path, "\n\r") {
 		b.WriteString("selected " + sel.Path + "\n")
 	}
-	f := os.NewFile(uintptr(fd), "result")
-	defer f.Close()
-	if _, err := f.WriteString(b.String()); err != nil {
-		fmt.Fprintf(e.stderr, "aks-node-controller launch: write the result to fd %d: %v\n", fd, err)
+	if _, err := result.WriteString(b.String()); err != nil {
+		fmt.Fprintf(e.stderr, "aks-node-controller launch: write the result to fd %d: %v\n", result.Fd(), err)
 		return exitError
 	}
 	return exitOK

@@ -16,69 +16,77 @@
 # Fail-open in every branch: a missing, old or crashing agent leaves the selection at <bin>.
 # Run as a script it prints the selected binary last. Hermetic runs: NODE_ROOT IMDS_URL LPS_ADDR.
 
+# Every variable of the helper's own starts with _anc_: that prefix is reserved, so no flag can
+# be swallowed by, or overwrite, one of them.
 anc_hotfix_log() {
     if command -v logger >/dev/null 2>&1; then
         logger -t "${LOGGER_TAG:-aks-node-controller-launcher}" -- "$1" 2>/dev/null || :
     fi
-    printf '%s\n' "$1"
+    printf '%s\n' "$1" 2>/dev/null || :
 }
 
 # _anc_hotfix_launch runs `<bin> launch <flags>` with the hermetic overrides; the caller
 # routes its fd 3.
 _anc_hotfix_launch() {
-    local bin="$1"
+    local _anc_bin="$1"
     shift
-    local args=()
-    [[ -z "${NODE_ROOT:-}" || "${NODE_ROOT}" == / ]] || args+=(--root "$NODE_ROOT")
-    [[ -z "${IMDS_URL:-}" ]] || args+=("--imds-url=${IMDS_URL}")
-    [[ -z "${LPS_ADDR:-}" ]] || args+=("--lps-addr=${LPS_ADDR}")
-    "$bin" launch "$@" ${args[@]+"${args[@]}"} --result-fd=3
+    local _anc_args=()
+    [[ -z "${NODE_ROOT:-}" || "${NODE_ROOT}" == / ]] || _anc_args+=(--root "$NODE_ROOT")
+    [[ -z "${IMDS_URL:-}" ]] || _anc_args+=("--imds-url=${IMDS_URL}")
+    [[ -z "${LPS_ADDR:-}" ]] || _anc_args+=("--lps-addr=${LPS_ADDR}")
+    "$_anc_bin" launch "$@" ${_anc_args[@]+"${_anc_args[@]}"} --result-fd=3
 }
 
-# _anc_hotfix_apply exports the flag records and takes the selected agent from the last
-# "selected" record.
-_anc_hotfix_apply() {
-    local record key
-    while IFS= read -r record; do
-        case "$record" in
-        "flag "*)
-            record="${record#flag }"
-            key="${record%%=*}"
-            if [[ "$key" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]]; then
-                export "${key}=${record#*=}" 2>/dev/null || anc_hotfix_log "Cannot export feature flag ${key}; skipped"
-            fi
-            ;;
-        "selected "*) ANC_HOTFIX_SELECTED_BIN="${record#selected }" ;;
-        esac
+# _anc_hotfix_export exports the flag records. A name the sourcing shell already uses for
+# something export would not simply replace (an array, an integer, a nameref, a read-only
+# variable) is skipped: exporting into it could rewrite the launcher's own state.
+_anc_hotfix_export() {
+    local _anc_record _anc_key _anc_decl
+    while IFS= read -r _anc_record; do
+        [[ "$_anc_record" == "flag "* ]] || continue
+        _anc_record="${_anc_record#flag }"
+        _anc_key="${_anc_record%%=*}"
+        [[ "$_anc_key" =~ ^[A-Za-z][A-Za-z0-9_]*$ ]] || continue
+        if _anc_decl="$(declare -p "$_anc_key" 2>/dev/null)" && [[ "$_anc_decl" != "declare -- "* && "$_anc_decl" != "declare -x "* ]]; then
+            anc_hotfix_log "Feature flag ${_anc_key} names a shell variable with attributes (${_anc_decl%% "$_anc_key"*}); skipped"
+            continue
+        fi
+        export "${_anc_key}=${_anc_record#*=}" 2>/dev/null || anc_hotfix_log "Cannot export feature flag ${_anc_key}; skipped"
     done <<<"$1"
 }
 
 _anc_hotfix_default_bin() {
-    local root="${NODE_ROOT:-}"
-    printf '%s' "${BIN_PATH:-${root%/}/opt/azure/containers/aks-node-controller}"
+    local _anc_root="${NODE_ROOT:-}"
+    printf '%s' "${BIN_PATH:-${_anc_root%/}/opt/azure/containers/aks-node-controller}"
 }
 
 # anc_hotfix_read_feature_flags <features_path> exports the flags the agent accepts from the
-# file; a missing file, or an agent that cannot read it, exports nothing.
+# file; a missing file, or an agent that cannot read it, exports nothing (every feature off).
 anc_hotfix_read_feature_flags() {
-    local features_path="$1" records=""
-    [[ -f "$features_path" ]] || return 0
-    { records=$(_anc_hotfix_launch "$(_anc_hotfix_default_bin)" --features-only --features="$features_path" 3>&1 1>&4 4>&-); } 4>&1 || return 0
-    _anc_hotfix_apply "$records"
+    local _anc_records=""
+    [[ -f "$1" ]] || return 0
+    { _anc_records=$(_anc_hotfix_launch "$(_anc_hotfix_default_bin)" --features-only --features="$1" 3>&1 1>&4 4>&-); } 4>&1 || return 0
+    _anc_hotfix_export "$_anc_records"
 }
 
 anc_run_hotfix_flow() {
-    local bin_path="$1" hotfix_bin="$2" hotfix_json="$3" features_path="$4" records="" rc=0
-    ANC_HOTFIX_SELECTED_BIN="$bin_path"
-    { records=$(_anc_hotfix_launch "$bin_path" --select-only --bin-path="$bin_path" --hotfix-bin="$hotfix_bin" \
-        --hotfix-json="$hotfix_json" --features="$features_path" 3>&1 1>&4 4>&-); } 4>&1 || rc=$?
-    if ((rc == 0)); then
-        _anc_hotfix_apply "$records"
+    local _anc_bin="$1" _anc_hotfix="$2" _anc_records="" _anc_rc=0 _anc_selected=""
+    { _anc_records=$(_anc_hotfix_launch "$_anc_bin" --select-only --bin-path="$_anc_bin" --hotfix-bin="$_anc_hotfix" \
+        --hotfix-json="$3" --features="$4" 3>&1 1>&4 4>&-); } 4>&1 || _anc_rc=$?
+    if ((_anc_rc == 0)); then
+        _anc_hotfix_export "$_anc_records"
+        # Only the agent's last word counts, and only if it names one of the two binaries.
+        _anc_selected="$(printf '%s\n' "$_anc_records" | sed -n 's/^selected //p' | tail -n 1)"
     else
-        anc_hotfix_log "aks-node-controller launch --select-only exited with code ${rc}; continuing (fail-open)"
-        anc_hotfix_read_feature_flags "$features_path"
-        ANC_HOTFIX_SELECTED_BIN="$bin_path"
-        anc_hotfix_log "Using VHD-baked binary: ${bin_path}"
+        anc_hotfix_log "aks-node-controller launch --select-only exited with code ${_anc_rc}; continuing (fail-open)"
+        anc_hotfix_read_feature_flags "$4"
+    fi
+    if [[ -n "$_anc_selected" && ("$_anc_selected" == "$_anc_bin" || "$_anc_selected" == "$_anc_hotfix") ]]; then
+        ANC_HOTFIX_SELECTED_BIN="$_anc_selected"
+    else
+        ((_anc_rc != 0)) || anc_hotfix_log "The agent named no binary it may choose (${_anc_selected:-none}); continuing (fail-open)"
+        ANC_HOTFIX_SELECTED_BIN="$_anc_bin"
+        anc_hotfix_log "Using VHD-baked binary: ${_anc_bin}"
     fi
     export ANC_HOTFIX_SELECTED_BIN
 }

@@ -193,3 +193,58 @@ fake_baked() {
     [ "$(grep -cv '^\s*#' "$HELPER")" -le 80 ] || fail "$(wc -l <"$HELPER") lines"
     ! grep -q 'version\|hotfixes\|= *"\?true' "$HELPER" || fail "the helper decides something Go should"
 }
+
+@test "a program the agent runs never holds the result pipe: no wait for it, no records of its own" {
+    # No release keys: download-hotfix takes the repository route (refused at once here), then
+    # the package manager, whose first program is this fake `env`. It tries to forge records
+    # on fd 3 and to keep fd 3 open from a detached grandchild.
+    mkdir -p "$NODE_ROOT/etc/apt/sources.list.d" "$T/fakebin"
+    printf 'ID=ubuntu\nVERSION_ID="24.04"\n' >"$NODE_ROOT/etc/os-release"
+    echo 'deb https://127.0.0.1:9/ubuntu/24.04/prod noble main' >"$NODE_ROOT/etc/apt/sources.list.d/microsoft-prod.list"
+    printf '{"hotfixes":{"202604.01":"202604.01.1"}}' >"$DIR/aks-node-controller-hotfix.json"
+    cat >"$T/fakebin/env" <<EOS
+#!/usr/bin/env bash
+if { printf 'flag MY_FLAG=forged\nselected $BIN-hotfix\n' >&3; } 2>/dev/null; then
+    echo open >>"$T/fd3"
+    setsid bash -c 'exec sleep 600' </dev/null >/dev/null 2>&1 &
+    echo \$! >"$T/holder"
+else
+    echo closed >>"$T/fd3"
+fi
+exit 1
+EOS
+    chmod 0755 "$T/fakebin/env"
+    PATH="$T/fakebin:$PATH" run flow
+    [[ -f "$T/holder" ]] && kill "$(cat "$T/holder")" 2>/dev/null
+    [ "$status" -eq 0 ] || fail "status $status: $output"
+    [ -f "$T/fd3" ] || fail "the package manager route did not run: $output"
+    ! grep -q open "$T/fd3" || fail "a child of the agent had the result fd open"
+    [[ "$output" == *"SELECTED=$BIN"$'\n'* ]] || fail "$output"
+    [[ "$output" == *"MY_FLAG=unset"* ]] || fail "$output"
+}
+
+@test "a selected record naming neither binary is not taken; the selection cannot come from a flag" {
+    fake_baked "printf '%s\\n' 'flag ANC_HOTFIX_SELECTED_BIN=/evil' 'selected /tmp/evil' >&3"
+    run flow
+    [ "$status" -eq 0 ] || fail "status $status: $output"
+    [[ "$output" == *"SELECTED=$BIN"$'\n'* ]] || fail "$output"
+    [[ "$output" == *"named no binary it may choose (/tmp/evil)"* ]] || fail "$output"
+}
+
+@test "a flag naming a launcher's array, integer, nameref or read-only variable is skipped" {
+    fake_baked "printf '%s\\n' 'flag arr=x' 'flag num=oops' 'flag ref=x' 'flag ro=x' 'flag plain=ok' >&3"
+    run bash -c 'set -euo pipefail
+        arr=(a b); declare -i num=1; target=keep; declare -n ref=target; declare -r ro=1; plain=
+        source "$1"
+        anc_run_hotfix_flow "$2" "$2-hotfix" /nonexistent /nonexistent
+        echo "arr=${arr[*]} num=$num target=$target ro=$ro plain=$plain"' _ "$HELPER" "$BIN"
+    [ "$status" -eq 0 ] || fail "status $status: $output"
+    [[ "$output" == *"arr=a b num=1 target=keep ro=1 plain=ok"* ]] || fail "$output"
+}
+
+@test "a closed stdout cannot abort a set -e launcher through the helper's log" {
+    rm "$BIN"
+    run bash -c 'set -euo pipefail; source "$1"; anc_run_hotfix_flow "$2" "$2-hotfix" /x /y >&-; echo "rc=0 $ANC_HOTFIX_SELECTED_BIN" >&2' _ "$HELPER" "$BIN"
+    [ "$status" -eq 0 ] || fail "status $status: $output"
+    [[ "$output" == *"rc=0 $BIN"* ]] || fail "$output"
+}

@@ -33,6 +33,8 @@ var reservedNames = byName(map[string][]string{
 		"EVENTS_DIR", "NODE_ROOT", "IMDS_URL", "LPS_ADDR", "HOSTNAME_WAIT_SECONDS",
 		"CHECK_HOTFIX_TIMEOUT_SECONDS", "DOWNLOAD_HOTFIX_TIMEOUT_SECONDS",
 		"HOTFIX_VERSION_TIMEOUT_SECONDS",
+		// The later reference launchers' and the hotfix flow helper's.
+		"HOTFIX_FLOW_SCRIPT", "LOGGER_TAG",
 	},
 	// Everything bash (or sh, for ENV) reads from its environment or sets
 	// itself, from the bash manual's "Shell Variables". FUNCNEST, CHILD_MAX,
@@ -105,6 +107,9 @@ var reservedPrefixes = []struct{ prefix, reason string }{
 	{"_", reasonAgent},
 	// How the agent talks to its children (AKS_NODE_CONTROLLER_VERSION…).
 	{"AKS_NODE_CONTROLLER_", reasonAgent},
+	// The hotfix flow helper's answer (ANC_HOTFIX_SELECTED_BIN) and
+	// whatever the reference names next in that family.
+	{"ANC_", reasonAgent},
 	// BASH_ENV, BASHOPTS, BASH_XTRACEFD, BASH_COMPAT, BASH_LOADABLES_PATH…
 	{"BASH", reasonShell},
 	{"COMP_", reasonShell},
