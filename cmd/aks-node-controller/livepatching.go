@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"time"
-
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/layout"
@@ -35,7 +35,16 @@ func runLivePatching(ctx context.Context, args []string, e *env) int {
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
-	if fs.NArg() != 1 || fs.Arg(0) == "" {
+	// Flags may follow the component too (live-patching localDNS --json):
+	// parse what follows it, which leaves only extra arguments.
+	component, rest := fs.Arg(0), []string{}
+	if fs.NArg() > 1 {
+		rest = fs.Args()[1:]
+	}
+	if err := fs.Parse(rest); err != nil {
+		return exitUsage
+	}
+	if component == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return exitUsage
 	}
@@ -50,7 +59,7 @@ func runLivePatching(ctx context.Context, args []string, e *env) int {
 		fmt.Fprintf(e.stderr, "aks-node-controller live-patching: %v\n", err)
 		return exitError
 	}
-	t.Component = fs.Arg(0)
+	t.Component = component
 	// Asked as check-hotfix asks, for this image's base, so the agent's
 	// component answers what this node would be served.
 	if v, err := hotfix.ParseVersion(version); err == nil {
@@ -62,14 +71,24 @@ func runLivePatching(ctx context.Context, args []string, e *env) int {
 		return exitError
 	}
 	if *asJSON {
-		out, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(resp)
+		// encoding/json, not protojson, whose spacing is deliberately
+		// unstable: scripts compare this output.
+		out, err := json.Marshal(struct {
+			ComponentName string `json:"componentName"`
+			Config        string `json:"config"`
+		}{resp.GetComponentName(), resp.GetConfig()})
+		if err == nil {
+			_, err = fmt.Fprintf(e.stdout, "%s\n", out)
+		}
 		if err != nil {
-			fmt.Fprintf(e.stderr, "aks-node-controller live-patching: encode the response: %v\n", err)
+			fmt.Fprintf(e.stderr, "aks-node-controller live-patching: write the response: %v\n", err)
 			return exitError
 		}
-		fmt.Fprintf(e.stdout, "%s\n", out)
 		return exitOK
 	}
-	fmt.Fprint(e.stdout, resp.GetConfig())
+	if _, err := io.WriteString(e.stdout, resp.GetConfig()); err != nil {
+		fmt.Fprintf(e.stderr, "aks-node-controller live-patching: write the config: %v\n", err)
+		return exitError
+	}
 	return exitOK
 }

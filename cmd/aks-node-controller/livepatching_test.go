@@ -59,7 +59,7 @@ func TestLivePatching(t *testing.T) {
 	if code, out, _ := probe(empty.Addr, "localDNS"); code != 0 || out != "" {
 		t.Errorf("empty config: exit %d, stdout %q, want 0 and nothing", code, out)
 	}
-	code, out, _ := probe(served.Addr, "--json", "aksNodeController")
+	code, out, _ := probe(served.Addr, "aksNodeController", "--json")
 	var resp struct{ ComponentName, Config string }
 	if err := json.Unmarshal([]byte(out), &resp); code != 0 || err != nil || resp.ComponentName != "aksNodeController" || resp.Config != corefile || !strings.HasSuffix(out, "}\n") {
 		t.Errorf("--json: exit %d, %q (%v)", code, out, err)
@@ -73,8 +73,20 @@ func TestLivePatching(t *testing.T) {
 	if code, _, errOut := probe(served.Addr); code != 2 || !strings.Contains(errOut, "usage: aks-node-controller live-patching") {
 		t.Errorf("no component: exit %d, stderr %q; want usage", code, errOut)
 	}
+	if code, _, _ := probe(served.Addr, "localDNS", "extra"); code != 2 {
+		t.Errorf("two components: exit %d, want 2", code)
+	}
+	var failing failWriter
+	if code := run(t.Context(), []string{"live-patching", "--root", root, "--imds-url", imdsSrv.URL, "--lps-addr", served.Addr, "localDNS"}, &failing, &bytes.Buffer{}); code != 1 {
+		t.Errorf("a failed stdout write: exit %d, want 1", code)
+	}
 	var stdout, stderr bytes.Buffer
 	if code := run(t.Context(), []string{"live-patching", "--root", t.TempDir(), "localDNS"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "resolve live-patching target") {
 		t.Errorf("no node config: exit %d, stderr %q", code, stderr.String())
 	}
 }
+
+// failWriter fails every write, as a closed pipe does.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, os.ErrClosed }

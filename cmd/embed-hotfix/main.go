@@ -8,8 +8,9 @@
 //
 // DIR holds one rendered nodecustomdata document per platform (ubuntu,
 // mariner, acl, azlosguard, flatcar). It may be the reference's generated
-// directory as it is (rendered_nodecustomdata_<platform>.yml, and an
-// "active" file, which must then say "true"), or this project's earlier
+// directory as it is (rendered_nodecustomdata_<platform>.yml and an
+// "active" file, which must say "true"; dotfiles and READMEs are skipped),
+// or this project's earlier
 // layout (nodecustomdata_<platform>.yml), which is copied under the
 // reference's names. Every payload is parsed and checked as the agent will
 // (scripts.Embedded) before any is copied, so a bad one is refused here,
@@ -73,9 +74,14 @@ func embed(from, to string, stdout io.Writer) error {
 		return err
 	}
 	payloads := map[string][]byte{}
+	active, rendered := false, false
 	for _, e := range entries {
 		name := e.Name()
+		if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "README") {
+			continue // .gitkeep, the payload directory's own README
+		}
 		if name == embedhotfix.ActiveFile {
+			active = true
 			active, err := capfile.Read(filepath.Join(from, name), 64)
 			if err != nil {
 				return err
@@ -87,6 +93,7 @@ func embed(from, to string, stdout io.Writer) error {
 		}
 		base, ok := strings.CutSuffix(name, embedhotfix.PayloadSuffix)
 		platform, found := strings.CutPrefix(base, embedhotfix.PayloadPrefix)
+		rendered = rendered || found
 		if !found {
 			platform, found = strings.CutPrefix(base, earlierPrefix)
 		}
@@ -113,6 +120,11 @@ func embed(from, to string, stdout io.Writer) error {
 	}
 	if len(payloads) == 0 {
 		return errors.New(from + ": no payloads")
+	}
+	if rendered && !active {
+		// The reference applies its generated payloads only under an
+		// active marker; embedding them active would change what they mean.
+		return fmt.Errorf("%s: rendered payloads without an %q file saying true: the reference would not apply them; add it to embed them", from, embedhotfix.ActiveFile)
 	}
 	if err := clearPayloads(to); err != nil {
 		return err

@@ -29,6 +29,8 @@ func TestEmbedThenApply(t *testing.T) {
 	os.WriteFile(filepath.Join(from, "rendered_nodecustomdata_ubuntu.yml"), []byte(good), 0o600)
 	os.WriteFile(filepath.Join(from, "rendered_nodecustomdata_flatcar.yml"), []byte(good), 0o600)
 	os.WriteFile(filepath.Join(from, "active"), []byte("true\n"), 0o600)
+	os.WriteFile(filepath.Join(from, ".gitkeep"), nil, 0o600)
+	os.WriteFile(filepath.Join(from, "README"), []byte("generated\n"), 0o600)
 	var out, errOut bytes.Buffer
 	if code := run([]string{"-from", from, "-to", to}, &out, &errOut); code != 0 {
 		t.Fatalf("embed = %d: %s", code, errOut.String())
@@ -46,6 +48,14 @@ func TestEmbedThenApply(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(filepath.Join(string(root), "opt/azure/containers/provision.sh")); string(data) != "echo fixed\n" {
 		t.Errorf("provision.sh = %q", data)
+	}
+
+	// Rendered payloads without their marker are inactive to the reference:
+	// refused, not activated.
+	inactive := t.TempDir()
+	os.WriteFile(filepath.Join(inactive, "rendered_nodecustomdata_ubuntu.yml"), []byte(good), 0o600)
+	if code := run([]string{"-from", inactive, "-to", t.TempDir()}, &out, &errOut); code != 1 || !strings.Contains(errOut.String(), "would not apply them") {
+		t.Errorf("embed without the marker = %d: %s", code, errOut.String())
 	}
 
 	// This project's earlier layout is taken under the reference's names.

@@ -25,11 +25,31 @@ var (
 	yaml11Float = regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
 	yaml11Bool  = regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
 	yaml11Null  = regexp.MustCompile(`^(?:~|null|Null|NULL|)$`)
+	yaml11Time  = regexp.MustCompile(`^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)$`)
 	// pythonOctal is what int(text, 8) accepts once it strips whitespace:
 	// a sign, an optional 0o prefix, and octal digits with single
 	// underscores between them.
-	pythonOctal = regexp.MustCompile(`^[-+]?(?:0[oO])?_?[0-7](?:_?[0-7])*$`)
+	pythonOctal = regexp.MustCompile(`^[-+]?(?:0[oO]_?)?[0-7](?:_?[0-7])*$`)
 )
+
+// yaml11Text reports whether PyYAML would load scalar n as text: quoted,
+// a block scalar, tagged !!str, or plain and none of YAML 1.1's other
+// types. yaml.v3 resolves plain scalars by YAML 1.2, where yes, on and 0644
+// mean other things.
+func yaml11Text(n *yaml.Node) bool {
+	if n.Style&yaml.TaggedStyle != 0 {
+		return n.Tag == "!!str"
+	}
+	if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
+		return true
+	}
+	for _, re := range []*regexp.Regexp{yaml11Null, yaml11Bool, yaml11Int, yaml11Sexa, yaml11Float, yaml11Time} {
+		if re.MatchString(n.Value) {
+			return false
+		}
+	}
+	return true
+}
 
 // errNoPermissions is a permissions key that cloud-init reads as absent
 // (null): it would apply its default.
@@ -45,8 +65,25 @@ func parsePermissions(n *yaml.Node) (fs.FileMode, error) {
 		return 0, errors.New("permissions: not a scalar")
 	}
 	v := n.Value
-	quoted := n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0
-	if quoted || n.Style&yaml.TaggedStyle != 0 && n.Tag == "!!str" {
+	if n.Style&yaml.TaggedStyle != 0 {
+		// An explicit tag decides the type, as it does for PyYAML, which
+		// refuses the whole document for a tag it cannot construct.
+		switch n.Tag {
+		case "!!str":
+			return octalText(v)
+		case "!!null":
+			return 0, errNoPermissions
+		case "!!int":
+			if !yaml11Int.MatchString(v) {
+				return 0, fmt.Errorf("permissions !!int %s: not a YAML 1.1 integer", v)
+			}
+			return yaml11Integer(v)
+		case "!!float":
+			return yaml11Truncated(v)
+		}
+		return 0, fmt.Errorf("permissions %s %s: a tag cloud-init cannot read as a mode", n.Tag, v)
+	}
+	if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
 		return octalText(v)
 	}
 	switch {
@@ -55,21 +92,31 @@ func parsePermissions(n *yaml.Node) (fs.FileMode, error) {
 	case yaml11Bool.MatchString(v):
 		return 0, fmt.Errorf("permissions %s: a boolean, not a mode", v)
 	case yaml11Int.MatchString(v):
-		i, err := strconv.ParseInt(yaml11IntText(v), 0, 64)
-		if err != nil {
-			return 0, fmt.Errorf("permissions %s: %w", v, err)
-		}
-		return checkMode(v, i)
+		return yaml11Integer(v)
 	case yaml11Sexa.MatchString(v):
 		return 0, fmt.Errorf("permissions %s: a base-60 number, not a mode", v)
 	case yaml11Float.MatchString(v):
-		f, err := strconv.ParseFloat(strings.ReplaceAll(v, "_", ""), 64)
-		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-			return 0, fmt.Errorf("permissions %s: not a mode", v)
-		}
-		return checkMode(v, int64(f))
+		return yaml11Truncated(v)
 	}
 	return octalText(v)
+}
+
+// yaml11Integer is the mode of a YAML 1.1 integer, as int(perm).
+func yaml11Integer(v string) (fs.FileMode, error) {
+	i, err := strconv.ParseInt(yaml11IntText(v), 0, 64)
+	if err != nil {
+		return 0, fmt.Errorf("permissions %s: %w", v, err)
+	}
+	return checkMode(v, i)
+}
+
+// yaml11Truncated is the mode of a float, truncated as int(perm) does.
+func yaml11Truncated(v string) (fs.FileMode, error) {
+	f, err := strconv.ParseFloat(strings.ReplaceAll(v, "_", ""), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return 0, fmt.Errorf("permissions %s: not a mode", v)
+	}
+	return checkMode(v, int64(f))
 }
 
 // yaml11IntText rewrites a YAML 1.1 integer for strconv's base prefixes:

@@ -131,12 +131,18 @@ func Parse(data []byte, o Options) ([]File, error) {
 }
 
 func (e entry) decode(n *yaml.Node, o Options, budget int) (File, error) {
-	if o.Strict {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if k := n.Content[i].Value; !entryKeys[k] {
-				return File{}, fmt.Errorf("unknown key %q", k)
-			}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i].Value, n.Content[i+1]
+		if o.Strict && !entryKeys[k] {
+			return File{}, fmt.Errorf("unknown key %q", k)
 		}
+		// cloud-init writes text or bytes; a number, a boolean or a date
+		// as content is an error there, not the digits written out.
+		if k == "content" && v.Kind == yaml.ScalarNode && v.Tag != "!!binary" && !yaml11Text(v) && !yaml11Null.MatchString(v.Value) {
+			return File{}, fmt.Errorf("content %q: YAML 1.1 reads it as a number, a boolean or a date, not text (quote it)", v.Value)
+		}
+	}
+	if o.Strict {
 		if e.Defer {
 			return File{}, errors.New("defer is not supported")
 		}

@@ -335,7 +335,7 @@ func TestParsePermissionsAsCloudInit(t *testing.T) {
 	for in, want := range map[string]fs.FileMode{
 		`420`: 0o644, `0644`: 0o644, `"0644"`: 0o644, `'644'`: 0o644, `"0o755"`: 0o755, `0o755`: 0o755,
 		`0x1ed`: 0o755, `0b111101101`: 0o755, `493.9`: 0o755, `0_644`: 0o644, `" 0644 "`: 0o644, `!!str 0600`: 0o600,
-		`"6_4_4"`: 0o644, `"+644"`: 0o644, `0`: 0, `"0"`: 0,
+		`"6_4_4"`: 0o644, `"+644"`: 0o644, `0`: 0, `"0"`: 0, `'0o_755'`: 0o755, `!!int 0644`: 0o644, `!!float 420`: 0o644,
 	} {
 		files, err := Parse([]byte("write_files:\n- path: /x\n  permissions: "+in+"\n"), Options{})
 		if err != nil || len(files) != 1 || files[0].Mode != want {
@@ -348,6 +348,10 @@ func TestParsePermissionsAsCloudInit(t *testing.T) {
 		`rwxr-xr-x`, // likewise
 		`true`,      // a bool is an int to Python: mode 1
 		`"-644"`, `-420`, `1:30`, `.inf`, `1e3`, `"0x1ed"`, `"6__44"`, `[644]`, `{a: 1}`, `"4755"`, `017777`,
+		`_755`, `'_755'`, `'+_755'`, // int('_755', 8) fails
+		`!!float 0644`, `!!float '0755'`, // floats 644.0 and 755.0: special bits
+		`!!bool 0755`, `!!timestamp 0755`, `!foo 0755`, `!!int 0o7x`, // PyYAML cannot construct these
+		`2001-01-01`,
 	} {
 		if files, err := Parse([]byte("write_files:\n- path: /x\n  permissions: "+in+"\n"), Options{}); err == nil {
 			t.Errorf("permissions %s = %v, want an error", in, files)
@@ -355,13 +359,29 @@ func TestParsePermissionsAsCloudInit(t *testing.T) {
 	}
 	// Null is cloud-init's "not set": the default, unless permissions are
 	// required.
-	for _, in := range []string{"~", "null", ""} {
+	for _, in := range []string{"~", "null", "", "!!null 0755"} {
 		doc := "write_files:\n- path: /x\n  content: x\n  permissions: " + in + "\n"
 		if files, err := Parse([]byte(doc), Options{}); err != nil || files[0].Mode != 0o644 {
 			t.Errorf("permissions %q = %v, %v; want the default", in, files, err)
 		}
 		if _, err := Parse([]byte(doc), Embedded); err == nil {
 			t.Errorf("permissions %q accepted where they are required", in)
+		}
+	}
+}
+
+// TestParseRefusesNonTextContent: content that YAML types as a number, a
+// boolean or a date is an error in cloud-init, not its digits written out.
+func TestParseRefusesNonTextContent(t *testing.T) {
+	t.Parallel()
+	for _, in := range []string{"0755", "yes", "2001-01-01", "1.5"} {
+		if files, err := Parse([]byte("write_files:\n- path: /x\n  content: "+in+"\n"), Options{}); err == nil {
+			t.Errorf("content %s = %v, want an error", in, files)
+		}
+	}
+	for in, want := range map[string]string{`"0755"`: "0755", "~": "", "text": "text"} {
+		if files, err := Parse([]byte("write_files:\n- path: /x\n  content: "+in+"\n"), Options{}); err != nil || string(files[0].Content) != want {
+			t.Errorf("content %s = %v, %v; want %q", in, files, err, want)
 		}
 	}
 }
