@@ -55,18 +55,20 @@ _anc_hotfix_export() {
     done <<<"$1"
 }
 
-_anc_hotfix_default_bin() {
-    local _anc_root="${NODE_ROOT:-}"
-    printf '%s' "${BIN_PATH:-${_anc_root%/}/opt/azure/containers/aks-node-controller}"
+# _anc_hotfix_read_flags <bin> <features_path> exports the flags <bin> accepts from the file; a
+# missing file, or an agent that cannot read it, exports nothing: every feature stays off.
+_anc_hotfix_read_flags() {
+    local _anc_records=""
+    [[ -f "$2" ]] || return 0
+    { _anc_records=$(_anc_hotfix_launch "$1" --features-only --features="$2" 3>&1 1>&4 4>&-); } 4>&1 || return 0
+    _anc_hotfix_export "$_anc_records"
 }
 
-# anc_hotfix_read_feature_flags <features_path> exports the flags the agent accepts from the
-# file; a missing file, or an agent that cannot read it, exports nothing (every feature off).
+# anc_hotfix_read_feature_flags <features_path>: the reference's entry point, with the baked
+# agent at BIN_PATH (or its default).
 anc_hotfix_read_feature_flags() {
-    local _anc_records=""
-    [[ -f "$1" ]] || return 0
-    { _anc_records=$(_anc_hotfix_launch "$(_anc_hotfix_default_bin)" --features-only --features="$1" 3>&1 1>&4 4>&-); } 4>&1 || return 0
-    _anc_hotfix_export "$_anc_records"
+    local _anc_root="${NODE_ROOT:-}"
+    _anc_hotfix_read_flags "${BIN_PATH:-${_anc_root%/}/opt/azure/containers/aks-node-controller}" "$1"
 }
 
 anc_run_hotfix_flow() {
@@ -79,7 +81,7 @@ anc_run_hotfix_flow() {
         _anc_selected="$(printf '%s\n' "$_anc_records" | sed -n 's/^selected //p' | tail -n 1)"
     else
         anc_hotfix_log "aks-node-controller launch --select-only exited with code ${_anc_rc}; continuing (fail-open)"
-        anc_hotfix_read_feature_flags "$4"
+        _anc_hotfix_read_flags "$_anc_bin" "$4"
     fi
     if [[ -n "$_anc_selected" && ("$_anc_selected" == "$_anc_bin" || "$_anc_selected" == "$_anc_hotfix") ]]; then
         ANC_HOTFIX_SELECTED_BIN="$_anc_selected"

@@ -270,7 +270,9 @@ func gunzip(b []byte, limit int) ([]byte, error) {
 // file is then replaced atomically and gets its Mode even if it existed
 // with another. If a write fails, every file already written is put back as
 // it was (removed if it was not there), and the error says whether that
-// worked.
+// worked. A restore puts back content, permission bits and symlinks; the
+// owner is root's (the agent writes as root) and directories Apply created
+// stay.
 func Apply(root string, files []File, o Options) error {
 	kept := make([]prior, 0, len(files))
 	budget := maxTotalSize
