@@ -124,7 +124,7 @@ first snapshot or when an intermediate cannot be fetched.
 A release whose signed envelope has expired (its not_after) is offered to no
 node, whatever its rollout state: nodes would refuse it. Such a skip is
 counted in lpsd_release_expired_skipped_total{version}, and every release's
-expiry is exported as lpsd_release_not_after_seconds{version,base} (Unix
+expiry is exported as lpsd_release_not_after_timestamp_seconds{version,base} (Unix
 seconds) for alerting before it happens.
 
 lpsd is stateless apart from its store: run several replicas on one etcd

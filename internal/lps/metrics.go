@@ -322,7 +322,7 @@ func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
 	)
 }
 
-var notAfterDesc = prometheus.NewDesc("lpsd_release_not_after_seconds",
+var notAfterDesc = prometheus.NewDesc("lpsd_release_not_after_timestamp_seconds",
 	"When each release of the serving snapshot that is not revoked expires (its envelope's not_after), in Unix seconds; from then on lpsd serves it to no node. 0 when the envelope does not decode (never served). Alert on it minus time() for releases still rolling out.",
 	[]string{"version", "base"}, nil)
 
