@@ -24,7 +24,10 @@ health rule (internal/health: a failure-rate ceiling and a comparison with
 the base's control cohort) finds a regression, which halts the release at
 once. Every automatic change is an audit entry with actor lpsd and its
 evidence; replicas race through compare-and-swap, so exactly one acts, and
-an operator's pause, halt or revoke wins.
+an operator's pause, halt or revoke wins. Nodes' requests for a canary
+seat are counted in lpsd_canary_seat_requests_total{result} (taken, full,
+error, late); lpsd_canary_seats_held{version} is the seats held, as the
+serving snapshot last read them from the store.
 
 Usage:
 
