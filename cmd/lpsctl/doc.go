@@ -115,7 +115,9 @@ request counts. --watch redraws it until interrupted.
 explain shows, release by release and rule by rule, what the node would be
 served, from the snapshot lpsd serves, and summarises the pointer document
 (each base's version, its signed release, the revocations); -o json has the
-whole document. --region defaults to the instance's.
+whole document. --region defaults to the instance's. --vm-id and
+--subscription must be GUIDs (a VM's ID as in its attested document): any
+other value is a usage error (exit 2), as it describes no node.
 
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,

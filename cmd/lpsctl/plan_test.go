@@ -42,7 +42,8 @@ func TestRolloutPlanCanary(t *testing.T) {
 		t.Fatalf("rollout plan --json = %+v, want rolling at 0%% on a canary of 2 nodes, then 50%% and 100%%", rel)
 	}
 
-	if _, err := srv.store.TakeSeat(t.Context(), v, store.Seat{VMID: "vm-seated", Since: time.Now()}, 2); err != nil {
+	const vmSeated, vmOther = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", "1f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+	if _, err := srv.store.TakeSeat(t.Context(), v, store.Seat{VMID: vmSeated, Since: time.Now()}, 2); err != nil {
 		t.Fatal(err)
 	}
 	srv.reload(t)
@@ -59,8 +60,8 @@ func TestRolloutPlanCanary(t *testing.T) {
 	}
 
 	for vm, want := range map[string]string{
-		"vm-seated": "holds a canary seat",
-		"vm-other":  "(1 held): it takes a free one on its next request",
+		vmSeated: "holds a canary seat",
+		vmOther:  "(1 held): it takes a free one on its next request",
 	} {
 		out := mustRun(t, with("explain", "--vm-id", vm, "--subscription", subA)...)
 		if !strings.Contains(out, want) || !strings.Contains(out, "step 1/3, a canary of 2 nodes") {

@@ -185,7 +185,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 // version.
 func vmIn(version string, pct int, want bool) string {
 	for i := 0; ; i++ {
-		id := fmt.Sprintf("vm-%d", i)
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
 		if (rollout.Bucket(id, version) < pct*rollout.Buckets/100) == want {
 			return id
 		}
@@ -420,6 +420,8 @@ func TestErrors(t *testing.T) {
 		{"bad-envelope", append([]string{"release", "publish", "--envelope", garbage}, srv.conn()...), exitError, "--envelope " + garbage + ": verify release: malformed"},
 		{"missing-envelope", append([]string{"release", "publish", "--envelope", missing}, srv.conn()...), exitError, "--envelope: open " + missing},
 		{"explain-no-vm", append([]string{"explain", "--subscription", "s"}, srv.conn()...), exitUsage, "--vm-id is required"},
+		{"explain-vm-not-guid", append([]string{"explain", "--vm-id", "not-a-guid", "--subscription", subA}, srv.conn()...), exitUsage, `--vm-id "not-a-guid": want a GUID`},
+		{"explain-sub-not-guid", append([]string{"explain", "--vm-id", subA, "--subscription", "sub-a"}, srv.conn()...), exitUsage, `--subscription "sub-a": want a GUID`},
 		{"audit-bad-limit", append([]string{"audit", "--limit", "0"}, srv.conn()...), exitUsage, `--limit "0": want a whole number from 1 to 1000`},
 	}
 	for _, tt := range tests {
