@@ -33,8 +33,10 @@ to overwrite either file: if one exists nothing is written.
 Signs a release envelope with the private key. For each --artifact, PLATFORM
 is "os/arch" (linux/amd64, linux/arm64), PATH the local binary, whose
 sha256 and size are computed here, and URL the https address nodes download
-it from (PATH cannot contain a comma; URL may). The expiry must be in the
-future; from it on, nodes refuse the release and lpsd stops serving it. The
+it from (PATH cannot contain a comma; URL may). The expiry must be at least
+1h away (publish, a canary's bake and clock skew between the signer and the
+nodes take that long); from it on, nodes refuse the release and lpsd stops
+serving it. The
 envelope is written atomically to --out (mode 0644), or printed with
 "--out -".
 

@@ -15,8 +15,16 @@ import (
 
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/duration"
 	"nodehotfix/internal/release"
 )
+
+// minValidity is the shortest life a release is signed for. Between
+// signing and the fleet running it come publish, a rollout whose canary
+// bakes for half an hour or more, and the clock skew between the signer and
+// the nodes, which refuse an expired release: one signed for less would
+// expire before it could be judged, let alone rolled out.
+const minValidity = time.Hour
 
 // maxKeyFileSize caps the private key file; a real one is about 120 bytes.
 const maxKeyFileSize = 64 << 10
@@ -62,8 +70,9 @@ func newReleaseSignCmd(e *env) *cobra.Command {
 		Long: `sign signs a release envelope with the private key. For each --artifact,
 PLATFORM is os/arch (linux/amd64, linux/arm64), PATH the local binary, whose
 sha256 and size are computed here, and URL the https address nodes download
-it from (PATH cannot contain a comma; URL may). The expiry must be in the
-future. The envelope is written atomically to --out (mode 0644), or printed
+it from (PATH cannot contain a comma; URL may). The expiry must be at least
+1h away: publish, a canary's bake and clock skew between this machine and
+the nodes take that long, and nodes refuse an expired release. The envelope is written atomically to --out (mode 0644), or printed
 with --out -. No network is used.`,
 		Example: `  lpsctl release sign --key release.key --base 202604.01 --version 202604.01.3 \
       --artifact linux/amd64=./aks-node-controller,https://example.com/anc-202604.01.3 \
@@ -83,7 +92,7 @@ with --out -. No network is used.`,
 	fs.StringVar(&o.version, "version", "", "hotfix version `YYYYMM.DD.PATCH`")
 	fs.Var(&o.artifacts, "artifact", "`PLATFORM=PATH,URL`: local binary for PLATFORM (linux/amd64, linux/arm64) and the https URL nodes fetch it from; repeatable")
 	fs.StringVar(&o.notAfter, "not-after", "", "expiry as an RFC 3339 `time` (or --valid-for)")
-	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, e.g. 30d or 720h (or --not-after)")
+	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, at least 1h, e.g. 30d or 720h (or --not-after)")
 	fs.StringVar(&o.out, "out", "", "`file` to write the signed envelope to (- for stdout)")
 	o.output.register(fs)
 	return cmd
@@ -163,8 +172,8 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 }
 
 // expiry returns the release expiry from exactly one of --not-after and
-// --valid-for; it must be in the future, since nodes refuse an expired
-// release.
+// --valid-for; it must be at least minValidity away, since nodes refuse an
+// expired release.
 func expiry(notAfter string, validFor time.Duration, now time.Time) (time.Time, error) {
 	var t time.Time
 	switch {
@@ -180,6 +189,10 @@ func expiry(notAfter string, validFor time.Duration, now time.Time) (time.Time, 
 	}
 	if !t.After(now) {
 		return t, usagef("expiry %s is not in the future", formatTime(t))
+	}
+	if d := t.Sub(now); d < minValidity {
+		return t, usagef("expiry %s is %s away: a release is signed for at least %s (publish, a canary's bake and clock skew take that long); give a later --not-after or a longer --valid-for, e.g. 30d",
+			formatTime(t), duration.Format(d.Round(time.Second)), duration.Format(minValidity))
 	}
 	return t.UTC(), nil
 }

@@ -83,6 +83,8 @@ func TestReleaseSignErrors(t *testing.T) {
 		{"no-expiry", base("--artifact", ok), exitUsage, "exactly one of --not-after and --valid-for"},
 		{"both-expiry", base("--artifact", ok, "--valid-for", "1h", "--not-after", "2099-01-01T00:00:00Z"), exitUsage, "exactly one"},
 		{"past-expiry", base("--artifact", ok, "--not-after", "2001-01-01T00:00:00Z"), exitUsage, "not in the future"},
+		{"too-short", base("--artifact", ok, "--valid-for", "2s"), exitUsage, "is 2s away: a release is signed for at least 1h"},
+		{"too-soon", base("--artifact", ok, "--not-after", time.Now().Add(10*time.Minute).UTC().Format(time.RFC3339)), exitUsage, "a release is signed for at least 1h"},
 		{"bad-time", base("--artifact", ok, "--not-after", "tomorrow"), exitUsage, `--not-after "tomorrow": want RFC 3339`},
 		{"missing-artifact", base("--artifact", "linux/amd64="+missing+",https://b.example.com/a", "--valid-for", "1h"), exitError, "--artifact linux/amd64: open " + missing},
 		{"empty-artifact", base("--artifact", "linux/amd64="+empty+",https://b.example.com/a", "--valid-for", "1h"), exitError, "0 bytes"},
