@@ -161,7 +161,9 @@ file again.
 
 Exit codes: 0 after a clean shutdown, 1 on a startup or serving error
 (logged once, as JSON on stderr), 2 on usage errors (flags that cannot work
-together or are missing, printed once as text). The etcd client's warnings
+together or are missing, printed once as text; a mistyped flag gets a
+suggestion, "unknown flag --tls-crt; did you mean --tls-cert?", as lpsctl's
+do). The etcd client's warnings
 and errors go to lpsd's log with "component":"etcd-client".
 */
 package main
