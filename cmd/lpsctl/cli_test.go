@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestCompletion(t *testing.T) {
 	}
 	srv := startServer(t)
 	publishDraft(t, srv, "202604.01.3")
-	out := mustRun(t, append([]string{"__complete", "rollout", "pause"}, append(srv.conn(), "2026")...)...)
+	out := mustRun(t, append([]string{"__complete", "rollout", "set"}, append(srv.conn(), "2026")...)...)
 	if !strings.Contains(out, "202604.01.3\tdraft") {
 		t.Errorf("completing a version: %q", out)
 	}
@@ -44,6 +45,54 @@ func TestCompletion(t *testing.T) {
 	out = mustRun(t, "__complete", "revoke", "--server", "127.0.0.1:1", "--token-file", srv.token, "")
 	if strings.Contains(out, "202604") || !strings.Contains(out, ":4") {
 		t.Errorf("completing from nowhere: %q", out)
+	}
+}
+
+// TestCompletionOffersWhatTheCommandCanMove: a transition command
+// completes only the releases the state machine lets it move: resume not a
+// complete or revoked release, complete not a halted one.
+func TestCompletionOffersWhatTheCommandCanMove(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	states := map[string][]string{
+		"202604.01.3": nil, // draft
+		"202604.01.4": {"pause"},
+		"202604.01.5": {"halt"},
+		"202604.01.6": {"complete"},
+		"202604.01.7": {"revoke"},
+	}
+	for v, cmds := range states {
+		publishDraft(t, srv, v)
+		for _, c := range cmds {
+			if c == "revoke" {
+				mustRun(t, with("revoke", v)...)
+				continue
+			}
+			mustRun(t, with("rollout", "set", v, "--percent", "5")...)
+			mustRun(t, with("rollout", c, v)...)
+		}
+	}
+	offered := func(cmd string) []string {
+		t.Helper()
+		var got []string
+		for _, line := range strings.Split(mustRun(t, append(append([]string{"__complete", "rollout", cmd}, srv.conn()...), "2026")...), "\n") {
+			if v, _, ok := strings.Cut(line, "\t"); ok && strings.HasPrefix(v, "2026") {
+				got = append(got, v)
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	for cmd, want := range map[string][]string{
+		"resume":   {"202604.01.3", "202604.01.4", "202604.01.5"},
+		"complete": {"202604.01.3", "202604.01.4"},
+		"halt":     {"202604.01.3", "202604.01.4", "202604.01.6"},
+		"pause":    nil,
+	} {
+		if diff := cmp.Diff(want, offered(cmd)); diff != "" {
+			t.Errorf("rollout %s completes (-want +got):\n%s", cmd, diff)
+		}
 	}
 }
 

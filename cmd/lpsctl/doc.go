@@ -52,7 +52,9 @@ command line. --root prefixes every node path, for demos only.
 Prints a shell completion script, e.g. "source <(lpsctl completion bash)".
 It completes commands and flags, and a VERSION argument with the releases
 of the lpsd that the environment (LPSCTL_SERVER and the rest) reaches, if it
-answers within 2 seconds.
+answers within 2 seconds; rollout pause, resume, halt and complete offer only
+the releases the rollout state machine lets them move (resume: a draft,
+paused or halted one), never a revoked one.
 
 # Service commands
 
