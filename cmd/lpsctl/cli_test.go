@@ -242,11 +242,33 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	if out := mustRun(t, with("audit", "--actor", "cert:nobody")...); !strings.Contains(out, "no audit entries") {
 		t.Errorf("audit --actor of nobody:\n%s", out)
 	}
+	// --action, validated; a bare actor name that matches nothing is
+	// pointed at its kinded form.
+	if err := json.Unmarshal([]byte(mustRun(t, with("audit", "--action", "rollout-set", "-o", "json")...)), &au); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, e := range au.Entries {
+		got = append(got, e.Action+"/"+e.Target)
+	}
+	if want := []string{"rollout-set/202604.01.3", "rollout-set/202605.02.1"}; !cmp.Equal(got, want) {
+		t.Errorf("audit --action rollout-set = %v, want %v", got, want)
+	}
+	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, pause, resume, halt, complete, revoke, auto-advance, auto-halt; did you mean "revoke"?`) {
+		t.Errorf("audit --action revokd: exit %d, %q", code, errOut)
+	}
+	out, errOut, code := lpsctl(t, with("audit", "--actor", "ops")...)
+	if code != exitOK || !strings.Contains(out, "no audit entries") || !strings.Contains(errOut, "no entries by actor ops: an operator's actor starts with its credential's kind; --actor token:ops has some") {
+		t.Errorf("audit --actor ops: exit %d, stdout %q, stderr %q; want no entries and a hint at token:ops", code, out, errOut)
+	}
+	if _, errOut, _ := lpsctl(t, with("audit", "--actor", "ops", "--action", "plan")...); errOut != "" {
+		t.Errorf("audit --actor ops --action plan hints though token:ops has no plan either: %q", errOut)
+	}
 	if out := mustRun(t, with("audit", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))...); !strings.Contains(out, "no audit entries") {
 		t.Errorf("audit --since the future:\n%s", out)
 	}
 	// The paging hint repeats the filters.
-	_, errOut, code := lpsctl(t, with("audit", "--target", "202605.02.1", "--limit", "1")...)
+	_, errOut, code = lpsctl(t, with("audit", "--target", "202605.02.1", "--limit", "1")...)
 	if code != exitOK || !strings.Contains(errOut, "more entries may follow: lpsctl audit --after 2 --target 202605.02.1 --limit 1 --server ") {
 		t.Errorf("audit page hint: exit %d, %q", code, errOut)
 	}

@@ -65,7 +65,7 @@ paused or halted one), never a revoked one.
 	lpsctl revoke VERSION
 	lpsctl status [--watch [--interval D]]
 	lpsctl explain --vm-id ID --subscription ID [--region R]
-	lpsctl audit [--target VERSION] [--actor ID] [--since TIME|DURATION] [--after SEQ] [--limit N]
+	lpsctl audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]
 
 Every command that changes something takes --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and
@@ -125,9 +125,12 @@ other value is a usage error (exit 2), as it describes no node.
 
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
-lpsd) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
+lpsd), one action (--action: publish, rollout-set, plan, pause, resume,
+halt, complete, revoke, auto-advance, auto-halt; any other is a usage
+error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
-page.
+page. An operator's actor carries its credential's kind: when --actor ops
+matches nothing and token:ops or cert:ops would, stderr says so.
 
 Connection flags of every service command:
 
