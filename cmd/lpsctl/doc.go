@@ -179,6 +179,21 @@ status prints:
 	 "control": [{"base": "202604.01", "counts": {...}}, ...],
 	 "requests": [{"outcome": "served", "count": 12}, ...]}
 
+A release's plan is
+
+	{"steps": [{"percent": 0, "nodes": 20, "bake_seconds": 1800,
+	            "min_reports": 20}, {"percent": 10, ...}, ...],
+	 "step": 0,                        // the current step: an index into steps
+	 "step_since": RFC3339, "margin": 0.05, "max_failure_rate": 0.2,
+	 "silent_after_seconds": 1800}
+
+Every "step" in JSON and YAML (a plan's, an audit entry's evidence, the
+release records in before and after) is that 0-based index, so
+plan.steps[plan.step] is the current step; text and the dashboard, for
+people, count from 1 and show the total: "step": 0 of three steps is
+"1/3" in status and "step 1/3" in explain. The index is what lpsd stores
+and its audit log keeps, so it is not renumbered for output.
+
 With --watch, one document per refresh and nothing between them (each
 YAML document starts with "---").
 

@@ -56,7 +56,11 @@ func TestRolloutPlanCanary(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(st.Releases) != 1 || st.Releases[0].CanarySeats != 1 {
-		t.Errorf("status --json releases = %+v, want canary_seats 1", st.Releases)
+		t.Fatalf("status --json releases = %+v, want canary_seats 1", st.Releases)
+	}
+	// The text's "1/3" is JSON's index 0 into steps (doc.go).
+	if p := st.Releases[0].Plan; p == nil || p.Step != 0 || p.Steps[p.Step].Nodes != 2 {
+		t.Errorf("status --json plan = %+v, want step 0 indexing the canary of 2", p)
 	}
 
 	for vm, want := range map[string]string{
