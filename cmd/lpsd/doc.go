@@ -152,7 +152,12 @@ says when that last happened, and lpsd_certificate_not_after_timestamp_seconds{l
 admin API's calls are counted and timed in lpsd_admin_grpc_server_* (by
 method and code). The node-facing listener serves the gRPC health service
 (grpc.health.v1, no attested document needed): SERVING exactly when
-/readyz answers 200. At
+/readyz answers 200. Check answers once; Watch sends the status, then each
+change (the first snapshot is noticed within a second, a drain at once),
+and ends its stream on a drain; at most 32 watches are open at once (more
+are ResourceExhausted: a watch holds its connection, so anonymous clients
+may not hold many), and, as every connection, each is closed after about
+35 s, so watchers reconnect. At
 start lpsd warns when it has no --release-keys (publish then verifies
 nothing), and when a key, token or password file (or the file a symlink
 there names) is readable by its group or others, or owned by a user other
