@@ -69,6 +69,9 @@ State:
 	                       etcd:HOST:PORT[,HOST:PORT...] or mem:; a bbolt
 	                       file that is empty or damaged is refused at start
 	--etcd-ca FILE         CA verifying the etcd servers; turns on TLS
+	                       (without it, an etcd that cannot be reached is
+	                       probed: one that speaks TLS fails the start
+	                       with "seems to speak TLS: set --etcd-ca")
 	--etcd-cert, --etcd-key  client certificate presented to etcd
 	--etcd-user NAME, --etcd-password-file FILE  etcd authentication
 	--etcd-allow-plaintext   allow plain text to a non-loopback etcd (refused
