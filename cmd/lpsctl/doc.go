@@ -28,7 +28,7 @@ to overwrite either file: if one exists nothing is written.
 
 	lpsctl release sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH \
 	    --artifact PLATFORM=PATH,URL [--artifact ...] \
-	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|-
+	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|- [--skip-version-check]
 
 Signs a release envelope with the private key. For each --artifact, PLATFORM
 is "os/arch" (linux/amd64, linux/arm64), PATH the local binary, whose
@@ -36,8 +36,14 @@ sha256 and size are computed here, and URL the https address nodes download
 it from (PATH cannot contain a comma; URL may). The expiry must be at least
 1h away (publish, a canary's bake and clock skew between the signer and the
 nodes take that long); from it on, nodes refuse the release and lpsd stops
-serving it. The
-envelope is written atomically to --out (mode 0644), or printed with
+serving it. Each artifact is run here once with "version" (at most 10 s
+and 256 bytes of output), as nodes run it before staging it and refuse any
+other answer, and signing is refused unless it prints --version; one that
+cannot run on this machine (exec format error: built for another
+architecture) or fails is refused too, naming --skip-version-check, which
+signs without running anything. The binary runs as you, beside the private
+key: check binaries you would not run here elsewhere and skip the check.
+The envelope is written atomically to --out (mode 0644), or printed with
 "--out -".
 
 	lpsctl customdata --config FILE [--pointer FILE] [--nbc-cmd FILE] [--root DIR]

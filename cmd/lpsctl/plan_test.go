@@ -16,7 +16,7 @@ func publishDraft(t *testing.T, srv *testServer, version string) {
 	dir := t.TempDir()
 	priv, pub := filepath.Join(dir, "release.key"), filepath.Join(dir, "release.pub")
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
-	agent := writeFile(t, dir, "anc-amd64", "amd64 agent bytes")
+	agent := fakeAgent(t, dir, "anc-amd64", version, "")
 	env := filepath.Join(dir, "release.json")
 	mustRun(t, "release", "sign", "--key", priv, "--base", version[:9], "--version", version,
 		"--artifact", "linux/amd64="+agent+",https://blob.example.com/anc/amd64", "--valid-for", "720h", "--out", env)

@@ -172,6 +172,18 @@ func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn strin
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, files
 }
 
+// fakeAgent writes an executable into dir that answers `version` with
+// version, as the agent does; note makes two of them differ.
+func fakeAgent(t *testing.T, dir, name, version, note string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	script := fmt.Sprintf("#!/bin/sh\n# %s\n[ \"$1\" = version ] && echo %s\n", note, version)
+	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -204,8 +216,8 @@ func TestOperatorFlow(t *testing.T) {
 
 	priv, pub := filepath.Join(dir, "release.key"), filepath.Join(dir, "release.pub")
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
-	amd64 := writeFile(t, dir, "anc-amd64", "amd64 agent bytes")
-	arm64 := writeFile(t, dir, "anc-arm64", "arm64 agent bytes, longer")
+	amd64 := fakeAgent(t, dir, "anc-amd64", v, "amd64")
+	arm64 := fakeAgent(t, dir, "anc-arm64", v, "arm64, longer")
 	envFile := filepath.Join(dir, "release.json")
 	out := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", v,
 		"--artifact", "linux/amd64="+amd64+",https://blob.example.com/anc/amd64",
@@ -361,7 +373,7 @@ func TestMutualTLSActor(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub := filepath.Join(dir, "k"), filepath.Join(dir, "k.pub")
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
-	art := writeFile(t, dir, "anc", "x")
+	art := fakeAgent(t, dir, "anc", "202604.01.1", "")
 	env := filepath.Join(dir, "env.json")
 	mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.1",
 		"--artifact", "linux/amd64="+art+",https://b.example.com/a", "--valid-for", "1h", "--out", env)

@@ -5,10 +5,14 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +20,7 @@ import (
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/duration"
+	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/release"
 )
 
@@ -26,6 +31,14 @@ import (
 // expire before it could be judged, let alone rolled out.
 const minValidity = time.Hour
 
+// versionTimeout bounds `<artifact> version`: the agent answers in
+// milliseconds, and one that hangs is not an agent to sign.
+const versionTimeout = 10 * time.Second
+
+// maxVersionOutput caps what `<artifact> version` may print; a version is
+// 14 bytes.
+const maxVersionOutput = 256
+
 // maxKeyFileSize caps the private key file; a real one is about 120 bytes.
 const maxKeyFileSize = 64 << 10
 
@@ -34,6 +47,7 @@ type signOpts struct {
 	artifacts          artifactFlag
 	notAfter           string
 	validFor           time.Duration
+	skipVersionCheck   bool
 	out                string
 	output             outputFlags
 }
@@ -65,15 +79,19 @@ func (a *artifactFlag) Set(s string) error {
 func newReleaseSignCmd(e *env) *cobra.Command {
 	var o signOpts
 	cmd := &cobra.Command{
-		Use:   "sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) --out FILE|-",
+		Use:   "sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) --out FILE|- [--skip-version-check]",
 		Short: "sign a release envelope from local artifacts (offline)",
 		Long: `sign signs a release envelope with the private key. For each --artifact,
 PLATFORM is os/arch (linux/amd64, linux/arm64), PATH the local binary, whose
 sha256 and size are computed here, and URL the https address nodes download
 it from (PATH cannot contain a comma; URL may). The expiry must be at least
 1h away: publish, a canary's bake and clock skew between this machine and
-the nodes take that long, and nodes refuse an expired release. The envelope is written atomically to --out (mode 0644), or printed
-with --out -. No network is used.`,
+the nodes take that long, and nodes refuse an expired release. Each
+artifact is run with "version" and must print --version, as nodes check it
+before staging it; --skip-version-check runs nothing, for a binary that
+cannot or should not run here (it runs as you, beside the key). The
+envelope is written atomically to --out (mode 0644), or printed with
+--out -. No network is used.`,
 		Example: `  lpsctl release sign --key release.key --base 202604.01 --version 202604.01.3 \
       --artifact linux/amd64=./aks-node-controller,https://example.com/anc-202604.01.3 \
       --valid-for 30d --out 202604.01.3.json`,
@@ -94,6 +112,7 @@ with --out -. No network is used.`,
 	fs.StringVar(&o.notAfter, "not-after", "", "expiry as an RFC 3339 `time` (or --valid-for)")
 	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, at least 1h, e.g. 30d or 720h (or --not-after)")
 	fs.StringVar(&o.out, "out", "", "`file` to write the signed envelope to (- for stdout)")
+	fs.BoolVar(&o.skipVersionCheck, "skip-version-check", false, "do not run each artifact with `version` to check it reports --version (for a binary that cannot or should not run here)")
 	o.output.register(fs)
 	return cmd
 }
@@ -134,6 +153,13 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 			return fmt.Errorf("--artifact %s: %w", a.platform, err)
 		}
 		rel.Artifacts[a.platform] = release.Artifact{URL: a.url, SHA256: sum, Size: size}
+	}
+	if !o.skipVersionCheck {
+		for _, a := range o.artifacts {
+			if err := checkVersion(ctx, a, rel.Version); err != nil {
+				return err
+			}
+		}
 	}
 	env, err := release.Sign(rel, priv)
 	if err != nil {
@@ -195,6 +221,31 @@ func expiry(notAfter string, validFor time.Duration, now time.Time) (time.Time, 
 			formatTime(t), duration.Format(d.Round(time.Second)), duration.Format(minValidity))
 	}
 	return t.UTC(), nil
+}
+
+// checkVersion runs a's binary with `version`, bounded in time and output,
+// and fails unless it prints want: nodes run it so before staging it and
+// refuse any other answer, so a mismatch would fail on every node.
+func checkVersion(ctx context.Context, a artifactSpec, want string) error {
+	// An absolute path: a bare name would run whatever PATH finds.
+	path, err := filepath.Abs(a.path)
+	if err != nil {
+		return fmt.Errorf("--artifact %s: %w", a.platform, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
+	defer cancel()
+	got, err := proc.Output(ctx, maxVersionOutput, path, "version")
+	switch {
+	case errors.Is(err, syscall.ENOEXEC):
+		return fmt.Errorf("--artifact %s: %s cannot run on this %s/%s machine (exec format error: built for another architecture?), so its version cannot be checked: sign where it runs, or give --skip-version-check", a.platform, a.path, runtime.GOOS, runtime.GOARCH)
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return err // interrupted
+	case err != nil:
+		return fmt.Errorf("--artifact %s: run %q version to check it reports %s: %w; give --skip-version-check to sign it unchecked", a.platform, a.path, want, err)
+	case got != want:
+		return fmt.Errorf("--artifact %s: %s reports version %q, not --version %s: nodes would refuse it; sign the binary built as %s (or fix --version)", a.platform, a.path, got, want, want)
+	}
+	return nil
 }
 
 // digest returns the sha256 (lowercase hex) and size of the regular file at

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -21,9 +22,9 @@ func TestReleaseSignVerifiesWithTheGeneratedKey(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub := filepath.Join(dir, "k"), filepath.Join(dir, "k.pub")
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
-	const amd64, arm64 = "amd64 binary", "arm64 binary!"
-	a := writeFile(t, dir, "a", amd64)
-	b := writeFile(t, dir, "b", arm64)
+	a := fakeAgent(t, dir, "a", "202604.01.7", "amd64")
+	b := fakeAgent(t, dir, "b", "202604.01.7", "arm64!")
+	amd64, arm64 := readFile(t, a), readFile(t, b)
 	env := filepath.Join(dir, "env.json")
 	out := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.7",
 		"--artifact", "linux/amd64="+a+",https://blob.example.com/x?sig=a&b=c",
@@ -51,10 +52,67 @@ func TestReleaseSignVerifiesWithTheGeneratedKey(t *testing.T) {
 		t.Errorf("release sign --json = %s (%v)", out, err)
 	}
 
+	// a reports 202604.01.7: signing it as .8 needs the check skipped.
 	stdout := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.8",
-		"--artifact", "linux/amd64="+a+",https://blob.example.com/x", "--valid-for", "1h", "--out", "-")
+		"--artifact", "linux/amd64="+a+",https://blob.example.com/x", "--valid-for", "1h", "--out", "-", "--skip-version-check")
 	if _, err := release.Inspect([]byte(stdout)); err != nil {
 		t.Errorf("release sign --out - printed no envelope: %v\n%s", err, stdout)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestReleaseSignChecksVersion: each artifact is run with `version`, as
+// nodes run it before staging it, and one that reports another version,
+// cannot run here or fails is refused, saying how to go on; nothing is
+// written then. --skip-version-check signs without running it.
+func TestReleaseSignChecksVersion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	priv := filepath.Join(dir, "k")
+	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", filepath.Join(dir, "k.pub"))
+	const v = "202604.01.5"
+	good := fakeAgent(t, dir, "good", v, "")
+	older := fakeAgent(t, dir, "older", "202604.01.4", "")
+	// Neither a script nor a binary for this machine: what execve says of a
+	// binary for another architecture.
+	foreign := filepath.Join(dir, "foreign")
+	if err := os.WriteFile(foreign, []byte("\x7fELF but not for this machine"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notExec := writeFile(t, dir, "not-executable", "#!/bin/sh\necho "+v+"\n")
+	out := filepath.Join(dir, "out.json")
+	sign := func(art string, extra ...string) (string, int) {
+		t.Helper()
+		args := append([]string{"release", "sign", "--key", priv, "--base", "202604.01", "--version", v, "--valid-for", "1h", "--out", out,
+			"--artifact", "linux/amd64=" + good + ",https://b.example.com/a", "--artifact", "linux/arm64=" + art + ",https://b.example.com/b"}, extra...)
+		_, errOut, code := lpsctl(t, args...)
+		return errOut, code
+	}
+	for name, tt := range map[string]struct{ art, want string }{
+		"mismatch":       {older, "--artifact linux/arm64: " + older + ` reports version "202604.01.4", not --version 202604.01.5: nodes would refuse it`},
+		"other-arch":     {foreign, "--artifact linux/arm64: " + foreign + " cannot run on this " + runtime.GOOS + "/" + runtime.GOARCH + " machine (exec format error: built for another architecture?), so its version cannot be checked: sign where it runs, or give --skip-version-check"},
+		"not-executable": {notExec, "give --skip-version-check to sign it unchecked"},
+	} {
+		if errOut, code := sign(tt.art); code != exitError || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q", name, code, errOut, exitError, tt.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%s: a refused release sign wrote %s", name, out)
+		}
+	}
+	if errOut, code := sign(good); code != exitOK {
+		t.Errorf("artifacts reporting --version: exit %d, %s", code, errOut)
+	}
+	if errOut, code := sign(foreign, "--skip-version-check"); code != exitOK {
+		t.Errorf("--skip-version-check: exit %d, %s", code, errOut)
 	}
 }
 
