@@ -36,13 +36,14 @@ sha256 and size are computed here, and URL the https address nodes download
 it from (PATH cannot contain a comma; URL may). The expiry must be at least
 1h away (publish, a canary's bake and clock skew between the signer and the
 nodes take that long); from it on, nodes refuse the release and lpsd stops
-serving it. Each artifact is run here once with "version" (at most 10 s
-and 256 bytes of output), as nodes run it before staging it and refuse any
-other answer, and signing is refused unless it prints --version; one that
-cannot run on this machine (exec format error: built for another
-architecture) or fails is refused too, naming --skip-version-check, which
-signs without running anything. The binary runs as you, beside the private
-key: check binaries you would not run here elsewhere and skip the check.
+serving it. The version stamped into each artifact (make build's
+-X main.version) is read from the ELF file, never run: this machine holds
+the private key, and running a binary here would hand it to whoever built
+it. Nodes run the binary with "version" before staging it and refuse any
+other answer, so signing is refused unless the stamp is --version; a binary
+for any architecture can be checked. One without the stamp (stripped, or
+not built by make build) or not an ELF file is refused too, naming
+--skip-version-check, which signs it unchecked.
 The envelope is written atomically to --out (mode 0644), or printed with
 "--out -".
 

@@ -18,8 +18,10 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,16 +174,57 @@ func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn strin
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, files
 }
 
-// fakeAgent writes an executable into dir that answers `version` with
-// version, as the agent does; note makes two of them differ.
+// fakeAgent writes into dir a Go binary stamped with version as make
+// build stamps the agent (-X main.version), for GOARCH amd64 unless note
+// names arm64; note is stamped too, so that two differ.
 func fakeAgent(t *testing.T, dir, name, version, note string) string {
 	t.Helper()
+	arch := "amd64"
+	if strings.Contains(note, "arm64") {
+		arch = "arm64"
+	}
+	data := stampedAgent(t, arch, "-X main.version="+version+" -X 'main.note="+note+"'")
 	p := filepath.Join(dir, name)
-	script := fmt.Sprintf("#!/bin/sh\n# %s\n[ \"$1\" = version ] && echo %s\n", note, version)
-	if err := os.WriteFile(p, []byte(script), 0o755); err != nil {
+	if err := os.WriteFile(p, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+var stamped struct {
+	sync.Mutex
+	bins map[string][]byte
+}
+
+// stampedAgent builds (once per arch and ldflags) a main with the agent's
+// version variable and returns its bytes.
+func stampedAgent(t *testing.T, arch, ldflags string) []byte {
+	t.Helper()
+	stamped.Lock()
+	defer stamped.Unlock()
+	key := arch + " " + ldflags
+	if b, ok := stamped.bins[key]; ok {
+		return b
+	}
+	dir := t.TempDir()
+	src := "package main\n\nimport \"fmt\"\n\nvar version, note = \"dev\", \"\"\n\nfunc main() { fmt.Println(version, note) }\n"
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module agent\n\ngo 1.26\n"), 0o644)
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-ldflags", ldflags, "-o", "agent", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build a stamped agent: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stamped.bins == nil {
+		stamped.bins = map[string][]byte{}
+	}
+	stamped.bins[key] = b
+	return b
 }
 
 func writeFile(t *testing.T, dir, name, content string) string {

@@ -9,18 +9,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"nodehotfix/internal/agentversion"
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/duration"
-	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/release"
 )
 
@@ -30,14 +27,6 @@ import (
 // the nodes, which refuse an expired release: one signed for less would
 // expire before it could be judged, let alone rolled out.
 const minValidity = time.Hour
-
-// versionTimeout bounds `<artifact> version`: the agent answers in
-// milliseconds, and one that hangs is not an agent to sign.
-const versionTimeout = 10 * time.Second
-
-// maxVersionOutput caps what `<artifact> version` may print; a version is
-// 14 bytes.
-const maxVersionOutput = 256
 
 // maxKeyFileSize caps the private key file; a real one is about 120 bytes.
 const maxKeyFileSize = 64 << 10
@@ -86,10 +75,12 @@ PLATFORM is os/arch (linux/amd64, linux/arm64), PATH the local binary, whose
 sha256 and size are computed here, and URL the https address nodes download
 it from (PATH cannot contain a comma; URL may). The expiry must be at least
 1h away: publish, a canary's bake and clock skew between this machine and
-the nodes take that long, and nodes refuse an expired release. Each
-artifact is run with "version" and must print --version, as nodes check it
-before staging it; --skip-version-check runs nothing, for a binary that
-cannot or should not run here (it runs as you, beside the key). The
+the nodes take that long, and nodes refuse an expired release. The version
+stamped into each artifact (make build's -X main.version) must be
+--version, as nodes check the binary's "version" before staging it; it is
+read from the file, never run (this machine holds the key), so a binary
+for any architecture is checked. --skip-version-check signs a binary that
+carries no stamp (stripped, or not built by make build). The
 envelope is written atomically to --out (mode 0644), or printed with
 --out -. No network is used.`,
 		Example: `  lpsctl release sign --key release.key --base 202604.01 --version 202604.01.3 \
@@ -112,7 +103,7 @@ envelope is written atomically to --out (mode 0644), or printed with
 	fs.StringVar(&o.notAfter, "not-after", "", "expiry as an RFC 3339 `time` (or --valid-for)")
 	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, at least 1h, e.g. 30d or 720h (or --not-after)")
 	fs.StringVar(&o.out, "out", "", "`file` to write the signed envelope to (- for stdout)")
-	fs.BoolVar(&o.skipVersionCheck, "skip-version-check", false, "do not run each artifact with `version` to check it reports --version (for a binary that cannot or should not run here)")
+	fs.BoolVar(&o.skipVersionCheck, "skip-version-check", false, "do not check that each artifact's stamped version is --version (for a binary without the stamp: stripped, or not built by make build)")
 	o.output.register(fs)
 	return cmd
 }
@@ -156,7 +147,7 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 	}
 	if !o.skipVersionCheck {
 		for _, a := range o.artifacts {
-			if err := checkVersion(ctx, a, rel.Version); err != nil {
+			if err := checkVersion(a, rel.Version); err != nil {
 				return err
 			}
 		}
@@ -223,27 +214,21 @@ func expiry(notAfter string, validFor time.Duration, now time.Time) (time.Time, 
 	return t.UTC(), nil
 }
 
-// checkVersion runs a's binary with `version`, bounded in time and output,
-// and fails unless it prints want: nodes run it so before staging it and
-// refuse any other answer, so a mismatch would fail on every node.
-func checkVersion(ctx context.Context, a artifactSpec, want string) error {
-	// An absolute path: a bare name would run whatever PATH finds.
-	path, err := filepath.Abs(a.path)
-	if err != nil {
-		return fmt.Errorf("--artifact %s: %w", a.platform, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, versionTimeout)
-	defer cancel()
-	got, err := proc.Output(ctx, maxVersionOutput, path, "version")
+// checkVersion reads the version stamped into a's binary (make build's
+// -X main.version) and fails unless it is want: nodes run the binary with
+// `version` before staging it and refuse any other answer, so a mismatch
+// would fail on every node. The binary is read, never run: this is the
+// machine with the release key, and running an artifact would hand the key
+// to whoever built it. A binary for any architecture can be checked here.
+func checkVersion(a artifactSpec, want string) error {
+	got, err := agentversion.Read(a.path)
 	switch {
-	case errors.Is(err, syscall.ENOEXEC):
-		return fmt.Errorf("--artifact %s: %s cannot run on this %s/%s machine (exec format error: built for another architecture?), so its version cannot be checked: sign where it runs, or give --skip-version-check", a.platform, a.path, runtime.GOOS, runtime.GOARCH)
-	case ctx.Err() != nil && errors.Is(err, context.Canceled):
-		return err // interrupted
+	case errors.Is(err, agentversion.ErrNotStamped):
+		return fmt.Errorf("--artifact %s: %w; an agent built by make build carries one: sign that, or give --skip-version-check to sign it unchecked", a.platform, err)
 	case err != nil:
-		return fmt.Errorf("--artifact %s: run %q version to check it reports %s: %w; give --skip-version-check to sign it unchecked", a.platform, a.path, want, err)
+		return fmt.Errorf("--artifact %s: %w; is it the agent binary? give --skip-version-check to sign it unchecked", a.platform, err)
 	case got != want:
-		return fmt.Errorf("--artifact %s: %s reports version %q, not --version %s: nodes would refuse it; sign the binary built as %s (or fix --version)", a.platform, a.path, got, want, want)
+		return fmt.Errorf("--artifact %s: %s is stamped version %q, not --version %s: nodes would refuse it; sign the binary built as %s (or fix --version)", a.platform, a.path, got, want, want)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -69,10 +68,11 @@ func readFile(t *testing.T, path string) string {
 	return string(b)
 }
 
-// TestReleaseSignChecksVersion: each artifact is run with `version`, as
-// nodes run it before staging it, and one that reports another version,
-// cannot run here or fails is refused, saying how to go on; nothing is
-// written then. --skip-version-check signs without running it.
+// TestReleaseSignChecksVersion: each artifact's stamped version is read,
+// never run, and one stamped with another version, carrying no stamp or not
+// an ELF file is refused, saying how to go on; nothing is written then. A
+// binary for another architecture is checked like any other.
+// --skip-version-check signs without the check.
 func TestReleaseSignChecksVersion(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -80,14 +80,17 @@ func TestReleaseSignChecksVersion(t *testing.T) {
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", filepath.Join(dir, "k.pub"))
 	const v = "202604.01.5"
 	good := fakeAgent(t, dir, "good", v, "")
+	arm := fakeAgent(t, dir, "arm", v, "arm64")
 	older := fakeAgent(t, dir, "older", "202604.01.4", "")
-	// Neither a script nor a binary for this machine: what execve says of a
-	// binary for another architecture.
-	foreign := filepath.Join(dir, "foreign")
-	if err := os.WriteFile(foreign, []byte("\x7fELF but not for this machine"), 0o755); err != nil {
+	stripped := filepath.Join(dir, "stripped")
+	if err := os.WriteFile(stripped, stampedAgent(t, "amd64", "-s -w -X main.version="+v), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	notExec := writeFile(t, dir, "not-executable", "#!/bin/sh\necho "+v+"\n")
+	// A script that would print the right version, and would run: never run.
+	ran := filepath.Join(dir, "ran")
+	script := writeFile(t, dir, "script", "#!/bin/sh\ntouch "+ran+"\necho "+v+"\n")
+	os.Chmod(script, 0o755)
+	broken := writeFile(t, dir, "broken", "\x7fELF but not an ELF file")
 	out := filepath.Join(dir, "out.json")
 	sign := func(art string, extra ...string) (string, int) {
 		t.Helper()
@@ -97,9 +100,10 @@ func TestReleaseSignChecksVersion(t *testing.T) {
 		return errOut, code
 	}
 	for name, tt := range map[string]struct{ art, want string }{
-		"mismatch":       {older, "--artifact linux/arm64: " + older + ` reports version "202604.01.4", not --version 202604.01.5: nodes would refuse it`},
-		"other-arch":     {foreign, "--artifact linux/arm64: " + foreign + " cannot run on this " + runtime.GOOS + "/" + runtime.GOARCH + " machine (exec format error: built for another architecture?), so its version cannot be checked: sign where it runs, or give --skip-version-check"},
-		"not-executable": {notExec, "give --skip-version-check to sign it unchecked"},
+		"mismatch": {older, "--artifact linux/arm64: " + older + ` is stamped version "202604.01.4", not --version 202604.01.5: nodes would refuse it`},
+		"stripped": {stripped, "no stamped version"},
+		"script":   {script, "give --skip-version-check to sign it unchecked"},
+		"broken":   {broken, "give --skip-version-check to sign it unchecked"},
 	} {
 		if errOut, code := sign(tt.art); code != exitError || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%s: exit %d, stderr %q; want %d and %q", name, code, errOut, exitError, tt.want)
@@ -108,10 +112,13 @@ func TestReleaseSignChecksVersion(t *testing.T) {
 			t.Fatalf("%s: a refused release sign wrote %s", name, out)
 		}
 	}
-	if errOut, code := sign(good); code != exitOK {
-		t.Errorf("artifacts reporting --version: exit %d, %s", code, errOut)
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("release sign ran an artifact")
 	}
-	if errOut, code := sign(foreign, "--skip-version-check"); code != exitOK {
+	if errOut, code := sign(arm); code != exitOK {
+		t.Errorf("artifacts stamped --version, one for arm64: exit %d, %s", code, errOut)
+	}
+	if errOut, code := sign(script, "--skip-version-check"); code != exitOK {
 		t.Errorf("--skip-version-check: exit %d, %s", code, errOut)
 	}
 }
