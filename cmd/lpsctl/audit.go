@@ -5,19 +5,23 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"nodehotfix/internal/autopilot"
 	"nodehotfix/internal/duration"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/quote"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/typo"
 )
 
 // defaultAuditLimit is one page of audit entries; maxAuditLimit is the
@@ -52,10 +56,10 @@ type auditEntryJSON struct {
 func newAuditCmd(e *env) *cobra.Command {
 	var c service
 	var after, limit int64
-	var target, actor string
+	var target, actor, action string
 	var since sinceValue
 	cmd := &cobra.Command{
-		Use:   "audit [--target VERSION] [--actor ID] [--since TIME|DURATION] [--after SEQ] [--limit N]",
+		Use:   "audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]",
 		Short: "list the audit log of changes",
 		Long: `audit lists changes oldest first, 100 at a time; when a page is full,
 stderr says how to get the next. Entries by actor "lpsd" are the
@@ -63,17 +67,31 @@ autopilot's, with the health verdict that made the change.`,
 		Example: `  lpsctl audit
   lpsctl audit --target 202604.01.3 --since 2d
   lpsctl audit --actor lpsd --since 2026-12-01T00:00:00Z -o json
+  lpsctl audit --action halt --since 7d
   lpsctl audit --after 100`,
 		GroupID: groupInspect,
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var resp *adminv1.ListAuditResponse
-			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.ListAudit(ctx, &adminv1.ListAuditRequest{AfterSeq: after, Limit: int32(limit), Target: target, Actor: actor, Since: since.timestamp()})
+			if err := checkAction(action); err != nil {
 				return err
+			}
+			var resp *adminv1.ListAuditResponse
+			var actorHint string
+			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				req := &adminv1.ListAuditRequest{AfterSeq: after, Limit: int32(limit), Target: target, Actor: actor, Action: action, Since: since.timestamp()}
+				if resp, err = cl.ListAudit(ctx, req); err != nil || len(resp.GetEntries()) > 0 {
+					return err
+				}
+				// The hint is a courtesy: the listing has succeeded whatever
+				// its lookups meet.
+				actorHint, _ = kindedActor(ctx, cl, req)
+				return nil
 			})
 			if err != nil {
 				return err
+			}
+			if actorHint != "" {
+				fmt.Fprintf(e.stderr, "no entries by actor %s: an operator's actor starts with its credential's kind; --actor %s has some\n", shellQuote(actor), shellQuote(actorHint))
 			}
 			if resp.GetMore() {
 				next := []string{programName, "audit", "--after", strconv.FormatInt(resp.GetNextAfterSeq(), 10)}
@@ -99,11 +117,49 @@ autopilot's, with the health verdict that made the change.`,
 	}
 	cmd.Flags().StringVar(&target, "target", "", "only the entries of this release `VERSION`")
 	cmd.Flags().StringVar(&actor, "actor", "", "only the entries of this `actor`, as audit shows it (token:ops, cert:alice, lpsd)")
+	cmd.Flags().StringVar(&action, "action", "", "only the entries of this `action`: "+strings.Join(admin.Actions(), ", "))
 	cmd.Flags().Var(&since, "since", "only entries from this RFC 3339 `time` on, or this long ago (2h, 7d)")
 	newInt(cmd.Flags(), &after, "after", 0, 0, math.MaxInt64, "list entries after sequence number `SEQ`")
 	newInt(cmd.Flags(), &limit, "limit", defaultAuditLimit, 1, maxAuditLimit, "at most `N` entries")
 	c.register(cmd)
 	return cmd
+}
+
+// checkAction refuses an --action the audit log never records, which
+// would list nothing and look like a quiet log.
+func checkAction(action string) error {
+	known := admin.Actions()
+	if action == "" || slices.Contains(known, action) {
+		return nil
+	}
+	hint := ""
+	if s := typo.Closest(action, known); s != "" {
+		hint = fmt.Sprintf("; did you mean %q?", s)
+	}
+	return usagef("--action %q: want one of %s%s", action, strings.Join(known, ", "), hint)
+}
+
+// kindedActor returns the actor req's would be with its credential's kind
+// in front (token:ops for ops), if req's actor has none and that one has
+// entries req would list; else "". A bare name is the likeliest reason an
+// actor filter matches nothing.
+func kindedActor(ctx context.Context, cl adminv1.AdminServiceClient, req *adminv1.ListAuditRequest) (string, error) {
+	a := req.GetActor()
+	if a == "" || a == autopilot.Actor || strings.HasPrefix(a, admin.TokenActor) || strings.HasPrefix(a, admin.CertActor) {
+		return "", nil
+	}
+	for _, kind := range []string{admin.TokenActor, admin.CertActor} {
+		try := proto.CloneOf(req)
+		try.Actor, try.Limit = kind+a, 1
+		resp, err := cl.ListAudit(ctx, try)
+		if err != nil {
+			return "", err
+		}
+		if len(resp.GetEntries()) > 0 {
+			return try.Actor, nil
+		}
+	}
+	return "", nil
 }
 
 func toAuditJSON(entries []*adminv1.AuditEntry) auditJSON {

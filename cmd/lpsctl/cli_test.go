@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,7 +37,7 @@ func TestCompletion(t *testing.T) {
 	}
 	srv := startServer(t)
 	publishDraft(t, srv, "202604.01.3")
-	out := mustRun(t, append([]string{"__complete", "rollout", "pause"}, append(srv.conn(), "2026")...)...)
+	out := mustRun(t, append([]string{"__complete", "rollout", "set"}, append(srv.conn(), "2026")...)...)
 	if !strings.Contains(out, "202604.01.3\tdraft") {
 		t.Errorf("completing a version: %q", out)
 	}
@@ -44,6 +45,54 @@ func TestCompletion(t *testing.T) {
 	out = mustRun(t, "__complete", "revoke", "--server", "127.0.0.1:1", "--token-file", srv.token, "")
 	if strings.Contains(out, "202604") || !strings.Contains(out, ":4") {
 		t.Errorf("completing from nowhere: %q", out)
+	}
+}
+
+// TestCompletionOffersWhatTheCommandCanMove: a transition command
+// completes only the releases the state machine lets it move: resume not a
+// complete or revoked release, complete not a halted one.
+func TestCompletionOffersWhatTheCommandCanMove(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	states := map[string][]string{
+		"202604.01.3": nil, // draft
+		"202604.01.4": {"pause"},
+		"202604.01.5": {"halt"},
+		"202604.01.6": {"complete"},
+		"202604.01.7": {"revoke"},
+	}
+	for v, cmds := range states {
+		publishDraft(t, srv, v)
+		for _, c := range cmds {
+			if c == "revoke" {
+				mustRun(t, with("revoke", v)...)
+				continue
+			}
+			mustRun(t, with("rollout", "set", v, "--percent", "5")...)
+			mustRun(t, with("rollout", c, v)...)
+		}
+	}
+	offered := func(cmd string) []string {
+		t.Helper()
+		var got []string
+		for _, line := range strings.Split(mustRun(t, append(append([]string{"__complete", "rollout", cmd}, srv.conn()...), "2026")...), "\n") {
+			if v, _, ok := strings.Cut(line, "\t"); ok && strings.HasPrefix(v, "2026") {
+				got = append(got, v)
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	for cmd, want := range map[string][]string{
+		"resume":   {"202604.01.3", "202604.01.4", "202604.01.5"},
+		"complete": {"202604.01.3", "202604.01.4"},
+		"halt":     {"202604.01.3", "202604.01.4", "202604.01.6"},
+		"pause":    nil,
+	} {
+		if diff := cmp.Diff(want, offered(cmd)); diff != "" {
+			t.Errorf("rollout %s completes (-want +got):\n%s", cmd, diff)
+		}
 	}
 }
 
@@ -193,11 +242,33 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	if out := mustRun(t, with("audit", "--actor", "cert:nobody")...); !strings.Contains(out, "no audit entries") {
 		t.Errorf("audit --actor of nobody:\n%s", out)
 	}
+	// --action, validated; a bare actor name that matches nothing is
+	// pointed at its kinded form.
+	if err := json.Unmarshal([]byte(mustRun(t, with("audit", "--action", "rollout-set", "-o", "json")...)), &au); err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, e := range au.Entries {
+		got = append(got, e.Action+"/"+e.Target)
+	}
+	if want := []string{"rollout-set/202604.01.3", "rollout-set/202605.02.1"}; !cmp.Equal(got, want) {
+		t.Errorf("audit --action rollout-set = %v, want %v", got, want)
+	}
+	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, pause, resume, halt, complete, revoke, auto-advance, auto-halt; did you mean "revoke"?`) {
+		t.Errorf("audit --action revokd: exit %d, %q", code, errOut)
+	}
+	out, errOut, code := lpsctl(t, with("audit", "--actor", "ops")...)
+	if code != exitOK || !strings.Contains(out, "no audit entries") || !strings.Contains(errOut, "no entries by actor ops: an operator's actor starts with its credential's kind; --actor token:ops has some") {
+		t.Errorf("audit --actor ops: exit %d, stdout %q, stderr %q; want no entries and a hint at token:ops", code, out, errOut)
+	}
+	if _, errOut, _ := lpsctl(t, with("audit", "--actor", "ops", "--action", "plan")...); errOut != "" {
+		t.Errorf("audit --actor ops --action plan hints though token:ops has no plan either: %q", errOut)
+	}
 	if out := mustRun(t, with("audit", "--since", time.Now().Add(time.Hour).UTC().Format(time.RFC3339))...); !strings.Contains(out, "no audit entries") {
 		t.Errorf("audit --since the future:\n%s", out)
 	}
 	// The paging hint repeats the filters.
-	_, errOut, code := lpsctl(t, with("audit", "--target", "202605.02.1", "--limit", "1")...)
+	_, errOut, code = lpsctl(t, with("audit", "--target", "202605.02.1", "--limit", "1")...)
 	if code != exitOK || !strings.Contains(errOut, "more entries may follow: lpsctl audit --after 2 --target 202605.02.1 --limit 1 --server ") {
 		t.Errorf("audit page hint: exit %d, %q", code, errOut)
 	}

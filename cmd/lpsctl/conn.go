@@ -157,9 +157,10 @@ type rpcError struct {
 func (e *rpcError) Error() string { return fmt.Sprintf("%s (%s)", e.msg, e.code) }
 
 // completeVersions completes a VERSION argument with the releases lpsd
-// has, when the connection flags (or their environment) reach it within a
-// couple of seconds; otherwise it offers nothing.
-func completeVersions(c *connFlags) cobra.CompletionFunc {
+// has for which offer is true (nil: every one), when the connection flags
+// (or their environment) reach it within a couple of seconds; otherwise it
+// offers nothing.
+func completeVersions(c *connFlags, offer func(*adminv1.Release) bool) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, prefix string) ([]cobra.Completion, cobra.ShellCompDirective) {
 		if len(args) > 0 {
 			return nil, cobra.ShellCompDirectiveNoFileComp
@@ -178,6 +179,9 @@ func completeVersions(c *connFlags) cobra.CompletionFunc {
 		for _, r := range st.GetReleases() {
 			// Only what a shell line can take as it is.
 			v, state := r.GetVersion(), r.GetRollout().GetState()
+			if offer != nil && !offer(r) {
+				continue
+			}
 			if strings.HasPrefix(v, prefix) && quote.Text(v) == v && !strings.ContainsAny(v, " \t'\"\\$`") {
 				out = append(out, cobra.CompletionWithDesc(v, quote.Text(state)))
 			}
@@ -215,5 +219,5 @@ func (s *service) registerChange(cmd *cobra.Command) {
 		return s.out.resolve(cmd.Flags())
 	}
 	cmd.Annotations = map[string]string{annotationChange: "true"}
-	cmd.ValidArgsFunction = completeVersions(&s.conn)
+	cmd.ValidArgsFunction = completeVersions(&s.conn, nil)
 }

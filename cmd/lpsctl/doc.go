@@ -28,14 +28,23 @@ to overwrite either file: if one exists nothing is written.
 
 	lpsctl release sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH \
 	    --artifact PLATFORM=PATH,URL [--artifact ...] \
-	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|-
+	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|- [--skip-version-check]
 
 Signs a release envelope with the private key. For each --artifact, PLATFORM
 is "os/arch" (linux/amd64, linux/arm64), PATH the local binary, whose
 sha256 and size are computed here, and URL the https address nodes download
-it from (PATH cannot contain a comma; URL may). The expiry must be in the
-future; from it on, nodes refuse the release and lpsd stops serving it. The
-envelope is written atomically to --out (mode 0644), or printed with
+it from (PATH cannot contain a comma; URL may). The expiry must be at least
+1h away (publish, a canary's bake and clock skew between the signer and the
+nodes take that long); from it on, nodes refuse the release and lpsd stops
+serving it. The version stamped into each artifact (make build's
+-X main.version) is read from the ELF file, never run: this machine holds
+the private key, and running a binary here would hand it to whoever built
+it. Nodes run the binary with "version" before staging it and refuse any
+other answer, so signing is refused unless the stamp is --version; a binary
+for any architecture can be checked. One without the stamp (stripped, or
+not built by make build) or not an ELF file is refused too, naming
+--skip-version-check, which signs it unchecked.
+The envelope is written atomically to --out (mode 0644), or printed with
 "--out -".
 
 	lpsctl customdata --config FILE [--pointer FILE] [--nbc-cmd FILE] [--root DIR]
@@ -50,7 +59,9 @@ command line. --root prefixes every node path, for demos only.
 Prints a shell completion script, e.g. "source <(lpsctl completion bash)".
 It completes commands and flags, and a VERSION argument with the releases
 of the lpsd that the environment (LPSCTL_SERVER and the rest) reaches, if it
-answers within 2 seconds.
+answers within 2 seconds; rollout pause, resume, halt and complete offer only
+the releases the rollout state machine lets them move (resume: a draft,
+paused or halted one), never a revoked one.
 
 # Service commands
 
@@ -61,7 +72,7 @@ answers within 2 seconds.
 	lpsctl revoke VERSION
 	lpsctl status [--watch [--interval D]]
 	lpsctl explain --vm-id ID --subscription ID [--region R]
-	lpsctl audit [--target VERSION] [--actor ID] [--since TIME|DURATION] [--after SEQ] [--limit N]
+	lpsctl audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]
 
 Every command that changes something takes --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and
@@ -115,13 +126,18 @@ request counts. --watch redraws it until interrupted.
 explain shows, release by release and rule by rule, what the node would be
 served, from the snapshot lpsd serves, and summarises the pointer document
 (each base's version, its signed release, the revocations); -o json has the
-whole document. --region defaults to the instance's.
+whole document. --region defaults to the instance's. --vm-id and
+--subscription must be GUIDs (a VM's ID as in its attested document): any
+other value is a usage error (exit 2), as it describes no node.
 
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
-lpsd) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
+lpsd), one action (--action: publish, rollout-set, plan, pause, resume,
+halt, complete, revoke, auto-advance, auto-halt; any other is a usage
+error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
-page.
+page. An operator's actor carries its credential's kind: when --actor ops
+matches nothing and token:ops or cert:ops would, stderr says so.
 
 Connection flags of every service command:
 
@@ -169,6 +185,21 @@ status prints:
 	                                   // "health" and "canary_seats"
 	 "control": [{"base": "202604.01", "counts": {...}}, ...],
 	 "requests": [{"outcome": "served", "count": 12}, ...]}
+
+A release's plan is
+
+	{"steps": [{"percent": 0, "nodes": 20, "bake_seconds": 1800,
+	            "min_reports": 20}, {"percent": 10, ...}, ...],
+	 "step": 0,                        // the current step: an index into steps
+	 "step_since": RFC3339, "margin": 0.05, "max_failure_rate": 0.2,
+	 "silent_after_seconds": 1800}
+
+Every "step" in JSON and YAML (a plan's, an audit entry's evidence, the
+release records in before and after) is that 0-based index, so
+plan.steps[plan.step] is the current step; text and the dashboard, for
+people, count from 1 and show the total: "step": 0 of three steps is
+"1/3" in status and "step 1/3" in explain. The index is what lpsd stores
+and its audit log keeps, so it is not renumbered for output.
 
 With --watch, one document per refresh and nothing between them (each
 YAML document starts with "---").

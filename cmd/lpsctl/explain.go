@@ -14,6 +14,7 @@ import (
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/quote"
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/uuid"
 )
 
 type explainJSON struct {
@@ -58,6 +59,13 @@ region-in-scope, then canary-seat or percentage) up to the first that fails.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := required(cmd, "vm-id", "subscription"); err != nil {
 				return err
+			}
+			// Nodes are bucketed by the vmId of their attested document,
+			// always a GUID: explaining anything else describes no node.
+			for _, f := range []struct{ name, v string }{{"vm-id", o.vmID}, {"subscription", o.subscription}} {
+				if _, ok := uuid.Canonical(f.v); !ok {
+					return usagef("--%s %q: want a GUID (8-4-4-4-12 hex digits, as in the VM's attested document or the portal)", f.name, f.v)
+				}
 			}
 			var resp *adminv1.ExplainResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {

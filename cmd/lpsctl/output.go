@@ -48,8 +48,10 @@ type planJSON struct {
 	Margin             float64        `json:"margin"`
 	MaxFailureRate     float64        `json:"max_failure_rate"`
 	SilentAfterSeconds int64          `json:"silent_after_seconds"`
-	Step               int32          `json:"step"`
-	StepSince          time.Time      `json:"step_since"`
+	// Step indexes Steps (from 0), as in the audit log's records and
+	// evidence; text shows Step+1 (doc.go).
+	Step      int32     `json:"step"`
+	StepSince time.Time `json:"step_since"`
 }
 
 type planStepJSON struct {

@@ -16,7 +16,7 @@ func publishDraft(t *testing.T, srv *testServer, version string) {
 	dir := t.TempDir()
 	priv, pub := filepath.Join(dir, "release.key"), filepath.Join(dir, "release.pub")
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
-	agent := writeFile(t, dir, "anc-amd64", "amd64 agent bytes")
+	agent := fakeAgent(t, dir, "anc-amd64", version, "")
 	env := filepath.Join(dir, "release.json")
 	mustRun(t, "release", "sign", "--key", priv, "--base", version[:9], "--version", version,
 		"--artifact", "linux/amd64="+agent+",https://blob.example.com/anc/amd64", "--valid-for", "720h", "--out", env)
@@ -42,7 +42,8 @@ func TestRolloutPlanCanary(t *testing.T) {
 		t.Fatalf("rollout plan --json = %+v, want rolling at 0%% on a canary of 2 nodes, then 50%% and 100%%", rel)
 	}
 
-	if _, err := srv.store.TakeSeat(t.Context(), v, store.Seat{VMID: "vm-seated", Since: time.Now()}, 2); err != nil {
+	const vmSeated, vmOther = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", "1f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
+	if _, err := srv.store.TakeSeat(t.Context(), v, store.Seat{VMID: vmSeated, Since: time.Now()}, 2); err != nil {
 		t.Fatal(err)
 	}
 	srv.reload(t)
@@ -55,12 +56,16 @@ func TestRolloutPlanCanary(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(st.Releases) != 1 || st.Releases[0].CanarySeats != 1 {
-		t.Errorf("status --json releases = %+v, want canary_seats 1", st.Releases)
+		t.Fatalf("status --json releases = %+v, want canary_seats 1", st.Releases)
+	}
+	// The text's "1/3" is JSON's index 0 into steps (doc.go).
+	if p := st.Releases[0].Plan; p == nil || p.Step != 0 || p.Steps[p.Step].Nodes != 2 {
+		t.Errorf("status --json plan = %+v, want step 0 indexing the canary of 2", p)
 	}
 
 	for vm, want := range map[string]string{
-		"vm-seated": "holds a canary seat",
-		"vm-other":  "(1 held): it takes a free one on its next request",
+		vmSeated: "holds a canary seat",
+		vmOther:  "(1 held): it takes a free one on its next request",
 	} {
 		out := mustRun(t, with("explain", "--vm-id", vm, "--subscription", subA)...)
 		if !strings.Contains(out, want) || !strings.Contains(out, "step 1/3, a canary of 2 nodes") {

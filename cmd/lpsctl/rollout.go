@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -81,16 +82,17 @@ without stopping it.`,
 // transitionNames are the rollout transition commands, in help order.
 var transitionNames = []string{"pause", "resume", "halt", "complete"}
 
-// transitions maps each rollout transition command to its action and
-// summary.
+// transitions maps each rollout transition command to its action, the
+// state it moves a release to, and its summary.
 var transitions = map[string]struct {
 	action adminv1.Action
+	to     rollout.State
 	short  string
 }{
-	"pause":    {adminv1.Action_ACTION_PAUSE, "stop growing a rollout; keep serving its nodes"},
-	"resume":   {adminv1.Action_ACTION_RESUME, "set a paused or halted rollout rolling again"},
-	"halt":     {adminv1.Action_ACTION_HALT, "stop serving a release (nodes keep staged copies until revoked)"},
-	"complete": {adminv1.Action_ACTION_COMPLETE, "serve a release to every node in scope"},
+	"pause":    {adminv1.Action_ACTION_PAUSE, rollout.Paused, "stop growing a rollout; keep serving its nodes"},
+	"resume":   {adminv1.Action_ACTION_RESUME, rollout.Rolling, "set a paused or halted rollout rolling again"},
+	"halt":     {adminv1.Action_ACTION_HALT, rollout.Halted, "stop serving a release (nodes keep staged copies until revoked)"},
+	"complete": {adminv1.Action_ACTION_COMPLETE, rollout.Complete, "serve a release to every node in scope"},
 }
 
 // newTransitionCmd returns the command "rollout <name>".
@@ -115,6 +117,10 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 		},
 	}
 	c.register(cmd)
+	// Offer only the releases the state machine lets this command move.
+	cmd.ValidArgsFunction = completeVersions(&c.conn, func(r *adminv1.Release) bool {
+		return !r.GetRevoked() && slices.Contains(rollout.State(r.GetRollout().GetState()).Next(), t.to)
+	})
 	return cmd
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"nodehotfix/internal/quote"
+	"nodehotfix/internal/typo"
 )
 
 // Exit codes; doc.go is the table and exitCode the mapping.
@@ -309,40 +310,16 @@ func flagError(c *cobra.Command, err error) error {
 	return &usageError{err: err}
 }
 
-// closestFlag returns the flag of c nearest to name by edit distance, if
-// it is near enough to be a typo.
+// closestFlag returns the visible flag of c that name is probably a typo
+// of, or "".
 func closestFlag(c *cobra.Command, name string) string {
-	best, bestD := "", 3
+	var names []string
 	c.Flags().VisitAll(func(f *pflag.Flag) {
-		if f.Hidden {
-			return
-		}
-		if d := editDistance(name, f.Name); d < bestD || (d == bestD && best == "" && strings.HasPrefix(f.Name, name)) {
-			best, bestD = f.Name, d
+		if !f.Hidden {
+			names = append(names, f.Name)
 		}
 	})
-	return best
-}
-
-// editDistance is the Levenshtein distance of a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return typo.Closest(name, names)
 }
 
 // exitCode maps an error to the exit code table in doc.go.

@@ -18,8 +18,10 @@ import (
 	"math/big"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -172,6 +174,59 @@ func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn strin
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, files
 }
 
+// fakeAgent writes into dir a Go binary stamped with version as make
+// build stamps the agent (-X main.version), for GOARCH amd64 unless note
+// names arm64; note is stamped too, so that two differ.
+func fakeAgent(t *testing.T, dir, name, version, note string) string {
+	t.Helper()
+	arch := "amd64"
+	if strings.Contains(note, "arm64") {
+		arch = "arm64"
+	}
+	data := stampedAgent(t, arch, "-X main.version="+version+" -X 'main.note="+note+"'")
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var stamped struct {
+	sync.Mutex
+	bins map[string][]byte
+}
+
+// stampedAgent builds (once per arch and ldflags) a main with the agent's
+// version variable and returns its bytes.
+func stampedAgent(t *testing.T, arch, ldflags string) []byte {
+	t.Helper()
+	stamped.Lock()
+	defer stamped.Unlock()
+	key := arch + " " + ldflags
+	if b, ok := stamped.bins[key]; ok {
+		return b
+	}
+	dir := t.TempDir()
+	src := "package main\n\nimport \"fmt\"\n\nvar version, note = \"dev\", \"\"\n\nfunc main() { fmt.Println(version, note) }\n"
+	os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644)
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module agent\n\ngo 1.26\n"), 0o644)
+	cmd := exec.CommandContext(t.Context(), "go", "build", "-trimpath", "-ldflags", ldflags, "-o", "agent", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+arch)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build a stamped agent: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stamped.bins == nil {
+		stamped.bins = map[string][]byte{}
+	}
+	stamped.bins[key] = b
+	return b
+}
+
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -185,7 +240,7 @@ func writeFile(t *testing.T, dir, name, content string) string {
 // version.
 func vmIn(version string, pct int, want bool) string {
 	for i := 0; ; i++ {
-		id := fmt.Sprintf("vm-%d", i)
+		id := fmt.Sprintf("00000000-0000-4000-8000-%012d", i)
 		if (rollout.Bucket(id, version) < pct*rollout.Buckets/100) == want {
 			return id
 		}
@@ -204,8 +259,8 @@ func TestOperatorFlow(t *testing.T) {
 
 	priv, pub := filepath.Join(dir, "release.key"), filepath.Join(dir, "release.pub")
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
-	amd64 := writeFile(t, dir, "anc-amd64", "amd64 agent bytes")
-	arm64 := writeFile(t, dir, "anc-arm64", "arm64 agent bytes, longer")
+	amd64 := fakeAgent(t, dir, "anc-amd64", v, "amd64")
+	arm64 := fakeAgent(t, dir, "anc-arm64", v, "arm64, longer")
 	envFile := filepath.Join(dir, "release.json")
 	out := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", v,
 		"--artifact", "linux/amd64="+amd64+",https://blob.example.com/anc/amd64",
@@ -361,7 +416,7 @@ func TestMutualTLSActor(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub := filepath.Join(dir, "k"), filepath.Join(dir, "k.pub")
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
-	art := writeFile(t, dir, "anc", "x")
+	art := fakeAgent(t, dir, "anc", "202604.01.1", "")
 	env := filepath.Join(dir, "env.json")
 	mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.1",
 		"--artifact", "linux/amd64="+art+",https://b.example.com/a", "--valid-for", "1h", "--out", env)
@@ -420,6 +475,8 @@ func TestErrors(t *testing.T) {
 		{"bad-envelope", append([]string{"release", "publish", "--envelope", garbage}, srv.conn()...), exitError, "--envelope " + garbage + ": verify release: malformed"},
 		{"missing-envelope", append([]string{"release", "publish", "--envelope", missing}, srv.conn()...), exitError, "--envelope: open " + missing},
 		{"explain-no-vm", append([]string{"explain", "--subscription", "s"}, srv.conn()...), exitUsage, "--vm-id is required"},
+		{"explain-vm-not-guid", append([]string{"explain", "--vm-id", "not-a-guid", "--subscription", subA}, srv.conn()...), exitUsage, `--vm-id "not-a-guid": want a GUID`},
+		{"explain-sub-not-guid", append([]string{"explain", "--vm-id", subA, "--subscription", "sub-a"}, srv.conn()...), exitUsage, `--subscription "sub-a": want a GUID`},
 		{"audit-bad-limit", append([]string{"audit", "--limit", "0"}, srv.conn()...), exitUsage, `--limit "0": want a whole number from 1 to 1000`},
 	}
 	for _, tt := range tests {

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,10 +14,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"nodehotfix/internal/agentversion"
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/duration"
 	"nodehotfix/internal/release"
 )
+
+// minValidity is the shortest life a release is signed for. Between
+// signing and the fleet running it come publish, a rollout whose canary
+// bakes for half an hour or more, and the clock skew between the signer and
+// the nodes, which refuse an expired release: one signed for less would
+// expire before it could be judged, let alone rolled out.
+const minValidity = time.Hour
 
 // maxKeyFileSize caps the private key file; a real one is about 120 bytes.
 const maxKeyFileSize = 64 << 10
@@ -26,6 +36,7 @@ type signOpts struct {
 	artifacts          artifactFlag
 	notAfter           string
 	validFor           time.Duration
+	skipVersionCheck   bool
 	out                string
 	output             outputFlags
 }
@@ -57,14 +68,21 @@ func (a *artifactFlag) Set(s string) error {
 func newReleaseSignCmd(e *env) *cobra.Command {
 	var o signOpts
 	cmd := &cobra.Command{
-		Use:   "sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) --out FILE|-",
+		Use:   "sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) --out FILE|- [--skip-version-check]",
 		Short: "sign a release envelope from local artifacts (offline)",
 		Long: `sign signs a release envelope with the private key. For each --artifact,
 PLATFORM is os/arch (linux/amd64, linux/arm64), PATH the local binary, whose
 sha256 and size are computed here, and URL the https address nodes download
-it from (PATH cannot contain a comma; URL may). The expiry must be in the
-future. The envelope is written atomically to --out (mode 0644), or printed
-with --out -. No network is used.`,
+it from (PATH cannot contain a comma; URL may). The expiry must be at least
+1h away: publish, a canary's bake and clock skew between this machine and
+the nodes take that long, and nodes refuse an expired release. The version
+stamped into each artifact (make build's -X main.version) must be
+--version, as nodes check the binary's "version" before staging it; it is
+read from the file, never run (this machine holds the key), so a binary
+for any architecture is checked. --skip-version-check signs a binary that
+carries no stamp (stripped, or not built by make build). The
+envelope is written atomically to --out (mode 0644), or printed with
+--out -. No network is used.`,
 		Example: `  lpsctl release sign --key release.key --base 202604.01 --version 202604.01.3 \
       --artifact linux/amd64=./aks-node-controller,https://example.com/anc-202604.01.3 \
       --valid-for 30d --out 202604.01.3.json`,
@@ -83,8 +101,9 @@ with --out -. No network is used.`,
 	fs.StringVar(&o.version, "version", "", "hotfix version `YYYYMM.DD.PATCH`")
 	fs.Var(&o.artifacts, "artifact", "`PLATFORM=PATH,URL`: local binary for PLATFORM (linux/amd64, linux/arm64) and the https URL nodes fetch it from; repeatable")
 	fs.StringVar(&o.notAfter, "not-after", "", "expiry as an RFC 3339 `time` (or --valid-for)")
-	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, e.g. 30d or 720h (or --not-after)")
+	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, at least 1h, e.g. 30d or 720h (or --not-after)")
 	fs.StringVar(&o.out, "out", "", "`file` to write the signed envelope to (- for stdout)")
+	fs.BoolVar(&o.skipVersionCheck, "skip-version-check", false, "do not check that each artifact's stamped version is --version (for a binary without the stamp: stripped, or not built by make build)")
 	o.output.register(fs)
 	return cmd
 }
@@ -126,6 +145,13 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 		}
 		rel.Artifacts[a.platform] = release.Artifact{URL: a.url, SHA256: sum, Size: size}
 	}
+	if !o.skipVersionCheck {
+		for _, a := range o.artifacts {
+			if err := checkVersion(a, rel.Version); err != nil {
+				return err
+			}
+		}
+	}
 	env, err := release.Sign(rel, priv)
 	if err != nil {
 		return err
@@ -163,8 +189,8 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 }
 
 // expiry returns the release expiry from exactly one of --not-after and
-// --valid-for; it must be in the future, since nodes refuse an expired
-// release.
+// --valid-for; it must be at least minValidity away, since nodes refuse an
+// expired release.
 func expiry(notAfter string, validFor time.Duration, now time.Time) (time.Time, error) {
 	var t time.Time
 	switch {
@@ -181,7 +207,30 @@ func expiry(notAfter string, validFor time.Duration, now time.Time) (time.Time, 
 	if !t.After(now) {
 		return t, usagef("expiry %s is not in the future", formatTime(t))
 	}
+	if d := t.Sub(now); d < minValidity {
+		return t, usagef("expiry %s is %s away: a release is signed for at least %s (publish, a canary's bake and clock skew take that long); give a later --not-after or a longer --valid-for, e.g. 30d",
+			formatTime(t), duration.Format(d.Round(time.Second)), duration.Format(minValidity))
+	}
 	return t.UTC(), nil
+}
+
+// checkVersion reads the version stamped into a's binary (make build's
+// -X main.version) and fails unless it is want: nodes run the binary with
+// `version` before staging it and refuse any other answer, so a mismatch
+// would fail on every node. The binary is read, never run: this is the
+// machine with the release key, and running an artifact would hand the key
+// to whoever built it. A binary for any architecture can be checked here.
+func checkVersion(a artifactSpec, want string) error {
+	got, err := agentversion.Read(a.path)
+	switch {
+	case errors.Is(err, agentversion.ErrNotStamped):
+		return fmt.Errorf("--artifact %s: %w; an agent built by make build carries one: sign that, or give --skip-version-check to sign it unchecked", a.platform, err)
+	case err != nil:
+		return fmt.Errorf("--artifact %s: %w; is it the agent binary? give --skip-version-check to sign it unchecked", a.platform, err)
+	case got != want:
+		return fmt.Errorf("--artifact %s: %s is stamped version %q, not --version %s: nodes would refuse it; sign the binary built as %s (or fix --version)", a.platform, a.path, got, want, want)
+	}
+	return nil
 }
 
 // digest returns the sha256 (lowercase hex) and size of the regular file at

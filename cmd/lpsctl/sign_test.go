@@ -21,9 +21,9 @@ func TestReleaseSignVerifiesWithTheGeneratedKey(t *testing.T) {
 	dir := t.TempDir()
 	priv, pub := filepath.Join(dir, "k"), filepath.Join(dir, "k.pub")
 	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", pub)
-	const amd64, arm64 = "amd64 binary", "arm64 binary!"
-	a := writeFile(t, dir, "a", amd64)
-	b := writeFile(t, dir, "b", arm64)
+	a := fakeAgent(t, dir, "a", "202604.01.7", "amd64")
+	b := fakeAgent(t, dir, "b", "202604.01.7", "arm64!")
+	amd64, arm64 := readFile(t, a), readFile(t, b)
 	env := filepath.Join(dir, "env.json")
 	out := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.7",
 		"--artifact", "linux/amd64="+a+",https://blob.example.com/x?sig=a&b=c",
@@ -51,10 +51,75 @@ func TestReleaseSignVerifiesWithTheGeneratedKey(t *testing.T) {
 		t.Errorf("release sign --json = %s (%v)", out, err)
 	}
 
+	// a reports 202604.01.7: signing it as .8 needs the check skipped.
 	stdout := mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.8",
-		"--artifact", "linux/amd64="+a+",https://blob.example.com/x", "--valid-for", "1h", "--out", "-")
+		"--artifact", "linux/amd64="+a+",https://blob.example.com/x", "--valid-for", "1h", "--out", "-", "--skip-version-check")
 	if _, err := release.Inspect([]byte(stdout)); err != nil {
 		t.Errorf("release sign --out - printed no envelope: %v\n%s", err, stdout)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// TestReleaseSignChecksVersion: each artifact's stamped version is read,
+// never run, and one stamped with another version, carrying no stamp or not
+// an ELF file is refused, saying how to go on; nothing is written then. A
+// binary for another architecture is checked like any other.
+// --skip-version-check signs without the check.
+func TestReleaseSignChecksVersion(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	priv := filepath.Join(dir, "k")
+	mustRun(t, "keys", "generate", "--out-private", priv, "--out-public", filepath.Join(dir, "k.pub"))
+	const v = "202604.01.5"
+	good := fakeAgent(t, dir, "good", v, "")
+	arm := fakeAgent(t, dir, "arm", v, "arm64")
+	older := fakeAgent(t, dir, "older", "202604.01.4", "")
+	stripped := filepath.Join(dir, "stripped")
+	if err := os.WriteFile(stripped, stampedAgent(t, "amd64", "-s -w -X main.version="+v), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// A script that would print the right version, and would run: never run.
+	ran := filepath.Join(dir, "ran")
+	script := writeFile(t, dir, "script", "#!/bin/sh\ntouch "+ran+"\necho "+v+"\n")
+	os.Chmod(script, 0o755)
+	broken := writeFile(t, dir, "broken", "\x7fELF but not an ELF file")
+	out := filepath.Join(dir, "out.json")
+	sign := func(art string, extra ...string) (string, int) {
+		t.Helper()
+		args := append([]string{"release", "sign", "--key", priv, "--base", "202604.01", "--version", v, "--valid-for", "1h", "--out", out,
+			"--artifact", "linux/amd64=" + good + ",https://b.example.com/a", "--artifact", "linux/arm64=" + art + ",https://b.example.com/b"}, extra...)
+		_, errOut, code := lpsctl(t, args...)
+		return errOut, code
+	}
+	for name, tt := range map[string]struct{ art, want string }{
+		"mismatch": {older, "--artifact linux/arm64: " + older + ` is stamped version "202604.01.4", not --version 202604.01.5: nodes would refuse it`},
+		"stripped": {stripped, "no stamped version"},
+		"script":   {script, "give --skip-version-check to sign it unchecked"},
+		"broken":   {broken, "give --skip-version-check to sign it unchecked"},
+	} {
+		if errOut, code := sign(tt.art); code != exitError || !strings.Contains(errOut, tt.want) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q", name, code, errOut, exitError, tt.want)
+		}
+		if _, err := os.Stat(out); err == nil {
+			t.Fatalf("%s: a refused release sign wrote %s", name, out)
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("release sign ran an artifact")
+	}
+	if errOut, code := sign(arm); code != exitOK {
+		t.Errorf("artifacts stamped --version, one for arm64: exit %d, %s", code, errOut)
+	}
+	if errOut, code := sign(script, "--skip-version-check"); code != exitOK {
+		t.Errorf("--skip-version-check: exit %d, %s", code, errOut)
 	}
 }
 
@@ -83,6 +148,8 @@ func TestReleaseSignErrors(t *testing.T) {
 		{"no-expiry", base("--artifact", ok), exitUsage, "exactly one of --not-after and --valid-for"},
 		{"both-expiry", base("--artifact", ok, "--valid-for", "1h", "--not-after", "2099-01-01T00:00:00Z"), exitUsage, "exactly one"},
 		{"past-expiry", base("--artifact", ok, "--not-after", "2001-01-01T00:00:00Z"), exitUsage, "not in the future"},
+		{"too-short", base("--artifact", ok, "--valid-for", "2s"), exitUsage, "is 2s away: a release is signed for at least 1h"},
+		{"too-soon", base("--artifact", ok, "--not-after", time.Now().Add(10*time.Minute).UTC().Format(time.RFC3339)), exitUsage, "a release is signed for at least 1h"},
 		{"bad-time", base("--artifact", ok, "--not-after", "tomorrow"), exitUsage, `--not-after "tomorrow": want RFC 3339`},
 		{"missing-artifact", base("--artifact", "linux/amd64="+missing+",https://b.example.com/a", "--valid-for", "1h"), exitError, "--artifact linux/amd64: open " + missing},
 		{"empty-artifact", base("--artifact", "linux/amd64="+empty+",https://b.example.com/a", "--valid-for", "1h"), exitError, "0 bytes"},

@@ -24,7 +24,10 @@ health rule (internal/health: a failure-rate ceiling and a comparison with
 the base's control cohort) finds a regression, which halts the release at
 once. Every automatic change is an audit entry with actor lpsd and its
 evidence; replicas race through compare-and-swap, so exactly one acts, and
-an operator's pause, halt or revoke wins.
+an operator's pause, halt or revoke wins. Nodes' requests for a canary
+seat are counted in lpsd_canary_seat_requests_total{result} (taken, full,
+error, late); lpsd_canary_seats_held{version} is the seats held, as the
+serving snapshot last read them from the store.
 
 Usage:
 
@@ -66,6 +69,9 @@ State:
 	                       etcd:HOST:PORT[,HOST:PORT...] or mem:; a bbolt
 	                       file that is empty or damaged is refused at start
 	--etcd-ca FILE         CA verifying the etcd servers; turns on TLS
+	                       (without it, an etcd that cannot be reached is
+	                       probed: one that speaks TLS fails the start
+	                       with "seems to speak TLS: set --etcd-ca")
 	--etcd-cert, --etcd-key  client certificate presented to etcd
 	--etcd-user NAME, --etcd-password-file FILE  etcd authentication
 	--etcd-allow-plaintext   allow plain text to a non-loopback etcd (refused
@@ -124,7 +130,7 @@ first snapshot or when an intermediate cannot be fetched.
 A release whose signed envelope has expired (its not_after) is offered to no
 node, whatever its rollout state: nodes would refuse it. Such a skip is
 counted in lpsd_release_expired_skipped_total{version}, and every release's
-expiry is exported as lpsd_release_not_after_seconds{version,base} (Unix
+expiry is exported as lpsd_release_not_after_timestamp_seconds{version,base} (Unix
 seconds) for alerting before it happens.
 
 lpsd is stateless apart from its store: run several replicas on one etcd
@@ -149,7 +155,12 @@ says when that last happened, and lpsd_certificate_not_after_timestamp_seconds{l
 admin API's calls are counted and timed in lpsd_admin_grpc_server_* (by
 method and code). The node-facing listener serves the gRPC health service
 (grpc.health.v1, no attested document needed): SERVING exactly when
-/readyz answers 200. At
+/readyz answers 200. Check answers once; Watch sends the status, then each
+change (the first snapshot is noticed within a second, a drain at once),
+and ends its stream on a drain; at most 32 watches are open at once (more
+are ResourceExhausted: a watch holds its connection, so anonymous clients
+may not hold many), and, as every connection, each is closed after about
+35 s, so watchers reconnect. At
 start lpsd warns when it has no --release-keys (publish then verifies
 nothing), and when a key, token or password file (or the file a symlink
 there names) is readable by its group or others, or owned by a user other
@@ -158,7 +169,9 @@ file again.
 
 Exit codes: 0 after a clean shutdown, 1 on a startup or serving error
 (logged once, as JSON on stderr), 2 on usage errors (flags that cannot work
-together or are missing, printed once as text). The etcd client's warnings
+together or are missing, printed once as text; a mistyped flag gets a
+suggestion, "unknown flag --tls-crt; did you mean --tls-cert?", as lpsctl's
+do). The etcd client's warnings
 and errors go to lpsd's log with "component":"etcd-client".
 */
 package main

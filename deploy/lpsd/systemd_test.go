@@ -458,7 +458,7 @@ func TestIntegrationSyscallFilter(t *testing.T) {
 	envelope := filepath.Join(dir, "release.json")
 	ctl(nil, "release", "sign", "--key", releaseKey, "--base", "202604.01", "--version", version,
 		"--artifact", fmt.Sprintf("%s/%s=%s,https://cdn.example/agent", runtime.GOOS, runtime.GOARCH, agent),
-		"--valid-for", "24h", "--out", envelope)
+		"--valid-for", "24h", "--out", envelope, "--skip-version-check") // a stand-in, not an agent
 	env := []string{"LPSCTL_SERVER=" + p.addrs.Admin, "LPSCTL_CA=" + tlsFiles.CAFile, "LPSCTL_TOKEN_FILE=" + tokenFile}
 	ctl(env, "release", "publish", "--envelope", envelope, "--reason", "syscall test")
 	ctl(env, "rollout", "set", version, "--percent", "5", "--reason", "syscall test")

@@ -114,8 +114,8 @@ type Change struct {
 // Evidence is an automatic change's audit evidence.
 type Evidence struct {
 	Verdict health.Verdict `json:"verdict"`
-	// Step is the plan step the decision was taken at, Due when its bake
-	// ended.
+	// Step is the plan step the decision was taken at (its index into the
+	// plan's steps, from 0, as rollout.Plan.Step), Due when its bake ended.
 	Step int       `json:"step"`
 	Due  time.Time `json:"due"`
 	// Rule states the health rule, so the entry reads on its own.

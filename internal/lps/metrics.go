@@ -120,7 +120,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Help: "Node outcome reports by result: accepted (duplicate counts those that replaced an earlier report of the same boot), or why one was refused.",
 		}, []string{"result"}),
 		seats: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "lpsd_canary_seats_total",
+			Name: "lpsd_canary_seat_requests_total",
 			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), error (the store failed or took longer than 1 s; the node was served as holding none), late (the store gave the seat after the request stopped waiting: the node holds it but was not served this time).",
 		}, []string{"result"}),
 		servedBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -319,10 +319,31 @@ func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
 			Help: "Store revision of the serving snapshot; 0 before the first.",
 		}, current(func(snap *Snapshot) float64 { return float64(snap.Revision) })),
 		notAfterCollector{s},
+		seatsHeldCollector{s},
 	)
 }
 
-var notAfterDesc = prometheus.NewDesc("lpsd_release_not_after_seconds",
+var seatsHeldDesc = prometheus.NewDesc("lpsd_canary_seats_held",
+	"Canary seats held, per release whose holders are served (rolling or paused with a canary), as the serving snapshot read them from the store: every replica's holders, up to 30 s old.",
+	[]string{"version"}, nil)
+
+// seatsHeldCollector serves the holder counts of the serving snapshot at
+// scrape time; they are already in memory, so a scrape costs no store read.
+type seatsHeldCollector struct{ s snapshots }
+
+func (c seatsHeldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- seatsHeldDesc }
+
+func (c seatsHeldCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.s.Current()
+	if snap == nil {
+		return
+	}
+	for version, vms := range snap.Seats {
+		ch <- prometheus.MustNewConstMetric(seatsHeldDesc, prometheus.GaugeValue, float64(len(vms)), version)
+	}
+}
+
+var notAfterDesc = prometheus.NewDesc("lpsd_release_not_after_timestamp_seconds",
 	"When each release of the serving snapshot that is not revoked expires (its envelope's not_after), in Unix seconds; from then on lpsd serves it to no node. 0 when the envelope does not decode (never served). Alert on it minus time() for releases still rolling out.",
 	[]string{"version", "base"}, nil)
 

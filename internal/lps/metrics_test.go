@@ -121,3 +121,32 @@ func TestFleetMetrics(t *testing.T) {
 		t.Errorf("fleet metrics (-want +got):\n%s", diff)
 	}
 }
+
+// TestCanarySeatMetrics: nodes' seat requests are counted by result, and
+// the seats held per release come from the serving snapshot's holders (none
+// before the first snapshot).
+func TestCanarySeatMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	src := &staticSnapshots{}
+	m.registerSnapshots(src, time.Now)
+	if got := labelled(t, reg, "lpsd_canary_seats_held"); len(got) != 0 {
+		t.Errorf("lpsd_canary_seats_held before a snapshot = %v, want none", got)
+	}
+	m.seatResult(seatTaken)
+	m.seatResult(seatFull)
+	m.seatResult(seatTaken)
+	wantReq := map[string]float64{seatTaken: 2, seatFull: 1, seatError: 0, seatLate: 0}
+	if diff := cmp.Diff(wantReq, labelled(t, reg, "lpsd_canary_seat_requests_total")); diff != "" {
+		t.Errorf("lpsd_canary_seat_requests_total (-want +got):\n%s", diff)
+	}
+	src.snap = &Snapshot{Seats: map[string]map[string]bool{
+		"202604.01.2": {"vm-a": true, "vm-b": true},
+		"202604.02.1": {},
+	}}
+	want := map[string]float64{"202604.01.2": 2, "202604.02.1": 0}
+	if diff := cmp.Diff(want, labelled(t, reg, "lpsd_canary_seats_held")); diff != "" {
+		t.Errorf("lpsd_canary_seats_held (-want +got):\n%s", diff)
+	}
+}

@@ -54,7 +54,7 @@ type seatStore interface {
 	Seats(ctx context.Context, version string) ([]store.Seat, error)
 }
 
-// Seat take results, for lpsd_canary_seats_total.
+// Seat take results, for lpsd_canary_seat_requests_total.
 const (
 	seatTaken = "taken" // the store gave the node a seat, or it held one
 	seatFull  = "full"  // every seat is held by other nodes

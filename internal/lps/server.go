@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,15 @@ const (
 	// shutdownTimeout bounds the graceful stop; calls still running then
 	// are cancelled.
 	shutdownTimeout = 10 * time.Second
+	// maxHealthWatches caps the health Watch streams open at once. A
+	// replica has a few watchers (a balancer's checkers, a sidecar); a
+	// watch needs no attested document and keeps its connection for up to
+	// maxConnectionAge where an idle one is closed after 5 s, so an
+	// anonymous client must not hold many.
+	maxHealthWatches = 32
+	// healthWatchPoll is how often a watch looks for the first snapshot;
+	// a drain is sent at once.
+	healthWatchPoll = time.Second
 )
 
 // ServerConfig configures NewServer. Only Certificate is required.
@@ -117,7 +127,12 @@ type Server struct {
 	maxConns int
 	perPeer  *peerCount
 	draining atomic.Bool
-	reports  *reportBatcher // nil without a report store
+	// drained is closed when draining is set, waking health watches.
+	drained   chan struct{}
+	drainOnce sync.Once
+	// watches holds a token per health Watch stream open.
+	watches chan struct{}
+	reports *reportBatcher // nil without a report store
 	// certs is the certificate nodes are served, which SetCertificate
 	// replaces; serverName is what it must cover.
 	certs      *CertSource
@@ -204,7 +219,8 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		})
 	}
 	m.registerSnapshots(snaps, time.Now)
-	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, perPeer: newPeerCount(cfg.MaxConnectionsPerPeer), reports: batch, certs: certs, serverName: cfg.ServerName}
+	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, perPeer: newPeerCount(cfg.MaxConnectionsPerPeer), reports: batch, certs: certs, serverName: cfg.ServerName,
+		drained: make(chan struct{}), watches: make(chan struct{}, maxHealthWatches)}
 	healthpb.RegisterHealthServer(gs, health{srv})
 	return srv, nil
 }
@@ -248,7 +264,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("serve live-patching: %w", err)
 	case <-ctx.Done():
 	}
-	s.draining.Store(true)
+	// Draining first ends the health watches, which GracefulStop would
+	// otherwise wait for.
+	s.Drain()
 	stopped := make(chan struct{})
 	go func() {
 		s.grpc.GracefulStop()
@@ -273,16 +291,21 @@ type health struct{ s *Server }
 
 // Check implements healthpb.HealthServer.
 func (h health) Check(_ context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
-	switch req.GetService() {
-	case "", lpsv1.LivePatchingService_ServiceDesc.ServiceName:
-	default:
+	if !knownHealthService(req.GetService()) {
 		return nil, status.Errorf(codes.NotFound, "unknown service %q", req.GetService())
 	}
-	st := healthpb.HealthCheckResponse_SERVING
+	return &healthpb.HealthCheckResponse{Status: h.status()}, nil
+}
+
+func knownHealthService(name string) bool {
+	return name == "" || name == lpsv1.LivePatchingService_ServiceDesc.ServiceName
+}
+
+func (h health) status() healthpb.HealthCheckResponse_ServingStatus {
 	if h.s.draining.Load() || h.s.snaps.Current() == nil {
-		st = healthpb.HealthCheckResponse_NOT_SERVING
+		return healthpb.HealthCheckResponse_NOT_SERVING
 	}
-	return &healthpb.HealthCheckResponse{Status: st}, nil
+	return healthpb.HealthCheckResponse_SERVING
 }
 
 // List implements healthpb.HealthServer.
@@ -293,14 +316,54 @@ func (h health) List(ctx context.Context, _ *healthpb.HealthListRequest) (*healt
 	}}, nil
 }
 
-// Watch implements healthpb.HealthServer: not offered (probes Check).
-func (health) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
-	return status.Error(codes.Unimplemented, "watch is not offered; use Check")
+// Watch implements healthpb.HealthServer: it sends the status Check
+// would answer, then each change, as the health protocol asks (an unknown
+// service gets SERVICE_UNKNOWN and the stream stays open). A drain sends
+// NOT_SERVING and ends the stream, so the graceful stop does not wait for
+// it; a watcher then finds the replica gone or, reconnecting, draining.
+// At most maxHealthWatches are open at once: more are ResourceExhausted.
+func (h health) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_WatchServer) error {
+	select {
+	case h.s.watches <- struct{}{}:
+		defer func() { <-h.s.watches }()
+	default:
+		return status.Errorf(codes.ResourceExhausted, "%d health watches are open, the most this server keeps; use Check", maxHealthWatches)
+	}
+	known := knownHealthService(req.GetService())
+	last := healthpb.HealthCheckResponse_ServingStatus(-1)
+	tick := time.NewTicker(healthWatchPoll)
+	defer tick.Stop()
+	for {
+		st := healthpb.HealthCheckResponse_SERVICE_UNKNOWN
+		if known {
+			st = h.status()
+		}
+		if st != last {
+			if err := stream.Send(&healthpb.HealthCheckResponse{Status: st}); err != nil {
+				return err
+			}
+			last = st
+		}
+		if h.s.draining.Load() {
+			return nil
+		}
+		select {
+		case <-stream.Context().Done():
+			return status.FromContextError(stream.Context().Err()).Err()
+		case <-h.s.drained:
+		case <-tick.C:
+		}
+	}
 }
 
 // Drain turns /readyz to 503 ahead of a shutdown, so balancers stop
 // sending new connections while the listeners still answer.
-func (s *Server) Drain() { s.draining.Store(true) }
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() {
+		s.draining.Store(true)
+		close(s.drained)
+	})
+}
 
 // HTTPHandler serves, for GET:
 //

@@ -909,6 +909,90 @@ func TestHealthService(t *testing.T) {
 	}
 }
 
+// healthConn dials ts's node listener as a probe does: TLS, no document.
+func healthConn(t *testing.T, ts *testServer) healthpb.HealthClient {
+	t.Helper()
+	cfg := ts.nodeTLS()
+	cfg.ServerName = ""
+	conn, err := grpc.NewClient("passthrough:///"+ts.addr, grpc.WithTransportCredentials(credentials.NewTLS(cfg)), grpc.WithAuthority(apiHost+":443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return healthpb.NewHealthClient(conn)
+}
+
+// TestHealthWatch: Watch sends the status Check would answer and then its
+// changes: SERVING once the first snapshot loads, NOT_SERVING on a drain,
+// which also ends the stream (so the graceful stop does not wait for it);
+// an unknown service gets SERVICE_UNKNOWN on a stream that stays open; and
+// watches past the cap are refused.
+func TestHealthWatch(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, serverOpts{noLoad: true, releases: []rollout.Release{relServed}})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	recv := func(w healthpb.Health_WatchClient) healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		resp, err := w.Recv()
+		if err != nil {
+			t.Fatalf("Watch Recv: %v", err)
+		}
+		return resp.GetStatus()
+	}
+	hc := healthConn(t, ts)
+	w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := recv(w); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Watch before the first snapshot = %v, want NOT_SERVING", st)
+	}
+	unknown, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{Service: "other.Service"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := recv(unknown); st != healthpb.HealthCheckResponse_SERVICE_UNKNOWN {
+		t.Errorf("Watch(other) = %v, want SERVICE_UNKNOWN", st)
+	}
+	if err := ts.snaps.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := recv(w); st != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("Watch after the snapshot loaded = %v, want SERVING", st)
+	}
+
+	// Fill the cap (two watches are open), over connections of 16 streams.
+	for i := 2; i < maxHealthWatches; i++ {
+		if i%maxConcurrentStreams == 0 {
+			hc = healthConn(t, ts)
+		}
+		x, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		recv(x) // the stream is open on the server once it has sent
+	}
+	over, err := healthConn(t, ts).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = over.Recv()
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("Watch past the cap of %d: %v, want ResourceExhausted", maxHealthWatches, err)
+	}
+
+	ts.srv.Drain()
+	if st := recv(w); st != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("Watch on a drain = %v, want NOT_SERVING", st)
+	}
+	if _, err := w.Recv(); err != io.EOF {
+		t.Errorf("Watch after the drain's NOT_SERVING: %v, want the stream to end (EOF)", err)
+	}
+	if _, err := unknown.Recv(); err != io.EOF {
+		t.Errorf("Watch(other) after a drain: %v, want the stream to end (EOF)", err)
+	}
+}
+
 // TestSilentConnectionsHoldNoSlot: connections that never send a whole
 // ClientHello (nothing at all, or one byte of it) take no handshake slot,
 // so a node's handshake goes through beside a hundred of them (with a

@@ -190,8 +190,8 @@ func TestExpiredNotServed(t *testing.T) {
 		"202501.15,202501.15.2": float64(testNotAfter.Unix()),
 		"202501.15,202501.15.4": float64(notAfter.Unix()),
 	}
-	if diff := cmp.Diff(want, labelled(t, reg, "lpsd_release_not_after_seconds")); diff != "" {
-		t.Errorf("lpsd_release_not_after_seconds (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, labelled(t, reg, "lpsd_release_not_after_timestamp_seconds")); diff != "" {
+		t.Errorf("lpsd_release_not_after_timestamp_seconds (-want +got):\n%s", diff)
 	}
 
 	// With the unexpired release gone too, nothing applies.

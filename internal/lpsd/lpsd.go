@@ -47,6 +47,7 @@ import (
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
+	"nodehotfix/internal/typo"
 )
 
 type options struct {
@@ -82,9 +83,16 @@ type options struct {
 // the build's, for --version and lpsd_build_info.
 func Main(ctx context.Context, version string, args []string, stdout, stderr io.Writer) int {
 	var o options
-	fs := flagSet(&o, stderr)
+	fs := flagSet(&o, io.Discard)
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprintln(stderr, "Usage of lpsd:")
+			fs.PrintDefaults()
+			return 2
+		}
+		fmt.Fprintf(stderr, "lpsd: %v\nRun 'lpsd -h' for usage.\n", parseError(fs, args, err))
 		return 2
 	}
 	if fs.NArg() > 0 {
@@ -155,6 +163,57 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parseError is err, fs's failure to parse args, with a suggestion when
+// its cause is an unknown flag that looks like a typo of a known one.
+func parseError(fs *flag.FlagSet, args []string, err error) error {
+	name := unknownFlag(fs, args)
+	if name == "" {
+		return err
+	}
+	var known []string
+	fs.VisitAll(func(f *flag.Flag) { known = append(known, f.Name) })
+	if s := typo.Closest(name, known); s != "" {
+		return fmt.Errorf("unknown flag --%s; did you mean --%s?", name, s)
+	}
+	return fmt.Errorf("unknown flag --%s", name)
+}
+
+// unknownFlag walks args as fs.Parse does and returns the name of the
+// flag it stopped at for not being defined, or "" if it stopped at
+// something else (a bad value). The flag package's error for an unknown
+// flag is a bare string; this finds the name without parsing the message.
+// It sets fs's values again, which is harmless: fs has failed to parse.
+func unknownFlag(fs *flag.FlagSet, args []string) string {
+	for len(args) > 0 {
+		a := args[0]
+		args = args[1:]
+		if len(a) < 2 || a[0] != '-' || a == "--" {
+			return ""
+		}
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(a[1:], "-"), "=")
+		if name == "" || name[0] == '-' {
+			return "" // bad syntax, not a name
+		}
+		f := fs.Lookup(name)
+		if f == nil {
+			return name
+		}
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() && !hasValue {
+			value, hasValue = "true", true
+		}
+		if !hasValue {
+			if len(args) == 0 {
+				return ""
+			}
+			value, args = args[0], args[1:]
+		}
+		if f.Value.Set(value) != nil {
+			return ""
+		}
+	}
+	return ""
+}
+
 // New assembles lpsd from its command line (args, without the program
 // name) exactly as the command does, for a caller that runs it in its
 // own process (the fleet simulator): the store is open; the snapshot
@@ -164,7 +223,7 @@ func New(ctx context.Context, version string, args []string, log *slog.Logger) (
 	var o options
 	fs := flagSet(&o, io.Discard)
 	if err := fs.Parse(args); err != nil {
-		return nil, usagef("%v", err)
+		return nil, usageError{parseError(fs, args, err)}
 	}
 	if fs.NArg() > 0 {
 		return nil, usagef("unexpected arguments: %s", strings.Join(fs.Args(), " "))

@@ -45,6 +45,10 @@ func TestRunRefusesUnsafeConfigurations(t *testing.T) {
 		want string
 	}{
 		{"stray argument", []string{"extra"}, 2, "unexpected arguments"},
+		{"flag typo", []string{"--store", "mem:", "--tls-crt", "cert.pem"}, 2, "lpsd: unknown flag --tls-crt; did you mean --tls-cert?\nRun 'lpsd -h' for usage.\n"},
+		{"flag typo after a bool", []string{"-dashboard", "-lsiten", ":1"}, 2, "unknown flag --lsiten; did you mean --listen?"},
+		{"unknown flag", []string{"--no-such-thing"}, 2, "unknown flag --no-such-thing\n"},
+		{"bad value before an unknown flag", []string{"--max-connections", "many", "--bogus"}, 2, `invalid value "many" for flag -max-connections`},
 		{"no certificate", []string{"--admin-token-file", tokens}, 2, "--tls-cert and --tls-key are required"},
 		{"unauthenticated admin API", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile}, 2, "never unauthenticated"},
 		{"bad store", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "redis:x"}, 2, "want bolt:PATH"},

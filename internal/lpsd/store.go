@@ -119,6 +119,45 @@ func (f etcdFlags) config(endpoints []string, log *slog.Logger) ([]string, etcds
 	return out, c, nil
 }
 
+// tlsProbeTimeout bounds the look at an etcd that refused plain text;
+// a TLS server answers a ClientHello in a round trip.
+const tlsProbeTimeout = 2 * time.Second
+
+// speaksTLS reports whether the server at hostport answers a TLS
+// ClientHello with a TLS record (a ServerHello or an alert). It only looks
+// at the record header, verifies nothing and sends nothing secret.
+func speaksTLS(ctx context.Context, hostport string) bool {
+	ctx, cancel := context.WithTimeout(ctx, tlsProbeTimeout)
+	defer cancel()
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", hostport)
+	if err != nil {
+		return false
+	}
+	rec := &firstBytes{Conn: conn}
+	host, _, _ := net.SplitHostPort(hostport)
+	c := tls.Client(rec, &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12})
+	_ = c.HandshakeContext(ctx) // fails verifying, or on a client certificate: only the reply's first bytes matter
+	c.Close()
+	// A TLS record starts with its type, handshake (22) or alert (21),
+	// then the major version 3.
+	return len(rec.head) >= 2 && (rec.head[0] == 22 || rec.head[0] == 21) && rec.head[1] == 3
+}
+
+// firstBytes is a connection that keeps the first bytes read from it.
+type firstBytes struct {
+	net.Conn
+	head []byte
+}
+
+func (f *firstBytes) Read(p []byte) (int, error) {
+	n, err := f.Conn.Read(p)
+	if len(f.head) < 2 {
+		f.head = append(f.head, p[:min(n, 2-len(f.head))]...)
+	}
+	return n, err
+}
+
 // loopback reports whether host names this machine.
 func loopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
@@ -155,9 +194,19 @@ func openStore(ctx context.Context, spec string, ef etcdFlags, log *slog.Logger)
 		if err != nil {
 			return nil, fmt.Errorf("--store %q: %w", spec, err)
 		}
-		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		openCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
-		return etcdstore.Open(ctx, endpoints, cfg)
+		st, err := etcdstore.Open(openCtx, endpoints, cfg)
+		if err != nil && cfg.TLS == nil {
+			// A plain-text client meets a TLS etcd as "error reading server
+			// preface: EOF", which names neither TLS nor the flags.
+			for _, e := range endpoints {
+				if hostport := strings.TrimPrefix(e, "http://"); speaksTLS(ctx, hostport) {
+					return nil, fmt.Errorf("%w; etcd at %s seems to speak TLS: set --etcd-ca (and --etcd-cert/--etcd-key)", err, hostport)
+				}
+			}
+		}
+		return st, err
 	case "mem":
 		return memstore.New(), nil
 	}

@@ -4,7 +4,12 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"io"
+	"log"
 	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,6 +115,76 @@ func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
 	r.waitReady(t)
 	if code := r.stop(); code != 0 {
 		t.Errorf("on the secured etcd: exit %d\n%s", code, r.log.String())
+	}
+}
+
+// TestIntegrationPlaintextAgainstTLSEtcd: lpsd without --etcd-ca pointed
+// at an etcd that serves TLS fails to start saying so, and which flags to
+// set.
+func TestIntegrationPlaintextAgainstTLSEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts an embedded etcd with TLS")
+	}
+	t.Parallel()
+	dir := t.TempDir()
+	pki, err := harness.MintEtcdPKI(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster, err := etcdembed.Start(filepath.Join(dir, "etcd"), 1, etcdembed.Options{
+		NoFsync:   true,
+		ClientTLS: &etcdembed.ClientTLS{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CA},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cluster.Stop)
+	hostport := strings.TrimPrefix(cluster.Endpoints()[0], "https://")
+	args := append([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--drain-delay", "0s", "--store", "etcd:" + hostport},
+		nodeFlags(t, t.TempDir(), 0o600)...)
+	var errOut bytes.Buffer
+	want := "etcd at " + hostport + " seems to speak TLS: set --etcd-ca (and --etcd-cert/--etcd-key)"
+	if code := run(t.Context(), args, &bytes.Buffer{}, &errOut); code != 1 || !strings.Contains(errOut.String(), want) {
+		t.Errorf("plain text against TLS etcd: exit %d, stderr:\n%s\nwant 1 and %q", code, errOut.String(), want)
+	}
+	t.Logf("without --etcd-ca against a TLS etcd, lpsd says:\n%s", errOut.String())
+}
+
+// TestSpeaksTLS: the probe tells a TLS server (whatever its certificate)
+// from one that answers a ClientHello in plain text or not at all.
+func TestSpeaksTLS(t *testing.T) {
+	t.Parallel()
+	tlsSrv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	tlsSrv.Config.ErrorLog = log.New(io.Discard, "", 0) // the probe's failed handshakes
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	plain := httptest.NewServer(http.NotFoundHandler()) // answers 400 in HTTP
+	t.Cleanup(plain.Close)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := closed.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	t.Cleanup(func() { closed.Close() })
+	for name, tt := range map[string]struct {
+		addr string
+		want bool
+	}{
+		"tls":            {tlsSrv.Listener.Addr().String(), true},
+		"plain-http":     {plain.Listener.Addr().String(), false},
+		"closes-at-once": {closed.Addr().String(), false},
+	} {
+		if got := speaksTLS(t.Context(), tt.addr); got != tt.want {
+			t.Errorf("%s: speaksTLS(%s) = %v, want %v", name, tt.addr, got, tt.want)
+		}
 	}
 }
 

@@ -51,7 +51,8 @@ func run(ctx context.Context, args []string, out io.Writer) int {
 	d := &demo{out: out, work: work, start: time.Now()}
 	err = d.run(ctx)
 	if err == nil && *keep {
-		fmt.Fprintf(out, "\n==> lpsd keeps running: the dashboard is %s\n    sign in with the admin token %s (certificate: the demo's own CA, %s)\n    press Ctrl-C to stop\n", d.dashboard, d.token, d.ca)
+		fmt.Fprintf(out, "\n==> lpsd keeps running: the dashboard is %s\n    sign in with the admin token %s (certificate: the demo's own CA, %s)\n", d.dashboard, d.token, d.ca)
+		fmt.Fprintf(out, "    to run lpsctl against it (lpsctl status, lpsctl audit), paste into a shell:\n\n%s\n    press Ctrl-C to stop\n", d.lpsctlEnv)
 		<-ctx.Done()
 	}
 	d.cleanup()
@@ -76,6 +77,20 @@ type demo struct {
 	// The dashboard's address, the admin token and the CA that signed its
 	// certificate.
 	dashboard, token, ca string
+	// lpsctlEnv is the shell lines that point lpsctl at this lpsd.
+	lpsctlEnv string
+}
+
+// exports returns ready-to-paste shell lines that put the demo's lpsctl
+// on PATH and point it at lpsd through its environment variables.
+func exports(binDir, server, ca, tokenFile string) string {
+	return fmt.Sprintf("export PATH=%s:\"$PATH\"\nexport LPSCTL_SERVER=%s LPSCTL_CA=%s LPSCTL_TOKEN_FILE=%s\n",
+		shellQuote(binDir), shellQuote(server), shellQuote(ca), shellQuote(tokenFile))
+}
+
+// shellQuote quotes s as one shell word.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (d *demo) cleanup() {
@@ -139,6 +154,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.stops = append(d.stops, artifacts.Close)
 	d.dashboard, d.ca = "https://"+lpsd.AdminAddr+"/", lpsd.TLS.CAFile
+	d.lpsctlEnv = exports(filepath.Dir(bins.LPSCtl), lpsd.AdminAddr, lpsd.TLS.CAFile, lpsd.TokenFile)
 	if tok, err := os.ReadFile(lpsd.TokenFile); err == nil {
 		_, d.token, _ = strings.Cut(strings.TrimSpace(string(tok)), ":")
 	}

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"nodehotfix/test/harness"
 )
 
 // TestIntegrationManualExamples runs every lpsctl example of the manual
@@ -43,14 +45,14 @@ func TestIntegrationManualExamples(t *testing.T) {
 			}
 			s := newStack(t, stackOpts{})
 			dir := t.TempDir()
-			bin, err := os.ReadFile(filepath.Join(env.artifact, "aks-node-controller-"+hotfix1))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(dir, "aks-node-controller"), bin, 0o755); err != nil {
-				t.Fatal(err)
-			}
 			for _, ex := range examples {
+				// release sign runs the agent it signs with `version`: the
+				// agent in dir is one built as the example's --version.
+				if v := signedVersion(ex.args); v != "" {
+					if err := harness.BuildAgent(t.Context(), filepath.Join(dir, "aks-node-controller"), v); err != nil {
+						t.Fatal(err)
+					}
+				}
 				cmd := exec.CommandContext(t.Context(), env.bins.LPSCtl, ex.args[1:]...)
 				cmd.Dir = dir
 				cmd.Env = append(os.Environ(),
@@ -71,6 +73,23 @@ func TestIntegrationManualExamples(t *testing.T) {
 			}
 		})
 	}
+}
+
+// signedVersion returns the --version of an lpsctl release sign command
+// line, or "".
+func signedVersion(args []string) string {
+	if len(args) < 3 || args[1] != "release" || args[2] != "sign" {
+		return ""
+	}
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--version="); ok {
+			return v
+		}
+		if a == "--version" && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
 }
 
 type example struct {

@@ -70,6 +70,9 @@ type Release struct {
 	URL      string // where nodes download it
 	KeyFile  string // release private key
 	ValidFor time.Duration
+	// SkipVersionCheck signs a Binary that is not an agent reporting
+	// Version (a stand-in artifact).
+	SkipVersionCheck bool
 }
 
 // SignRelease signs r offline with lpsctl into dir and returns the envelope
@@ -79,10 +82,14 @@ func (l *LPSD) SignRelease(ctx context.Context, dir string, r Release) (string, 
 		r.ValidFor = 24 * time.Hour
 	}
 	out := filepath.Join(dir, "release-"+r.Version+".json")
-	_, err := l.Ctl(ctx, "release", "sign",
+	args := []string{"release", "sign",
 		"--key", r.KeyFile, "--base", r.Version[:9], "--version", r.Version,
 		"--artifact", fmt.Sprintf("%s/%s=%s,%s", runtime.GOOS, runtime.GOARCH, r.Binary, r.URL),
-		"--valid-for", r.ValidFor.String(), "--out", out)
+		"--valid-for", r.ValidFor.String(), "--out", out}
+	if r.SkipVersionCheck {
+		args = append(args, "--skip-version-check")
+	}
+	_, err := l.Ctl(ctx, args...)
 	return out, err
 }
 

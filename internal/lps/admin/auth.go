@@ -63,13 +63,20 @@ type Token struct {
 	sum  [sha256.Size]byte
 }
 
+// Actor kinds: every operator's audit identity starts with the kind of
+// credential it signed in with (the autopilot's is autopilot.Actor).
+const (
+	TokenActor = "token:"
+	CertActor  = "cert:"
+)
+
 // Actor returns the audit identity of the token's holder: "token:<name>",
 // or "token:sha256:<first 8 hex digits of the token's sha256>" when unnamed.
 func (t Token) Actor() string {
 	if t.Name != "" {
-		return "token:" + t.Name
+		return TokenActor + t.Name
 	}
-	return "token:sha256:" + hex.EncodeToString(t.sum[:4])
+	return TokenActor + "sha256:" + hex.EncodeToString(t.sum[:4])
 }
 
 // ParseTokens parses a server token file (see the package doc). Errors name
@@ -293,7 +300,7 @@ func certActor(c *x509.Certificate) string {
 		sum := sha256.Sum256(c.Raw)
 		name = "sha256:" + hex.EncodeToString(sum[:8])
 	}
-	return "cert:" + strings.Map(func(r rune) rune {
+	return CertActor + strings.Map(func(r rune) rune {
 		if r < ' ' || r == 0x7f {
 			return '?'
 		}

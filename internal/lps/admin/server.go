@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/health"
 	"nodehotfix/internal/hotfix"
@@ -41,6 +42,13 @@ const (
 	ActionComplete   = "complete"
 	ActionRevoke     = "revoke"
 )
+
+// Actions returns every action the audit log records, the operators' and
+// then the autopilot's, in the order the manuals list them.
+func Actions() []string {
+	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke,
+		autopilot.ActionAdvance, autopilot.ActionHalt}
+}
 
 // Request limits.
 const (
@@ -737,12 +745,16 @@ func (s *Server) ListAudit(ctx context.Context, req *adminv1.ListAuditRequest) (
 		}
 		since = ts.AsTime()
 	}
+	if a := req.GetAction(); a != "" && !slices.Contains(Actions(), a) {
+		return nil, status.Errorf(codes.InvalidArgument, "action %q: want one of %s", a, strings.Join(Actions(), ", "))
+	}
 	match := func(e store.AuditEntry) bool {
 		return (req.GetTarget() == "" || e.Target == req.GetTarget()) &&
 			(req.GetActor() == "" || e.Actor == req.GetActor()) &&
+			(req.GetAction() == "" || e.Action == req.GetAction()) &&
 			(since.IsZero() || !e.Time.Before(since))
 	}
-	filtered := req.GetTarget() != "" || req.GetActor() != "" || !since.IsZero()
+	filtered := req.GetTarget() != "" || req.GetActor() != "" || req.GetAction() != "" || !since.IsZero()
 	resp := &adminv1.ListAuditResponse{NextAfterSeq: after}
 	scanned := 0
 	for {

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/lps"
@@ -1356,6 +1357,9 @@ func TestListAuditFilters(t *testing.T) {
 		{"actor", &adminv1.ListAuditRequest{Actor: "cert:alice"}, []int64{2, 3, 5}, 5, false},
 		{"since", &adminv1.ListAuditRequest{Since: later}, []int64{3, 4, 5}, 5, false},
 		{"all-three", &adminv1.ListAuditRequest{Target: b, Actor: "cert:alice", Since: later}, []int64{5}, 5, false},
+		{"action", &adminv1.ListAuditRequest{Action: ActionPublish}, []int64{1, 2}, 5, false},
+		{"action-actor", &adminv1.ListAuditRequest{Action: ActionRolloutSet, Actor: "cert:alice"}, []int64{3, 5}, 5, false},
+		{"action-none", &adminv1.ListAuditRequest{Action: autopilot.ActionHalt}, nil, 5, false},
 		{"limit", &adminv1.ListAuditRequest{Target: b, Limit: 2}, []int64{2, 4}, 4, true},
 		{"after", &adminv1.ListAuditRequest{Target: b, AfterSeq: 4}, []int64{5}, 5, false},
 		{"none", &adminv1.ListAuditRequest{Actor: "token:nobody"}, nil, 5, false},
@@ -1369,6 +1373,8 @@ func TestListAuditFilters(t *testing.T) {
 	}
 	_, err := ops.ListAudit(ctx, &adminv1.ListAuditRequest{Since: &timestamppb.Timestamp{Seconds: 1, Nanos: -1}})
 	wantCode(t, "invalid since", err, codes.InvalidArgument)
+	_, err = ops.ListAudit(ctx, &adminv1.ListAuditRequest{Action: "rollout"})
+	wantCode(t, "unknown action", err, codes.InvalidArgument)
 }
 
 // TestListAuditScanIsBounded: a filter that matches nothing in a long log

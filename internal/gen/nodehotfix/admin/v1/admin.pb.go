@@ -1824,7 +1824,11 @@ type ListAuditRequest struct {
 	// empty: any.
 	Actor string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
 	// Only entries at or after this time; unset: any.
-	Since         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	Since *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	// Only entries of this action (exact: publish, rollout-set, plan, pause,
+	// resume, halt, complete, revoke, auto-advance, auto-halt); empty: any.
+	// Any other value is InvalidArgument.
+	Action        string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1892,6 +1896,13 @@ func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
 		return x.Since
 	}
 	return nil
+}
+
+func (x *ListAuditRequest) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
 }
 
 // ListAuditResponse is a page of the audit log.
@@ -2208,13 +2219,14 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x04Rule\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06passed\x18\x02 \x01(\bR\x06passed\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xa5\x01\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\"\xbd\x01\n" +
 	"\x10ListAuditRequest\x12\x1b\n" +
 	"\tafter_seq\x18\x01 \x01(\x03R\bafterSeq\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
 	"\x06target\x18\x03 \x01(\tR\x06target\x12\x14\n" +
 	"\x05actor\x18\x04 \x01(\tR\x05actor\x120\n" +
-	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x88\x01\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
+	"\x06action\x18\x06 \x01(\tR\x06action\"\x88\x01\n" +
 	"\x11ListAuditResponse\x129\n" +
 	"\aentries\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.AuditEntryR\aentries\x12$\n" +
 	"\x0enext_after_seq\x18\x02 \x01(\x03R\fnextAfterSeq\x12\x12\n" +
