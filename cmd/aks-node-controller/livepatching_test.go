@@ -30,6 +30,7 @@ func TestLivePatching(t *testing.T) {
 	corefile := ".:53 {\n    forward . /etc/resolv.conf\n}\n"
 	served := lpstest.Start(t, cert, lpstest.Config(corefile), lpstest.Options{})
 	empty := lpstest.Start(t, cert, lpstest.Config(""), lpstest.Options{})
+	huge := lpstest.Start(t, cert, lpstest.Config(strings.Repeat("x", lpsclient.MaxResponseSize+1)), lpstest.Options{})
 	notFound := lpstest.Start(t, cert, lpstest.Error(status.Error(codes.NotFound, "no config")), lpstest.Options{})
 	hung := lpstest.Start(t, cert, lpstest.Hang(), lpstest.Options{})
 	imdsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,6 +67,9 @@ func TestLivePatching(t *testing.T) {
 	}
 	if code, out, errOut := probe(notFound.Addr, "localDNS"); code != 1 || out != "" || !strings.Contains(errOut, "NotFound") {
 		t.Errorf("NotFound: exit %d, stdout %q, stderr %q; want 1 with the code named", code, out, errOut)
+	}
+	if code, out, errOut := probe(huge.Addr, "localDNS"); code != 1 || out != "" || !strings.Contains(errOut, "response larger than the 1048576 bytes this node accepts") {
+		t.Errorf("a response over the cap: exit %d, %d bytes out, stderr %q", code, len(out), errOut)
 	}
 	if code, _, errOut := probe(hung.Addr, "--timeout", "300ms", "localDNS"); code != 1 || !strings.Contains(errOut, "DeadlineExceeded") {
 		t.Errorf("hung: exit %d, stderr %q; want 1 at the timeout", code, errOut)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -98,6 +99,11 @@ func (e *Error) Error() string {
 	case ClassTLS:
 		return fmt.Sprintf("live-patching TLS verification failed: %v", e.Err)
 	case ClassRejected:
+		// gRPC reports this node's own receive limit as ResourceExhausted
+		// too; it is the answer that is too large, not the request.
+		if e.Code == codes.ResourceExhausted && strings.Contains(e.Err.Error(), "received message larger than max") {
+			return fmt.Sprintf("live-patching response larger than the %d bytes this node accepts: %v", MaxResponseSize, e.Err)
+		}
 		return fmt.Sprintf("live-patching service rejected the request (code %s): %v", e.Code, e.Err)
 	case ClassNoHotfix:
 		return fmt.Sprintf("live-patching service has no configuration for this node (code %s)", e.Code)
