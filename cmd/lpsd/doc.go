@@ -157,9 +157,10 @@ method and code). The node-facing listener serves the gRPC health service
 (grpc.health.v1, no attested document needed): SERVING exactly when
 /readyz answers 200. Check answers once; Watch sends the status, then each
 change (the first snapshot is noticed within a second, a drain at once),
-and ends its stream on a drain; at most 32 watches are open at once (more
+and ends its stream on a drain (NOT_SERVING first); at most 32 watches are
+open at once, and 4 from one address while per-peer limits are on (more
 are ResourceExhausted: a watch holds its connection, so anonymous clients
-may not hold many), and, as every connection, each is closed after about
+may not hold many, and one address may not hold them all), and, as every connection, each is closed after about
 35 s, so watchers reconnect. At
 start lpsd warns when it has no --release-keys (publish then verifies
 nothing), and when a key, token or password file (or the file a symlink

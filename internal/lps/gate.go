@@ -187,11 +187,16 @@ func (p *prefixConn) Read(b []byte) (int, error) {
 
 // peerOf is c's remote peer: its IPv4 address, or its IPv6 /64 (one host
 // usually has a whole /64), or "" when it has none.
-func peerOf(c net.Conn) string {
+func peerOf(c net.Conn) string { return peerOfAddr(c.RemoteAddr()) }
+
+// peerOfAddr is peerOf for an address.
+func peerOfAddr(addr net.Addr) string {
 	var ip net.IP
-	if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+	if a, ok := addr.(*net.TCPAddr); ok {
 		ip = a.IP
-	} else if host, _, err := net.SplitHostPort(c.RemoteAddr().String()); err == nil {
+	} else if addr == nil {
+		return ""
+	} else if host, _, err := net.SplitHostPort(addr.String()); err == nil {
 		ip = net.ParseIP(host)
 	}
 	if ip == nil {

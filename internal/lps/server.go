@@ -17,6 +17,7 @@ import (
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -72,6 +73,10 @@ const (
 	// maxConnectionAge where an idle one is closed after 5 s, so an
 	// anonymous client must not hold many.
 	maxHealthWatches = 32
+	// maxHealthWatchesPerPeer keeps one address from taking every watch
+	// (a balancer's checkers come from a few); off with the per-peer
+	// connection cap, as behind a balancer that hides node addresses.
+	maxHealthWatchesPerPeer = 4
 	// healthWatchPoll is how often a watch looks for the first snapshot;
 	// a drain is sent at once.
 	healthWatchPoll = time.Second
@@ -130,8 +135,10 @@ type Server struct {
 	// drained is closed when draining is set, waking health watches.
 	drained   chan struct{}
 	drainOnce sync.Once
-	// watches holds a token per health Watch stream open.
-	watches chan struct{}
+	// watches holds a token per health Watch stream open, watchPeers
+	// counts them per address.
+	watches    chan struct{}
+	watchPeers *peerCount
 	reports *reportBatcher // nil without a report store
 	// certs is the certificate nodes are served, which SetCertificate
 	// replaces; serverName is what it must cover.
@@ -220,7 +227,10 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 	}
 	m.registerSnapshots(snaps, time.Now)
 	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, perPeer: newPeerCount(cfg.MaxConnectionsPerPeer), reports: batch, certs: certs, serverName: cfg.ServerName,
-		drained: make(chan struct{}), watches: make(chan struct{}, maxHealthWatches)}
+		drained: make(chan struct{}), watches: make(chan struct{}, maxHealthWatches), watchPeers: newPeerCount(maxHealthWatchesPerPeer)}
+	if cfg.MaxConnectionsPerPeer == noPeerLimit {
+		srv.watchPeers = newPeerCount(noPeerLimit)
+	}
 	healthpb.RegisterHealthServer(gs, health{srv})
 	return srv, nil
 }
@@ -329,13 +339,27 @@ func (h health) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_W
 	default:
 		return status.Errorf(codes.ResourceExhausted, "%d health watches are open, the most this server keeps; use Check", maxHealthWatches)
 	}
+	var from string
+	if p, ok := peer.FromContext(stream.Context()); ok {
+		from = peerOfAddr(p.Addr)
+	}
+	if !h.s.watchPeers.add(from) {
+		return status.Errorf(codes.ResourceExhausted, "this address holds %d health watches, the most one may; use Check", maxHealthWatchesPerPeer)
+	}
+	defer h.s.watchPeers.done(from)
 	known := knownHealthService(req.GetService())
 	last := healthpb.HealthCheckResponse_ServingStatus(-1)
 	tick := time.NewTicker(healthWatchPoll)
 	defer tick.Stop()
 	for {
+		// One reading of the drain per pass: a drain that lands after the
+		// status was taken must not end the stream on SERVING.
+		draining := h.s.draining.Load()
 		st := healthpb.HealthCheckResponse_SERVICE_UNKNOWN
-		if known {
+		switch {
+		case known && draining:
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		case known:
 			st = h.status()
 		}
 		if st != last {
@@ -344,7 +368,7 @@ func (h health) Watch(req *healthpb.HealthCheckRequest, stream healthpb.Health_W
 			}
 			last = st
 		}
-		if h.s.draining.Load() {
+		if draining {
 			return nil
 		}
 		select {

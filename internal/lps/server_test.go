@@ -926,10 +926,12 @@ func healthConn(t *testing.T, ts *testServer) healthpb.HealthClient {
 // changes: SERVING once the first snapshot loads, NOT_SERVING on a drain,
 // which also ends the stream (so the graceful stop does not wait for it);
 // an unknown service gets SERVICE_UNKNOWN on a stream that stays open; and
-// watches past the cap are refused.
+// watches past the cap are refused. Per-peer limits are off here, as
+// behind a balancer, so one client can reach the global cap;
+// TestHealthWatchPerPeer has them on.
 func TestHealthWatch(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, serverOpts{noLoad: true, releases: []rollout.Release{relServed}})
+	ts := startServer(t, serverOpts{noLoad: true, releases: []rollout.Release{relServed}, perPeerConns: noPeerLimit})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	recv := func(w healthpb.Health_WatchClient) healthpb.HealthCheckResponse_ServingStatus {
@@ -990,6 +992,33 @@ func TestHealthWatch(t *testing.T) {
 	}
 	if _, err := unknown.Recv(); err != io.EOF {
 		t.Errorf("Watch(other) after a drain: %v, want the stream to end (EOF)", err)
+	}
+}
+
+// TestHealthWatchPerPeer: one address holds at most
+// maxHealthWatchesPerPeer watches, so it cannot take every slot and have
+// balancers that watch find each replica unhealthy.
+func TestHealthWatchPerPeer(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, serverOpts{releases: []rollout.Release{relServed}})
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	hc := healthConn(t, ts)
+	for i := 0; i < maxHealthWatchesPerPeer; i++ {
+		w, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Recv(); err != nil {
+			t.Fatalf("watch %d: %v", i+1, err)
+		}
+	}
+	over, err := hc.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = over.Recv()
+	}
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "this address holds") {
+		t.Errorf("watch %d from one address: %v, want ResourceExhausted for the address", maxHealthWatchesPerPeer+1, err)
 	}
 }
 
