@@ -179,8 +179,9 @@ served entries win per base; a base the served map lacks keeps its staged
 (custom-data) entry, so a served map for other image bases never disables
 this node's custom-data hotfix. The revoked lists are united (an entry
 that is not a version does not void the document: its other revocations
-are staged, and the bad entry with them until the service next answers,
-keeping the node on the baked agent meanwhile); staged
+are staged, and the bad entry with them until the service next serves
+hotfixes or a revoked list, keeping the node on the baked agent
+meanwhile); staged
 releases that the service did not send again are kept. A base is withdrawn
 by revocation, never by omission. When the service is unreachable the node
 config's cold-start map only adds bases the staged pointer lacks: an outage

@@ -90,6 +90,13 @@ autopilot's, with the health verdict that made the change.`,
 			if err != nil {
 				return err
 			}
+			// An lpsd older than --action ignores the field (proto3) and
+			// answers unfiltered: never print that as the filtered list.
+			for _, en := range resp.GetEntries() {
+				if action != "" && en.GetAction() != action {
+					return fmt.Errorf("this lpsd does not filter by --action (it sent a %q entry): upgrade it, or filter the unfiltered list (-o json) yourself", en.GetAction())
+				}
+			}
 			if actorHint != "" {
 				fmt.Fprintf(e.stderr, "no entries by actor %s: an operator's actor starts with its credential's kind; --actor %s has some\n", shellQuote(actor), shellQuote(actorHint))
 			}

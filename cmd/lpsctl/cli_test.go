@@ -397,3 +397,23 @@ func TestServiceStringsQuoted(t *testing.T) {
 		t.Errorf("pointerSummary(unreadable revoked entry) = %q", got)
 	}
 }
+
+// TestAuditActionAgainstOlderLPSD: an lpsd from before --action ignores the
+// request field and answers unfiltered; lpsctl refuses to print that as the
+// filtered list.
+func TestAuditActionAgainstOlderLPSD(t *testing.T) {
+	t.Parallel()
+	older := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if r, ok := req.(*adminv1.ListAuditRequest); ok {
+			r.Action = ""
+		}
+		return handler(ctx, req)
+	}
+	srv := startServerWith(t, older)
+	publishDraft(t, srv, "202604.01.3")
+	mustRun(t, append([]string{"rollout", "set", "202604.01.3", "--percent", "5", "--reason", "r"}, srv.conn()...)...)
+	_, errOut, code := lpsctl(t, append([]string{"audit", "--action", "publish"}, srv.conn()...)...)
+	if code != exitError || !strings.Contains(errOut, "does not filter by --action") {
+		t.Errorf("audit --action against an older lpsd: exit %d, %q; want a refusal", code, errOut)
+	}
+}

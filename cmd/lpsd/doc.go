@@ -140,8 +140,9 @@ atomically. SIGINT/SIGTERM drain: /readyz answers 503 for --drain-delay
 SIGHUP reloads the node and admin certificates and the admin token file
 without dropping a connection: new handshakes present the new certificates,
 calls are checked against the new tokens. They are loaded and checked the
-same way at start and on SIGHUP: a certificate (or one of its chain) that
-has expired or is not yet valid is refused (at start, a startup error),
+same way at start and on SIGHUP: a certificate that has expired or is not
+yet valid (more than 5 minutes ahead of this clock) is refused (at start, a
+startup error; a stale certificate later in the chain file is a warning),
 and on SIGHUP so is a token file whose last line lacks its newline (a file
 caught mid-write: write it whole, then rename it over; at start such a file
 loads with a warning, there being nothing older to keep). On SIGHUP a

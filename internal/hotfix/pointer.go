@@ -196,8 +196,9 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 //     survives with it.
 //   - revoked: the union, p's entries first, without duplicates. The
 //     unreadable entries are the served document's alone: a bad entry keeps
-//     the node on the baked agent until the service next answers, not for
-//     good (the union would never drop it).
+//     the node on the baked agent until the service next serves hotfixes
+//     or a revoked list (check-hotfix stages nothing for a NotFound or an
+//     empty document), not for good (the union would never drop it).
 //   - version, scripts_version and unknown keys: p's. The served document's
 //     own version keys are ignored: the service can never set them.
 func (p Pointer) WithServed(served Pointer) Pointer {

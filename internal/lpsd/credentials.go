@@ -52,8 +52,9 @@ func (c credentialSet) err() error {
 }
 
 // loadCredentials reads the certificates and the admin token file that o
-// names, the same way at start and on SIGHUP: a certificate (or one of its
-// chain) outside its validity period at now is refused. A token file whose
+// names, the same way at start and on SIGHUP: a certificate outside its
+// validity period at now is refused (one later in its chain file is warned
+// about). A token file whose
 // last line lacks its newline, which a file caught mid-write does, is
 // refused on a reload, where the tokens in use stay; at start it is warned
 // about and loads, since there is nothing older to keep and a file written
@@ -64,14 +65,21 @@ func (c credentialSet) err() error {
 func loadCredentials(o options, now time.Time, reload bool, log *slog.Logger) credentialSet {
 	c := credentialSet{failed: make(map[string]error)}
 	var err error
-	if c.node, err = loadCertificate(o.tlsCert, o.tlsKey, now); err != nil {
+	var warnings []string
+	if c.node, warnings, err = loadCertificate(o.tlsCert, o.tlsKey, now); err != nil {
 		c.failed[credNode] = fmt.Errorf("--tls-cert/--tls-key: %w", err)
+	}
+	for _, w := range warnings {
+		log.Warn("--tls-cert: " + w)
 	}
 	checkSecretFile(log, "--tls-key", o.tlsKey)
 	switch {
 	case o.adminCert != "" || o.adminKey != "":
-		if c.admin, err = loadCertificate(o.adminCert, o.adminKey, now); err != nil {
+		if c.admin, warnings, err = loadCertificate(o.adminCert, o.adminKey, now); err != nil {
 			c.failed[credAdmin] = fmt.Errorf("--admin-tls-cert/--admin-tls-key: %w", err)
+		}
+		for _, w := range warnings {
+			log.Warn("--admin-tls-cert: " + w)
 		}
 		checkSecretFile(log, "--admin-tls-key", o.adminKey)
 	case c.failed[credNode] != nil:
@@ -95,34 +103,44 @@ func loadCredentials(o options, now time.Time, reload bool, log *slog.Logger) cr
 	return c
 }
 
-// loadCertificate loads a key pair and refuses it outside the validity
-// period of any certificate in its chain: nodes and lpsctl would refuse
-// the handshake.
-func loadCertificate(certFile, keyFile string, now time.Time) (tls.Certificate, error) {
+// notYetValidSkew is how far ahead of this machine's clock a certificate's
+// start may be: issuers backdate by about that, and clocks drift.
+const notYetValidSkew = 5 * time.Minute
+
+// loadCertificate loads a key pair and refuses it when its leaf is outside
+// its validity period at now (nodes and lpsctl would refuse the handshake),
+// allowing notYetValidSkew for a start just ahead. A certificate later in
+// the chain file that is outside its period is a warning: clients may
+// build their path around it.
+func loadCertificate(certFile, keyFile string, now time.Time) (tls.Certificate, []string, error) {
 	c, err := tls.LoadX509KeyPair(certFile, keyFile)
 	if err != nil {
-		return tls.Certificate{}, err
+		return tls.Certificate{}, nil, err
 	}
+	var warnings []string
 	for i, der := range c.Certificate {
 		cert, err := x509.ParseCertificate(der)
 		if err != nil {
-			return tls.Certificate{}, fmt.Errorf("%s: certificate %d of the chain: %w", certFile, i+1, err)
+			return tls.Certificate{}, nil, fmt.Errorf("%s: certificate %d of the chain: %w", certFile, i+1, err)
 		}
 		if i == 0 && c.Leaf == nil {
 			c.Leaf = cert
 		}
-		which := "the certificate"
-		if i > 0 {
-			which = fmt.Sprintf("certificate %d of the chain (%q)", i+1, cert.Subject.CommonName)
-		}
+		var problem string
 		switch {
 		case now.After(cert.NotAfter):
-			return tls.Certificate{}, fmt.Errorf("%s: %s expired at %s: renew it", certFile, which, cert.NotAfter.UTC().Format(time.RFC3339))
-		case now.Before(cert.NotBefore):
-			return tls.Certificate{}, fmt.Errorf("%s: %s is not valid until %s: check the clock, or issue it with an earlier start", certFile, which, cert.NotBefore.UTC().Format(time.RFC3339))
+			problem = fmt.Sprintf("expired at %s: renew it", cert.NotAfter.UTC().Format(time.RFC3339))
+		case now.Add(notYetValidSkew).Before(cert.NotBefore):
+			problem = fmt.Sprintf("is not valid until %s: check the clock, or issue it with an earlier start", cert.NotBefore.UTC().Format(time.RFC3339))
+		default:
+			continue
 		}
+		if i == 0 {
+			return tls.Certificate{}, nil, fmt.Errorf("%s: the certificate %s", certFile, problem)
+		}
+		warnings = append(warnings, fmt.Sprintf("%s: certificate %d of the chain (%q) %s", certFile, i+1, cert.Subject.CommonName, problem))
 	}
-	return c, nil
+	return c, warnings, nil
 }
 
 // loadTokens reads and parses the admin token file, and says whether it
