@@ -45,9 +45,10 @@ func identityFrom(ctx context.Context) (attest.Identity, bool) {
 // tolerated and stripped, for hand-made calls (grpcurl); base64 has no
 // space, so the prefix cannot be part of a token.
 //
-// It guards every unary method of the server, which carries only the
-// node-facing service (no streaming methods); a method that needs no
-// attestation belongs on another server.
+// It guards every unary method of the server, which carries the
+// node-facing service; the one streaming method, the health service's
+// Watch, needs no attestation, as Check does not (server.go). Any other
+// method that needs none belongs on another server.
 //
 // A rejection carries no detail on the wire (statusText), is logged with
 // its reason and counted per reason. Codes: PermissionDenied for a
