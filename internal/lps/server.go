@@ -17,10 +17,10 @@ import (
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
@@ -139,7 +139,7 @@ type Server struct {
 	// counts them per address.
 	watches    chan struct{}
 	watchPeers *peerCount
-	reports *reportBatcher // nil without a report store
+	reports    *reportBatcher // nil without a report store
 	// certs is the certificate nodes are served, which SetCertificate
 	// replaces; serverName is what it must cover.
 	certs      *CertSource

@@ -9,9 +9,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
