@@ -68,14 +68,10 @@ func TestEtcdFlagsRefuseUnsafeConnections(t *testing.T) {
 
 func testLogger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
 
-// TestIntegrationRunOnSecuredEtcd: lpsd serves from an etcd that requires
-// TLS with client certificates and a password, and a wrong password is a
-// clear startup error.
-func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("integration test: starts an embedded etcd with TLS and authentication")
-	}
-	t.Parallel()
+// startTLSEtcd starts a one-member embedded etcd serving TLS with client
+// certificates from a fresh PKI, stopped when the test ends.
+func startTLSEtcd(t *testing.T) (harness.EtcdPKI, *etcdembed.Cluster) {
+	t.Helper()
 	dir := t.TempDir()
 	pki, err := harness.MintEtcdPKI(dir)
 	if err != nil {
@@ -89,6 +85,18 @@ func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cluster.Stop)
+	return pki, cluster
+}
+
+// TestIntegrationRunOnSecuredEtcd: lpsd serves from an etcd that requires
+// TLS with client certificates and a password, and a wrong password is a
+// clear startup error.
+func TestIntegrationRunOnSecuredEtcd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts an embedded etcd with TLS and authentication")
+	}
+	t.Parallel()
+	pki, cluster := startTLSEtcd(t)
 	endpoint := cluster.Endpoints()[0]
 	enableAuth(t, endpoint, pki, "root", "r00t-pw")
 
@@ -126,19 +134,7 @@ func TestIntegrationPlaintextAgainstTLSEtcd(t *testing.T) {
 		t.Skip("integration test: starts an embedded etcd with TLS")
 	}
 	t.Parallel()
-	dir := t.TempDir()
-	pki, err := harness.MintEtcdPKI(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cluster, err := etcdembed.Start(filepath.Join(dir, "etcd"), 1, etcdembed.Options{
-		NoFsync:   true,
-		ClientTLS: &etcdembed.ClientTLS{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, ClientCAFile: pki.CA},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cluster.Stop)
+	_, cluster := startTLSEtcd(t)
 	hostport := strings.TrimPrefix(cluster.Endpoints()[0], "https://")
 	args := append([]string{"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--drain-delay", "0s", "--store", "etcd:" + hostport},
 		nodeFlags(t, t.TempDir(), 0o600)...)
