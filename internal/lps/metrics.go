@@ -71,6 +71,7 @@ type Metrics struct {
 	verify      *prometheus.HistogramVec
 	storeErrors prometheus.Counter
 	reports     *prometheus.CounterVec
+	servedRecs  *prometheus.CounterVec
 	seats       *prometheus.CounterVec
 	servedBytes prometheus.Histogram
 	// served maps a release version to its servedCount: the answers that
@@ -119,6 +120,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_reports_total",
 			Help: "Node outcome reports by result: accepted (duplicate counts those that replaced an earlier report of the same boot), or why one was refused.",
 		}, []string{"result"}),
+		servedRecs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_served_records_total",
+			Help: "Answers that served a hotfix to a node of its base, by attribution: recorded (the store has the boot, so it counts for the release whether it reports or not), unrecorded (the write failed or took over 500 ms; the node was served anyway and counts only if it reports), unattributed (the node declared no reports or no boot: a reference client, shown but never judged).",
+		}, []string{"result"}),
 		seats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_canary_seat_requests_total",
 			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), error (the store failed or took longer than 1 s; the node was served as holding none), late (the store gave the seat after the request stopped waiting: the node holds it but was not served this time).",
@@ -146,6 +151,9 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"reason"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
+	for _, r := range []string{servedRecorded, servedUnrecorded, servedUnattributed} {
+		m.servedRecs.WithLabelValues(r)
+	}
 	for _, r := range reportResults {
 		m.reports.WithLabelValues(r)
 	}
@@ -162,7 +170,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	for _, r := range []string{closedSilent, closedPeerHandshakes, closedPeerConnections} {
 		m.closedConns.WithLabelValues(r)
 	}
-	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
+	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.servedRecs, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",

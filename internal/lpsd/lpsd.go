@@ -336,7 +336,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
 		MaxHandshakesPerPeer: o.maxHandshakesPerPeer, MaxConnectionsPerPeer: o.maxConnsPerPeer, Log: log,
-		Reports: st, Seats: st,
+		Reports: st, Seats: st, Served: st,
 	})
 	if err != nil {
 		return nil, err

@@ -66,25 +66,30 @@ type AuditEntry struct {
 // Report is one node's provisioning outcome for one boot, as lpsd stores it.
 // (VMID, Boot) is its key.
 type Report struct {
-	VMID           string    `json:"vm_id"`
-	Boot           string    `json:"boot"` // the node's kernel boot ID
-	SubscriptionID string    `json:"subscription_id"`
-	Base           string    `json:"base"` // the image base YYYYMM.DD
-	BakedVersion   string    `json:"baked_version"`
-	Agent          string    `json:"agent"` // "baked" or "hotfix": who provisioned
-	AgentVersion   string    `json:"agent_version"`
-	HotfixVersion  string    `json:"hotfix_version,omitempty"` // the release launch chose; "" for the control cohort
-	Decision       string    `json:"decision,omitempty"`
-	CheckHotfix    string    `json:"check_hotfix,omitempty"`
-	DownloadHotfix string    `json:"download_hotfix,omitempty"`
-	Route          string    `json:"route,omitempty"`
-	Fallback       bool      `json:"fallback,omitempty"`
-	FallbackReason string    `json:"fallback_reason,omitempty"`
-	ExitCode       int       `json:"exit_code"`
-	CheckMS        int64     `json:"check_ms,omitempty"`
-	DownloadMS     int64     `json:"download_ms,omitempty"`
-	ProvisionMS    int64     `json:"provision_ms,omitempty"`
-	Time           time.Time `json:"time"` // when lpsd accepted it
+	VMID           string `json:"vm_id"`
+	Boot           string `json:"boot"` // the node's kernel boot ID
+	SubscriptionID string `json:"subscription_id"`
+	Base           string `json:"base"` // the image base YYYYMM.DD
+	BakedVersion   string `json:"baked_version"`
+	Agent          string `json:"agent"` // "baked" or "hotfix": who provisioned
+	AgentVersion   string `json:"agent_version"`
+	HotfixVersion  string `json:"hotfix_version,omitempty"` // the release launch chose; "" when it chose the baked agent
+	// RequestedVersion is the release the node's staged pointer requested
+	// for its base and lpsd had offered it, run or not: a node that was
+	// served a release and refused it counts for that release. "" when it
+	// requested none, or one lpsd never offered it (a custom-data pin).
+	RequestedVersion string    `json:"requested_version,omitempty"`
+	Decision         string    `json:"decision,omitempty"`
+	CheckHotfix      string    `json:"check_hotfix,omitempty"`
+	DownloadHotfix   string    `json:"download_hotfix,omitempty"`
+	Route            string    `json:"route,omitempty"`
+	Fallback         bool      `json:"fallback,omitempty"`
+	FallbackReason   string    `json:"fallback_reason,omitempty"`
+	ExitCode         int       `json:"exit_code"`
+	CheckMS          int64     `json:"check_ms,omitempty"`
+	DownloadMS       int64     `json:"download_ms,omitempty"`
+	ProvisionMS      int64     `json:"provision_ms,omitempty"`
+	Time             time.Time `json:"time"` // when lpsd accepted it
 }
 
 // ValidateKey returns an error wrapping ErrInvalidReport unless r's VMID and
