@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/tally"
 )
 
@@ -384,23 +385,23 @@ func knownOutcome(o string) bool {
 	return ok
 }
 
-// SetTally publishes the fleet's latest report counts (the autopilot
-// computes them every look) as lpsd_release_reports and
-// lpsd_control_reports. Their label sets are bounded by the releases and
-// bases that exist: a report counts only for a release it was offered.
-func (m *Metrics) SetTally(t tally.Tally) {
+// SetAssess publishes the fleet's latest assessment (the autopilot makes
+// one every look) as lpsd_release_nodes and lpsd_control_nodes. Their
+// label sets are bounded by the releases and bases that exist and the
+// fixed list of outcomes.
+func (m *Metrics) SetAssess(f assess.Fleet) {
 	m.fleet.mu.Lock()
-	m.fleet.t = t
+	m.fleet.t = f.Tally
 	m.fleet.mu.Unlock()
 }
 
 var (
-	releaseReportsDesc = prometheus.NewDesc("lpsd_release_reports",
-		"Nodes that reported on a release, by result (ok, failed, fallback), each (vmId, boot) once, from the store.",
-		[]string{"version", "result"}, nil)
-	controlReportsDesc = prometheus.NewDesc("lpsd_control_reports",
-		"Nodes of a base's control cohort (hotfix flag on, baked agent chosen) that reported, by result (ok, failed).",
-		[]string{"base", "result"}, nil)
+	releaseNodesDesc = prometheus.NewDesc("lpsd_release_nodes",
+		"Nodes counted for a release (served it, or reported on it), one per vmId by its worst outcome: ok, failed, fellBack, refusedIntegrity, refusedDelivery, notApplicable, silent, pending.",
+		[]string{"version", "outcome"}, nil)
+	controlNodesDesc = prometheus.NewDesc("lpsd_control_nodes",
+		"Nodes of a base that ran the baked agent with no release requested (the first hotfix's baseline), by outcome (ok, failed).",
+		[]string{"base", "outcome"}, nil)
 )
 
 // fleetCollector serves the latest tally.
@@ -410,8 +411,8 @@ type fleetCollector struct {
 }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- releaseReportsDesc
-	ch <- controlReportsDesc
+	ch <- releaseNodesDesc
+	ch <- controlNodesDesc
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
@@ -419,13 +420,21 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	t := c.t
 	c.mu.Unlock()
 	for v, n := range t.Releases {
-		for result, x := range map[string]uint64{"ok": n.OK, "failed": n.Failed, "fallback": n.Fallback} {
-			ch <- prometheus.MustNewConstMetric(releaseReportsDesc, prometheus.GaugeValue, float64(x), v, result)
+		for o, x := range byOutcome(n) {
+			ch <- prometheus.MustNewConstMetric(releaseNodesDesc, prometheus.GaugeValue, float64(x), v, o.String())
 		}
 	}
 	for b, n := range t.Control {
-		for result, x := range map[string]uint64{"ok": n.OK, "failed": n.Failed} {
-			ch <- prometheus.MustNewConstMetric(controlReportsDesc, prometheus.GaugeValue, float64(x), b, result)
+		for _, o := range []tally.Outcome{tally.OK, tally.Failed} {
+			ch <- prometheus.MustNewConstMetric(controlNodesDesc, prometheus.GaugeValue, float64(byOutcome(n)[o]), b, o.String())
 		}
+	}
+}
+
+// byOutcome spreads c by outcome.
+func byOutcome(c tally.Counts) map[tally.Outcome]uint64 {
+	return map[tally.Outcome]uint64{
+		tally.OK: c.OK, tally.Failed: c.Failed, tally.FellBack: c.Fallback, tally.RefusedIntegrity: c.RefusedIntegrity,
+		tally.RefusedDelivery: c.RefusedDelivery, tally.NotApplicable: c.NotApplicable, tally.Silent: c.Silent, tally.Pending: c.Pending,
 	}
 }

@@ -478,7 +478,7 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 		}
 	})
 	if o.autopilotInterval > 0 {
-		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnTally: s.metrics.SetTally})
+		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnAssess: s.metrics.SetAssess})
 		goRun("autopilot", func() error { return ap.Run(ctx) })
 	}
 	// /metrics and /readyz outlive the node listener, so what its drain

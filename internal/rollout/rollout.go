@@ -115,6 +115,14 @@ type Rollout struct {
 	// release, and never cleared: its seat holders stay served (and their
 	// reports accepted) whatever plan follows.
 	Canary bool `json:"canary,omitempty"`
+	// EvidenceSince starts the release's evidence window: served records
+	// and reports from before it do not count for the release
+	// (internal/tally). Zero: all of them.
+	EvidenceSince time.Time `json:"evidence_since,omitzero"`
+	// Reason is the reason code of the autopilot's last automatic pause
+	// or halt (regression, silent, refusedIntegrity, refusedDelivery,
+	// inconclusive, stalled); empty after an operator's change.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Release is a published hotfix release and its rollout.
@@ -201,6 +209,9 @@ func (r Release) Transition(to State) (Release, error) {
 		return r, fmt.Errorf("%w: %s cannot go from %s to %s; from %s it can go on with %s", ErrInvalidTransition, r.Version, r.Rollout.State, to, r.Rollout.State, moves(r.Version, r.Rollout.State))
 	}
 	r.Rollout.State = to
+	// The reason belongs to the state it explains; the autopilot sets the
+	// new one after its own transitions.
+	r.Rollout.Reason = ""
 	if to == Complete {
 		r.Rollout.Percent = 100
 	}
