@@ -19,7 +19,9 @@ var plan = rollout.Plan{
 }
 
 // bl is a baseline of the baked agent with counts c.
-func bl(c tally.Counts) tally.Baseline { return tally.Baseline{Incumbent: tally.IncumbentBaked, Counts: c} }
+func bl(c tally.Counts) tally.Baseline {
+	return tally.Baseline{Incumbent: tally.IncumbentBaked, Counts: c}
+}
 
 func TestJudge(t *testing.T) {
 	t.Parallel()

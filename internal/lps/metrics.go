@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc/codes"
 
-	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/assess"
+	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/tally"
 )
 

@@ -20,9 +20,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
-	"nodehotfix/internal/assess"
 	"nodehotfix/internal/health"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/lps"
