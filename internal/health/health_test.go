@@ -184,7 +184,8 @@ func TestJudgeRatesOfTheirOwn(t *testing.T) {
 		{"5% silent", tally.Counts{OK: 95, Silent: 5}, Healthy, ""},
 		{"35% could not download", tally.Counts{OK: 65, RefusedDelivery: 35}, Regressing, ReasonRefusedDelivery},
 		{"not applicable is never judged", tally.Counts{OK: 20, NotApplicable: 500}, Healthy, ""},
-		{"pending holds an advance", tally.Counts{OK: 100, Pending: 1}, Insufficient, ""},
+		{"a lost report does not hold an advance", tally.Counts{OK: 100, Pending: 1}, Healthy, ""},
+		{"pending nodes that would halt it if silent hold it", tally.Counts{OK: 70, Pending: 30}, Insufficient, ""},
 	} {
 		v := Judge(tt.rel, baseline, plan)
 		if v.Verdict != tt.want || v.Reason != tt.reason {
