@@ -144,8 +144,10 @@ func Judge(rel tally.Counts, base tally.Baseline, p rollout.Plan) Verdict {
 	v.Compared = n0 >= floor
 	against := "baseline " + baselineName(base)
 	rates := []rate{
-		{ReasonRegression, "failure rate", rel.Failures(), base.Counts.Failures(), p.MaxFailureRate},
+		// Refusals as signed first: they are failures too, and the more
+		// specific reason.
 		{ReasonRefusedIntegrity, "refused as signed", rel.RefusedIntegrity, base.Counts.RefusedIntegrity, IntegrityCeiling},
+		{ReasonRegression, "failure rate", rel.Failures(), base.Counts.Failures(), p.MaxFailureRate},
 		{ReasonSilent, "silent", rel.Silent, base.Counts.Silent, p.SilentCeiling()},
 		{ReasonRefusedDelivery, "refused for delivery", rel.RefusedDelivery, base.Counts.RefusedDelivery, p.DeliveryCeiling()},
 	}

@@ -179,7 +179,8 @@ func TestJudgeRatesOfTheirOwn(t *testing.T) {
 	}{
 		{"30% refused as signed", tally.Counts{OK: 14, RefusedIntegrity: 6}, Regressing, ReasonRefusedIntegrity},
 		{"one refusal in 100", tally.Counts{OK: 99, RefusedIntegrity: 1}, Healthy, ""},
-		{"all refused", tally.Counts{RefusedIntegrity: 20}, Regressing, ReasonRegression},
+		{"all refused", tally.Counts{RefusedIntegrity: 20}, Regressing, ReasonRefusedIntegrity},
+		{"failing and a few refusals", tally.Counts{OK: 60, Failed: 39, RefusedIntegrity: 1}, Regressing, ReasonRegression},
 		{"30% silent", tally.Counts{OK: 70, Silent: 30}, Regressing, ReasonSilent},
 		{"5% silent", tally.Counts{OK: 95, Silent: 5}, Healthy, ""},
 		{"35% could not download", tally.Counts{OK: 65, RefusedDelivery: 35}, Regressing, ReasonRefusedDelivery},
