@@ -421,6 +421,17 @@ func TestRunReports(t *testing.T) {
 			Check:    report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
 			Download: report.Step{Outcome: "alreadyStaged", Route: "none"},
 		}}},
+		// A hotfix that "succeeds" without ever starting the bootstrap
+		// provisioned nothing: a failure, fallen back from in this boot.
+		{name: "success without a bootstrap", features: flagOn, setup: func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix("exit 0")
+		}, want: []report.Outcome{{
+			Baked: baked, Agent: hotfix.AgentBaked, AgentVersion: baked, Hotfix: target, Requested: target, Decision: hotfix.ReasonHotfix,
+			Fallback: true, FallbackReason: "exited 0 without starting the bootstrap or writing provision.complete",
+			Check:    report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
+			Download: report.Step{Outcome: "alreadyStaged", Route: "none"},
+		}}},
 		// Served a hotfix it did not run (here, its staged copy is another
 		// version): the report names what was requested, so the service
 		// counts the refusal against that release.
