@@ -6,6 +6,7 @@ package assess
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -36,20 +37,26 @@ type Fleet struct {
 	Now      time.Time
 	Tally    tally.Tally
 	Releases map[string]Release
+	// Unreadable counts, by kind ("report", "served record"), the records
+	// the store could not decode, which were left out; Skipped is the
+	// first one's error, for the log.
+	Unreadable map[string]int
+	Skipped    []error
 }
 
 // Assess counts the evidence for rels at now and judges those with a plan
 // against their baselines.
 func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Time) (Fleet, error) {
+	f := Fleet{Now: now, Releases: make(map[string]Release, len(rels)), Unreadable: map[string]int{}}
 	reports, err := src.Reports(ctx)
-	if err != nil {
+	if err = f.skip(err); err != nil {
 		return Fleet{}, fmt.Errorf("list reports: %w", err)
 	}
 	served, err := src.Served(ctx)
-	if err != nil {
+	if err = f.skip(err); err != nil {
 		return Fleet{}, fmt.Errorf("list served records: %w", err)
 	}
-	f := Fleet{Now: now, Tally: tally.Of(rels, reports, served, now), Releases: make(map[string]Release, len(rels))}
+	f.Tally = tally.Of(rels, reports, served, now)
 	for _, r := range rels {
 		a := Release{Counts: f.Tally.Releases[r.Version]}
 		if r.HasCanary() {
@@ -66,6 +73,18 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 		f.Releases[r.Version] = a
 	}
 	return f, nil
+}
+
+// skip takes an *store.UnreadableError in, so one record nobody can read
+// never stops a look, and returns any other error.
+func (f *Fleet) skip(err error) error {
+	var ue *store.UnreadableError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	f.Unreadable[ue.Kind] += ue.Count
+	f.Skipped = append(f.Skipped, ue)
+	return nil
 }
 
 // need is how many judged nodes a baseline must have within its window

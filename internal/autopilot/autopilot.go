@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 	"unicode"
@@ -70,6 +71,9 @@ type Config struct {
 type Autopilot struct {
 	st  Store
 	cfg Config
+	// unreadable is what the last look logged of undecodable records, so
+	// each change is logged once, not every look.
+	unreadable map[string]int
 }
 
 // New returns an autopilot over st.
@@ -165,6 +169,12 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 	}
 	if a.cfg.OnAssess != nil {
 		a.cfg.OnAssess(fleet)
+	}
+	if !maps.Equal(fleet.Unreadable, a.unreadable) {
+		a.unreadable = fleet.Unreadable
+		if len(fleet.Skipped) > 0 {
+			a.cfg.Log.Warn("the store holds records this lpsd cannot read; they are left out of every look", "unreadable", fleet.Unreadable, "err", errors.Join(fleet.Skipped...))
+		}
 	}
 	var changes []Change
 	var errs []error

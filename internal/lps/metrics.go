@@ -391,7 +391,7 @@ func knownOutcome(o string) bool {
 // fixed list of outcomes.
 func (m *Metrics) SetAssess(f assess.Fleet) {
 	m.fleet.mu.Lock()
-	m.fleet.t = f.Tally
+	m.fleet.t, m.fleet.unreadable = f.Tally, f.Unreadable
 	m.fleet.mu.Unlock()
 }
 
@@ -399,6 +399,9 @@ var (
 	releaseNodesDesc = prometheus.NewDesc("lpsd_release_nodes",
 		"Nodes counted for a release (served it, or reported on it), one per vmId by its worst outcome: ok, failed, fellBack, refusedIntegrity, refusedDelivery, notApplicable, silent, pending.",
 		[]string{"version", "outcome"}, nil)
+	unreadableDesc = prometheus.NewDesc("lpsd_store_unreadable_records",
+		"Records the autopilot's last look could not decode and left out, by kind (report, served record): a newer encoding mid-upgrade, another writer of the prefix, damage.",
+		[]string{"kind"}, nil)
 	controlNodesDesc = prometheus.NewDesc("lpsd_control_nodes",
 		"Nodes of a base that ran the baked agent with no release requested (the first hotfix's baseline), by outcome (ok, failed).",
 		[]string{"base", "outcome"}, nil)
@@ -406,19 +409,24 @@ var (
 
 // fleetCollector serves the latest tally.
 type fleetCollector struct {
-	mu sync.Mutex
-	t  tally.Tally
+	mu         sync.Mutex
+	t          tally.Tally
+	unreadable map[string]int
 }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- releaseNodesDesc
 	ch <- controlNodesDesc
+	ch <- unreadableDesc
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	t := c.t
+	t, unreadable := c.t, c.unreadable
 	c.mu.Unlock()
+	for _, kind := range []string{"report", "served record"} {
+		ch <- prometheus.MustNewConstMetric(unreadableDesc, prometheus.GaugeValue, float64(unreadable[kind]), kind)
+	}
 	for v, n := range t.Releases {
 		for o, x := range byOutcome(n) {
 			ch <- prometheus.MustNewConstMetric(releaseNodesDesc, prometheus.GaugeValue, float64(x), v, o.String())

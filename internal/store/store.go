@@ -123,6 +123,45 @@ func ValidateSeat(version, vmID string) error {
 	return nil
 }
 
+// UnreadableError is returned, beside every record that could be read, by
+// a list of records (Reports, Served) in which some could not be decoded: a
+// newer encoding written mid-upgrade, another writer of the prefix, a bit
+// flip. The list is usable; the caller counts and logs what was skipped,
+// and never lets one bad record stop what the others decide.
+type UnreadableError struct {
+	Kind  string // "report" or "served record"
+	Count int
+	First error // the first record's decode error, with its key
+}
+
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("%d %s(s) could not be read and were skipped; the first: %v", e.Count, e.Kind, e.First)
+}
+
+// Unreadable is the collector a backend's list fills: add for each record
+// it cannot decode, then Err.
+type Unreadable struct{ e UnreadableError }
+
+// NewUnreadable returns a collector for records of kind.
+func NewUnreadable(kind string) *Unreadable { return &Unreadable{e: UnreadableError{Kind: kind}} }
+
+// Add records one undecodable record.
+func (u *Unreadable) Add(err error) {
+	if u.e.Count == 0 {
+		u.e.First = err
+	}
+	u.e.Count++
+}
+
+// Err returns the *UnreadableError, or nil if every record was read.
+func (u *Unreadable) Err() error {
+	if u.e.Count == 0 {
+		return nil
+	}
+	e := u.e
+	return &e
+}
+
 // Served records that lpsd served release Version to one boot of a node
 // that declared it reports its outcome (and its boot): the evidence that
 // counts the node for the release whether its report arrives or not, so a
@@ -204,7 +243,8 @@ type Store interface {
 	PutReports(ctx context.Context, rs []Report) (first []bool, err error)
 
 	// Reports returns every stored report, ordered by (VMID, Boot).
-	// ErrClosed after Close.
+	// Reports that cannot be decoded are skipped, and the others returned
+	// with an *UnreadableError. ErrClosed after Close.
 	Reports(ctx context.Context) ([]Report, error)
 
 	// TakeSeat gives seat.VMID one of the canary seats of release
@@ -236,7 +276,8 @@ type Store interface {
 	PutServed(ctx context.Context, ss []Served) error
 
 	// Served returns every served record, ordered by (Version, VMID,
-	// Boot). ErrClosed after Close.
+	// Boot); as Reports, with an *UnreadableError beside the readable ones
+	// when some cannot be decoded. ErrClosed after Close.
 	Served(ctx context.Context) ([]Served, error)
 
 	// Close releases the backend's resources.

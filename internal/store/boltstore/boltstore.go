@@ -392,11 +392,13 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 		return nil, fmt.Errorf("list reports: %w", err)
 	}
 	var out []store.Report
+	bad := store.NewUnreadable("report")
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte(reportsBucket)).ForEach(func(k, v []byte) error {
 			r, err := storecodec.DecodeReport(v)
 			if err != nil {
-				return fmt.Errorf("report %q: %w", k, err)
+				bad.Add(fmt.Errorf("report %q: %w", k, err))
+				return nil
 			}
 			out = append(out, r)
 			return nil
@@ -407,7 +409,7 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	}
 	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
 	slices.SortFunc(out, store.CompareReports)
-	return out, nil
+	return out, bad.Err()
 }
 
 // TakeSeat implements store.Store with one bbolt transaction; a read-only
@@ -532,11 +534,13 @@ func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
 		return nil, fmt.Errorf("list served: %w", err)
 	}
 	var out []store.Served
+	bad := store.NewUnreadable("served record")
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte(servedBucket)).ForEach(func(k, v []byte) error {
 			sv, err := storecodec.DecodeServed(v)
 			if err != nil {
-				return fmt.Errorf("served %q: %w", k, err)
+				bad.Add(fmt.Errorf("served %q: %w", k, err))
+				return nil
 			}
 			out = append(out, sv)
 			return nil
@@ -547,7 +551,7 @@ func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
 	}
 	// Key byte order is not field order: "-" sorts before "/".
 	slices.SortFunc(out, store.CompareServed)
-	return out, nil
+	return out, bad.Err()
 }
 
 // Watch implements store.Store: the channel receives a value after each

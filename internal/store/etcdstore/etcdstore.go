@@ -430,10 +430,12 @@ func (s *Store) commitReports(ctx context.Context, ops []clientv3.Op) (*clientv3
 // read is bounded by the request timeout.
 func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	var out []store.Report
+	bad := store.NewUnreadable("report")
 	err := s.scan(ctx, s.reportsPrefix(), func(kv *mvccpb.KeyValue) error {
 		r, err := storecodec.DecodeReport(kv.Value)
 		if err != nil {
-			return fmt.Errorf("key %q: %w", kv.Key, err)
+			bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
+			return nil
 		}
 		out = append(out, r)
 		return nil
@@ -443,7 +445,7 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	}
 	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
 	slices.SortFunc(out, store.CompareReports)
-	return out, nil
+	return out, bad.Err()
 }
 
 // scan calls each for every key under prefix, in pages of reportsPageSize
@@ -522,10 +524,12 @@ func (s *Store) PutServed(ctx context.Context, ss []store.Served) error {
 // Served implements store.Store as Reports does.
 func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
 	var out []store.Served
+	bad := store.NewUnreadable("served record")
 	err := s.scan(ctx, s.servedPrefix(), func(kv *mvccpb.KeyValue) error {
 		sv, err := storecodec.DecodeServed(kv.Value)
 		if err != nil {
-			return fmt.Errorf("key %q: %w", kv.Key, err)
+			bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
+			return nil
 		}
 		out = append(out, sv)
 		return nil
@@ -534,7 +538,7 @@ func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
 		return nil, fmt.Errorf("list served: %w", err)
 	}
 	slices.SortFunc(out, store.CompareServed)
-	return out, nil
+	return out, bad.Err()
 }
 
 // reportsPage reads up to reportsPageSize keys in [from, end) at revision
