@@ -117,13 +117,13 @@ type Rollout struct {
 	Canary bool `json:"canary,omitempty"`
 	// EvidenceSince opens the release's evidence window: when set, only
 	// reports lpsd accepted at or after it (store.Report.Time) count for
-	// the release's health and its plan's report minimums, and a canary
-	// seat taken before it is silent only once it has been silent for
-	// the plan's SilentAfter from EvidenceSince (Counts says which reports
-	// count). Resume sets it when it resumes a halted release, so the
-	// reports that caused a halt cannot cause it again; zero means every
-	// report counts. A new plan keeps it: a plan changes the rule, not
-	// the evidence.
+	// the release's health and its plan's report minimums, and only canary
+	// seats taken at or after it (store.Seat.Since) can count as silent; a
+	// seat taken before it had its say in the evidence that came before
+	// (Counts decides both). Resume sets it when it resumes a halted
+	// release, so the reports that caused a halt cannot cause it again;
+	// zero means all evidence counts. A new plan keeps it: a plan changes
+	// the rule, not the evidence.
 	EvidenceSince time.Time `json:"evidence_since,omitzero"`
 	// HaltedFrom is the state a halted release was halted from, so that
 	// Resume returns a release halted while complete to complete; empty
@@ -132,9 +132,9 @@ type Rollout struct {
 	HaltedFrom State `json:"halted_from,omitempty"`
 }
 
-// Counts reports whether a report lpsd accepted at t counts for the
-// release: it is inside the evidence window that EvidenceSince opens
-// (every report does while EvidenceSince is zero).
+// Counts reports whether evidence from t counts for the release: a report
+// lpsd accepted at t, or a canary seat taken at t, is inside the evidence
+// window that EvidenceSince opens (all evidence is while it is zero).
 func (r Rollout) Counts(t time.Time) bool {
 	return r.EvidenceSince.IsZero() || !t.Before(r.EvidenceSince)
 }

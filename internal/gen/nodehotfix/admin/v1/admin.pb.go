@@ -390,7 +390,8 @@ type Rollout struct {
 	CanarySeats int32 `protobuf:"varint,7,opt,name=canary_seats,json=canarySeats,proto3" json:"canary_seats,omitempty"`
 	// When set, the release's evidence window opened then: only reports
 	// accepted at or after it count for its health and its plan's report
-	// minimums. Resuming a halted release sets it to the time of the resume,
+	// minimums, and only canary seats taken at or after it can count as
+	// silent. Resuming a halted release sets it to the time of the resume,
 	// so the reports that led to the halt cannot halt it again. Unset: every
 	// report counts.
 	EvidenceSince *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=evidence_since,json=evidenceSince,proto3" json:"evidence_since,omitempty"`
