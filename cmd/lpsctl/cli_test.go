@@ -417,3 +417,21 @@ func TestAuditActionAgainstOlderLPSD(t *testing.T) {
 		t.Errorf("audit --action against an older lpsd: exit %d, %q; want a refusal", code, errOut)
 	}
 }
+
+// TestPlanDryRunAgainstOlderLPSD: an lpsd from before dry runs ignores the
+// field and applies the plan; lpsctl says so and fails.
+func TestPlanDryRunAgainstOlderLPSD(t *testing.T) {
+	t.Parallel()
+	older := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if r, ok := req.(*adminv1.SetPlanRequest); ok {
+			r.DryRun = false
+		}
+		return handler(ctx, req)
+	}
+	srv := startServerWith(t, older)
+	publishDraft(t, srv, "202604.01.3")
+	_, errOut, code := lpsctl(t, append([]string{"rollout", "plan", "202604.01.3", "--steps", "5:1h:10,100:1h:20", "--dry-run"}, srv.conn()...)...)
+	if code != exitError || !strings.Contains(errOut, "the plan was APPLIED") || !strings.Contains(errOut, "lpsctl rollout pause 202604.01.3") {
+		t.Errorf("plan --dry-run against an older lpsd: exit %d, %q; want a failure saying it was applied and how to stop it", code, errOut)
+	}
+}

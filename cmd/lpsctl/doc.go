@@ -131,7 +131,9 @@ fewest reports judged), and the deadlines (a canary seat holder silent for
 --silent-after counts as failed; nothing is served after the envelope's
 not_after). rollout plan without --dry-run prints where the plan starts
 and the release; either warns when the envelope expires before the plan
-can complete.
+can complete. An lpsd from before dry runs ignores the field and applies
+the plan: lpsctl then prints what was applied and fails (exit 1), naming
+rollout pause to stop it.
 
 rollout skip ends a rolling release's current plan step now, whatever its
 bake time, reports and health, and starts the next one (steps a percentage

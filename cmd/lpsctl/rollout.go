@@ -177,16 +177,21 @@ would apply the plan, and changes nothing.`,
 			if err != nil {
 				return err
 			}
-			if dryRun && !resp.GetDryRun() {
-				// An lpsd without dry runs applied the plan.
-				fmt.Fprintf(e.stderr, "%s: lpsd does not know --dry-run: the plan was APPLIED; check with '%s audit --target %s'\n", cmd.CommandPath(), programName, quote.Text(args[0]))
-			}
 			if c.out.structured() {
 				doc := toReleaseJSON(resp.GetRelease())
 				doc.DryRun, doc.Preview = resp.GetDryRun(), toPreviewJSON(resp.GetPreview())
-				return c.out.write(e.stdout, doc)
+				err = c.out.write(e.stdout, doc)
+			} else {
+				err = printPlan(e.stdout, resp.GetRelease(), resp.GetPreview(), resp.GetDryRun())
 			}
-			return printPlan(e.stdout, resp.GetRelease(), resp.GetPreview(), resp.GetDryRun())
+			if dryRun && !resp.GetDryRun() {
+				// An lpsd from before dry runs ignores the field and
+				// applies the plan: say so loudly, and how to stop it.
+				v := quote.Text(resp.GetRelease().GetVersion())
+				return fmt.Errorf("lpsd does not know --dry-run: the plan was APPLIED (revision %d); to stop it, '%s rollout pause %s'; to see it, '%s audit --target %s'",
+					resp.GetRelease().GetRevision(), programName, v, programName, v)
+			}
+			return err
 		},
 	}
 	fs := cmd.Flags()
