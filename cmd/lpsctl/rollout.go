@@ -92,7 +92,7 @@ var transitions = map[string]struct {
 	short  string
 }{
 	"pause":    {adminv1.Action_ACTION_PAUSE, rollout.Paused, "stop growing a rollout; keep serving its nodes"},
-	"resume":   {adminv1.Action_ACTION_RESUME, rollout.Rolling, "set a paused or halted rollout rolling again"},
+	"resume":   {adminv1.Action_ACTION_RESUME, rollout.Rolling, "set a paused or halted rollout going again (after a halt, on fresh evidence)"},
 	"halt":     {adminv1.Action_ACTION_HALT, rollout.Halted, "stop serving a release (nodes keep staged copies until revoked)"},
 	"complete": {adminv1.Action_ACTION_COMPLETE, rollout.Complete, "serve a release to every node in scope"},
 }
