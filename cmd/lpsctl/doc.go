@@ -61,7 +61,8 @@ It completes commands and flags, and a VERSION argument with the releases
 of the lpsd that the environment (LPSCTL_SERVER and the rest) reaches, if it
 answers within 2 seconds; rollout pause, resume, halt and complete offer only
 the releases the rollout state machine lets them move (resume: a draft,
-paused or halted one), never a revoked one.
+paused or halted one), and rollout skip only rolling releases with a plan
+step to skip to; never a revoked one.
 
 # Service commands
 
