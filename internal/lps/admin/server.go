@@ -263,10 +263,12 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "plan: %v", err)
 	}
-	if from := int(req.GetFromStep()); from < 0 || from > len(p.Steps) {
+	from := int(req.GetFromStep())
+	if from < 0 || from > len(p.Steps) {
 		return nil, status.Errorf(codes.InvalidArgument, "from_step %d: the plan has steps 1 to %d (0: the first)", from, len(p.Steps))
-	} else if from > 0 {
-		p.Step = from - 1
+	}
+	if from > 0 {
+		p.Step = from - 1 // from_step counts from 1, the plan's index from 0
 	}
 	now := s.now()
 	apply := func(r rollout.Release) (rollout.Release, error) { return r.SetPlan(p, now) }
