@@ -283,8 +283,12 @@ func dueText(p *adminv1.Plan) string {
 func printPlan(w io.Writer, r *adminv1.Release, pv *adminv1.PlanPreview, dry bool) error {
 	ro, p := r.GetRollout(), r.GetRollout().GetPlan()
 	if !dry {
-		fmt.Fprintf(w, "plan put in place: step %s from %s, its bake ends %s; complete at the soonest %s\n",
-			stepText(p, int(p.GetStep())), formatTime(p.GetStepSince().AsTime()), dueText(p), formatTime(pv.GetEarliestComplete().AsTime()))
+		soonest := ""
+		if done := pv.GetEarliestComplete(); done != nil { // an older lpsd sends no preview
+			soonest = "; complete at the soonest " + formatTime(done.AsTime())
+		}
+		fmt.Fprintf(w, "plan put in place: step %s from %s, its bake ends %s%s\n",
+			stepText(p, int(p.GetStep())), formatTime(p.GetStepSince().AsTime()), dueText(p), soonest)
 		if err := printRelease(w, &outputFlags{format: formatText}, r, ""); err != nil {
 			return err
 		}
