@@ -336,7 +336,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
 		MaxHandshakesPerPeer: o.maxHandshakesPerPeer, MaxConnectionsPerPeer: o.maxConnsPerPeer, Log: log,
-		Reports: st, Seats: st,
+		Reports: st, Seats: st, Served: st,
 	})
 	if err != nil {
 		return nil, err
@@ -478,7 +478,7 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 		}
 	})
 	if o.autopilotInterval > 0 {
-		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnTally: s.metrics.SetTally})
+		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnAssess: s.metrics.SetAssess})
 		goRun("autopilot", func() error { return ap.Run(ctx) })
 	}
 	// /metrics and /readyz outlive the node listener, so what its drain

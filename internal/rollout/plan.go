@@ -45,6 +45,47 @@ type Plan struct {
 	// it began. A plan given to SetPlan starts at Step.
 	Step      int       `json:"step"`
 	StepSince time.Time `json:"step_since"`
+	// MaxSilentRate and MaxDeliveryRate are the ceilings of the release's
+	// silent nodes and of those that could not get it (refusedDelivery),
+	// each a rate of its own; 0 means DefaultMaxRate.
+	MaxSilentRate   float64 `json:"max_silent_rate,omitempty"`
+	MaxDeliveryRate float64 `json:"max_delivery_rate,omitempty"`
+	// Deadline is how long past its bake a step may wait for enough
+	// evidence before the release pauses as inconclusive (or stalled, if
+	// it reached no node); 0 means DefaultDeadline.
+	Deadline time.Duration `json:"deadline,omitempty"`
+}
+
+// DefaultMaxRate is the default ceiling of the silent and the
+// refused-for-delivery rates.
+const DefaultMaxRate = 0.2
+
+// DefaultDeadline is a plan's Deadline when it sets none.
+const DefaultDeadline = 6 * time.Hour
+
+// SilentCeiling returns p's MaxSilentRate, or its default.
+func (p Plan) SilentCeiling() float64 {
+	if p.MaxSilentRate == 0 {
+		return DefaultMaxRate
+	}
+	return p.MaxSilentRate
+}
+
+// DeliveryCeiling returns p's MaxDeliveryRate, or its default.
+func (p Plan) DeliveryCeiling() float64 {
+	if p.MaxDeliveryRate == 0 {
+		return DefaultMaxRate
+	}
+	return p.MaxDeliveryRate
+}
+
+// StepDeadline returns when the current step's wait for evidence ends.
+func (p Plan) StepDeadline() time.Time {
+	d := p.Deadline
+	if d == 0 {
+		d = DefaultDeadline
+	}
+	return p.Due().Add(d)
 }
 
 // PlanStep is one step of a plan: a percentage of the nodes in scope, or,
@@ -160,6 +201,17 @@ func (p Plan) Validate() error {
 	}
 	if p.SilentAfter != 0 && (p.SilentAfter < time.Minute || p.SilentAfter > 24*time.Hour) {
 		return bad("silent-after %v out of range 1m..24h", p.SilentAfter)
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"max silent rate", p.MaxSilentRate}, {"max delivery rate", p.MaxDeliveryRate}} {
+		if !(c.v >= 0 && c.v <= 1) {
+			return bad("%s %v out of range [0, 1] (0: the default, %v)", c.name, c.v, DefaultMaxRate)
+		}
+	}
+	if p.Deadline != 0 && (p.Deadline < time.Minute || p.Deadline > maxBake) {
+		return bad("deadline %v out of range 1m..%v", p.Deadline, maxBake)
 	}
 	if p.Step < 0 || p.Step >= len(p.Steps) {
 		return bad("current step %d of %d", p.Step, len(p.Steps))

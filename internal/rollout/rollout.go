@@ -116,25 +116,30 @@ type Rollout struct {
 	// reports accepted) whatever plan follows.
 	Canary bool `json:"canary,omitempty"`
 	// EvidenceSince opens the release's evidence window: when set, only
-	// reports lpsd accepted at or after it (store.Report.Time) count for
-	// the release's health and its plan's report minimums, and only canary
-	// seats taken at or after it (store.Seat.Since) can count as silent; a
-	// seat taken before it had its say in the evidence that came before
-	// (Counts decides both). Resume sets it when it resumes a halted
-	// release, so the reports that caused a halt cannot cause it again;
-	// zero means all evidence counts. A new plan keeps it: a plan changes
-	// the rule, not the evidence.
+	// evidence from it on counts for the release's health and its plan's
+	// report minimums (internal/tally): reports lpsd accepted at or after
+	// it (store.Report.Time), and nodes served at or after it
+	// (store.Served.Time), the only ones that can count as silent; a node
+	// served before it had its say in the evidence that came before.
+	// Counts decides. Resume sets it when it resumes a halted release, so
+	// the evidence that caused a halt cannot cause it again; zero means
+	// all evidence counts. A new plan keeps it: a plan changes the rule,
+	// not the evidence.
 	EvidenceSince time.Time `json:"evidence_since,omitzero"`
 	// HaltedFrom is the state a halted release was halted from, so that
 	// Resume returns a release halted while complete to complete; empty
 	// for any other state, and for records halted before it was kept
 	// (those resume to rolling).
 	HaltedFrom State `json:"halted_from,omitempty"`
+	// Reason is the reason code of the autopilot's last automatic pause
+	// or halt (regression, silent, refusedIntegrity, refusedDelivery,
+	// inconclusive, stalled); empty after an operator's change.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Counts reports whether evidence from t counts for the release: a report
-// lpsd accepted at t, or a canary seat taken at t, is inside the evidence
-// window that EvidenceSince opens (all evidence is while it is zero).
+// lpsd accepted at t, or a node served at t, is inside the evidence window
+// that EvidenceSince opens (all evidence is while it is zero).
 func (r Rollout) Counts(t time.Time) bool {
 	return r.EvidenceSince.IsZero() || !t.Before(r.EvidenceSince)
 }
@@ -228,6 +233,9 @@ func (r Release) Transition(to State) (Release, error) {
 		r.Rollout.HaltedFrom = r.Rollout.State
 	}
 	r.Rollout.State = to
+	// The reason belongs to the state it explains; the autopilot sets the
+	// new one after its own transitions.
+	r.Rollout.Reason = ""
 	if to == Complete {
 		r.Rollout.Percent = 100
 	}

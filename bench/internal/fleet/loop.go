@@ -305,7 +305,6 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 		if n.Loop {
 			c = &res.Want.Release
 		}
-		c.Reported++
 		switch {
 		case n.Loop && failing(r.VMID, l.FailRate):
 			c.Fallback++
@@ -320,7 +319,15 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			res.Lost++
 		}
 	}
-	t := tally.Of(reports)
+	rels, _, err := st.Releases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read releases: %w", err)
+	}
+	served, err := st.Served(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read served records: %w", err)
+	}
+	t := tally.Of(rels, reports, served, time.Now())
 	res.Tally.Release, res.Tally.Control = t.Releases[LoopVer], t.Control[Base]
 
 	rel, _, err := st.Release(ctx, LoopVer)

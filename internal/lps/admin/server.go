@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/health"
@@ -360,6 +361,11 @@ func planFromProto(pp *adminv1.Plan) (rollout.Plan, error) {
 		return p, fmt.Errorf("silent after %d s out of range", s)
 	}
 	p.SilentAfter = time.Duration(pp.GetSilentAfterSeconds()) * time.Second
+	if d := pp.GetDeadlineSeconds(); d < 0 || d > int64(30*24*time.Hour/time.Second) {
+		return p, fmt.Errorf("deadline %d s out of range", d)
+	}
+	p.Deadline = time.Duration(pp.GetDeadlineSeconds()) * time.Second
+	p.MaxSilentRate, p.MaxDeliveryRate = pp.GetMaxSilentRate(), pp.GetMaxDeliveryRate()
 	for _, st := range pp.GetSteps() {
 		if b := st.GetBakeSeconds(); b < 0 || b > int64(30*24*time.Hour/time.Second) {
 			return p, fmt.Errorf("bake %d s out of range", b)
@@ -373,7 +379,8 @@ func planToProto(p *rollout.Plan) *adminv1.Plan {
 	if p == nil {
 		return nil
 	}
-	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince), SilentAfterSeconds: int64(p.SilenceDeadline() / time.Second)}
+	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince), SilentAfterSeconds: int64(p.SilenceDeadline() / time.Second),
+		MaxSilentRate: p.SilentCeiling(), MaxDeliveryRate: p.DeliveryCeiling(), DeadlineSeconds: int64(p.StepDeadline().Sub(p.Due()) / time.Second)}
 	for _, st := range p.Steps {
 		out.Steps = append(out.Steps, &adminv1.PlanStep{Percent: int32(st.Percent), Nodes: int32(st.Nodes), BakeSeconds: int64(st.Bake / time.Second), MinReports: int32(st.MinReports)})
 	}
@@ -635,26 +642,22 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		resp.Releases = append(resp.Releases, toProto(r, rev))
 		read = append(read, r)
 	}
-	reports, err := s.store.Reports(ctx)
+	fleet, err := assess.Assess(ctx, s.store, read, s.now())
 	if err != nil {
-		return nil, s.storeError("list reports", err)
+		return nil, s.storeError("assess releases", err)
 	}
-	t := tally.Of(reports)
+	t := fleet.Tally
 	var served map[string]uint64
 	if s.served != nil {
 		served = s.served()
 	}
 	for i, r := range resp.Releases {
 		r.Served = served[r.Version]
-		c, err := tally.ForRelease(ctx, s.store, t, reports, read[i], s.now())
-		if err != nil {
-			return nil, s.storeError("count release "+r.Version, err)
-		}
-		r.Counts = countsProto(c)
-		r.Rollout.CanarySeats = int32(c.Seated)
+		a := fleet.Releases[r.Version]
+		r.Counts = countsProto(a.Counts)
+		r.Rollout.CanarySeats = int32(a.Counts.Seated)
 		if p := read[i].Rollout.Plan; p != nil {
-			v := health.Judge(c, t.Control[r.Base], *p)
-			r.Rollout.Health = &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Detail: v.Detail, NextDue: timestamppb.New(p.Due())}
+			r.Rollout.Health = healthProto(a.Verdict, *p)
 		}
 	}
 	for _, base := range slices.Sorted(maps.Keys(t.Control)) {
@@ -674,7 +677,14 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 }
 
 func countsProto(c tally.Counts) *adminv1.Counts {
-	return &adminv1.Counts{Reported: c.Reported, Ok: c.OK, Failed: c.Failed, Fallback: c.Fallback, Silent: c.Silent}
+	return &adminv1.Counts{Reported: c.Reported(), Ok: c.OK, Failed: c.Failed, Fallback: c.Fallback, Silent: c.Silent,
+		RefusedIntegrity: c.RefusedIntegrity, RefusedDelivery: c.RefusedDelivery, NotApplicable: c.NotApplicable, Pending: c.Pending}
+}
+
+func healthProto(v health.Verdict, p rollout.Plan) *adminv1.Health {
+	return &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Reason: v.Reason, Detail: v.Detail, NextDue: timestamppb.New(p.Due()),
+		BaselineIncumbent: v.Baseline.Incumbent, BaselineRecorded: v.Baseline.Recorded, Baseline: countsProto(v.Baseline.Counts),
+		Deadline: timestamppb.New(p.StepDeadline())}
 }
 
 func (s *Server) currentSnapshot() *lps.Snapshot {
@@ -737,14 +747,12 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 			plans[r.Version] = r
 		}
 	}
-	var t tally.Tally
-	var reports []store.Report
+	var fleet assess.Fleet
 	if len(plans) > 0 {
 		var err error
-		if reports, err = s.store.Reports(ctx); err != nil {
-			return nil, s.storeError("list reports", err)
+		if fleet, err = assess.Assess(ctx, s.store, snap.Releases, s.now()); err != nil {
+			return nil, s.storeError("assess releases", err)
 		}
-		t = tally.Of(reports)
 	}
 	resp := &adminv1.ExplainResponse{}
 	for _, d := range decisions {
@@ -758,11 +766,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		// A plan's step and the health rule's verdict decide what this
 		// node may be offered next: shown, but they do not gate this answer.
 		if r, ok := plans[d.Version]; ok {
-			c, err := tally.ForRelease(ctx, s.store, t, reports, r, s.now())
-			if err != nil {
-				return nil, s.storeError("count release "+r.Version, err)
-			}
-			v := health.Judge(c, t.Control[d.Base], *r.Rollout.Plan)
+			v := fleet.Releases[r.Version].Verdict
 			pd.Rules = append(pd.Rules,
 				&adminv1.Rule{Rule: "plan", Passed: true, Detail: planDetail(r)},
 				&adminv1.Rule{Rule: "health", Passed: v.Verdict != health.Regressing, Detail: v.Verdict + ": " + v.Detail})
@@ -973,6 +977,7 @@ func toProto(r rollout.Release, rev int64) *adminv1.Release {
 			Plan:          planToProto(r.Rollout.Plan),
 			EvidenceSince: evidenceSince,
 			HaltedFrom:    string(r.Rollout.HaltedFrom),
+			Reason:        r.Rollout.Reason,
 		},
 		Revoked:     r.Revoked,
 		PublishedAt: timestamppb.New(r.PublishedAt),

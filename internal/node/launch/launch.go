@@ -272,7 +272,7 @@ func hotfixFlow(ctx context.Context, cfg Config) flow {
 		}
 	}
 	f.decision = Choose(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys, Hotfix: cfg.HotfixPath})
-	f.out.Baked, f.out.Decision = cfg.Version, f.decision.Reason
+	f.out.Baked, f.out.Decision, f.out.Requested = cfg.Version, f.decision.Reason, f.decision.Requested
 	return f
 }
 

@@ -233,7 +233,7 @@ func (x *Release) GetNotAfter() *timestamppb.Timestamp {
 // Counts are nodes' provisioning outcome reports, each (vmId, boot) once.
 type Counts struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Nodes that reported: ok + failed + fallback.
+	// Nodes that reported: every outcome but silent and pending.
 	Reported uint64 `protobuf:"varint,1,opt,name=reported,proto3" json:"reported,omitempty"`
 	// Provisioned successfully by the cohort's agent.
 	Ok uint64 `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
@@ -241,9 +241,20 @@ type Counts struct {
 	Failed uint64 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
 	// The hotfix failed before the bootstrap and the baked agent provisioned.
 	Fallback uint64 `protobuf:"varint,4,opt,name=fallback,proto3" json:"fallback,omitempty"`
-	// Canary seat holders that did not report within the plan's silent
-	// after: hung or dead before they could (not part of reported).
-	Silent        uint64 `protobuf:"varint,5,opt,name=silent,proto3" json:"silent,omitempty"`
+	// Served nodes that did not report within the plan's silent-after:
+	// hung, dead, or their report lost (not part of reported).
+	Silent uint64 `protobuf:"varint,5,opt,name=silent,proto3" json:"silent,omitempty"`
+	// Served the release and refused it as signed (key not trusted, digest,
+	// size or version not the signed ones): ran the baked agent.
+	RefusedIntegrity uint64 `protobuf:"varint,6,opt,name=refused_integrity,json=refusedIntegrity,proto3" json:"refused_integrity,omitempty"`
+	// Served the release and could not get it (a download or repository
+	// outage): ran the baked agent.
+	RefusedDelivery uint64 `protobuf:"varint,7,opt,name=refused_delivery,json=refusedDelivery,proto3" json:"refused_delivery,omitempty"`
+	// Served the release, and it was not for them (not newer than the baked
+	// agent, revoked meanwhile, a custom-data pin won): never judged.
+	NotApplicable uint64 `protobuf:"varint,8,opt,name=not_applicable,json=notApplicable,proto3" json:"not_applicable,omitempty"`
+	// Served, no report yet, not silent yet (not part of reported).
+	Pending       uint64 `protobuf:"varint,9,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,6 +320,34 @@ func (x *Counts) GetFallback() uint64 {
 func (x *Counts) GetSilent() uint64 {
 	if x != nil {
 		return x.Silent
+	}
+	return 0
+}
+
+func (x *Counts) GetRefusedIntegrity() uint64 {
+	if x != nil {
+		return x.RefusedIntegrity
+	}
+	return 0
+}
+
+func (x *Counts) GetRefusedDelivery() uint64 {
+	if x != nil {
+		return x.RefusedDelivery
+	}
+	return 0
+}
+
+func (x *Counts) GetNotApplicable() uint64 {
+	if x != nil {
+		return x.NotApplicable
+	}
+	return 0
+}
+
+func (x *Counts) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
 	}
 	return 0
 }
@@ -389,9 +428,8 @@ type Rollout struct {
 	// canary).
 	CanarySeats int32 `protobuf:"varint,7,opt,name=canary_seats,json=canarySeats,proto3" json:"canary_seats,omitempty"`
 	// When set, the release's evidence window opened then: only reports
-	// accepted at or after it count for its health and its plan's report
-	// minimums, and only canary seats taken at or after it can count as
-	// silent. Resuming a halted release sets it to the time of the resume,
+	// accepted at or after it, and nodes served at or after it, count for
+	// its health and its plan's report minimums. Resuming a halted release sets it to the time of the resume,
 	// so the reports that led to the halt cannot halt it again. Unset: every
 	// report counts.
 	EvidenceSince *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=evidence_since,json=evidenceSince,proto3" json:"evidence_since,omitempty"`
@@ -399,7 +437,11 @@ type Rollout struct {
 	// draft or complete; empty for a record halted before lpsd kept it).
 	// Resume returns a release halted from complete to complete, any other
 	// to rolling.
-	HaltedFrom    string `protobuf:"bytes,9,opt,name=halted_from,json=haltedFrom,proto3" json:"halted_from,omitempty"`
+	HaltedFrom string `protobuf:"bytes,9,opt,name=halted_from,json=haltedFrom,proto3" json:"halted_from,omitempty"`
+	// The reason code of the autopilot's last automatic pause or halt:
+	// regression, silent, refusedIntegrity, refusedDelivery, inconclusive or
+	// stalled; empty after an operator's change.
+	Reason        string `protobuf:"bytes,20,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -497,6 +539,13 @@ func (x *Rollout) GetHaltedFrom() string {
 	return ""
 }
 
+func (x *Rollout) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // Plan is a rollout in steps (see rollout.Plan).
 type Plan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -511,11 +560,18 @@ type Plan struct {
 	Step int32 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
 	// When the current step began.
 	StepSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=step_since,json=stepSince,proto3" json:"step_since,omitempty"`
-	// Seconds a canary seat's holder has to report before it counts as
-	// failed; 0: the default, 1800.
+	// Seconds a served node has to report before it counts as silent; 0:
+	// the default, 1800.
 	SilentAfterSeconds int64 `protobuf:"varint,6,opt,name=silent_after_seconds,json=silentAfterSeconds,proto3" json:"silent_after_seconds,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Ceilings of the silent and the refused-for-delivery rates, [0, 1];
+	// 0: the default, 0.2.
+	MaxSilentRate   float64 `protobuf:"fixed64,20,opt,name=max_silent_rate,json=maxSilentRate,proto3" json:"max_silent_rate,omitempty"`
+	MaxDeliveryRate float64 `protobuf:"fixed64,21,opt,name=max_delivery_rate,json=maxDeliveryRate,proto3" json:"max_delivery_rate,omitempty"`
+	// Seconds past its bake a step may wait for enough evidence before the
+	// release pauses as inconclusive; 0: the default, 21600.
+	DeadlineSeconds int64 `protobuf:"varint,22,opt,name=deadline_seconds,json=deadlineSeconds,proto3" json:"deadline_seconds,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
@@ -586,6 +642,27 @@ func (x *Plan) GetStepSince() *timestamppb.Timestamp {
 func (x *Plan) GetSilentAfterSeconds() int64 {
 	if x != nil {
 		return x.SilentAfterSeconds
+	}
+	return 0
+}
+
+func (x *Plan) GetMaxSilentRate() float64 {
+	if x != nil {
+		return x.MaxSilentRate
+	}
+	return 0
+}
+
+func (x *Plan) GetMaxDeliveryRate() float64 {
+	if x != nil {
+		return x.MaxDeliveryRate
+	}
+	return 0
+}
+
+func (x *Plan) GetDeadlineSeconds() int64 {
+	if x != nil {
+		return x.DeadlineSeconds
 	}
 	return 0
 }
@@ -675,7 +752,20 @@ type Health struct {
 	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
 	// When the current step's bake ends (the next step is due then, if the
 	// reports are in).
-	NextDue       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=next_due,json=nextDue,proto3" json:"next_due,omitempty"`
+	NextDue *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=next_due,json=nextDue,proto3" json:"next_due,omitempty"`
+	// For regressing: the reason code (regression, silent,
+	// refusedIntegrity, refusedDelivery).
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the release is compared with: its base's incumbent ("baked", or
+	// the previous complete hotfix) on nodes not served the release, from
+	// their reports of the last 24 h, or its whole record when those are
+	// too few (baseline_recorded).
+	BaselineIncumbent string  `protobuf:"bytes,6,opt,name=baseline_incumbent,json=baselineIncumbent,proto3" json:"baseline_incumbent,omitempty"`
+	BaselineRecorded  bool    `protobuf:"varint,7,opt,name=baseline_recorded,json=baselineRecorded,proto3" json:"baseline_recorded,omitempty"`
+	Baseline          *Counts `protobuf:"bytes,8,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	// When the current step stops waiting for evidence: past it an
+	// insufficient step pauses as inconclusive (or stalled).
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +824,41 @@ func (x *Health) GetDetail() string {
 func (x *Health) GetNextDue() *timestamppb.Timestamp {
 	if x != nil {
 		return x.NextDue
+	}
+	return nil
+}
+
+func (x *Health) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Health) GetBaselineIncumbent() string {
+	if x != nil {
+		return x.BaselineIncumbent
+	}
+	return ""
+}
+
+func (x *Health) GetBaselineRecorded() bool {
+	if x != nil {
+		return x.BaselineRecorded
+	}
+	return false
+}
+
+func (x *Health) GetBaseline() *Counts {
+	if x != nil {
+		return x.Baseline
+	}
+	return nil
+}
+
+func (x *Health) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
 	}
 	return nil
 }
@@ -2509,16 +2634,20 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06counts\x18\t \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\x12\x16\n" +
 	"\x06served\x18\n" +
 	" \x01(\x04R\x06served\x127\n" +
-	"\tnot_after\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\x80\x01\n" +
+	"\tnot_after\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\x99\x02\n" +
 	"\x06Counts\x12\x1a\n" +
 	"\breported\x18\x01 \x01(\x04R\breported\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\x04R\x02ok\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x04R\x06failed\x12\x1a\n" +
 	"\bfallback\x18\x04 \x01(\x04R\bfallback\x12\x16\n" +
-	"\x06silent\x18\x05 \x01(\x04R\x06silent\"X\n" +
+	"\x06silent\x18\x05 \x01(\x04R\x06silent\x12+\n" +
+	"\x11refused_integrity\x18\x06 \x01(\x04R\x10refusedIntegrity\x12)\n" +
+	"\x10refused_delivery\x18\a \x01(\x04R\x0frefusedDelivery\x12%\n" +
+	"\x0enot_applicable\x18\b \x01(\x04R\rnotApplicable\x12\x18\n" +
+	"\apending\x18\t \x01(\x04R\apending\"X\n" +
 	"\rControlCohort\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
-	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\xe4\x02\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\xfc\x02\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -2529,7 +2658,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\x12A\n" +
 	"\x0eevidence_since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\revidenceSince\x12\x1f\n" +
 	"\vhalted_from\x18\t \x01(\tR\n" +
-	"haltedFrom\"\xfe\x01\n" +
+	"haltedFrom\x12\x16\n" +
+	"\x06reason\x18\x14 \x01(\tR\x06reason\"\xfd\x02\n" +
 	"\x04Plan\x123\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
 	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12(\n" +
@@ -2537,18 +2667,26 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x04step\x18\x04 \x01(\x05R\x04step\x129\n" +
 	"\n" +
 	"step_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstepSince\x120\n" +
-	"\x14silent_after_seconds\x18\x06 \x01(\x03R\x12silentAfterSeconds\"~\n" +
+	"\x14silent_after_seconds\x18\x06 \x01(\x03R\x12silentAfterSeconds\x12&\n" +
+	"\x0fmax_silent_rate\x18\x14 \x01(\x01R\rmaxSilentRate\x12*\n" +
+	"\x11max_delivery_rate\x18\x15 \x01(\x01R\x0fmaxDeliveryRate\x12)\n" +
+	"\x10deadline_seconds\x18\x16 \x01(\x03R\x0fdeadlineSeconds\"~\n" +
 	"\bPlanStep\x12\x18\n" +
 	"\apercent\x18\x01 \x01(\x05R\apercent\x12\x14\n" +
 	"\x05nodes\x18\x04 \x01(\x05R\x05nodes\x12!\n" +
 	"\fbake_seconds\x18\x02 \x01(\x03R\vbakeSeconds\x12\x1f\n" +
 	"\vmin_reports\x18\x03 \x01(\x05R\n" +
-	"minReports\"\x85\x01\n" +
+	"minReports\"\xea\x02\n" +
 	"\x06Health\x12\x18\n" +
 	"\averdict\x18\x01 \x01(\tR\averdict\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x125\n" +
-	"\bnext_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\anextDue\"T\n" +
+	"\bnext_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\anextDue\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12-\n" +
+	"\x12baseline_incumbent\x18\x06 \x01(\tR\x11baselineIncumbent\x12+\n" +
+	"\x11baseline_recorded\x18\a \x01(\bR\x10baselineRecorded\x127\n" +
+	"\bbaseline\x18\b \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\bbaseline\x126\n" +
+	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"T\n" +
 	"\x15PublishReleaseRequest\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"n\n" +
@@ -2752,52 +2890,54 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	6,  // 9: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
 	33, // 10: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
 	33, // 11: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
-	1,  // 12: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 13: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	5,  // 14: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
-	1,  // 15: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
-	14, // 16: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
-	15, // 17: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	33, // 18: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
-	16, // 19: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	33, // 20: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	33, // 21: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	1,  // 22: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	0,  // 23: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 24: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 25: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 26: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	25, // 27: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	33, // 28: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	3,  // 29: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	28, // 30: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	29, // 31: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	33, // 32: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	32, // 33: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	33, // 34: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	8,  // 35: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	10, // 36: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	12, // 37: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	19, // 38: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	17, // 39: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	21, // 40: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	23, // 41: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	26, // 42: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	30, // 43: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	9,  // 44: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	11, // 45: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	13, // 46: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	20, // 47: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	18, // 48: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	22, // 49: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	24, // 50: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	27, // 51: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	31, // 52: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	44, // [44:53] is the sub-list for method output_type
-	35, // [35:44] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	2,  // 12: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
+	33, // 13: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 14: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 15: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	5,  // 16: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	1,  // 17: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	14, // 18: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
+	15, // 19: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
+	33, // 20: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	16, // 21: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
+	33, // 22: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	33, // 23: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	1,  // 24: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
+	0,  // 25: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 26: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 27: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 28: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	25, // 29: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	33, // 30: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 31: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	28, // 32: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	29, // 33: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	33, // 34: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	32, // 35: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	33, // 36: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	8,  // 37: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 38: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 39: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	19, // 40: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	17, // 41: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	21, // 42: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	23, // 43: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	26, // 44: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	30, // 45: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	9,  // 46: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 47: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 48: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	20, // 49: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	18, // 50: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	22, // 51: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	24, // 52: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	27, // 53: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	31, // 54: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	46, // [46:55] is the sub-list for method output_type
+	37, // [37:46] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
