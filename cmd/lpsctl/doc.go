@@ -123,14 +123,17 @@ release is past is refused the same way. --dry-run sends the plan with the
 API's dry_run: lpsd checks it by the same rules (a refusal is the same
 refusal and exit code) and answers with the release as the plan would leave
 it, changing nothing and writing no audit entry. Its text prints every step
-with its size, bake, reports and the soonest it can start and end (a
-skipped step says so), when the release can complete at the soonest, the
-baseline (the ceiling --max-failure, the --margin over the release's base's
-incumbent, i.e. what that base's nodes run without the release measured on
-nodes not served it, and the floor: the plan's smallest REPORTS, the
-fewest reports judged), and the deadlines (a canary seat holder silent for
---silent-after counts as failed; nothing is served after the envelope's
-not_after). rollout plan without --dry-run prints where the plan starts
+with its size, bake, reports, the soonest it can start and end and its
+DEADLINE (a skipped step says so), when the release can complete at the
+soonest, the baseline (the ceiling --max-failure; the --margin over the
+release's base's incumbent, named as of now: the base's previous complete
+hotfix or the baked agent, measured on the base's nodes not served the
+release; the silent and refused-for-delivery ceilings; the floor: the
+plan's smallest REPORTS, the fewest judged), and the deadlines (a node
+served the release that has not reported within --silent-after counts as
+silent; a step still without enough evidence at its DEADLINE, the plan's
+deadline after its bake, pauses the release as inconclusive; nothing is
+served after the envelope's not_after). rollout plan without --dry-run prints where the plan starts
 and the release; either warns when the envelope expires before the plan
 can complete. An lpsd from before dry runs ignores the field and applies
 the plan: lpsctl then prints what was applied and fails (exit 1), naming
@@ -228,10 +231,13 @@ rollout plan adds "preview" (and, with --dry-run, "dry_run": true; the
 release is then as the plan would leave it, at its current revision):
 
 	{"steps": [{"earliest_start": RFC3339 or null (skipped),
-	            "earliest_end": RFC3339 or null}, ...],   // per plan step
+	            "earliest_end": RFC3339 or null,
+	            "deadline": RFC3339 or null}, ...],       // per plan step
 	 "earliest_complete": RFC3339,
 	 "baseline": {"max_failure_rate": 0.2, "margin": 0.05, "floor": 20,
-	              "compared_with": "the incumbent of base 202604.01: ..."}}
+	              "incumbent": "baked" or "202604.01.2",
+	              "max_silent_rate": 0.2, "max_delivery_rate": 0.2,
+	              "compared_with": "the incumbent of base 202604.01 (...), ..."}}
 
 rollout skip adds "skipped_step": the index (from 0) of the step it left.
 

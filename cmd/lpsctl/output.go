@@ -70,13 +70,17 @@ type previewJSON struct {
 type stepWindowJSON struct {
 	EarliestStart *time.Time `json:"earliest_start"`
 	EarliestEnd   *time.Time `json:"earliest_end"`
+	Deadline      *time.Time `json:"deadline"`
 }
 
 type baselineJSON struct {
-	MaxFailureRate float64 `json:"max_failure_rate"`
-	Margin         float64 `json:"margin"`
-	Floor          int32   `json:"floor"`
-	ComparedWith   string  `json:"compared_with"`
+	MaxFailureRate  float64 `json:"max_failure_rate"`
+	Margin          float64 `json:"margin"`
+	Floor           int32   `json:"floor"`
+	Incumbent       string  `json:"incumbent"`
+	MaxSilentRate   float64 `json:"max_silent_rate"`
+	MaxDeliveryRate float64 `json:"max_delivery_rate"`
+	ComparedWith    string  `json:"compared_with"`
 }
 
 func toPreviewJSON(p *adminv1.PlanPreview) *previewJSON {
@@ -87,10 +91,11 @@ func toPreviewJSON(p *adminv1.PlanPreview) *previewJSON {
 	out := &previewJSON{
 		Steps:            []stepWindowJSON{},
 		EarliestComplete: timeOrNil(p.GetEarliestComplete()),
-		Baseline:         baselineJSON{MaxFailureRate: b.GetMaxFailureRate(), Margin: b.GetMargin(), Floor: b.GetFloor(), ComparedWith: b.GetComparedWith()},
+		Baseline: baselineJSON{MaxFailureRate: b.GetMaxFailureRate(), Margin: b.GetMargin(), Floor: b.GetFloor(), ComparedWith: b.GetComparedWith(),
+			Incumbent: b.GetIncumbent(), MaxSilentRate: b.GetMaxSilentRate(), MaxDeliveryRate: b.GetMaxDeliveryRate()},
 	}
 	for _, w := range p.GetSteps() {
-		out.Steps = append(out.Steps, stepWindowJSON{EarliestStart: timeOrNil(w.GetEarliestStart()), EarliestEnd: timeOrNil(w.GetEarliestEnd())})
+		out.Steps = append(out.Steps, stepWindowJSON{EarliestStart: timeOrNil(w.GetEarliestStart()), EarliestEnd: timeOrNil(w.GetEarliestEnd()), Deadline: timeOrNil(w.GetDeadline())})
 	}
 	return out
 }

@@ -110,8 +110,11 @@ func TestRolloutPlanSkipsNoCanary(t *testing.T) {
 		"dry run, nothing changed: " + v + " would be rolling at 10%, at step 2/3 (10%)",
 		"1/3   a canary of 20 nodes  30m   20       skipped",
 		"complete at the soonest",
-		"ceiling 0.2 (--max-failure)", "margin of 0.05 (--margin)", "the incumbent of base 202604.01", "on at least 20 reports a side",
-		"has not reported within 30m counts as failed",
+		"ceiling 0.2 (--max-failure)", "margin of 0.05 (--margin)", "the incumbent of base 202604.01", "nothing is judged on fewer than 20 reports",
+		"has not reported within 30m counts as silent",
+		"2/3   10%                   1h    100",
+		"pauses the release as inconclusive (DEADLINE)",
+		"(as of now the baked agent)",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--dry-run output lacks %q:\n%s", want, out)

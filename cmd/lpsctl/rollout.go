@@ -298,17 +298,20 @@ func printPlan(w io.Writer, r *adminv1.Release, pv *adminv1.PlanPreview, dry boo
 	fmt.Fprintf(w, "dry run, nothing changed: %s would be %s at %d%%, at step %s, revision %d\n\n",
 		quote.Text(r.GetVersion()), quote.Text(ro.GetState()), ro.GetPercent(), stepText(p, int(p.GetStep())), r.GetRevision())
 	tw := newTable(w)
-	fmt.Fprintln(tw, "STEP\tSIZE\tBAKE\tREPORTS\tEARLIEST START\tEARLIEST END")
+	fmt.Fprintln(tw, "STEP\tSIZE\tBAKE\tREPORTS\tEARLIEST START\tEARLIEST END\tDEADLINE")
 	for i, s := range p.GetSteps() {
 		var win *adminv1.StepWindow
 		if i < len(pv.GetSteps()) {
 			win = pv.GetSteps()[i]
 		}
-		start, end := "skipped", "-"
+		start, end, deadline := "skipped", "-", "-"
 		if win.GetEarliestStart() != nil {
 			start, end = formatTime(win.GetEarliestStart().AsTime()), formatTime(win.GetEarliestEnd().AsTime())
 		}
-		fmt.Fprintf(tw, "%d/%d\t%s\t%s\t%d\t%s\t%s\n", i+1, len(p.GetSteps()), stepSize(s), duration.Format(time.Duration(s.GetBakeSeconds())*time.Second), s.GetMinReports(), start, end)
+		if win.GetDeadline() != nil {
+			deadline = formatTime(win.GetDeadline().AsTime())
+		}
+		fmt.Fprintf(tw, "%d/%d\t%s\t%s\t%d\t%s\t%s\t%s\n", i+1, len(p.GetSteps()), stepSize(s), duration.Format(time.Duration(s.GetBakeSeconds())*time.Second), s.GetMinReports(), start, end, deadline)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -316,10 +319,13 @@ func printPlan(w io.Writer, r *adminv1.Release, pv *adminv1.PlanPreview, dry boo
 	b := pv.GetBaseline()
 	fmt.Fprintf(w, "\ncomplete at the soonest %s: each step runs at least its bake, and ends once it has its reports (counted over all steps so far) and the release is healthy\n",
 		formatTime(pv.GetEarliestComplete().AsTime()))
-	fmt.Fprintf(w, "baseline: the release's failure rate (failed, fallen back, and silent canary nodes) is judged against the ceiling %v (--max-failure) and, with a margin of %v (--margin), against %s; on at least %d reports a side (the plan's floor, its smallest REPORTS)\n",
-		b.GetMaxFailureRate(), b.GetMargin(), quote.Text(b.GetComparedWith()), b.GetFloor())
-	fmt.Fprintf(w, "deadlines: a canary node that took a seat and has not reported within %s counts as failed (silent, --silent-after); lpsd serves the release to no node after its envelope's not_after (%s)\n",
-		duration.Format(time.Duration(p.GetSilentAfterSeconds())*time.Second), notAfterCell(r))
+	fmt.Fprintf(w, "baseline: the release's failure rate (failed, fallen back, refused as signed) is judged against the ceiling %v (--max-failure) and, with a margin of %v (--margin), against %s; its silent and its refused-for-delivery rates against ceilings of %v and %v; nothing is judged on fewer than %d reports (the plan's floor, its smallest REPORTS)\n",
+		b.GetMaxFailureRate(), b.GetMargin(), quote.Text(b.GetComparedWith()), b.GetMaxSilentRate(), b.GetMaxDeliveryRate(), b.GetFloor())
+	deadlines := fmt.Sprintf("a node served the release that has not reported within %s counts as silent (--silent-after)", duration.Format(time.Duration(p.GetSilentAfterSeconds())*time.Second))
+	if d := p.GetDeadlineSeconds(); d > 0 {
+		deadlines += fmt.Sprintf("; a step still without enough evidence %s after its bake pauses the release as inconclusive (DEADLINE)", duration.Format(time.Duration(d)*time.Second))
+	}
+	fmt.Fprintf(w, "deadlines: %s; lpsd serves the release to no node after its envelope's not_after (%s)\n", deadlines, notAfterCell(r))
 	printExpiryWarning(w, r, pv)
 	return nil
 }

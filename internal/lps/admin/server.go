@@ -282,7 +282,11 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		if err != nil {
 			return nil, domainError(err)
 		}
-		return &adminv1.SetPlanResponse{Release: toProto(next, rev), DryRun: true, Preview: preview(next)}, nil
+		pv, err := s.preview(ctx, next)
+		if err != nil {
+			return nil, err
+		}
+		return &adminv1.SetPlanResponse{Release: toProto(next, rev), DryRun: true, Preview: pv}, nil
 	}
 	var planned rollout.Release
 	r, _, err := s.change(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
@@ -293,36 +297,54 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.SetPlanResponse{Release: r, Preview: preview(planned)}, nil
+	// The plan is in place: a preview that cannot be read (logged by
+	// storeError) must not make it look refused.
+	pv, _ := s.preview(ctx, planned)
+	return &adminv1.SetPlanResponse{Release: r, Preview: pv}, nil
 }
 
-// preview says what r's plan will do from its current step.
-func preview(r rollout.Release) *adminv1.PlanPreview {
+// preview says what r's plan will do from its current step, judged
+// against the incumbent the store's releases give r's base now.
+func (s *Server) preview(ctx context.Context, r rollout.Release) (*adminv1.PlanPreview, error) {
 	p := r.Rollout.Plan
 	if p == nil {
-		return nil
+		return nil, nil
 	}
+	rels, _, err := s.store.Releases(ctx)
+	if err != nil {
+		return nil, s.storeError("list releases", err)
+	}
+	incumbent := tally.Incumbent(rels, r)
 	out := &adminv1.PlanPreview{Baseline: &adminv1.Baseline{
-		MaxFailureRate: p.MaxFailureRate,
-		Margin:         p.Margin,
-		Floor:          int32(p.Floor()),
-		ComparedWith:   comparedWith(r.Base),
+		MaxFailureRate:  p.MaxFailureRate,
+		Margin:          p.Margin,
+		Floor:           int32(p.Floor()),
+		ComparedWith:    comparedWith(r.Base, incumbent),
+		Incumbent:       incumbent,
+		MaxSilentRate:   p.SilentCeiling(),
+		MaxDeliveryRate: p.DeliveryCeiling(),
 	}}
+	wait := p.StepDeadline().Sub(p.Due())
 	for _, w := range p.Schedule() {
 		sw := &adminv1.StepWindow{}
 		if !w.Start.IsZero() {
-			sw.EarliestStart, sw.EarliestEnd = timestamppb.New(w.Start), timestamppb.New(w.End)
+			sw.EarliestStart, sw.EarliestEnd, sw.Deadline = timestamppb.New(w.Start), timestamppb.New(w.End), timestamppb.New(w.End.Add(wait))
 			out.EarliestComplete = sw.EarliestEnd
 		}
 		out.Steps = append(out.Steps, sw)
 	}
-	return out
+	return out, nil
 }
 
 // comparedWith says, for people, what a release of base is judged against
-// besides its plan's ceiling.
-func comparedWith(base string) string {
-	return fmt.Sprintf("the incumbent of base %s: what that base's nodes run without this release, measured on its nodes that were not served it", base)
+// besides its plan's ceilings, incumbent being tally.Incumbent's answer.
+func comparedWith(base, incumbent string) string {
+	what := "the baked agent"
+	if incumbent != tally.IncumbentBaked {
+		what = incumbent + ", its previous complete hotfix"
+	}
+	return fmt.Sprintf("the incumbent of base %s (as of now %s), measured on that base's nodes not served this release, from their reports of the last %g h, or its whole record when those are too few",
+		base, what, tally.BaselineWindow.Hours())
 }
 
 // SkipStep moves a rolling release past its plan's current step

@@ -1456,7 +1456,11 @@ func TestPlanSkipsNoStepUnasked(t *testing.T) {
 	h := newHarness(t, harnessOpts{})
 	c := h.ops(t)
 	_, priv := newKey(t)
-	const v = "202604.01.6"
+	const v, prev = "202604.01.6", "202604.01.5"
+	publish(t, c, signed(t, priv, prev))
+	if _, err := c.Transition(t.Context(), &adminv1.TransitionRequest{Version: prev, Action: adminv1.Action_ACTION_COMPLETE}); err != nil {
+		t.Fatal(err)
+	}
 	publish(t, c, signed(t, priv, v))
 	if err := setPct(t.Context(), c, v, 5, nil, nil); err != nil {
 		t.Fatal(err)
@@ -1502,6 +1506,12 @@ func TestPlanSkipsNoStepUnasked(t *testing.T) {
 	if !pv.GetEarliestComplete().AsTime().Equal(testNow.Add(3*time.Hour)) || pv.GetBaseline().GetFloor() != 20 ||
 		pv.GetBaseline().GetMaxFailureRate() != 0.2 || pv.GetBaseline().GetMargin() != 0.05 || !strings.Contains(pv.GetBaseline().GetComparedWith(), "incumbent of base 202604.01") {
 		t.Errorf("preview = %v, want completion 3h on, floor 20, the plan's ceiling and margin against the base's incumbent", pv)
+	}
+	if b := pv.GetBaseline(); b.GetIncumbent() != prev || !strings.Contains(b.GetComparedWith(), prev+", its previous complete hotfix") || b.GetMaxSilentRate() != rollout.DefaultMaxRate {
+		t.Errorf("baseline = %v, want the incumbent %s, named, and the default silent ceiling", b, prev)
+	}
+	if d := pv.GetSteps()[1].GetDeadline(); d == nil || !d.AsTime().Equal(testNow.Add(time.Hour+rollout.DefaultDeadline)) {
+		t.Errorf("step 2's deadline = %v, want its bake's end plus the default deadline", d)
 	}
 	if r, rev, _ := h.store.Release(t.Context(), v); rev != before || r.Rollout.Plan != nil || r.Rollout.Percent != 5 {
 		t.Errorf("a dry run changed the record: revision %d (was %d), %+v", rev, before, r.Rollout)
@@ -1605,9 +1615,35 @@ func TestResumeAfterHalt(t *testing.T) {
 	if r := move(v, adminv1.Action_ACTION_HALT); r.GetRollout().GetHaltedFrom() != "rolling" {
 		t.Errorf("halted: halted_from %q, want rolling", r.GetRollout().GetHaltedFrom())
 	}
+	// A failure reported before the halt counts until the resume.
+	rep := store.Report{VMID: "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", Boot: "b1", SubscriptionID: subA, Base: "202604.01", Agent: "hotfix",
+		HotfixVersion: v, ExitCode: 1, Time: testNow.Add(30 * time.Minute)}
+	if _, err := h.store.PutReports(t.Context(), []store.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	reported := func() uint64 {
+		t.Helper()
+		st, err := c.Status(t.Context(), &adminv1.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range st.GetReleases() {
+			if r.GetVersion() == v {
+				return r.GetCounts().GetFailed()
+			}
+		}
+		t.Fatalf("status has no %s", v)
+		return 0
+	}
+	if got := reported(); got != 1 {
+		t.Fatalf("failed before the resume = %d, want the one report", got)
+	}
 	h.ahead.Store(int64(time.Hour))
 	resumedAt := testNow.Add(time.Hour)
 	r := move(v, adminv1.Action_ACTION_RESUME)
+	if got := reported(); got != 0 {
+		t.Errorf("failed after the resume = %d, want 0: the report came before the evidence window", got)
+	}
 	if r.GetRollout().GetState() != "rolling" || !r.GetRollout().GetEvidenceSince().AsTime().Equal(resumedAt) || r.GetRollout().GetHaltedFrom() != "" {
 		t.Errorf("resumed from halted: %v, want rolling with evidence since %v", r.GetRollout(), resumedAt)
 	}

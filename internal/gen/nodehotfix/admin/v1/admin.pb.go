@@ -1398,7 +1398,11 @@ type StepWindow struct {
 	// Its soonest start; unset for a skipped step.
 	EarliestStart *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=earliest_start,json=earliestStart,proto3" json:"earliest_start,omitempty"`
 	// Its soonest end: start plus bake.
-	EarliestEnd   *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=earliest_end,json=earliestEnd,proto3" json:"earliest_end,omitempty"`
+	EarliestEnd *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=earliest_end,json=earliestEnd,proto3" json:"earliest_end,omitempty"`
+	// When it stops waiting for evidence, if it begins at earliest_start:
+	// past it (the plan's deadline after the bake), a step still without
+	// enough evidence pauses the release as inconclusive.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1447,6 +1451,13 @@ func (x *StepWindow) GetEarliestEnd() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StepWindow) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
 // Baseline is what a planned release's failure rate is judged against.
 type Baseline struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1460,9 +1471,16 @@ type Baseline struct {
 	// min_reports.
 	Floor int32 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
 	// In words, what the release is compared with, as this lpsd judges it.
-	ComparedWith  string `protobuf:"bytes,4,opt,name=compared_with,json=comparedWith,proto3" json:"compared_with,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ComparedWith string `protobuf:"bytes,4,opt,name=compared_with,json=comparedWith,proto3" json:"compared_with,omitempty"`
+	// The incumbent as of now: the base's previous complete hotfix, or
+	// "baked" (the baked agent).
+	Incumbent string `protobuf:"bytes,5,opt,name=incumbent,proto3" json:"incumbent,omitempty"`
+	// The ceilings of the silent and the refused-for-delivery rates, each
+	// judged on its own (the plan's, with their defaults).
+	MaxSilentRate   float64 `protobuf:"fixed64,6,opt,name=max_silent_rate,json=maxSilentRate,proto3" json:"max_silent_rate,omitempty"`
+	MaxDeliveryRate float64 `protobuf:"fixed64,7,opt,name=max_delivery_rate,json=maxDeliveryRate,proto3" json:"max_delivery_rate,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Baseline) Reset() {
@@ -1521,6 +1539,27 @@ func (x *Baseline) GetComparedWith() string {
 		return x.ComparedWith
 	}
 	return ""
+}
+
+func (x *Baseline) GetIncumbent() string {
+	if x != nil {
+		return x.Incumbent
+	}
+	return ""
+}
+
+func (x *Baseline) GetMaxSilentRate() float64 {
+	if x != nil {
+		return x.MaxSilentRate
+	}
+	return 0
+}
+
+func (x *Baseline) GetMaxDeliveryRate() float64 {
+	if x != nil {
+		return x.MaxDeliveryRate
+	}
+	return 0
 }
 
 // SkipStepRequest skips a planned release's current step.
@@ -2723,16 +2762,20 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vPlanPreview\x125\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.StepWindowR\x05steps\x12G\n" +
 	"\x11earliest_complete\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10earliestComplete\x129\n" +
-	"\bbaseline\x18\x03 \x01(\v2\x1d.nodehotfix.admin.v1.BaselineR\bbaseline\"\x8e\x01\n" +
+	"\bbaseline\x18\x03 \x01(\v2\x1d.nodehotfix.admin.v1.BaselineR\bbaseline\"\xc6\x01\n" +
 	"\n" +
 	"StepWindow\x12A\n" +
 	"\x0eearliest_start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\rearliestStart\x12=\n" +
-	"\fearliest_end\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vearliestEnd\"\x87\x01\n" +
+	"\fearliest_end\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vearliestEnd\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xf9\x01\n" +
 	"\bBaseline\x12(\n" +
 	"\x10max_failure_rate\x18\x01 \x01(\x01R\x0emaxFailureRate\x12\x16\n" +
 	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12\x14\n" +
 	"\x05floor\x18\x03 \x01(\x05R\x05floor\x12#\n" +
-	"\rcompared_with\x18\x04 \x01(\tR\fcomparedWith\"d\n" +
+	"\rcompared_with\x18\x04 \x01(\tR\fcomparedWith\x12\x1c\n" +
+	"\tincumbent\x18\x05 \x01(\tR\tincumbent\x12&\n" +
+	"\x0fmax_silent_rate\x18\x06 \x01(\x01R\rmaxSilentRate\x12*\n" +
+	"\x11max_delivery_rate\x18\a \x01(\x01R\x0fmaxDeliveryRate\"d\n" +
 	"\x0fSkipStepRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vif_revision\x18\x02 \x01(\x03R\n" +
@@ -2902,42 +2945,43 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	16, // 21: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
 	33, // 22: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
 	33, // 23: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	1,  // 24: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	0,  // 25: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 26: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 27: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 28: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	25, // 29: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	33, // 30: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	3,  // 31: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	28, // 32: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	29, // 33: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	33, // 34: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	32, // 35: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	33, // 36: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	8,  // 37: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	10, // 38: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	12, // 39: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	19, // 40: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	17, // 41: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	21, // 42: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	23, // 43: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	26, // 44: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	30, // 45: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	9,  // 46: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	11, // 47: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	13, // 48: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	20, // 49: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	18, // 50: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	22, // 51: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	24, // 52: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	27, // 53: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	31, // 54: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	46, // [46:55] is the sub-list for method output_type
-	37, // [37:46] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	33, // 24: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 25: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
+	0,  // 26: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 27: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 28: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 29: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	25, // 30: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	33, // 31: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 32: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	28, // 33: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	29, // 34: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	33, // 35: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	32, // 36: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	33, // 37: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	8,  // 38: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 39: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 40: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	19, // 41: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	17, // 42: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	21, // 43: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	23, // 44: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	26, // 45: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	30, // 46: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	9,  // 47: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 48: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 49: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	20, // 50: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	18, // 51: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	22, // 52: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	24, // 53: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	27, // 54: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	31, // 55: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	47, // [47:56] is the sub-list for method output_type
+	38, // [38:47] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
