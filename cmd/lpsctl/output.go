@@ -47,6 +47,10 @@ type releaseJSON struct {
 	EvidenceSince *time.Time `json:"evidence_since,omitempty"`
 	// HaltedFrom is the state a halted release was halted from.
 	HaltedFrom string `json:"halted_from,omitempty"`
+	// Reason is the reason code of the autopilot's automatic pause or halt
+	// (regression, silent, refusedIntegrity, refusedDelivery,
+	// inconclusive, stalled); empty otherwise.
+	Reason string `json:"reason,omitempty"`
 	// Unchanged says a change was already in effect (changes only).
 	Unchanged bool `json:"unchanged,omitempty"`
 	// DryRun says nothing changed: the release is as the plan would
@@ -64,7 +68,7 @@ type previewJSON struct {
 	// null times for a skipped step.
 	Steps            []stepWindowJSON `json:"steps"`
 	EarliestComplete *time.Time       `json:"earliest_complete"`
-	Baseline         baselineJSON     `json:"baseline"`
+	Baseline         planBaselineJSON `json:"baseline"`
 }
 
 type stepWindowJSON struct {
@@ -73,7 +77,9 @@ type stepWindowJSON struct {
 	Deadline      *time.Time `json:"deadline"`
 }
 
-type baselineJSON struct {
+// planBaselineJSON is what a plan's preview says the release is judged
+// against.
+type planBaselineJSON struct {
 	MaxFailureRate  float64 `json:"max_failure_rate"`
 	Margin          float64 `json:"margin"`
 	Floor           int32   `json:"floor"`
@@ -91,7 +97,7 @@ func toPreviewJSON(p *adminv1.PlanPreview) *previewJSON {
 	out := &previewJSON{
 		Steps:            []stepWindowJSON{},
 		EarliestComplete: timeOrNil(p.GetEarliestComplete()),
-		Baseline: baselineJSON{MaxFailureRate: b.GetMaxFailureRate(), Margin: b.GetMargin(), Floor: b.GetFloor(), ComparedWith: b.GetComparedWith(),
+		Baseline: planBaselineJSON{MaxFailureRate: b.GetMaxFailureRate(), Margin: b.GetMargin(), Floor: b.GetFloor(), ComparedWith: b.GetComparedWith(),
 			Incumbent: b.GetIncumbent(), MaxSilentRate: b.GetMaxSilentRate(), MaxDeliveryRate: b.GetMaxDeliveryRate()},
 	}
 	for _, w := range p.GetSteps() {
@@ -128,10 +134,21 @@ type planStepJSON struct {
 }
 
 type healthJSON struct {
-	Verdict string    `json:"verdict"`
-	Rule    string    `json:"rule,omitempty"`
-	Detail  string    `json:"detail"`
-	NextDue time.Time `json:"next_due"`
+	Verdict  string    `json:"verdict"`
+	Rule     string    `json:"rule,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Detail   string    `json:"detail"`
+	NextDue  time.Time `json:"next_due"`
+	Deadline time.Time `json:"deadline"`
+	// Baseline is what the release is compared with: its base's
+	// incumbent, from the last 24 h of reports or (recorded) its record.
+	Baseline baselineJSON `json:"baseline"`
+}
+
+type baselineJSON struct {
+	Incumbent string      `json:"incumbent"`
+	Recorded  bool        `json:"recorded"`
+	Counts    *countsJSON `json:"counts"`
 }
 
 func toPlanJSON(p *adminv1.Plan) *planJSON {
@@ -149,23 +166,32 @@ func toHealthJSON(h *adminv1.Health) *healthJSON {
 	if h == nil {
 		return nil
 	}
-	return &healthJSON{Verdict: h.GetVerdict(), Rule: h.GetRule(), Detail: h.GetDetail(), NextDue: h.GetNextDue().AsTime()}
+	return &healthJSON{Verdict: h.GetVerdict(), Rule: h.GetRule(), Reason: h.GetReason(), Detail: h.GetDetail(), NextDue: h.GetNextDue().AsTime(),
+		Deadline: h.GetDeadline().AsTime(),
+		Baseline: baselineJSON{Incumbent: h.GetBaselineIncumbent(), Recorded: h.GetBaselineRecorded(), Counts: toCountsJSON(h.GetBaseline())}}
 }
 
-// countsJSON is the JSON of adminv1.Counts.
+// countsJSON is the JSON of adminv1.Counts: nodes by outcome
+// (docs/closed-loop.md).
 type countsJSON struct {
-	Reported uint64 `json:"reported"`
-	OK       uint64 `json:"ok"`
-	Failed   uint64 `json:"failed"`
-	Fallback uint64 `json:"fallback"`
-	Silent   uint64 `json:"silent"`
+	Reported         uint64 `json:"reported"`
+	OK               uint64 `json:"ok"`
+	Failed           uint64 `json:"failed"`
+	Fallback         uint64 `json:"fallback"`
+	RefusedIntegrity uint64 `json:"refused_integrity"`
+	RefusedDelivery  uint64 `json:"refused_delivery"`
+	NotApplicable    uint64 `json:"not_applicable"`
+	Silent           uint64 `json:"silent"`
+	Pending          uint64 `json:"pending"`
 }
 
 func toCountsJSON(c *adminv1.Counts) *countsJSON {
 	if c == nil {
 		return nil
 	}
-	return &countsJSON{Reported: c.GetReported(), OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(), Silent: c.GetSilent()}
+	return &countsJSON{Reported: c.GetReported(), OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(),
+		RefusedIntegrity: c.GetRefusedIntegrity(), RefusedDelivery: c.GetRefusedDelivery(), NotApplicable: c.GetNotApplicable(),
+		Silent: c.GetSilent(), Pending: c.GetPending()}
 }
 
 func toReleaseJSON(r *adminv1.Release) releaseJSON {
@@ -194,6 +220,7 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 		CanarySeats:   r.GetRollout().GetCanarySeats(),
 		EvidenceSince: timeOrNil(r.GetRollout().GetEvidenceSince()),
 		HaltedFrom:    r.GetRollout().GetHaltedFrom(),
+		Reason:        r.GetRollout().GetReason(),
 	}
 }
 

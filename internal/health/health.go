@@ -26,7 +26,8 @@
 //     statistic (p1 − p0 − margin) / se > 2.58.
 //
 //   - Otherwise healthy once the release has the current step's
-//     MinReports, none of its nodes is pending, and, at a canary of nodes,
+//     MinReports, its pending nodes (served, not heard from yet) would not
+//     make it regress were they all silent, and, at a canary of nodes,
 //     the baseline has at least as many judged nodes as the release; until
 //     then insufficient to advance. A later step's larger minimum thus
 //     only delays advancing: halting keeps judging from the floor, at the
@@ -143,8 +144,10 @@ func Judge(rel tally.Counts, base tally.Baseline, p rollout.Plan) Verdict {
 	v.Compared = n0 >= floor
 	against := "baseline " + baselineName(base)
 	rates := []rate{
-		{ReasonRegression, "failure rate", rel.Failures(), base.Counts.Failures(), p.MaxFailureRate},
+		// Refusals as signed first: they are failures too, and the more
+		// specific reason.
 		{ReasonRefusedIntegrity, "refused as signed", rel.RefusedIntegrity, base.Counts.RefusedIntegrity, IntegrityCeiling},
+		{ReasonRegression, "failure rate", rel.Failures(), base.Counts.Failures(), p.MaxFailureRate},
 		{ReasonSilent, "silent", rel.Silent, base.Counts.Silent, p.SilentCeiling()},
 		{ReasonRefusedDelivery, "refused for delivery", rel.RefusedDelivery, base.Counts.RefusedDelivery, p.DeliveryCeiling()},
 	}
@@ -179,10 +182,16 @@ func Judge(rel tally.Counts, base tally.Baseline, p rollout.Plan) Verdict {
 	if rel.Silent > 0 || rel.RefusedDelivery > 0 {
 		of += fmt.Sprintf("; %d silent, %d refused for delivery", rel.Silent, rel.RefusedDelivery)
 	}
+	// Served nodes not heard from yet may all turn out silent: advance only
+	// if the release would pass even then, so a hotfix that hangs nodes
+	// cannot outrun its silent-after, and a few lost reports cannot hold a
+	// healthy one.
+	worst := rel
+	worst.Silent, worst.Pending = rel.Silent+rel.Pending, 0
 	switch {
-	case rel.Pending > 0:
+	case rel.Pending > 0 && Judge(worst, base, p).Verdict == Regressing:
 		v.Verdict = Insufficient
-		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d served nodes have neither reported nor been silent for %v yet",
+		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d served nodes have neither reported nor been silent for %v yet, enough to halt it if they stay silent",
 			100*v.ReleaseRate, of, rel.Pending, p.SilenceDeadline())
 	case p.Current().Canary() && n0 < max(floor, n):
 		// A canary of nodes is never passed on the ceilings alone, nor
@@ -237,7 +246,7 @@ func RuleText(p rollout.Plan) string {
 		Z, 100*p.MaxFailureRate, 100*IntegrityCeiling, 100*p.SilentCeiling(), 100*p.DeliveryCeiling())
 	fmt.Fprintf(&b, "or when one exceeds the baseline's (the base's incumbent on nodes not served the release, its last %v of reports or else its record) by more than %.0f points, (p1-p0-margin)/se > %.2f on Agresti-Caffo adjusted rates, with at least the floor on each side. ",
 		tally.BaselineWindow, 100*p.Margin, Z)
-	fmt.Fprintf(&b, "Advance once the step's bake has passed, it has the step's minimum reports, no node is pending, a canary's baseline is at least its size, and nothing fires; pause (inconclusive, or stalled if no node was reached) when the step's deadline, %v after its bake, passes first.",
+	fmt.Fprintf(&b, "Advance once the step's bake has passed, it has the step's minimum reports, its pending nodes would not make it regress were they all silent, a canary's baseline is at least its size, and nothing fires; pause (inconclusive, or stalled if no node was reached) when the step's deadline, %v after its bake, passes first.",
 		p.StepDeadline().Sub(p.Due()))
 	return b.String()
 }

@@ -179,12 +179,14 @@ func TestJudgeRatesOfTheirOwn(t *testing.T) {
 	}{
 		{"30% refused as signed", tally.Counts{OK: 14, RefusedIntegrity: 6}, Regressing, ReasonRefusedIntegrity},
 		{"one refusal in 100", tally.Counts{OK: 99, RefusedIntegrity: 1}, Healthy, ""},
-		{"all refused", tally.Counts{RefusedIntegrity: 20}, Regressing, ReasonRegression},
+		{"all refused", tally.Counts{RefusedIntegrity: 20}, Regressing, ReasonRefusedIntegrity},
+		{"failing and a few refusals", tally.Counts{OK: 60, Failed: 39, RefusedIntegrity: 1}, Regressing, ReasonRegression},
 		{"30% silent", tally.Counts{OK: 70, Silent: 30}, Regressing, ReasonSilent},
 		{"5% silent", tally.Counts{OK: 95, Silent: 5}, Healthy, ""},
 		{"35% could not download", tally.Counts{OK: 65, RefusedDelivery: 35}, Regressing, ReasonRefusedDelivery},
 		{"not applicable is never judged", tally.Counts{OK: 20, NotApplicable: 500}, Healthy, ""},
-		{"pending holds an advance", tally.Counts{OK: 100, Pending: 1}, Insufficient, ""},
+		{"a lost report does not hold an advance", tally.Counts{OK: 100, Pending: 1}, Healthy, ""},
+		{"pending nodes that would halt it if silent hold it", tally.Counts{OK: 70, Pending: 30}, Insufficient, ""},
 	} {
 		v := Judge(tt.rel, baseline, plan)
 		if v.Verdict != tt.want || v.Reason != tt.reason {
