@@ -167,7 +167,7 @@ lists the audit log, and renders a node's custom data. The manual is
 	rel := newGroup("release", "sign and publish releases", groupChange)
 	rel.AddCommand(newReleaseSignCmd(e), newReleasePublishCmd(e))
 	ro := newGroup("rollout", "steer a release's rollout", groupChange)
-	ro.AddCommand(newRolloutSetCmd(e), newRolloutPlanCmd(e))
+	ro.AddCommand(newRolloutSetCmd(e), newRolloutPlanCmd(e), newRolloutSkipCmd(e))
 	for _, t := range transitionNames {
 		ro.AddCommand(newTransitionCmd(e, t))
 	}

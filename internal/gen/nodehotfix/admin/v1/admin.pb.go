@@ -35,7 +35,9 @@ const (
 	Action_ACTION_UNSPECIFIED Action = 0
 	// Stop growing; keep serving the current nodes.
 	Action_ACTION_PAUSE Action = 1
-	// Go back to rolling.
+	// Go on from paused or halted: rolling, or complete for a release halted
+	// while complete. From halted it opens a fresh evidence window
+	// (Rollout.evidence_since): reports accepted before it do not count.
 	Action_ACTION_RESUME Action = 2
 	// Stop serving the release.
 	Action_ACTION_HALT Action = 3
@@ -425,6 +427,17 @@ type Rollout struct {
 	// Nodes holding a seat of the plan's canary (Status only; 0 without a
 	// canary).
 	CanarySeats int32 `protobuf:"varint,7,opt,name=canary_seats,json=canarySeats,proto3" json:"canary_seats,omitempty"`
+	// When set, the release's evidence window opened then: only reports
+	// accepted at or after it, and nodes served at or after it, count for
+	// its health and its plan's report minimums. Resuming a halted release sets it to the time of the resume,
+	// so the reports that led to the halt cannot halt it again. Unset: every
+	// report counts.
+	EvidenceSince *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=evidence_since,json=evidenceSince,proto3" json:"evidence_since,omitempty"`
+	// For a halted release, the state it was halted from (rolling, paused,
+	// draft or complete; empty for a record halted before lpsd kept it).
+	// Resume returns a release halted from complete to complete, any other
+	// to rolling.
+	HaltedFrom string `protobuf:"bytes,9,opt,name=halted_from,json=haltedFrom,proto3" json:"halted_from,omitempty"`
 	// The reason code of the autopilot's last automatic pause or halt:
 	// regression, silent, refusedIntegrity, refusedDelivery, inconclusive or
 	// stalled; empty after an operator's change.
@@ -510,6 +523,20 @@ func (x *Rollout) GetCanarySeats() int32 {
 		return x.CanarySeats
 	}
 	return 0
+}
+
+func (x *Rollout) GetEvidenceSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EvidenceSince
+	}
+	return nil
+}
+
+func (x *Rollout) GetHaltedFrom() string {
+	if x != nil {
+		return x.HaltedFrom
+	}
+	return ""
 }
 
 func (x *Rollout) GetReason() string {
@@ -1128,17 +1155,33 @@ func (x *SetRolloutResponse) GetUnchanged() bool {
 	return false
 }
 
-// SetPlanRequest sets a release's plan.
+// SetPlanRequest sets a release's plan. No step is skipped unless the
+// request says where to start: a plan whose start step the release is
+// already past (a canary of nodes once any percentage is served, a
+// percentage below the release's) is FailedPrecondition, naming the step
+// and the from_step that would start the plan after it. A step at the
+// release's own percentage is not past: it runs, baking there.
 type SetPlanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The release version.
 	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	// The plan; its step and step_since are set by the service.
+	// The plan; its step and step_since are set by the service (step from
+	// from_step).
 	Plan *Plan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
 	// Expected record revision; 0 means the current one.
 	IfRevision int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
 	// Why, for the audit log.
-	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The step to start at, counted from 1 as lpsctl's --from-step and its
+	// text output count (1 is plan.steps[0]; the plan's step field, an index
+	// from 0, is then from_step - 1); the steps before it are skipped. 0
+	// (unset) starts at the first step. Beyond the plan's steps is
+	// InvalidArgument.
+	FromStep int32 `protobuf:"varint,5,opt,name=from_step,json=fromStep,proto3" json:"from_step,omitempty"`
+	// Validate and answer with the release as the plan would leave it, and
+	// its preview, by the same rules, without changing anything or writing
+	// an audit entry.
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1201,11 +1244,31 @@ func (x *SetPlanRequest) GetReason() string {
 	return ""
 }
 
+func (x *SetPlanRequest) GetFromStep() int32 {
+	if x != nil {
+		return x.FromStep
+	}
+	return 0
+}
+
+func (x *SetPlanRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 // SetPlanResponse returns the release on its plan.
 type SetPlanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The updated release.
-	Release       *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// The updated release (with dry_run: as it would be; its revision is
+	// the current one).
+	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// The request was a dry run: nothing changed.
+	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// What the plan will do: when each step can run and what the release
+	// is compared with.
+	Preview       *PlanPreview `protobuf:"bytes,3,opt,name=preview,proto3" json:"preview,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1247,6 +1310,378 @@ func (x *SetPlanResponse) GetRelease() *Release {
 	return nil
 }
 
+func (x *SetPlanResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *SetPlanResponse) GetPreview() *PlanPreview {
+	if x != nil {
+		return x.Preview
+	}
+	return nil
+}
+
+// PlanPreview is what a plan will do, from its start.
+type PlanPreview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per step of release.rollout.plan.steps, at the same index: when
+	// the step can begin and end at the soonest (each step runs at least its
+	// bake, and the next begins when it ends, if its reports are in and the
+	// release stays healthy). Steps before the start are skipped and have
+	// no times.
+	Steps []*StepWindow `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
+	// When the release can complete at the soonest: the last step's end.
+	EarliestComplete *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=earliest_complete,json=earliestComplete,proto3" json:"earliest_complete,omitempty"`
+	// What the health rule compares the release with.
+	Baseline      *Baseline `protobuf:"bytes,3,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanPreview) Reset() {
+	*x = PlanPreview{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanPreview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanPreview) ProtoMessage() {}
+
+func (x *PlanPreview) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanPreview.ProtoReflect.Descriptor instead.
+func (*PlanPreview) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PlanPreview) GetSteps() []*StepWindow {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PlanPreview) GetEarliestComplete() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EarliestComplete
+	}
+	return nil
+}
+
+func (x *PlanPreview) GetBaseline() *Baseline {
+	if x != nil {
+		return x.Baseline
+	}
+	return nil
+}
+
+// StepWindow is when a plan step can run at the soonest.
+type StepWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its soonest start; unset for a skipped step.
+	EarliestStart *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=earliest_start,json=earliestStart,proto3" json:"earliest_start,omitempty"`
+	// Its soonest end: start plus bake.
+	EarliestEnd *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=earliest_end,json=earliestEnd,proto3" json:"earliest_end,omitempty"`
+	// When it stops waiting for evidence, if it begins at earliest_start:
+	// past it (the plan's deadline after the bake), a step still without
+	// enough evidence pauses the release as inconclusive.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepWindow) Reset() {
+	*x = StepWindow{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepWindow) ProtoMessage() {}
+
+func (x *StepWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepWindow.ProtoReflect.Descriptor instead.
+func (*StepWindow) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *StepWindow) GetEarliestStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EarliestStart
+	}
+	return nil
+}
+
+func (x *StepWindow) GetEarliestEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EarliestEnd
+	}
+	return nil
+}
+
+func (x *StepWindow) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// Baseline is what a planned release's failure rate is judged against.
+type Baseline struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The absolute ceiling (the plan's max_failure_rate): above it the
+	// release halts whatever its base's other nodes do.
+	MaxFailureRate float64 `protobuf:"fixed64,1,opt,name=max_failure_rate,json=maxFailureRate,proto3" json:"max_failure_rate,omitempty"`
+	// Points the release's failure rate may exceed its base's incumbent's
+	// (the plan's margin).
+	Margin float64 `protobuf:"fixed64,2,opt,name=margin,proto3" json:"margin,omitempty"`
+	// The fewest reports either side is judged on: the plan's smallest
+	// min_reports.
+	Floor int32 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	// In words, what the release is compared with, as this lpsd judges it.
+	ComparedWith string `protobuf:"bytes,4,opt,name=compared_with,json=comparedWith,proto3" json:"compared_with,omitempty"`
+	// The incumbent as of now: the base's previous complete hotfix, or
+	// "baked" (the baked agent).
+	Incumbent string `protobuf:"bytes,5,opt,name=incumbent,proto3" json:"incumbent,omitempty"`
+	// The ceilings of the silent and the refused-for-delivery rates, each
+	// judged on its own (the plan's, with their defaults).
+	MaxSilentRate   float64 `protobuf:"fixed64,6,opt,name=max_silent_rate,json=maxSilentRate,proto3" json:"max_silent_rate,omitempty"`
+	MaxDeliveryRate float64 `protobuf:"fixed64,7,opt,name=max_delivery_rate,json=maxDeliveryRate,proto3" json:"max_delivery_rate,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Baseline) Reset() {
+	*x = Baseline{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Baseline) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Baseline) ProtoMessage() {}
+
+func (x *Baseline) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Baseline.ProtoReflect.Descriptor instead.
+func (*Baseline) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Baseline) GetMaxFailureRate() float64 {
+	if x != nil {
+		return x.MaxFailureRate
+	}
+	return 0
+}
+
+func (x *Baseline) GetMargin() float64 {
+	if x != nil {
+		return x.Margin
+	}
+	return 0
+}
+
+func (x *Baseline) GetFloor() int32 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *Baseline) GetComparedWith() string {
+	if x != nil {
+		return x.ComparedWith
+	}
+	return ""
+}
+
+func (x *Baseline) GetIncumbent() string {
+	if x != nil {
+		return x.Incumbent
+	}
+	return ""
+}
+
+func (x *Baseline) GetMaxSilentRate() float64 {
+	if x != nil {
+		return x.MaxSilentRate
+	}
+	return 0
+}
+
+func (x *Baseline) GetMaxDeliveryRate() float64 {
+	if x != nil {
+		return x.MaxDeliveryRate
+	}
+	return 0
+}
+
+// SkipStepRequest skips a planned release's current step.
+type SkipStepRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The release version.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Expected record revision; 0 means the current one.
+	IfRevision int64 `protobuf:"varint,2,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	// Why, for the audit log; required, since a skip gives up a step's
+	// evidence.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkipStepRequest) Reset() {
+	*x = SkipStepRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkipStepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipStepRequest) ProtoMessage() {}
+
+func (x *SkipStepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipStepRequest.ProtoReflect.Descriptor instead.
+func (*SkipStepRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SkipStepRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *SkipStepRequest) GetIfRevision() int64 {
+	if x != nil {
+		return x.IfRevision
+	}
+	return 0
+}
+
+func (x *SkipStepRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// SkipStepResponse returns the release at its new step.
+type SkipStepResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The updated release; rollout.plan.step is the step it moved to.
+	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// The index (from 0) of the step it left.
+	SkippedStep   int32 `protobuf:"varint,2,opt,name=skipped_step,json=skippedStep,proto3" json:"skipped_step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkipStepResponse) Reset() {
+	*x = SkipStepResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkipStepResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipStepResponse) ProtoMessage() {}
+
+func (x *SkipStepResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipStepResponse.ProtoReflect.Descriptor instead.
+func (*SkipStepResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SkipStepResponse) GetRelease() *Release {
+	if x != nil {
+		return x.Release
+	}
+	return nil
+}
+
+func (x *SkipStepResponse) GetSkippedStep() int32 {
+	if x != nil {
+		return x.SkippedStep
+	}
+	return 0
+}
+
 // TransitionRequest moves a rollout to another state.
 type TransitionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1264,7 +1699,7 @@ type TransitionRequest struct {
 
 func (x *TransitionRequest) Reset() {
 	*x = TransitionRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1711,7 @@ func (x *TransitionRequest) String() string {
 func (*TransitionRequest) ProtoMessage() {}
 
 func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1724,7 @@ func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionRequest.ProtoReflect.Descriptor instead.
 func (*TransitionRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TransitionRequest) GetVersion() string {
@@ -1333,7 +1768,7 @@ type TransitionResponse struct {
 
 func (x *TransitionResponse) Reset() {
 	*x = TransitionResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1780,7 @@ func (x *TransitionResponse) String() string {
 func (*TransitionResponse) ProtoMessage() {}
 
 func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1793,7 @@ func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionResponse.ProtoReflect.Descriptor instead.
 func (*TransitionResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TransitionResponse) GetRelease() *Release {
@@ -1388,7 +1823,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1835,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1848,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RevokeRequest) GetVersion() string {
@@ -1443,7 +1878,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1890,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1903,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeResponse) GetRelease() *Release {
@@ -1494,7 +1929,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1941,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1954,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 // StatusResponse describes the service's state.
@@ -1543,7 +1978,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1555,7 +1990,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1568,7 +2003,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatusResponse) GetReleases() []*Release {
@@ -1626,7 +2061,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +2073,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +2086,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -1683,7 +2118,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +2130,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +2143,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -1746,7 +2181,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1758,7 +2193,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1771,7 +2206,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -1807,7 +2242,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +2254,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +2267,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Decision) GetVersion() string {
@@ -1885,7 +2320,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2332,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2345,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Rule) GetRule() string {
@@ -1951,8 +2386,9 @@ type ListAuditRequest struct {
 	Actor string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
 	// Only entries at or after this time; unset: any.
 	Since *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
-	// Only entries of this action (exact: publish, rollout-set, plan, pause,
-	// resume, halt, complete, revoke, auto-advance, auto-halt); empty: any.
+	// Only entries of this action (exact: publish, rollout-set, plan, skip,
+	// pause, resume, halt, complete, revoke, auto-advance, auto-halt); empty:
+	// any.
 	// Any other value is InvalidArgument.
 	Action        string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1961,7 +2397,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2409,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2422,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -2048,7 +2484,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2060,7 +2496,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2073,7 +2509,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -2128,7 +2564,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2140,7 +2576,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2153,7 +2589,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -2250,7 +2686,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\apending\x18\t \x01(\x04R\apending\"X\n" +
 	"\rControlCohort\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
-	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\x98\x02\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\xfc\x02\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -2258,7 +2694,10 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\aregions\x18\x04 \x03(\tR\aregions\x12-\n" +
 	"\x04plan\x18\x05 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x123\n" +
 	"\x06health\x18\x06 \x01(\v2\x1b.nodehotfix.admin.v1.HealthR\x06health\x12!\n" +
-	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\x12\x16\n" +
+	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\x12A\n" +
+	"\x0eevidence_since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\revidenceSince\x12\x1f\n" +
+	"\vhalted_from\x18\t \x01(\tR\n" +
+	"haltedFrom\x12\x16\n" +
 	"\x06reason\x18\x14 \x01(\tR\x06reason\"\xfd\x02\n" +
 	"\x04Plan\x123\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
@@ -2307,15 +2746,44 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fkeep_percent\x18\t \x01(\bR\vkeepPercent\"j\n" +
 	"\x12SetRolloutResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x92\x01\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xc8\x01\n" +
 	"\x0eSetPlanRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
 	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +
 	"\vif_revision\x18\x03 \x01(\x03R\n" +
 	"ifRevision\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"I\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
+	"\tfrom_step\x18\x05 \x01(\x05R\bfromStep\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x9e\x01\n" +
 	"\x0fSetPlanResponse\x126\n" +
-	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\"\x9b\x01\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12:\n" +
+	"\apreview\x18\x03 \x01(\v2 .nodehotfix.admin.v1.PlanPreviewR\apreview\"\xc8\x01\n" +
+	"\vPlanPreview\x125\n" +
+	"\x05steps\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.StepWindowR\x05steps\x12G\n" +
+	"\x11earliest_complete\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10earliestComplete\x129\n" +
+	"\bbaseline\x18\x03 \x01(\v2\x1d.nodehotfix.admin.v1.BaselineR\bbaseline\"\xc6\x01\n" +
+	"\n" +
+	"StepWindow\x12A\n" +
+	"\x0eearliest_start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\rearliestStart\x12=\n" +
+	"\fearliest_end\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vearliestEnd\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xf9\x01\n" +
+	"\bBaseline\x12(\n" +
+	"\x10max_failure_rate\x18\x01 \x01(\x01R\x0emaxFailureRate\x12\x16\n" +
+	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12\x14\n" +
+	"\x05floor\x18\x03 \x01(\x05R\x05floor\x12#\n" +
+	"\rcompared_with\x18\x04 \x01(\tR\fcomparedWith\x12\x1c\n" +
+	"\tincumbent\x18\x05 \x01(\tR\tincumbent\x12&\n" +
+	"\x0fmax_silent_rate\x18\x06 \x01(\x01R\rmaxSilentRate\x12*\n" +
+	"\x11max_delivery_rate\x18\a \x01(\x01R\x0fmaxDeliveryRate\"d\n" +
+	"\x0fSkipStepRequest\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
+	"\vif_revision\x18\x02 \x01(\x03R\n" +
+	"ifRevision\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"m\n" +
+	"\x10SkipStepResponse\x126\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12!\n" +
+	"\fskipped_step\x18\x02 \x01(\x05R\vskippedStep\"\x9b\x01\n" +
 	"\x11TransitionRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.nodehotfix.admin.v1.ActionR\x06action\x12\x1f\n" +
@@ -2388,14 +2856,15 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
 	"\rACTION_RESUME\x10\x02\x12\x0f\n" +
 	"\vACTION_HALT\x10\x03\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x042\xe5\x05\n" +
+	"\x0fACTION_COMPLETE\x10\x042\xbe\x06\n" +
 	"\fAdminService\x12i\n" +
 	"\x0ePublishRelease\x12*.nodehotfix.admin.v1.PublishReleaseRequest\x1a+.nodehotfix.admin.v1.PublishReleaseResponse\x12]\n" +
 	"\n" +
 	"SetRollout\x12&.nodehotfix.admin.v1.SetRolloutRequest\x1a'.nodehotfix.admin.v1.SetRolloutResponse\x12T\n" +
 	"\aSetPlan\x12#.nodehotfix.admin.v1.SetPlanRequest\x1a$.nodehotfix.admin.v1.SetPlanResponse\x12]\n" +
 	"\n" +
-	"Transition\x12&.nodehotfix.admin.v1.TransitionRequest\x1a'.nodehotfix.admin.v1.TransitionResponse\x12Q\n" +
+	"Transition\x12&.nodehotfix.admin.v1.TransitionRequest\x1a'.nodehotfix.admin.v1.TransitionResponse\x12W\n" +
+	"\bSkipStep\x12$.nodehotfix.admin.v1.SkipStepRequest\x1a%.nodehotfix.admin.v1.SkipStepResponse\x12Q\n" +
 	"\x06Revoke\x12\".nodehotfix.admin.v1.RevokeRequest\x1a#.nodehotfix.admin.v1.RevokeResponse\x12Q\n" +
 	"\x06Status\x12\".nodehotfix.admin.v1.StatusRequest\x1a#.nodehotfix.admin.v1.StatusResponse\x12T\n" +
 	"\aExplain\x12#.nodehotfix.admin.v1.ExplainRequest\x1a$.nodehotfix.admin.v1.ExplainResponse\x12Z\n" +
@@ -2414,7 +2883,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                    // 0: nodehotfix.admin.v1.Action
 	(*Release)(nil),                // 1: nodehotfix.admin.v1.Release
@@ -2430,73 +2899,89 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*SetRolloutResponse)(nil),     // 11: nodehotfix.admin.v1.SetRolloutResponse
 	(*SetPlanRequest)(nil),         // 12: nodehotfix.admin.v1.SetPlanRequest
 	(*SetPlanResponse)(nil),        // 13: nodehotfix.admin.v1.SetPlanResponse
-	(*TransitionRequest)(nil),      // 14: nodehotfix.admin.v1.TransitionRequest
-	(*TransitionResponse)(nil),     // 15: nodehotfix.admin.v1.TransitionResponse
-	(*RevokeRequest)(nil),          // 16: nodehotfix.admin.v1.RevokeRequest
-	(*RevokeResponse)(nil),         // 17: nodehotfix.admin.v1.RevokeResponse
-	(*StatusRequest)(nil),          // 18: nodehotfix.admin.v1.StatusRequest
-	(*StatusResponse)(nil),         // 19: nodehotfix.admin.v1.StatusResponse
-	(*OutcomeCount)(nil),           // 20: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),         // 21: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),        // 22: nodehotfix.admin.v1.ExplainResponse
-	(*Decision)(nil),               // 23: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                   // 24: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),       // 25: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 26: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),             // 27: nodehotfix.admin.v1.AuditEntry
-	(*timestamppb.Timestamp)(nil),  // 28: google.protobuf.Timestamp
+	(*PlanPreview)(nil),            // 14: nodehotfix.admin.v1.PlanPreview
+	(*StepWindow)(nil),             // 15: nodehotfix.admin.v1.StepWindow
+	(*Baseline)(nil),               // 16: nodehotfix.admin.v1.Baseline
+	(*SkipStepRequest)(nil),        // 17: nodehotfix.admin.v1.SkipStepRequest
+	(*SkipStepResponse)(nil),       // 18: nodehotfix.admin.v1.SkipStepResponse
+	(*TransitionRequest)(nil),      // 19: nodehotfix.admin.v1.TransitionRequest
+	(*TransitionResponse)(nil),     // 20: nodehotfix.admin.v1.TransitionResponse
+	(*RevokeRequest)(nil),          // 21: nodehotfix.admin.v1.RevokeRequest
+	(*RevokeResponse)(nil),         // 22: nodehotfix.admin.v1.RevokeResponse
+	(*StatusRequest)(nil),          // 23: nodehotfix.admin.v1.StatusRequest
+	(*StatusResponse)(nil),         // 24: nodehotfix.admin.v1.StatusResponse
+	(*OutcomeCount)(nil),           // 25: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),         // 26: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),        // 27: nodehotfix.admin.v1.ExplainResponse
+	(*Decision)(nil),               // 28: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                   // 29: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),       // 30: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),      // 31: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),             // 32: nodehotfix.admin.v1.AuditEntry
+	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	28, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	28, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	33, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	33, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	28, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	33, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	2,  // 5: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	5,  // 6: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	7,  // 7: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	6,  // 8: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	28, // 9: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	28, // 10: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
-	2,  // 11: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	28, // 12: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 13: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 14: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	5,  // 15: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
-	1,  // 16: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
-	0,  // 17: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 18: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 19: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 20: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	20, // 21: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	28, // 22: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	3,  // 23: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	23, // 24: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	24, // 25: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	28, // 26: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	27, // 27: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	28, // 28: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	8,  // 29: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	10, // 30: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	12, // 31: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	14, // 32: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	16, // 33: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	18, // 34: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	21, // 35: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	25, // 36: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	9,  // 37: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	11, // 38: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	13, // 39: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	15, // 40: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	17, // 41: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	19, // 42: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	22, // 43: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	26, // 44: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	33, // 8: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	6,  // 9: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
+	33, // 10: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	33, // 11: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	2,  // 12: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
+	33, // 13: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 14: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 15: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	5,  // 16: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	1,  // 17: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	14, // 18: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
+	15, // 19: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
+	33, // 20: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	16, // 21: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
+	33, // 22: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	33, // 23: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	33, // 24: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 25: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
+	0,  // 26: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 27: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 28: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 29: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	25, // 30: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	33, // 31: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 32: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	28, // 33: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	29, // 34: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	33, // 35: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	32, // 36: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	33, // 37: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	8,  // 38: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 39: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 40: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	19, // 41: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	17, // 42: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	21, // 43: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	23, // 44: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	26, // 45: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	30, // 46: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	9,  // 47: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 48: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 49: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	20, // 50: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	18, // 51: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	22, // 52: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	24, // 53: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	27, // 54: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	31, // 55: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	47, // [47:56] is the sub-list for method output_type
+	38, // [38:47] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -2510,7 +2995,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
