@@ -486,3 +486,53 @@ func TestCanarySeatsSpreadOverSubscriptions(t *testing.T) {
 		t.Error("a node was served a full canary")
 	}
 }
+
+// unreadableStore's Releases cannot decode the record of version hidden:
+// it returns the others with an UnreadableError naming it, as the durable
+// backends do.
+type unreadableStore struct {
+	*memstore.Store
+	hidden string
+}
+
+func (s unreadableStore) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
+	rels, rev, err := s.Store.Releases(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	rels = slices.DeleteFunc(rels, func(r rollout.Release) bool { return r.Version == s.hidden })
+	return rels, rev, &store.UnreadableError{Kind: "release", Count: 1, First: errors.New("release record encoding version 2, want 1"), Keys: []string{s.hidden, "not-a-version"}}
+}
+
+// TestSnapshotServesAnUnreadableReleaseAsRevoked: a release record nobody
+// can read (here the revoked one's) never leaves that release served: the
+// snapshot loads the others and serves its version as revoked, so nodes
+// drop and refuse it; the failure is counted.
+func TestSnapshotServesAnUnreadableReleaseAsRevoked(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	other := release("202501.16.1", rollout.Rollout{State: rollout.Complete, Percent: 100}, false)
+	publish(t, st, relServed)
+	publish(t, st, other)
+	var failures []error
+	s := NewSnapshotter(unreadableStore{st, relServed.Version}, testLog(t), func(err error) { failures = append(failures, err) })
+	if err := s.Load(t.Context()); err != nil {
+		t.Fatalf("Load with one unreadable record = %v, want the others loaded", err)
+	}
+	if len(failures) != 1 {
+		t.Errorf("%d store errors counted, want 1", len(failures))
+	}
+	svc := NewService(s, nil, NewMetrics(nil), "", testLog(t))
+	resp, err := svc.GetComponentConfig(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := hotfix.ParsePointer([]byte(resp.GetConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Hotfixes[relServed.Base] == relServed.Version || !slices.Contains(p.Revoked, relServed.Version) || p.Hotfixes[other.Base] != other.Version {
+		t.Errorf("served %s; want %s revoked and not served, %s served", resp.GetConfig(), relServed.Version, other.Version)
+	}
+}

@@ -161,9 +161,12 @@ func ValidateSeat(version, vmID string) error {
 // flip. The list is usable; the caller counts and logs what was skipped,
 // and never lets one bad record stop what the others decide.
 type UnreadableError struct {
-	Kind  string // "report" or "served record"
+	Kind  string // "release", "report" or "served record"
 	Count int
 	First error // the first record's decode error, with its key
+	// Keys are the unreadable records' keys where the caller needs them
+	// (a release's version); nil otherwise.
+	Keys []string
 }
 
 func (e *UnreadableError) Error() string {
@@ -183,6 +186,12 @@ func (u *Unreadable) Add(err error) {
 		u.e.First = err
 	}
 	u.e.Count++
+}
+
+// AddKey records one undecodable record and its key.
+func (u *Unreadable) AddKey(key string, err error) {
+	u.Add(err)
+	u.e.Keys = append(u.e.Keys, key)
 }
 
 // Err returns the *UnreadableError, or nil if every record was read.
@@ -236,7 +245,10 @@ func CompareReports(a, b Report) int {
 // Implementations are safe for concurrent use.
 type Store interface {
 	// Releases returns every release (in version order) and the store-wide
-	// revision the list reflects.
+	// revision the list reflects. Records that cannot be decoded are
+	// skipped, and the others returned with an *UnreadableError whose Keys
+	// are the skipped records' versions: lpsd serves those as revoked, so
+	// a record nobody can read never leaves a revoked release served.
 	Releases(ctx context.Context) ([]rollout.Release, int64, error)
 
 	// Release returns one release and its revision (the revision of its

@@ -232,12 +232,14 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 		out []rollout.Release
 		rev int64
 	)
+	bad := store.NewUnreadable("release")
 	err := s.view(func(tx *bolt.Tx) error {
 		rev = revision(tx)
 		return tx.Bucket([]byte(releasesBucket)).ForEach(func(k, v []byte) error {
 			r, _, err := storecodec.DecodeRelease(v)
 			if err != nil {
-				return fmt.Errorf("release %q: %w", k, err)
+				bad.AddKey(string(k), fmt.Errorf("release %q: %w", k, err))
+				return nil
 			}
 			out = append(out, r)
 			return nil
@@ -247,7 +249,7 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 		return nil, 0, fmt.Errorf("list releases: %w", mapErr(err))
 	}
 	slices.SortFunc(out, rollout.Compare)
-	return out, rev, nil
+	return out, rev, bad.Err()
 }
 
 // Release implements store.Store.

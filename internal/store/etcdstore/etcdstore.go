@@ -194,16 +194,18 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 	}
 	out := make([]rollout.Release, 0, len(resp.Kvs))
 	var rev int64
+	bad := store.NewUnreadable("release")
 	for _, kv := range resp.Kvs {
+		rev = max(rev, kv.ModRevision)
 		r, _, err := storecodec.DecodeRelease(kv.Value)
 		if err != nil {
-			return nil, 0, fmt.Errorf("list releases: key %q: %w", kv.Key, err)
+			bad.AddKey(strings.TrimPrefix(string(kv.Key), s.releasesPrefix()), fmt.Errorf("key %q: %w", kv.Key, err))
+			continue
 		}
 		out = append(out, r)
-		rev = max(rev, kv.ModRevision)
 	}
 	slices.SortFunc(out, rollout.Compare)
-	return out, rev, nil
+	return out, rev, bad.Err()
 }
 
 // Release implements store.Store.
