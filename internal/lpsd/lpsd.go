@@ -8,6 +8,7 @@
 package lpsd
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -478,8 +479,7 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 		}
 	})
 	if o.autopilotInterval > 0 {
-		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnAssess: s.metrics.SetAssess})
-		goRun("autopilot", func() error { return ap.Run(ctx) })
+		goRun("autopilot", func() error { return s.runAutopilot(ctx, o.autopilotInterval, log.With("component", "autopilot")) })
 	}
 	// /metrics and /readyz outlive the node listener, so what its drain
 	// counts (sheds, closes, the last reports' writes) can still be read.
@@ -723,6 +723,39 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// runAutopilot runs the autopilot until ctx ends. On a store replicas
+// share (store.Joiner) it joins them, so that only the elected leader
+// decides, and joins again whenever the membership is lost (a partition
+// past the lease); a store this process holds alone needs no election.
+func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
+	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew}
+	j, shared := s.st.(store.Joiner)
+	if !shared {
+		s.metrics.SetLeader(true)
+		return autopilot.New(s.st, cfg).Run(ctx)
+	}
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s-%d", cmp.Or(strings.ReplaceAll(host, "/", "_"), "lpsd"), os.Getpid())
+	for ctx.Err() == nil {
+		rep, err := j.Join(ctx, id)
+		if err != nil {
+			log.Warn("autopilot cannot join the replicas; trying again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(autopilot.BeatInterval):
+			}
+			continue
+		}
+		cfg.Replica = rep
+		err = autopilot.New(s.st, cfg).Run(ctx)
+		rep.Close()
+		if err != nil && ctx.Err() == nil {
+			log.Warn("autopilot left the replicas; joining again", "err", err)
+		}
 	}
 	return nil
 }

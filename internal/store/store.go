@@ -155,6 +155,37 @@ func ValidateSeat(version, vmID string) error {
 	return nil
 }
 
+// Joiner is a store shared by several replicas (etcdstore): they join it
+// to elect the one whose autopilot decides, and to compare clocks. A store
+// one process holds alone (bbolt, memory) is no Joiner: its one replica
+// always decides.
+type Joiner interface {
+	Join(ctx context.Context, id string) (Replica, error)
+}
+
+// Replica is one process's membership of the replicas sharing a store.
+type Replica interface {
+	// Beat writes this replica's heartbeat: now, by its own clock.
+	Beat(ctx context.Context, now time.Time) error
+	// Peers returns the other live replicas' last heartbeats.
+	Peers(ctx context.Context) ([]Heartbeat, error)
+	// Campaign blocks until this replica leads, ctx ends, or the
+	// membership is lost.
+	Campaign(ctx context.Context) error
+	// Resign gives the leadership up.
+	Resign(ctx context.Context) error
+	// Done is closed when the membership is lost (and any leadership
+	// with it).
+	Done() <-chan struct{}
+	Close() error
+}
+
+// Heartbeat is a replica's last heartbeat: its wall clock when it wrote it.
+type Heartbeat struct {
+	ID   string
+	Time time.Time
+}
+
 // UnreadableError is returned, beside every record that could be read, by
 // a list of records (Reports, Served) in which some could not be decoded: a
 // newer encoding written mid-upgrade, another writer of the prefix, a bit
