@@ -33,6 +33,10 @@ type Plan struct {
 	// Step is the index of the current step, and StepSince when it began.
 	Step      int       `json:"step"`
 	StepSince time.Time `json:"step_since"`
+	// Timed marks a plan stepped by time alone, a component
+	// configuration's: percentages only, each held for its bake; no
+	// reports, margin or ceiling, and no health rule judges it.
+	Timed bool `json:"timed,omitempty"`
 }
 
 // PlanStep is one step of a plan: a percentage of the nodes in scope, or,
@@ -107,6 +111,8 @@ func (p Plan) Validate() error {
 			return bad("step %d: a canary of %d nodes after %d%%; canary steps come first", i+1, s.Nodes, prev)
 		case s.Canary() && (s.Nodes <= prevNodes || s.Nodes > MaxCanaryNodes):
 			return bad("step %d: a canary of %d nodes after %d; canary steps must grow, up to %d", i+1, s.Nodes, prevNodes, MaxCanaryNodes)
+		case p.Timed && (s.Canary() || s.MinReports != 0):
+			return bad("step %d: a timed plan steps percentages by time alone, without canary nodes or reports", i+1)
 		case s.Canary() && s.MinReports > s.Nodes:
 			// Each node counts once, so the step could never advance.
 			return bad("step %d: min reports %d from a canary of %d nodes; it could never advance", i+1, s.MinReports, s.Nodes)
@@ -116,10 +122,19 @@ func (p Plan) Validate() error {
 		if s.Bake < 0 || s.Bake > maxBake {
 			return bad("step %d: bake %v out of range 0..%v", i+1, s.Bake, maxBake)
 		}
-		if s.MinReports < 1 || s.MinReports > 1_000_000 {
+		if !p.Timed && (s.MinReports < 1 || s.MinReports > 1_000_000) {
 			return bad("step %d: min reports %d out of range 1..1000000", i+1, s.MinReports)
 		}
 		prev, prevNodes = s.Percent, max(prevNodes, s.Nodes)
+	}
+	if p.Timed {
+		if p.Margin != 0 || p.MaxFailureRate != 0 || p.SilentAfter != 0 {
+			return bad("a timed plan has no margin, failure ceiling or silent-after: nothing judges it")
+		}
+		if p.Step < 0 || p.Step >= len(p.Steps) {
+			return bad("current step %d of %d", p.Step, len(p.Steps))
+		}
+		return nil
 	}
 	// Written so that NaN, which fails every comparison, is refused too.
 	if !(p.Margin >= 0 && p.Margin < 1) {
@@ -179,6 +194,14 @@ func (r Release) OpenSeats(n Node) int {
 // now. A draft starts rolling; a paused, halted, complete or revoked
 // release is refused.
 func (r Release) SetPlan(p Plan, now time.Time) (Release, error) {
+	if p.Timed {
+		return r, fmt.Errorf("%w: %s is a release: its plan is judged on its nodes' reports, so it needs a margin, a failure ceiling and min reports per step", ErrInvalidPlan, r.Version)
+	}
+	return r.setPlan(p, now)
+}
+
+// setPlan is SetPlan for any plan.
+func (r Release) setPlan(p Plan, now time.Time) (Release, error) {
 	if r.Revoked {
 		return r, revokedError(r.Version)
 	}
