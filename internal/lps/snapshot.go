@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,31 @@ type Snapshot struct {
 	Seats map[string]map[string]bool
 	// canaries indexes those releases in Releases.
 	canaries []int
+	// Configs are the component configurations, each with NotAfter set;
+	// served holds each one's served form by ID (rollout.Config.Served),
+	// built once per load; a configuration whose envelope does not decode
+	// has none and is never served.
+	Configs []rollout.Config
+	served  map[string][]byte
+}
+
+// withConfigs returns snap with the component configurations cs.
+func (snap *Snapshot) withConfigs(cs []rollout.Config) *Snapshot {
+	snap.Configs = cs
+	snap.served = make(map[string][]byte, len(cs))
+	for i, c := range cs {
+		cs[i] = c.WithNotAfter()
+		if body, err := c.Served(); err == nil {
+			snap.served[c.ID()] = body
+		}
+	}
+	return snap
+}
+
+// HasComponent reports whether any configuration of component is
+// published, whatever its rollout.
+func (snap *Snapshot) HasComponent(component string) bool {
+	return slices.ContainsFunc(snap.Configs, func(c rollout.Config) bool { return c.Component == component })
 }
 
 // newSnapshot returns the snapshot of rels at rev, with seats the holders
@@ -94,6 +120,14 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		// the envelope here, once per load, not per request.
 		rels[i] = rels[i].WithNotAfter()
 	}
+	configs, cfgRev, err := s.store.Configs(ctx)
+	if err != nil {
+		s.onError(err)
+		return fmt.Errorf("load snapshot: %w", err)
+	}
+	// The snapshot reflects both kinds of record: a backend may count
+	// their revisions apart, and each only grows.
+	rev = max(rev, cfgRev)
 	seats := make(map[string]map[string]bool)
 	held := 0
 	old := s.cur.Load()
@@ -123,8 +157,8 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 	if old != nil && old.Revision == rev && rev != 0 && sameCounts(old.Seats, seats) {
 		return nil
 	}
-	s.cur.Store(newSnapshot(rels, rev, seats, time.Now()))
-	s.log.Info("snapshot updated", "revision", rev, "releases", len(rels), "canary_seats", held)
+	s.cur.Store(newSnapshot(rels, rev, seats, time.Now()).withConfigs(configs))
+	s.log.Info("snapshot updated", "revision", rev, "releases", len(rels), "canary_seats", held, "component_configs", len(configs))
 	return nil
 }
 

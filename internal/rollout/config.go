@@ -164,6 +164,10 @@ func (c Config) Advance(now time.Time) (Config, error) {
 	return c.with(r), err
 }
 
+// Served returns what nodes are served for c: its configuration with its
+// envelope beside it (release.ServedComponent).
+func (c Config) Served() ([]byte, error) { return release.ServedComponent(c.Envelope) }
+
 // Due reports whether c's timed plan has a step to take at now: c is
 // rolling and the current step's bake has ended.
 func (c Config) Due(now time.Time) bool {

@@ -39,10 +39,14 @@ const (
 	// (Unix nanoseconds, 8-byte big endian) for each canary seat held, and
 	// version to the seats' count, 8-byte big endian.
 	seatsBucket = "seats"
+	// configsBucket maps a component configuration's ID
+	// (rollout.ConfigID) to its stored form (storecodec).
+	configsBucket = "configs"
 	// metaBucket holds store-wide values.
 	metaBucket = "meta"
 	// revisionKey (in metaBucket) is the store-wide revision, 8-byte big
-	// endian, incremented by every release write.
+	// endian, incremented by every release and component configuration
+	// write.
 	revisionKey = "revision"
 )
 
@@ -87,7 +91,7 @@ func Open(path string) (*Store, error) {
 	}
 	s := &Store{db: db}
 	err = s.update(func(tx *bolt.Tx) error {
-		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, metaBucket} {
+		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, metaBucket, configsBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}

@@ -35,6 +35,9 @@ type Store struct {
 	// seats maps a release version to its canary seats' holders and when
 	// each took its seat.
 	seats map[string]map[string]time.Time
+	// configs holds component configurations by ID, made on first write;
+	// their writes move rev too.
+	configs map[string]configEntry
 }
 
 type reportKey struct{ vmID, boot string }
@@ -221,6 +224,7 @@ func (s *Store) Close() error {
 	s.audit = nil
 	s.reports = nil
 	s.seats = nil
+	s.configs = nil
 	s.mu.Unlock()
 	s.hub.Close()
 	return nil
@@ -228,14 +232,20 @@ func (s *Store) Close() error {
 
 func cloneRelease(r rollout.Release) rollout.Release {
 	r.Envelope = cloneRaw(r.Envelope)
-	r.Rollout.Subscriptions = slices.Clone(r.Rollout.Subscriptions)
-	r.Rollout.Regions = slices.Clone(r.Rollout.Regions)
-	if p := r.Rollout.Plan; p != nil {
+	r.Rollout = cloneRollout(r.Rollout)
+	return r
+}
+
+func cloneRollout(ro rollout.Rollout) rollout.Rollout {
+	ro.Subscriptions = slices.Clone(ro.Subscriptions)
+	ro.Regions = slices.Clone(ro.Regions)
+	ro.DeployEnvs = slices.Clone(ro.DeployEnvs)
+	if p := ro.Plan; p != nil {
 		c := *p
 		c.Steps = slices.Clone(p.Steps)
-		r.Rollout.Plan = &c
+		ro.Plan = &c
 	}
-	return r
+	return ro
 }
 
 func cloneAudit(a store.AuditEntry) store.AuditEntry {

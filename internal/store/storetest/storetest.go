@@ -61,6 +61,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"seats-concurrent", testSeatsConcurrent},
 		{"seats-invalid", testSeatsInvalid},
 		{"seats-not-releases", testSeatsNotReleases},
+		{"configs-round-trip", testConfigsRoundTrip},
+		{"configs-compare-and-swap", testConfigsCompareAndSwap},
+		{"configs-watch", testConfigsWatch},
+		{"configs-apart-from-releases", testConfigsApart},
 		{"close", testClose},
 	}
 	for _, tt := range tests {
