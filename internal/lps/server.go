@@ -94,6 +94,9 @@ type ServerConfig struct {
 	// Region is this instance's region label, matched against rollout
 	// regions. "": no label, so only releases without a region scope apply.
 	Region string
+	// DeployEnv is this instance's deploy-environment label, matched
+	// against rollout deploy environments as Region is against regions.
+	DeployEnv string
 	// MaxConnections caps open connections, handshaking ones included;
 	// further connections wait in the listen backlog.
 	// 0: DefaultMaxConnections.
@@ -217,7 +220,9 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 	if cfg.Seats != nil {
 		seats = NewSeats(cfg.Seats, m.seatResult)
 	}
-	lpsv1.RegisterLivePatchingServiceServer(gs, NewService(snaps, seats, m, cfg.Region, cfg.Log))
+	svc := NewService(snaps, seats, m, cfg.Region, cfg.Log)
+	svc.SetDeployEnv(cfg.DeployEnv)
+	lpsv1.RegisterLivePatchingServiceServer(gs, svc)
 	var batch *reportBatcher
 	if cfg.Reports != nil {
 		batch = newReportBatcher(cfg.Reports)

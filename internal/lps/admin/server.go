@@ -90,6 +90,9 @@ type Config struct {
 	// Region is this instance's region label, the default for Explain.
 	// Empty: none.
 	Region string
+	// DeployEnv is this instance's deploy-environment label, the default
+	// for Explain. Empty: none.
+	DeployEnv string
 	// ReleaseKeys, when set, makes PublishRelease refuse every envelope
 	// they do not verify. nil: envelopes are only checked for form and
 	// expiry (nodes still verify them).
