@@ -37,7 +37,6 @@ import (
 
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/autopilot"
-	"nodehotfix/internal/schedule"
 	"nodehotfix/internal/capfile"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/imds/attest"
@@ -47,6 +46,7 @@ import (
 	"nodehotfix/internal/lps/dashboard"
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/schedule"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/typo"
 )
