@@ -31,22 +31,25 @@ func (c *change) register(cmd *cobra.Command) {
 func newRolloutSetCmd(e *env) *cobra.Command {
 	var c change
 	var percent int64
-	var subscriptions, regions listFlag
+	var subscriptions, regions, deployEnvs listFlag
 	cmd := &cobra.Command{
-		Use:   "set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...]",
+		Use:   "set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...]",
 		Short: "grow a rollout's percentage and set its scope",
 		Long: `set grows the percentage of in-scope nodes a release is served to (it can
 never shrink: halt or revoke instead) and, when given, replaces its
-subscription or region scope; an empty list (--subscriptions "") means all.
-A draft starts rolling. The scope of a paused or complete release can change
-without stopping it.`,
+subscription, region or deploy-environment scope; an empty list
+(--subscriptions "") means all. A draft starts rolling. The scope of a
+paused or complete release can change without stopping it. VERSION may name
+a component configuration, <component>@<version> (localDNS@3), whose
+rollout works the same way.`,
 		Example: `  lpsctl rollout set 202604.01.3 --percent 10
   lpsctl rollout set 202604.01.3 --percent 25 --regions eastus,westeurope
-  lpsctl rollout set 202604.01.3 --subscriptions ""`,
+  lpsctl rollout set 202604.01.3 --subscriptions ""
+  lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("percent") && !subscriptions.set && !regions.set {
-				return usagef("nothing to change: give --percent, --subscriptions or --regions")
+			if !cmd.Flags().Changed("percent") && !subscriptions.set && !regions.set && !deployEnvs.set {
+				return usagef("nothing to change: give --percent, --subscriptions, --regions or --deploy-envs")
 			}
 			req := &adminv1.SetRolloutRequest{
 				Version:          args[0],
@@ -58,6 +61,8 @@ without stopping it.`,
 				IfRevision:       c.ifRevision,
 				KeepPercent:      !cmd.Flags().Changed("percent"),
 				Reason:           c.reason,
+				DeployEnvs:       deployEnvs.vals,
+				SetDeployEnvs:    deployEnvs.set,
 			}
 			var resp *adminv1.SetRolloutResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
@@ -67,6 +72,9 @@ without stopping it.`,
 			if err != nil {
 				return err
 			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				return printConfig(e.stdout, &c.out, cc, unchangedConfigAs(resp.GetUnchanged(), cc))
+			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease(), unchangedAs(resp.GetUnchanged(), resp.GetRelease()))
 		},
 	}
@@ -74,7 +82,8 @@ without stopping it.`,
 	newInt(fs, &percent, "percent", 0, 0, 100, "percent `N` (0..100) of in-scope nodes to serve; it can only grow (unset: keep)")
 	fs.Var(&subscriptions, "subscriptions", "comma-separated subscription `IDs` (GUIDs) in scope; \"\" for all (unset: keep)")
 	fs.Var(&regions, "regions", "comma-separated lpsd region `labels` in scope; \"\" for all (unset: keep)")
-	fs.SetNormalizeFunc(aliases(map[string]string{"subscription": "subscriptions", "region": "regions"}))
+	fs.Var(&deployEnvs, "deploy-envs", "comma-separated lpsd deploy-environment `labels` (lpsd --deploy-env) in scope; \"\" for all (unset: keep)")
+	fs.SetNormalizeFunc(aliases(map[string]string{"subscription": "subscriptions", "region": "regions", "deploy-env": "deploy-envs"}))
 	c.register(cmd)
 	return cmd
 }
@@ -113,6 +122,9 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				return printConfig(e.stdout, &c.out, cc, unchangedConfigAs(resp.GetUnchanged(), cc))
+			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease(), unchangedAs(resp.GetUnchanged(), resp.GetRelease()))
 		},
 	}
@@ -130,26 +142,43 @@ func newRolloutPlanCmd(e *env) *cobra.Command {
 	var margin, ceiling float64
 	var silentAfter time.Duration
 	cmd := &cobra.Command{
-		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--silent-after D]",
+		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--silent-after D] | plan COMPONENT@VERSION --steps PERCENT:BAKE,...",
 		Short: "put a release on steps lpsd advances while healthy and halts on a regression",
 		Long: `plan puts a draft or rolling release on steps that lpsd advances by itself
 once a step's bake time has passed and the release has the step's reports,
 and halts by itself when the health rule finds a regression (see the
 manual). A step's SIZE is a percentage of in-scope nodes (10) or a canary of
 a number of nodes (20n): the first nodes in scope to ask, who stay served
-through the later steps. Canary steps come first.`,
+through the later steps. Canary steps come first.
+
+A component configuration (localDNS@3) takes a timed plan instead: steps of
+PERCENT:BAKE that lpsd advances once each bake has passed, and completes
+after the last. Nothing reports on a component, so nothing judges it:
+pause, halt or revoke it yourself.`,
 		Example: `  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500
-  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02`,
+  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02
+  lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := required(cmd, "steps"); err != nil {
 				return err
 			}
-			plan, err := parseSteps(steps)
+			_, _, isConfig := rollout.ParseConfigID(args[0])
+			var plan *adminv1.Plan
+			var err error
+			if isConfig {
+				for _, f := range []string{"margin", "max-failure", "silent-after"} {
+					if cmd.Flags().Changed(f) {
+						return usagef("--%s: %s is a component configuration, whose plan is timed: nothing judges it", f, args[0])
+					}
+				}
+				plan, err = parseTimedSteps(steps)
+			} else if plan, err = parseSteps(steps); err == nil {
+				plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
+			}
 			if err != nil {
 				return usagef("--steps %q: %v", steps, err)
 			}
-			plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
 			var resp *adminv1.SetPlanResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 				resp, err = cl.SetPlan(ctx, &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision, Reason: c.reason})
@@ -157,6 +186,9 @@ through the later steps. Canary steps come first.`,
 			})
 			if err != nil {
 				return err
+			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				return printConfig(e.stdout, &c.out, cc, "")
 			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease(), "")
 		},

@@ -171,7 +171,7 @@ lists the audit log, and renders a node's custom data. The manual is
 	for _, t := range transitionNames {
 		ro.AddCommand(newTransitionCmd(e, t))
 	}
-	root.AddCommand(keys, rel, ro,
+	root.AddCommand(keys, rel, ro, newComponentGroup(e),
 		newRevokeCmd(e),
 		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e),
 		newCustomDataCmd(e),
