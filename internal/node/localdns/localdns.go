@@ -16,8 +16,10 @@ package localdns
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -28,6 +30,7 @@ import (
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/node/component"
 	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/nodeconfig"
 	"nodehotfix/internal/release"
 )
@@ -63,10 +66,11 @@ type Config struct {
 	// Output is where the Corefile goes; empty means
 	// Root.LocalDNSCorefile().
 	Output string
-	// Keys are the node's release keys (component.LoadKeys); nil means
-	// none, and the served configuration is used unverified. With keys a
-	// configuration must carry a valid signature.
-	Keys *release.KeySet
+	// ReleaseKeys is the node's release key file; empty means
+	// Root.ReleaseKeys(). Without the file the served configuration is
+	// used unverified; with it a configuration must carry a valid
+	// signature (component.Open), and a damaged file fails.
+	ReleaseKeys string
 	// Now judges the signature's expiry; zero means time.Now().
 	Now time.Time
 }
@@ -119,7 +123,15 @@ func Apply(cfg Config, served string) Result {
 	if out == "" {
 		out = cfg.Root.LocalDNSCorefile()
 	}
-	opened, err := component.Open(served, Component, cfg.Keys, cfg.Now, true)
+	keysPath := cfg.ReleaseKeys
+	if keysPath == "" {
+		keysPath = cfg.Root.ReleaseKeys()
+	}
+	keys, err := component.LoadKeys(keysPath)
+	if err != nil {
+		return Result{Outcome: Failed, Err: err}
+	}
+	opened, err := component.Open(served, Component, keys, cfg.Now, true)
 	if err != nil {
 		return Result{Outcome: Failed, Err: err}
 	}
@@ -205,4 +217,26 @@ func stage(out, corefile, version string) Result {
 		}
 	}
 	return Result{Outcome: Applied, Version: version}
+}
+
+// Fetch asks the live-patching service for Component's configuration as
+// node and applies it. The service's "nothing for you" (NotFound,
+// PermissionDenied, Unauthenticated) is NotFound, as the reference reads
+// it; any other failure, reaching the service included, is Failed. ctx
+// bounds the metadata service, the connection and the call.
+func Fetch(ctx context.Context, cfg Config, node lpsclient.Node) Result {
+	t, token, _, err := node.Resolve(ctx)
+	if err != nil {
+		return Result{Outcome: Failed, Err: err}
+	}
+	t.Component = Component
+	served, err := lpsclient.Fetch(ctx, t, token)
+	var le *lpsclient.Error
+	if errors.As(err, &le) && le.Class == lpsclient.ClassNoHotfix {
+		return Result{Outcome: NotFound}
+	}
+	if err != nil {
+		return Result{Outcome: Failed, Err: err}
+	}
+	return Apply(cfg, served)
 }

@@ -19,16 +19,12 @@ const corefile = ".:53 {\n    forward . 168.63.129.16\n}\n"
 
 var now = time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
 
-func key(t *testing.T, seed byte) (*release.KeySet, ed25519.PrivateKey) {
+func key(t *testing.T, seed byte) (ed25519.PublicKey, ed25519.PrivateKey) {
 	t.Helper()
 	s := make([]byte, ed25519.SeedSize)
 	s[0] = seed
 	priv := ed25519.NewKeyFromSeed(s)
-	ks, err := release.NewKeySet(priv.Public().(ed25519.PublicKey))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &ks, priv
+	return priv.Public().(ed25519.PublicKey), priv
 }
 
 func served(t *testing.T, priv ed25519.PrivateKey, name, config string) string {
@@ -68,7 +64,7 @@ func TestApply(t *testing.T) {
 	tests := []struct {
 		name    string
 		pool    string
-		keys    *release.KeySet
+		keys    ed25519.PublicKey
 		served  string
 		want    Outcome
 		version string
@@ -95,7 +91,10 @@ func TestApply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			root := rootWithPool(t, tc.pool)
-			res := Apply(Config{Root: root, Keys: tc.keys, Now: now}, tc.served)
+			if tc.keys != nil {
+				writeKeys(t, root, tc.keys)
+			}
+			res := Apply(Config{Root: root, Now: now}, tc.served)
 			if res.Outcome != tc.want || res.Version != tc.version {
 				t.Fatalf("Apply() = %s %q (%v), want %s %q", res.Outcome, res.Version, res.Err, tc.want, tc.version)
 			}
@@ -112,7 +111,7 @@ func TestApply(t *testing.T) {
 			if v, _ := os.ReadFile(root.LocalDNSCorefile() + ".version"); strings.TrimSpace(string(v)) != tc.version {
 				t.Errorf("version file %q, want %q", v, tc.version)
 			}
-			if again := Apply(Config{Root: root, Keys: tc.keys, Now: now}, tc.served); again.Outcome != AlreadyCurrent {
+			if again := Apply(Config{Root: root, Now: now}, tc.served); again.Outcome != AlreadyCurrent {
 				t.Errorf("second Apply() = %s (%v), want alreadyCurrent", again.Outcome, again.Err)
 			}
 		})
@@ -148,6 +147,30 @@ func TestApplyUnwritable(t *testing.T) {
 	}
 	if res := Apply(Config{Root: root, Output: out}, `{"corefile":"x"}`); res.Outcome != Failed || res.Err == nil {
 		t.Errorf("Apply(over a directory) = %s (%v), want failed", res.Outcome, res.Err)
+	}
+}
+
+func writeKeys(t *testing.T, root layout.Root, pub ed25519.PublicKey) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(root.ReleaseKeys()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root.ReleaseKeys(), release.MarshalPublicKey(pub, "test"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestApplyDamagedKeys(t *testing.T) {
+	t.Parallel()
+	root := rootWithPool(t, "")
+	if err := os.MkdirAll(filepath.Dir(root.ReleaseKeys()), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(root.ReleaseKeys(), []byte("garbage\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res := Apply(Config{Root: root, Now: now}, `{"corefile":"x"}`); res.Outcome != Failed {
+		t.Errorf("Apply(damaged key file) = %s, want failed", res.Outcome)
 	}
 }
 
