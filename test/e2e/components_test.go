@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 const localDNSCorefile = ".:53 {\n    errors\n    forward . 168.63.129.16\n}\n"
@@ -175,4 +174,3 @@ func waitConfigsSynced(t *testing.T, s *stack) {
 		}
 	}
 }
-
