@@ -148,7 +148,8 @@ Unauthenticated), noCorefileData (an empty configuration, none for this
 node's agent pool, or only a localDnsProfile, which this agent does not
 render into a Corefile) or failed. It always exits 0: its bootstrap caller
 is fail-open and reads the line. --timeout (default 10s) bounds it whole,
-metadata service included; the configuration is at most 48 KiB.
+metadata service included; the configuration is at most 36 KiB (a
+signed one with its envelope), the response at 1 MiB.
 
 The configuration is the reference's JSON object: corefile, coreFile,
 corefileBase64 or corefile_base64, or per agent pool under agentPools or
@@ -163,7 +164,7 @@ taken as served.
 
 `aks-node-controller apply-localdns-config [--config FILE|-] [--output PATH]`
 applies a configuration given in a file or on stdin (the default; read for
-at most 10 s, at most 48 KiB) the same way, prints the outcome line, and
+at most 10 s, at most 36 KiB) the same way, prints the outcome line, and
 exits 1 when it is failed.
 
 Log lines. launch prints, at the same moments, the lines the reference's

@@ -31,8 +31,8 @@ import (
 // and then uses only the configuration it signs (SplitServed).
 
 // Limits of component configurations. A served one (the configuration and
-// its envelope, which holds it again in base64) stays under the 48 KiB a
-// node accepts.
+// its envelope, which holds it again in base64) stays under the 48 KiB
+// lpsd serves (lps.ServedBudget).
 const (
 	// MaxComponentConfigSize caps a configuration's text.
 	MaxComponentConfigSize = 12 << 10

@@ -123,6 +123,10 @@ func Apply(cfg Config, served string) Result {
 	if out == "" {
 		out = cfg.Root.LocalDNSCorefile()
 	}
+	// Signed or not, no configuration a service serves is larger.
+	if len(served) > release.MaxComponentServedSize {
+		return Result{Outcome: Failed, Err: fmt.Errorf("localDNS config is %d bytes, over the %d a served one can be", len(served), release.MaxComponentServedSize)}
+	}
 	keysPath := cfg.ReleaseKeys
 	if keysPath == "" {
 		keysPath = cfg.Root.ReleaseKeys()

@@ -85,6 +85,7 @@ func TestApply(t *testing.T) {
 		{name: "untrusted", keys: ks, served: served(t, other, Component, `{"corefile":"x"}`), want: Failed},
 		{name: "other-component", keys: ks, served: served(t, priv, "otherThing", `{"corefile":"x"}`), want: Failed},
 		{name: "unsigned-with-keys", keys: ks, served: `{"corefile":"x"}`, want: Failed},
+		{name: "oversized", served: `{"corefile":"` + strings.Repeat("x", release.MaxComponentServedSize) + `"}`, want: Failed},
 		{name: "oversized-with-keys", keys: ks, served: `{"corefile":"` + strings.Repeat("x", release.MaxComponentServedSize) + `"}`, want: Failed},
 	}
 	for _, tc := range tests {
