@@ -106,7 +106,7 @@ type entry struct {
 }
 
 type payload struct {
-	entry
+	entry // its version fields are ignored
 	AgentPools map[string]entry `json:"agentPools"`
 	Profiles   map[string]entry `json:"profiles"`
 }
@@ -146,7 +146,9 @@ func Apply(cfg Config, served string) Result {
 	if err := json.Unmarshal([]byte(opened.Config), &p); err != nil {
 		return Result{Outcome: Failed, Err: fmt.Errorf("parse localDNS config: %w", err)}
 	}
+	// Only a per-pool entry names a version, as the reference reads it.
 	e := p.entry
+	e.CorefileVersion, e.ConfigChecksum = "", ""
 	if len(p.AgentPools) > 0 || len(p.Profiles) > 0 {
 		pool, err := nodeconfig.AgentPool(cfg.Root.NodeConfig(), cfg.Root.NBCCmd())
 		if err != nil {

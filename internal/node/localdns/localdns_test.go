@@ -70,6 +70,7 @@ func TestApply(t *testing.T) {
 		version string
 	}{
 		{name: "top-level", served: `{"corefile":` + quoteJSON(corefile) + `}`, want: Applied},
+		{name: "top-level-version-ignored", served: `{"corefile":` + quoteJSON(corefile) + `,"corefileVersion":"v1"}`, want: Applied},
 		{name: "core-file", served: `{"coreFile":` + quoteJSON(corefile) + `}`, want: Applied},
 		{name: "base64", served: `{"corefile_base64":"` + b64 + `"}`, want: Applied},
 		{name: "agent-pool", pool: "np1", served: perPool, want: Applied, version: "v7"},
