@@ -106,7 +106,7 @@ type entry struct {
 }
 
 type payload struct {
-	entry // its version fields are ignored
+	entry                       // its version fields are ignored
 	AgentPools map[string]entry `json:"agentPools"`
 	Profiles   map[string]entry `json:"profiles"`
 }
