@@ -85,8 +85,8 @@
 // The same keys sign the configurations of components other than the agent
 // (ComponentConfig, SignComponent, VerifyComponent), in envelopes of the
 // same form with their own payload type,
-// "application/vnd.nodehotfix.component-config.v1+json", and payload type
-// "nodehotfix-component-config": the pre-authentication encoding binds it,
+// "application/vnd.nodehotfix.component-config.v1+json", and payloads of
+// type "nodehotfix-component-config": the pre-authentication encoding binds it,
 // so a component configuration never verifies as a release, nor the
 // reverse. The service serves the configuration's JSON object with the
 // envelope in one more member, ComponentEnvelopeKey (ServedComponent); a
