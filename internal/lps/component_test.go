@@ -1,6 +1,7 @@
 package lps
 
 import (
+	"context"
 	"crypto/rand"
 	"testing"
 	"time"
@@ -13,6 +14,8 @@ import (
 	"nodehotfix/internal/imds/attest"
 	relsign "nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
 )
 
 func signedConfig(t *testing.T, version int64, config string, ro rollout.Rollout) rollout.Config {
@@ -34,7 +37,7 @@ func TestGetComponentConfigForComponents(t *testing.T) {
 	v1 := signedConfig(t, 1, `{"corefile":"v1"}`, all)
 	v2 := signedConfig(t, 2, `{"corefile":"v2"}`, rollout.Rollout{State: rollout.Complete, Percent: 100, DeployEnvs: []string{"staging"}})
 	halted := signedConfig(t, 3, `{"corefile":"v3"}`, rollout.Rollout{State: rollout.Halted, Percent: 100})
-	snap := newSnapshot(nil, 9, nil, time.Now()).withConfigs([]rollout.Config{v1, v2, halted})
+	snap := newSnapshot(nil, 9, nil, time.Now()).withConfigs([]rollout.Config{v1, v2, halted}, 9)
 	tests := []struct {
 		name, component, env string
 		want                 int64 // the version served; 0: none
@@ -71,10 +74,42 @@ func TestGetComponentConfigForComponents(t *testing.T) {
 		})
 	}
 	// Out of every rollout: NotFound, as for nothing published.
-	none := newSnapshot(nil, 9, nil, time.Now()).withConfigs([]rollout.Config{halted})
+	none := newSnapshot(nil, 9, nil, time.Now()).withConfigs([]rollout.Config{halted}, 9)
 	svc := NewService(staticSnapshots{none}, nil, NewMetrics(nil), "", testLog(t))
 	ctx := withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub})
 	if _, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: "localDNS"}); status.Code(err) != codes.NotFound {
 		t.Errorf("GetComponentConfig(halted only) = %v, want NotFound", err)
+	}
+}
+
+// releasesApart is a store whose release revision does not move with
+// component configuration writes, as etcdstore's does not.
+type releasesApart struct{ *memstore.Store }
+
+func (s releasesApart) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
+	rels, _, err := s.Store.Releases(ctx)
+	return rels, 1, err
+}
+
+// TestSnapshotterLoadsConfigChanges: a write of a component configuration
+// alone reaches the snapshot, whichever revision the backend moves.
+func TestSnapshotterLoadsConfigChanges(t *testing.T) {
+	t.Parallel()
+	st := releasesApart{memstore.New()}
+	t.Cleanup(func() { st.Close() })
+	snaps := NewSnapshotter(st, testLog(t), nil)
+	if err := snaps.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c := signedConfig(t, 1, `{"corefile":"v1"}`, rollout.Rollout{State: rollout.Complete, Percent: 100})
+	if _, err := st.PutConfig(t.Context(), c, 0, store.AuditEntry{Action: "publish", Target: c.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := snaps.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	snap := snaps.Current()
+	if !snap.HasComponent("localDNS") || snap.served["localDNS@1"] == nil {
+		t.Errorf("snapshot after a config write: configs %v, revision %d", snap.Configs, snap.Revision)
 	}
 }

@@ -38,10 +38,16 @@ type Snapshot struct {
 	// has none and is never served.
 	Configs []rollout.Config
 	served  map[string][]byte
+	// relRev and cfgRev are the revisions Releases and Configs gave; a
+	// backend may count them apart (Revision is the higher).
+	relRev, cfgRev int64
 }
 
-// withConfigs returns snap with the component configurations cs.
-func (snap *Snapshot) withConfigs(cs []rollout.Config) *Snapshot {
+// withConfigs returns snap with the component configurations cs, read at
+// cfgRev.
+func (snap *Snapshot) withConfigs(cs []rollout.Config, cfgRev int64) *Snapshot {
+	snap.relRev, snap.cfgRev = snap.Revision, cfgRev
+	snap.Revision = max(snap.Revision, cfgRev)
 	snap.Configs = cs
 	snap.served = make(map[string][]byte, len(cs))
 	for i, c := range cs {
@@ -125,9 +131,6 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		s.onError(err)
 		return fmt.Errorf("load snapshot: %w", err)
 	}
-	// The snapshot reflects both kinds of record: a backend may count
-	// their revisions apart, and each only grows.
-	rev = max(rev, cfgRev)
 	seats := make(map[string]map[string]bool)
 	held := 0
 	old := s.cur.Load()
@@ -154,11 +157,13 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		held += len(vms)
 	}
 	// Seats only grow, so equal counts are equal seats.
-	if old != nil && old.Revision == rev && rev != 0 && sameCounts(old.Seats, seats) {
+	// A backend may count the two revisions apart: both must be unchanged.
+	if old != nil && old.relRev == rev && old.cfgRev == cfgRev && rev+cfgRev != 0 && sameCounts(old.Seats, seats) {
 		return nil
 	}
-	s.cur.Store(newSnapshot(rels, rev, seats, time.Now()).withConfigs(configs))
-	s.log.Info("snapshot updated", "revision", rev, "releases", len(rels), "canary_seats", held, "component_configs", len(configs))
+	snap := newSnapshot(rels, rev, seats, time.Now()).withConfigs(configs, cfgRev)
+	s.cur.Store(snap)
+	s.log.Info("snapshot updated", "revision", snap.Revision, "releases", len(rels), "canary_seats", held, "component_configs", len(configs))
 	return nil
 }
 
