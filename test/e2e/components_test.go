@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"nodehotfix/internal/store/etcdstore/etcdtest"
+	"nodehotfix/test/harness"
 )
 
 const localDNSCorefile = ".:53 {\n    errors\n    forward . 168.63.129.16\n}\n"
@@ -19,11 +22,35 @@ const localDNSCorefile = ".:53 {\n    errors\n    forward . 168.63.129.16\n}\n"
 // localDNS` (its signature verified with the node's release keys) and
 // `fetch-localdns-config` writes its Corefile; a configuration for another
 // environment is not served, and after a revocation the node is answered
-// NotFound again.
+// NotFound again. On etcd the node asks a second replica, which sees every
+// change by watch.
 func TestIntegrationComponentConfig(t *testing.T) {
 	integration(t)
 	t.Parallel()
-	s := newStack(t, stackOpts{lpsdFlags: []string{"--deploy-env", "staging", "--autopilot-interval", "200ms"}})
+	flags := []string{"--deploy-env", "staging", "--autopilot-interval", "200ms"}
+	t.Run("bolt", func(t *testing.T) {
+		t.Parallel()
+		s := newStack(t, stackOpts{lpsdFlags: flags})
+		componentScenario(t, s, s.lpsd)
+	})
+	t.Run("etcd", func(t *testing.T) {
+		t.Parallel()
+		spec := "etcd:" + strings.Join(etcdtest.Start(t), ",")
+		s := newStack(t, stackOpts{store: spec, lpsdFlags: flags})
+		other, err := harness.StartLPSD(t.Context(), env.bins, s.dir, harness.LPSDOptions{
+			Name: "lpsd-b", IMDSRoots: s.imds.RootsFile, Store: spec, TLS: s.lpsd.TLS, Region: "eastus", Extra: flags,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { other.Stop(10 * time.Second) })
+		componentScenario(t, s, other)
+	})
+}
+
+// componentScenario runs the component configuration's life through s's
+// lpsd, with the node asking serving.
+func componentScenario(t *testing.T, s *stack, serving *harness.LPSD) {
 	dir := t.TempDir()
 	sign := func(version, config string) string {
 		cfg := filepath.Join(dir, "localdns-"+version+".json")
@@ -45,7 +72,7 @@ func TestIntegrationComponentConfig(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, agent, append(args, "--root", n.Root, "--imds-url", s.imds.URL, "--lps-addr", s.lpsd.GRPCAddr)...)
+		cmd := exec.CommandContext(ctx, agent, append(args, "--root", n.Root, "--imds-url", s.imds.URL, "--lps-addr", serving.GRPCAddr)...)
 		var stdout, stderr strings.Builder
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()
@@ -74,7 +101,7 @@ func TestIntegrationComponentConfig(t *testing.T) {
 	s.ctl("rollout", "set", "localDNS@1", "--deploy-envs", "staging")
 	s.ctl("rollout", "plan", "localDNS@1", "--steps", "1:1s,100:0s", "--reason", "e2e timed plan")
 	waitConfigState(t, s, "localDNS@1", "complete")
-	waitConfigsSynced(t, s)
+	waitConfigsSynced(t, s, serving)
 
 	code, out, errOut := runAgent("live-patching", "localDNS")
 	if code != 0 || !strings.Contains(out, `"corefile":`+string(quoted)) || !strings.Contains(out, `"nodehotfixConfigEnvelope":`) {
@@ -103,7 +130,7 @@ func TestIntegrationComponentConfig(t *testing.T) {
 	}
 
 	s.ctl("revoke", "localDNS@1", "--reason", "e2e")
-	waitConfigsSynced(t, s)
+	waitConfigsSynced(t, s, serving)
 	if code, out, _ := runAgent("fetch-localdns-config", "--output", corefilePath); code != 0 || lastLine(out) != "notFound" {
 		t.Errorf("after revoke: fetch-localdns-config exit %d, stdout %q; want 0 and notFound", code, out)
 	}
@@ -147,13 +174,13 @@ func waitConfigState(t *testing.T, s *stack, id, state string) {
 	}
 }
 
-// waitConfigsSynced waits until lpsd serves from a snapshot as new as
-// every component configuration record.
-func waitConfigsSynced(t *testing.T, s *stack) {
+// waitConfigsSynced waits until l serves from a snapshot as new as every
+// component configuration record.
+func waitConfigsSynced(t *testing.T, s *stack, l *harness.LPSD) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := lpsdStatus(t.Context(), s.lpsd)
+		st, err := lpsdStatus(t.Context(), l)
 		if err != nil {
 			t.Fatal(err)
 		}
