@@ -12,7 +12,7 @@ func newRevokeCmd(e *env) *cobra.Command {
 	var c service
 	cmd := &cobra.Command{
 		Use:   "revoke VERSION",
-		Short: "revoke a release: never served again, staged copies removed",
+		Short: "revoke a release (staged copies removed) or component configuration: never served again",
 		Long: `revoke stops serving a release for good: lpsd tells every node of its base
 to remove staged copies, and no later change can serve it again. Sign a new
 patch version to ship a fix. VERSION may name a component configuration
