@@ -90,7 +90,8 @@ var/log/azure/aks/provision-started.json. If the hotfix agent ends non-zero
 and neither recorded the start nor wrote provision.complete (an agent that
 keeps no record, such as the reference's, writes it once its bootstrap has
 run) — a crash, a panic, a signal, exit 240, a failed preflight — the baked
-agent provisions in the same boot, once; provision.json records Agent
+agent provisions in the same boot, once; so it does after a hotfix agent
+that exits 0 with neither (it provisioned nothing, so it counts as failed); provision.json records Agent
 "baked" and the Fallback reason, and the Launcher event says fallback=true.
 A preflight that does not reach the bootstrap within a minute is a hang:
 the hotfix agent is killed and the baked agent provisions. A bootstrap that
@@ -106,9 +107,14 @@ after provision and within 2 s, to the live-patching service
 document as check-hotfix): the boot ID, the baked version, the agent that
 provisioned and its version, the hotfix chosen, the decision, check-hotfix's
 and download-hotfix's outcomes and route, the fallback and its reason,
-provision's exit code and the durations. A failed report is logged and
-changes nothing. Nodes that chose the baked agent are their base's control
-cohort. With the flag off nothing is sent.
+provision's exit code and the durations, and the version the staged pointer
+requested for the base, run or not (a node served a release it refused
+counts against that release). check-hotfix sends the boot ID with its
+request too (nodehotfix-boot metadata), so the service records whom it
+served and counts a node that never reports as silent. A failed report is
+logged and changes nothing. Nodes that ran the baked agent with nothing
+requested are their base's control cohort. With the flag off nothing is
+sent.
 
 launch flags, besides the common ones: --bin-path (the baked agent),
 --hotfix-bin (default <bin-path>-hotfix), --hotfix-json, --provision-config,

@@ -254,7 +254,7 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	if want := []string{"rollout-set/202604.01.3", "rollout-set/202605.02.1"}; !cmp.Equal(got, want) {
 		t.Errorf("audit --action rollout-set = %v, want %v", got, want)
 	}
-	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, pause, resume, halt, complete, revoke, auto-advance, auto-halt; did you mean "revoke"?`) {
+	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, skip, pause, resume, halt, complete, revoke, auto-advance, auto-halt; did you mean "revoke"?`) {
 		t.Errorf("audit --action revokd: exit %d, %q", code, errOut)
 	}
 	out, errOut, code := lpsctl(t, with("audit", "--actor", "ops")...)
@@ -415,5 +415,23 @@ func TestAuditActionAgainstOlderLPSD(t *testing.T) {
 	_, errOut, code := lpsctl(t, append([]string{"audit", "--action", "publish"}, srv.conn()...)...)
 	if code != exitError || !strings.Contains(errOut, "does not filter by --action") {
 		t.Errorf("audit --action against an older lpsd: exit %d, %q; want a refusal", code, errOut)
+	}
+}
+
+// TestPlanDryRunAgainstOlderLPSD: an lpsd from before dry runs ignores the
+// field and applies the plan; lpsctl says so and fails.
+func TestPlanDryRunAgainstOlderLPSD(t *testing.T) {
+	t.Parallel()
+	older := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		if r, ok := req.(*adminv1.SetPlanRequest); ok {
+			r.DryRun = false
+		}
+		return handler(ctx, req)
+	}
+	srv := startServerWith(t, older)
+	publishDraft(t, srv, "202604.01.3")
+	_, errOut, code := lpsctl(t, append([]string{"rollout", "plan", "202604.01.3", "--steps", "5:1h:10,100:1h:20", "--dry-run"}, srv.conn()...)...)
+	if code != exitError || !strings.Contains(errOut, "the plan was APPLIED") || !strings.Contains(errOut, "lpsctl rollout pause 202604.01.3") {
+		t.Errorf("plan --dry-run against an older lpsd: exit %d, %q; want a failure saying it was applied and how to stop it", code, errOut)
 	}
 }

@@ -69,7 +69,8 @@ It completes commands and flags, and a VERSION argument with the releases
 of the lpsd that the environment (LPSCTL_SERVER and the rest) reaches, if it
 answers within 2 seconds; rollout pause, resume, halt and complete offer only
 the releases the rollout state machine lets them move (resume: a draft,
-paused or halted one), never a revoked one.
+paused or halted one), and rollout skip only rolling releases with a plan
+step to skip to; never a revoked one.
 
 # Service commands
 
@@ -77,8 +78,9 @@ paused or halted one), never a revoked one.
 	lpsctl component publish --envelope FILE
 	lpsctl component list
 	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...]
-	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--margin M] [--max-failure F] [--silent-after D]
-	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,...
+	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--silent-after D]
+	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,... [--dry-run]
+	lpsctl rollout skip VERSION --reason TEXT
 	lpsctl rollout pause|resume|halt|complete VERSION
 	lpsctl revoke VERSION
 	lpsctl status [--watch [--interval D]]
@@ -87,7 +89,7 @@ paused or halted one), never a revoked one.
 
 Every command that changes something takes --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and
-shown by audit. When a change's answer does not arrive (Ctrl-C, --timeout,
+shown by audit; rollout skip requires it. When a change's answer does not arrive (Ctrl-C, --timeout,
 a lost connection), stderr says it may or may not have been applied and how
 to check. The rollout commands take --if-revision REV: the change
 applies only if the release is still at the revision status showed, so two
@@ -120,9 +122,55 @@ control cohort's by more than --margin (default 0.05) with 99.5% confidence.
 Each automatic change is an audit entry by lpsd with its evidence; a pause,
 halt or revoke by an operator stops it.
 
+A plan skips no step unless told to. On a release already past a step (a
+canary of nodes once any percentage is served; a percentage below the
+release's, since a percentage never shrinks), rollout plan is refused
+(exit 3), naming the step, why, and the --from-step that starts the plan
+after it: after "rollout set --percent 5", a plan starting with a 20n canary
+says to add --from-step 2. A step at the release's own percentage is not
+past: "--steps 50:1m:3,100:1h:10" on a release at 50% bakes at 50% for a
+minute before it goes on. --from-step N (counted from 1, as status and the
+text output count; from_step in the API, also from 1, 0 meaning the first)
+starts the plan at step N, skipping the steps before it; a start step the
+release is past is refused the same way. --dry-run sends the plan with the
+API's dry_run: lpsd checks it by the same rules (a refusal is the same
+refusal and exit code) and answers with the release as the plan would leave
+it, changing nothing and writing no audit entry. Its text prints every step
+with its size, bake, reports, the soonest it can start and end and its
+DEADLINE (a skipped step says so), when the release can complete at the
+soonest, the baseline (the ceiling --max-failure; the --margin over the
+release's base's incumbent, named as of now: the base's previous complete
+hotfix or the baked agent, measured on the base's nodes not served the
+release; the silent and refused-for-delivery ceilings; the floor: the
+plan's smallest REPORTS, the fewest judged), and the deadlines (a node
+served the release that has not reported within --silent-after counts as
+silent; a step still without enough evidence at its DEADLINE, the plan's
+deadline after its bake, pauses the release as inconclusive; nothing is
+served after the envelope's not_after). rollout plan without --dry-run prints where the plan starts
+and the release; either warns when the envelope expires before the plan
+can complete. An lpsd from before dry runs ignores the field and applies
+the plan: lpsctl then prints what was applied and fails (exit 1), naming
+rollout pause to stop it.
+
+rollout skip ends a rolling release's current plan step now, whatever its
+bake time, reports and health, and starts the next one (steps a percentage
+set by hand is already past are passed over too). It gives up the step's
+evidence, so --reason is required (exit 2 without it); it takes
+--if-revision like the other rollout commands and is audited as "skip". At
+the plan's last step, on a paused, halted or complete release, or one
+without a plan it is refused (exit 3), naming the command that works
+(rollout complete, resume or plan).
+
 pause keeps serving the current nodes but refuses growth; resume sets a
-paused or halted release rolling again; halt stops serving it; complete
-serves every node in scope. Asking for the state a release is already in
+paused or halted release rolling again, or complete again when it was
+halted while complete; halt stops serving it; complete serves every node
+in scope. Resuming a halted release opens a fresh evidence window: only
+reports lpsd accepts from the resume on count for its health and its
+plan's report minimums (and only canary seats taken from then on can count
+as silent), so the reports that led to the halt cannot halt it again. The
+release's evidence_since says when (text: "counting reports accepted
+since ..."), and the resume's audit entry shows it ("fresh evidence from
+..."). Resuming a paused release keeps its window. Asking for the state a release is already in
 succeeds and says "nothing changed". Each refusal names a command that
 works from the release's state.
 
@@ -146,9 +194,9 @@ other value is a usage error (exit 2), as it describes no node.
 
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
-lpsd), one action (--action: publish, rollout-set, plan, pause, resume,
-halt, complete, revoke, auto-advance, auto-halt; any other is a usage
-error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
+lpsd), one action (--action: publish, rollout-set, plan, skip, pause,
+resume, halt, complete, revoke, auto-advance, auto-halt; any other is a
+usage error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
 page. An operator's actor carries its credential's kind: when --actor ops
 matches nothing and token:ops or cert:ops would, stderr says so.
@@ -188,7 +236,24 @@ a release:
 	 "subscriptions": ["3f2b9c1d-..."], "regions": [],   // [] means all
 	 "revoked": false, "not_after": RFC3339, "expired": false,
 	 "published_at": RFC3339, "updated_at": RFC3339, "revision": 4,
-	 "served": 0, "unchanged": true}   // unchanged only when already so
+	 "served": 0, "unchanged": true,   // unchanged only when already so
+	 "evidence_since": RFC3339,        // only once a resume after a halt opened
+	                                   // a fresh evidence window
+	 "halted_from": "complete"}        // halted only: the state it was halted from
+
+rollout plan adds "preview" (and, with --dry-run, "dry_run": true; the
+release is then as the plan would leave it, at its current revision):
+
+	{"steps": [{"earliest_start": RFC3339 or null (skipped),
+	            "earliest_end": RFC3339 or null,
+	            "deadline": RFC3339 or null}, ...],       // per plan step
+	 "earliest_complete": RFC3339,
+	 "baseline": {"max_failure_rate": 0.2, "margin": 0.05, "floor": 20,
+	              "incumbent": "baked" or "202604.01.2",
+	              "max_silent_rate": 0.2, "max_delivery_rate": 0.2,
+	              "compared_with": "the incumbent of base 202604.01 (...), ..."}}
+
+rollout skip adds "skipped_step": the index (from 0) of the step it left.
 
 status prints:
 
@@ -250,7 +315,7 @@ component sign prints {"out", "key_id", "id", "not_after", "config_bytes"}.
 audit prints:
 
 	{"entries": [{"seq": 1, "time": RFC3339, "actor": "token:ops",
-	              "action": "publish|rollout-set|plan|pause|resume|halt|complete|revoke|auto-advance|auto-halt",
+	              "action": "publish|rollout-set|plan|skip|pause|resume|halt|complete|revoke|auto-advance|auto-halt",
 	              "target": "202604.01.3", "reason": "ICM 1234",
 	              "before": {release record} or null (publish),
 	              "after": {release record},
@@ -277,7 +342,9 @@ LPSCTL_SERVER, LPSCTL_TOKEN_FILE and LPSCTL_CA set):
 	lpsctl release publish --envelope 202604.01.3.json --reason "ICM 1234: kubelet flag"
 	lpsctl release publish --envelope 202604.01.3.json
 	lpsctl rollout set 202604.01.3 --percent 5 --regions eastus --reason "first region"
-	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --silent-after 45m
+	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --dry-run
+	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --silent-after 45m
+	lpsctl rollout skip 202604.01.3 --reason "10% looked fine for a day"
 	lpsctl status
 	lpsctl status -o yaml
 	lpsctl explain --vm-id 6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b --subscription 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a
@@ -338,8 +405,10 @@ nothing judges the rollout and nothing halts it but an operator.
 	2    usage: unknown command, bad or missing flag or argument, no
 	     credentials
 	3    refused by the rollout state: a percentage decrease, a transition
-	     the state machine forbids, a revoked release (FailedPrecondition);
-	     a concurrent change won, re-read and retry (Aborted)
+	     the state machine forbids, a plan whose start step the release is
+	     past (give --from-step), no plan step to skip, a revoked release
+	     (FailedPrecondition); a concurrent change won, re-read and retry
+	     (Aborted)
 	4    authentication failed (Unauthenticated, PermissionDenied; a reader
 	     token or certificate asking for a change)
 	5    no such release (NotFound)

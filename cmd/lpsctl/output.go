@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/quote"
 )
@@ -39,8 +41,78 @@ type releaseJSON struct {
 	CanarySeats int32 `json:"canary_seats,omitempty"`
 	// Health is the rule's verdict on the plan's current step (status only).
 	Health *healthJSON `json:"health,omitempty"`
+	// EvidenceSince, when set, is when the release's evidence window
+	// opened (a resume after a halt): reports accepted before it do not
+	// count.
+	EvidenceSince *time.Time `json:"evidence_since,omitempty"`
+	// HaltedFrom is the state a halted release was halted from.
+	HaltedFrom string `json:"halted_from,omitempty"`
+	// Reason is the reason code of the autopilot's automatic pause or halt
+	// (regression, silent, refusedIntegrity, refusedDelivery,
+	// inconclusive, stalled); empty otherwise.
+	Reason string `json:"reason,omitempty"`
 	// Unchanged says a change was already in effect (changes only).
 	Unchanged bool `json:"unchanged,omitempty"`
+	// DryRun says nothing changed: the release is as the plan would
+	// leave it (rollout plan --dry-run only).
+	DryRun bool `json:"dry_run,omitempty"`
+	// Preview is what the plan will do (rollout plan only).
+	Preview *previewJSON `json:"preview,omitempty"`
+	// SkippedStep is the index (from 0) of the step a skip left (rollout
+	// skip only).
+	SkippedStep *int32 `json:"skipped_step,omitempty"`
+}
+
+type previewJSON struct {
+	// Steps are the plan's steps' soonest windows, at the same index;
+	// null times for a skipped step.
+	Steps            []stepWindowJSON `json:"steps"`
+	EarliestComplete *time.Time       `json:"earliest_complete"`
+	Baseline         planBaselineJSON `json:"baseline"`
+}
+
+type stepWindowJSON struct {
+	EarliestStart *time.Time `json:"earliest_start"`
+	EarliestEnd   *time.Time `json:"earliest_end"`
+	Deadline      *time.Time `json:"deadline"`
+}
+
+// planBaselineJSON is what a plan's preview says the release is judged
+// against.
+type planBaselineJSON struct {
+	MaxFailureRate  float64 `json:"max_failure_rate"`
+	Margin          float64 `json:"margin"`
+	Floor           int32   `json:"floor"`
+	Incumbent       string  `json:"incumbent"`
+	MaxSilentRate   float64 `json:"max_silent_rate"`
+	MaxDeliveryRate float64 `json:"max_delivery_rate"`
+	ComparedWith    string  `json:"compared_with"`
+}
+
+func toPreviewJSON(p *adminv1.PlanPreview) *previewJSON {
+	if p == nil {
+		return nil
+	}
+	b := p.GetBaseline()
+	out := &previewJSON{
+		Steps:            []stepWindowJSON{},
+		EarliestComplete: timeOrNil(p.GetEarliestComplete()),
+		Baseline: planBaselineJSON{MaxFailureRate: b.GetMaxFailureRate(), Margin: b.GetMargin(), Floor: b.GetFloor(), ComparedWith: b.GetComparedWith(),
+			Incumbent: b.GetIncumbent(), MaxSilentRate: b.GetMaxSilentRate(), MaxDeliveryRate: b.GetMaxDeliveryRate()},
+	}
+	for _, w := range p.GetSteps() {
+		out.Steps = append(out.Steps, stepWindowJSON{EarliestStart: timeOrNil(w.GetEarliestStart()), EarliestEnd: timeOrNil(w.GetEarliestEnd()), Deadline: timeOrNil(w.GetDeadline())})
+	}
+	return out
+}
+
+// timeOrNil is ts as a time, or nil when unset.
+func timeOrNil(ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	t := ts.AsTime()
+	return &t
 }
 
 type planJSON struct {
@@ -62,10 +134,21 @@ type planStepJSON struct {
 }
 
 type healthJSON struct {
-	Verdict string    `json:"verdict"`
-	Rule    string    `json:"rule,omitempty"`
-	Detail  string    `json:"detail"`
-	NextDue time.Time `json:"next_due"`
+	Verdict  string    `json:"verdict"`
+	Rule     string    `json:"rule,omitempty"`
+	Reason   string    `json:"reason,omitempty"`
+	Detail   string    `json:"detail"`
+	NextDue  time.Time `json:"next_due"`
+	Deadline time.Time `json:"deadline"`
+	// Baseline is what the release is compared with: its base's
+	// incumbent, from the last 24 h of reports or (recorded) its record.
+	Baseline baselineJSON `json:"baseline"`
+}
+
+type baselineJSON struct {
+	Incumbent string      `json:"incumbent"`
+	Recorded  bool        `json:"recorded"`
+	Counts    *countsJSON `json:"counts"`
 }
 
 func toPlanJSON(p *adminv1.Plan) *planJSON {
@@ -83,23 +166,32 @@ func toHealthJSON(h *adminv1.Health) *healthJSON {
 	if h == nil {
 		return nil
 	}
-	return &healthJSON{Verdict: h.GetVerdict(), Rule: h.GetRule(), Detail: h.GetDetail(), NextDue: h.GetNextDue().AsTime()}
+	return &healthJSON{Verdict: h.GetVerdict(), Rule: h.GetRule(), Reason: h.GetReason(), Detail: h.GetDetail(), NextDue: h.GetNextDue().AsTime(),
+		Deadline: h.GetDeadline().AsTime(),
+		Baseline: baselineJSON{Incumbent: h.GetBaselineIncumbent(), Recorded: h.GetBaselineRecorded(), Counts: toCountsJSON(h.GetBaseline())}}
 }
 
-// countsJSON is the JSON of adminv1.Counts.
+// countsJSON is the JSON of adminv1.Counts: nodes by outcome
+// (docs/closed-loop.md).
 type countsJSON struct {
-	Reported uint64 `json:"reported"`
-	OK       uint64 `json:"ok"`
-	Failed   uint64 `json:"failed"`
-	Fallback uint64 `json:"fallback"`
-	Silent   uint64 `json:"silent"`
+	Reported         uint64 `json:"reported"`
+	OK               uint64 `json:"ok"`
+	Failed           uint64 `json:"failed"`
+	Fallback         uint64 `json:"fallback"`
+	RefusedIntegrity uint64 `json:"refused_integrity"`
+	RefusedDelivery  uint64 `json:"refused_delivery"`
+	NotApplicable    uint64 `json:"not_applicable"`
+	Silent           uint64 `json:"silent"`
+	Pending          uint64 `json:"pending"`
 }
 
 func toCountsJSON(c *adminv1.Counts) *countsJSON {
 	if c == nil {
 		return nil
 	}
-	return &countsJSON{Reported: c.GetReported(), OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(), Silent: c.GetSilent()}
+	return &countsJSON{Reported: c.GetReported(), OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(),
+		RefusedIntegrity: c.GetRefusedIntegrity(), RefusedDelivery: c.GetRefusedDelivery(), NotApplicable: c.GetNotApplicable(),
+		Silent: c.GetSilent(), Pending: c.GetPending()}
 }
 
 func toReleaseJSON(r *adminv1.Release) releaseJSON {
@@ -126,6 +218,9 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 		Plan:          toPlanJSON(r.GetRollout().GetPlan()),
 		Health:        toHealthJSON(r.GetRollout().GetHealth()),
 		CanarySeats:   r.GetRollout().GetCanarySeats(),
+		EvidenceSince: timeOrNil(r.GetRollout().GetEvidenceSince()),
+		HaltedFrom:    r.GetRollout().GetHaltedFrom(),
+		Reason:        r.GetRollout().GetReason(),
 	}
 }
 
@@ -162,6 +257,12 @@ func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release, already strin
 		quote.Text(r.GetVersion()), quote.Text(r.GetBase()), quote.Text(ro.GetState()), ro.GetPercent(), scope(ro.GetSubscriptions()), scope(ro.GetRegions()), r.GetRevision())
 	if r.GetRevoked() {
 		line += ", REVOKED"
+	}
+	if from := ro.GetHaltedFrom(); from != "" && ro.GetState() == "halted" {
+		line += ", halted from " + quote.Text(from)
+	}
+	if es := ro.GetEvidenceSince(); es != nil {
+		line += ", counting reports accepted since " + formatTime(es.AsTime())
 	}
 	line += ", " + expiryText(r)
 	_, err := fmt.Fprintln(w, line)

@@ -86,3 +86,109 @@ func TestRolloutPlanCanary(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutPlanSkipsNoCanary: the README's `rollout set --percent 5`
+// then a plan with a canary is refused with what to type; --dry-run shows
+// the steps, baseline and deadlines and changes nothing; --from-step
+// starts where asked; rollout skip needs a reason and is audited.
+func TestRolloutPlanSkipsNoCanary(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	const v = "202604.01.4"
+	const steps = "20n:30m:20,10:1h:100,100:2h:500"
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	publishDraft(t, srv, v)
+	mustRun(t, with("rollout", "set", v, "--percent", "5")...)
+
+	_, errOut, code := lpsctl(t, with("rollout", "plan", v, "--steps", steps)...)
+	if code != exitRefused || !strings.Contains(errOut, "past step 1 of the plan (a canary of 20 nodes)") || !strings.Contains(errOut, "add --from-step 2") {
+		t.Errorf("plan with a canary on a release at 5%%: exit %d, stderr %q; want exit %d naming the canary and --from-step 2", code, errOut, exitRefused)
+	}
+
+	out := mustRun(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "2", "--dry-run")...)
+	for _, want := range []string{
+		"dry run, nothing changed: " + v + " would be rolling at 10%, at step 2/3 (10%)",
+		"1/3   a canary of 20 nodes  30m   20       skipped",
+		"complete at the soonest",
+		"ceiling 0.2 (--max-failure)", "margin of 0.05 (--margin)", "the incumbent of base 202604.01", "nothing is judged on fewer than 20 reports",
+		"has not reported within 30m counts as silent",
+		"2/3   10%                   1h    100",
+		"pauses the release as inconclusive (DEADLINE)",
+		"(as of now the baked agent)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--dry-run output lacks %q:\n%s", want, out)
+		}
+	}
+	var dry releaseJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "2", "--dry-run", "-o", "json")...)), &dry); err != nil {
+		t.Fatal(err)
+	}
+	if !dry.DryRun || dry.Percent != 10 || dry.Plan == nil || dry.Plan.Step != 1 || dry.Preview == nil || len(dry.Preview.Steps) != 3 ||
+		dry.Preview.Steps[0].EarliestStart != nil || dry.Preview.Steps[1].EarliestStart == nil || dry.Preview.Baseline.Floor != 20 ||
+		dry.Preview.EarliestComplete == nil || !dry.Preview.EarliestComplete.Equal(dry.Preview.Steps[1].EarliestStart.Add(3*time.Hour)) {
+		t.Errorf("--dry-run -o json = %+v, want step index 1 at 10%%, the canary skipped, 3h to completion, floor 20", dry)
+	}
+	var st statusJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("status", "--json")...)), &st); err != nil {
+		t.Fatal(err)
+	}
+	if r := st.Releases[0]; r.Plan != nil || r.Percent != 5 {
+		t.Errorf("after dry runs, status = %+v, want no plan at 5%%", r)
+	}
+
+	if _, errOut, code := lpsctl(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "4")...); code != exitUsage || !strings.Contains(errOut, "--steps has 3 steps") {
+		t.Errorf("--from-step 4 of 3: exit %d, stderr %q; want a usage error", code, errOut)
+	}
+	out = mustRun(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "2", "--reason", "canary run by hand")...)
+	if !strings.Contains(out, "plan put in place: step 2/3 (10%)") {
+		t.Errorf("plan --from-step 2 output:\n%s", out)
+	}
+
+	if _, errOut, code := lpsctl(t, with("rollout", "skip", v)...); code != exitUsage || !strings.Contains(errOut, "--reason is required") {
+		t.Errorf("skip without --reason: exit %d, stderr %q; want a usage error", code, errOut)
+	}
+	if _, errOut, code := lpsctl(t, with("rollout", "skip", v, "--reason", "x", "--if-revision", "1")...); code != exitRefused || !strings.Contains(errOut, "changed since revision 1") {
+		t.Errorf("skip at a stale revision: exit %d, stderr %q; want refused", code, errOut)
+	}
+	var skipped releaseJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("rollout", "skip", v, "--reason", "10% looks fine by hand", "--json")...)), &skipped); err != nil {
+		t.Fatal(err)
+	}
+	if skipped.SkippedStep == nil || *skipped.SkippedStep != 1 || skipped.Plan.Step != 2 || skipped.Percent != 100 {
+		t.Errorf("skip --json = %+v, want skipped_step 1, now step index 2 at 100%%", skipped)
+	}
+	if _, errOut, code := lpsctl(t, with("rollout", "skip", v, "--reason", "again")...); code != exitRefused || !strings.Contains(errOut, "lpsctl rollout complete "+v) {
+		t.Errorf("skip at the last step: exit %d, stderr %q; want refused, naming rollout complete", code, errOut)
+	}
+	out = mustRun(t, with("audit", "--action", "skip")...)
+	if !strings.Contains(out, "plan step 2/3→3/3") || !strings.Contains(out, "10% looks fine by hand") {
+		t.Errorf("audit --action skip:\n%s", out)
+	}
+}
+
+// TestResumeAfterHaltCLI: a resume after a halt says from when reports
+// count; a release halted while complete resumes to complete.
+func TestResumeAfterHaltCLI(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	const v = "202604.01.5"
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	publishDraft(t, srv, v)
+	mustRun(t, with("rollout", "complete", v)...)
+	var halted releaseJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("rollout", "halt", v, "--json")...)), &halted); err != nil {
+		t.Fatal(err)
+	}
+	if halted.HaltedFrom != "complete" || halted.EvidenceSince != nil {
+		t.Errorf("halt --json = %+v, want halted_from complete and no evidence window yet", halted)
+	}
+	out := mustRun(t, with("rollout", "resume", v)...)
+	if !strings.Contains(out, "complete at 100%") || !strings.Contains(out, "counting reports accepted since") {
+		t.Errorf("resume of a release halted while complete:\n%s\nwant it complete, counting reports from the resume", out)
+	}
+	out = mustRun(t, with("audit", "--action", "resume")...)
+	if !strings.Contains(out, "state halted→complete") || !strings.Contains(out, "reports accepted before it do not count") {
+		t.Errorf("audit of the resume:\n%s", out)
+	}
+}

@@ -168,7 +168,7 @@ the signed configurations of other components (localDNS@3). The manual is
 	rel := newGroup("release", "sign and publish releases", groupChange)
 	rel.AddCommand(newReleaseSignCmd(e), newReleasePublishCmd(e))
 	ro := newGroup("rollout", "steer a release's (or a component configuration's) rollout", groupChange)
-	ro.AddCommand(newRolloutSetCmd(e), newRolloutPlanCmd(e))
+	ro.AddCommand(newRolloutSetCmd(e), newRolloutPlanCmd(e), newRolloutSkipCmd(e))
 	for _, t := range transitionNames {
 		ro.AddCommand(newTransitionCmd(e, t))
 	}

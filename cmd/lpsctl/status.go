@@ -149,14 +149,16 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 	if len(st.GetReleases()) == 0 {
 		fmt.Fprintln(tw, "no releases")
 	} else {
-		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tNOT AFTER\tSERVED*\tREPORTED\tOK\tFAILED\tFALLBACK\tSILENT\tREVISION\tUPDATED")
+		fmt.Fprintln(tw, "VERSION\tBASE\tSTATE\tPERCENT\tREASON\tSUBSCRIPTIONS\tREGIONS\tREVOKED\tNOT AFTER\tSERVED*\tNODES\tOK\tFAILED\tFELL BACK\tREFUSED SIGNED\tREFUSED DELIVERY\tN/A\tSILENT\tPENDING\tREVISION\tUPDATED")
 		for _, r := range st.GetReleases() {
 			ro, c := r.GetRollout(), r.GetCounts()
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", quote.Text(r.GetVersion()), quote.Text(r.GetBase()), quote.Text(ro.GetState()), ro.GetPercent(),
+			nodes := c.GetReported() + c.GetSilent() + c.GetPending()
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d%%\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", quote.Text(r.GetVersion()), quote.Text(r.GetBase()), quote.Text(ro.GetState()), ro.GetPercent(), dash(quote.Text(ro.GetReason())),
 				scope(ro.GetSubscriptions()), scope(ro.GetRegions()), yesNo(r.GetRevoked()), notAfterCell(r), r.GetServed(),
-				c.GetReported(), c.GetOk(), c.GetFailed(), c.GetFallback(), c.GetSilent(), r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
+				nodes, c.GetOk(), c.GetFailed(), c.GetFallback(), c.GetRefusedIntegrity(), c.GetRefusedDelivery(), c.GetNotApplicable(), c.GetSilent(), c.GetPending(),
+				r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
 		}
-		fmt.Fprintln(tw, "* requests this lpsd instance answered with the release; the reports are the fleet's")
+		fmt.Fprintln(tw, "* requests this lpsd instance answered with the release; the nodes, one per vmId by its worst outcome, are the fleet's")
 	}
 	var planned []*adminv1.Release
 	for _, r := range st.GetReleases() {
@@ -166,7 +168,7 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 	}
 	if len(planned) > 0 {
 		fmt.Fprintln(tw)
-		fmt.Fprintln(tw, "PLANNED\tSTEP\tHEALTH\tNEXT STEP DUE\tDETAIL")
+		fmt.Fprintln(tw, "PLANNED\tSTEP\tHEALTH\tBASELINE\tNEXT STEP DUE\tDEADLINE\tDETAIL")
 		for _, r := range planned {
 			p, h := r.GetRollout().GetPlan(), r.GetRollout().GetHealth()
 			steps := p.GetSteps()
@@ -174,23 +176,25 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 			if p.GetStep() >= 0 && int(p.GetStep()) < len(steps) && steps[p.GetStep()].GetNodes() > 0 {
 				step = fmt.Sprintf("%d/%d canary %d/%d nodes", p.GetStep()+1, len(steps), r.GetRollout().GetCanarySeats(), steps[p.GetStep()].GetNodes())
 			}
-			due := "-"
+			due, deadline := "-", "-"
 			if r.GetRollout().GetState() == "rolling" && h.GetNextDue() != nil {
 				due = formatTime(h.GetNextDue().AsTime())
+				deadline = formatTime(h.GetDeadline().AsTime())
 			}
 			verdict := quote.Text(h.GetVerdict())
 			if h.GetRule() != "" {
-				verdict += " (" + quote.Text(h.GetRule()) + ")"
+				verdict += " (" + quote.Text(h.GetReason()) + ", " + quote.Text(h.GetRule()) + ")"
 			}
-			if verdict == "" {
-				verdict = "-"
+			baseline := quote.Text(h.GetBaselineIncumbent())
+			if h.GetBaselineRecorded() {
+				baseline += " (its record)"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", quote.Text(r.GetVersion()), step, verdict, due, quote.Text(h.GetDetail()))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", quote.Text(r.GetVersion()), step, dash(verdict), dash(baseline), due, deadline, quote.Text(h.GetDetail()))
 		}
 	}
 	fmt.Fprintln(tw)
 	if len(st.GetControl()) == 0 {
-		fmt.Fprintln(tw, "no control-cohort reports yet (nodes with the hotfix flag on that ran the baked agent)")
+		fmt.Fprintln(tw, "no control-cohort reports yet (nodes with the hotfix flag on that ran the baked agent, served no release)")
 	} else {
 		fmt.Fprintln(tw, "CONTROL BASE\tREPORTED\tOK\tFAILED")
 		for _, c := range st.GetControl() {
@@ -208,4 +212,12 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// dash is s, or "-" for an empty cell.
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

@@ -16,15 +16,16 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/health"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
-	"nodehotfix/internal/tally"
 )
 
 // Actor is the audit log's actor for the autopilot's changes.
@@ -34,6 +35,9 @@ const Actor = "lpsd"
 const (
 	ActionAdvance = "auto-advance"
 	ActionHalt    = "auto-halt"
+	// ActionPause: a step's deadline passed without the evidence to
+	// advance (reason inconclusive or stalled); never an advance.
+	ActionPause = "auto-pause"
 )
 
 // DefaultInterval is how often the autopilot looks: reports arrive in
@@ -46,8 +50,7 @@ type Store interface {
 	Releases(ctx context.Context) ([]rollout.Release, int64, error)
 	Release(ctx context.Context, version string) (rollout.Release, int64, error)
 	PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error)
-	Reports(ctx context.Context) ([]store.Report, error)
-	Seats(ctx context.Context, version string) ([]store.Seat, error)
+	assess.Source
 }
 
 // Config holds the optional settings; the zero Config works.
@@ -58,16 +61,19 @@ type Config struct {
 	Now func() time.Time
 	// Log receives every change and every conflict; nil discards.
 	Log *slog.Logger
-	// OnTally, when set, receives every look's report counts (lpsd
-	// publishes them as metrics); the reports are then read on every look,
+	// OnAssess, when set, receives every look's assessment (lpsd
+	// publishes it as metrics); the evidence is then read on every look,
 	// planned releases or not.
-	OnTally func(tally.Tally)
+	OnAssess func(assess.Fleet)
 }
 
 // Autopilot steps the planned rollouts of one store.
 type Autopilot struct {
 	st  Store
 	cfg Config
+	// unreadable is what the last look logged of undecodable records, so
+	// each change is logged once, not every look.
+	unreadable map[string]int
 }
 
 // New returns an autopilot over st.
@@ -118,8 +124,12 @@ type Evidence struct {
 	// plan's steps, from 0, as rollout.Plan.Step), Due when its bake ended.
 	Step int       `json:"step"`
 	Due  time.Time `json:"due"`
-	// Rule states the health rule, so the entry reads on its own.
+	// Rule states the health rule with the plan's numbers, so the entry
+	// reads on its own.
 	Rule string `json:"rule"`
+	// Reason is the change's reason code (health.Reason*); empty for an
+	// advance.
+	Reason string `json:"reason,omitempty"`
 }
 
 // ParseEvidence reads an audit entry's evidence JSON, and reports whether
@@ -133,11 +143,9 @@ func ParseEvidence(evidenceJSON string) (Evidence, bool) {
 	return ev, true
 }
 
-// ruleText is the rule, for the audit evidence.
-const ruleText = "failures are failed, fallen-back and silent nodes (canary seat holders that have not reported within the plan's silent-after); halt if the failure rate's Wilson lower bound (z=2.58) exceeds the ceiling, or if (p1-p0-margin)/se > 2.58 on Agresti-Caffo adjusted rates with at least the plan's floor (its smallest step minimum) of reports on each side; advance once the step's bake time has passed, the release has the step's minimum reports and neither test fires"
-
 // Step looks once: it judges every rolling, unexpired release with a plan
-// and halts or advances those that are due, and returns what it changed.
+// and halts, advances or pauses those that are due, and returns what it
+// changed.
 func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 	rels, _, err := a.st.Releases(ctx)
 	if err != nil {
@@ -152,38 +160,57 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 			planned = append(planned, r)
 		}
 	}
-	if len(planned) == 0 && a.cfg.OnTally == nil {
+	if len(planned) == 0 && a.cfg.OnAssess == nil {
 		return nil, nil
 	}
-	reports, err := a.st.Reports(ctx)
+	fleet, err := assess.Assess(ctx, a.st, rels, now)
 	if err != nil {
-		return nil, fmt.Errorf("list reports: %w", err)
+		return nil, err
 	}
-	t := tally.Of(reports)
-	if a.cfg.OnTally != nil {
-		a.cfg.OnTally(t)
+	if a.cfg.OnAssess != nil {
+		a.cfg.OnAssess(fleet)
+	}
+	if !maps.Equal(fleet.Unreadable, a.unreadable) {
+		a.unreadable = fleet.Unreadable
+		if len(fleet.Skipped) > 0 {
+			a.cfg.Log.Warn("the store holds records this lpsd cannot read; they are left out of every look", "unreadable", fleet.Unreadable, "err", errors.Join(fleet.Skipped...))
+		}
 	}
 	var changes []Change
 	var errs []error
 	for _, r := range planned {
 		p := *r.Rollout.Plan
-		counts, err := tally.ForRelease(ctx, a.st, t, reports, r, now)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		v := health.Judge(counts, t.Control[r.Base], p)
+		got := fleet.Releases[r.Version]
+		v := got.Verdict
+		ev := Evidence{Verdict: v, Step: p.Step, Due: p.Due(), Rule: health.RuleText(p)}
 		var action string
 		var apply func(rollout.Release) (rollout.Release, error)
 		switch {
 		case v.Verdict == health.Regressing:
-			action, apply = ActionHalt, func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Halted) }
+			action, ev.Reason = ActionHalt, v.Reason
+			apply = func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Halted) }
 		case v.Verdict == health.Healthy && !now.Before(p.Due()):
 			action, apply = ActionAdvance, func(r rollout.Release) (rollout.Release, error) { return r.Advance(now) }
+		case v.Verdict == health.Insufficient && now.After(p.StepDeadline()):
+			// Never advance on missing evidence, and never wait for it
+			// silently either.
+			action, ev.Reason = ActionPause, health.ReasonInconclusive
+			if got.Counts.Served() == 0 {
+				ev.Reason = health.ReasonStalled
+			}
+			apply = func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Paused) }
 		default:
 			continue
 		}
-		c, err := a.change(ctx, r, action, apply, Evidence{Verdict: v, Step: p.Step, Due: p.Due(), Rule: ruleText}, now)
+		if ev.Reason != "" {
+			inner := apply
+			apply = func(r rollout.Release) (rollout.Release, error) {
+				out, err := inner(r)
+				out.Rollout.Reason = ev.Reason
+				return out, err
+			}
+		}
+		c, err := a.change(ctx, r, action, apply, ev, now)
 		switch {
 		case errors.Is(err, errMoved):
 			a.cfg.Log.Info("autopilot left a release that changed meanwhile", "version", r.Version, "action", action)
@@ -200,8 +227,12 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 // one line; the evidence has the numbers in full.
 func reason(action string, cur, next rollout.Release, ev Evidence) string {
 	what := fmt.Sprintf("step %d %d%% -> %s %d%%", ev.Step+1, cur.Rollout.Percent, next.Rollout.State, next.Rollout.Percent)
-	if action == ActionHalt {
-		what = fmt.Sprintf("halted at step %d (%d%%)", ev.Step+1, cur.Rollout.Percent)
+	switch action {
+	case ActionHalt:
+		what = fmt.Sprintf("halted at step %d (%d%%), %s", ev.Step+1, cur.Rollout.Percent, ev.Reason)
+	case ActionPause:
+		what = fmt.Sprintf("paused at step %d (%d%%), %s: its deadline %s passed without the evidence to advance",
+			ev.Step+1, cur.Rollout.Percent, ev.Reason, cur.Rollout.Plan.StepDeadline().UTC().Format(time.RFC3339))
 	}
 	s := what + ": " + ev.Verdict.Verdict
 	if ev.Verdict.Rule != "" {

@@ -173,14 +173,15 @@ func TestHaltsARegressingCanary(t *testing.T) {
 	if len(c) != 1 || c[0].Action != ActionHalt {
 		t.Fatalf("Step = %+v, want a halt", c)
 	}
-	if r := f.release(); r.Rollout.State != rollout.Halted || r.Rollout.Percent != 1 {
-		t.Errorf("release = %s %d%%, want halted at the canary's 1%%", r.Rollout.State, r.Rollout.Percent)
+	if r := f.release(); r.Rollout.State != rollout.Halted || r.Rollout.Percent != 1 || r.Rollout.Reason != health.ReasonRegression {
+		t.Errorf("release = %s %d%% (%q), want halted at the canary's 1%%, reason regression", r.Rollout.State, r.Rollout.Percent, r.Rollout.Reason)
 	}
 	entries, _ := f.st.Audit(t.Context(), 0, 100)
 	last := entries[len(entries)-1]
 	var ev Evidence
 	if last.Actor != Actor || last.Action != ActionHalt || json.Unmarshal(last.Evidence, &ev) != nil ||
-		ev.Verdict.Verdict != health.Regressing || ev.Verdict.Rule == "" || ev.Verdict.Release.Fallback != 10 || ev.Verdict.Control.Reported != 1000 {
+		ev.Verdict.Verdict != health.Regressing || ev.Verdict.Rule == "" || ev.Verdict.Release.Fallback != 10 || ev.Verdict.Baseline.Counts.Reported() != 1000 ||
+		ev.Reason != health.ReasonRegression || !strings.Contains(last.Reason, "regression") {
 		t.Errorf("halt audit by %s, %s: evidence %s", last.Actor, last.Action, last.Evidence)
 	}
 	// Halted: nothing more happens, whatever the reports say.
@@ -298,11 +299,11 @@ func TestLeavesAReleaseRescopedSinceTheLook(t *testing.T) {
 	}
 }
 
-// TestHaltsOnSilentCanary: canary nodes that took their seats and never
-// reported (hung or dead before launch could) count as failures once the
-// plan's silent-after has passed, and halt the release; until then they
-// hold the canary: it does not advance on the few fast reports, whatever
-// its bake and minimum.
+// TestHaltsOnSilentCanary: nodes served the release that never reported
+// (hung or dead before launch could) count as silent once the plan's
+// silent-after has passed, and halt the release on the silent rate; until
+// then they hold the canary: it does not advance on the few fast reports,
+// whatever its bake and minimum.
 func TestHaltsOnSilentCanary(t *testing.T) {
 	t.Parallel()
 	st := memstore.New()
@@ -318,12 +319,12 @@ func TestHaltsOnSilentCanary(t *testing.T) {
 	if _, err := st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "op", Action: "plan", Target: version}); err != nil {
 		t.Fatal(err)
 	}
-	// Ten nodes take seats; two report success, one reported only a boot
-	// before its seat, the other seven say nothing.
+	// Ten nodes are served it; two report success, one reported only a
+	// boot before it was served, the other seven say nothing.
 	var reports []store.Report
 	for i := range 10 {
 		vm := fmt.Sprintf("vm-%d", i)
-		if _, err := st.TakeSeat(t.Context(), version, store.Seat{VMID: vm, Since: t0}, 10); err != nil {
+		if err := st.PutServed(t.Context(), []store.Served{{Version: version, VMID: vm, Boot: "b1", Base: base, Time: t0}}); err != nil {
 			t.Fatal(err)
 		}
 		switch i {
@@ -347,10 +348,10 @@ func TestHaltsOnSilentCanary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(changes) != 1 || changes[0].Action != ActionHalt || changes[0].Verdict.Release.Silent != 8 {
+	if len(changes) != 1 || changes[0].Action != ActionHalt || changes[0].Verdict.Release.Silent != 8 || changes[0].Verdict.Reason != health.ReasonSilent {
 		t.Fatalf("after silent-after: changes %+v; want a halt on 8 silent of 10", changes)
 	}
-	if d := changes[0].Verdict.Detail; !strings.Contains(d, "8/10, 8 silent") {
-		t.Errorf("the verdict does not say the failures are silent nodes: %s", d)
+	if d := changes[0].Verdict.Detail; !strings.Contains(d, "silent 80.0% (8/10)") {
+		t.Errorf("the verdict does not say the nodes are silent: %s", d)
 	}
 }

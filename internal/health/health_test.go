@@ -3,6 +3,7 @@ package health
 import (
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,10 +18,15 @@ var plan = rollout.Plan{
 	MaxFailureRate: 0.20,
 }
 
+// bl is a baseline of the baked agent with counts c.
+func bl(c tally.Counts) tally.Baseline {
+	return tally.Baseline{Incumbent: tally.IncumbentBaked, Counts: c}
+}
+
 func TestJudge(t *testing.T) {
 	t.Parallel()
 	c := func(ok, failed, fallback uint64) tally.Counts {
-		return tally.Counts{Reported: ok + failed + fallback, OK: ok, Failed: failed, Fallback: fallback}
+		return tally.Counts{OK: ok, Failed: failed, Fallback: fallback}
 	}
 	tests := []struct {
 		name    string
@@ -40,7 +46,7 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			v := Judge(tt.rel, tt.control, plan)
+			v := Judge(tt.rel, bl(tt.control), plan)
 			if v.Verdict != tt.verdict || v.Rule != tt.rule {
 				t.Errorf("Judge = %s/%s (%s), want %s/%s", v.Verdict, v.Rule, v.Detail, tt.verdict, tt.rule)
 			}
@@ -54,17 +60,17 @@ func TestJudgeLaterStep(t *testing.T) {
 	t.Parallel()
 	later := plan
 	later.Step = 1 // MinReports 100; the floor stays 20
-	control := tally.Counts{Reported: 1000, OK: 980, Failed: 20}
-	bad := tally.Counts{Reported: 40, OK: 20, Failed: 20}
-	if v := Judge(bad, control, later); v.Verdict != Regressing {
+	control := tally.Counts{OK: 980, Failed: 20}
+	bad := tally.Counts{OK: 20, Failed: 20}
+	if v := Judge(bad, bl(control), later); v.Verdict != Regressing {
 		t.Errorf("40 reports at 50%% failed under a 100-report step: %s (%s), want %s", v.Verdict, v.Detail, Regressing)
 	}
-	good := tally.Counts{Reported: 40, OK: 40}
-	if v := Judge(good, control, later); v.Verdict != Insufficient {
+	good := tally.Counts{OK: 40}
+	if v := Judge(good, bl(control), later); v.Verdict != Insufficient {
 		t.Errorf("40 healthy reports under a 100-report step: %s (%s), want %s until 100", v.Verdict, v.Detail, Insufficient)
 	}
-	good = tally.Counts{Reported: 100, OK: 100}
-	if v := Judge(good, control, later); v.Verdict != Healthy {
+	good = tally.Counts{OK: 100}
+	if v := Judge(good, bl(control), later); v.Verdict != Healthy {
 		t.Errorf("100 healthy reports under a 100-report step: %s (%s), want %s", v.Verdict, v.Detail, Healthy)
 	}
 }
@@ -76,7 +82,6 @@ func TestJudgeLaterStep(t *testing.T) {
 func simulate(rng *rand.Rand, p1, p0 float64, n0, maxN int) int {
 	var control tally.Counts
 	for range n0 {
-		control.Reported++
 		if rng.Float64() < p0 {
 			control.Failed++
 		} else {
@@ -85,13 +90,12 @@ func simulate(rng *rand.Rand, p1, p0 float64, n0, maxN int) int {
 	}
 	var rel tally.Counts
 	for n := 1; n <= maxN; n++ {
-		rel.Reported++
 		if rng.Float64() < p1 {
 			rel.Failed++
 		} else {
 			rel.OK++
 		}
-		if Judge(rel, control, plan).Verdict == Regressing {
+		if Judge(rel, bl(control), plan).Verdict == Regressing {
 			return n
 		}
 	}
@@ -148,15 +152,56 @@ func TestJudgeCanaryWantsALargeEnoughControl(t *testing.T) {
 		Steps:  []rollout.PlanStep{{Nodes: 100, MinReports: 50}, {Percent: 100, MinReports: 50}},
 		Margin: 0.05, MaxFailureRate: 0.3,
 	}
-	rel := tally.Counts{Reported: 99, OK: 73, Fallback: 26}
-	if v := Judge(rel, tally.Counts{Reported: 50, OK: 47, Failed: 3}, p); v.Verdict != Insufficient {
+	rel := tally.Counts{OK: 73, Fallback: 26}
+	if v := Judge(rel, bl(tally.Counts{OK: 47, Failed: 3}), p); v.Verdict != Insufficient {
 		t.Errorf("against a control of 50: %s (%s), want insufficient", v.Verdict, v.Detail)
 	}
-	if v := Judge(rel, tally.Counts{Reported: 100, OK: 98, Failed: 2}, p); v.Verdict != Regressing || v.Rule != RuleComparison {
+	if v := Judge(rel, bl(tally.Counts{OK: 98, Failed: 2}), p); v.Verdict != Regressing || v.Rule != RuleComparison {
 		t.Errorf("against a control of 100: %s %s (%s), want regressing by comparison", v.Verdict, v.Rule, v.Detail)
 	}
-	healthy := tally.Counts{Reported: 99, OK: 97, Fallback: 2}
-	if v := Judge(healthy, tally.Counts{Reported: 120, OK: 118, Failed: 2}, p); v.Verdict != Healthy {
+	healthy := tally.Counts{OK: 97, Fallback: 2}
+	if v := Judge(healthy, bl(tally.Counts{OK: 118, Failed: 2}), p); v.Verdict != Healthy {
 		t.Errorf("a healthy canary against a control its size: %s (%s), want healthy", v.Verdict, v.Detail)
+	}
+}
+
+// TestJudgeRatesOfTheirOwn: refusals as signed halt on a few nodes;
+// silence and refusals for delivery are rates with ceilings of their own,
+// each with its reason code.
+func TestJudgeRatesOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	baseline := bl(tally.Counts{OK: 980, Failed: 20})
+	for _, tt := range []struct {
+		name   string
+		rel    tally.Counts
+		want   string
+		reason string
+	}{
+		{"30% refused as signed", tally.Counts{OK: 14, RefusedIntegrity: 6}, Regressing, ReasonRefusedIntegrity},
+		{"one refusal in 100", tally.Counts{OK: 99, RefusedIntegrity: 1}, Healthy, ""},
+		{"all refused", tally.Counts{RefusedIntegrity: 20}, Regressing, ReasonRefusedIntegrity},
+		{"failing and a few refusals", tally.Counts{OK: 60, Failed: 39, RefusedIntegrity: 1}, Regressing, ReasonRegression},
+		{"30% silent", tally.Counts{OK: 70, Silent: 30}, Regressing, ReasonSilent},
+		{"5% silent", tally.Counts{OK: 95, Silent: 5}, Healthy, ""},
+		{"35% could not download", tally.Counts{OK: 65, RefusedDelivery: 35}, Regressing, ReasonRefusedDelivery},
+		{"not applicable is never judged", tally.Counts{OK: 20, NotApplicable: 500}, Healthy, ""},
+		{"a lost report does not hold an advance", tally.Counts{OK: 100, Pending: 1}, Healthy, ""},
+		{"pending nodes that would halt it if silent hold it", tally.Counts{OK: 70, Pending: 30}, Insufficient, ""},
+	} {
+		v := Judge(tt.rel, baseline, plan)
+		if v.Verdict != tt.want || v.Reason != tt.reason {
+			t.Errorf("%s: Judge = %s/%s (%s), want %s/%s", tt.name, v.Verdict, v.Reason, v.Detail, tt.want, tt.reason)
+		}
+	}
+}
+
+// TestRuleText: the stated rule carries the plan's numbers.
+func TestRuleText(t *testing.T) {
+	t.Parallel()
+	txt := RuleText(plan)
+	for _, want := range []string{"20%", "5%", "5 points", "24h0m0s", "6h0m0s", "judged from 20 nodes"} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("RuleText lacks %q:\n%s", want, txt)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"google.golang.org/grpc/codes"
 
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/tally"
 )
@@ -71,6 +72,7 @@ type Metrics struct {
 	verify      *prometheus.HistogramVec
 	storeErrors prometheus.Counter
 	reports     *prometheus.CounterVec
+	servedRecs  *prometheus.CounterVec
 	seats       *prometheus.CounterVec
 	servedBytes prometheus.Histogram
 	// served maps a release version to its servedCount: the answers that
@@ -119,6 +121,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_reports_total",
 			Help: "Node outcome reports by result: accepted (duplicate counts those that replaced an earlier report of the same boot), or why one was refused.",
 		}, []string{"result"}),
+		servedRecs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_served_records_total",
+			Help: "Answers that served a hotfix to a node of its base, by attribution: recorded (the store has the boot, so it counts for the release whether it reports or not), unrecorded (the write failed or took over 500 ms; the node was served anyway and counts only if it reports), unattributed (the node declared no reports or no boot: a reference client, shown but never judged).",
+		}, []string{"result"}),
 		seats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_canary_seat_requests_total",
 			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), error (the store failed or took longer than 1 s; the node was served as holding none), late (the store gave the seat after the request stopped waiting: the node holds it but was not served this time).",
@@ -146,6 +152,9 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"reason"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
+	for _, r := range []string{servedRecorded, servedUnrecorded, servedUnattributed} {
+		m.servedRecs.WithLabelValues(r)
+	}
 	for _, r := range reportResults {
 		m.reports.WithLabelValues(r)
 	}
@@ -162,7 +171,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	for _, r := range []string{closedSilent, closedPeerHandshakes, closedPeerConnections} {
 		m.closedConns.WithLabelValues(r)
 	}
-	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
+	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.servedRecs, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -376,48 +385,64 @@ func knownOutcome(o string) bool {
 	return ok
 }
 
-// SetTally publishes the fleet's latest report counts (the autopilot
-// computes them every look) as lpsd_release_reports and
-// lpsd_control_reports. Their label sets are bounded by the releases and
-// bases that exist: a report counts only for a release it was offered.
-func (m *Metrics) SetTally(t tally.Tally) {
+// SetAssess publishes the fleet's latest assessment (the autopilot makes
+// one every look) as lpsd_release_nodes and lpsd_control_nodes. Their
+// label sets are bounded by the releases and bases that exist and the
+// fixed list of outcomes.
+func (m *Metrics) SetAssess(f assess.Fleet) {
 	m.fleet.mu.Lock()
-	m.fleet.t = t
+	m.fleet.t, m.fleet.unreadable = f.Tally, f.Unreadable
 	m.fleet.mu.Unlock()
 }
 
 var (
-	releaseReportsDesc = prometheus.NewDesc("lpsd_release_reports",
-		"Nodes that reported on a release, by result (ok, failed, fallback), each (vmId, boot) once, from the store.",
-		[]string{"version", "result"}, nil)
-	controlReportsDesc = prometheus.NewDesc("lpsd_control_reports",
-		"Nodes of a base's control cohort (hotfix flag on, baked agent chosen) that reported, by result (ok, failed).",
-		[]string{"base", "result"}, nil)
+	releaseNodesDesc = prometheus.NewDesc("lpsd_release_nodes",
+		"Nodes counted for a release (served it, or reported on it), one per vmId by its worst outcome: ok, failed, fellBack, refusedIntegrity, refusedDelivery, notApplicable, silent, pending.",
+		[]string{"version", "outcome"}, nil)
+	unreadableDesc = prometheus.NewDesc("lpsd_store_unreadable_records",
+		"Records the autopilot's last look could not decode and left out, by kind (report, served record): a newer encoding mid-upgrade, another writer of the prefix, damage.",
+		[]string{"kind"}, nil)
+	controlNodesDesc = prometheus.NewDesc("lpsd_control_nodes",
+		"Nodes of a base that ran the baked agent with no release requested (the first hotfix's baseline), by outcome (ok, failed).",
+		[]string{"base", "outcome"}, nil)
 )
 
 // fleetCollector serves the latest tally.
 type fleetCollector struct {
-	mu sync.Mutex
-	t  tally.Tally
+	mu         sync.Mutex
+	t          tally.Tally
+	unreadable map[string]int
 }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- releaseReportsDesc
-	ch <- controlReportsDesc
+	ch <- releaseNodesDesc
+	ch <- controlNodesDesc
+	ch <- unreadableDesc
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	t := c.t
+	t, unreadable := c.t, c.unreadable
 	c.mu.Unlock()
+	for _, kind := range []string{"report", "served record"} {
+		ch <- prometheus.MustNewConstMetric(unreadableDesc, prometheus.GaugeValue, float64(unreadable[kind]), kind)
+	}
 	for v, n := range t.Releases {
-		for result, x := range map[string]uint64{"ok": n.OK, "failed": n.Failed, "fallback": n.Fallback} {
-			ch <- prometheus.MustNewConstMetric(releaseReportsDesc, prometheus.GaugeValue, float64(x), v, result)
+		for o, x := range byOutcome(n) {
+			ch <- prometheus.MustNewConstMetric(releaseNodesDesc, prometheus.GaugeValue, float64(x), v, o.String())
 		}
 	}
 	for b, n := range t.Control {
-		for result, x := range map[string]uint64{"ok": n.OK, "failed": n.Failed} {
-			ch <- prometheus.MustNewConstMetric(controlReportsDesc, prometheus.GaugeValue, float64(x), b, result)
+		for _, o := range []tally.Outcome{tally.OK, tally.Failed} {
+			ch <- prometheus.MustNewConstMetric(controlNodesDesc, prometheus.GaugeValue, float64(byOutcome(n)[o]), b, o.String())
 		}
+	}
+}
+
+// byOutcome spreads c by outcome.
+func byOutcome(c tally.Counts) map[tally.Outcome]uint64 {
+	return map[tally.Outcome]uint64{
+		tally.OK: c.OK, tally.Failed: c.Failed, tally.FellBack: c.Fallback, tally.RefusedIntegrity: c.RefusedIntegrity,
+		tally.RefusedDelivery: c.RefusedDelivery, tally.NotApplicable: c.NotApplicable, tally.Silent: c.Silent, tally.Pending: c.Pending,
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/tally"
 )
@@ -89,17 +90,17 @@ func scalars(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 func TestFleetMetrics(t *testing.T) {
 	t.Parallel()
 	m := NewMetrics(prometheus.NewRegistry())
-	m.SetTally(tally.Tally{
-		Releases: map[string]tally.Counts{"202604.01.1": {Reported: 5, OK: 3, Failed: 1, Fallback: 1}},
-		Control:  map[string]tally.Counts{"202604.01": {Reported: 10, OK: 9, Failed: 1}},
-	})
+	m.SetAssess(assess.Fleet{Tally: tally.Tally{
+		Releases: map[string]tally.Counts{"202604.01.1": {OK: 3, Failed: 1, Fallback: 1, RefusedIntegrity: 2, Silent: 4}},
+		Control:  map[string]tally.Counts{"202604.01": {OK: 9, Failed: 1}},
+	}})
 	families, err := m.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != "lpsd_release_reports" && f.GetName() != "lpsd_control_reports" {
+		if f.GetName() != "lpsd_release_nodes" && f.GetName() != "lpsd_control_nodes" {
 			continue
 		}
 		for _, mt := range f.GetMetric() {
@@ -111,11 +112,16 @@ func TestFleetMetrics(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"lpsd_release_reports result=fallback version=202604.01.1": 1,
-		"lpsd_release_reports result=failed version=202604.01.1":   1,
-		"lpsd_release_reports result=ok version=202604.01.1":       3,
-		"lpsd_control_reports base=202604.01 result=failed":        1,
-		"lpsd_control_reports base=202604.01 result=ok":            9,
+		"lpsd_release_nodes outcome=fellBack version=202604.01.1":         1,
+		"lpsd_release_nodes outcome=failed version=202604.01.1":           1,
+		"lpsd_release_nodes outcome=ok version=202604.01.1":               3,
+		"lpsd_release_nodes outcome=refusedIntegrity version=202604.01.1": 2,
+		"lpsd_release_nodes outcome=refusedDelivery version=202604.01.1":  0,
+		"lpsd_release_nodes outcome=notApplicable version=202604.01.1":    0,
+		"lpsd_release_nodes outcome=silent version=202604.01.1":           4,
+		"lpsd_release_nodes outcome=pending version=202604.01.1":          0,
+		"lpsd_control_nodes base=202604.01 outcome=failed":                1,
+		"lpsd_control_nodes base=202604.01 outcome=ok":                    9,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fleet metrics (-want +got):\n%s", diff)

@@ -52,6 +52,11 @@ type reportWriter interface {
 	PutReports(ctx context.Context, rs []store.Report) ([]bool, error)
 }
 
+// servedWriter is the store method recording what was served.
+type servedWriter interface {
+	PutServed(ctx context.Context, ss []store.Served) error
+}
+
 // reportService implements nodehotfix.node.v1.ReportService.
 type reportService struct {
 	nodev1.UnimplementedReportServiceServer
@@ -60,7 +65,7 @@ type reportService struct {
 	region string
 	m      *Metrics
 	log    *slog.Logger
-	batch  *reportBatcher
+	batch  *batcher[store.Report]
 	boots  *bootLimit
 	now    func() time.Time
 }
@@ -183,6 +188,20 @@ func (s *reportService) validate(ctx context.Context, id attest.Identity, req *n
 			return store.Report{}, s.refuse(codes.FailedPrecondition, "not-offered", fmt.Errorf("report: %s was never offered to vmId %s", v, id.VMID))
 		}
 	}
+	if rv := req.GetRequestedVersion(); rv != "" {
+		// Only a release this node was offered can be counted as refused
+		// by it: a VM cannot file refusals against a release it never
+		// got. Anything else (a custom-data pin, garbage) is dropped, and
+		// the report still counts as what ran.
+		if v, err := hotfix.ParseVersion(rv); err == nil && v.Base() == r.Base {
+			switch offered, err := s.offered(ctx, id, v.String()); {
+			case err != nil:
+				return store.Report{}, s.refuse(codes.Unavailable, "store", fmt.Errorf("report: whether %s holds a canary seat of %s: %w", id.VMID, v, err))
+			case offered:
+				r.RequestedVersion = v.String()
+			}
+		}
+	}
 	return r, nil
 }
 
@@ -259,28 +278,29 @@ func (l *bootLimit) admit(vm, boot string) bool {
 	return true
 }
 
-// errReportQueueFull is returned by put when reportQueue reports wait.
+// errReportQueueFull is returned by put when reportQueue records wait.
 var errReportQueueFull = errors.New("too many reports waiting for the store")
 
-// reportBatcher gathers reports and writes them in batches: a write
-// starts once reportGap has passed since the last one started (at once for
-// a full batch), and takes every report waiting then (up to reportBatch). put returns once its
-// report's batch is stored, so an acknowledgement means durable.
-type reportBatcher struct {
-	w       reportWriter
+// batcher gathers records (reports, served records) and writes them in
+// batches: a write starts once reportGap has passed since the last one
+// started (at once for a full batch), and takes every record waiting then
+// (up to reportBatch). put returns once its record's batch is stored, so
+// an acknowledgement means durable.
+type batcher[T any] struct {
+	write   func(context.Context, []T) ([]bool, error)
 	mu      sync.Mutex
-	pending []pendingReport
-	// kick asks Run for a write: sent by the report that finds nothing
+	pending []pending[T]
+	// kick asks Run for a write: sent by the record that finds nothing
 	// waiting or fills a batch, and by Run itself when a write leaves
-	// reports behind.
+	// records behind.
 	kick   chan struct{}
 	closed bool
 	// lastWrite is when the last batch was taken for writing.
 	lastWrite time.Time
 }
 
-type pendingReport struct {
-	r    store.Report
+type pending[T any] struct {
+	r    T
 	done chan reportResult
 }
 
@@ -289,12 +309,23 @@ type reportResult struct {
 	err   error
 }
 
-func newReportBatcher(w reportWriter) *reportBatcher {
-	return &reportBatcher{w: w, kick: make(chan struct{}, 1)}
+func newReportBatcher(w reportWriter) *batcher[store.Report] {
+	var write func(context.Context, []store.Report) ([]bool, error)
+	if w != nil {
+		write = w.PutReports
+	}
+	return &batcher[store.Report]{write: write, kick: make(chan struct{}, 1)}
+}
+
+// newServedBatcher batches served records; they have no "first".
+func newServedBatcher(w servedWriter) *batcher[store.Served] {
+	return &batcher[store.Served]{write: func(ctx context.Context, ss []store.Served) ([]bool, error) {
+		return nil, w.PutServed(ctx, ss)
+	}, kick: make(chan struct{}, 1)}
 }
 
 // put queues r and waits for its write, or for ctx.
-func (b *reportBatcher) put(ctx context.Context, r store.Report) (bool, error) {
+func (b *batcher[T]) put(ctx context.Context, r T) (bool, error) {
 	done := make(chan reportResult, 1)
 	b.mu.Lock()
 	switch {
@@ -305,8 +336,8 @@ func (b *reportBatcher) put(ctx context.Context, r store.Report) (bool, error) {
 		b.mu.Unlock()
 		return false, errReportQueueFull
 	}
-	b.pending = append(b.pending, pendingReport{r: r, done: done})
-	// The first report waiting asks for a write, and so does the one that
+	b.pending = append(b.pending, pending[T]{r: r, done: done})
+	// The first record waiting asks for a write, and so does the one that
 	// fills a batch, which does not wait out the gap.
 	wake := len(b.pending) == 1 || len(b.pending) == reportBatch
 	b.mu.Unlock()
@@ -317,12 +348,12 @@ func (b *reportBatcher) put(ctx context.Context, r store.Report) (bool, error) {
 	case res := <-done:
 		return res.first, res.err
 	case <-ctx.Done():
-		// The report may still be stored; the node does not wait to know.
+		// The record may still be stored; the caller does not wait to know.
 		return false, ctx.Err()
 	}
 }
 
-func (b *reportBatcher) wake() {
+func (b *batcher[T]) wake() {
 	select {
 	case b.kick <- struct{}{}:
 	default:
@@ -330,8 +361,8 @@ func (b *reportBatcher) wake() {
 }
 
 // Run writes batches until ctx ends, then writes what is pending (within
-// a bounded time) and refuses new reports.
-func (b *reportBatcher) Run(ctx context.Context) {
+// a bounded time) and refuses new records.
+func (b *batcher[T]) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -358,7 +389,7 @@ func (b *reportBatcher) Run(ctx context.Context) {
 				continue // to the shutdown, which writes what waits
 			}
 		}
-		// A write once begun is not cut short by the shutdown: its reports'
+		// A write once begun is not cut short by the shutdown: its records'
 		// callers may still wait (the shutdown's own bound applies).
 		wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 		more := b.writeBatch(wctx)
@@ -369,9 +400,9 @@ func (b *reportBatcher) Run(ctx context.Context) {
 	}
 }
 
-// writeBatch writes up to reportBatch waiting reports, answers their
+// writeBatch writes up to reportBatch waiting records, answers their
 // puts, and reports whether more wait.
-func (b *reportBatcher) writeBatch(ctx context.Context) (more bool) {
+func (b *batcher[T]) writeBatch(ctx context.Context) (more bool) {
 	b.mu.Lock()
 	n := min(len(b.pending), reportBatch)
 	batch := b.pending[:n:n]
@@ -384,11 +415,11 @@ func (b *reportBatcher) writeBatch(ctx context.Context) (more bool) {
 	if n == 0 {
 		return more
 	}
-	rs := make([]store.Report, n)
+	rs := make([]T, n)
 	for i, p := range batch {
 		rs[i] = p.r
 	}
-	first, err := b.w.PutReports(ctx, rs)
+	first, err := b.write(ctx, rs)
 	for i, p := range batch {
 		res := reportResult{err: err}
 		if err == nil && i < len(first) {

@@ -64,15 +64,15 @@ func TestReportOutcomeCountsEachBootOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := tally.Of(reports)
-	// Both boots are stored; the node is one vote, its latest report's.
+	got := tally.Of([]rollout.Release{relServed}, reports, nil, time.Now())
+	// Both boots are stored; the node is one vote, its worst report's.
 	if len(reports) != 3 {
 		t.Errorf("%d reports stored, want 3 (two boots and the control)", len(reports))
 	}
-	if c := got.Releases[relServed.Version]; c != (tally.Counts{Reported: 1, Failed: 1}) {
-		t.Errorf("release counts = %+v, want the node's latest report: 1 failed", c)
+	if c := got.Releases[relServed.Version]; c != (tally.Counts{Failed: 1}) {
+		t.Errorf("release counts = %+v, want the node's worst report: 1 failed", c)
 	}
-	if c := got.Control["202501.15"]; c != (tally.Counts{Reported: 1, OK: 1}) {
+	if c := got.Control["202501.15"]; c != (tally.Counts{OK: 1}) {
 		t.Errorf("control counts = %+v, want 1 reported, 1 ok", c)
 	}
 	for _, r := range reports {

@@ -13,6 +13,7 @@ import (
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
+	"nodehotfix/internal/uuid"
 )
 
 // seatTimeout bounds what a request spends on canary seats: waiting for
@@ -29,23 +30,40 @@ const seatTimeout = time.Second
 //     release and revocations (rollout.Node.Base);
 //   - ReportsMetadata "1": the node reports its outcome afterwards (launch),
 //     so it may take a canary seat of its base's release: a node that never
-//     reports would hold a seat it can only fill with silence.
+//     reports would hold a seat it can only fill with silence;
+//   - BootMetadata, with ReportsMetadata: the kernel boot ID its report will
+//     carry, so the service records that it served that boot (store.Served)
+//     and the node counts for the release whether its report arrives or not.
 const (
 	BaseMetadata    = "nodehotfix-base"
 	ReportsMetadata = "nodehotfix-reports"
+	BootMetadata    = "nodehotfix-boot"
 )
 
-// declared returns the base the caller declared ("" if none, or not a
-// base), and whether it will report.
-func declared(ctx context.Context) (base string, reports bool) {
+// caller is what a node declared in its request's metadata.
+type caller struct {
+	base    string // "" if none, or not a base
+	reports bool
+	boot    string // "" unless it reports and sent a UUID
+}
+
+// declared reads what the caller declared.
+func declared(ctx context.Context) caller {
+	var c caller
 	md, _ := metadata.FromIncomingContext(ctx)
 	if v := md.Get(BaseMetadata); len(v) == 1 {
 		if b, err := hotfix.ParseBase(v[0]); err == nil {
-			base = b
+			c.base = b
 		}
 	}
 	r := md.Get(ReportsMetadata)
-	return base, len(r) == 1 && r[0] == "1"
+	c.reports = len(r) == 1 && r[0] == "1"
+	if v := md.Get(BootMetadata); c.reports && len(v) == 1 {
+		if _, ok := uuid.Canonical(v[0]); ok {
+			c.boot = v[0]
+		}
+	}
+	return c
 }
 
 // seatStore is the store's canary-seat half (store.Store has it).

@@ -412,22 +412,26 @@ func TestOpenCanaryBehindAnotherRollout(t *testing.T) {
 // not declared, which serves the node as a reference node.
 func TestDeclared(t *testing.T) {
 	t.Parallel()
+	const boot = "0c3f5e2a-6c1d-4b8e-9a7f-1d2e3f4a5b6c"
 	for _, tt := range []struct {
-		md      metadata.MD
-		base    string
-		reports bool
+		md   metadata.MD
+		want caller
 	}{
-		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "1"), "202604.01", true},
-		{metadata.Pairs(BaseMetadata, "202604.01"), "202604.01", false},
-		{metadata.Pairs(BaseMetadata, "202604.01/../x"), "", false},
-		{metadata.Pairs(BaseMetadata, "202604.01.1"), "", false},
-		{metadata.Pairs(BaseMetadata, "202604.01", BaseMetadata, "202605.01"), "", false},
-		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "yes"), "202604.01", false},
-		{metadata.MD{}, "", false},
+		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "1"), caller{base: "202604.01", reports: true}},
+		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "1", BootMetadata, boot), caller{base: "202604.01", reports: true, boot: boot}},
+		// A boot without reports, a boot that is not a UUID, two boots: none.
+		{metadata.Pairs(BaseMetadata, "202604.01", BootMetadata, boot), caller{base: "202604.01"}},
+		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "1", BootMetadata, "../x"), caller{base: "202604.01", reports: true}},
+		{metadata.Pairs(ReportsMetadata, "1", BootMetadata, boot, BootMetadata, boot), caller{reports: true}},
+		{metadata.Pairs(BaseMetadata, "202604.01"), caller{base: "202604.01"}},
+		{metadata.Pairs(BaseMetadata, "202604.01/../x"), caller{}},
+		{metadata.Pairs(BaseMetadata, "202604.01.1"), caller{}},
+		{metadata.Pairs(BaseMetadata, "202604.01", BaseMetadata, "202605.01"), caller{}},
+		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "yes"), caller{base: "202604.01"}},
+		{metadata.MD{}, caller{}},
 	} {
-		base, reports := declared(metadata.NewIncomingContext(t.Context(), tt.md))
-		if base != tt.base || reports != tt.reports {
-			t.Errorf("declared(%v) = %q, %v; want %q, %v", tt.md, base, reports, tt.base, tt.reports)
+		if got := declared(metadata.NewIncomingContext(t.Context(), tt.md)); got != tt.want {
+			t.Errorf("declared(%v) = %+v; want %+v", tt.md, got, tt.want)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
+	"nodehotfix/internal/store"
 )
 
 // DefaultMaxConnections is the default cap on open node connections.
@@ -122,6 +123,10 @@ type ServerConfig struct {
 	// Seats keeps releases' canary seats (the store's TakeSeat and Seats);
 	// nil hands out none, so a release at a canary step reaches no node.
 	Seats seatStore
+	// Served records which boot of a reporting node was served which
+	// release (the store's PutServed), so a node that never reports counts
+	// as silent; nil records nothing, and such nodes go unseen.
+	Served servedWriter
 }
 
 // Server is the node-facing gRPC server: the LivePatchingService behind
@@ -142,7 +147,8 @@ type Server struct {
 	// counts them per address.
 	watches    chan struct{}
 	watchPeers *peerCount
-	reports    *reportBatcher // nil without a report store
+	reports    *batcher[store.Report] // nil without a report store
+	served     *batcher[store.Served] // nil without a served store
 	// certs is the certificate nodes are served, which SetCertificate
 	// replaces; serverName is what it must cover.
 	certs      *CertSource
@@ -221,9 +227,14 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		seats = NewSeats(cfg.Seats, m.seatResult)
 	}
 	svc := NewService(snaps, seats, m, cfg.Region, cfg.Log)
+	var served *batcher[store.Served]
+	if cfg.Served != nil {
+		served = newServedBatcher(cfg.Served)
+		svc.served = served
+	}
 	svc.SetDeployEnv(cfg.DeployEnv)
 	lpsv1.RegisterLivePatchingServiceServer(gs, svc)
-	var batch *reportBatcher
+	var batch *batcher[store.Report]
 	if cfg.Reports != nil {
 		batch = newReportBatcher(cfg.Reports)
 		nodev1.RegisterReportServiceServer(gs, &reportService{
@@ -231,7 +242,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		})
 	}
 	m.registerSnapshots(snaps, time.Now)
-	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, perPeer: newPeerCount(cfg.MaxConnectionsPerPeer), reports: batch, certs: certs, serverName: cfg.ServerName,
+	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, perPeer: newPeerCount(cfg.MaxConnectionsPerPeer), reports: batch, served: served, certs: certs, serverName: cfg.ServerName,
 		drained: make(chan struct{}), watches: make(chan struct{}, maxHealthWatches), watchPeers: newPeerCount(maxHealthWatchesPerPeer)}
 	if cfg.MaxConnectionsPerPeer == noPeerLimit {
 		srv.watchPeers = newPeerCount(noPeerLimit)
@@ -264,12 +275,15 @@ func checkCertificate(c tls.Certificate, name string) error {
 // accepting fails first. Call it once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ln = &perPeerListener{Listener: netutil.LimitListener(ln, s.maxConns), peers: s.perPeer, m: s.m}
-	if s.reports != nil {
-		// The batcher outlives the listener: it writes what is pending once
-		// the calls that queued it have drained.
+	// The batchers outlive the listener: they write what is pending once
+	// the calls that queued it have drained.
+	for _, run := range []func(context.Context){runner(s.reports), runner(s.served)} {
+		if run == nil {
+			continue
+		}
 		batchCtx, stopBatch := context.WithCancel(context.WithoutCancel(ctx))
 		batchDone := make(chan struct{})
-		go func() { s.reports.Run(batchCtx); close(batchDone) }()
+		go func() { run(batchCtx); close(batchDone) }()
 		defer func() { stopBatch(); <-batchDone }()
 	}
 	served := make(chan error, 1)
@@ -297,6 +311,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	<-served
 	return nil
+}
+
+// runner is b's Run, or nil for no batcher.
+func runner[T any](b *batcher[T]) func(context.Context) {
+	if b == nil {
+		return nil
+	}
+	return b.Run
 }
 
 // health is the gRPC health service (grpc.health.v1) for probes and

@@ -12,6 +12,7 @@ import (
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
 )
 
 // ServedBudget is the largest pointer document lpsd serves: a quarter
@@ -71,9 +72,24 @@ type Service struct {
 	region string
 	log    *slog.Logger
 	now    func() time.Time
+	// served records what is served to reporting nodes' boots; nil
+	// records nothing.
+	served *batcher[store.Served]
 	// deployEnv is this instance's deploy-environment label (SetDeployEnv).
 	deployEnv string
 }
+
+// servedWait bounds how long an answer waits for its served record: the
+// record is what counts a node that never reports, but serving never waits
+// on a slow store for long (nodes give up after 3 s).
+const servedWait = 500 * time.Millisecond
+
+// Attribution results, for lpsd_served_records_total.
+const (
+	servedRecorded     = "recorded"
+	servedUnrecorded   = "unrecorded"
+	servedUnattributed = "unattributed"
+)
 
 // SetDeployEnv sets this instance's deploy-environment label, matched
 // against rollouts' deploy-environment scopes as region is against region
@@ -112,9 +128,10 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 	if snap == nil {
 		return nil, fail(s.m, outcomeUnavailable)
 	}
-	base, reports := declared(ctx)
+	c := declared(ctx)
+	base := c.base
 	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region, DeployEnv: s.deployEnv, Base: base, Now: s.now()}
-	n.Seats = s.seats.Held(ctx, snap, n, reports)
+	n.Seats = s.seats.Held(ctx, snap, n, c.reports)
 	sel := rollout.Select(snap.Releases, n)
 	s.m.countExpired(sel.Expired)
 	if sel.Empty() {
@@ -138,11 +155,36 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 		s.log.Error("pointer over the served budget", "vm_id", id.VMID, "base", base, "bytes", len(body), "budget", ServedBudget, "revision", snap.Revision)
 		return nil, fail(s.m, outcomeOverBudget)
 	}
+	s.record(ctx, id, c, sel, n.Now)
 	s.m.servedBytes.Observe(float64(len(body)))
 	s.m.countServed(sel.Hotfixes)
 	s.m.count(outcomeServed)
 	s.log.Debug("pointer served", "vm_id", id.VMID, "revision", snap.Revision, "hotfixes", len(sel.Hotfixes), "revoked", len(sel.Revoked))
 	return &lpsv1.GetComponentConfigResponse{ComponentName: Component, Config: string(body)}, nil
+}
+
+// record stores that the caller's boot was served its base's hotfix in
+// sel, waiting at most servedWait: a node whose record is lost is still
+// served (fail-open), and counts for the release only if it reports.
+func (s *Service) record(ctx context.Context, id attest.Identity, c caller, sel rollout.Selection, now time.Time) {
+	v, ok := sel.Hotfixes[c.base]
+	if !ok || c.base == "" {
+		return
+	}
+	if c.boot == "" || s.served == nil {
+		s.m.servedRecs.WithLabelValues(servedUnattributed).Inc()
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, servedWait)
+	defer cancel()
+	if _, err := s.served.put(ctx, store.Served{
+		Version: v, VMID: id.VMID, Boot: c.boot, Base: c.base, SubscriptionID: id.SubscriptionID, Time: now,
+	}); err != nil {
+		s.m.servedRecs.WithLabelValues(servedUnrecorded).Inc()
+		s.log.Warn("served record not stored; the node counts only if it reports", "vm_id", id.VMID, "version", v, "err", err)
+		return
+	}
+	s.m.servedRecs.WithLabelValues(servedRecorded).Inc()
 }
 
 // componentConfig answers for a component other than the agent: the

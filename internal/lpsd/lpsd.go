@@ -342,7 +342,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, DeployEnv: o.deployEnv, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
 		MaxHandshakesPerPeer: o.maxHandshakesPerPeer, MaxConnectionsPerPeer: o.maxConnsPerPeer, Log: log,
-		Reports: st, Seats: st,
+		Reports: st, Seats: st, Served: st,
 	})
 	if err != nil {
 		return nil, err
@@ -484,7 +484,7 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 		}
 	})
 	if o.autopilotInterval > 0 {
-		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnTally: s.metrics.SetTally})
+		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnAssess: s.metrics.SetAssess})
 		goRun("autopilot", func() error { return ap.Run(ctx) })
 		// Timed plans of component configurations step on the same
 		// cadence; nothing judges them.

@@ -3,11 +3,22 @@ package rollout
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
 // ErrInvalidPlan is returned (wrapped) for a plan that cannot run.
 var ErrInvalidPlan = errors.New("invalid rollout plan")
+
+// ErrStepPassed is returned (wrapped) by SetPlan for a plan that would
+// start at a step the release is already past: a canary once any
+// percentage is served, or a percentage below the release's. Its message
+// names the step and where the plan could start instead.
+var ErrStepPassed = errors.New("the release is past a step of the plan")
+
+// ErrNoStepToSkip is returned (wrapped) by Skip when the release has no
+// plan step it can skip to: no plan, not rolling, or at its last step.
+var ErrNoStepToSkip = errors.New("no plan step to skip")
 
 // Plan is a rollout in steps that lpsd advances by itself while the release
 // stays healthy and halts when it regresses (internal/autopilot). The
@@ -30,13 +41,55 @@ type Plan struct {
 	// it counts as failed (it hung or died before launch could report);
 	// 0 means DefaultSilentAfter.
 	SilentAfter time.Duration `json:"silent_after,omitempty"`
-	// Step is the index of the current step, and StepSince when it began.
+	// Step is the index of the current step (from 0), and StepSince when
+	// it began. A plan given to SetPlan starts at Step.
 	Step      int       `json:"step"`
 	StepSince time.Time `json:"step_since"`
 	// Timed marks a plan stepped by time alone, a component
 	// configuration's: percentages only, each held for its bake; no
 	// reports, margin or ceiling, and no health rule judges it.
 	Timed bool `json:"timed,omitempty"`
+	// MaxSilentRate and MaxDeliveryRate are the ceilings of the release's
+	// silent nodes and of those that could not get it (refusedDelivery),
+	// each a rate of its own; 0 means DefaultMaxRate.
+	MaxSilentRate   float64 `json:"max_silent_rate,omitempty"`
+	MaxDeliveryRate float64 `json:"max_delivery_rate,omitempty"`
+	// Deadline is how long past its bake a step may wait for enough
+	// evidence before the release pauses as inconclusive (or stalled, if
+	// it reached no node); 0 means DefaultDeadline.
+	Deadline time.Duration `json:"deadline,omitempty"`
+}
+
+// DefaultMaxRate is the default ceiling of the silent and the
+// refused-for-delivery rates.
+const DefaultMaxRate = 0.2
+
+// DefaultDeadline is a plan's Deadline when it sets none.
+const DefaultDeadline = 6 * time.Hour
+
+// SilentCeiling returns p's MaxSilentRate, or its default.
+func (p Plan) SilentCeiling() float64 {
+	if p.MaxSilentRate == 0 {
+		return DefaultMaxRate
+	}
+	return p.MaxSilentRate
+}
+
+// DeliveryCeiling returns p's MaxDeliveryRate, or its default.
+func (p Plan) DeliveryCeiling() float64 {
+	if p.MaxDeliveryRate == 0 {
+		return DefaultMaxRate
+	}
+	return p.MaxDeliveryRate
+}
+
+// StepDeadline returns when the current step's wait for evidence ends.
+func (p Plan) StepDeadline() time.Time {
+	d := p.Deadline
+	if d == 0 {
+		d = DefaultDeadline
+	}
+	return p.Due().Add(d)
 }
 
 // PlanStep is one step of a plan: a percentage of the nodes in scope, or,
@@ -62,12 +115,30 @@ type PlanStep struct {
 func (s PlanStep) Canary() bool { return s.Nodes > 0 }
 
 // passed reports whether a release at percent has gone past s: a canary
-// step once any percentage is served, a percentage once it is reached.
+// step once any percentage is served, a percentage once the release's is
+// above it. A step at the release's own percentage is not passed: it has
+// not baked there under the plan.
 func (s PlanStep) passed(percent int) bool {
 	if s.Canary() {
 		return percent > 0
 	}
-	return s.Percent <= percent
+	return s.Percent < percent
+}
+
+// String describes s for people: "a canary of 20 nodes" or "10%".
+func (s PlanStep) String() string {
+	if s.Canary() {
+		return fmt.Sprintf("a canary of %d nodes", s.Nodes)
+	}
+	return fmt.Sprintf("%d%%", s.Percent)
+}
+
+// whyPassed says why a release at percent cannot run s, which it passed.
+func (s PlanStep) whyPassed(percent int) string {
+	if s.Canary() {
+		return fmt.Sprintf("a canary of nodes runs only before any percentage is served, and %d%% is", percent)
+	}
+	return fmt.Sprintf("its %d%% is below the release's %d%%, and a percentage never shrinks", s.Percent, percent)
 }
 
 // DefaultSilentAfter is a plan's SilentAfter when it sets none: a node
@@ -128,8 +199,8 @@ func (p Plan) Validate() error {
 		prev, prevNodes = s.Percent, max(prevNodes, s.Nodes)
 	}
 	if p.Timed {
-		if p.Margin != 0 || p.MaxFailureRate != 0 || p.SilentAfter != 0 {
-			return bad("a timed plan has no margin, failure ceiling or silent-after: nothing judges it")
+		if p.Margin != 0 || p.MaxFailureRate != 0 || p.SilentAfter != 0 || p.MaxSilentRate != 0 || p.MaxDeliveryRate != 0 || p.Deadline != 0 {
+			return bad("a timed plan has no margin, ceilings, silent-after or deadline: nothing judges it")
 		}
 		if p.Step < 0 || p.Step >= len(p.Steps) {
 			return bad("current step %d of %d", p.Step, len(p.Steps))
@@ -145,6 +216,17 @@ func (p Plan) Validate() error {
 	}
 	if p.SilentAfter != 0 && (p.SilentAfter < time.Minute || p.SilentAfter > 24*time.Hour) {
 		return bad("silent-after %v out of range 1m..24h", p.SilentAfter)
+	}
+	for _, c := range []struct {
+		name string
+		v    float64
+	}{{"max silent rate", p.MaxSilentRate}, {"max delivery rate", p.MaxDeliveryRate}} {
+		if !(c.v >= 0 && c.v <= 1) {
+			return bad("%s %v out of range [0, 1] (0: the default, %v)", c.name, c.v, DefaultMaxRate)
+		}
+	}
+	if p.Deadline != 0 && (p.Deadline < time.Minute || p.Deadline > maxBake) {
+		return bad("deadline %v out of range 1m..%v", p.Deadline, maxBake)
 	}
 	if p.Step < 0 || p.Step >= len(p.Steps) {
 		return bad("current step %d of %d", p.Step, len(p.Steps))
@@ -189,10 +271,15 @@ func (r Release) OpenSeats(n Node) int {
 	return 0
 }
 
-// SetPlan returns r rolling under plan p from its first step that is
-// above r's current percentage (a percentage never shrinks), started at
-// now. A draft starts rolling; a paused, halted, complete or revoked
-// release is refused.
+// SetPlan returns r rolling under plan p from its step p.Step (0: the
+// first), begun at now, at that step's percentage or r's, whichever is
+// higher (a percentage never shrinks). The steps before p.Step are
+// skipped, as asked; no step is skipped unasked: a start step r is
+// already past (PlanStep.passed: a canary once r serves any percentage, a
+// percentage below r's) is refused with ErrStepPassed, naming the first
+// step the plan could start at. A draft starts rolling; a paused, halted,
+// complete or revoked release is refused. The evidence window
+// (Rollout.EvidenceSince) is kept.
 func (r Release) SetPlan(p Plan, now time.Time) (Release, error) {
 	if p.Timed {
 		return r, fmt.Errorf("%w: %s is a release: its plan is judged on its nodes' reports, so it needs a margin, a failure ceiling and min reports per step", ErrInvalidPlan, r.Version)
@@ -211,14 +298,23 @@ func (r Release) setPlan(p Plan, now time.Time) (Release, error) {
 	case Complete:
 		return r, fmt.Errorf("%w: %s is complete: it serves every node in its scope, and has no steps left to plan", ErrInvalidTransition, r.Version)
 	}
-	p.Step, p.StepSince = 0, now
+	p.StepSince = now
 	if err := p.Validate(); err != nil {
 		return r, err
 	}
-	for p.Step < len(p.Steps)-1 && p.Steps[p.Step].passed(r.Rollout.Percent) {
-		p.Step++
+	pct := r.Rollout.Percent
+	if start := p.Steps[p.Step]; start.passed(pct) {
+		first := p.Step
+		for first < len(p.Steps) && p.Steps[first].passed(pct) {
+			first++
+		}
+		what := fmt.Sprintf("%s is at %d%%, past step %d of the plan (%s): %s", r.Version, pct, p.Step+1, start, start.whyPassed(pct))
+		if first == len(p.Steps) {
+			return r, fmt.Errorf("%w: %s, and so is every later step; for every node in scope, `lpsctl rollout complete %s`; or plan steps above %d%%", ErrStepPassed, what, r.Version, pct)
+		}
+		return r, fmt.Errorf("%w: %s; a plan skips no step unless told to: to start it at step %d (%s), add --from-step %d (from_step %d in the API)", ErrStepPassed, what, first+1, p.Steps[first], first+1, first+1)
 	}
-	percent := max(r.Rollout.Percent, p.Current().Percent)
+	percent := max(pct, p.Current().Percent)
 	r, err := r.SetScope(percent, nil, nil)
 	if err != nil {
 		return r, err
@@ -226,6 +322,64 @@ func (r Release) setPlan(p Plan, now time.Time) (Release, error) {
 	r.Rollout.Plan = &p
 	r.Rollout.Canary = r.Rollout.Canary || p.HasCanary()
 	return r, nil
+}
+
+// Skip returns r moved, as an operator asked at now, from its plan's
+// current step to the next one it has not passed (steps an operator's
+// percentage took it past are passed over too), begun at now, with the
+// index of the step it left. It is refused with ErrNoStepToSkip unless r
+// is rolling under a plan with such a step: at the last step, completing
+// is `lpsctl rollout complete`.
+func (r Release) Skip(now time.Time) (Release, int, error) {
+	if r.Revoked {
+		return r, 0, revokedError(r.Version)
+	}
+	p := r.Rollout.Plan
+	switch {
+	case p == nil:
+		return r, 0, fmt.Errorf("%w: %s has no plan; `lpsctl rollout plan %s --steps …` puts it on one", ErrNoStepToSkip, r.Version, r.Version)
+	case r.Rollout.State == Paused || r.Rollout.State == Halted:
+		return r, 0, fmt.Errorf("%w: %s is %s: its plan waits; `lpsctl rollout resume %s` first", ErrNoStepToSkip, r.Version, r.Rollout.State, r.Version)
+	case r.Rollout.State != Rolling:
+		return r, 0, fmt.Errorf("%w: %s is %s: its plan has no step left to skip", ErrNoStepToSkip, r.Version, r.Rollout.State)
+	}
+	next := *p
+	next.Steps = slices.Clone(p.Steps)
+	next.Step++
+	for next.Step < len(next.Steps) && next.Steps[next.Step].passed(r.Rollout.Percent) {
+		next.Step++
+	}
+	if next.Step >= len(next.Steps) {
+		return r, 0, fmt.Errorf("%w: %s is at step %d/%d (%s), the last it can be at; to serve every node in scope, `lpsctl rollout complete %s`", ErrNoStepToSkip, r.Version, p.Step+1, len(p.Steps), p.Current(), r.Version)
+	}
+	next.StepSince = now
+	out, err := r.SetScope(max(r.Rollout.Percent, next.Current().Percent), nil, nil)
+	if err != nil {
+		return r, 0, err
+	}
+	out.Rollout.Plan = &next
+	return out, p.Step, nil
+}
+
+// StepWindow is when a plan step can begin and end at the soonest: each
+// step runs at least its bake, and the next begins when it ends (if the
+// step's reports are in by then, and the release stays healthy).
+type StepWindow struct {
+	Start, End time.Time
+}
+
+// Schedule returns, for each of p's steps, its window at the soonest: the
+// current step's from StepSince, each later one's from the end of the one
+// before. Steps before the current one (done, or skipped) get zero
+// windows. The release completes at the last step's End at the soonest.
+func (p Plan) Schedule() []StepWindow {
+	out := make([]StepWindow, len(p.Steps))
+	at := p.StepSince
+	for i := p.Step; i >= 0 && i < len(p.Steps); i++ {
+		out[i] = StepWindow{Start: at, End: at.Add(p.Steps[i].Bake)}
+		at = out[i].End
+	}
+	return out
 }
 
 // Advance returns r moved to its plan's next step at now, or completed

@@ -119,6 +119,33 @@ type Rollout struct {
 	// of these deploy environments (lpsd --deploy-env); empty means every
 	// environment.
 	DeployEnvs []string `json:"deploy_envs,omitempty"`
+	// EvidenceSince opens the release's evidence window: when set, only
+	// evidence from it on counts for the release's health and its plan's
+	// report minimums (internal/tally): reports lpsd accepted at or after
+	// it (store.Report.Time), and nodes served at or after it
+	// (store.Served.Time), the only ones that can count as silent; a node
+	// served before it had its say in the evidence that came before.
+	// Counts decides. Resume sets it when it resumes a halted release, so
+	// the evidence that caused a halt cannot cause it again; zero means
+	// all evidence counts. A new plan keeps it: a plan changes the rule,
+	// not the evidence.
+	EvidenceSince time.Time `json:"evidence_since,omitzero"`
+	// HaltedFrom is the state a halted release was halted from, so that
+	// Resume returns a release halted while complete to complete; empty
+	// for any other state, and for records halted before it was kept
+	// (those resume to rolling).
+	HaltedFrom State `json:"halted_from,omitempty"`
+	// Reason is the reason code of the autopilot's last automatic pause
+	// or halt (regression, silent, refusedIntegrity, refusedDelivery,
+	// inconclusive, stalled); empty after an operator's change.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Counts reports whether evidence from t counts for the release: a report
+// lpsd accepted at t, or a node served at t, is inside the evidence window
+// that EvidenceSince opens (all evidence is while it is zero).
+func (r Rollout) Counts(t time.Time) bool {
+	return r.EvidenceSince.IsZero() || !t.Before(r.EvidenceSince)
 }
 
 // Release is a published hotfix release and its rollout.
@@ -195,8 +222,9 @@ func (r Release) Expired(now time.Time) bool {
 	return now.IsZero() || r.NotAfter.IsZero() || !now.Before(r.NotAfter)
 }
 
-// Transition returns r moved to state to. Refusals (ErrRevoked,
-// ErrInvalidTransition) name the commands that do work from r's state.
+// Transition returns r moved to state to. A halt remembers the state it
+// halted (HaltedFrom). Refusals (ErrRevoked, ErrInvalidTransition) name the
+// commands that do work from r's state.
 func (r Release) Transition(to State) (Release, error) {
 	if r.Revoked {
 		return r, revokedError(r.Version)
@@ -204,27 +232,56 @@ func (r Release) Transition(to State) (Release, error) {
 	if !slices.Contains(transitions[r.Rollout.State], to) {
 		return r, fmt.Errorf("%w: %s cannot go from %s to %s; from %s it can go on with %s", ErrInvalidTransition, r.Version, r.Rollout.State, to, r.Rollout.State, moves(r.Version, r.Rollout.State))
 	}
+	r.Rollout.HaltedFrom = ""
+	if to == Halted {
+		r.Rollout.HaltedFrom = r.Rollout.State
+	}
 	r.Rollout.State = to
+	// The reason belongs to the state it explains; the autopilot sets the
+	// new one after its own transitions.
+	r.Rollout.Reason = ""
 	if to == Complete {
 		r.Rollout.Percent = 100
 	}
 	return r, nil
 }
 
-// Resume returns r rolling again at now, from paused or halted. A planned
-// rollout's current step bakes afresh from now: time spent stopped is not
-// time its nodes were watched.
+// Resume returns r going on at now, from paused or halted: rolling, or
+// complete again when it was halted while complete (HaltedFrom). A
+// planned rollout's current step bakes afresh from now: time spent stopped
+// is not time its nodes were watched. Resuming a halted release opens a
+// fresh evidence window at now (EvidenceSince): the reports that led to
+// the halt no longer count, so they cannot halt it again. A pause is not
+// a verdict on the evidence, so resuming a paused release keeps its
+// window.
 func (r Release) Resume(now time.Time) (Release, error) {
 	out, err := r.Transition(Rolling)
 	if err != nil {
 		return r, err
 	}
-	if p := out.Rollout.Plan; p != nil {
-		next := *p
-		next.StepSince = now
-		out.Rollout.Plan = &next
+	if r.Rollout.State != Halted {
+		out.Rollout.Plan = restarted(out.Rollout.Plan, now)
+		return out, nil
 	}
+	out.Rollout.EvidenceSince = now
+	if r.Rollout.HaltedFrom == Complete {
+		// Back to serving every node in scope, as before the halt; its
+		// plan, if any, had ended.
+		out.Rollout.State, out.Rollout.Percent = Complete, 100
+		return out, nil
+	}
+	out.Rollout.Plan = restarted(out.Rollout.Plan, now)
 	return out, nil
+}
+
+// restarted returns a copy of p with its current step begun at now, or nil.
+func restarted(p *Plan, now time.Time) *Plan {
+	if p == nil {
+		return nil
+	}
+	next := *p
+	next.StepSince = now
+	return &next
 }
 
 // SetScope returns r with a new percentage and scope. The percentage may
@@ -784,6 +841,12 @@ func DescribeChange(beforeJSON, afterJSON string) string {
 	}
 	if !slices.Equal(b.Regions, a.Regions) {
 		parts = append(parts, fmt.Sprintf("regions %s→%s", ScopeText(b.Regions), ScopeText(a.Regions)))
+	}
+	if bp, ap := b.Plan, a.Plan; bp != nil && ap != nil && bp.Step != ap.Step && len(bp.Steps) == len(ap.Steps) {
+		parts = append(parts, fmt.Sprintf("plan step %d/%d→%d/%d", bp.Step+1, len(bp.Steps), ap.Step+1, len(ap.Steps)))
+	}
+	if !b.EvidenceSince.Equal(a.EvidenceSince) && !a.EvidenceSince.IsZero() {
+		parts = append(parts, fmt.Sprintf("fresh evidence from %s (reports accepted before it do not count)", a.EvidenceSince.UTC().Format(time.RFC3339)))
 	}
 	if !slices.Equal(b.DeployEnvs, a.DeployEnvs) {
 		parts = append(parts, fmt.Sprintf("deploy envs %s→%s", ScopeText(b.DeployEnvs), ScopeText(a.DeployEnvs)))

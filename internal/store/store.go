@@ -32,6 +32,9 @@ var (
 	ErrInvalidReport = errors.New("invalid report")
 	// ErrInvalidSeat: a canary seat's key (version, VMID) cannot be stored.
 	ErrInvalidSeat = errors.New("invalid canary seat")
+	// ErrInvalidServed: a served record's key (Version, VMID, Boot) cannot
+	// be stored.
+	ErrInvalidServed = errors.New("invalid served record")
 )
 
 // AuditEntry is one change to the state, recorded in the same transaction
@@ -63,25 +66,30 @@ type AuditEntry struct {
 // Report is one node's provisioning outcome for one boot, as lpsd stores it.
 // (VMID, Boot) is its key.
 type Report struct {
-	VMID           string    `json:"vm_id"`
-	Boot           string    `json:"boot"` // the node's kernel boot ID
-	SubscriptionID string    `json:"subscription_id"`
-	Base           string    `json:"base"` // the image base YYYYMM.DD
-	BakedVersion   string    `json:"baked_version"`
-	Agent          string    `json:"agent"` // "baked" or "hotfix": who provisioned
-	AgentVersion   string    `json:"agent_version"`
-	HotfixVersion  string    `json:"hotfix_version,omitempty"` // the release launch chose; "" for the control cohort
-	Decision       string    `json:"decision,omitempty"`
-	CheckHotfix    string    `json:"check_hotfix,omitempty"`
-	DownloadHotfix string    `json:"download_hotfix,omitempty"`
-	Route          string    `json:"route,omitempty"`
-	Fallback       bool      `json:"fallback,omitempty"`
-	FallbackReason string    `json:"fallback_reason,omitempty"`
-	ExitCode       int       `json:"exit_code"`
-	CheckMS        int64     `json:"check_ms,omitempty"`
-	DownloadMS     int64     `json:"download_ms,omitempty"`
-	ProvisionMS    int64     `json:"provision_ms,omitempty"`
-	Time           time.Time `json:"time"` // when lpsd accepted it
+	VMID           string `json:"vm_id"`
+	Boot           string `json:"boot"` // the node's kernel boot ID
+	SubscriptionID string `json:"subscription_id"`
+	Base           string `json:"base"` // the image base YYYYMM.DD
+	BakedVersion   string `json:"baked_version"`
+	Agent          string `json:"agent"` // "baked" or "hotfix": who provisioned
+	AgentVersion   string `json:"agent_version"`
+	HotfixVersion  string `json:"hotfix_version,omitempty"` // the release launch chose; "" when it chose the baked agent
+	// RequestedVersion is the release the node's staged pointer requested
+	// for its base and lpsd had offered it, run or not: a node that was
+	// served a release and refused it counts for that release. "" when it
+	// requested none, or one lpsd never offered it (a custom-data pin).
+	RequestedVersion string    `json:"requested_version,omitempty"`
+	Decision         string    `json:"decision,omitempty"`
+	CheckHotfix      string    `json:"check_hotfix,omitempty"`
+	DownloadHotfix   string    `json:"download_hotfix,omitempty"`
+	Route            string    `json:"route,omitempty"`
+	Fallback         bool      `json:"fallback,omitempty"`
+	FallbackReason   string    `json:"fallback_reason,omitempty"`
+	ExitCode         int       `json:"exit_code"`
+	CheckMS          int64     `json:"check_ms,omitempty"`
+	DownloadMS       int64     `json:"download_ms,omitempty"`
+	ProvisionMS      int64     `json:"provision_ms,omitempty"`
+	Time             time.Time `json:"time"` // when lpsd accepted it
 }
 
 // ValidateKey returns an error wrapping ErrInvalidReport unless r's VMID and
@@ -113,6 +121,77 @@ func ValidateSeat(version, vmID string) error {
 		}
 	}
 	return nil
+}
+
+// UnreadableError is returned, beside every record that could be read, by
+// a list of records (Reports, Served) in which some could not be decoded: a
+// newer encoding written mid-upgrade, another writer of the prefix, a bit
+// flip. The list is usable; the caller counts and logs what was skipped,
+// and never lets one bad record stop what the others decide.
+type UnreadableError struct {
+	Kind  string // "report" or "served record"
+	Count int
+	First error // the first record's decode error, with its key
+}
+
+func (e *UnreadableError) Error() string {
+	return fmt.Sprintf("%d %s(s) could not be read and were skipped; the first: %v", e.Count, e.Kind, e.First)
+}
+
+// Unreadable is the collector a backend's list fills: add for each record
+// it cannot decode, then Err.
+type Unreadable struct{ e UnreadableError }
+
+// NewUnreadable returns a collector for records of kind.
+func NewUnreadable(kind string) *Unreadable { return &Unreadable{e: UnreadableError{Kind: kind}} }
+
+// Add records one undecodable record.
+func (u *Unreadable) Add(err error) {
+	if u.e.Count == 0 {
+		u.e.First = err
+	}
+	u.e.Count++
+}
+
+// Err returns the *UnreadableError, or nil if every record was read.
+func (u *Unreadable) Err() error {
+	if u.e.Count == 0 {
+		return nil
+	}
+	e := u.e
+	return &e
+}
+
+// Served records that lpsd served release Version to one boot of a node
+// that declared it reports its outcome (and its boot): the evidence that
+// counts the node for the release whether its report arrives or not, so a
+// node that hangs, dies or never reports is silent rather than unseen.
+// (Version, VMID, Boot) is its key.
+type Served struct {
+	Version        string    `json:"version"`
+	VMID           string    `json:"vm_id"`
+	Boot           string    `json:"boot"`
+	Base           string    `json:"base"`
+	SubscriptionID string    `json:"subscription_id"`
+	Time           time.Time `json:"time"` // when lpsd served it
+}
+
+// ValidateKey returns an error wrapping ErrInvalidServed unless s's
+// Version, VMID and Boot are all non-empty and free of "/", which backends
+// join them with.
+func (s Served) ValidateKey() error {
+	for _, f := range []struct{ name, v string }{{"version", s.Version}, {"vm id", s.VMID}, {"boot", s.Boot}} {
+		if f.v == "" || strings.Contains(f.v, "/") {
+			return fmt.Errorf("served record %s %q: empty or contains \"/\": %w", f.name, f.v, ErrInvalidServed)
+		}
+	}
+	return nil
+}
+
+// CompareServed orders served records by (Version, VMID, Boot), the order
+// of Store.Served, for slices.SortFunc.
+func CompareServed(a, b Served) int {
+	return cmp.Or(strings.Compare(a.Version, b.Version), strings.Compare(a.VMID, b.VMID), strings.Compare(a.Boot, b.Boot))
 }
 
 // CompareReports orders reports by (VMID, Boot), the order of Reports, for
@@ -165,7 +244,8 @@ type Store interface {
 	PutReports(ctx context.Context, rs []Report) (first []bool, err error)
 
 	// Reports returns every stored report, ordered by (VMID, Boot).
-	// ErrClosed after Close.
+	// Reports that cannot be decoded are skipped, and the others returned
+	// with an *UnreadableError. ErrClosed after Close.
 	Reports(ctx context.Context) ([]Report, error)
 
 	// TakeSeat gives seat.VMID one of the canary seats of release
@@ -185,6 +265,21 @@ type Store interface {
 
 	// Seats returns version's canary seats, sorted by VMID.
 	Seats(ctx context.Context, version string) ([]Seat, error)
+
+	// PutServed stores ss, each keyed by (Version, VMID, Boot), in one
+	// atomic write per call (or, as PutReports, consecutive atomic writes of
+	// at most 128): a key already stored keeps its first Time, so a boot
+	// that asks again does not move its silence deadline. A record with an
+	// empty or "/"-holding key part is refused with ErrInvalidServed
+	// (wrapped) and nothing of the call is stored. Like reports, served
+	// records change no revision and do not signal Watch. ErrClosed after
+	// Close.
+	PutServed(ctx context.Context, ss []Served) error
+
+	// Served returns every served record, ordered by (Version, VMID,
+	// Boot); as Reports, with an *UnreadableError beside the readable ones
+	// when some cannot be decoded. ErrClosed after Close.
+	Served(ctx context.Context) ([]Served, error)
 
 	// Configs returns every component configuration, ordered by
 	// rollout.CompareConfigs, and the revision the list reflects: it moves

@@ -1,154 +1,360 @@
-// Package tally counts nodes' provisioning outcome reports per release and
-// per base's control cohort.
+// Package tally counts, per release, every node the release was served to
+// by the one outcome each had, and per image base the nodes that ran the
+// baked agent, from lpsd's served records and the nodes' outcome reports.
+//
+// A node counts for a release when lpsd recorded serving it the release
+// (store.Served: a boot of a node that declared it reports), or when its
+// report says it ran the release or refused it (store.Report's
+// HotfixVersion or RequestedVersion, the latter kept only for a release
+// lpsd offered that VM). Each vmId is one vote per release, its worst
+// outcome over its boots, so a node that invents boots or flips what it
+// reported moves one vote, its own; and a vmId votes for one base only, the
+// base of its first report.
 package tally
 
 import (
-	"context"
-	"fmt"
 	"time"
 
+	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
 
-// Counts are nodes' reports, one per node: a vmId counts once per cohort,
-// by its latest report, however many boots it reported. Reported is the sum
-// of OK, Failed and Fallback.
-type Counts struct {
-	Reported uint64 `json:"reported"`
-	// OK: provisioned successfully by the agent the cohort is about (the
-	// hotfix for a release, the baked agent for a control cohort).
-	OK uint64 `json:"ok"`
+// Outcome is what one node's provisioning was, for a release.
+type Outcome int
+
+// Outcomes, least severe first: a vmId counts by its most severe one.
+const (
+	// Pending: served, no report yet, and not silent yet.
+	Pending Outcome = iota
+	// NotApplicable: served, and its report says the release was not for
+	// it: not newer than its baked agent, revoked meanwhile, or its staged
+	// pointer requested another version (a custom-data pin won). Never
+	// judged.
+	NotApplicable
+	// OK: provisioned successfully by the release.
+	OK
+	// RefusedDelivery: it could not get the release (a download or
+	// repository outage, a package not there yet) and ran the baked agent.
+	RefusedDelivery
+	// Silent: served, and no report within the plan's silent-after: it
+	// hung, died, or lost its report.
+	Silent
+	// RefusedIntegrity: it refused the release as signed (key not
+	// trusted, digest, size or version not the signed ones) and ran the
+	// baked agent: an unusable release.
+	RefusedIntegrity
+	// FellBack: the release failed before the bootstrap started and the
+	// baked agent provisioned in the same boot.
+	FellBack
 	// Failed: provisioning failed (a non-zero exit) without a fallback.
-	Failed uint64 `json:"failed"`
-	// Fallback: the hotfix failed before the bootstrap started and the baked
-	// agent provisioned in the same boot (whatever its result).
-	Fallback uint64 `json:"fallback"`
-	// Silent: nodes that took a seat of the release's canary and sent no
-	// report within the plan's SilentAfter: hung or dead before launch
-	// could report. Only a canary of nodes records whom it served, so
-	// only its nodes can be silent; a control cohort has none.
-	Silent uint64 `json:"silent,omitempty"`
-	// Pending: canary seat holders that have not reported and are not
-	// silent yet (still provisioning, as far as anyone knows). A release
-	// with pending holders does not advance: they may yet be silent.
-	Pending uint64 `json:"pending,omitempty"`
-	// Seated is how many nodes hold a seat of the release's canary.
+	Failed
+)
+
+var outcomeNames = [...]string{"pending", "notApplicable", "ok", "refusedDelivery", "silent", "refusedIntegrity", "fellBack", "failed"}
+
+// String returns the outcome's name, as status, audit, metrics and the
+// dashboard show it.
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Counts are a cohort's nodes, one per vmId, by outcome.
+type Counts struct {
+	OK               uint64 `json:"ok"`
+	Failed           uint64 `json:"failed"`
+	Fallback         uint64 `json:"fallback"`
+	RefusedIntegrity uint64 `json:"refused_integrity,omitempty"`
+	RefusedDelivery  uint64 `json:"refused_delivery,omitempty"`
+	NotApplicable    uint64 `json:"not_applicable,omitempty"`
+	Silent           uint64 `json:"silent,omitempty"`
+	Pending          uint64 `json:"pending,omitempty"`
+	// Seated is how many nodes hold a seat of the release's canary (set
+	// by the caller that reads the seats).
 	Seated uint64 `json:"seated,omitempty"`
 }
 
-// Failures is what counts against a cohort: failed, fallen back and
-// silent.
-func (c Counts) Failures() uint64 { return c.Failed + c.Fallback + c.Silent }
-
-// Judged is how many nodes the cohort is judged on: those that reported
-// and those that stayed silent.
-func (c Counts) Judged() uint64 { return c.Reported + c.Silent }
-
-// Tally is the fleet's reports, counted.
-type Tally struct {
-	// Releases counts, per hotfix version, the nodes whose launch chose it.
-	Releases map[string]Counts `json:"releases"`
-	// Control counts, per image base, the nodes with the hotfix path on that
-	// chose the baked agent: what a release of that base is compared with.
-	Control map[string]Counts `json:"control"`
+func (c *Counts) add(o Outcome) {
+	switch o {
+	case Pending:
+		c.Pending++
+	case NotApplicable:
+		c.NotApplicable++
+	case OK:
+		c.OK++
+	case RefusedDelivery:
+		c.RefusedDelivery++
+	case Silent:
+		c.Silent++
+	case RefusedIntegrity:
+		c.RefusedIntegrity++
+	case FellBack:
+		c.Fallback++
+	case Failed:
+		c.Failed++
+	}
 }
 
-// Of counts reports. A node whose launch chose a hotfix is in that
-// release's cohort even if it fell back; one that chose the baked agent is
-// in its base's control cohort. Each vmId is one vote per cohort, its
-// latest report's: a node inventing boot IDs, or flipping the outcome it
-// reported, moves one vote, its own.
-func Of(reports []store.Report) Tally {
-	type key struct{ cohort, vm string }
-	latest := make(map[key]store.Report, len(reports))
-	for _, r := range reports {
-		k := key{"control/" + r.Base, r.VMID}
-		if r.HotfixVersion != "" {
-			k.cohort = "release/" + r.HotfixVersion
+// Reported is how many nodes sent a report: every outcome but silent and
+// pending.
+func (c Counts) Reported() uint64 {
+	return c.OK + c.Failed + c.Fallback + c.RefusedIntegrity + c.RefusedDelivery + c.NotApplicable
+}
+
+// Served is every node counted: reported, silent or pending.
+func (c Counts) Served() uint64 { return c.Reported() + c.Silent + c.Pending }
+
+// Judged is how many nodes the cohort is judged on: all but the pending
+// and those the release was not applicable to.
+func (c Counts) Judged() uint64 { return c.Served() - c.Pending - c.NotApplicable }
+
+// Failures is what the failure rate counts: failed, fallen back and
+// refused as signed. Silent and refused-for-delivery nodes are rates of
+// their own (internal/health).
+func (c Counts) Failures() uint64 { return c.Failed + c.Fallback + c.RefusedIntegrity }
+
+// Classify returns what report r says of release version, and whether it
+// is about that release at all: it ran it (HotfixVersion) or was served it
+// and did not run it (RequestedVersion).
+func Classify(r store.Report, version string) (Outcome, bool) {
+	switch {
+	case r.HotfixVersion == version:
+		switch {
+		case r.Fallback:
+			return FellBack, true
+		case r.ExitCode == 0:
+			return OK, true
 		}
-		if cur, ok := latest[k]; !ok || r.Time.After(cur.Time) || (r.Time.Equal(cur.Time) && r.Boot > cur.Boot) {
-			latest[k] = r
+		return Failed, true
+	case r.RequestedVersion != version:
+		return 0, false
+	}
+	// Served, and the baked agent provisioned: why it did not run it.
+	switch hotfix.Reason(r.Decision) {
+	case hotfix.ReasonUntrusted, hotfix.ReasonStagedMismatch:
+		return RefusedIntegrity, true
+	case hotfix.ReasonNotNewer, hotfix.ReasonRevoked, hotfix.ReasonUnparsableVersion:
+		return NotApplicable, true
+	}
+	switch r.DownloadHotfix {
+	case "untrusted", "repositoryIntegrity", "artifactIntegrity":
+		return RefusedIntegrity, true
+	}
+	return RefusedDelivery, true
+}
+
+// baked classifies a report of the baked agent provisioning for its own
+// sake (no release requested): what a base's baseline counts.
+func baked(r store.Report) (Outcome, bool) {
+	if r.HotfixVersion != "" || r.RequestedVersion != "" {
+		return 0, false
+	}
+	if r.ExitCode == 0 {
+		return OK, true
+	}
+	return Failed, true
+}
+
+// BaselineWindow is how far back a baseline's reports count; past it, a
+// baseline with too few is read from its whole record.
+const BaselineWindow = 24 * time.Hour
+
+// clockSlack is how much earlier than its served record a boot's report
+// may be stamped and still be that boot's: the two times come from the
+// clocks of the replicas that took them.
+const clockSlack = time.Minute
+
+// Tally is the fleet's evidence, counted.
+type Tally struct {
+	// Releases counts, per release version, every node it was served to.
+	Releases map[string]Counts `json:"releases"`
+	// Control counts, per image base, the nodes that ran the baked agent
+	// with no release requested: the baseline of a base's first hotfix.
+	Control map[string]Counts `json:"control"`
+
+	now     time.Time
+	reports []store.Report
+	vmBase  map[string]string
+	cohort  map[string]ballot // version -> the vmIds counted for it
+}
+
+// Of counts the evidence for rels at now: their served records and the
+// reports, each release from its rollout's evidence window
+// (rollout.Rollout.EvidenceSince) on, a served boot with no report silent
+// after its plan's silent-after.
+func Of(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time) Tally {
+	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now, reports: reports,
+		vmBase: map[string]string{}, cohort: map[string]ballot{}}
+	first := map[string]time.Time{}
+	for _, r := range reports {
+		if f, ok := first[r.VMID]; !ok || r.Time.Before(f) {
+			first[r.VMID], t.vmBase[r.VMID] = r.Time, r.Base
 		}
 	}
-	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}}
-	for _, r := range latest {
-		if r.HotfixVersion != "" {
-			t.Releases[r.HotfixVersion] = add(t.Releases[r.HotfixVersion], r)
-			continue
+	type boot struct{ vm, boot string }
+	byBoot := make(map[boot]store.Report, len(reports))
+	for _, r := range reports {
+		if t.votes(r.VMID, r.Base) {
+			byBoot[boot{r.VMID, r.Boot}] = r
 		}
-		t.Control[r.Base] = add(t.Control[r.Base], r)
+	}
+	servedOf := map[string][]store.Served{}
+	for _, s := range served {
+		servedOf[s.Version] = append(servedOf[s.Version], s)
+	}
+	for _, rel := range rels {
+		since := rel.Rollout.EvidenceSince
+		after := rollout.DefaultSilentAfter
+		if p := rel.Rollout.Plan; p != nil {
+			after = p.SilenceDeadline()
+		}
+		worst := ballot{}
+		for _, s := range servedOf[rel.Version] {
+			if s.Time.Before(since) || !t.votes(s.VMID, s.Base) {
+				continue
+			}
+			r, ok := byBoot[boot{s.VMID, s.Boot}]
+			switch {
+			case ok && !r.Time.Before(s.Time.Add(-clockSlack)):
+				o, about := Classify(r, rel.Version)
+				if !about {
+					o = NotApplicable
+				}
+				worst.cast(s.VMID, o)
+			case s.Time.Add(after).Before(now):
+				worst.cast(s.VMID, Silent)
+			default:
+				worst.cast(s.VMID, Pending)
+			}
+		}
+		for _, r := range reports {
+			if r.Time.Before(since) || !t.votes(r.VMID, r.Base) {
+				continue
+			}
+			if o, ok := Classify(r, rel.Version); ok {
+				worst.cast(r.VMID, o)
+			}
+		}
+		t.Releases[rel.Version] = worst.counts()
+		t.cohort[rel.Version] = worst
+	}
+	control := ballot{}
+	for _, r := range reports {
+		if o, ok := baked(r); ok && t.votes(r.VMID, r.Base) {
+			control.cast(r.VMID, o)
+		}
+	}
+	for vm, o := range control {
+		c := t.Control[t.vmBase[vm]]
+		c.add(o)
+		t.Control[t.vmBase[vm]] = c
 	}
 	return t
 }
 
-func add(c Counts, r store.Report) Counts {
-	c.Reported++
-	switch {
-	case r.Fallback:
-		c.Fallback++
-	case r.ExitCode == 0:
-		c.OK++
-	default:
-		c.Failed++
+// ballot holds each vmId's one vote: its most severe outcome.
+type ballot map[string]Outcome
+
+func (b ballot) cast(vm string, o Outcome) {
+	if cur, ok := b[vm]; !ok || o > cur {
+		b[vm] = o
+	}
+}
+
+func (b ballot) counts() Counts {
+	var c Counts
+	for _, o := range b {
+		c.add(o)
 	}
 	return c
 }
 
-// SeatLister reads a release's canary seats (store.Store is one).
-type SeatLister interface {
-	Seats(ctx context.Context, version string) ([]store.Seat, error)
+// votes reports whether vm's evidence about base counts: a vmId votes
+// for the base of its first report only (or any base before it reports).
+func (t Tally) votes(vm, base string) bool {
+	b, ok := t.vmBase[vm]
+	return !ok || b == base
 }
 
-// ForRelease returns release r's counts in t, with, when r's plan has a
-// canary of nodes, its silent seat holders at now: reports are the ones t
-// was counted from. It is what the autopilot judges and what status and
-// explain show.
-func ForRelease(ctx context.Context, st SeatLister, t Tally, reports []store.Report, r rollout.Release, now time.Time) (Counts, error) {
-	c := t.Releases[r.Version]
-	if !r.HasCanary() {
-		return c, nil
-	}
-	seats, err := st.Seats(ctx, r.Version)
+// Baseline is what a release is compared with: its base's incumbent, the
+// agent that base's nodes ran before it, on nodes not served the release.
+type Baseline struct {
+	// Incumbent is the base's previous complete hotfix, or "baked".
+	Incumbent string `json:"incumbent"`
+	// Recorded says Counts are the incumbent's whole record, because its
+	// nodes outside the release sent too few reports within
+	// BaselineWindow; false: those reports.
+	Recorded bool   `json:"recorded,omitempty"`
+	Counts   Counts `json:"counts"`
+}
+
+// IncumbentBaked names the baked agent as a baseline's incumbent.
+const IncumbentBaked = "baked"
+
+// Incumbent returns the agent rel's base ran before rel: the highest
+// complete, unrevoked release of the same base below rel's patch, or
+// IncumbentBaked.
+func Incumbent(rels []rollout.Release, rel rollout.Release) string {
+	v, err := hotfix.ParseVersion(rel.Version)
 	if err != nil {
-		return c, fmt.Errorf("list canary seats of %s: %w", r.Version, err)
+		return IncumbentBaked
 	}
-	after := rollout.DefaultSilentAfter
-	if p := r.Rollout.Plan; p != nil {
-		after = p.SilenceDeadline()
+	best, bestPatch := IncumbentBaked, -1
+	for _, r := range rels {
+		w, err := hotfix.ParseVersion(r.Version)
+		if err != nil || w.Base() != v.Base() || w.Patch() >= v.Patch() || w.Patch() <= bestPatch {
+			continue
+		}
+		if r.Rollout.State == rollout.Complete && !r.Revoked {
+			best, bestPatch = r.Version, w.Patch()
+		}
 	}
-	c.Seated = uint64(len(seats))
-	c.Silent, c.Pending = Unreported(reports, seats, r.Version, now.Add(-after))
-	return c, nil
+	return best
 }
 
-// clockSlack is how much earlier than its seat a holder's report may be
-// stamped and still count as after it: the two times come from the clocks
-// of the replicas that took the seat and the report.
-const clockSlack = time.Minute
+// Baseline returns rel's baseline: its incumbent on the nodes of rel's
+// base that were not counted for rel, from their reports within
+// BaselineWindow when those are at least need judged nodes, else from the
+// incumbent's whole record (all its reports, and for a hotfix its served
+// nodes' outcomes too, outside rel's cohort).
+func (t Tally) Baseline(rels []rollout.Release, rel rollout.Release, need uint64) Baseline {
+	b := Baseline{Incumbent: Incumbent(rels, rel)}
+	b.Counts = t.incumbent(rel, b.Incumbent, t.now.Add(-BaselineWindow))
+	if b.Counts.Judged() >= need {
+		return b
+	}
+	b.Recorded = true
+	if b.Incumbent == IncumbentBaked {
+		b.Counts = t.incumbent(rel, b.Incumbent, time.Time{})
+		return b
+	}
+	// The incumbent's own tally, which counted its silent nodes too.
+	b.Counts = t.Releases[b.Incumbent]
+	return b
+}
 
-// Unreported counts the seat holders of release version that have
-// reported nothing since taking their seat: silent when they took it
-// before cutoff, pending otherwise. A holder has reported if it has any
-// report in the release's cohort, or any report (a control one: it ran the
-// baked agent) stamped after its seat, less clockSlack; a report from an
-// earlier boot before its seat does not count.
-func Unreported(reports []store.Report, seats []store.Seat, version string, cutoff time.Time) (silent, pending uint64) {
-	since := make(map[string]time.Time, len(seats))
-	for _, s := range seats {
-		since[s.VMID] = s.Since
-	}
-	for _, r := range reports {
-		if t, ok := since[r.VMID]; ok && (r.HotfixVersion == version || !r.Time.Before(t.Add(-clockSlack))) {
-			delete(since, r.VMID)
+// incumbent counts the reports since from on the incumbent's nodes of
+// rel's base outside rel's cohort.
+func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) Counts {
+	out := t.cohort[rel.Version]
+	worst := ballot{}
+	for _, r := range t.reports {
+		if _, counted := out[r.VMID]; counted || r.Base != rel.Base || r.Time.Before(from) || !t.votes(r.VMID, r.Base) {
+			continue
 		}
-	}
-	for _, t := range since {
-		if t.Before(cutoff) {
-			silent++
+		var o Outcome
+		var ok bool
+		if incumbent == IncumbentBaked {
+			o, ok = baked(r)
 		} else {
-			pending++
+			o, ok = Classify(r, incumbent)
+		}
+		if ok {
+			worst.cast(r.VMID, o)
 		}
 	}
-	return silent, pending
+	return worst.counts()
 }

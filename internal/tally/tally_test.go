@@ -5,73 +5,229 @@ import (
 	"testing"
 	"time"
 
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 
-func TestOf(t *testing.T) {
+const (
+	base = "202604.01"
+	v1   = "202604.01.1"
+	v2   = "202604.01.2"
+)
+
+func rel(version string, state rollout.State) rollout.Release {
+	return rollout.Release{Version: version, Base: base, Rollout: rollout.Rollout{State: state}}
+}
+
+// ran is a report of a boot that ran version (or the baked agent for "").
+func ran(vm, boot, version string, exit int) store.Report {
+	return store.Report{VMID: vm, Boot: boot, Base: base, HotfixVersion: version, ExitCode: exit, Time: t0}
+}
+
+// refused is a report of a boot served version that ran the baked agent.
+func refused(vm, boot, version, decision, download string) store.Report {
+	return store.Report{VMID: vm, Boot: boot, Base: base, RequestedVersion: version, Decision: decision, DownloadHotfix: download, Time: t0}
+}
+
+func served(vm, boot, version string, at time.Time) store.Served {
+	return store.Served{Version: version, VMID: vm, Boot: boot, Base: base, Time: at}
+}
+
+func TestClassify(t *testing.T) {
 	t.Parallel()
-	rs := []store.Report{
-		{VMID: "a", Boot: "1", Base: "202604.01", HotfixVersion: "202604.01.1", Time: t0},
-		{VMID: "b", Boot: "1", Base: "202604.01", HotfixVersion: "202604.01.1", ExitCode: 3, Time: t0},
-		{VMID: "c", Boot: "1", Base: "202604.01", HotfixVersion: "202604.01.1", Fallback: true, ExitCode: 0, Time: t0},
-		{VMID: "d", Boot: "1", Base: "202604.01", Time: t0},
-		{VMID: "e", Boot: "1", Base: "202604.01", ExitCode: 1, Time: t0},
+	fell := ran("a", "1", v1, 0)
+	fell.Fallback = true
+	for _, tt := range []struct {
+		name  string
+		r     store.Report
+		want  Outcome
+		about bool
+	}{
+		{"ran ok", ran("a", "1", v1, 0), OK, true},
+		{"ran and failed", ran("a", "1", v1, 3), Failed, true},
+		{"fell back", fell, FellBack, true},
+		{"key not trusted", refused("a", "1", v1, "untrusted", "untrusted"), RefusedIntegrity, true},
+		{"staged binary not the signed one", refused("a", "1", v1, "stagedMismatch", "alreadyStaged"), RefusedIntegrity, true},
+		{"digest differs", refused("a", "1", v1, "notStaged", "artifactIntegrity"), RefusedIntegrity, true},
+		{"repository contradicts its signatures", refused("a", "1", v1, "notStaged", "repositoryIntegrity"), RefusedIntegrity, true},
+		{"download outage", refused("a", "1", v1, "notStaged", "failed"), RefusedDelivery, true},
+		{"no package yet", refused("a", "1", v1, "notStaged", "noPackage"), RefusedDelivery, true},
+		{"not newer than the baked agent", refused("a", "1", v1, "notNewer", "notNewer"), NotApplicable, true},
+		{"revoked meanwhile", refused("a", "1", v1, "revoked", "revoked"), NotApplicable, true},
+		{"another release", ran("a", "1", v2, 0), 0, false},
+		{"baked, nothing requested", ran("a", "1", "", 0), 0, false},
+	} {
+		o, about := Classify(tt.r, v1)
+		if about != tt.about || (about && o != tt.want) {
+			t.Errorf("%s: Classify = %v, %v; want %v, %v", tt.name, o, about, tt.want, tt.about)
+		}
 	}
-	got := Of(rs)
-	if c := got.Releases["202604.01.1"]; c != (Counts{Reported: 3, OK: 1, Failed: 1, Fallback: 1}) || c.Failures() != 2 {
+}
+
+// TestOfServedNodesCount: every node a release was served to counts for
+// it with one outcome, refusals and silence included, and never in the
+// base's control cohort.
+func TestOfServedNodesCount(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(time.Hour)
+	reports := []store.Report{
+		ran("ok", "1", v1, 0),
+		ran("failed", "1", v1, 1),
+		refused("untrusted", "1", v1, "untrusted", "untrusted"),
+		refused("outage", "1", v1, "notStaged", "failed"),
+		ran("pinned", "1", "", 0), // served v1, but its pointer requested nothing of it
+		ran("control", "1", "", 0),
+		ran("control-failed", "1", "", 2),
+	}
+	ss := []store.Served{
+		served("ok", "1", v1, t0), served("failed", "1", v1, t0), served("untrusted", "1", v1, t0),
+		served("outage", "1", v1, t0), served("pinned", "1", v1, t0),
+		served("hung", "1", v1, t0),                            // no report for 60 min: silent
+		served("provisioning", "1", v1, now.Add(-time.Minute)), // still within silent-after
+	}
+	got := Of([]rollout.Release{rel(v1, rollout.Rolling)}, reports, ss, now)
+	want := Counts{OK: 1, Failed: 1, RefusedIntegrity: 1, RefusedDelivery: 1, NotApplicable: 1, Silent: 1, Pending: 1}
+	if c := got.Releases[v1]; c != want {
+		t.Errorf("release = %+v\nwant      %+v", c, want)
+	}
+	if c := got.Releases[v1]; c.Served() != 7 || c.Judged() != 5 || c.Failures() != 2 || c.Reported() != 5 {
+		t.Errorf("served %d judged %d failures %d reported %d; want 7, 5, 2, 5", c.Served(), c.Judged(), c.Failures(), c.Reported())
+	}
+	// "pinned" ran the baked agent with nothing requested: it is control,
+	// as far as its base's first hotfix goes; the refusals are not.
+	if c := got.Control[base]; c != (Counts{OK: 2, Failed: 1}) {
+		t.Errorf("control = %+v, want the three baked nodes that requested nothing", c)
+	}
+}
+
+// TestOfWithoutServedRecords: a report alone attributes its node (a served
+// record lost to a slow store).
+func TestOfWithoutServedRecords(t *testing.T) {
+	t.Parallel()
+	reports := []store.Report{ran("a", "1", v1, 0), refused("b", "1", v1, "untrusted", "untrusted")}
+	if c := Of([]rollout.Release{rel(v1, rollout.Rolling)}, reports, nil, t0).Releases[v1]; c != (Counts{OK: 1, RefusedIntegrity: 1}) {
 		t.Errorf("release = %+v", c)
-	}
-	if c := got.Control["202604.01"]; c != (Counts{Reported: 2, OK: 1, Failed: 1}) {
-		t.Errorf("control = %+v", c)
 	}
 }
 
 // TestOfOneVotePerNode: a node that invents boots or flips its outcome
-// moves one vote, its latest report's, in each cohort.
+// moves one vote, its own, and that vote is its worst outcome.
 func TestOfOneVotePerNode(t *testing.T) {
 	t.Parallel()
 	var rs []store.Report
+	var ss []store.Served
 	for i := range 16 {
-		rs = append(rs, store.Report{VMID: "attacker", Boot: fmt.Sprint(i), Base: "202604.01", HotfixVersion: "202604.01.1", ExitCode: 1, Time: t0.Add(time.Duration(i) * time.Second)})
+		rs = append(rs, ran("flipper", fmt.Sprint(i), v1, 0))
+		ss = append(ss, served("squatter", fmt.Sprint(i), v1, t0))
 	}
-	rs = append(rs, store.Report{VMID: "attacker", Boot: "last", Base: "202604.01", HotfixVersion: "202604.01.1", Time: t0.Add(time.Hour)})
-	for i := range 16 {
-		rs = append(rs, store.Report{VMID: "attacker", Boot: "c" + fmt.Sprint(i), Base: "202604.01", ExitCode: 1, Time: t0})
+	rs = append(rs, ran("flipper", "last", v1, 1))
+	got := Of([]rollout.Release{rel(v1, rollout.Rolling)}, rs, ss, t0.Add(time.Hour))
+	if c := got.Releases[v1]; c != (Counts{Failed: 1, Silent: 1}) {
+		t.Errorf("release = %+v, want one failed vote and one silent", c)
 	}
-	got := Of(rs)
-	if c := got.Releases["202604.01.1"]; c != (Counts{Reported: 1, OK: 1}) {
-		t.Errorf("release = %+v, want the attacker's one latest vote", c)
-	}
-	if c := got.Control["202604.01"]; c.Reported != 1 {
-		t.Errorf("control = %+v, want one vote", c)
+	// A later good boot does not undo a hang.
+	rs = []store.Report{ran("h", "2", v1, 0)}
+	ss = []store.Served{served("h", "1", v1, t0), served("h", "2", v1, t0)}
+	if c := Of([]rollout.Release{rel(v1, rollout.Rolling)}, rs, ss, t0.Add(time.Hour)).Releases[v1]; c != (Counts{Silent: 1}) {
+		t.Errorf("a hang then a good boot = %+v, want silent", c)
 	}
 }
 
-func TestUnreported(t *testing.T) {
+// TestOfOneBasePerVM: a vmId votes for the base of its first report only.
+func TestOfOneBasePerVM(t *testing.T) {
 	t.Parallel()
-	const v = "202604.01.1"
-	seats := []store.Seat{
-		{VMID: "reported", Since: t0},
-		{VMID: "reported-control", Since: t0},
-		{VMID: "old-boot-only", Since: t0},
-		{VMID: "skewed", Since: t0},
-		{VMID: "silent", Since: t0},
-		{VMID: "pending", Since: t0.Add(time.Hour)},
+	first := ran("a", "1", "", 0)
+	other := ran("a", "2", "", 1)
+	other.Base, other.Time = "202605.01", t0.Add(time.Minute)
+	got := Of(nil, []store.Report{other, first}, nil, t0)
+	if got.Control[base] != (Counts{OK: 1}) || got.Control["202605.01"] != (Counts{}) {
+		t.Errorf("control = %+v, want one vote in %s only", got.Control, base)
 	}
+}
+
+// TestOfEvidenceWindow: what came before a release's evidence window (a
+// resume after a halt) does not count for it.
+func TestOfEvidenceWindow(t *testing.T) {
+	t.Parallel()
+	r := rel(v1, rollout.Rolling)
+	r.Rollout.EvidenceSince = t0.Add(time.Minute)
+	late := ran("late", "1", v1, 0)
+	late.Time = t0.Add(2 * time.Minute)
+	reports := []store.Report{ran("early", "1", v1, 1), late}
+	ss := []store.Served{served("early-hung", "1", v1, t0), served("late", "1", v1, t0.Add(2*time.Minute))}
+	if c := Of([]rollout.Release{r}, reports, ss, t0.Add(time.Hour)).Releases[v1]; c != (Counts{OK: 1}) {
+		t.Errorf("release = %+v, want only the late node", c)
+	}
+}
+
+// TestOfClockSlack: a report stamped a little before its served record
+// (two replicas' clocks) is that boot's; one from long before is not.
+func TestOfClockSlack(t *testing.T) {
+	t.Parallel()
+	skewed := ran("skewed", "1", v1, 0)
+	skewed.Time = t0.Add(-10 * time.Second)
+	stale := ran("stale", "1", v1, 0)
+	stale.Time = t0.Add(-time.Hour)
+	ss := []store.Served{served("skewed", "1", v1, t0), served("stale", "1", v1, t0)}
+	c := Of([]rollout.Release{rel(v1, rollout.Rolling)}, []store.Report{skewed, stale}, ss, t0.Add(time.Hour)).Releases[v1]
+	// The stale report is not the served boot's, so that boot is silent,
+	// and silence is worse than the ok the stale report says.
+	if c != (Counts{OK: 1, Silent: 1}) {
+		t.Errorf("release = %+v, want skewed ok and stale silent", c)
+	}
+}
+
+func TestIncumbent(t *testing.T) {
+	t.Parallel()
+	revoked := rel("202604.01.3", rollout.Complete)
+	revoked.Revoked = true
+	rels := []rollout.Release{
+		rel(v1, rollout.Complete), rel(v2, rollout.Halted), revoked, rel("202604.01.4", rollout.Rolling),
+		{Version: "202605.01.1", Base: "202605.01", Rollout: rollout.Rollout{State: rollout.Complete}},
+	}
+	for _, tt := range []struct{ version, want string }{
+		{v1, IncumbentBaked},
+		{v2, v1},
+		{"202604.01.4", v1}, // a halted and a revoked one never were what the base ran
+		{"202605.01.2", "202605.01.1"},
+		{"202606.01.1", IncumbentBaked},
+	} {
+		if got := Incumbent(rels, rollout.Release{Version: tt.version}); got != tt.want {
+			t.Errorf("Incumbent(%s) = %s, want %s", tt.version, got, tt.want)
+		}
+	}
+}
+
+// TestBaseline: the second hotfix of a base is compared with the first,
+// on the nodes not served it; with too few of those in the window, with
+// the first's whole record.
+func TestBaseline(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(48 * time.Hour)
+	old := func(r store.Report) store.Report { r.Time = t0; return r }
+	recent := func(r store.Report) store.Report { r.Time = now.Add(-time.Hour); return r }
+	rels := []rollout.Release{rel(v1, rollout.Complete), rel(v2, rollout.Rolling)}
 	reports := []store.Report{
-		{VMID: "reported", Boot: "b", HotfixVersion: v, Time: t0.Add(time.Minute)},
-		{VMID: "reported-control", Boot: "b", Time: t0.Add(time.Minute)}, // chose the baked agent: not silent
-		{VMID: "old-boot-only", Boot: "a", Time: t0.Add(-time.Hour)},
-		{VMID: "skewed", Boot: "b", Time: t0.Add(-10 * time.Second)}, // the report's replica runs 10 s behind
-		{VMID: "not-seated", Boot: "b", Time: t0},
+		old(ran("a", "1", v1, 0)), old(ran("b", "1", v1, 1)), old(ran("c", "1", v1, 0)),
+		recent(ran("d", "1", v1, 0)), recent(ran("e", "1", v1, 0)),
+		recent(ran("f", "1", v1, 0)), // also served v2 below: the candidate's, not the baseline's
+		recent(ran("f", "2", v2, 0)),
+		recent(ran("g", "1", "", 0)), // baked: not v1's baseline
 	}
-	silent, pending := Unreported(reports, seats, v, t0.Add(30*time.Minute))
-	if silent != 2 || pending != 1 {
-		t.Errorf("Unreported = %d silent, %d pending; want 2 (silent, old-boot-only) and 1", silent, pending)
+	ss := []store.Served{served("f", "2", v2, now.Add(-time.Hour))}
+	tl := Of(rels, reports, ss, now)
+	if b := tl.Baseline(rels, rels[1], 2); b.Incumbent != v1 || b.Recorded || b.Counts != (Counts{OK: 2}) {
+		t.Errorf("Baseline(need 2) = %+v, want v1's two recent nodes outside v2", b)
 	}
-	if silent, pending := Unreported(reports, seats, v, t0); silent != 0 || pending != 3 {
-		t.Errorf("with the cutoff at the seats' time: %d silent, %d pending; want 0 and 3", silent, pending)
+	if b := tl.Baseline(rels, rels[1], 3); b.Incumbent != v1 || !b.Recorded || b.Counts != (Counts{OK: 5, Failed: 1}) {
+		t.Errorf("Baseline(need 3) = %+v, want v1's whole record", b)
+	}
+	// A base's first hotfix is compared with the baked agent.
+	first := []rollout.Release{rel(v1, rollout.Rolling)}
+	baked := []store.Report{recent(ran("x", "1", "", 0)), recent(ran("y", "1", "", 1)), recent(refused("z", "1", v1, "untrusted", "untrusted"))}
+	if b := Of(first, baked, nil, now).Baseline(first, first[0], 1); b.Incumbent != IncumbentBaked || b.Counts != (Counts{OK: 1, Failed: 1}) {
+		t.Errorf("first hotfix's Baseline = %+v, want the two baked nodes that requested nothing", b)
 	}
 }

@@ -26,8 +26,11 @@ const (
 	hotfixVersion = "202604.01.1"
 	// brokenVersion verifies and stages, then crashes in provision.
 	brokenVersion = "202604.01.2"
-	vmID          = "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
-	subscription  = "8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a"
+	// refusedVersion is signed for bytes other than those its URL serves:
+	// every node refuses it as signed and provisions with the baked agent.
+	refusedVersion = "202604.01.3"
+	vmID           = "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b"
+	subscription   = "8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a"
 )
 
 func main() {
@@ -400,6 +403,46 @@ func (d *demo) closedLoop(ctx context.Context, l loop) error {
 	}
 	done()
 	fmt.Fprintf(d.out, "    RESULT: the broken hotfix reached 3 canary nodes, each fell back to the baked agent in the same boot and provisioned; lpsd halted it on their reports with no operator\n")
+	return d.refusedLoop(ctx, l)
+}
+
+// refusedLoop shows a release that nodes refuse, which a loop judging
+// only the nodes that ran it would never see, halted on its canary.
+func (d *demo) refusedLoop(ctx context.Context, l loop) error {
+	done := d.step("the closed loop, refused: %s is signed for other bytes than its URL serves; plan: a canary of 3 nodes, then 100%%", refusedVersion)
+	env, err := l.lpsd.SignRelease(ctx, filepath.Dir(l.priv), harness.Release{
+		Version: refusedVersion, Binary: l.broken, URL: l.artifacts.URL + "/aks-node-controller-" + hotfixVersion, KeyFile: l.priv, SkipVersionCheck: true,
+	})
+	if err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"release", "publish", "--envelope", env},
+		{"rollout", "plan", refusedVersion, "--steps", "3n:1h:3,100:1h:10"},
+	} {
+		if _, err := l.lpsd.Ctl(ctx, args...); err != nil {
+			return err
+		}
+	}
+	for range 3 {
+		res, err := d.node(ctx, &l)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(res.Output, "Using VHD-baked binary") {
+			return fmt.Errorf("a node ran the refused release:\n%s", res.Output)
+		}
+	}
+	if err := d.waitState(ctx, &l, refusedVersion, "halted"); err != nil {
+		return err
+	}
+	status, err := l.lpsd.Ctl(ctx, "status")
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(d.out, indent(status))
+	done()
+	fmt.Fprintf(d.out, "    RESULT: every canary node refused %s (sha256 not the signed one) and provisioned with the baked agent; they counted against it, not as its baseline, and lpsd halted it (reason refusedIntegrity)\n", refusedVersion)
 	return nil
 }
 

@@ -398,8 +398,8 @@ func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, tok
 	target := lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: clusterCA}
 	if cfg.Loop != nil {
 		// The node reports its outcome, as launch does: it declares its base
-		// and may take a canary seat.
-		target.Base, target.Reports = Base, true
+		// and its boot, and may take a canary seat.
+		target.Base, target.Reports, target.Boot = Base, true, bootID(vmID, 0)
 	}
 	body, err := lpsclient.Fetch(ctx, target, token)
 	t1 := time.Now()

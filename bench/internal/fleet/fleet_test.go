@@ -179,6 +179,31 @@ func TestIntegrationFleetSimLoopHaltsABadCanary(t *testing.T) {
 	t.Logf("the halt reached every replica up within %v", m)
 }
 
+// TestIntegrationFleetSimLoopHaltsARefusedCanary: a release that 30 % of
+// the nodes served refuse as signed (their image lacks its key) runs the
+// baked agent on them, which provisions fine; they still count against it,
+// and it halts on its canary for refusedIntegrity.
+func TestIntegrationFleetSimLoopHaltsARefusedCanary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts a 3-member etcd cluster and 3 replicas")
+	}
+	cfg := loopConfig(t, 0.02)
+	cfg.Loop.RefuseRate = 0.3
+	rep, err := Run(t.Context(), t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Print(t.Output())
+	checkLoopCounts(t, rep)
+	l := rep.Loop
+	if err := l.HaltedOnCanary(cfg.Loop.Plan); err != nil {
+		t.Fatal(err)
+	}
+	if l.Halt.Reason != "refusedIntegrity" || l.Tally.Release.RefusedIntegrity == 0 {
+		t.Errorf("halted for %q with %d refusals counted, want refusedIntegrity", l.Halt.Reason, l.Tally.Release.RefusedIntegrity)
+	}
+}
+
 // TestIntegrationFleetSimLoopAdvancesAHealthyRelease: a release failing as
 // often as its control is never halted and advances.
 func TestIntegrationFleetSimLoopAdvancesAHealthyRelease(t *testing.T) {

@@ -39,6 +39,9 @@ type Loop struct {
 	// fall back to the baked agent); ControlFailRate the share of the other
 	// nodes that fail. Which nodes fail follows from their vmIds.
 	FailRate, ControlFailRate float64
+	// RefuseRate is the share of LoopVer's nodes that refuse it as signed
+	// (its key is not in their image) and run the baked agent.
+	RefuseRate float64
 	// Plan is LoopVer's plan, started when the run's releases are
 	// published.
 	Plan rollout.Plan
@@ -102,8 +105,10 @@ type LoopResult struct {
 	HaltReach  []time.Duration
 	HaltMissed int
 	// ServedLoop and Answered are the nodes served LoopVer and the nodes
-	// answered at all: how far the release reached.
-	ServedLoop, Answered int
+	// answered at all: how far the release reached. Recorded is the served
+	// records of LoopVer in the store: every node served it that declared
+	// its boot (all of them here), unless a record's write ran out of time.
+	ServedLoop, Answered, Recorded int
 	// Seats is how many nodes hold LoopVer's canary seats in the store;
 	// Unseated counts the nodes served as seat holders that hold none.
 	Seats, Unseated int
@@ -120,12 +125,20 @@ type AutoChange struct {
 	State   rollout.State
 	// Detail is the health verdict it was decided on.
 	Detail string
+	// Reason is the change's reason code (empty for an advance).
+	Reason string
 }
 
 // failing reports whether the node with vmID fails at rate, from its vmId
 // alone, so that runs with one seed fail the same nodes.
-func failing(vmID string, rate float64) bool {
-	sum := sha256.Sum256([]byte("fleetsim-fail\x00" + vmID))
+func failing(vmID string, rate float64) bool { return drawn("fleetsim-fail", vmID, rate) }
+
+// refusing reports whether the node with vmID refuses LoopVer at rate,
+// drawn apart from failing.
+func refusing(vmID string, rate float64) bool { return drawn("fleetsim-refuse", vmID, rate) }
+
+func drawn(salt, vmID string, rate float64) bool {
+	sum := sha256.Sum256([]byte(salt + "\x00" + vmID))
 	return float64(binary.BigEndian.Uint64(sum[:8])>>11)/(1<<53) < rate
 }
 
@@ -143,7 +156,12 @@ func outcomeReport(vmID string, servedLoop bool, l *Loop) *nodev1.ReportOutcomeR
 		BootId: bootID(vmID, 0), BakedVersion: bakedVer, Agent: nodev1.Agent_AGENT_BAKED, AgentVersion: bakedVer,
 		Decision: "revoked", CheckHotfixOutcome: "lpsRead", ProvisionMs: 60_000,
 	}
+	if servedLoop {
+		r.RequestedVersion = LoopVer
+	}
 	switch {
+	case servedLoop && refusing(vmID, l.RefuseRate):
+		r.Decision, r.DownloadHotfixOutcome, r.Route = "untrusted", "untrusted", "none"
 	case servedLoop && failing(vmID, l.FailRate):
 		r.HotfixVersion, r.Decision, r.DownloadHotfixOutcome, r.Route = LoopVer, "hotfix", "staged", "direct"
 		r.Fallback, r.FallbackReason = true, "the hotfix's provision exited 2 before the bootstrap"
@@ -305,8 +323,9 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 		if n.Loop {
 			c = &res.Want.Release
 		}
-		c.Reported++
 		switch {
+		case n.Loop && refusing(r.VMID, l.RefuseRate):
+			c.RefusedIntegrity++
 		case n.Loop && failing(r.VMID, l.FailRate):
 			c.Fallback++
 		case !n.Loop && failing(r.VMID, l.ControlFailRate):
@@ -320,7 +339,29 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			res.Lost++
 		}
 	}
-	t := tally.Of(reports)
+	rels, _, err := st.Releases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read releases: %w", err)
+	}
+	served, err := st.Served(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read served records: %w", err)
+	}
+	// A node served LoopVer whose report the store lacks (it went to a
+	// replica that died) counts as pending: the run ends well inside its
+	// silent-after.
+	pending := map[string]bool{}
+	for _, sv := range served {
+		if sv.Version != LoopVer {
+			continue
+		}
+		res.Recorded++
+		if !counted[sv.VMID] && !pending[sv.VMID] {
+			pending[sv.VMID] = true
+			res.Want.Release.Pending++
+		}
+	}
+	t := tally.Of(rels, reports, served, time.Now())
 	res.Tally.Release, res.Tally.Control = t.Releases[LoopVer], t.Control[Base]
 
 	rel, _, err := st.Release(ctx, LoopVer)
@@ -343,7 +384,7 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 		c := AutoChange{At: e.Time.Sub(start), Action: e.Action, Percent: after.Rollout.Percent, State: after.Rollout.State}
 		var ev autopilot.Evidence
 		if json.Unmarshal(e.Evidence, &ev) == nil {
-			c.Detail = ev.Verdict.Verdict + ": " + ev.Verdict.Detail
+			c.Detail, c.Reason = ev.Verdict.Verdict+": "+ev.Verdict.Detail, ev.Reason
 		}
 		switch e.Action {
 		case autopilot.ActionHalt:
@@ -411,8 +452,8 @@ func (l *LoopResult) CountsExact() bool {
 
 // print writes the closed loop's part of the report.
 func (l *LoopResult) print(w io.Writer, cfg Config) {
-	fmt.Fprintf(w, "closed loop: %s at %.0f%% failing vs control %.0f%%, autopilot every %s\n",
-		LoopVer, 100*cfg.Loop.FailRate, 100*cfg.Loop.ControlFailRate, cfg.Loop.AutopilotInterval)
+	fmt.Fprintf(w, "closed loop: %s at %.0f%% failing and %.0f%% refusing it as signed vs control %.0f%% failing, autopilot every %s\n",
+		LoopVer, 100*cfg.Loop.FailRate, 100*cfg.Loop.RefuseRate, 100*cfg.Loop.ControlFailRate, cfg.Loop.AutopilotInterval)
 	fmt.Fprintf(w, "  reports: %d sent, %d acked, %d failed (replica down), %d refused; %d resent; %d stored, %d acked but lost, %d unknown\n",
 		l.Sent, l.Acked, l.Failed, l.Refused, l.Resent, l.Stored, l.Lost, l.Unknown)
 	fmt.Fprintf(w, "  counts: release %+v control %+v; want release %+v control %+v (exact: %v)\n",
@@ -422,9 +463,12 @@ func (l *LoopResult) print(w io.Writer, cfg Config) {
 	}
 	if h := l.Halt; h != nil {
 		m, ok := l.HaltReached()
-		fmt.Fprintf(w, "  t=%6.3fs autopilot halted at %d%%; the replicas that showed it did within %s (all up had it: %v, %d never did; per replica %v, -1 down or never)\n",
-			h.At.Seconds(), h.Percent, m, ok, l.HaltMissed, l.HaltReach)
+		fmt.Fprintf(w, "  t=%6.3fs autopilot halted at %d%%, reason %s (%s); the replicas that showed it did within %s (all up had it: %v, %d never did; per replica %v, -1 down or never)\n",
+			h.At.Seconds(), h.Percent, h.Reason, h.Detail, m, ok, l.HaltMissed, l.HaltReach)
 	}
-	fmt.Fprintf(w, "  reach: %d of %d answered nodes (%.2f%%) were served %s; it ends %s at %d%%; %d canary seats held, %d served as holders without one\n",
-		l.ServedLoop, l.Answered, 100*float64(l.ServedLoop)/float64(max(1, l.Answered)), LoopVer, l.Final.State, l.Final.Percent, l.Seats, l.Unseated)
+	fmt.Fprintf(w, "  reach: %d of %d answered nodes (%.2f%%) were served %s (%d served records); it ends %s at %d%%; %d canary seats held, %d served as holders without one\n",
+		l.ServedLoop, l.Answered, 100*float64(l.ServedLoop)/float64(max(1, l.Answered)), LoopVer, l.Recorded, l.Final.State, l.Final.Percent, l.Seats, l.Unseated)
+	c := l.Tally.Release
+	fmt.Fprintf(w, "  reconciled: served %d = ok %d + failed %d + fellBack %d + refusedIntegrity %d + refusedDelivery %d + notApplicable %d + silent %d + pending %d\n",
+		c.Served(), c.OK, c.Failed, c.Fallback, c.RefusedIntegrity, c.RefusedDelivery, c.NotApplicable, c.Silent, c.Pending)
 }

@@ -53,8 +53,8 @@
 //
 // # Audit
 //
-// Every change (publish, rollout-set, plan, pause, resume, halt, complete,
-// revoke) is written with an audit entry, in the same store transaction,
+// Every change (publish, rollout-set, plan, skip, pause, resume, halt,
+// complete, revoke) is written with an audit entry, in the same store transaction,
 // holding the actor, the action, the release version, the whole record
 // (JSON) before and after, and the caller's reason when one was given (at
 // most MaxReasonBytes of UTF-8 without control or format characters, since
@@ -64,6 +64,12 @@
 // a race fails with Aborted and changes nothing. A request that would change
 // nothing (a transition to the current state, a second revoke, the same
 // envelope published again) writes nothing and says unchanged.
+//
+// A resume of a halted release records, in its after record, the
+// evidence window it opened (rollout.evidence_since): reports accepted
+// before it no longer count. A skip needs a reason. A dry-run plan
+// (SetPlanRequest.dry_run) is checked by the same rules and writes
+// nothing, not even an audit entry.
 //
 // ListAudit filters by target, actor and time on the server. One call
 // examines at most 10000 entries, so a filter that matches little returns

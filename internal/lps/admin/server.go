@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/health"
@@ -36,6 +37,7 @@ const (
 	ActionPublish    = "publish"
 	ActionRolloutSet = "rollout-set"
 	ActionPlan       = "plan"
+	ActionSkip       = "skip"
 	ActionPause      = "pause"
 	ActionResume     = "resume"
 	ActionHalt       = "halt"
@@ -46,7 +48,7 @@ const (
 // Actions returns every action the audit log records, the operators' and
 // then the autopilot's, in the order the manuals list them.
 func Actions() []string {
-	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke,
+	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke,
 		autopilot.ActionAdvance, autopilot.ActionHalt}
 }
 
@@ -251,8 +253,10 @@ func (s *Server) checkEnvelope(env []byte, now time.Time) (release.Release, erro
 	return rel, nil
 }
 
-// SetPlan puts a release on a plan from its first step above the current
-// percentage.
+// SetPlan puts a release on a plan from its first step, or from_step
+// (rollout.Release.SetPlan: a start step the release is past is
+// FailedPrecondition). With dry_run it answers the same, with nothing
+// written. Either way the answer has the plan's preview.
 func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adminv1.SetPlanResponse, error) {
 	actor, err := requireActor(ctx)
 	if err != nil {
@@ -265,23 +269,134 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "plan: %v", err)
 	}
+	from := int(req.GetFromStep())
+	if from < 0 || from > len(p.Steps) {
+		return nil, status.Errorf(codes.InvalidArgument, "from_step %d: the plan has steps 1 to %d (0: the first)", from, len(p.Steps))
+	}
+	if from > 0 {
+		p.Step = from - 1 // from_step counts from 1, the plan's index from 0
+	}
 	now := s.now()
-	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
-		c, _, err := s.changeConfig(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
-			return c.SetPlan(p, now)
-		})
+	if component, version, ok := rollout.ParseConfigID(req.GetVersion()); ok {
+		apply := func(c rollout.Config) (rollout.Config, error) { return c.SetPlan(p, now) }
+		if req.GetDryRun() {
+			// A timed plan has no preview: only its steps' bake times.
+			cur, rev, err := s.store.Config(ctx, component, version)
+			if err != nil {
+				return nil, s.storeError("read component config "+req.GetVersion(), err)
+			}
+			next, err := apply(cur)
+			if err != nil {
+				return nil, domainError(err)
+			}
+			return &adminv1.SetPlanResponse{ComponentConfig: configProto(next, rev), DryRun: true}, nil
+		}
+		c, _, err := s.changeConfig(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), req.GetReason(), apply)
 		if err != nil {
 			return nil, err
 		}
 		return &adminv1.SetPlanResponse{ComponentConfig: c}, nil
 	}
+	apply := func(r rollout.Release) (rollout.Release, error) { return r.SetPlan(p, now) }
+	if req.GetDryRun() {
+		cur, rev, err := s.current(ctx, req.GetVersion(), req.GetIfRevision())
+		if err != nil {
+			return nil, err
+		}
+		next, err := apply(cur)
+		if err != nil {
+			return nil, domainError(err)
+		}
+		pv, err := s.preview(ctx, next)
+		if err != nil {
+			return nil, err
+		}
+		return &adminv1.SetPlanResponse{Release: toProto(next, rev), DryRun: true, Preview: pv}, nil
+	}
+	var planned rollout.Release
 	r, _, err := s.change(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
-		return r.SetPlan(p, now)
+		next, err := apply(r)
+		planned = next
+		return next, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &adminv1.SetPlanResponse{Release: r}, nil
+	// The plan is in place: a preview that cannot be read (logged by
+	// storeError) must not make it look refused.
+	pv, _ := s.preview(ctx, planned)
+	return &adminv1.SetPlanResponse{Release: r, Preview: pv}, nil
+}
+
+// preview says what r's plan will do from its current step, judged
+// against the incumbent the store's releases give r's base now.
+func (s *Server) preview(ctx context.Context, r rollout.Release) (*adminv1.PlanPreview, error) {
+	p := r.Rollout.Plan
+	if p == nil {
+		return nil, nil
+	}
+	rels, _, err := s.store.Releases(ctx)
+	if err != nil {
+		return nil, s.storeError("list releases", err)
+	}
+	incumbent := tally.Incumbent(rels, r)
+	out := &adminv1.PlanPreview{Baseline: &adminv1.Baseline{
+		MaxFailureRate:  p.MaxFailureRate,
+		Margin:          p.Margin,
+		Floor:           int32(p.Floor()),
+		ComparedWith:    comparedWith(r.Base, incumbent),
+		Incumbent:       incumbent,
+		MaxSilentRate:   p.SilentCeiling(),
+		MaxDeliveryRate: p.DeliveryCeiling(),
+	}}
+	wait := p.StepDeadline().Sub(p.Due())
+	for _, w := range p.Schedule() {
+		sw := &adminv1.StepWindow{}
+		if !w.Start.IsZero() {
+			sw.EarliestStart, sw.EarliestEnd, sw.Deadline = timestamppb.New(w.Start), timestamppb.New(w.End), timestamppb.New(w.End.Add(wait))
+			out.EarliestComplete = sw.EarliestEnd
+		}
+		out.Steps = append(out.Steps, sw)
+	}
+	return out, nil
+}
+
+// comparedWith says, for people, what a release of base is judged against
+// besides its plan's ceilings, incumbent being tally.Incumbent's answer.
+func comparedWith(base, incumbent string) string {
+	what := "the baked agent"
+	if incumbent != tally.IncumbentBaked {
+		what = incumbent + ", its previous complete hotfix"
+	}
+	return fmt.Sprintf("the incumbent of base %s (as of now %s), measured on that base's nodes not served this release, from their reports of the last %g h, or its whole record when those are too few",
+		base, what, tally.BaselineWindow.Hours())
+}
+
+// SkipStep moves a rolling release past its plan's current step
+// (rollout.Release.Skip), audited as "skip". A reason is required;
+// FailedPrecondition when there is no step to skip to.
+func (s *Server) SkipStep(ctx context.Context, req *adminv1.SkipStepRequest) (*adminv1.SkipStepResponse, error) {
+	actor, err := requireActor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.GetReason()) == "" {
+		return nil, status.Error(codes.InvalidArgument, "reason is required: a skip gives up the step's evidence, so the audit log says why")
+	}
+	if err := checkReason(req.GetReason()); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	var left int
+	r, _, err := s.change(ctx, actor, ActionSkip, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
+		next, from, err := r.Skip(now)
+		left = from
+		return next, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &adminv1.SkipStepResponse{Release: r, SkippedStep: int32(left)}, nil
 }
 
 func planFromProto(pp *adminv1.Plan) (rollout.Plan, error) {
@@ -293,6 +408,11 @@ func planFromProto(pp *adminv1.Plan) (rollout.Plan, error) {
 		return p, fmt.Errorf("silent after %d s out of range", s)
 	}
 	p.SilentAfter = time.Duration(pp.GetSilentAfterSeconds()) * time.Second
+	if d := pp.GetDeadlineSeconds(); d < 0 || d > int64(30*24*time.Hour/time.Second) {
+		return p, fmt.Errorf("deadline %d s out of range", d)
+	}
+	p.Deadline = time.Duration(pp.GetDeadlineSeconds()) * time.Second
+	p.MaxSilentRate, p.MaxDeliveryRate = pp.GetMaxSilentRate(), pp.GetMaxDeliveryRate()
 	for _, st := range pp.GetSteps() {
 		if b := st.GetBakeSeconds(); b < 0 || b > int64(30*24*time.Hour/time.Second) {
 			return p, fmt.Errorf("bake %d s out of range", b)
@@ -306,10 +426,12 @@ func planToProto(p *rollout.Plan) *adminv1.Plan {
 	if p == nil {
 		return nil
 	}
-	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince), SilentAfterSeconds: int64(p.SilenceDeadline() / time.Second), Timed: p.Timed}
+	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince), SilentAfterSeconds: int64(p.SilenceDeadline() / time.Second),
+		MaxSilentRate: p.SilentCeiling(), MaxDeliveryRate: p.DeliveryCeiling(), DeadlineSeconds: int64(p.StepDeadline().Sub(p.Due()) / time.Second)}
 	if p.Timed {
-		// Nothing reports on a timed plan, so it has no silent-after.
-		out.SilentAfterSeconds = 0
+		// Nothing reports on a timed plan, so it has no silent-after,
+		// ceilings or deadline.
+		out.SilentAfterSeconds, out.MaxSilentRate, out.MaxDeliveryRate, out.DeadlineSeconds = 0, 0, 0, 0
 	}
 	for _, st := range p.Steps {
 		out.Steps = append(out.Steps, &adminv1.PlanStep{Percent: int32(st.Percent), Nodes: int32(st.Nodes), BakeSeconds: int64(st.Bake / time.Second), MinReports: int32(st.MinReports)})
@@ -529,24 +651,11 @@ func checkReason(reason string) error {
 // audit entry carrying reason. It reports whether nothing changed (then
 // nothing is written).
 func (s *Server) change(ctx context.Context, actor, action, version string, ifRev int64, reason string, apply func(rollout.Release) (rollout.Release, error)) (*adminv1.Release, bool, error) {
-	v, err := hotfix.ParseVersion(version)
+	cur, rev, err := s.current(ctx, version, ifRev)
 	if err != nil {
-		return nil, false, status.Errorf(codes.InvalidArgument, "version: %v", err)
+		return nil, false, err
 	}
-	version = v.String()
-	if ifRev < 0 {
-		return nil, false, status.Errorf(codes.InvalidArgument, "if_revision %d is negative", ifRev)
-	}
-	cur, rev, err := s.store.Release(ctx, version)
-	if err != nil {
-		return nil, false, s.storeError("read release "+version, err)
-	}
-	// A record stored before releases carried their expiry gets it with
-	// its next change.
-	cur = cur.WithNotAfter()
-	if ifRev != 0 && ifRev != rev {
-		return nil, false, conflict(version, ifRev)
-	}
+	version = cur.Version
 	next, err := apply(cur)
 	if err != nil {
 		return nil, false, domainError(err)
@@ -578,11 +687,37 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 	return toProto(next, newRev), false, nil
 }
 
+// current reads version's record for a change, as an RPC error: NotFound,
+// InvalidArgument for a bad version or ifRev, Aborted when ifRev (0: any)
+// is not its revision.
+func (s *Server) current(ctx context.Context, version string, ifRev int64) (rollout.Release, int64, error) {
+	v, err := hotfix.ParseVersion(version)
+	if err != nil {
+		return rollout.Release{}, 0, status.Errorf(codes.InvalidArgument, "version: %v", err)
+	}
+	version = v.String()
+	if ifRev < 0 {
+		return rollout.Release{}, 0, status.Errorf(codes.InvalidArgument, "if_revision %d is negative", ifRev)
+	}
+	cur, rev, err := s.store.Release(ctx, version)
+	if err != nil {
+		return rollout.Release{}, 0, s.storeError("read release "+version, err)
+	}
+	if ifRev != 0 && ifRev != rev {
+		return rollout.Release{}, 0, conflict(version, ifRev)
+	}
+	// A record stored before releases carried their expiry gets it with
+	// its next change.
+	return cur.WithNotAfter(), rev, nil
+}
+
 func unchanged(a, b rollout.Release) bool {
 	return a.Revoked == b.Revoked &&
 		reflect.DeepEqual(a.Rollout.Plan, b.Rollout.Plan) &&
 		a.Rollout.State == b.Rollout.State &&
 		a.Rollout.Percent == b.Rollout.Percent &&
+		a.Rollout.EvidenceSince.Equal(b.Rollout.EvidenceSince) &&
+		a.Rollout.HaltedFrom == b.Rollout.HaltedFrom &&
 		slices.Equal(a.Rollout.Subscriptions, b.Rollout.Subscriptions) &&
 		slices.Equal(a.Rollout.Regions, b.Rollout.Regions) &&
 		slices.Equal(a.Rollout.DeployEnvs, b.Rollout.DeployEnvs)
@@ -617,26 +752,22 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		resp.Releases = append(resp.Releases, toProto(r, rev))
 		read = append(read, r)
 	}
-	reports, err := s.store.Reports(ctx)
+	fleet, err := assess.Assess(ctx, s.store, read, s.now())
 	if err != nil {
-		return nil, s.storeError("list reports", err)
+		return nil, s.storeError("assess releases", err)
 	}
-	t := tally.Of(reports)
+	t := fleet.Tally
 	var served map[string]uint64
 	if s.served != nil {
 		served = s.served()
 	}
 	for i, r := range resp.Releases {
 		r.Served = served[r.Version]
-		c, err := tally.ForRelease(ctx, s.store, t, reports, read[i], s.now())
-		if err != nil {
-			return nil, s.storeError("count release "+r.Version, err)
-		}
-		r.Counts = countsProto(c)
-		r.Rollout.CanarySeats = int32(c.Seated)
+		a := fleet.Releases[r.Version]
+		r.Counts = countsProto(a.Counts)
+		r.Rollout.CanarySeats = int32(a.Counts.Seated)
 		if p := read[i].Rollout.Plan; p != nil {
-			v := health.Judge(c, t.Control[r.Base], *p)
-			r.Rollout.Health = &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Detail: v.Detail, NextDue: timestamppb.New(p.Due())}
+			r.Rollout.Health = healthProto(a.Verdict, *p)
 		}
 	}
 	for _, base := range slices.Sorted(maps.Keys(t.Control)) {
@@ -659,7 +790,14 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 }
 
 func countsProto(c tally.Counts) *adminv1.Counts {
-	return &adminv1.Counts{Reported: c.Reported, Ok: c.OK, Failed: c.Failed, Fallback: c.Fallback, Silent: c.Silent}
+	return &adminv1.Counts{Reported: c.Reported(), Ok: c.OK, Failed: c.Failed, Fallback: c.Fallback, Silent: c.Silent,
+		RefusedIntegrity: c.RefusedIntegrity, RefusedDelivery: c.RefusedDelivery, NotApplicable: c.NotApplicable, Pending: c.Pending}
+}
+
+func healthProto(v health.Verdict, p rollout.Plan) *adminv1.Health {
+	return &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Reason: v.Reason, Detail: v.Detail, NextDue: timestamppb.New(p.Due()),
+		BaselineIncumbent: v.Baseline.Incumbent, BaselineRecorded: v.Baseline.Recorded, Baseline: countsProto(v.Baseline.Counts),
+		Deadline: timestamppb.New(p.StepDeadline())}
 }
 
 func (s *Server) currentSnapshot() *lps.Snapshot {
@@ -728,14 +866,12 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 			plans[r.Version] = r
 		}
 	}
-	var t tally.Tally
-	var reports []store.Report
+	var fleet assess.Fleet
 	if len(plans) > 0 {
 		var err error
-		if reports, err = s.store.Reports(ctx); err != nil {
-			return nil, s.storeError("list reports", err)
+		if fleet, err = assess.Assess(ctx, s.store, snap.Releases, s.now()); err != nil {
+			return nil, s.storeError("assess releases", err)
 		}
-		t = tally.Of(reports)
 	}
 	resp := &adminv1.ExplainResponse{}
 	for _, d := range decisions {
@@ -749,11 +885,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		// A plan's step and the health rule's verdict decide what this
 		// node may be offered next: shown, but they do not gate this answer.
 		if r, ok := plans[d.Version]; ok {
-			c, err := tally.ForRelease(ctx, s.store, t, reports, r, s.now())
-			if err != nil {
-				return nil, s.storeError("count release "+r.Version, err)
-			}
-			v := health.Judge(c, t.Control[d.Base], *r.Rollout.Plan)
+			v := fleet.Releases[r.Version].Verdict
 			pd.Rules = append(pd.Rules,
 				&adminv1.Rule{Rule: "plan", Passed: true, Detail: planDetail(r)},
 				&adminv1.Rule{Rule: "health", Passed: v.Verdict != health.Regressing, Detail: v.Verdict + ": " + v.Detail})
@@ -911,6 +1043,8 @@ func domainError(err error) error {
 	switch {
 	case errors.Is(err, rollout.ErrPercentDecrease),
 		errors.Is(err, rollout.ErrInvalidTransition),
+		errors.Is(err, rollout.ErrStepPassed),
+		errors.Is(err, rollout.ErrNoStepToSkip),
 		errors.Is(err, rollout.ErrRevoked):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	}
@@ -945,6 +1079,10 @@ func toProto(r rollout.Release, rev int64) *adminv1.Release {
 	if !r.NotAfter.IsZero() {
 		notAfter = timestamppb.New(r.NotAfter)
 	}
+	var evidenceSince *timestamppb.Timestamp
+	if !r.Rollout.EvidenceSince.IsZero() {
+		evidenceSince = timestamppb.New(r.Rollout.EvidenceSince)
+	}
 	return &adminv1.Release{
 		NotAfter:     notAfter,
 		Version:      r.Version,
@@ -957,6 +1095,9 @@ func toProto(r rollout.Release, rev int64) *adminv1.Release {
 			Regions:       r.Rollout.Regions,
 			DeployEnvs:    r.Rollout.DeployEnvs,
 			Plan:          planToProto(r.Rollout.Plan),
+			EvidenceSince: evidenceSince,
+			HaltedFrom:    string(r.Rollout.HaltedFrom),
+			Reason:        r.Rollout.Reason,
 		},
 		Revoked:     r.Revoked,
 		PublishedAt: timestamppb.New(r.PublishedAt),

@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"math"
 	"math/big"
 	"net"
@@ -885,6 +886,10 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 			return err
 		},
 		"Revoke": func() error { _, err := s.Revoke(ctx, &adminv1.RevokeRequest{Version: "202604.01.1"}); return err },
+		"SkipStep": func() error {
+			_, err := s.SkipStep(ctx, &adminv1.SkipStepRequest{Version: "202604.01.1", Reason: "r"})
+			return err
+		},
 		"Status": func() error { _, err := s.Status(ctx, &adminv1.StatusRequest{}); return err },
 		"Explain": func() error {
 			_, err := s.Explain(ctx, &adminv1.ExplainRequest{VmId: "x", SubscriptionId: "y"})
@@ -1112,9 +1117,9 @@ func TestScopeChangesWithoutDeadEnds(t *testing.T) {
 	}
 	_, err = c.Transition(ctx, &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_COMPLETE})
 	refused("complete a halted release", err, "`lpsctl rollout resume "+v+"`")
-	move(adminv1.Action_ACTION_RESUME) // the suggestion works
-	if ro, err = scope(&adminv1.SetRolloutRequest{KeepPercent: true, Subscriptions: []string{subA}, SetSubscriptions: true}); err != nil || ro.GetState() != "rolling" {
-		t.Errorf("scope after the resume = %v, %v; want it changed", ro, err)
+	move(adminv1.Action_ACTION_RESUME) // the suggestion works: complete again, as before the halt
+	if ro, err = scope(&adminv1.SetRolloutRequest{KeepPercent: true, Subscriptions: []string{subA}, SetSubscriptions: true}); err != nil || ro.GetState() != "complete" || ro.GetPercent() != 100 {
+		t.Errorf("scope after the resume = %v, %v; want it complete at 100%%", ro, err)
 	}
 }
 
@@ -1430,4 +1435,240 @@ func (s *countingStore) Audit(ctx context.Context, after int64, limit int) ([]st
 	es, err := s.Store.Audit(ctx, after, limit)
 	s.read.Add(int64(len(es)))
 	return es, err
+}
+
+// auditActions returns the actions of v's audit entries, oldest first.
+func auditActions(t *testing.T, c adminv1.AdminServiceClient, v string) []string {
+	t.Helper()
+	resp, err := c.ListAudit(t.Context(), &adminv1.ListAuditRequest{Target: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range resp.GetEntries() {
+		out = append(out, e.GetAction())
+	}
+	return out
+}
+
+// TestPlanSkipsNoStepUnasked: over the API, a plan whose canary a release
+// is past is refused with what to send instead; a dry run answers by the
+// same rules, with the preview, and writes nothing; from_step starts the
+// plan where asked.
+func TestPlanSkipsNoStepUnasked(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	const v, prev = "202604.01.6", "202604.01.5"
+	publish(t, c, signed(t, priv, prev))
+	if _, err := c.Transition(t.Context(), &adminv1.TransitionRequest{Version: prev, Action: adminv1.Action_ACTION_COMPLETE}); err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, signed(t, priv, v))
+	if err := setPct(t.Context(), c, v, 5, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	plan := &adminv1.Plan{Steps: []*adminv1.PlanStep{
+		{Nodes: 20, BakeSeconds: 1800, MinReports: 20},
+		{Percent: 10, BakeSeconds: 3600, MinReports: 100},
+		{Percent: 100, BakeSeconds: 7200, MinReports: 500},
+	}, Margin: 0.05, MaxFailureRate: 0.2}
+	_, before, err := h.store.Release(t.Context(), v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dry := range []bool{false, true} {
+		_, err := c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: plan, DryRun: dry})
+		wantCode(t, fmt.Sprintf("plan with a canary at 5%% (dry run %v)", dry), err, codes.FailedPrecondition)
+		for _, want := range []string{"past step 1 of the plan (a canary of 20 nodes)", "--from-step 2", "from_step 2"} {
+			if !strings.Contains(status.Convert(err).Message(), want) {
+				t.Errorf("refusal %q does not say %q", status.Convert(err).Message(), want)
+			}
+		}
+	}
+
+	dry, err := c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: plan, FromStep: 2, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := dry.GetRelease().GetRollout()
+	if !dry.GetDryRun() || ro.GetState() != "rolling" || ro.GetPercent() != 10 || ro.GetPlan().GetStep() != 1 || dry.GetRelease().GetRevision() != before {
+		t.Errorf("dry run = %v, want what the plan would do: step index 1 at 10%%, at the current revision %d", dry, before)
+	}
+	pv := dry.GetPreview()
+	want := []struct{ start, end time.Time }{{}, {testNow, testNow.Add(time.Hour)}, {testNow.Add(time.Hour), testNow.Add(3 * time.Hour)}}
+	if len(pv.GetSteps()) != len(want) {
+		t.Fatalf("preview steps = %v, want %d", pv.GetSteps(), len(want))
+	}
+	for i, w := range want {
+		got := pv.GetSteps()[i]
+		if (got.GetEarliestStart() == nil) != w.start.IsZero() || (!w.start.IsZero() && (!got.GetEarliestStart().AsTime().Equal(w.start) || !got.GetEarliestEnd().AsTime().Equal(w.end))) {
+			t.Errorf("preview step %d = %v, want %v to %v (none for the skipped canary)", i, got, w.start, w.end)
+		}
+	}
+	if !pv.GetEarliestComplete().AsTime().Equal(testNow.Add(3*time.Hour)) || pv.GetBaseline().GetFloor() != 20 ||
+		pv.GetBaseline().GetMaxFailureRate() != 0.2 || pv.GetBaseline().GetMargin() != 0.05 || !strings.Contains(pv.GetBaseline().GetComparedWith(), "incumbent of base 202604.01") {
+		t.Errorf("preview = %v, want completion 3h on, floor 20, the plan's ceiling and margin against the base's incumbent", pv)
+	}
+	if b := pv.GetBaseline(); b.GetIncumbent() != prev || !strings.Contains(b.GetComparedWith(), prev+", its previous complete hotfix") || b.GetMaxSilentRate() != rollout.DefaultMaxRate {
+		t.Errorf("baseline = %v, want the incumbent %s, named, and the default silent ceiling", b, prev)
+	}
+	if d := pv.GetSteps()[1].GetDeadline(); d == nil || !d.AsTime().Equal(testNow.Add(time.Hour+rollout.DefaultDeadline)) {
+		t.Errorf("step 2's deadline = %v, want its bake's end plus the default deadline", d)
+	}
+	if r, rev, _ := h.store.Release(t.Context(), v); rev != before || r.Rollout.Plan != nil || r.Rollout.Percent != 5 {
+		t.Errorf("a dry run changed the record: revision %d (was %d), %+v", rev, before, r.Rollout)
+	}
+	if got := auditActions(t, c, v); slices.Contains(got, ActionPlan) {
+		t.Errorf("a dry run or a refusal was audited: %v", got)
+	}
+
+	_, err = c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: plan, FromStep: 4})
+	wantCode(t, "from_step past the plan", err, codes.InvalidArgument)
+	_, err = c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: plan, FromStep: 2, IfRevision: before + 5})
+	wantCode(t, "plan at a stale revision", err, codes.Aborted)
+
+	r, err := c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: plan, FromStep: 2, IfRevision: before, Reason: "canary ran by hand"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ro := r.GetRelease().GetRollout(); r.GetDryRun() || ro.GetPercent() != 10 || ro.GetPlan().GetStep() != 1 || r.GetPreview() == nil {
+		t.Errorf("SetPlan from step 2 = %v, want step index 1 at 10%% with its preview", r)
+	}
+	if got := auditActions(t, c, v); got[len(got)-1] != ActionPlan {
+		t.Errorf("audit = %v, want the plan last", got)
+	}
+}
+
+// TestSkipStep: skip moves a planned release to its next step, needs a
+// reason, honours if_revision, is audited as skip, and is refused where
+// there is no step to skip to.
+func TestSkipStep(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	const v = "202604.01.7"
+	publish(t, c, signed(t, priv, v))
+	_, err := c.SkipStep(t.Context(), &adminv1.SkipStepRequest{Version: v, Reason: "no plan yet"})
+	wantCode(t, "skip without a plan", err, codes.FailedPrecondition)
+	plan := &adminv1.Plan{Steps: []*adminv1.PlanStep{{Nodes: 3, BakeSeconds: 1800, MinReports: 3}, {Percent: 100, BakeSeconds: 3600, MinReports: 10}}, MaxFailureRate: 0.2}
+	pr, err := c.SetPlan(t.Context(), &adminv1.SetPlanRequest{Version: v, Plan: plan})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.SkipStep(t.Context(), &adminv1.SkipStepRequest{Version: v})
+	wantCode(t, "skip without a reason", err, codes.InvalidArgument)
+	_, err = c.SkipStep(t.Context(), &adminv1.SkipStepRequest{Version: v, Reason: "r", IfRevision: pr.GetRelease().GetRevision() + 1})
+	wantCode(t, "skip at a stale revision", err, codes.Aborted)
+	_, err = h.client(t, cred{token: "Bearer " + readerToken}).SkipStep(t.Context(), &adminv1.SkipStepRequest{Version: v, Reason: "r"})
+	wantCode(t, "a reader skipping", err, codes.PermissionDenied)
+
+	h.ahead.Store(int64(10 * time.Minute))
+	resp, err := c.SkipStep(t.Context(), &adminv1.SkipStepRequest{Version: v, Reason: "canary nodes provisioned by hand", IfRevision: pr.GetRelease().GetRevision()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := resp.GetRelease().GetRollout()
+	if resp.GetSkippedStep() != 0 || ro.GetPlan().GetStep() != 1 || ro.GetPercent() != 100 || ro.GetState() != "rolling" ||
+		!ro.GetPlan().GetStepSince().AsTime().Equal(testNow.Add(10*time.Minute)) {
+		t.Errorf("SkipStep = %v, want step index 1 at 100%%, rolling, begun now", resp)
+	}
+	a, err := c.ListAudit(t.Context(), &adminv1.ListAuditRequest{Target: v, Action: ActionSkip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.GetEntries()) != 1 || a.GetEntries()[0].GetReason() != "canary nodes provisioned by hand" ||
+		!strings.Contains(rollout.DescribeChange(a.GetEntries()[0].GetBeforeJson(), a.GetEntries()[0].GetAfterJson()), "plan step 1/2→2/2") {
+		t.Errorf("skip audit = %v, want one entry with the reason and the step change", a.GetEntries())
+	}
+	_, err = c.SkipStep(t.Context(), &adminv1.SkipStepRequest{Version: v, Reason: "again"})
+	wantCode(t, "skip at the last step", err, codes.FailedPrecondition)
+	if !strings.Contains(status.Convert(err).Message(), "lpsctl rollout complete "+v) {
+		t.Errorf("refusal at the last step %q does not name rollout complete", status.Convert(err).Message())
+	}
+}
+
+// TestResumeAfterHalt: resuming a halted release opens a fresh evidence
+// window, shown in the record and the audit entry; a pause does not; a
+// release halted while complete resumes to complete.
+func TestResumeAfterHalt(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	_, priv := newKey(t)
+	const v, done = "202604.01.8", "202604.01.9"
+	publish(t, c, signed(t, priv, v))
+	publish(t, c, signed(t, priv, done))
+	if err := setPct(t.Context(), c, v, 10, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	move := func(version string, a adminv1.Action) *adminv1.Release {
+		t.Helper()
+		resp, err := c.Transition(t.Context(), &adminv1.TransitionRequest{Version: version, Action: a, Reason: "test"})
+		if err != nil {
+			t.Fatalf("%s %v: %v", version, a, err)
+		}
+		return resp.GetRelease()
+	}
+	move(v, adminv1.Action_ACTION_PAUSE)
+	if r := move(v, adminv1.Action_ACTION_RESUME); r.GetRollout().GetEvidenceSince() != nil {
+		t.Errorf("resumed from paused: evidence since %v, want none", r.GetRollout().GetEvidenceSince())
+	}
+	if r := move(v, adminv1.Action_ACTION_HALT); r.GetRollout().GetHaltedFrom() != "rolling" {
+		t.Errorf("halted: halted_from %q, want rolling", r.GetRollout().GetHaltedFrom())
+	}
+	// A failure reported before the halt counts until the resume.
+	rep := store.Report{VMID: "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", Boot: "b1", SubscriptionID: subA, Base: "202604.01", Agent: "hotfix",
+		HotfixVersion: v, ExitCode: 1, Time: testNow.Add(30 * time.Minute)}
+	if _, err := h.store.PutReports(t.Context(), []store.Report{rep}); err != nil {
+		t.Fatal(err)
+	}
+	reported := func() uint64 {
+		t.Helper()
+		st, err := c.Status(t.Context(), &adminv1.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range st.GetReleases() {
+			if r.GetVersion() == v {
+				return r.GetCounts().GetFailed()
+			}
+		}
+		t.Fatalf("status has no %s", v)
+		return 0
+	}
+	if got := reported(); got != 1 {
+		t.Fatalf("failed before the resume = %d, want the one report", got)
+	}
+	h.ahead.Store(int64(time.Hour))
+	resumedAt := testNow.Add(time.Hour)
+	r := move(v, adminv1.Action_ACTION_RESUME)
+	if got := reported(); got != 0 {
+		t.Errorf("failed after the resume = %d, want 0: the report came before the evidence window", got)
+	}
+	if r.GetRollout().GetState() != "rolling" || !r.GetRollout().GetEvidenceSince().AsTime().Equal(resumedAt) || r.GetRollout().GetHaltedFrom() != "" {
+		t.Errorf("resumed from halted: %v, want rolling with evidence since %v", r.GetRollout(), resumedAt)
+	}
+	a, err := c.ListAudit(t.Context(), &adminv1.ListAuditRequest{Target: v, Action: ActionResume})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := a.GetEntries()[len(a.GetEntries())-1]
+	var after rollout.Release
+	if err := json.Unmarshal([]byte(last.GetAfterJson()), &after); err != nil || !after.Rollout.EvidenceSince.Equal(resumedAt) {
+		t.Errorf("resume audit after = %s (%v), want evidence_since %v", last.GetAfterJson(), err, resumedAt)
+	}
+	if got := rollout.DescribeChange(last.GetBeforeJson(), last.GetAfterJson()); !strings.Contains(got, "reports accepted before it do not count") {
+		t.Errorf("resume audit change %q does not say earlier reports no longer count", got)
+	}
+
+	move(done, adminv1.Action_ACTION_COMPLETE)
+	if r := move(done, adminv1.Action_ACTION_HALT); r.GetRollout().GetHaltedFrom() != "complete" {
+		t.Errorf("halted while complete: halted_from %q", r.GetRollout().GetHaltedFrom())
+	}
+	if r := move(done, adminv1.Action_ACTION_RESUME); r.GetRollout().GetState() != "complete" || r.GetRollout().GetPercent() != 100 {
+		t.Errorf("resumed a release halted while complete: %s at %d%%, want complete", r.GetRollout().GetState(), r.GetRollout().GetPercent())
+	}
 }

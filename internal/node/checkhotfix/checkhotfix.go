@@ -23,6 +23,7 @@ import (
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/nodeconfig"
+	"nodehotfix/internal/node/report"
 )
 
 // Outcome is the telemetry outcome of a run; the strings are the reference's.
@@ -201,6 +202,16 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	t.Reports = cfg.Reports
 	if v, err := hotfix.ParseVersion(cfg.Version); err == nil {
 		t.Base = v.Base()
+	}
+	if cfg.Reports {
+		// The boot the outcome report will name: the service records
+		// that it served this boot, so the node counts for the release
+		// even if it never reports.
+		boot, err := report.BootID(cfg.Root)
+		if err != nil {
+			log.Warn("no boot id for the live-patching request; the service cannot count this boot if its report is lost", "err", err)
+		}
+		t.Boot = boot
 	}
 	return lpsclient.Fetch(ctx, t, token)
 }

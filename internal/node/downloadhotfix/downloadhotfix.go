@@ -63,7 +63,12 @@ const (
 	// (a bad signature, a digest that differs, a package without the
 	// agent); nothing is staged and the package manager is not tried.
 	RepositoryIntegrity Outcome = "repositoryIntegrity"
-	Failed              Outcome = "failed" // install or staging failed
+	// ArtifactIntegrity: the artifact contradicts its signed release (its
+	// size or sha256 differs) or the signed bytes are not a usable agent
+	// (not an ELF executable, or reporting another version): the release,
+	// not the network, is at fault, and the service counts it so.
+	ArtifactIntegrity Outcome = "artifactIntegrity"
+	Failed            Outcome = "failed" // install or staging failed
 )
 
 // Route says how the binary was obtained.
@@ -136,7 +141,7 @@ func (r Result) ExitCode() int {
 
 // Failed reports whether the run failed to stage what it should have.
 func (r Result) Failed() bool {
-	return r.Outcome == Failed || r.Outcome == NoPackage || r.Outcome == AmbiguousPackage || r.Outcome == RepositoryIntegrity
+	return r.Outcome == Failed || r.Outcome == NoPackage || r.Outcome == AmbiguousPackage || r.Outcome == RepositoryIntegrity || r.Outcome == ArtifactIntegrity
 }
 
 // Message renders the event message without timing.
@@ -267,9 +272,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		}
 	}
 	var ie *pkgrepo.IntegrityError
+	var ve *fetch.VerifyError
 	switch {
 	case errors.As(err, &ie):
 		res.Outcome, res.Err = RepositoryIntegrity, err
+	case errors.Is(err, errArtifact), errors.As(err, &ve) && (ve.Reason == fetch.ReasonDigest || ve.Reason == fetch.ReasonSize):
+		res.Outcome, res.Err = ArtifactIntegrity, err
 	case errors.Is(err, pkgmgr.ErrNoPackage):
 		res.Outcome, res.Err = NoPackage, err
 	case errors.Is(err, pkgmgr.ErrAmbiguousPackage):
@@ -404,17 +412,24 @@ func commit(ctx context.Context, f *atomicfile.File, target hotfix.Version) erro
 		return err
 	}
 	if err := checkExecutable(f.TempName()); err != nil {
-		return err
+		return fmt.Errorf("%w: %w", errArtifact, err)
 	}
+	// A version check that cannot run (a noexec mount, a slow node) is
+	// this node's trouble, not the release's: only a clear answer naming
+	// another version blames the artifact.
 	got, err := facts.ReportedVersion(ctx, f.TempName())
 	if err != nil {
 		return err
 	}
 	if got != target.String() {
-		return fmt.Errorf("staged binary reports version %q, want %s", got, target)
+		return fmt.Errorf("%w: staged binary reports version %q, want %s", errArtifact, got, target)
 	}
 	return f.Commit()
 }
+
+// errArtifact marks verified bytes that are not a usable agent of the
+// target version: the release's fault (ArtifactIntegrity).
+var errArtifact = errors.New("the verified artifact is not a usable agent")
 
 // checkExecutable refuses anything that is not an ELF executable: an
 // archive (.deb, .rpm, tarball) whose digest matches is still not a binary.

@@ -209,7 +209,7 @@ func TestRunRepositoryRoute(t *testing.T) {
 		agent[pkgrepo.AgentMember] = fakeAgent(t, "202604.01.7")
 		n := newRepoNode(t, g, agent)
 		res := n.run()
-		if res.Outcome != Failed || res.Route != RouteRepository || n.aptRan() || !strings.Contains(res.Err.Error(), "reports version") {
+		if res.Outcome != ArtifactIntegrity || res.Route != RouteRepository || n.aptRan() || !strings.Contains(res.Err.Error(), "reports version") {
 			t.Fatalf("Run = %+v, apt ran %v", res, n.aptRan())
 		}
 		if _, ok := n.staged(); ok {

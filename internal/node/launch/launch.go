@@ -272,7 +272,7 @@ func hotfixFlow(ctx context.Context, cfg Config) flow {
 		}
 	}
 	f.decision = Choose(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys, Hotfix: cfg.HotfixPath})
-	f.out.Baked, f.out.Decision = cfg.Version, f.decision.Reason
+	f.out.Baked, f.out.Decision, f.out.Requested = cfg.Version, f.decision.Reason, f.decision.Requested
 	return f
 }
 
@@ -431,16 +431,23 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, 
 	res, err := proc.Run(childCtx, proc.Cmd{Args: argv, Env: env, Stdout: cfg.Stdout, Stderr: cfg.Stderr, Linger: true, Passthrough: true})
 	cancel(nil)
 	<-watched
-	if err == nil {
+	started := provision.Started(cfg.Root, p.LaunchID) || mark.Changed(cfg.Root)
+	switch {
+	case err == nil && started:
 		say(cfg.Stdout, "aks-node-controller completed successfully")
 		return 0, ""
+	case err == nil:
+		// Success without a bootstrap (no start record of this launch and
+		// provision.complete untouched, which every agent writes when it
+		// provisions) provisioned nothing: a failure, and since nothing
+		// ran, the baked agent may run without two bootstraps.
+		return provision.ExitFailFast, "exited 0 without starting the bootstrap or writing provision.complete"
 	}
 	var ce *proc.CmdError
 	sig, killed := syscall.Signal(0), false
 	if errors.As(err, &ce) {
 		sig, killed = ce.Signal()
 	}
-	started := provision.Started(cfg.Root, p.LaunchID) || mark.Changed(cfg.Root)
 	switch {
 	case ctx.Err() != nil:
 		// Stopped from outside (shutdown): nothing more runs.

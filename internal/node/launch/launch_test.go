@@ -408,7 +408,7 @@ func TestRunReports(t *testing.T) {
 			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
 			n.stageHotfix(startsBootstrap("exit 4"))
 		}, want: []report.Outcome{{
-			Baked: baked, Agent: hotfix.AgentHotfix, AgentVersion: target, Hotfix: target, Decision: hotfix.ReasonHotfix, ExitCode: 4,
+			Baked: baked, Agent: hotfix.AgentHotfix, AgentVersion: target, Hotfix: target, Requested: target, Decision: hotfix.ReasonHotfix, ExitCode: 4,
 			Check:    report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
 			Download: report.Step{Outcome: "alreadyStaged", Route: "none"},
 		}}},
@@ -416,8 +416,30 @@ func TestRunReports(t *testing.T) {
 			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
 			n.stageHotfix("exit 2")
 		}, want: []report.Outcome{{
-			Baked: baked, Agent: hotfix.AgentBaked, AgentVersion: baked, Hotfix: target, Decision: hotfix.ReasonHotfix,
+			Baked: baked, Agent: hotfix.AgentBaked, AgentVersion: baked, Hotfix: target, Requested: target, Decision: hotfix.ReasonHotfix,
 			Fallback: true, FallbackReason: "exited with code 2",
+			Check:    report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
+			Download: report.Step{Outcome: "alreadyStaged", Route: "none"},
+		}}},
+		// A hotfix that "succeeds" without ever starting the bootstrap
+		// provisioned nothing: a failure, fallen back from in this boot.
+		{name: "success without a bootstrap", features: flagOn, setup: func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.stageHotfix("exit 0")
+		}, want: []report.Outcome{{
+			Baked: baked, Agent: hotfix.AgentBaked, AgentVersion: baked, Hotfix: target, Requested: target, Decision: hotfix.ReasonHotfix,
+			Fallback: true, FallbackReason: "exited 0 without starting the bootstrap or writing provision.complete",
+			Check:    report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
+			Download: report.Step{Outcome: "alreadyStaged", Route: "none"},
+		}}},
+		// Served a hotfix it did not run (here, its staged copy is another
+		// version): the report names what was requested, so the service
+		// counts the refusal against that release.
+		{name: "refused", features: flagOn, setup: func(n *node) {
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			n.write(n.root.HotfixBinary(), "#!/bin/sh\necho 202604.01.9\n", 0o755)
+		}, want: []report.Outcome{{
+			Baked: baked, Agent: hotfix.AgentBaked, AgentVersion: baked, Requested: target, Decision: hotfix.ReasonStagedMismatch,
 			Check:    report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond},
 			Download: report.Step{Outcome: "alreadyStaged", Route: "none"},
 		}}},

@@ -56,16 +56,23 @@ type Target struct {
 	// (launch), sent as ReportsMetadata "1" with Base: such a node may take
 	// a seat of a canary of its base's release.
 	Reports bool
+	// Boot, with Reports, is the kernel boot ID the outcome report will
+	// carry, sent as BootMetadata: the service records that it served this
+	// boot a release, so the node counts for it whether its report
+	// arrives or not.
+	Boot string
 	// Component is the component whose configuration Fetch asks for;
 	// empty means Component, the agent's.
 	Component string
 }
 
-// Metadata keys of Target.Base and Target.Reports (lps.BaseMetadata and
-// lps.ReportsMetadata on the service).
+// Metadata keys of Target.Base, Target.Reports and Target.Boot
+// (lps.BaseMetadata, lps.ReportsMetadata and lps.BootMetadata on the
+// service).
 const (
 	BaseMetadata    = "nodehotfix-base"
 	ReportsMetadata = "nodehotfix-reports"
+	BootMetadata    = "nodehotfix-boot"
 )
 
 // Class says how a fetch failure should be treated by a fail-open caller.
@@ -135,6 +142,9 @@ func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetCompo
 		ctx = metadata.AppendToOutgoingContext(ctx, BaseMetadata, t.Base)
 		if t.Reports {
 			ctx = metadata.AppendToOutgoingContext(ctx, ReportsMetadata, "1")
+			if t.Boot != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, BootMetadata, t.Boot)
+			}
 		}
 	}
 	component := t.Component

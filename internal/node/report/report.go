@@ -33,6 +33,9 @@ type Outcome struct {
 	// Hotfix is the version launch chose, even if it then fell back; empty
 	// when the baked agent was the choice.
 	Hotfix string
+	// Requested is the version the staged pointer requests for the baked
+	// base (hotfix.Decision.Requested), run or not; empty for none.
+	Requested string
 	// Decision is hotfix.Select's reason.
 	Decision hotfix.Reason
 	// Check and Download are the hotfix steps' results (zero: not run).
@@ -93,6 +96,7 @@ func request(boot string, o Outcome) *nodev1.ReportOutcomeRequest {
 		Agent:                 agent,
 		AgentVersion:          o.AgentVersion,
 		HotfixVersion:         o.Hotfix,
+		RequestedVersion:      truncate(o.Requested, 64),
 		Decision:              string(o.Decision),
 		CheckHotfixOutcome:    o.Check.Outcome,
 		DownloadHotfixOutcome: o.Download.Outcome,

@@ -39,6 +39,9 @@ const (
 	// (Unix nanoseconds, 8-byte big endian) for each canary seat held, and
 	// version to the seats' count, 8-byte big endian.
 	seatsBucket = "seats"
+	// servedBucket maps Version + "/" + VMID + "/" + Boot to a served
+	// record's stored form (storecodec).
+	servedBucket = "served"
 	// configsBucket maps a component configuration's ID
 	// (rollout.ConfigID) to its stored form (storecodec).
 	configsBucket = "configs"
@@ -91,7 +94,7 @@ func Open(path string) (*Store, error) {
 	}
 	s := &Store{db: db}
 	err = s.update(func(tx *bolt.Tx) error {
-		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, metaBucket, configsBucket} {
+		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -393,11 +396,13 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 		return nil, fmt.Errorf("list reports: %w", err)
 	}
 	var out []store.Report
+	bad := store.NewUnreadable("report")
 	err := s.view(func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte(reportsBucket)).ForEach(func(k, v []byte) error {
 			r, err := storecodec.DecodeReport(v)
 			if err != nil {
-				return fmt.Errorf("report %q: %w", k, err)
+				bad.Add(fmt.Errorf("report %q: %w", k, err))
+				return nil
 			}
 			out = append(out, r)
 			return nil
@@ -408,7 +413,7 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	}
 	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
 	slices.SortFunc(out, store.CompareReports)
-	return out, nil
+	return out, bad.Err()
 }
 
 // TakeSeat implements store.Store with one bbolt transaction; a read-only
@@ -490,6 +495,67 @@ func wrapErr(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, mapErr(err))
+}
+
+// PutServed implements store.Store with one bbolt transaction per call.
+func (s *Store) PutServed(ctx context.Context, ss []store.Served) error {
+	vals := make([][]byte, len(ss))
+	for i, sv := range ss {
+		if err := sv.ValidateKey(); err != nil {
+			return fmt.Errorf("put served: %w", err)
+		}
+		v, err := storecodec.EncodeServed(sv)
+		if err != nil {
+			return fmt.Errorf("put served: %w", err)
+		}
+		vals[i] = v
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put served: %w", err)
+	}
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(servedBucket))
+		for i, sv := range ss {
+			k := []byte(sv.Version + "/" + sv.VMID + "/" + sv.Boot)
+			if b.Get(k) != nil {
+				continue // the first time served stays
+			}
+			if err := b.Put(k, vals[i]); err != nil {
+				return fmt.Errorf("served %q: %w", k, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("put served: %w", mapErr(err))
+	}
+	return nil
+}
+
+// Served implements store.Store.
+func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list served: %w", err)
+	}
+	var out []store.Served
+	bad := store.NewUnreadable("served record")
+	err := s.view(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(servedBucket)).ForEach(func(k, v []byte) error {
+			sv, err := storecodec.DecodeServed(v)
+			if err != nil {
+				bad.Add(fmt.Errorf("served %q: %w", k, err))
+				return nil
+			}
+			out = append(out, sv)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list served: %w", mapErr(err))
+	}
+	// Key byte order is not field order: "-" sorts before "/".
+	slices.SortFunc(out, store.CompareServed)
+	return out, bad.Err()
 }
 
 // Watch implements store.Store: the channel receives a value after each

@@ -9,6 +9,7 @@
 //	<prefix>reports/<vmId>/<boot>   report (JSON, "v")
 //	<prefix>seats/<version>/vm/<vmId> canary seat held (value: when taken, RFC 3339)
 //	<prefix>seats/<version>/n/<slot>  the seat's holder; slot is 5-digit zero-padded
+//	<prefix>served/<version>/<vmId>/<boot> served record (JSON, "v")
 //	<prefix>configs/<component>@<version> component configuration record (JSON, "v")
 //
 // A release's revision is its key's ModRevision, and the store-wide
@@ -170,6 +171,7 @@ func (s *Store) auditPrefix() string         { return s.prefix + "audit/" }
 func (s *Store) seqKey() string              { return s.prefix + "audit-seq" }
 func (s *Store) reportsPrefix() string       { return s.prefix + "reports/" }
 func (s *Store) seatsPrefix(v string) string { return s.prefix + "seats/" + v + "/" }
+func (s *Store) servedPrefix() string        { return s.prefix + "served/" }
 func (s *Store) configsPrefix() string       { return s.prefix + "configs/" }
 func (s *Store) reportKey(r store.Report) string {
 	return s.reportsPrefix() + r.VMID + "/" + r.Boot
@@ -430,41 +432,116 @@ func (s *Store) commitReports(ctx context.Context, ops []clientv3.Op) (*clientv3
 // all at the revision of the first, so the list is one consistent view. Each
 // read is bounded by the request timeout.
 func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
+	var out []store.Report
+	bad := store.NewUnreadable("report")
+	err := s.scan(ctx, s.reportsPrefix(), func(kv *mvccpb.KeyValue) error {
+		r, err := storecodec.DecodeReport(kv.Value)
+		if err != nil {
+			bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
+			return nil
+		}
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list reports: %w", err)
+	}
+	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
+	slices.SortFunc(out, store.CompareReports)
+	return out, bad.Err()
+}
+
+// scan calls each for every key under prefix, in pages of reportsPageSize
+// read at the revision of the first page.
+func (s *Store) scan(ctx context.Context, prefix string, each func(*mvccpb.KeyValue) error) error {
 	if s.isClosed() {
-		return nil, fmt.Errorf("list reports: %w", store.ErrClosed)
+		return store.ErrClosed
 	}
 	var (
-		out   []store.Report
 		rev   int64 // 0 until the first page fixes it
-		from  = s.reportsPrefix()
-		end   = clientv3.GetPrefixRangeEnd(s.reportsPrefix())
+		from  = prefix
+		end   = clientv3.GetPrefixRangeEnd(prefix)
 		pages int
 	)
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("list reports: %w", err)
+			return err
 		}
 		resp, err := s.reportsPage(ctx, from, end, rev)
 		if err != nil {
-			return nil, fmt.Errorf("list reports: page %d: %w", pages, err)
+			return fmt.Errorf("page %d: %w", pages, err)
 		}
 		pages++
 		rev = resp.Header.Revision
 		for _, kv := range resp.Kvs {
-			r, err := storecodec.DecodeReport(kv.Value)
-			if err != nil {
-				return nil, fmt.Errorf("list reports: key %q: %w", kv.Key, err)
+			if err := each(kv); err != nil {
+				return err
 			}
-			out = append(out, r)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			break
+			return nil
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
-	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
-	slices.SortFunc(out, store.CompareReports)
-	return out, nil
+}
+
+// PutServed implements store.Store: each record is put only if its key
+// does not exist (a nested transaction per key), in transactions of at
+// most maxReportsPerTxn/2 keys, each nested one counting its compare too.
+func (s *Store) PutServed(ctx context.Context, ss []store.Served) error {
+	ops := make([]clientv3.Op, 0, len(ss))
+	seen := make(map[string]bool, len(ss))
+	for _, sv := range ss {
+		if err := sv.ValidateKey(); err != nil {
+			return fmt.Errorf("put served: %w", err)
+		}
+		b, err := storecodec.EncodeServed(sv)
+		if err != nil {
+			return fmt.Errorf("put served: %w", err)
+		}
+		k := s.servedPrefix() + sv.Version + "/" + sv.VMID + "/" + sv.Boot
+		if seen[k] {
+			continue // etcd refuses a transaction that puts a key twice; the first stays
+		}
+		seen[k] = true
+		ops = append(ops, clientv3.OpTxn(
+			[]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)},
+			[]clientv3.Op{clientv3.OpPut(k, string(b))}, nil))
+	}
+	if s.isClosed() {
+		return fmt.Errorf("put served: %w", store.ErrClosed)
+	}
+	stored := 0
+	for chunk := range slices.Chunk(ops, maxReportsPerTxn/2) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("put served: %w", err)
+		}
+		if _, err := s.commitReports(ctx, chunk); err != nil {
+			return fmt.Errorf("put served (%d of %d keys stored before): %w", stored, len(ops), err)
+		}
+		stored += len(chunk)
+	}
+	return nil
+}
+
+// Served implements store.Store as Reports does.
+func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
+	var out []store.Served
+	bad := store.NewUnreadable("served record")
+	err := s.scan(ctx, s.servedPrefix(), func(kv *mvccpb.KeyValue) error {
+		sv, err := storecodec.DecodeServed(kv.Value)
+		if err != nil {
+			bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
+			return nil
+		}
+		out = append(out, sv)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list served: %w", err)
+	}
+	slices.SortFunc(out, store.CompareServed)
+	return out, bad.Err()
 }
 
 // reportsPage reads up to reportsPageSize keys in [from, end) at revision

@@ -35,12 +35,16 @@ type Store struct {
 	// seats maps a release version to its canary seats' holders and when
 	// each took its seat.
 	seats map[string]map[string]time.Time
+	// served holds values only, as reports.
+	served map[servedKey]store.Served
 	// configs holds component configurations by ID, made on first write;
 	// their writes move rev too.
 	configs map[string]configEntry
 }
 
 type reportKey struct{ vmID, boot string }
+
+type servedKey struct{ version, vmID, boot string }
 
 type entry struct {
 	r   rollout.Release
@@ -49,7 +53,7 @@ type entry struct {
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]time.Time)}
+	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]time.Time), served: make(map[servedKey]store.Served)}
 }
 
 // Releases implements store.Store.
@@ -210,6 +214,45 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 	return out, nil
 }
 
+// PutServed implements store.Store.
+func (s *Store) PutServed(ctx context.Context, ss []store.Served) error {
+	for _, sv := range ss {
+		if err := sv.ValidateKey(); err != nil {
+			return fmt.Errorf("put served: %w", err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("put served: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put served: %w", err)
+	}
+	for _, sv := range ss {
+		k := servedKey{sv.Version, sv.VMID, sv.Boot}
+		if _, ok := s.served[k]; !ok {
+			s.served[k] = sv
+		}
+	}
+	return nil
+}
+
+// Served implements store.Store.
+func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("list served: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list served: %w", err)
+	}
+	out := slices.Collect(maps.Values(s.served))
+	slices.SortFunc(out, store.CompareServed)
+	return out, nil
+}
+
 // Watch implements store.Store.
 func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	return s.hub.Subscribe(ctx)
@@ -224,6 +267,7 @@ func (s *Store) Close() error {
 	s.audit = nil
 	s.reports = nil
 	s.seats = nil
+	s.served = nil
 	s.configs = nil
 	s.mu.Unlock()
 	s.hub.Close()

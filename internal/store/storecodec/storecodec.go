@@ -34,6 +34,11 @@ type auditRecord struct {
 	After  []byte           `json:"after"`
 }
 
+type servedRecord struct {
+	V      int          `json:"v"`
+	Served store.Served `json:"served"`
+}
+
 type reportRecord struct {
 	V      int          `json:"v"`
 	Report store.Report `json:"report"`
@@ -94,6 +99,23 @@ func DecodeReport(v []byte) (store.Report, error) {
 		return store.Report{}, fmt.Errorf("report record encoding version %d, want %d", rec.V, version)
 	}
 	return rec.Report, nil
+}
+
+// EncodeServed returns the stored form of sv.
+func EncodeServed(sv store.Served) ([]byte, error) {
+	return json.Marshal(servedRecord{V: version, Served: sv})
+}
+
+// DecodeServed reads what EncodeServed wrote.
+func DecodeServed(v []byte) (store.Served, error) {
+	var rec servedRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return store.Served{}, fmt.Errorf("decode served record: %w", err)
+	}
+	if rec.V != version {
+		return store.Served{}, fmt.Errorf("served record encoding version %d, want %d", rec.V, version)
+	}
+	return rec.Served, nil
 }
 
 type configRecord struct {

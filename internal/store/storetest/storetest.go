@@ -61,6 +61,9 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"seats-concurrent", testSeatsConcurrent},
 		{"seats-invalid", testSeatsInvalid},
 		{"seats-not-releases", testSeatsNotReleases},
+		{"served", testServed},
+		{"served-large-call", testServedLargeCall},
+		{"served-invalid", testServedInvalid},
 		{"configs-round-trip", testConfigsRoundTrip},
 		{"configs-compare-and-swap", testConfigsCompareAndSwap},
 		{"configs-watch", testConfigsWatch},
@@ -698,6 +701,12 @@ func testClose(t *testing.T, s store.Store) {
 	if _, err := s.Seats(ctx, "202604.01.1"); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Seats after Close = %v, want ErrClosed", err)
 	}
+	if err := s.PutServed(ctx, []store.Served{Served("202604.01.1", "vm-1", "boot-1")}); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("PutServed after Close = %v, want ErrClosed", err)
+	}
+	if _, err := s.Served(ctx); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("Served after Close = %v, want ErrClosed", err)
+	}
 	WaitClosed(t, s.Watch(ctx))
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close = %v, want nil", err)
@@ -1026,5 +1035,85 @@ func testSeatsNotReleases(t *testing.T, s store.Store) {
 	case _, ok := <-w:
 		t.Errorf("Watch signalled (open %v) after a seat only, want nothing", ok)
 	case <-time.After(QuietWait):
+	}
+}
+
+// Served returns a served record of version to (vmID, boot).
+func Served(version, vmID, boot string) store.Served {
+	return store.Served{
+		Version: version, VMID: vmID, Boot: boot, Base: "202604.01", SubscriptionID: "sub-1",
+		Time: time.Date(2026, 4, 2, 10, 0, 0, 0, time.UTC),
+	}
+}
+
+// MustServed returns every served record of s.
+func MustServed(t testing.TB, s store.Store) []store.Served {
+	t.Helper()
+	out, err := s.Served(t.Context())
+	if err != nil {
+		t.Fatalf("Served = %v", err)
+	}
+	return out
+}
+
+func testServed(t *testing.T, s store.Store) {
+	ctx := t.Context()
+	if got := MustServed(t, s); len(got) != 0 {
+		t.Fatalf("Served of an empty store = %v", got)
+	}
+	a, b := Served("202604.01.2", "vm-b", "boot-1"), Served("202604.01.1", "vm-a", "boot-2")
+	c := Served("202604.01.1", "vm-a", "boot-1")
+	if err := s.PutServed(ctx, []store.Served{a, b, c}); err != nil {
+		t.Fatalf("PutServed = %v", err)
+	}
+	// Served again later, in one call and in another: the first time stays,
+	// so asking again never moves a boot's silence deadline.
+	again := c
+	again.Time = c.Time.Add(time.Hour)
+	if err := s.PutServed(ctx, []store.Served{again}); err != nil {
+		t.Fatalf("PutServed again = %v", err)
+	}
+	d := Served("202604.01.1", "vm-c", "boot-1")
+	later := d
+	later.Time = d.Time.Add(time.Minute)
+	if err := s.PutServed(ctx, []store.Served{d, later}); err != nil {
+		t.Fatalf("PutServed with a key twice = %v", err)
+	}
+	want := []store.Served{c, b, d, a}
+	if diff := cmp.Diff(want, MustServed(t, s)); diff != "" {
+		t.Errorf("Served (-want +got):\n%s", diff)
+	}
+	// Served records are not releases.
+	if _, rev, err := s.Releases(ctx); err != nil || rev != 0 {
+		t.Errorf("Releases after PutServed = rev %d, %v; want 0", rev, err)
+	}
+}
+
+func testServedLargeCall(t *testing.T, s store.Store) {
+	const n = 300 // more than one etcd transaction
+	ss := make([]store.Served, n)
+	for i := range ss {
+		ss[i] = Served("202604.01.1", fmt.Sprintf("vm-%04d", i), "boot-1")
+	}
+	if err := s.PutServed(t.Context(), ss); err != nil {
+		t.Fatalf("PutServed(%d) = %v", n, err)
+	}
+	if diff := cmp.Diff(ss, MustServed(t, s)); diff != "" {
+		t.Errorf("Served after %d (-want +got):\n%s", n, diff)
+	}
+}
+
+func testServedInvalid(t *testing.T, s store.Store) {
+	good := Served("202604.01.1", "vm-1", "boot-1")
+	for _, bad := range []store.Served{
+		Served("", "vm-1", "boot-1"), Served("202604.01.1", "", "boot-1"), Served("202604.01.1", "vm-1", ""),
+		Served("202604.01.1", "vm/1", "boot-1"), Served("202604.01.1", "vm-1", "boot/1"), Served("2026/04.01.1", "vm-1", "boot-1"),
+	} {
+		if err := s.PutServed(t.Context(), []store.Served{good, bad}); !errors.Is(err, store.ErrInvalidServed) {
+			t.Errorf("PutServed(%+v) = %v, want ErrInvalidServed", bad, err)
+		}
+	}
+	if got := MustServed(t, s); len(got) != 0 {
+		t.Errorf("Served after refused calls = %v, want none", got)
 	}
 }

@@ -35,7 +35,9 @@ const (
 	Action_ACTION_UNSPECIFIED Action = 0
 	// Stop growing; keep serving the current nodes.
 	Action_ACTION_PAUSE Action = 1
-	// Go back to rolling.
+	// Go on from paused or halted: rolling, or complete for a release halted
+	// while complete. From halted it opens a fresh evidence window
+	// (Rollout.evidence_since): reports accepted before it do not count.
 	Action_ACTION_RESUME Action = 2
 	// Stop serving the release.
 	Action_ACTION_HALT Action = 3
@@ -231,7 +233,7 @@ func (x *Release) GetNotAfter() *timestamppb.Timestamp {
 // Counts are nodes' provisioning outcome reports, each (vmId, boot) once.
 type Counts struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Nodes that reported: ok + failed + fallback.
+	// Nodes that reported: every outcome but silent and pending.
 	Reported uint64 `protobuf:"varint,1,opt,name=reported,proto3" json:"reported,omitempty"`
 	// Provisioned successfully by the cohort's agent.
 	Ok uint64 `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
@@ -239,9 +241,20 @@ type Counts struct {
 	Failed uint64 `protobuf:"varint,3,opt,name=failed,proto3" json:"failed,omitempty"`
 	// The hotfix failed before the bootstrap and the baked agent provisioned.
 	Fallback uint64 `protobuf:"varint,4,opt,name=fallback,proto3" json:"fallback,omitempty"`
-	// Canary seat holders that did not report within the plan's silent
-	// after: hung or dead before they could (not part of reported).
-	Silent        uint64 `protobuf:"varint,5,opt,name=silent,proto3" json:"silent,omitempty"`
+	// Served nodes that did not report within the plan's silent-after:
+	// hung, dead, or their report lost (not part of reported).
+	Silent uint64 `protobuf:"varint,5,opt,name=silent,proto3" json:"silent,omitempty"`
+	// Served the release and refused it as signed (key not trusted, digest,
+	// size or version not the signed ones): ran the baked agent.
+	RefusedIntegrity uint64 `protobuf:"varint,6,opt,name=refused_integrity,json=refusedIntegrity,proto3" json:"refused_integrity,omitempty"`
+	// Served the release and could not get it (a download or repository
+	// outage): ran the baked agent.
+	RefusedDelivery uint64 `protobuf:"varint,7,opt,name=refused_delivery,json=refusedDelivery,proto3" json:"refused_delivery,omitempty"`
+	// Served the release, and it was not for them (not newer than the baked
+	// agent, revoked meanwhile, a custom-data pin won): never judged.
+	NotApplicable uint64 `protobuf:"varint,8,opt,name=not_applicable,json=notApplicable,proto3" json:"not_applicable,omitempty"`
+	// Served, no report yet, not silent yet (not part of reported).
+	Pending       uint64 `protobuf:"varint,9,opt,name=pending,proto3" json:"pending,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -307,6 +320,34 @@ func (x *Counts) GetFallback() uint64 {
 func (x *Counts) GetSilent() uint64 {
 	if x != nil {
 		return x.Silent
+	}
+	return 0
+}
+
+func (x *Counts) GetRefusedIntegrity() uint64 {
+	if x != nil {
+		return x.RefusedIntegrity
+	}
+	return 0
+}
+
+func (x *Counts) GetRefusedDelivery() uint64 {
+	if x != nil {
+		return x.RefusedDelivery
+	}
+	return 0
+}
+
+func (x *Counts) GetNotApplicable() uint64 {
+	if x != nil {
+		return x.NotApplicable
+	}
+	return 0
+}
+
+func (x *Counts) GetPending() uint64 {
+	if x != nil {
+		return x.Pending
 	}
 	return 0
 }
@@ -386,8 +427,23 @@ type Rollout struct {
 	// Nodes holding a seat of the plan's canary (Status only; 0 without a
 	// canary).
 	CanarySeats int32 `protobuf:"varint,7,opt,name=canary_seats,json=canarySeats,proto3" json:"canary_seats,omitempty"`
+	// When set, the release's evidence window opened then: only reports
+	// accepted at or after it, and nodes served at or after it, count for
+	// its health and its plan's report minimums. Resuming a halted release sets it to the time of the resume,
+	// so the reports that led to the halt cannot halt it again. Unset: every
+	// report counts.
+	EvidenceSince *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=evidence_since,json=evidenceSince,proto3" json:"evidence_since,omitempty"`
+	// For a halted release, the state it was halted from (rolling, paused,
+	// draft or complete; empty for a record halted before lpsd kept it).
+	// Resume returns a release halted from complete to complete, any other
+	// to rolling.
+	HaltedFrom string `protobuf:"bytes,9,opt,name=halted_from,json=haltedFrom,proto3" json:"halted_from,omitempty"`
+	// The reason code of the autopilot's last automatic pause or halt:
+	// regression, silent, refusedIntegrity, refusedDelivery, inconclusive or
+	// stalled; empty after an operator's change.
+	Reason string `protobuf:"bytes,20,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Deploy-environment scope (lpsd --deploy-env labels); empty means all.
-	DeployEnvs    []string `protobuf:"bytes,8,rep,name=deploy_envs,json=deployEnvs,proto3" json:"deploy_envs,omitempty"`
+	DeployEnvs    []string `protobuf:"bytes,10,rep,name=deploy_envs,json=deployEnvs,proto3" json:"deploy_envs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -471,6 +527,27 @@ func (x *Rollout) GetCanarySeats() int32 {
 	return 0
 }
 
+func (x *Rollout) GetEvidenceSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EvidenceSince
+	}
+	return nil
+}
+
+func (x *Rollout) GetHaltedFrom() string {
+	if x != nil {
+		return x.HaltedFrom
+	}
+	return ""
+}
+
+func (x *Rollout) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 func (x *Rollout) GetDeployEnvs() []string {
 	if x != nil {
 		return x.DeployEnvs
@@ -492,9 +569,16 @@ type Plan struct {
 	Step int32 `protobuf:"varint,4,opt,name=step,proto3" json:"step,omitempty"`
 	// When the current step began.
 	StepSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=step_since,json=stepSince,proto3" json:"step_since,omitempty"`
-	// Seconds a canary seat's holder has to report before it counts as
-	// failed; 0: the default, 1800.
+	// Seconds a served node has to report before it counts as silent; 0:
+	// the default, 1800.
 	SilentAfterSeconds int64 `protobuf:"varint,6,opt,name=silent_after_seconds,json=silentAfterSeconds,proto3" json:"silent_after_seconds,omitempty"`
+	// Ceilings of the silent and the refused-for-delivery rates, [0, 1];
+	// 0: the default, 0.2.
+	MaxSilentRate   float64 `protobuf:"fixed64,20,opt,name=max_silent_rate,json=maxSilentRate,proto3" json:"max_silent_rate,omitempty"`
+	MaxDeliveryRate float64 `protobuf:"fixed64,21,opt,name=max_delivery_rate,json=maxDeliveryRate,proto3" json:"max_delivery_rate,omitempty"`
+	// Seconds past its bake a step may wait for enough evidence before the
+	// release pauses as inconclusive; 0: the default, 21600.
+	DeadlineSeconds int64 `protobuf:"varint,22,opt,name=deadline_seconds,json=deadlineSeconds,proto3" json:"deadline_seconds,omitempty"`
 	// A plan stepped by time alone, the only kind a component configuration
 	// takes: percentages with bake times; no nodes, reports, margin, ceiling
 	// or silent-after.
@@ -571,6 +655,27 @@ func (x *Plan) GetStepSince() *timestamppb.Timestamp {
 func (x *Plan) GetSilentAfterSeconds() int64 {
 	if x != nil {
 		return x.SilentAfterSeconds
+	}
+	return 0
+}
+
+func (x *Plan) GetMaxSilentRate() float64 {
+	if x != nil {
+		return x.MaxSilentRate
+	}
+	return 0
+}
+
+func (x *Plan) GetMaxDeliveryRate() float64 {
+	if x != nil {
+		return x.MaxDeliveryRate
+	}
+	return 0
+}
+
+func (x *Plan) GetDeadlineSeconds() int64 {
+	if x != nil {
+		return x.DeadlineSeconds
 	}
 	return 0
 }
@@ -667,7 +772,20 @@ type Health struct {
 	Detail string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
 	// When the current step's bake ends (the next step is due then, if the
 	// reports are in).
-	NextDue       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=next_due,json=nextDue,proto3" json:"next_due,omitempty"`
+	NextDue *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=next_due,json=nextDue,proto3" json:"next_due,omitempty"`
+	// For regressing: the reason code (regression, silent,
+	// refusedIntegrity, refusedDelivery).
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the release is compared with: its base's incumbent ("baked", or
+	// the previous complete hotfix) on nodes not served the release, from
+	// their reports of the last 24 h, or its whole record when those are
+	// too few (baseline_recorded).
+	BaselineIncumbent string  `protobuf:"bytes,6,opt,name=baseline_incumbent,json=baselineIncumbent,proto3" json:"baseline_incumbent,omitempty"`
+	BaselineRecorded  bool    `protobuf:"varint,7,opt,name=baseline_recorded,json=baselineRecorded,proto3" json:"baseline_recorded,omitempty"`
+	Baseline          *Counts `protobuf:"bytes,8,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	// When the current step stops waiting for evidence: past it an
+	// insufficient step pauses as inconclusive (or stalled).
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -726,6 +844,41 @@ func (x *Health) GetDetail() string {
 func (x *Health) GetNextDue() *timestamppb.Timestamp {
 	if x != nil {
 		return x.NextDue
+	}
+	return nil
+}
+
+func (x *Health) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Health) GetBaselineIncumbent() string {
+	if x != nil {
+		return x.BaselineIncumbent
+	}
+	return ""
+}
+
+func (x *Health) GetBaselineRecorded() bool {
+	if x != nil {
+		return x.BaselineRecorded
+	}
+	return false
+}
+
+func (x *Health) GetBaseline() *Counts {
+	if x != nil {
+		return x.Baseline
+	}
+	return nil
+}
+
+func (x *Health) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
 	}
 	return nil
 }
@@ -1050,17 +1203,33 @@ func (x *SetRolloutResponse) GetComponentConfig() *ComponentConfig {
 	return nil
 }
 
-// SetPlanRequest sets a release's plan.
+// SetPlanRequest sets a release's plan. No step is skipped unless the
+// request says where to start: a plan whose start step the release is
+// already past (a canary of nodes once any percentage is served, a
+// percentage below the release's) is FailedPrecondition, naming the step
+// and the from_step that would start the plan after it. A step at the
+// release's own percentage is not past: it runs, baking there.
 type SetPlanRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The release version.
 	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	// The plan; its step and step_since are set by the service.
+	// The plan; its step and step_since are set by the service (step from
+	// from_step).
 	Plan *Plan `protobuf:"bytes,2,opt,name=plan,proto3" json:"plan,omitempty"`
 	// Expected record revision; 0 means the current one.
 	IfRevision int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
 	// Why, for the audit log.
-	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The step to start at, counted from 1 as lpsctl's --from-step and its
+	// text output count (1 is plan.steps[0]; the plan's step field, an index
+	// from 0, is then from_step - 1); the steps before it are skipped. 0
+	// (unset) starts at the first step. Beyond the plan's steps is
+	// InvalidArgument.
+	FromStep int32 `protobuf:"varint,5,opt,name=from_step,json=fromStep,proto3" json:"from_step,omitempty"`
+	// Validate and answer with the release as the plan would leave it, and
+	// its preview, by the same rules, without changing anything or writing
+	// an audit entry.
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1123,13 +1292,34 @@ func (x *SetPlanRequest) GetReason() string {
 	return ""
 }
 
+func (x *SetPlanRequest) GetFromStep() int32 {
+	if x != nil {
+		return x.FromStep
+	}
+	return 0
+}
+
+func (x *SetPlanRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
 // SetPlanResponse returns the release on its plan.
 type SetPlanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The updated release (unset for a component configuration).
+	// The updated release (with dry_run: as it would be; its revision is
+	// the current one).
 	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
-	// The updated component configuration, when version named one.
-	ComponentConfig *ComponentConfig `protobuf:"bytes,2,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
+	// The request was a dry run: nothing changed.
+	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// What the plan will do: when each step can run and what the release
+	// is compared with.
+	Preview *PlanPreview `protobuf:"bytes,3,opt,name=preview,proto3" json:"preview,omitempty"`
+	// The updated component configuration, when version named one (and
+	// release unset).
+	ComponentConfig *ComponentConfig `protobuf:"bytes,4,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -1171,11 +1361,383 @@ func (x *SetPlanResponse) GetRelease() *Release {
 	return nil
 }
 
+func (x *SetPlanResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *SetPlanResponse) GetPreview() *PlanPreview {
+	if x != nil {
+		return x.Preview
+	}
+	return nil
+}
+
 func (x *SetPlanResponse) GetComponentConfig() *ComponentConfig {
 	if x != nil {
 		return x.ComponentConfig
 	}
 	return nil
+}
+
+// PlanPreview is what a plan will do, from its start.
+type PlanPreview struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per step of release.rollout.plan.steps, at the same index: when
+	// the step can begin and end at the soonest (each step runs at least its
+	// bake, and the next begins when it ends, if its reports are in and the
+	// release stays healthy). Steps before the start are skipped and have
+	// no times.
+	Steps []*StepWindow `protobuf:"bytes,1,rep,name=steps,proto3" json:"steps,omitempty"`
+	// When the release can complete at the soonest: the last step's end.
+	EarliestComplete *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=earliest_complete,json=earliestComplete,proto3" json:"earliest_complete,omitempty"`
+	// What the health rule compares the release with.
+	Baseline      *Baseline `protobuf:"bytes,3,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlanPreview) Reset() {
+	*x = PlanPreview{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlanPreview) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlanPreview) ProtoMessage() {}
+
+func (x *PlanPreview) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlanPreview.ProtoReflect.Descriptor instead.
+func (*PlanPreview) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *PlanPreview) GetSteps() []*StepWindow {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *PlanPreview) GetEarliestComplete() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EarliestComplete
+	}
+	return nil
+}
+
+func (x *PlanPreview) GetBaseline() *Baseline {
+	if x != nil {
+		return x.Baseline
+	}
+	return nil
+}
+
+// StepWindow is when a plan step can run at the soonest.
+type StepWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its soonest start; unset for a skipped step.
+	EarliestStart *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=earliest_start,json=earliestStart,proto3" json:"earliest_start,omitempty"`
+	// Its soonest end: start plus bake.
+	EarliestEnd *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=earliest_end,json=earliestEnd,proto3" json:"earliest_end,omitempty"`
+	// When it stops waiting for evidence, if it begins at earliest_start:
+	// past it (the plan's deadline after the bake), a step still without
+	// enough evidence pauses the release as inconclusive.
+	Deadline      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StepWindow) Reset() {
+	*x = StepWindow{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StepWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StepWindow) ProtoMessage() {}
+
+func (x *StepWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StepWindow.ProtoReflect.Descriptor instead.
+func (*StepWindow) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *StepWindow) GetEarliestStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EarliestStart
+	}
+	return nil
+}
+
+func (x *StepWindow) GetEarliestEnd() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EarliestEnd
+	}
+	return nil
+}
+
+func (x *StepWindow) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// Baseline is what a planned release's failure rate is judged against.
+type Baseline struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The absolute ceiling (the plan's max_failure_rate): above it the
+	// release halts whatever its base's other nodes do.
+	MaxFailureRate float64 `protobuf:"fixed64,1,opt,name=max_failure_rate,json=maxFailureRate,proto3" json:"max_failure_rate,omitempty"`
+	// Points the release's failure rate may exceed its base's incumbent's
+	// (the plan's margin).
+	Margin float64 `protobuf:"fixed64,2,opt,name=margin,proto3" json:"margin,omitempty"`
+	// The fewest reports either side is judged on: the plan's smallest
+	// min_reports.
+	Floor int32 `protobuf:"varint,3,opt,name=floor,proto3" json:"floor,omitempty"`
+	// In words, what the release is compared with, as this lpsd judges it.
+	ComparedWith string `protobuf:"bytes,4,opt,name=compared_with,json=comparedWith,proto3" json:"compared_with,omitempty"`
+	// The incumbent as of now: the base's previous complete hotfix, or
+	// "baked" (the baked agent).
+	Incumbent string `protobuf:"bytes,5,opt,name=incumbent,proto3" json:"incumbent,omitempty"`
+	// The ceilings of the silent and the refused-for-delivery rates, each
+	// judged on its own (the plan's, with their defaults).
+	MaxSilentRate   float64 `protobuf:"fixed64,6,opt,name=max_silent_rate,json=maxSilentRate,proto3" json:"max_silent_rate,omitempty"`
+	MaxDeliveryRate float64 `protobuf:"fixed64,7,opt,name=max_delivery_rate,json=maxDeliveryRate,proto3" json:"max_delivery_rate,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Baseline) Reset() {
+	*x = Baseline{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Baseline) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Baseline) ProtoMessage() {}
+
+func (x *Baseline) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Baseline.ProtoReflect.Descriptor instead.
+func (*Baseline) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Baseline) GetMaxFailureRate() float64 {
+	if x != nil {
+		return x.MaxFailureRate
+	}
+	return 0
+}
+
+func (x *Baseline) GetMargin() float64 {
+	if x != nil {
+		return x.Margin
+	}
+	return 0
+}
+
+func (x *Baseline) GetFloor() int32 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *Baseline) GetComparedWith() string {
+	if x != nil {
+		return x.ComparedWith
+	}
+	return ""
+}
+
+func (x *Baseline) GetIncumbent() string {
+	if x != nil {
+		return x.Incumbent
+	}
+	return ""
+}
+
+func (x *Baseline) GetMaxSilentRate() float64 {
+	if x != nil {
+		return x.MaxSilentRate
+	}
+	return 0
+}
+
+func (x *Baseline) GetMaxDeliveryRate() float64 {
+	if x != nil {
+		return x.MaxDeliveryRate
+	}
+	return 0
+}
+
+// SkipStepRequest skips a planned release's current step.
+type SkipStepRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The release version.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Expected record revision; 0 means the current one.
+	IfRevision int64 `protobuf:"varint,2,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	// Why, for the audit log; required, since a skip gives up a step's
+	// evidence.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkipStepRequest) Reset() {
+	*x = SkipStepRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkipStepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipStepRequest) ProtoMessage() {}
+
+func (x *SkipStepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipStepRequest.ProtoReflect.Descriptor instead.
+func (*SkipStepRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SkipStepRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *SkipStepRequest) GetIfRevision() int64 {
+	if x != nil {
+		return x.IfRevision
+	}
+	return 0
+}
+
+func (x *SkipStepRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// SkipStepResponse returns the release at its new step.
+type SkipStepResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The updated release; rollout.plan.step is the step it moved to.
+	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// The index (from 0) of the step it left.
+	SkippedStep   int32 `protobuf:"varint,2,opt,name=skipped_step,json=skippedStep,proto3" json:"skipped_step,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SkipStepResponse) Reset() {
+	*x = SkipStepResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SkipStepResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SkipStepResponse) ProtoMessage() {}
+
+func (x *SkipStepResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SkipStepResponse.ProtoReflect.Descriptor instead.
+func (*SkipStepResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SkipStepResponse) GetRelease() *Release {
+	if x != nil {
+		return x.Release
+	}
+	return nil
+}
+
+func (x *SkipStepResponse) GetSkippedStep() int32 {
+	if x != nil {
+		return x.SkippedStep
+	}
+	return 0
 }
 
 // TransitionRequest moves a rollout to another state.
@@ -1195,7 +1757,7 @@ type TransitionRequest struct {
 
 func (x *TransitionRequest) Reset() {
 	*x = TransitionRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1769,7 @@ func (x *TransitionRequest) String() string {
 func (*TransitionRequest) ProtoMessage() {}
 
 func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1782,7 @@ func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionRequest.ProtoReflect.Descriptor instead.
 func (*TransitionRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TransitionRequest) GetVersion() string {
@@ -1266,7 +1828,7 @@ type TransitionResponse struct {
 
 func (x *TransitionResponse) Reset() {
 	*x = TransitionResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1278,7 +1840,7 @@ func (x *TransitionResponse) String() string {
 func (*TransitionResponse) ProtoMessage() {}
 
 func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1291,7 +1853,7 @@ func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionResponse.ProtoReflect.Descriptor instead.
 func (*TransitionResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TransitionResponse) GetRelease() *Release {
@@ -1328,7 +1890,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1340,7 +1902,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1353,7 +1915,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RevokeRequest) GetVersion() string {
@@ -1385,7 +1947,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1959,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1972,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RevokeResponse) GetRelease() *Release {
@@ -1443,7 +2005,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +2017,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +2030,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 // StatusResponse describes the service's state.
@@ -1496,7 +2058,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +2070,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +2083,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatusResponse) GetReleases() []*Release {
@@ -1593,7 +2155,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +2167,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +2180,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -1657,7 +2219,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1669,7 +2231,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1682,7 +2244,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -1737,7 +2299,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +2311,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +2324,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -1805,7 +2367,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1817,7 +2379,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1830,7 +2392,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Decision) GetVersion() string {
@@ -1883,7 +2445,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1895,7 +2457,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1908,7 +2470,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Rule) GetRule() string {
@@ -1949,8 +2511,9 @@ type ListAuditRequest struct {
 	Actor string `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
 	// Only entries at or after this time; unset: any.
 	Since *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
-	// Only entries of this action (exact: publish, rollout-set, plan, pause,
-	// resume, halt, complete, revoke, auto-advance, auto-halt); empty: any.
+	// Only entries of this action (exact: publish, rollout-set, plan, skip,
+	// pause, resume, halt, complete, revoke, auto-advance, auto-halt); empty:
+	// any.
 	// Any other value is InvalidArgument.
 	Action        string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1959,7 +2522,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1971,7 +2534,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1984,7 +2547,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -2046,7 +2609,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2621,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2634,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -2126,7 +2689,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2138,7 +2701,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2151,7 +2714,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -2248,7 +2811,7 @@ type ComponentConfig struct {
 
 func (x *ComponentConfig) Reset() {
 	*x = ComponentConfig{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2823,7 @@ func (x *ComponentConfig) String() string {
 func (*ComponentConfig) ProtoMessage() {}
 
 func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2836,7 @@ func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentConfig.ProtoReflect.Descriptor instead.
 func (*ComponentConfig) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ComponentConfig) GetComponent() string {
@@ -2359,7 +2922,7 @@ type PublishComponentConfigRequest struct {
 
 func (x *PublishComponentConfigRequest) Reset() {
 	*x = PublishComponentConfigRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2934,7 @@ func (x *PublishComponentConfigRequest) String() string {
 func (*PublishComponentConfigRequest) ProtoMessage() {}
 
 func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2947,7 @@ func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigRequest.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PublishComponentConfigRequest) GetEnvelopeJson() string {
@@ -2414,7 +2977,7 @@ type PublishComponentConfigResponse struct {
 
 func (x *PublishComponentConfigResponse) Reset() {
 	*x = PublishComponentConfigResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2989,7 @@ func (x *PublishComponentConfigResponse) String() string {
 func (*PublishComponentConfigResponse) ProtoMessage() {}
 
 func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +3002,7 @@ func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigResponse.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *PublishComponentConfigResponse) GetComponentConfig() *ComponentConfig {
@@ -2474,16 +3037,20 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06counts\x18\t \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\x12\x16\n" +
 	"\x06served\x18\n" +
 	" \x01(\x04R\x06served\x127\n" +
-	"\tnot_after\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\x80\x01\n" +
+	"\tnot_after\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\x99\x02\n" +
 	"\x06Counts\x12\x1a\n" +
 	"\breported\x18\x01 \x01(\x04R\breported\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\x04R\x02ok\x12\x16\n" +
 	"\x06failed\x18\x03 \x01(\x04R\x06failed\x12\x1a\n" +
 	"\bfallback\x18\x04 \x01(\x04R\bfallback\x12\x16\n" +
-	"\x06silent\x18\x05 \x01(\x04R\x06silent\"X\n" +
+	"\x06silent\x18\x05 \x01(\x04R\x06silent\x12+\n" +
+	"\x11refused_integrity\x18\x06 \x01(\x04R\x10refusedIntegrity\x12)\n" +
+	"\x10refused_delivery\x18\a \x01(\x04R\x0frefusedDelivery\x12%\n" +
+	"\x0enot_applicable\x18\b \x01(\x04R\rnotApplicable\x12\x18\n" +
+	"\apending\x18\t \x01(\x04R\apending\"X\n" +
 	"\rControlCohort\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
-	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\xa1\x02\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\x9d\x03\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -2491,9 +3058,14 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\aregions\x18\x04 \x03(\tR\aregions\x12-\n" +
 	"\x04plan\x18\x05 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x123\n" +
 	"\x06health\x18\x06 \x01(\v2\x1b.nodehotfix.admin.v1.HealthR\x06health\x12!\n" +
-	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\x12\x1f\n" +
-	"\vdeploy_envs\x18\b \x03(\tR\n" +
-	"deployEnvs\"\x94\x02\n" +
+	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\x12A\n" +
+	"\x0eevidence_since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\revidenceSince\x12\x1f\n" +
+	"\vhalted_from\x18\t \x01(\tR\n" +
+	"haltedFrom\x12\x16\n" +
+	"\x06reason\x18\x14 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdeploy_envs\x18\n" +
+	" \x03(\tR\n" +
+	"deployEnvs\"\x93\x03\n" +
 	"\x04Plan\x123\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
 	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12(\n" +
@@ -2501,19 +3073,27 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x04step\x18\x04 \x01(\x05R\x04step\x129\n" +
 	"\n" +
 	"step_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstepSince\x120\n" +
-	"\x14silent_after_seconds\x18\x06 \x01(\x03R\x12silentAfterSeconds\x12\x14\n" +
+	"\x14silent_after_seconds\x18\x06 \x01(\x03R\x12silentAfterSeconds\x12&\n" +
+	"\x0fmax_silent_rate\x18\x14 \x01(\x01R\rmaxSilentRate\x12*\n" +
+	"\x11max_delivery_rate\x18\x15 \x01(\x01R\x0fmaxDeliveryRate\x12)\n" +
+	"\x10deadline_seconds\x18\x16 \x01(\x03R\x0fdeadlineSeconds\x12\x14\n" +
 	"\x05timed\x18\a \x01(\bR\x05timed\"~\n" +
 	"\bPlanStep\x12\x18\n" +
 	"\apercent\x18\x01 \x01(\x05R\apercent\x12\x14\n" +
 	"\x05nodes\x18\x04 \x01(\x05R\x05nodes\x12!\n" +
 	"\fbake_seconds\x18\x02 \x01(\x03R\vbakeSeconds\x12\x1f\n" +
 	"\vmin_reports\x18\x03 \x01(\x05R\n" +
-	"minReports\"\x85\x01\n" +
+	"minReports\"\xea\x02\n" +
 	"\x06Health\x12\x18\n" +
 	"\averdict\x18\x01 \x01(\tR\averdict\x12\x12\n" +
 	"\x04rule\x18\x02 \x01(\tR\x04rule\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x125\n" +
-	"\bnext_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\anextDue\"T\n" +
+	"\bnext_due\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\anextDue\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12-\n" +
+	"\x12baseline_incumbent\x18\x06 \x01(\tR\x11baselineIncumbent\x12+\n" +
+	"\x11baseline_recorded\x18\a \x01(\bR\x10baselineRecorded\x127\n" +
+	"\bbaseline\x18\b \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\bbaseline\x126\n" +
+	"\bdeadline\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"T\n" +
 	"\x15PublishReleaseRequest\x12#\n" +
 	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"n\n" +
@@ -2539,16 +3119,45 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x12SetRolloutResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
-	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x92\x01\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xc8\x01\n" +
 	"\x0eSetPlanRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
 	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +
 	"\vif_revision\x18\x03 \x01(\x03R\n" +
 	"ifRevision\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x9a\x01\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
+	"\tfrom_step\x18\x05 \x01(\x05R\bfromStep\x12\x17\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xef\x01\n" +
 	"\x0fSetPlanResponse\x126\n" +
-	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12O\n" +
-	"\x10component_config\x18\x02 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x9b\x01\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12:\n" +
+	"\apreview\x18\x03 \x01(\v2 .nodehotfix.admin.v1.PlanPreviewR\apreview\x12O\n" +
+	"\x10component_config\x18\x04 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xc8\x01\n" +
+	"\vPlanPreview\x125\n" +
+	"\x05steps\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.StepWindowR\x05steps\x12G\n" +
+	"\x11earliest_complete\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10earliestComplete\x129\n" +
+	"\bbaseline\x18\x03 \x01(\v2\x1d.nodehotfix.admin.v1.BaselineR\bbaseline\"\xc6\x01\n" +
+	"\n" +
+	"StepWindow\x12A\n" +
+	"\x0eearliest_start\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\rearliestStart\x12=\n" +
+	"\fearliest_end\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\vearliestEnd\x126\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xf9\x01\n" +
+	"\bBaseline\x12(\n" +
+	"\x10max_failure_rate\x18\x01 \x01(\x01R\x0emaxFailureRate\x12\x16\n" +
+	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12\x14\n" +
+	"\x05floor\x18\x03 \x01(\x05R\x05floor\x12#\n" +
+	"\rcompared_with\x18\x04 \x01(\tR\fcomparedWith\x12\x1c\n" +
+	"\tincumbent\x18\x05 \x01(\tR\tincumbent\x12&\n" +
+	"\x0fmax_silent_rate\x18\x06 \x01(\x01R\rmaxSilentRate\x12*\n" +
+	"\x11max_delivery_rate\x18\a \x01(\x01R\x0fmaxDeliveryRate\"d\n" +
+	"\x0fSkipStepRequest\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
+	"\vif_revision\x18\x02 \x01(\x03R\n" +
+	"ifRevision\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"m\n" +
+	"\x10SkipStepResponse\x126\n" +
+	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12!\n" +
+	"\fskipped_step\x18\x02 \x01(\x05R\vskippedStep\"\x9b\x01\n" +
 	"\x11TransitionRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.nodehotfix.admin.v1.ActionR\x06action\x12\x1f\n" +
@@ -2651,14 +3260,15 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
 	"\rACTION_RESUME\x10\x02\x12\x0f\n" +
 	"\vACTION_HALT\x10\x03\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x042\xe9\x06\n" +
+	"\x0fACTION_COMPLETE\x10\x042\xc2\a\n" +
 	"\fAdminService\x12i\n" +
 	"\x0ePublishRelease\x12*.nodehotfix.admin.v1.PublishReleaseRequest\x1a+.nodehotfix.admin.v1.PublishReleaseResponse\x12]\n" +
 	"\n" +
 	"SetRollout\x12&.nodehotfix.admin.v1.SetRolloutRequest\x1a'.nodehotfix.admin.v1.SetRolloutResponse\x12T\n" +
 	"\aSetPlan\x12#.nodehotfix.admin.v1.SetPlanRequest\x1a$.nodehotfix.admin.v1.SetPlanResponse\x12]\n" +
 	"\n" +
-	"Transition\x12&.nodehotfix.admin.v1.TransitionRequest\x1a'.nodehotfix.admin.v1.TransitionResponse\x12Q\n" +
+	"Transition\x12&.nodehotfix.admin.v1.TransitionRequest\x1a'.nodehotfix.admin.v1.TransitionResponse\x12W\n" +
+	"\bSkipStep\x12$.nodehotfix.admin.v1.SkipStepRequest\x1a%.nodehotfix.admin.v1.SkipStepResponse\x12Q\n" +
 	"\x06Revoke\x12\".nodehotfix.admin.v1.RevokeRequest\x1a#.nodehotfix.admin.v1.RevokeResponse\x12Q\n" +
 	"\x06Status\x12\".nodehotfix.admin.v1.StatusRequest\x1a#.nodehotfix.admin.v1.StatusResponse\x12T\n" +
 	"\aExplain\x12#.nodehotfix.admin.v1.ExplainRequest\x1a$.nodehotfix.admin.v1.ExplainResponse\x12Z\n" +
@@ -2678,7 +3288,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
 	(*Release)(nil),                        // 1: nodehotfix.admin.v1.Release
@@ -2694,86 +3304,104 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*SetRolloutResponse)(nil),             // 11: nodehotfix.admin.v1.SetRolloutResponse
 	(*SetPlanRequest)(nil),                 // 12: nodehotfix.admin.v1.SetPlanRequest
 	(*SetPlanResponse)(nil),                // 13: nodehotfix.admin.v1.SetPlanResponse
-	(*TransitionRequest)(nil),              // 14: nodehotfix.admin.v1.TransitionRequest
-	(*TransitionResponse)(nil),             // 15: nodehotfix.admin.v1.TransitionResponse
-	(*RevokeRequest)(nil),                  // 16: nodehotfix.admin.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 17: nodehotfix.admin.v1.RevokeResponse
-	(*StatusRequest)(nil),                  // 18: nodehotfix.admin.v1.StatusRequest
-	(*StatusResponse)(nil),                 // 19: nodehotfix.admin.v1.StatusResponse
-	(*OutcomeCount)(nil),                   // 20: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),                 // 21: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),                // 22: nodehotfix.admin.v1.ExplainResponse
-	(*Decision)(nil),                       // 23: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                           // 24: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),               // 25: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 26: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),                     // 27: nodehotfix.admin.v1.AuditEntry
-	(*ComponentConfig)(nil),                // 28: nodehotfix.admin.v1.ComponentConfig
-	(*PublishComponentConfigRequest)(nil),  // 29: nodehotfix.admin.v1.PublishComponentConfigRequest
-	(*PublishComponentConfigResponse)(nil), // 30: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*timestamppb.Timestamp)(nil),          // 31: google.protobuf.Timestamp
+	(*PlanPreview)(nil),                    // 14: nodehotfix.admin.v1.PlanPreview
+	(*StepWindow)(nil),                     // 15: nodehotfix.admin.v1.StepWindow
+	(*Baseline)(nil),                       // 16: nodehotfix.admin.v1.Baseline
+	(*SkipStepRequest)(nil),                // 17: nodehotfix.admin.v1.SkipStepRequest
+	(*SkipStepResponse)(nil),               // 18: nodehotfix.admin.v1.SkipStepResponse
+	(*TransitionRequest)(nil),              // 19: nodehotfix.admin.v1.TransitionRequest
+	(*TransitionResponse)(nil),             // 20: nodehotfix.admin.v1.TransitionResponse
+	(*RevokeRequest)(nil),                  // 21: nodehotfix.admin.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 22: nodehotfix.admin.v1.RevokeResponse
+	(*StatusRequest)(nil),                  // 23: nodehotfix.admin.v1.StatusRequest
+	(*StatusResponse)(nil),                 // 24: nodehotfix.admin.v1.StatusResponse
+	(*OutcomeCount)(nil),                   // 25: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),                 // 26: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),                // 27: nodehotfix.admin.v1.ExplainResponse
+	(*Decision)(nil),                       // 28: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                           // 29: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),               // 30: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 31: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 32: nodehotfix.admin.v1.AuditEntry
+	(*ComponentConfig)(nil),                // 33: nodehotfix.admin.v1.ComponentConfig
+	(*PublishComponentConfigRequest)(nil),  // 34: nodehotfix.admin.v1.PublishComponentConfigRequest
+	(*PublishComponentConfigResponse)(nil), // 35: nodehotfix.admin.v1.PublishComponentConfigResponse
+	(*timestamppb.Timestamp)(nil),          // 36: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	31, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	31, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	36, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	31, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	36, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	2,  // 5: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	5,  // 6: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	7,  // 7: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	6,  // 8: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	31, // 9: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	31, // 10: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
-	1,  // 11: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 12: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	28, // 13: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	5,  // 14: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
-	1,  // 15: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
-	28, // 16: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	0,  // 17: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 18: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	28, // 19: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	1,  // 20: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	28, // 21: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	1,  // 22: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	20, // 23: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	31, // 24: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	3,  // 25: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	28, // 26: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
-	23, // 27: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	24, // 28: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	31, // 29: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	27, // 30: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	31, // 31: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	4,  // 32: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	31, // 33: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	31, // 34: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	31, // 35: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
-	28, // 36: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	8,  // 37: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	10, // 38: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	12, // 39: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	14, // 40: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	16, // 41: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	18, // 42: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	21, // 43: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	25, // 44: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	29, // 45: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	9,  // 46: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	11, // 47: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	13, // 48: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	15, // 49: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	17, // 50: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	19, // 51: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	22, // 52: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	26, // 53: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	30, // 54: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	46, // [46:55] is the sub-list for method output_type
-	37, // [37:46] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	36, // 8: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	6,  // 9: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
+	36, // 10: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	36, // 11: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	2,  // 12: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
+	36, // 13: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 14: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	1,  // 15: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	33, // 16: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	5,  // 17: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	1,  // 18: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	14, // 19: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
+	33, // 20: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	15, // 21: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
+	36, // 22: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	16, // 23: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
+	36, // 24: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	36, // 25: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	36, // 26: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 27: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
+	0,  // 28: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 29: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	33, // 30: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	1,  // 31: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	33, // 32: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	1,  // 33: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	25, // 34: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	36, // 35: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 36: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	33, // 37: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	28, // 38: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	29, // 39: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	36, // 40: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	32, // 41: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	36, // 42: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	4,  // 43: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	36, // 44: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	36, // 45: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 46: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	33, // 47: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	8,  // 48: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 49: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 50: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	19, // 51: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	17, // 52: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	21, // 53: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	23, // 54: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	26, // 55: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	30, // 56: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	34, // 57: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	9,  // 58: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 59: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 60: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	20, // 61: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	18, // 62: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	22, // 63: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	24, // 64: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	27, // 65: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	31, // 66: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	35, // 67: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	58, // [58:68] is the sub-list for method output_type
+	48, // [48:58] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -2787,7 +3415,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	AdminService_SetRollout_FullMethodName             = "/nodehotfix.admin.v1.AdminService/SetRollout"
 	AdminService_SetPlan_FullMethodName                = "/nodehotfix.admin.v1.AdminService/SetPlan"
 	AdminService_Transition_FullMethodName             = "/nodehotfix.admin.v1.AdminService/Transition"
+	AdminService_SkipStep_FullMethodName               = "/nodehotfix.admin.v1.AdminService/SkipStep"
 	AdminService_Revoke_FullMethodName                 = "/nodehotfix.admin.v1.AdminService/Revoke"
 	AdminService_Status_FullMethodName                 = "/nodehotfix.admin.v1.AdminService/Status"
 	AdminService_Explain_FullMethodName                = "/nodehotfix.admin.v1.AdminService/Explain"
@@ -52,6 +53,9 @@ type AdminServiceClient interface {
 	SetPlan(ctx context.Context, in *SetPlanRequest, opts ...grpc.CallOption) (*SetPlanResponse, error)
 	// Transition pauses, resumes, halts or completes a rollout.
 	Transition(ctx context.Context, in *TransitionRequest, opts ...grpc.CallOption) (*TransitionResponse, error)
+	// SkipStep moves a rolling release past its plan's current step to the
+	// next, as an operator decided (audit action "skip", reason required).
+	SkipStep(ctx context.Context, in *SkipStepRequest, opts ...grpc.CallOption) (*SkipStepResponse, error)
 	// Revoke marks a release revoked: it is no longer served and nodes remove
 	// staged copies. Revoking a revoked release changes nothing (unchanged).
 	Revoke(ctx context.Context, in *RevokeRequest, opts ...grpc.CallOption) (*RevokeResponse, error)
@@ -112,6 +116,16 @@ func (c *adminServiceClient) Transition(ctx context.Context, in *TransitionReque
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(TransitionResponse)
 	err := c.cc.Invoke(ctx, AdminService_Transition_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) SkipStep(ctx context.Context, in *SkipStepRequest, opts ...grpc.CallOption) (*SkipStepResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SkipStepResponse)
+	err := c.cc.Invoke(ctx, AdminService_SkipStep_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +199,9 @@ type AdminServiceServer interface {
 	SetPlan(context.Context, *SetPlanRequest) (*SetPlanResponse, error)
 	// Transition pauses, resumes, halts or completes a rollout.
 	Transition(context.Context, *TransitionRequest) (*TransitionResponse, error)
+	// SkipStep moves a rolling release past its plan's current step to the
+	// next, as an operator decided (audit action "skip", reason required).
+	SkipStep(context.Context, *SkipStepRequest) (*SkipStepResponse, error)
 	// Revoke marks a release revoked: it is no longer served and nodes remove
 	// staged copies. Revoking a revoked release changes nothing (unchanged).
 	Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error)
@@ -222,6 +239,9 @@ func (UnimplementedAdminServiceServer) SetPlan(context.Context, *SetPlanRequest)
 }
 func (UnimplementedAdminServiceServer) Transition(context.Context, *TransitionRequest) (*TransitionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Transition not implemented")
+}
+func (UnimplementedAdminServiceServer) SkipStep(context.Context, *SkipStepRequest) (*SkipStepResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SkipStep not implemented")
 }
 func (UnimplementedAdminServiceServer) Revoke(context.Context, *RevokeRequest) (*RevokeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Revoke not implemented")
@@ -327,6 +347,24 @@ func _AdminService_Transition_Handler(srv interface{}, ctx context.Context, dec 
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).Transition(ctx, req.(*TransitionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_SkipStep_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SkipStepRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SkipStep(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SkipStep_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SkipStep(ctx, req.(*SkipStepRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -443,6 +481,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Transition",
 			Handler:    _AdminService_Transition_Handler,
+		},
+		{
+			MethodName: "SkipStep",
+			Handler:    _AdminService_SkipStep_Handler,
 		},
 		{
 			MethodName: "Revoke",

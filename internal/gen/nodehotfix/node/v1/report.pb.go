@@ -112,6 +112,12 @@ type ReportOutcomeRequest struct {
 	CheckHotfixMs    int64 `protobuf:"varint,13,opt,name=check_hotfix_ms,json=checkHotfixMs,proto3" json:"check_hotfix_ms,omitempty"`
 	DownloadHotfixMs int64 `protobuf:"varint,14,opt,name=download_hotfix_ms,json=downloadHotfixMs,proto3" json:"download_hotfix_ms,omitempty"`
 	ProvisionMs      int64 `protobuf:"varint,15,opt,name=provision_ms,json=provisionMs,proto3" json:"provision_ms,omitempty"`
+	// The version the staged pointer requests for the baked base
+	// (hotfix.Decision.Requested), whether or not launch ran it; empty when
+	// it requests nothing. A node that was served a release and did not run
+	// it (its signature, digest or version refused, its download failed)
+	// counts against that release, never as its base's baseline.
+	RequestedVersion string `protobuf:"bytes,16,opt,name=requested_version,json=requestedVersion,proto3" json:"requested_version,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -251,6 +257,13 @@ func (x *ReportOutcomeRequest) GetProvisionMs() int64 {
 	return 0
 }
 
+func (x *ReportOutcomeRequest) GetRequestedVersion() string {
+	if x != nil {
+		return x.RequestedVersion
+	}
+	return ""
+}
+
 // ReportOutcomeResponse acknowledges a stored report.
 type ReportOutcomeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -302,7 +315,7 @@ var File_nodehotfix_node_v1_report_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_node_v1_report_proto_rawDesc = "" +
 	"\n" +
-	"\x1fnodehotfix/node/v1/report.proto\x12\x12nodehotfix.node.v1\"\xdb\x04\n" +
+	"\x1fnodehotfix/node/v1/report.proto\x12\x12nodehotfix.node.v1\"\x88\x05\n" +
 	"\x14ReportOutcomeRequest\x12\x17\n" +
 	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12#\n" +
 	"\rbaked_version\x18\x02 \x01(\tR\fbakedVersion\x12/\n" +
@@ -319,7 +332,8 @@ const file_nodehotfix_node_v1_report_proto_rawDesc = "" +
 	"\x13provision_exit_code\x18\f \x01(\x05R\x11provisionExitCode\x12&\n" +
 	"\x0fcheck_hotfix_ms\x18\r \x01(\x03R\rcheckHotfixMs\x12,\n" +
 	"\x12download_hotfix_ms\x18\x0e \x01(\x03R\x10downloadHotfixMs\x12!\n" +
-	"\fprovision_ms\x18\x0f \x01(\x03R\vprovisionMs\"-\n" +
+	"\fprovision_ms\x18\x0f \x01(\x03R\vprovisionMs\x12+\n" +
+	"\x11requested_version\x18\x10 \x01(\tR\x10requestedVersion\"-\n" +
 	"\x15ReportOutcomeResponse\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\bR\x05first*A\n" +
 	"\x05Agent\x12\x15\n" +

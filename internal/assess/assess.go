@@ -1,0 +1,99 @@
+// Package assess reads the fleet's evidence once and judges every planned
+// release on it: the one assessment the autopilot acts on and that status,
+// explain and the dashboard show, so what an operator reads is what the
+// autopilot decided on.
+package assess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"nodehotfix/internal/health"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/tally"
+)
+
+// Source is the evidence a store holds (store.Store is one).
+type Source interface {
+	Reports(ctx context.Context) ([]store.Report, error)
+	Served(ctx context.Context) ([]store.Served, error)
+	Seats(ctx context.Context, version string) ([]store.Seat, error)
+}
+
+// Release is one release's assessment.
+type Release struct {
+	// Counts are its nodes by outcome, Seated included.
+	Counts tally.Counts
+	// Planned says it has a plan, so Verdict is set.
+	Planned bool
+	Verdict health.Verdict
+}
+
+// Fleet is every release's assessment at one time.
+type Fleet struct {
+	Now      time.Time
+	Tally    tally.Tally
+	Releases map[string]Release
+	// Unreadable counts, by kind ("report", "served record"), the records
+	// the store could not decode, which were left out; Skipped is the
+	// first one's error, for the log.
+	Unreadable map[string]int
+	Skipped    []error
+}
+
+// Assess counts the evidence for rels at now and judges those with a plan
+// against their baselines.
+func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Time) (Fleet, error) {
+	f := Fleet{Now: now, Releases: make(map[string]Release, len(rels)), Unreadable: map[string]int{}}
+	reports, err := src.Reports(ctx)
+	if err = f.skip(err); err != nil {
+		return Fleet{}, fmt.Errorf("list reports: %w", err)
+	}
+	served, err := src.Served(ctx)
+	if err = f.skip(err); err != nil {
+		return Fleet{}, fmt.Errorf("list served records: %w", err)
+	}
+	f.Tally = tally.Of(rels, reports, served, now)
+	for _, r := range rels {
+		a := Release{Counts: f.Tally.Releases[r.Version]}
+		if r.HasCanary() {
+			seats, err := src.Seats(ctx, r.Version)
+			if err != nil {
+				return Fleet{}, fmt.Errorf("list canary seats of %s: %w", r.Version, err)
+			}
+			a.Counts.Seated = uint64(len(seats))
+		}
+		if p := r.Rollout.Plan; p != nil {
+			a.Planned = true
+			a.Verdict = health.Judge(a.Counts, f.Tally.Baseline(rels, r, need(a.Counts, *p)), *p)
+		}
+		f.Releases[r.Version] = a
+	}
+	return f, nil
+}
+
+// skip takes an *store.UnreadableError in, so one record nobody can read
+// never stops a look, and returns any other error.
+func (f *Fleet) skip(err error) error {
+	var ue *store.UnreadableError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	f.Unreadable[ue.Kind] += ue.Count
+	f.Skipped = append(f.Skipped, ue)
+	return nil
+}
+
+// need is how many judged nodes a baseline must have within its window
+// for plan p's current step: a canary's baseline must be at least the
+// canary's size, any other at least the plan's floor.
+func need(c tally.Counts, p rollout.Plan) uint64 {
+	floor := uint64(p.Floor())
+	if p.Current().Canary() {
+		return max(floor, c.Judged())
+	}
+	return floor
+}
