@@ -266,6 +266,13 @@ records it as "skip". At the plan's last step there is nothing to skip to:
 			if err != nil {
 				return err
 			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				if !c.out.structured() {
+					p := cc.GetRollout().GetPlan()
+					fmt.Fprintf(e.stdout, "skipped step %s; now at step %s\n", stepText(p, int(resp.GetSkippedStep())), stepText(p, int(p.GetStep())))
+				}
+				return printConfig(e.stdout, &c.out, cc, "")
+			}
 			r := resp.GetRelease()
 			if c.out.structured() {
 				doc := toReleaseJSON(r)

@@ -168,6 +168,13 @@ func (c Config) Advance(now time.Time) (Config, error) {
 // envelope beside it (release.ServedComponent).
 func (c Config) Served() ([]byte, error) { return release.ServedComponent(c.Envelope) }
 
+// Skip returns c moved, as an operator asked at now, past its plan's
+// current step, with the index of the step it left, as Release.Skip.
+func (c Config) Skip(now time.Time) (Config, int, error) {
+	r, from, err := c.view().Skip(now)
+	return c.with(r), from, err
+}
+
 // Due reports whether c's timed plan has a step to take at now: c is
 // rolling and the current step's bake has ended.
 func (c Config) Due(now time.Time) bool {

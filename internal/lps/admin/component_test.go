@@ -105,3 +105,29 @@ func TestComponentConfigLifecycle(t *testing.T) {
 		t.Errorf("audit actions %v, want %v", actions, want)
 	}
 }
+
+func TestComponentConfigTimedPlanAndSkip(t *testing.T) {
+	h := newHarness(t, harnessOpts{})
+	_, priv := newKey(t)
+	c := h.ops(t)
+	ctx := t.Context()
+	if _, err := c.PublishComponentConfig(ctx, &adminv1.PublishComponentConfigRequest{EnvelopeJson: signedComponent(t, priv, "localDNS", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	timed := &adminv1.Plan{Timed: true, Steps: []*adminv1.PlanStep{{Percent: 10, BakeSeconds: 3600}, {Percent: 100}}}
+	dry, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: "localDNS@2", Plan: timed, DryRun: true})
+	if err != nil || !dry.GetDryRun() || dry.GetComponentConfig().GetRollout().GetPercent() != 10 {
+		t.Fatalf("SetPlan(dry run) = %v, %v", dry, err)
+	}
+	if got, _, _ := h.store.Config(ctx, "localDNS", 2); got.Rollout.Plan != nil {
+		t.Error("a dry run stored the plan")
+	}
+	set, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: "localDNS@2", Plan: timed, Reason: "timed"})
+	if err != nil || !set.GetComponentConfig().GetRollout().GetPlan().GetTimed() {
+		t.Fatalf("SetPlan = %v, %v", set, err)
+	}
+	skip, err := c.SkipStep(ctx, &adminv1.SkipStepRequest{Version: "localDNS@2", Reason: "resolver verified by hand"})
+	if err != nil || skip.GetComponentConfig().GetRollout().GetPercent() != 100 || skip.GetSkippedStep() != 0 {
+		t.Errorf("SkipStep = %v, %v; want at 100%% having left step 0", skip, err)
+	}
+}

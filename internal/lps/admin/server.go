@@ -388,6 +388,17 @@ func (s *Server) SkipStep(ctx context.Context, req *adminv1.SkipStepRequest) (*a
 	}
 	now := s.now()
 	var left int
+	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
+		c, _, err := s.changeConfig(ctx, actor, ActionSkip, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
+			next, from, err := c.Skip(now)
+			left = from
+			return next, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &adminv1.SkipStepResponse{ComponentConfig: c, SkippedStep: int32(left)}, nil
+	}
 	r, _, err := s.change(ctx, actor, ActionSkip, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		next, from, err := r.Skip(now)
 		left = from
@@ -431,6 +442,7 @@ func planToProto(p *rollout.Plan) *adminv1.Plan {
 	if p.Timed {
 		// Nothing reports on a timed plan, so it has no silent-after,
 		// ceilings or deadline.
+		out.Timed = true
 		out.SilentAfterSeconds, out.MaxSilentRate, out.MaxDeliveryRate, out.DeadlineSeconds = 0, 0, 0, 0
 	}
 	for _, st := range p.Steps {

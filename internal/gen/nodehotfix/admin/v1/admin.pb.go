@@ -1691,9 +1691,12 @@ type SkipStepResponse struct {
 	// The updated release; rollout.plan.step is the step it moved to.
 	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
 	// The index (from 0) of the step it left.
-	SkippedStep   int32 `protobuf:"varint,2,opt,name=skipped_step,json=skippedStep,proto3" json:"skipped_step,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SkippedStep int32 `protobuf:"varint,2,opt,name=skipped_step,json=skippedStep,proto3" json:"skipped_step,omitempty"`
+	// The updated component configuration, when version named one (and
+	// release unset).
+	ComponentConfig *ComponentConfig `protobuf:"bytes,3,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SkipStepResponse) Reset() {
@@ -1738,6 +1741,13 @@ func (x *SkipStepResponse) GetSkippedStep() int32 {
 		return x.SkippedStep
 	}
 	return 0
+}
+
+func (x *SkipStepResponse) GetComponentConfig() *ComponentConfig {
+	if x != nil {
+		return x.ComponentConfig
+	}
+	return nil
 }
 
 // TransitionRequest moves a rollout to another state.
@@ -3154,10 +3164,11 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vif_revision\x18\x02 \x01(\x03R\n" +
 	"ifRevision\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"m\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xbe\x01\n" +
 	"\x10SkipStepResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12!\n" +
-	"\fskipped_step\x18\x02 \x01(\x05R\vskippedStep\"\x9b\x01\n" +
+	"\fskipped_step\x18\x02 \x01(\x05R\vskippedStep\x12O\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x9b\x01\n" +
 	"\x11TransitionRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.nodehotfix.admin.v1.ActionR\x06action\x12\x1f\n" +
@@ -3357,51 +3368,52 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	36, // 25: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
 	36, // 26: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
 	1,  // 27: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	0,  // 28: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 29: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	33, // 30: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	1,  // 31: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	33, // 32: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	1,  // 33: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	25, // 34: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	36, // 35: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	3,  // 36: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	33, // 37: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
-	28, // 38: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	29, // 39: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	36, // 40: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	32, // 41: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	36, // 42: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	4,  // 43: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	36, // 44: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	36, // 45: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 46: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
-	33, // 47: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	8,  // 48: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	10, // 49: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	12, // 50: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	19, // 51: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	17, // 52: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	21, // 53: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	23, // 54: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	26, // 55: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	30, // 56: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	34, // 57: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	9,  // 58: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	11, // 59: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	13, // 60: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	20, // 61: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	18, // 62: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	22, // 63: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	24, // 64: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	27, // 65: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	31, // 66: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	35, // 67: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	58, // [58:68] is the sub-list for method output_type
-	48, // [48:58] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	33, // 28: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	0,  // 29: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 30: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	33, // 31: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	1,  // 32: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	33, // 33: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	1,  // 34: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	25, // 35: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	36, // 36: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 37: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	33, // 38: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	28, // 39: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	29, // 40: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	36, // 41: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	32, // 42: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	36, // 43: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	4,  // 44: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	36, // 45: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	36, // 46: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 47: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	33, // 48: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	8,  // 49: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 50: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 51: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	19, // 52: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	17, // 53: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	21, // 54: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	23, // 55: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	26, // 56: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	30, // 57: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	34, // 58: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	9,  // 59: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 60: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 61: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	20, // 62: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	18, // 63: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	22, // 64: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	24, // 65: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	27, // 66: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	31, // 67: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	35, // 68: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	59, // [59:69] is the sub-list for method output_type
+	49, // [49:59] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
