@@ -78,7 +78,7 @@ step to skip to; never a revoked one.
 	lpsctl component publish --envelope FILE
 	lpsctl component list
 	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...]
-	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--silent-after D]
+	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D]
 	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,... [--dry-run]
 	lpsctl rollout skip VERSION --reason TEXT
 	lpsctl rollout pause|resume|halt|complete VERSION
@@ -115,12 +115,18 @@ rollout plan puts a draft or rolling release on steps (e.g. --steps
 in scope to ask, who stay served through the later steps; then percentages)
 that lpsd advances by itself once a step's bake time has passed and the
 release has the step's reports, and halts by itself when the health rule
-finds a regression: the failure rate (failed, fallen back, and canary nodes
-silent for --silent-after, default 30m, after taking a seat) over
---max-failure (default 0.2) with 99.5% confidence, or over the base's
-control cohort's by more than --margin (default 0.05) with 99.5% confidence.
-Each automatic change is an audit entry by lpsd with its evidence; a pause,
-halt or revoke by an operator stops it.
+finds a regression (docs/closed-loop.md): every node served the release
+counts, by one outcome; the failure rate (failed, fallen back, refused as
+signed) over --max-failure (default 0.2) with 99.5% confidence, refusals as
+signed over 5%, the silent rate (served nodes that did not report within
+--silent-after, default 30m) over --max-silent (default 0.2), the
+refused-for-delivery rate over --max-delivery (default 0.2), or any of them
+over the baseline's (the base's incumbent on nodes not served the release)
+by more than --margin (default 0.05) with 99.5% confidence. A step that
+still lacks the evidence to advance --deadline (default 6h) after its bake
+pauses the release, reason inconclusive (stalled if it reached no node).
+Each automatic change is an audit entry by lpsd with its evidence and reason
+code; a pause, halt or revoke by an operator stops it.
 
 A plan skips no step unless told to. On a release already past a step (a
 canary of nodes once any percentage is served; a percentage below the

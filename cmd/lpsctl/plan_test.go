@@ -120,6 +120,16 @@ func TestRolloutPlanSkipsNoCanary(t *testing.T) {
 			t.Errorf("--dry-run output lacks %q:\n%s", want, out)
 		}
 	}
+	// The plan's own ceilings and deadline reach lpsd.
+	out = mustRun(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "2", "--dry-run", "--max-silent", "0.1", "--max-delivery", "0.3", "--deadline", "2h", "--silent-after", "45m")...)
+	for _, want := range []string{"ceilings of 0.1 and 0.3", "has not reported within 45m counts as silent", "2h after its bake pauses the release as inconclusive"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--dry-run with --max-silent, --max-delivery and --deadline lacks %q:\n%s", want, out)
+		}
+	}
+	if _, errOut, code := lpsctl(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "2", "--dry-run", "--max-silent", "1.5")...); code != exitError || !strings.Contains(errOut, "max silent rate 1.5 out of range") {
+		t.Errorf("--max-silent 1.5: exit %d, %q; want lpsd refusing it, naming the range", code, errOut)
+	}
 	var dry releaseJSON
 	if err := json.Unmarshal([]byte(mustRun(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "2", "--dry-run", "-o", "json")...)), &dry); err != nil {
 		t.Fatal(err)

@@ -141,12 +141,12 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 func newRolloutPlanCmd(e *env) *cobra.Command {
 	var c change
 	var steps string
-	var margin, ceiling float64
-	var silentAfter time.Duration
+	var margin, ceiling, maxSilent, maxDelivery float64
+	var silentAfter, deadline time.Duration
 	var fromStep int64
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--silent-after D] | plan COMPONENT@VERSION --steps PERCENT:BAKE,...",
+		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D] | plan COMPONENT@VERSION --steps PERCENT:BAKE,...",
 		Short: "put a release on steps lpsd advances while healthy and halts on a regression",
 		Long: `plan puts a draft or rolling release on steps that lpsd advances by itself
 once a step's bake time has passed and the release has the step's reports,
@@ -182,7 +182,7 @@ pause, halt or revoke it yourself.`,
 			var plan *adminv1.Plan
 			var err error
 			if isConfig {
-				for _, f := range []string{"margin", "max-failure", "silent-after"} {
+				for _, f := range []string{"margin", "max-failure", "max-silent", "max-delivery", "silent-after", "deadline"} {
 					if cmd.Flags().Changed(f) {
 						return usagef("--%s: %s is a component configuration, whose plan is timed: nothing judges it", f, args[0])
 					}
@@ -190,6 +190,7 @@ pause, halt or revoke it yourself.`,
 				plan, err = parseTimedSteps(steps)
 			} else if plan, err = parseSteps(steps); err == nil {
 				plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
+				plan.MaxSilentRate, plan.MaxDeliveryRate, plan.DeadlineSeconds = maxSilent, maxDelivery, int64(deadline/time.Second)
 			}
 			if err != nil {
 				return usagef("--steps %q: %v", steps, err)
@@ -235,7 +236,10 @@ pause, halt or revoke it yourself.`,
 	fs.BoolVar(&dryRun, "dry-run", false, "print the steps, the baseline and the deadlines lpsd would use; change nothing")
 	fs.Float64Var(&margin, "margin", 0.05, "how much the failure rate may exceed its base's incumbent's, as a fraction (0.05: five points)")
 	fs.Float64Var(&ceiling, "max-failure", 0.2, "absolute failure-rate ceiling, a fraction in (0, 1]")
-	newDuration(fs, &silentAfter, "silent-after", rollout.DefaultSilentAfter, "how long a canary node has to report before it counts as failed (hung or dead), 1m to 24h")
+	fs.Float64Var(&maxSilent, "max-silent", rollout.DefaultMaxRate, "ceiling of the rate of nodes served the release that never report (silent), a fraction in [0, 1]")
+	fs.Float64Var(&maxDelivery, "max-delivery", rollout.DefaultMaxRate, "ceiling of the rate of nodes served the release that could not get it (refusedDelivery), a fraction in [0, 1]")
+	newDuration(fs, &silentAfter, "silent-after", rollout.DefaultSilentAfter, "how long a node served the release has to report before it counts as silent (hung or dead), 1m to 24h")
+	newDuration(fs, &deadline, "deadline", rollout.DefaultDeadline, "how long past its bake a step may wait for enough evidence before lpsd pauses the release as inconclusive, 1m to 30d")
 	c.register(cmd)
 	return cmd
 }
