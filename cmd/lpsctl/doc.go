@@ -378,6 +378,7 @@ named <component>@<version> wherever a command takes a VERSION:
 	lpsctl component publish --envelope localDNS-3.json --reason "new resolver"
 	lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging
 	lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s
+	lpsctl rollout skip localDNS@3 --reason "verified on staging"
 	lpsctl explain --component localDNS --vm-id ID --subscription ID
 	lpsctl component list
 	lpsctl rollout halt localDNS@3
