@@ -43,7 +43,7 @@ func TestRolloutPlanCanary(t *testing.T) {
 	}
 
 	const vmSeated, vmOther = "0f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0", "1f1e2d3c-4b5a-4968-8776-a5b4c3d2e1f0"
-	if _, err := srv.store.TakeSeat(t.Context(), v, store.Seat{VMID: vmSeated, Since: time.Now()}, 2); err != nil {
+	if _, err := srv.store.TakeSeat(t.Context(), v, store.Seat{VMID: vmSeated, Since: time.Now()}, store.SeatLimit{Seats: 2}); err != nil {
 		t.Fatal(err)
 	}
 	srv.reload(t)

@@ -148,6 +148,11 @@ func ParseEvidence(evidenceJSON string) (Evidence, bool) {
 // changed.
 func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 	rels, _, err := a.st.Releases(ctx)
+	if ue := (*store.UnreadableError)(nil); errors.As(err, &ue) {
+		// The readable releases are judged; the others are served as
+		// revoked (internal/lps) and left alone.
+		err = nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list releases: %w", err)
 	}

@@ -127,7 +127,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"result"}),
 		seats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_canary_seat_requests_total",
-			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), error (the store failed or took longer than 1 s; the node was served as holding none), late (the store gave the seat after the request stopped waiting: the node holds it but was not served this time).",
+			Help: "Requests of in-scope nodes for a seat of a release's canary, by result: taken (the node holds one), full (every seat is held by other nodes), subscription (its subscription holds its share of the seats, a scope of 10 or more subscriptions), error (the store failed or took longer than 1 s; the node was served as holding none), late (the store gave the seat after the request stopped waiting: the node holds it but was not served this time).",
 		}, []string{"result"}),
 		servedBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "lpsd_served_pointer_bytes",
@@ -158,7 +158,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	for _, r := range reportResults {
 		m.reports.WithLabelValues(r)
 	}
-	for _, r := range []string{seatTaken, seatFull, seatError, seatLate} {
+	for _, r := range []string{seatTaken, seatFull, seatError, seatLate, seatSubscription} {
 		m.seats.WithLabelValues(r)
 	}
 	for o, c := range outcomeCodes {

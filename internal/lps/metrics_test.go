@@ -143,7 +143,8 @@ func TestCanarySeatMetrics(t *testing.T) {
 	m.seatResult(seatTaken)
 	m.seatResult(seatFull)
 	m.seatResult(seatTaken)
-	wantReq := map[string]float64{seatTaken: 2, seatFull: 1, seatError: 0, seatLate: 0}
+	m.seatResult(seatSubscription)
+	wantReq := map[string]float64{seatTaken: 2, seatFull: 1, seatError: 0, seatLate: 0, seatSubscription: 1}
 	if diff := cmp.Diff(wantReq, labelled(t, reg, "lpsd_canary_seat_requests_total")); diff != "" {
 		t.Errorf("lpsd_canary_seat_requests_total (-want +got):\n%s", diff)
 	}

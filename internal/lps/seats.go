@@ -2,6 +2,7 @@ package lps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -68,7 +69,7 @@ func declared(ctx context.Context) caller {
 
 // seatStore is the store's canary-seat half (store.Store has it).
 type seatStore interface {
-	TakeSeat(ctx context.Context, version string, seat store.Seat, limit int) (bool, error)
+	TakeSeat(ctx context.Context, version string, seat store.Seat, limit store.SeatLimit) (bool, error)
 	Seats(ctx context.Context, version string) ([]store.Seat, error)
 }
 
@@ -77,6 +78,9 @@ const (
 	seatTaken = "taken" // the store gave the node a seat, or it held one
 	seatFull  = "full"  // every seat is held by other nodes
 	seatError = "error" // the store failed or the request ran out of time
+	// seatSubscription: the node's subscription holds its share of the
+	// seats (rollout.Release.SeatsPerSubscription).
+	seatSubscription = "subscription"
 	// seatLate: the store gave the seat after the request stopped waiting,
 	// so the node holds a seat but was not served this time. It is served
 	// on its next request; a canary with late seats has fewer nodes that
@@ -159,7 +163,8 @@ func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, report
 	}
 	ctx, cancel := context.WithTimeout(ctx, seatTimeout)
 	defer cancel()
-	if s.take(ctx, r.Version, n.VMID, limit) {
+	seat := store.Seat{VMID: n.VMID, SubscriptionID: n.SubscriptionID}
+	if s.take(ctx, r.Version, seat, store.SeatLimit{Seats: limit, PerSubscription: r.SeatsPerSubscription(limit)}) {
 		out = append(out, r.Version)
 	}
 	return out
@@ -233,7 +238,7 @@ func (s *Seats) Holds(ctx context.Context, snap *Snapshot, r rollout.Release, vm
 	defer cancel()
 	set := s.set(r.Version)
 	held, err := s.call(ctx, set, func(ctx context.Context) (bool, error) {
-		return s.st.TakeSeat(ctx, r.Version, store.Seat{VMID: vmID}, 0)
+		return s.st.TakeSeat(ctx, r.Version, store.Seat{VMID: vmID}, store.SeatLimit{})
 	})
 	if err != nil {
 		s.result(seatError)
@@ -288,20 +293,21 @@ func (s *Seats) call(ctx context.Context, set *seatSet, f func(context.Context) 
 
 // take asks the store for a seat, unless this replica knows the seats are
 // all held at limit.
-func (s *Seats) take(ctx context.Context, version, vmID string, limit int) bool {
+func (s *Seats) take(ctx context.Context, version string, seat store.Seat, limit store.SeatLimit) bool {
 	set := s.set(version)
 	s.mu.Lock()
-	full := set.fullAt >= limit
+	full := set.fullAt >= limit.Seats
 	s.mu.Unlock()
 	if full {
 		s.result(seatFull)
 		return false
 	}
+	seat.Since = time.Now()
 	held, err := s.call(ctx, set, func(ctx context.Context) (bool, error) {
-		held, err := s.st.TakeSeat(ctx, version, store.Seat{VMID: vmID, Since: time.Now()}, limit)
+		held, err := s.st.TakeSeat(ctx, version, seat, limit)
 		if held && ctx.Err() != nil {
 			s.mu.Lock()
-			set.held[vmID] = true
+			set.held[seat.VMID] = true
 			s.mu.Unlock()
 			s.result(seatLate)
 		}
@@ -315,20 +321,24 @@ func (s *Seats) take(ctx context.Context, version, vmID string, limit int) bool 
 			return false, fmt.Errorf("list the seats of a full canary: %w", err)
 		}
 		s.mu.Lock()
-		for _, seat := range holders {
-			set.held[seat.VMID] = true
+		for _, h := range holders {
+			set.held[h.VMID] = true
 		}
-		set.fullAt = max(set.fullAt, limit)
+		set.fullAt = max(set.fullAt, limit.Seats)
 		s.mu.Unlock()
 		return false, nil
 	})
 	switch {
+	case errors.Is(err, store.ErrSubscriptionSeats):
+		// Full for this subscription only: the others may still take.
+		s.result(seatSubscription)
+		return false
 	case err != nil:
 		s.result(seatError)
 		return false
 	case held:
 		s.mu.Lock()
-		set.held[vmID] = true
+		set.held[seat.VMID] = true
 		s.mu.Unlock()
 		s.result(seatTaken)
 		return true

@@ -137,7 +137,7 @@ func TestCanarySeatsAcrossReplicas(t *testing.T) {
 // failingSeats fails every call.
 type failingSeats struct{}
 
-func (failingSeats) TakeSeat(context.Context, string, store.Seat, int) (bool, error) {
+func (failingSeats) TakeSeat(context.Context, string, store.Seat, store.SeatLimit) (bool, error) {
 	return false, errors.New("etcd: no leader")
 }
 func (failingSeats) Seats(context.Context, string) ([]store.Seat, error) {
@@ -151,7 +151,7 @@ type hungSeats struct {
 	deadlines []time.Time
 }
 
-func (h *hungSeats) TakeSeat(ctx context.Context, _ string, _ store.Seat, _ int) (bool, error) {
+func (h *hungSeats) TakeSeat(ctx context.Context, _ string, _ store.Seat, _ store.SeatLimit) (bool, error) {
 	d, _ := ctx.Deadline()
 	h.mu.Lock()
 	h.deadlines = append(h.deadlines, d)
@@ -264,7 +264,7 @@ func TestReportOfferedToSeatHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder, other := attest.Identity{VMID: vmName(1), SubscriptionID: testSub}, attest.Identity{VMID: vmName(2), SubscriptionID: testSub}
-	if _, err := st.TakeSeat(t.Context(), open.Version, store.Seat{VMID: holder.VMID, Since: time.Now()}, 2); err != nil {
+	if _, err := st.TakeSeat(t.Context(), open.Version, store.Seat{VMID: holder.VMID, Since: time.Now()}, store.SeatLimit{Seats: 2}); err != nil {
 		t.Fatal(err)
 	}
 	// A store that cannot say is an error (the node is told Unavailable),
@@ -433,5 +433,106 @@ func TestDeclared(t *testing.T) {
 		if got := declared(metadata.NewIncomingContext(t.Context(), tt.md)); got != tt.want {
 			t.Errorf("declared(%v) = %+v; want %+v", tt.md, got, tt.want)
 		}
+	}
+}
+
+// TestCanarySeatsSpreadOverSubscriptions: with a scope of 10 or more
+// subscriptions, one subscription's VMs hold at most a tenth of a canary's
+// seats, so 8 attested VMs of one subscription take 1 of 10 and the other
+// subscriptions' nodes fill the rest.
+func TestCanarySeatsSpreadOverSubscriptions(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	subs := make([]string, 12)
+	for i := range subs {
+		subs[i] = fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+	}
+	r := canaryRelease(t, 10)
+	r, err := r.SetScope(r.Rollout.Percent, subs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := NewMetrics(nil)
+	svc := NewService(snapshotOf(r), NewSeats(st, m.seatResult), m, "", testLog(t))
+	ask := func(vm int, sub string) bool {
+		t.Helper()
+		ctx := withIdentity(t.Context(), attest.Identity{VMID: vmName(vm), SubscriptionID: sub})
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, r.Base, ReportsMetadata, "1"))
+		_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+		if err != nil && status.Code(err) != codes.NotFound {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	squatters := 0
+	for i := range 8 {
+		if ask(i, subs[0]) {
+			squatters++
+		}
+	}
+	if squatters != 1 {
+		t.Fatalf("8 VMs of one subscription were served %d canary seats, want ⌈10/10⌉ = 1", squatters)
+	}
+	for i, sub := range subs[1:10] {
+		if !ask(100+i, sub) {
+			t.Errorf("a VM of subscription %s was refused a free seat", sub)
+		}
+	}
+	if seats, _ := st.Seats(t.Context(), r.Version); len(seats) != 10 {
+		t.Errorf("%d seats held, want all 10", len(seats))
+	}
+	if ask(200, subs[11]) {
+		t.Error("a node was served a full canary")
+	}
+}
+
+// unreadableStore's Releases cannot decode the record of version hidden:
+// it returns the others with an UnreadableError naming it, as the durable
+// backends do.
+type unreadableStore struct {
+	*memstore.Store
+	hidden string
+}
+
+func (s unreadableStore) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
+	rels, rev, err := s.Store.Releases(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	rels = slices.DeleteFunc(rels, func(r rollout.Release) bool { return r.Version == s.hidden })
+	return rels, rev, &store.UnreadableError{Kind: "release", Count: 1, First: errors.New("release record encoding version 2, want 1"), Keys: []string{s.hidden, "not-a-version"}}
+}
+
+// TestSnapshotServesAnUnreadableReleaseAsRevoked: a release record nobody
+// can read (here the revoked one's) never leaves that release served: the
+// snapshot loads the others and serves its version as revoked, so nodes
+// drop and refuse it; the failure is counted.
+func TestSnapshotServesAnUnreadableReleaseAsRevoked(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	other := release("202501.16.1", rollout.Rollout{State: rollout.Complete, Percent: 100}, false)
+	publish(t, st, relServed)
+	publish(t, st, other)
+	var failures []error
+	s := NewSnapshotter(unreadableStore{st, relServed.Version}, testLog(t), func(err error) { failures = append(failures, err) })
+	if err := s.Load(t.Context()); err != nil {
+		t.Fatalf("Load with one unreadable record = %v, want the others loaded", err)
+	}
+	if len(failures) != 1 {
+		t.Errorf("%d store errors counted, want 1", len(failures))
+	}
+	svc := NewService(s, nil, NewMetrics(nil), "", testLog(t))
+	resp, err := svc.GetComponentConfig(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := hotfix.ParsePointer([]byte(resp.GetConfig()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Hotfixes[relServed.Base] == relServed.Version || !slices.Contains(p.Revoked, relServed.Version) || p.Hotfixes[other.Base] != other.Version {
+		t.Errorf("served %s; want %s revoked and not served, %s served", resp.GetConfig(), relServed.Version, other.Version)
 	}
 }

@@ -4,12 +4,14 @@ package lps
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
@@ -77,6 +79,20 @@ func newSnapshot(rels []rollout.Release, rev int64, seats map[string]map[string]
 	return snap
 }
 
+// unreadableAsRevoked returns a revoked release for each key that is a
+// version; any other key could never have been served.
+func unreadableAsRevoked(keys []string) []rollout.Release {
+	var out []rollout.Release
+	for _, k := range keys {
+		v, err := hotfix.ParseVersion(k)
+		if err != nil {
+			continue
+		}
+		out = append(out, rollout.Release{Version: v.String(), Base: v.Base(), Revoked: true, Rollout: rollout.Rollout{State: rollout.Halted}})
+	}
+	return out
+}
+
 // servesSeats reports whether r serves its canary seats' holders now.
 func servesSeats(r rollout.Release) bool {
 	return r.HasCanary() && !r.Revoked && (r.Rollout.State == rollout.Rolling || r.Rollout.State == rollout.Paused)
@@ -117,7 +133,18 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		}
 	}()
 	rels, rev, err := s.store.Releases(ctx)
-	if err != nil {
+	var ue *store.UnreadableError
+	switch {
+	case errors.As(err, &ue):
+		// A record nobody can read may be a revoked release's: serve its
+		// version as revoked (nodes drop and refuse it) rather than stop
+		// loading, which would keep serving whatever the last snapshot
+		// had, or never become ready.
+		s.onError(err)
+		rels = append(rels, unreadableAsRevoked(ue.Keys)...)
+		slices.SortFunc(rels, rollout.Compare)
+		s.log.Error("snapshot: release records cannot be read; their versions are served as revoked until they are rewritten or restored", "versions", ue.Keys, "err", err)
+	case err != nil:
 		s.onError(err)
 		return fmt.Errorf("load snapshot: %w", err)
 	}

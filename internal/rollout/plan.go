@@ -271,6 +271,22 @@ func (r Release) OpenSeats(n Node) int {
 	return 0
 }
 
+// SpreadSubscriptions is how many subscriptions a release's scope must
+// list before its canary's seats are spread over them.
+const SpreadSubscriptions = 10
+
+// SeatsPerSubscription returns how many of a canary's seats one
+// subscription's nodes may hold: ⌈seats/10⌉ when r's scope lists at least
+// SpreadSubscriptions subscriptions, so that N attested VMs in k of them
+// hold at most min(N, k·⌈seats/10⌉) seats; else 0, no bound (a scope of a
+// few subscriptions, or of all of them, which lpsd cannot count).
+func (r Release) SeatsPerSubscription(seats int) int {
+	if len(r.Rollout.Subscriptions) < SpreadSubscriptions {
+		return 0
+	}
+	return (seats + 9) / 10
+}
+
 // SetPlan returns r rolling under plan p from its step p.Step (0: the
 // first), begun at now, at that step's percentage or r's, whichever is
 // higher (a percentage never shrinks). The steps before p.Step are

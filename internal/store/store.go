@@ -110,6 +110,38 @@ type Seat struct {
 	// Since is when the node took it (set by the caller), so a holder that
 	// never reports can be told from one still provisioning.
 	Since time.Time `json:"since"`
+	// SubscriptionID is the node's, counted against SeatLimit's
+	// PerSubscription when it takes a seat; lists do not return it.
+	SubscriptionID string `json:"subscription_id,omitempty"`
+}
+
+// SeatLimit bounds a canary's seats.
+type SeatLimit struct {
+	// Seats is how many vmIds may hold one (rollout.PlanStep.Nodes); 0
+	// only reads.
+	Seats int
+	// PerSubscription, when positive, is how many of them one
+	// subscription's vmIds may hold, so that a few subscriptions' VMs
+	// cannot fill a canary; 0 means no such bound.
+	PerSubscription int
+}
+
+// ErrSubscriptionSeats is returned (wrapped) by TakeSeat when the node's
+// subscription already holds its share of the seats (SeatLimit's
+// PerSubscription): the canary is not full for other subscriptions.
+var ErrSubscriptionSeats = errors.New("the subscription holds its share of the canary's seats")
+
+// ValidateTake is ValidateSeat for a take under limit: with a
+// PerSubscription bound, the seat's subscription must be non-empty and free
+// of "/" too.
+func ValidateTake(version string, seat Seat, limit SeatLimit) error {
+	if err := ValidateSeat(version, seat.VMID); err != nil {
+		return err
+	}
+	if limit.PerSubscription > 0 && (seat.SubscriptionID == "" || strings.Contains(seat.SubscriptionID, "/")) {
+		return fmt.Errorf("canary seat subscription %q: empty or contains \"/\": %w", seat.SubscriptionID, ErrInvalidSeat)
+	}
+	return nil
 }
 
 // ValidateSeat returns an error wrapping ErrInvalidSeat unless version and
@@ -129,9 +161,12 @@ func ValidateSeat(version, vmID string) error {
 // flip. The list is usable; the caller counts and logs what was skipped,
 // and never lets one bad record stop what the others decide.
 type UnreadableError struct {
-	Kind  string // "report" or "served record"
+	Kind  string // "release", "report" or "served record"
 	Count int
 	First error // the first record's decode error, with its key
+	// Keys are the unreadable records' keys where the caller needs them
+	// (a release's version); nil otherwise.
+	Keys []string
 }
 
 func (e *UnreadableError) Error() string {
@@ -151,6 +186,12 @@ func (u *Unreadable) Add(err error) {
 		u.e.First = err
 	}
 	u.e.Count++
+}
+
+// AddKey records one undecodable record and its key.
+func (u *Unreadable) AddKey(key string, err error) {
+	u.Add(err)
+	u.e.Keys = append(u.e.Keys, key)
 }
 
 // Err returns the *UnreadableError, or nil if every record was read.
@@ -205,7 +246,10 @@ func CompareReports(a, b Report) int {
 // Implementations are safe for concurrent use.
 type Store interface {
 	// Releases returns every release (in version order) and the store-wide
-	// revision the list reflects.
+	// revision the list reflects. Records that cannot be decoded are
+	// skipped, and the others returned with an *UnreadableError whose Keys
+	// are the skipped records' versions: lpsd serves those as revoked, so
+	// a record nobody can read never leaves a revoked release served.
 	Releases(ctx context.Context) ([]rollout.Release, int64, error)
 
 	// Release returns one release and its revision (the revision of its
@@ -249,19 +293,24 @@ type Store interface {
 	Reports(ctx context.Context) ([]Report, error)
 
 	// TakeSeat gives seat.VMID one of the canary seats of release
-	// version, of which there are limit (rollout.PlanStep.Nodes), taken at
-	// seat.Since. It returns true if the vmId holds a seat already (its
-	// Since unchanged) or took one because fewer than limit were held,
-	// false if it holds none and none is free. A limit of 0 only reads. A seat is never given back, and a limit may grow from step to
-	// step (held seats count against the new one).
+	// version, of which there are limit.Seats (rollout.PlanStep.Nodes),
+	// taken at seat.Since. It returns true if the vmId holds a seat already
+	// (its Since unchanged) or took one because fewer than limit.Seats were
+	// held, false if it holds none and none is free. With
+	// limit.PerSubscription, a vmId whose seat.SubscriptionID already holds
+	// that many is refused with ErrSubscriptionSeats (wrapped) instead.
+	// limit.Seats 0 only reads. A seat is never given back, and a limit may
+	// grow from step to step (held seats count against the new one).
 	//
 	// Atomic across every process sharing the store: however many take at
-	// once, no more than limit vmIds hold seats (unless an earlier, larger
-	// limit gave them out) and none holds two. Seats are not releases: no
+	// once, no more than limit.Seats vmIds hold seats, and no more than
+	// limit.PerSubscription of one subscription (unless an earlier, larger
+	// limit gave them out), and none holds two. Seats are not releases: no
 	// revision changes and Watch is not signalled. ErrInvalidSeat (wrapped)
-	// for an empty version or vmID or one containing "/"; ErrClosed after
-	// Close.
-	TakeSeat(ctx context.Context, version string, seat Seat, limit int) (bool, error)
+	// for an empty version or vmID or one containing "/", or a
+	// PerSubscription bound without a subscription free of "/"; ErrClosed
+	// after Close.
+	TakeSeat(ctx context.Context, version string, seat Seat, limit SeatLimit) (bool, error)
 
 	// Seats returns version's canary seats, sorted by VMID.
 	Seats(ctx context.Context, version string) ([]Seat, error)

@@ -236,12 +236,14 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 		out []rollout.Release
 		rev int64
 	)
+	bad := store.NewUnreadable("release")
 	err := s.view(func(tx *bolt.Tx) error {
 		rev = revision(tx)
 		return tx.Bucket([]byte(releasesBucket)).ForEach(func(k, v []byte) error {
 			r, _, err := storecodec.DecodeRelease(v)
 			if err != nil {
-				return fmt.Errorf("release %q: %w", k, err)
+				bad.AddKey(string(k), fmt.Errorf("release %q: %w", k, err))
+				return nil
 			}
 			out = append(out, r)
 			return nil
@@ -251,7 +253,7 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 		return nil, 0, fmt.Errorf("list releases: %w", mapErr(err))
 	}
 	slices.SortFunc(out, rollout.Compare)
-	return out, rev, nil
+	return out, rev, bad.Err()
 }
 
 // Release implements store.Store.
@@ -418,8 +420,8 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 
 // TakeSeat implements store.Store with one bbolt transaction; a read-only
 // one when vmID holds a seat or limit is 0.
-func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit int) (bool, error) {
-	if err := store.ValidateSeat(version, seat.VMID); err != nil {
+func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit store.SeatLimit) (bool, error) {
+	if err := store.ValidateTake(version, seat, limit); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -431,7 +433,7 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 		held = tx.Bucket([]byte(seatsBucket)).Get(key) != nil
 		return nil
 	})
-	if err != nil || held || limit <= 0 {
+	if err != nil || held || limit.Seats <= 0 {
 		return held, wrapErr("take seat", err)
 	}
 	err = s.update(func(tx *bolt.Tx) error {
@@ -440,15 +442,24 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 			held = true
 			return nil
 		}
-		var n uint64
-		if v := b.Get([]byte(version)); len(v) == 8 {
-			n = binary.BigEndian.Uint64(v)
-		}
-		if n >= uint64(limit) {
+		n := count(b.Get([]byte(version)))
+		if n >= uint64(limit.Seats) {
 			return nil
+		}
+		// "\x00" sorts before the "/" of the holders' keys, so Seats'
+		// scan of version+"/" never meets a subscription's count.
+		subKey := []byte(version + "\x00sub\x00" + seat.SubscriptionID)
+		perSub := count(b.Get(subKey))
+		if limit.PerSubscription > 0 && perSub >= uint64(limit.PerSubscription) {
+			return store.ErrSubscriptionSeats
 		}
 		if err := b.Put(key, uint64Key(unixNano(seat.Since))); err != nil {
 			return err
+		}
+		if limit.PerSubscription > 0 {
+			if err := b.Put(subKey, uint64Key(perSub+1)); err != nil {
+				return err
+			}
 		}
 		held = true
 		return b.Put([]byte(version), uint64Key(n+1))
@@ -478,6 +489,14 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 		return nil
 	})
 	return out, wrapErr("list seats", err)
+}
+
+// count reads an 8-byte big-endian count; anything else is 0.
+func count(v []byte) uint64 {
+	if len(v) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(v)
 }
 
 // unixNano encodes t for the file, the zero time as 0 (UnixNano of it is

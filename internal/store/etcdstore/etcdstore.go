@@ -9,6 +9,7 @@
 //	<prefix>reports/<vmId>/<boot>   report (JSON, "v")
 //	<prefix>seats/<version>/vm/<vmId> canary seat held (value: when taken, RFC 3339)
 //	<prefix>seats/<version>/n/<slot>  the seat's holder; slot is 5-digit zero-padded
+//	<prefix>seats/<version>/sub/<subscription>/<slot> a seat taken under a per-subscription bound: its holder
 //	<prefix>served/<version>/<vmId>/<boot> served record (JSON, "v")
 //	<prefix>configs/<component>@<version> component configuration record (JSON, "v")
 //
@@ -196,16 +197,18 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 	}
 	out := make([]rollout.Release, 0, len(resp.Kvs))
 	var rev int64
+	bad := store.NewUnreadable("release")
 	for _, kv := range resp.Kvs {
+		rev = max(rev, kv.ModRevision)
 		r, _, err := storecodec.DecodeRelease(kv.Value)
 		if err != nil {
-			return nil, 0, fmt.Errorf("list releases: key %q: %w", kv.Key, err)
+			bad.AddKey(strings.TrimPrefix(string(kv.Key), s.releasesPrefix()), fmt.Errorf("key %q: %w", kv.Key, err))
+			continue
 		}
 		out = append(out, r)
-		rev = max(rev, kv.ModRevision)
 	}
 	slices.SortFunc(out, rollout.Compare)
-	return out, rev, nil
+	return out, rev, bad.Err()
 }
 
 // Release implements store.Store.
@@ -569,8 +572,8 @@ const maxSeatTries = 64
 // TakeSeat implements store.Store. Each attempt is one read (is vmID
 // seated, how many slots are taken) and one conditional transaction
 // creating slot n and vmID's key; both bounded by the request timeout.
-func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit int) (bool, error) {
-	if err := store.ValidateSeat(version, seat.VMID); err != nil {
+func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit store.SeatLimit) (bool, error) {
+	if err := store.ValidateTake(version, seat, limit); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
 	if s.isClosed() {
@@ -581,13 +584,22 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 	}
 	vmKey := s.seatsPrefix(version) + "vm/" + seat.VMID
 	slots := s.seatsPrefix(version) + "n/"
+	// A subscription's seats are numbered slots of their own, created in
+	// the same transaction; replicas from before the bound ignore them.
+	subSlots := s.seatsPrefix(version) + "sub/" + seat.SubscriptionID + "/"
 	for range maxSeatTries {
-		held, taken, err := s.seatState(ctx, vmKey, slots)
-		if err != nil || held || taken >= int64(limit) {
-			return held, err
+		st, err := s.seatState(ctx, vmKey, slots, subSlots)
+		if err != nil || st.held || st.taken >= int64(limit.Seats) {
+			return st.held, err
 		}
-		slotKey := fmt.Sprintf("%s%05d", slots, taken)
-		won, err := s.claimSeat(ctx, vmKey, slotKey, seat)
+		claim := []string{vmKey, fmt.Sprintf("%s%05d", slots, st.taken)}
+		if limit.PerSubscription > 0 {
+			if st.subTaken >= int64(limit.PerSubscription) {
+				return false, fmt.Errorf("take seat: %w", store.ErrSubscriptionSeats)
+			}
+			claim = append(claim, fmt.Sprintf("%s%05d", subSlots, st.subTaken))
+		}
+		won, err := s.claimSeat(ctx, claim, seat)
 		if err != nil || won {
 			return won, err
 		}
@@ -595,33 +607,45 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 	return false, fmt.Errorf("take seat %s for %s: lost %d attempts to concurrent takers", version, seat.VMID, maxSeatTries)
 }
 
+// seatCounts is what one read of a canary's seats says.
+type seatCounts struct {
+	held            bool
+	taken, subTaken int64
+}
+
 // seatState reads, at one revision, whether vmKey exists and how many keys
-// are under slots.
-func (s *Store) seatState(ctx context.Context, vmKey, slots string) (held bool, taken int64, err error) {
+// are under slots and under subSlots.
+func (s *Store) seatState(ctx context.Context, vmKey, slots, subSlots string) (seatCounts, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(vmKey, clientv3.WithCountOnly()),
 		clientv3.OpGet(slots, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(subSlots, clientv3.WithPrefix(), clientv3.WithCountOnly()),
 	).Commit()
 	if err != nil {
-		return false, 0, fmt.Errorf("take seat: %w", s.mapErr(err))
+		return seatCounts{}, fmt.Errorf("take seat: %w", s.mapErr(err))
 	}
-	return resp.Responses[0].GetResponseRange().Count > 0, resp.Responses[1].GetResponseRange().Count, nil
+	return seatCounts{
+		held:     resp.Responses[0].GetResponseRange().Count > 0,
+		taken:    resp.Responses[1].GetResponseRange().Count,
+		subTaken: resp.Responses[2].GetResponseRange().Count,
+	}, nil
 }
 
-// claimSeat creates vmKey and slotKey if neither exists, and reports
-// whether it did.
-func (s *Store) claimSeat(ctx context.Context, vmKey, slotKey string, seat store.Seat) (bool, error) {
+// claimSeat creates the keys of claim (the vmId's key first, then its
+// slots) if none exists, and reports whether it did.
+func (s *Store) claimSeat(ctx context.Context, claim []string, seat store.Seat) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).If(
-		clientv3.Compare(clientv3.CreateRevision(vmKey), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(slotKey), "=", 0),
-	).Then(
-		clientv3.OpPut(vmKey, seat.Since.UTC().Format(time.RFC3339Nano)),
-		clientv3.OpPut(slotKey, seat.VMID),
-	).Commit()
+	cmps := make([]clientv3.Cmp, len(claim))
+	puts := make([]clientv3.Op, len(claim))
+	for i, k := range claim {
+		cmps[i] = clientv3.Compare(clientv3.CreateRevision(k), "=", 0)
+		puts[i] = clientv3.OpPut(k, seat.VMID)
+	}
+	puts[0] = clientv3.OpPut(claim[0], seat.Since.UTC().Format(time.RFC3339Nano))
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(puts...).Commit()
 	if err != nil {
 		return false, fmt.Errorf("take seat: %w", s.mapErr(err))
 	}

@@ -37,10 +37,14 @@ type Store struct {
 	seats map[string]map[string]time.Time
 	// served holds values only, as reports.
 	served map[servedKey]store.Served
+	// subSeats counts the seats taken under a per-subscription bound.
+	subSeats map[subscriptionKey]int
 	// configs holds component configurations by ID, made on first write;
 	// their writes move rev too.
 	configs map[string]configEntry
 }
+
+type subscriptionKey struct{ version, subscription string }
 
 type reportKey struct{ vmID, boot string }
 
@@ -53,7 +57,7 @@ type entry struct {
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]time.Time), served: make(map[servedKey]store.Served)}
+	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]time.Time), served: make(map[servedKey]store.Served), subSeats: make(map[subscriptionKey]int)}
 }
 
 // Releases implements store.Store.
@@ -170,8 +174,8 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 }
 
 // TakeSeat implements store.Store.
-func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit int) (bool, error) {
-	if err := store.ValidateSeat(version, seat.VMID); err != nil {
+func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit store.SeatLimit) (bool, error) {
+	if err := store.ValidateTake(version, seat, limit); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
 	s.mu.Lock()
@@ -186,14 +190,21 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 	if _, ok := held[seat.VMID]; ok {
 		return true, nil
 	}
-	if len(held) >= limit {
+	if len(held) >= limit.Seats {
 		return false, nil
+	}
+	subKey := subscriptionKey{version, seat.SubscriptionID}
+	if limit.PerSubscription > 0 && s.subSeats[subKey] >= limit.PerSubscription {
+		return false, fmt.Errorf("take seat: %w", store.ErrSubscriptionSeats)
 	}
 	if held == nil {
 		held = make(map[string]time.Time)
 		s.seats[version] = held
 	}
 	held[seat.VMID] = seat.Since
+	if limit.PerSubscription > 0 {
+		s.subSeats[subKey]++
+	}
 	return true, nil
 }
 
@@ -268,6 +279,7 @@ func (s *Store) Close() error {
 	s.reports = nil
 	s.seats = nil
 	s.served = nil
+	s.subSeats = nil
 	s.configs = nil
 	s.mu.Unlock()
 	s.hub.Close()

@@ -61,6 +61,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"seats-concurrent", testSeatsConcurrent},
 		{"seats-invalid", testSeatsInvalid},
 		{"seats-not-releases", testSeatsNotReleases},
+		{"seats-per-subscription", testSeatsPerSubscription},
 		{"served", testServed},
 		{"served-large-call", testServedLargeCall},
 		{"served-invalid", testServedInvalid},
@@ -695,7 +696,7 @@ func testClose(t *testing.T, s store.Store) {
 	if _, err := s.Reports(ctx); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Reports after Close = %v, want ErrClosed", err)
 	}
-	if _, err := s.TakeSeat(ctx, "202604.01.1", store.Seat{VMID: "vm-1"}, 1); !errors.Is(err, store.ErrClosed) {
+	if _, err := s.TakeSeat(ctx, "202604.01.1", store.Seat{VMID: "vm-1"}, store.SeatLimit{Seats: 1}); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("TakeSeat after Close = %v, want ErrClosed", err)
 	}
 	if _, err := s.Seats(ctx, "202604.01.1"); !errors.Is(err, store.ErrClosed) {
@@ -886,7 +887,7 @@ var seatTime = time.Date(2026, 12, 1, 10, 0, 0, 123456789, time.UTC)
 // MustTakeSeat takes a seat at seatTime or fails the test.
 func MustTakeSeat(t testing.TB, s store.Store, version, vmID string, limit int) bool {
 	t.Helper()
-	held, err := s.TakeSeat(t.Context(), version, store.Seat{VMID: vmID, Since: seatTime}, limit)
+	held, err := s.TakeSeat(t.Context(), version, store.Seat{VMID: vmID, Since: seatTime}, store.SeatLimit{Seats: limit})
 	if err != nil {
 		t.Fatalf("TakeSeat(%s, %s, %d) = %v", version, vmID, limit, err)
 	}
@@ -934,7 +935,7 @@ func testSeats(t *testing.T, s store.Store) {
 		t.Errorf("Seats (-want +got):\n%s", diff)
 	}
 	// A holder taking again keeps the time it first took its seat.
-	if _, err := s.TakeSeat(t.Context(), v, store.Seat{VMID: "vm-a", Since: seatTime.Add(time.Hour)}, 4); err != nil {
+	if _, err := s.TakeSeat(t.Context(), v, store.Seat{VMID: "vm-a", Since: seatTime.Add(time.Hour)}, store.SeatLimit{Seats: 4}); err != nil {
 		t.Fatal(err)
 	}
 	seats, err := s.Seats(t.Context(), v)
@@ -964,7 +965,7 @@ func testSeatsConcurrent(t *testing.T, s store.Store) {
 	var won []string
 	errs := race(takers, func(i int) error {
 		vm := fmt.Sprintf("vm-%02d", i)
-		held, err := s.TakeSeat(t.Context(), v, store.Seat{VMID: vm, Since: seatTime}, limit)
+		held, err := s.TakeSeat(t.Context(), v, store.Seat{VMID: vm, Since: seatTime}, store.SeatLimit{Seats: limit})
 		if held {
 			mu.Lock()
 			won = append(won, vm)
@@ -987,7 +988,7 @@ func testSeatsConcurrent(t *testing.T, s store.Store) {
 	}
 
 	errs = race(takers, func(int) error {
-		held, err := s.TakeSeat(t.Context(), "202604.01.2", store.Seat{VMID: "vm-same", Since: seatTime}, limit)
+		held, err := s.TakeSeat(t.Context(), "202604.01.2", store.Seat{VMID: "vm-same", Since: seatTime}, store.SeatLimit{Seats: limit})
 		if err == nil && !held {
 			err = errors.New("a vmId racing itself for a free seat was refused")
 		}
@@ -1005,7 +1006,7 @@ func testSeatsConcurrent(t *testing.T, s store.Store) {
 
 func testSeatsInvalid(t *testing.T, s store.Store) {
 	for _, k := range [][2]string{{"", "vm-a"}, {"202604.01.1", ""}, {"202604/01", "vm-a"}, {"202604.01.1", "vm/a"}} {
-		if held, err := s.TakeSeat(t.Context(), k[0], store.Seat{VMID: k[1], Since: seatTime}, 5); !errors.Is(err, store.ErrInvalidSeat) || held {
+		if held, err := s.TakeSeat(t.Context(), k[0], store.Seat{VMID: k[1], Since: seatTime}, store.SeatLimit{Seats: 5}); !errors.Is(err, store.ErrInvalidSeat) || held {
 			t.Errorf("TakeSeat(%q, %q) = %v, %v; want ErrInvalidSeat", k[0], k[1], held, err)
 		}
 	}
@@ -1014,7 +1015,7 @@ func testSeatsInvalid(t *testing.T, s store.Store) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	if _, err := s.TakeSeat(ctx, "202604.01.1", store.Seat{VMID: "vm-a"}, 5); !errors.Is(err, context.Canceled) {
+	if _, err := s.TakeSeat(ctx, "202604.01.1", store.Seat{VMID: "vm-a"}, store.SeatLimit{Seats: 5}); !errors.Is(err, context.Canceled) {
 		t.Errorf("TakeSeat(canceled ctx) = %v, want context.Canceled", err)
 	}
 }
@@ -1115,5 +1116,55 @@ func testServedInvalid(t *testing.T, s store.Store) {
 	}
 	if got := MustServed(t, s); len(got) != 0 {
 		t.Errorf("Served after refused calls = %v, want none", got)
+	}
+}
+
+// testSeatsPerSubscription: under a per-subscription bound, one
+// subscription's vmIds hold at most that many seats, however many race
+// for them, and the others still get theirs.
+func testSeatsPerSubscription(t *testing.T, s store.Store) {
+	const v = "202604.01.1"
+	limit := store.SeatLimit{Seats: 6, PerSubscription: 2}
+	take := func(vm, sub string) (bool, error) {
+		return s.TakeSeat(t.Context(), v, store.Seat{VMID: vm, Since: seatTime, SubscriptionID: sub}, limit)
+	}
+	errs := race(8, func(i int) error {
+		held, err := take(fmt.Sprintf("squat-%d", i), "sub-squat")
+		if err == nil && !held {
+			return errors.New("refused without ErrSubscriptionSeats while seats were free")
+		}
+		return err
+	})
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, store.ErrSubscriptionSeats):
+			t.Fatalf("TakeSeat in a full subscription = %v, want ErrSubscriptionSeats", err)
+		}
+	}
+	if won != 2 {
+		t.Fatalf("%d of 8 racing vmIds of one subscription took seats, want its bound, 2", won)
+	}
+	for i, sub := range []string{"sub-a", "sub-a", "sub-b", "sub-c"} {
+		if held, err := take(fmt.Sprintf("vm-%d", i), sub); err != nil || !held {
+			t.Fatalf("TakeSeat(vm-%d of %s) = %v, %v; want a seat", i, sub, held, err)
+		}
+	}
+	// Full: 6 held. A vmId of a subscription under its bound is refused as
+	// full, not as its subscription's.
+	if held, err := take("vm-late", "sub-d"); held || err != nil {
+		t.Errorf("TakeSeat with every seat held = %v, %v; want false, nil", held, err)
+	}
+	// A holder keeps its seat whatever the bound.
+	if held, err := take("vm-0", "sub-a"); !held || err != nil {
+		t.Errorf("TakeSeat of a holder = %v, %v; want true", held, err)
+	}
+	if got := MustSeats(t, s, v); len(got) != 6 {
+		t.Errorf("Seats = %v, want 6", got)
+	}
+	if _, err := s.TakeSeat(t.Context(), v, store.Seat{VMID: "vm-x"}, limit); !errors.Is(err, store.ErrInvalidSeat) {
+		t.Errorf("TakeSeat under a bound without a subscription = %v, want ErrInvalidSeat", err)
 	}
 }
