@@ -39,6 +39,17 @@ lpsd_canary_seat_requests_total{result} (taken, full, error, late,
 subscription); lpsd_canary_seats_held{version} is the seats held, as the
 serving snapshot last read them from the store.
 
+Components other than aksNodeController (localDNS, say) are answered from
+component configurations an operator signed with the release keys and
+published (lpsctl component sign, lpsctl component publish): the highest
+version whose rollout includes the node, served as the configuration's JSON
+object with its envelope in one more member, nodehotfixConfigEnvelope,
+which reference nodes ignore. A component nothing is published for, or
+none of whose configurations includes the node, is NotFound. Their
+rollouts take the releases' percentages and scopes, --deploy-env included;
+their plans are timed (stepped every --autopilot-interval once each bake
+ends) and never judged: components send no reports.
+
 Usage:
 
 	lpsd --tls-cert FILE --tls-key FILE (--admin-token-file FILE | --admin-client-ca FILE) [flags]
@@ -92,6 +103,10 @@ State:
 	--region LABEL         this instance's region, matched by rollout scopes:
 	                       a letter, then letters and digits, at most 64
 	                       (eastus, westeurope2; case is ignored)
+	--deploy-env LABEL     this instance's deploy environment (prod, staging),
+	                       matched by rollout deploy-environment scopes, as
+	                       the reference's toggle keys on the service's
+	                       environment; the same form as a region label
 
 Attestation (see internal/imds/attest):
 

@@ -21,7 +21,7 @@ import (
 const (
 	outcomeServed           = "served"            // OK: the node's pointer
 	outcomeNotFound         = "not-found"         // nothing applies to the node
-	outcomeUnknownComponent = "unknown-component" // not aksNodeController
+	outcomeUnknownComponent = "unknown-component" // a component nothing is published for
 	outcomeUnavailable      = "unavailable"       // no snapshot loaded yet
 	outcomeNoToken          = "no-token"          // authorization metadata absent or repeated
 	outcomeUnknown          = "unknown"           // verifier failed without an attest.Reason

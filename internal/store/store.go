@@ -1,6 +1,6 @@
 // Package store defines the storage contract of the live-patching service:
 // release records with their rollouts, an append-only audit log, and nodes'
-// provisioning outcome reports.
+// provisioning outcome reports, and component configurations.
 //
 // Backends live in subpackages (memstore, boltstore, etcdstore) and all pass
 // the storetest conformance suite. The service never reads a store on the
@@ -272,7 +272,8 @@ func CompareReports(a, b Report) int {
 	return cmp.Or(strings.Compare(a.VMID, b.VMID), strings.Compare(a.Boot, b.Boot))
 }
 
-// Store persists releases, the audit log, reports and canary seats.
+// Store persists releases, the audit log, reports, canary seats and
+// component configurations.
 // Implementations are safe for concurrent use.
 type Store interface {
 	// Releases returns every release (in version order) and the store-wide
@@ -359,6 +360,23 @@ type Store interface {
 	// Boot); as Reports, with an *UnreadableError beside the readable ones
 	// when some cannot be decoded. ErrClosed after Close.
 	Served(ctx context.Context) ([]Served, error)
+
+	// Configs returns every component configuration, ordered by
+	// rollout.CompareConfigs, and the revision the list reflects: it moves
+	// with every PutConfig and never goes back (a backend may share it
+	// with Releases'). Watch signals configuration changes as release
+	// changes.
+	Configs(ctx context.Context) ([]rollout.Config, int64, error)
+
+	// Config returns one component configuration and its revision.
+	// ErrNotFound if there is none.
+	Config(ctx context.Context, component string, version int64) (rollout.Config, int64, error)
+
+	// PutConfig writes c if the stored revision of (c.Component,
+	// c.Version) equals ifRev (0: must not exist yet) and appends a in
+	// the same atomic transaction, as PutRelease does; it returns c's new
+	// revision. ErrConflict if ifRev does not match.
+	PutConfig(ctx context.Context, c rollout.Config, ifRev int64, a AuditEntry) (int64, error)
 
 	// Close releases the backend's resources.
 	Close() error

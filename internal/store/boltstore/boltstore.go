@@ -42,10 +42,14 @@ const (
 	// servedBucket maps Version + "/" + VMID + "/" + Boot to a served
 	// record's stored form (storecodec).
 	servedBucket = "served"
+	// configsBucket maps a component configuration's ID
+	// (rollout.ConfigID) to its stored form (storecodec).
+	configsBucket = "configs"
 	// metaBucket holds store-wide values.
 	metaBucket = "meta"
 	// revisionKey (in metaBucket) is the store-wide revision, 8-byte big
-	// endian, incremented by every release write.
+	// endian, incremented by every release and component configuration
+	// write.
 	revisionKey = "revision"
 )
 
@@ -90,7 +94,7 @@ func Open(path string) (*Store, error) {
 	}
 	s := &Store{db: db}
 	err = s.update(func(tx *bolt.Tx) error {
-		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket} {
+		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
