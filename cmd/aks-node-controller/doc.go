@@ -331,7 +331,10 @@ unparsableVersion, revoked, unreadableRevocation, untrusted, busy, noPackage
 and ambiguousPackage (the repositories have none, or several revisions, of
 the version; both failures), repositoryIntegrity (a bad signature, a package
 whose digest differs from the signed index, a package without the agent, on the
-repository route; a failure, nothing staged), failed; each event also names
+repository route; a failure, nothing staged), artifactIntegrity (the
+artifact's size or sha256 is not the signed one, or the verified bytes are
+not an ELF agent of the signed version: the release is at fault, and the
+service counts it against it; a failure, nothing staged), failed; each event also names
 the route (direct, repository, package-manager, none) and the version, and
 repositoryFallback="…" says why the repository route gave way. Launcher events:
 "launcher choice=hotfix version=V reason=hotfix", "launcher choice=baked
