@@ -119,7 +119,7 @@ func (c Counts) Failures() uint64 { return c.Failed + c.Fallback + c.RefusedInte
 // Classify returns what report r says of release version, and whether it
 // is about that release at all: it ran it (HotfixVersion) or was served it
 // and did not run it (RequestedVersion).
-func Classify(r store.Report, version string) (Outcome, bool) {
+func Classify(r *store.Report, version string) (Outcome, bool) {
 	switch {
 	case r.HotfixVersion == version:
 		switch {
@@ -148,7 +148,7 @@ func Classify(r store.Report, version string) (Outcome, bool) {
 
 // baked classifies a report of the baked agent provisioning for its own
 // sake (no release requested): what a base's baseline counts.
-func baked(r store.Report) (Outcome, bool) {
+func baked(r *store.Report) (Outcome, bool) {
 	if r.HotfixVersion != "" || r.RequestedVersion != "" {
 		return 0, false
 	}
@@ -175,8 +175,9 @@ type Tally struct {
 	// with no release requested: the baseline of a base's first hotfix.
 	Control map[string]Counts `json:"control"`
 
-	now    time.Time
-	byBase map[string][]store.Report // the reports of each base's votes
+	now     time.Time
+	reports []store.Report
+	byBase  map[string][]int // indexes into reports of each base's votes
 	vmBase map[string]string
 	cohort map[string]ballot // version -> the vmIds counted for it
 }
@@ -187,35 +188,37 @@ type Tally struct {
 // after its plan's silent-after.
 func Of(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time) Tally {
 	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now,
-		byBase: map[string][]store.Report{}, vmBase: map[string]string{}, cohort: map[string]ballot{}}
+		reports: reports, byBase: map[string][]int{}, vmBase: map[string]string{}, cohort: map[string]ballot{}}
 	first := map[string]time.Time{}
 	for _, r := range reports {
 		if f, ok := first[r.VMID]; !ok || r.Time.Before(f) {
 			first[r.VMID], t.vmBase[r.VMID] = r.Time, r.Base
 		}
 	}
-	// One pass indexes the reports that vote: by boot, by the releases
-	// they are about (at most two: the one run, the one requested), by
-	// base; each release then reads only its own.
+	// One pass indexes the reports that vote (by position: a Report is
+	// too big to copy around): by boot, by the releases they are about (at
+	// most two: the one run, the one requested), by base; each release
+	// then reads only its own.
 	type boot struct{ vm, boot string }
-	byBoot := make(map[boot]store.Report, len(reports))
-	about := map[string][]store.Report{}
-	for _, r := range reports {
+	byBoot := make(map[boot]int, len(reports))
+	about := map[string][]int{}
+	for i := range reports {
+		r := &reports[i]
 		if !t.votes(r.VMID, r.Base) {
 			continue
 		}
-		byBoot[boot{r.VMID, r.Boot}] = r
-		t.byBase[r.Base] = append(t.byBase[r.Base], r)
+		byBoot[boot{r.VMID, r.Boot}] = i
+		t.byBase[r.Base] = append(t.byBase[r.Base], i)
 		if r.HotfixVersion != "" {
-			about[r.HotfixVersion] = append(about[r.HotfixVersion], r)
+			about[r.HotfixVersion] = append(about[r.HotfixVersion], i)
 		}
 		if r.RequestedVersion != "" && r.RequestedVersion != r.HotfixVersion {
-			about[r.RequestedVersion] = append(about[r.RequestedVersion], r)
+			about[r.RequestedVersion] = append(about[r.RequestedVersion], i)
 		}
 	}
-	servedOf := map[string][]store.Served{}
-	for _, s := range served {
-		servedOf[s.Version] = append(servedOf[s.Version], s)
+	servedOf := map[string][]int{}
+	for i := range served {
+		servedOf[served[i].Version] = append(servedOf[served[i].Version], i)
 	}
 	for _, rel := range rels {
 		since := rel.Rollout.EvidenceSince
@@ -224,11 +227,16 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 			after = p.SilenceDeadline()
 		}
 		worst := ballot{}
-		for _, s := range servedOf[rel.Version] {
+		for _, j := range servedOf[rel.Version] {
+			s := &served[j]
 			if s.Time.Before(since) || !t.votes(s.VMID, s.Base) {
 				continue
 			}
-			r, ok := byBoot[boot{s.VMID, s.Boot}]
+			i, ok := byBoot[boot{s.VMID, s.Boot}]
+			var r *store.Report
+			if ok {
+				r = &reports[i]
+			}
 			switch {
 			case ok && !r.Time.Before(s.Time.Add(-clockSlack)):
 				o, about := Classify(r, rel.Version)
@@ -242,7 +250,8 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 				worst.cast(s.VMID, Pending)
 			}
 		}
-		for _, r := range about[rel.Version] {
+		for _, i := range about[rel.Version] {
+			r := &reports[i]
 			if r.Time.Before(since) {
 				continue
 			}
@@ -254,10 +263,10 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 		t.cohort[rel.Version] = worst
 	}
 	control := ballot{}
-	for _, rs := range t.byBase {
-		for _, r := range rs {
-			if o, ok := baked(r); ok {
-				control.cast(r.VMID, o)
+	for _, is := range t.byBase {
+		for _, i := range is {
+			if o, ok := baked(&reports[i]); ok {
+				control.cast(reports[i].VMID, o)
 			}
 		}
 	}
@@ -355,7 +364,8 @@ func (t Tally) Baseline(rels []rollout.Release, rel rollout.Release, need uint64
 func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) Counts {
 	out := t.cohort[rel.Version]
 	worst := ballot{}
-	for _, r := range t.byBase[rel.Base] {
+	for _, i := range t.byBase[rel.Base] {
+		r := &t.reports[i]
 		if _, counted := out[r.VMID]; counted || r.Time.Before(from) {
 			continue
 		}

@@ -59,7 +59,7 @@ func TestClassify(t *testing.T) {
 		{"another release", ran("a", "1", v2, 0), 0, false},
 		{"baked, nothing requested", ran("a", "1", "", 0), 0, false},
 	} {
-		o, about := Classify(tt.r, v1)
+		o, about := Classify(&tt.r, v1)
 		if about != tt.about || (about && o != tt.want) {
 			t.Errorf("%s: Classify = %v, %v; want %v, %v", tt.name, o, about, tt.want, tt.about)
 		}
@@ -229,5 +229,28 @@ func TestBaseline(t *testing.T) {
 	baked := []store.Report{recent(ran("x", "1", "", 0)), recent(ran("y", "1", "", 1)), recent(refused("z", "1", v1, "untrusted", "untrusted"))}
 	if b := Of(first, baked, nil, now).Baseline(first, first[0], 1); b.Incumbent != IncumbentBaked || b.Counts != (Counts{OK: 1, Failed: 1}) {
 		t.Errorf("first hotfix's Baseline = %+v, want the two baked nodes that requested nothing", b)
+	}
+}
+
+// BenchmarkOf measures a look's counting as history grows: n reports and
+// as many served records, over 4 releases of one base. The store's reads
+// are not in it (bench/ has those).
+func BenchmarkOf(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			rels := []rollout.Release{rel(v1, rollout.Complete), rel(v2, rollout.Rolling), rel("202604.01.3", rollout.Rolling), rel("202604.01.4", rollout.Draft)}
+			reports := make([]store.Report, n)
+			served := make([]store.Served, n)
+			for i := range reports {
+				vm, v := fmt.Sprintf("vm-%07d", i), rels[i%3].Version
+				reports[i] = ran(vm, "1", v, i%50/49)
+				served[i] = store.Served{Version: v, VMID: vm, Boot: "1", Base: base, Time: t0}
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				t := Of(rels, reports, served, t0.Add(time.Hour))
+				_ = t.Baseline(rels, rels[1], 100)
+			}
+		})
 	}
 }
