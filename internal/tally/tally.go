@@ -178,8 +178,8 @@ type Tally struct {
 	now     time.Time
 	reports []store.Report
 	byBase  map[string][]int // indexes into reports of each base's votes
-	vmBase map[string]string
-	cohort map[string]ballot // version -> the vmIds counted for it
+	vmBase  map[string]string
+	cohort  map[string]ballot // version -> the vmIds counted for it
 }
 
 // Of counts the evidence for rels at now: their served records and the
