@@ -275,10 +275,19 @@ func TestIntegrationStagingCrashLoop(t *testing.T) {
 	window := full * 5 / 4
 	t.Logf("uninterrupted run takes %v; kill delays are uniform in [0, %v); seed %d", full, window, seed)
 
-	const kills = 100
+	// At least 100 kills; on a machine busy enough that the runs under
+	// test are slower than the sizing ones, the window widens every 100
+	// kills that missed one side of the rename, up to 400 kills.
+	const minKills, maxKills = 100, 400
 	states := map[string]int{}
 	leftTemps := 0
-	for i := range kills {
+	kills := 0
+	for i := 0; i < maxKills && (i < minKills || states["new"] == 0 || leftTemps == 0); i++ {
+		if i > 0 && i%minKills == 0 {
+			window *= 2
+			t.Logf("after %d kills one side of the rename was never hit (states %v, %d with temps): window now %v", i, states, leftTemps, window)
+		}
+		kills++
 		before := "absent"
 		if i%2 == 0 {
 			before = "old"
