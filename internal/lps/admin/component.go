@@ -127,22 +127,13 @@ func (s *Server) changeConfig(ctx context.Context, actor, action, id string, ifR
 	}
 	now := s.now()
 	next.UpdatedAt = now
-	before, err := json.Marshal(cur)
-	if err != nil {
-		return nil, false, s.internal("encode component config", err)
-	}
-	after, err := json.Marshal(next)
-	if err != nil {
-		return nil, false, s.internal("encode component config", err)
-	}
-	newRev, err := s.store.PutConfig(ctx, next, rev, store.AuditEntry{
-		Time: now, Actor: actor, Action: action, Target: id, Before: before, After: after, Reason: reason,
+	newRev, err := s.write(ctx, "component config", cur, next, rev, store.AuditEntry{
+		Time: now, Actor: actor, Action: action, Target: id, Reason: reason,
+	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
+		return s.store.PutConfig(ctx, next, rev, e)
 	})
-	if errors.Is(err, store.ErrConflict) {
-		return nil, false, conflict(id, rev)
-	}
 	if err != nil {
-		return nil, false, s.storeError(action+" "+id, err)
+		return nil, false, err
 	}
 	s.log.Info("component config changed", "action", action, "config", id, "actor", actor, "revision", newRev,
 		"state", next.Rollout.State, "percent", next.Rollout.Percent, "revoked", next.Revoked)

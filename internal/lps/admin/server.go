@@ -677,26 +677,38 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 	}
 	now := s.now()
 	next.UpdatedAt = now
-	before, err := json.Marshal(cur)
-	if err != nil {
-		return nil, false, s.internal("encode release", err)
-	}
-	after, err := json.Marshal(next)
-	if err != nil {
-		return nil, false, s.internal("encode release", err)
-	}
-	newRev, err := s.store.PutRelease(ctx, next, rev, store.AuditEntry{
-		Time: now, Actor: actor, Action: action, Target: version, Before: before, After: after, Reason: reason,
+	newRev, err := s.write(ctx, "release", cur, next, rev, store.AuditEntry{
+		Time: now, Actor: actor, Action: action, Target: version, Reason: reason,
+	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
+		return s.store.PutRelease(ctx, next, rev, e)
 	})
-	if errors.Is(err, store.ErrConflict) {
-		return nil, false, conflict(version, rev)
-	}
 	if err != nil {
-		return nil, false, s.storeError(action+" "+version, err)
+		return nil, false, err
 	}
 	s.log.Info("release changed", "action", action, "version", version, "actor", actor, "revision", newRev,
 		"state", next.Rollout.State, "percent", next.Rollout.Percent, "revoked", next.Revoked)
 	return toProto(next, newRev), false, nil
+}
+
+// write ends a read-modify-write of change or changeConfig: it puts next,
+// read as cur at revision rev, with e as its audit entry (cur and next
+// its before and after). A lost compare-and-swap is Aborted.
+func (s *Server) write(ctx context.Context, what string, cur, next any, rev int64, e store.AuditEntry, put func(context.Context, store.AuditEntry) (int64, error)) (int64, error) {
+	var err error
+	if e.Before, err = json.Marshal(cur); err != nil {
+		return 0, s.internal("encode "+what, err)
+	}
+	if e.After, err = json.Marshal(next); err != nil {
+		return 0, s.internal("encode "+what, err)
+	}
+	newRev, err := put(ctx, e)
+	if errors.Is(err, store.ErrConflict) {
+		return 0, conflict(e.Target, rev)
+	}
+	if err != nil {
+		return 0, s.storeError(e.Action+" "+e.Target, err)
+	}
+	return newRev, nil
 }
 
 // current reads version's record for a change, as an RPC error: NotFound,
