@@ -45,11 +45,6 @@ type configJSON struct {
 }
 
 func toConfigJSON(c *adminv1.ComponentConfig) configJSON {
-	var notAfter *time.Time
-	if c.GetNotAfter() != nil {
-		t := c.GetNotAfter().AsTime()
-		notAfter = &t
-	}
 	cfg := json.RawMessage("null")
 	if s := c.GetConfigJson(); s != "" && json.Valid([]byte(s)) {
 		cfg = json.RawMessage(s)
@@ -65,8 +60,8 @@ func toConfigJSON(c *adminv1.ComponentConfig) configJSON {
 		Regions:       nonNil(ro.GetRegions()),
 		DeployEnvs:    nonNil(ro.GetDeployEnvs()),
 		Revoked:       c.GetRevoked(),
-		NotAfter:      notAfter,
-		Expired:       notAfter == nil || !time.Now().Before(*notAfter),
+		NotAfter:      timeOrNil(c.GetNotAfter()),
+		Expired:       expired(c),
 		PublishedAt:   c.GetPublishedAt().AsTime(),
 		UpdatedAt:     c.GetUpdatedAt().AsTime(),
 		Revision:      c.GetRevision(),
@@ -83,10 +78,7 @@ func printConfig(w io.Writer, o *outputFlags, c *adminv1.ComponentConfig, alread
 		doc.Unchanged = already != ""
 		return o.write(w, doc)
 	}
-	id := quote.Text(rollout.ConfigID(c.GetComponent(), c.GetVersion()))
-	if already != "" {
-		fmt.Fprintf(w, "%s is already %s; nothing changed (nothing recorded in the audit log)\n", id, already)
-	}
+	printAlready(w, quote.Text(rollout.ConfigID(c.GetComponent(), c.GetVersion())), already)
 	_, err := fmt.Fprintln(w, configLine(c))
 	return err
 }
@@ -103,23 +95,7 @@ func configLine(c *adminv1.ComponentConfig) string {
 	if c.GetRevoked() {
 		line += ", REVOKED"
 	}
-	switch na := c.GetNotAfter(); {
-	case na == nil:
-		line += ", EXPIRED"
-	case !time.Now().Before(na.AsTime()):
-		line += ", EXPIRED " + formatTime(na.AsTime())
-	default:
-		line += ", not after " + formatTime(na.AsTime())
-	}
-	return line
-}
-
-// unchangedConfigAs is unchangedAs for a component configuration.
-func unchangedConfigAs(unchanged bool, c *adminv1.ComponentConfig) string {
-	if !unchanged {
-		return ""
-	}
-	return quote.Text(c.GetRollout().GetState())
+	return line + ", " + expiryText(c)
 }
 
 func newComponentGroup(e *env) *cobra.Command {
