@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/duration"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
@@ -168,28 +167,16 @@ func componentSign(ctx context.Context, o componentSignOpts, e *env) error {
 	if err := cc.Validate(); err != nil {
 		return usagef("--config %s: %v", o.config, err)
 	}
-	keyPEM, err := capfile.Read(o.key, maxKeyFileSize)
+	priv, err := readPrivateKey(o.key)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	priv, err := release.ParsePrivateKey(keyPEM)
-	if err != nil {
-		return fmt.Errorf("--key %s: %w", o.key, err)
+		return err
 	}
 	env, err := release.SignComponent(cc, priv)
 	if err != nil {
 		return err
 	}
-	env = append(env, '\n')
-	if err := ctx.Err(); err != nil {
+	if err := writeEnvelope(ctx, e.stdout, o.out, env); err != nil || o.out == "-" {
 		return err
-	}
-	if o.out == "-" {
-		_, err := e.stdout.Write(env)
-		return err
-	}
-	if err := atomicfile.WriteFile(o.out, env, 0o644); err != nil {
-		return fmt.Errorf("--out: %w", err)
 	}
 	keyID := release.KeyID(priv.Public().(ed25519.PublicKey))
 	id := rollout.ConfigID(cc.Component, cc.Version)
@@ -223,16 +210,16 @@ refused (exit 6): sign the change as a new version.`,
 			if err := required(cmd, "envelope"); err != nil {
 				return err
 			}
-			data, err := capfile.Read(envelope, release.MaxComponentEnvelopeSize+1024)
-			if err != nil {
-				return fmt.Errorf("--envelope: %w", err)
-			}
-			if _, err := release.InspectComponent(data); err != nil {
+			data, err := readEnvelope(envelope, release.MaxComponentEnvelopeSize, func(data []byte) error {
+				_, err := release.InspectComponent(data)
 				var ve *release.VerifyError
 				if errors.As(err, &ve) && ve.Reason == release.ReasonWrongType {
-					return fmt.Errorf("--envelope %s: %w (a release envelope goes to lpsctl release publish)", envelope, err)
+					return fmt.Errorf("%w (a release envelope goes to lpsctl release publish)", err)
 				}
-				return fmt.Errorf("--envelope %s: %w", envelope, err)
+				return err
+			})
+			if err != nil {
+				return err
 			}
 			var resp *adminv1.PublishComponentConfigResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
@@ -242,11 +229,7 @@ refused (exit 6): sign the change as a new version.`,
 			if err != nil {
 				return err
 			}
-			already := ""
-			if resp.GetUnchanged() {
-				already = "published with this envelope"
-			}
-			return printConfig(e.stdout, &c.out, resp.GetComponentConfig(), already)
+			return printConfig(e.stdout, &c.out, resp.GetComponentConfig(), publishedAs(resp.GetUnchanged()))
 		},
 	}
 	cmd.Flags().StringVar(&envelope, "envelope", "", "signed envelope `file` (from component sign)")
