@@ -262,12 +262,7 @@ func (s *Store) Release(ctx context.Context, version string) (rollout.Release, i
 		r   rollout.Release
 		rev int64
 	)
-	err := s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket([]byte(releasesBucket)).Get([]byte(version))
-		if v == nil {
-			return store.ErrNotFound
-		}
-		var err error
+	err := s.get(releasesBucket, version, func(v []byte) (err error) {
 		r, rev, err = storecodec.DecodeRelease(v)
 		return err
 	})
@@ -275,6 +270,18 @@ func (s *Store) Release(ctx context.Context, version string) (rollout.Release, i
 		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, mapErr(err))
 	}
 	return r, rev, nil
+}
+
+// get decodes the value under key in bucket: ErrNotFound when there is
+// none. Release and Config share it.
+func (s *Store) get(bucket, key string, decode func([]byte) error) error {
+	return s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket([]byte(bucket)).Get([]byte(key))
+		if v == nil {
+			return store.ErrNotFound
+		}
+		return decode(v)
+	})
 }
 
 // PutRelease implements store.Store.

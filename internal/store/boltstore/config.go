@@ -44,12 +44,7 @@ func (s *Store) Config(ctx context.Context, component string, version int64) (ro
 		c   rollout.Config
 		rev int64
 	)
-	err := s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket([]byte(configsBucket)).Get([]byte(id))
-		if v == nil {
-			return store.ErrNotFound
-		}
-		var err error
+	err := s.get(configsBucket, id, func(v []byte) (err error) {
 		c, rev, err = storecodec.DecodeConfig(v)
 		return err
 	})

@@ -30,12 +30,9 @@ func (s *Store) Config(ctx context.Context, component string, version int64) (ro
 	id := rollout.ConfigID(component, version)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return rollout.Config{}, 0, fmt.Errorf("read component config %q: %w", id, store.ErrClosed)
-	}
-	e, ok := s.configs[id]
-	if !ok {
-		return rollout.Config{}, 0, fmt.Errorf("read component config %q: %w", id, store.ErrNotFound)
+	e, err := get(s, s.configs, id)
+	if err != nil {
+		return rollout.Config{}, 0, fmt.Errorf("read component config %q: %w", id, err)
 	}
 	return cloneConfig(e.v), e.rev, nil
 }

@@ -81,14 +81,25 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 func (s *Store) Release(ctx context.Context, version string) (rollout.Release, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrClosed)
-	}
-	e, ok := s.releases[version]
-	if !ok {
-		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrNotFound)
+	e, err := get(s, s.releases, version)
+	if err != nil {
+		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, err)
 	}
 	return cloneRelease(e.v), e.rev, nil
+}
+
+// get returns the entry under key in records: ErrNotFound when there is
+// none, ErrClosed after Close. Release and Config share it; the caller
+// holds s.mu.
+func get[T any](s *Store, records map[string]entry[T], key string) (entry[T], error) {
+	if s.closed {
+		return entry[T]{}, store.ErrClosed
+	}
+	e, ok := records[key]
+	if !ok {
+		return entry[T]{}, store.ErrNotFound
+	}
+	return e, nil
 }
 
 // PutRelease implements store.Store.
