@@ -3,7 +3,6 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -14,14 +13,10 @@ import (
 func (s *Store) Configs(ctx context.Context) ([]rollout.Config, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, 0, fmt.Errorf("list component configs: %w", store.ErrClosed)
+	out, err := list(s, s.configs, cloneConfig, rollout.CompareConfigs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list component configs: %w", err)
 	}
-	out := make([]rollout.Config, 0, len(s.configs))
-	for _, e := range s.configs {
-		out = append(out, cloneConfig(e.v))
-	}
-	slices.SortFunc(out, rollout.CompareConfigs)
 	return out, s.rev, nil
 }
 

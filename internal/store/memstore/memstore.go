@@ -66,15 +66,26 @@ func New() *Store {
 func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, 0, fmt.Errorf("list releases: %w", store.ErrClosed)
+	out, err := list(s, s.releases, cloneRelease, rollout.Compare)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list releases: %w", err)
 	}
-	out := make([]rollout.Release, 0, len(s.releases))
-	for _, e := range s.releases {
-		out = append(out, cloneRelease(e.v))
-	}
-	slices.SortFunc(out, rollout.Compare)
 	return out, s.rev, nil
+}
+
+// list returns copies (clone) of every record in records in compare's
+// order, or ErrClosed after Close. Releases and Configs share it; the
+// caller holds s.mu.
+func list[T any](s *Store, records map[string]entry[T], clone func(T) T, compare func(a, b T) int) ([]T, error) {
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	out := make([]T, 0, len(records))
+	for _, e := range records {
+		out = append(out, clone(e.v))
+	}
+	slices.SortFunc(out, compare)
+	return out, nil
 }
 
 // Release implements store.Store.
