@@ -13,7 +13,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/duration"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
@@ -45,11 +44,6 @@ type configJSON struct {
 }
 
 func toConfigJSON(c *adminv1.ComponentConfig) configJSON {
-	var notAfter *time.Time
-	if c.GetNotAfter() != nil {
-		t := c.GetNotAfter().AsTime()
-		notAfter = &t
-	}
 	cfg := json.RawMessage("null")
 	if s := c.GetConfigJson(); s != "" && json.Valid([]byte(s)) {
 		cfg = json.RawMessage(s)
@@ -65,8 +59,8 @@ func toConfigJSON(c *adminv1.ComponentConfig) configJSON {
 		Regions:       nonNil(ro.GetRegions()),
 		DeployEnvs:    nonNil(ro.GetDeployEnvs()),
 		Revoked:       c.GetRevoked(),
-		NotAfter:      notAfter,
-		Expired:       notAfter == nil || !time.Now().Before(*notAfter),
+		NotAfter:      timeOrNil(c.GetNotAfter()),
+		Expired:       expired(c),
 		PublishedAt:   c.GetPublishedAt().AsTime(),
 		UpdatedAt:     c.GetUpdatedAt().AsTime(),
 		Revision:      c.GetRevision(),
@@ -83,10 +77,7 @@ func printConfig(w io.Writer, o *outputFlags, c *adminv1.ComponentConfig, alread
 		doc.Unchanged = already != ""
 		return o.write(w, doc)
 	}
-	id := quote.Text(rollout.ConfigID(c.GetComponent(), c.GetVersion()))
-	if already != "" {
-		fmt.Fprintf(w, "%s is already %s; nothing changed (nothing recorded in the audit log)\n", id, already)
-	}
+	printAlready(w, quote.Text(rollout.ConfigID(c.GetComponent(), c.GetVersion())), already)
 	_, err := fmt.Fprintln(w, configLine(c))
 	return err
 }
@@ -103,23 +94,7 @@ func configLine(c *adminv1.ComponentConfig) string {
 	if c.GetRevoked() {
 		line += ", REVOKED"
 	}
-	switch na := c.GetNotAfter(); {
-	case na == nil:
-		line += ", EXPIRED"
-	case !time.Now().Before(na.AsTime()):
-		line += ", EXPIRED " + formatTime(na.AsTime())
-	default:
-		line += ", not after " + formatTime(na.AsTime())
-	}
-	return line
-}
-
-// unchangedConfigAs is unchangedAs for a component configuration.
-func unchangedConfigAs(unchanged bool, c *adminv1.ComponentConfig) string {
-	if !unchanged {
-		return ""
-	}
-	return quote.Text(c.GetRollout().GetState())
+	return line + ", " + expiryText(c)
 }
 
 func newComponentGroup(e *env) *cobra.Command {
@@ -192,28 +167,16 @@ func componentSign(ctx context.Context, o componentSignOpts, e *env) error {
 	if err := cc.Validate(); err != nil {
 		return usagef("--config %s: %v", o.config, err)
 	}
-	keyPEM, err := capfile.Read(o.key, maxKeyFileSize)
+	priv, err := readPrivateKey(o.key)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	priv, err := release.ParsePrivateKey(keyPEM)
-	if err != nil {
-		return fmt.Errorf("--key %s: %w", o.key, err)
+		return err
 	}
 	env, err := release.SignComponent(cc, priv)
 	if err != nil {
 		return err
 	}
-	env = append(env, '\n')
-	if err := ctx.Err(); err != nil {
+	if err := writeEnvelope(ctx, e.stdout, o.out, env); err != nil || o.out == "-" {
 		return err
-	}
-	if o.out == "-" {
-		_, err := e.stdout.Write(env)
-		return err
-	}
-	if err := atomicfile.WriteFile(o.out, env, 0o644); err != nil {
-		return fmt.Errorf("--out: %w", err)
 	}
 	keyID := release.KeyID(priv.Public().(ed25519.PublicKey))
 	id := rollout.ConfigID(cc.Component, cc.Version)
@@ -247,16 +210,16 @@ refused (exit 6): sign the change as a new version.`,
 			if err := required(cmd, "envelope"); err != nil {
 				return err
 			}
-			data, err := capfile.Read(envelope, release.MaxComponentEnvelopeSize+1024)
-			if err != nil {
-				return fmt.Errorf("--envelope: %w", err)
-			}
-			if _, err := release.InspectComponent(data); err != nil {
+			data, err := readEnvelope(envelope, release.MaxComponentEnvelopeSize, func(data []byte) error {
+				_, err := release.InspectComponent(data)
 				var ve *release.VerifyError
 				if errors.As(err, &ve) && ve.Reason == release.ReasonWrongType {
-					return fmt.Errorf("--envelope %s: %w (a release envelope goes to lpsctl release publish)", envelope, err)
+					return fmt.Errorf("%w (a release envelope goes to lpsctl release publish)", err)
 				}
-				return fmt.Errorf("--envelope %s: %w", envelope, err)
+				return err
+			})
+			if err != nil {
+				return err
 			}
 			var resp *adminv1.PublishComponentConfigResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
@@ -266,11 +229,7 @@ refused (exit 6): sign the change as a new version.`,
 			if err != nil {
 				return err
 			}
-			already := ""
-			if resp.GetUnchanged() {
-				already = "published with this envelope"
-			}
-			return printConfig(e.stdout, &c.out, resp.GetComponentConfig(), already)
+			return printConfig(e.stdout, &c.out, resp.GetComponentConfig(), publishedAs(resp.GetUnchanged()))
 		},
 	}
 	cmd.Flags().StringVar(&envelope, "envelope", "", "signed envelope `file` (from component sign)")

@@ -195,13 +195,8 @@ func toCountsJSON(c *adminv1.Counts) *countsJSON {
 }
 
 func toReleaseJSON(r *adminv1.Release) releaseJSON {
-	var notAfter *time.Time
-	if r.GetNotAfter() != nil {
-		t := r.GetNotAfter().AsTime()
-		notAfter = &t
-	}
 	return releaseJSON{
-		NotAfter:      notAfter,
+		NotAfter:      timeOrNil(r.GetNotAfter()),
 		Expired:       expired(r),
 		Version:       r.GetVersion(),
 		Base:          r.GetBase(),
@@ -224,9 +219,10 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 	}
 }
 
-// unchangedAs returns what printRelease says a release already was when
-// unchanged, as its state shows it.
-func unchangedAs(unchanged bool, r *adminv1.Release) string {
+// unchangedAs returns what printRelease or printConfig says a release or
+// component configuration already was when unchanged, as its state shows
+// it.
+func unchangedAs(unchanged bool, r interface{ GetRollout() *adminv1.Rollout }) string {
 	if !unchanged {
 		return ""
 	}
@@ -249,9 +245,7 @@ func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release, already strin
 		doc.Unchanged = already != ""
 		return o.write(w, doc)
 	}
-	if already != "" {
-		fmt.Fprintf(w, "%s is already %s; nothing changed (nothing recorded in the audit log)\n", quote.Text(r.GetVersion()), already)
-	}
+	printAlready(w, quote.Text(r.GetVersion()), already)
 	ro := r.GetRollout()
 	line := fmt.Sprintf("%s (base %s): %s at %d%%, subscriptions %s, regions %s, revision %d",
 		quote.Text(r.GetVersion()), quote.Text(r.GetBase()), quote.Text(ro.GetState()), ro.GetPercent(), scope(ro.GetSubscriptions()), scope(ro.GetRegions()), r.GetRevision())
@@ -269,6 +263,14 @@ func printRelease(w io.Writer, o *outputFlags, r *adminv1.Release, already strin
 	return err
 }
 
+// printAlready says, when already is not empty, that the change to what
+// id names was in effect as already: nothing was written or audited.
+func printAlready(w io.Writer, id, already string) {
+	if already != "" {
+		fmt.Fprintf(w, "%s is already %s; nothing changed (nothing recorded in the audit log)\n", id, already)
+	}
+}
+
 // scope is a scope list for text output, quoted as it comes from the
 // service.
 func scope(ids []string) string {
@@ -282,15 +284,21 @@ func scope(ids []string) string {
 	return strings.Join(q, ",")
 }
 
+// expiring is a release or a component configuration: what carries a
+// signed expiry.
+type expiring interface {
+	GetNotAfter() *timestamppb.Timestamp
+}
+
 // expired reports whether r's envelope has expired (or has no readable
 // expiry, which lpsd treats alike).
-func expired(r *adminv1.Release) bool {
+func expired(r expiring) bool {
 	return r.GetNotAfter() == nil || !time.Now().Before(r.GetNotAfter().AsTime())
 }
 
 // expiryText is r's expiry for text output: "not after T", or
 // "EXPIRED T".
-func expiryText(r *adminv1.Release) string {
+func expiryText(r expiring) string {
 	if expired(r) {
 		return notAfterCell(r)
 	}
@@ -299,7 +307,7 @@ func expiryText(r *adminv1.Release) string {
 
 // notAfterCell is r's expiry in a table: the time, marked when it has
 // passed.
-func notAfterCell(r *adminv1.Release) string {
+func notAfterCell(r expiring) string {
 	switch {
 	case r.GetNotAfter() == nil:
 		return "EXPIRED"

@@ -27,14 +27,12 @@ published version is refused (exit 6): sign the change as a new patch.`,
 			if err := required(cmd, "envelope"); err != nil {
 				return err
 			}
-			// Room for the trailing newline release sign writes, and a little more.
-			data, err := capfile.Read(envelope, release.MaxEnvelopeSize+1024)
+			data, err := readEnvelope(envelope, release.MaxEnvelopeSize, func(data []byte) error {
+				_, err := release.Inspect(data)
+				return err
+			})
 			if err != nil {
-				return fmt.Errorf("--envelope: %w", err)
-			}
-			// Catch a wrong or damaged file here, naming it, before the server does.
-			if _, err := release.Inspect(data); err != nil {
-				return fmt.Errorf("--envelope %s: %w", envelope, err)
+				return err
 			}
 			var resp *adminv1.PublishReleaseResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
@@ -44,15 +42,35 @@ published version is refused (exit 6): sign the change as a new patch.`,
 			if err != nil {
 				return err
 			}
-			already := ""
-			if resp.GetUnchanged() {
-				already = "published with this envelope"
-			}
-			return printRelease(e.stdout, &c.out, resp.GetRelease(), already)
+			return printRelease(e.stdout, &c.out, resp.GetRelease(), publishedAs(resp.GetUnchanged()))
 		},
 	}
 	cmd.Flags().StringVar(&envelope, "envelope", "", "signed envelope `file` (from release sign)")
 	c.registerChange(cmd)
 	cmd.ValidArgsFunction = cobra.NoFileCompletions
 	return cmd
+}
+
+// readEnvelope reads the signed envelope --envelope names, at most limit
+// bytes of it and a little more for the trailing newline sign writes, and
+// checks it with inspect: a wrong or damaged file is caught here, named,
+// before the server refuses it.
+func readEnvelope(path string, limit int64, inspect func([]byte) error) ([]byte, error) {
+	data, err := capfile.Read(path, limit+1024)
+	if err != nil {
+		return nil, fmt.Errorf("--envelope: %w", err)
+	}
+	if err := inspect(data); err != nil {
+		return nil, fmt.Errorf("--envelope %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// publishedAs is what a publish says the release or configuration already
+// was when unchanged: a retried publish of the same envelope.
+func publishedAs(unchanged bool) string {
+	if unchanged {
+		return "published with this envelope"
+	}
+	return ""
 }

@@ -75,7 +75,7 @@ rollout works the same way.`,
 				return err
 			}
 			if cc := resp.GetComponentConfig(); cc != nil {
-				return printConfig(e.stdout, &c.out, cc, unchangedConfigAs(resp.GetUnchanged(), cc))
+				return printConfig(e.stdout, &c.out, cc, unchangedAs(resp.GetUnchanged(), cc))
 			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease(), unchangedAs(resp.GetUnchanged(), resp.GetRelease()))
 		},
@@ -125,7 +125,7 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 				return err
 			}
 			if cc := resp.GetComponentConfig(); cc != nil {
-				return printConfig(e.stdout, &c.out, cc, unchangedConfigAs(resp.GetUnchanged(), cc))
+				return printConfig(e.stdout, &c.out, cc, unchangedAs(resp.GetUnchanged(), cc))
 			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease(), unchangedAs(resp.GetUnchanged(), resp.GetRelease()))
 		},

@@ -130,13 +130,9 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 		return usagef("%v", err)
 	}
 
-	keyPEM, err := capfile.Read(o.key, maxKeyFileSize)
+	priv, err := readPrivateKey(o.key)
 	if err != nil {
-		return fmt.Errorf("--key: %w", err)
-	}
-	priv, err := release.ParsePrivateKey(keyPEM)
-	if err != nil {
-		return fmt.Errorf("--key %s: %w", o.key, err)
+		return err
 	}
 	for _, a := range o.artifacts {
 		sum, size, err := digest(ctx, a.path)
@@ -156,16 +152,8 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 	if err != nil {
 		return err
 	}
-	env = append(env, '\n')
-	if err := ctx.Err(); err != nil {
-		return err // interrupted: write nothing
-	}
-	if o.out == "-" {
-		_, err := e.stdout.Write(env)
+	if err := writeEnvelope(ctx, e.stdout, o.out, env); err != nil || o.out == "-" {
 		return err
-	}
-	if err := atomicfile.WriteFile(o.out, env, 0o644); err != nil {
-		return fmt.Errorf("--out: %w", err)
 	}
 
 	keyID := release.KeyID(priv.Public().(ed25519.PublicKey))
@@ -185,6 +173,37 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 		fmt.Fprintf(e.stdout, "  %s  %d bytes  sha256 %s  %s\n", a.platform, art.Size, art.SHA256, art.URL)
 	}
 	fmt.Fprintf(e.stdout, "wrote %s\n", o.out)
+	return nil
+}
+
+// readPrivateKey reads the release private key --key names.
+func readPrivateKey(path string) (ed25519.PrivateKey, error) {
+	keyPEM, err := capfile.Read(path, maxKeyFileSize)
+	if err != nil {
+		return nil, fmt.Errorf("--key: %w", err)
+	}
+	priv, err := release.ParsePrivateKey(keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("--key %s: %w", path, err)
+	}
+	return priv, nil
+}
+
+// writeEnvelope writes a signed envelope, with a final newline, to --out:
+// atomically to the file out (mode 0644), or to stdout for "-". An
+// interrupted sign writes nothing.
+func writeEnvelope(ctx context.Context, stdout io.Writer, out string, env []byte) error {
+	env = append(env, '\n')
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if out == "-" {
+		_, err := stdout.Write(env)
+		return err
+	}
+	if err := atomicfile.WriteFile(out, env, 0o644); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
 	return nil
 }
 

@@ -215,23 +215,11 @@ func InspectComponent(envelope []byte) (ComponentConfig, error) {
 }
 
 func parseComponent(data []byte) (ComponentConfig, error) {
-	fields, err := jsonobj.Members(data)
+	fields, err := payloadFields(data, componentType)
 	if err != nil {
-		return ComponentConfig{}, verifyErr(ReasonMalformed, fmt.Errorf("decode payload: %w", err))
+		return ComponentConfig{}, err
 	}
-	m := make(map[string]json.RawMessage, len(fields))
-	for _, f := range fields {
-		m[f.Key] = f.Value
-	}
-	var typ string
-	var schema int
-	if err := cmp.Or(decodeValue(m, keyType, &typ), decodeValue(m, keySchema, &schema)); err != nil {
-		return ComponentConfig{}, verifyErr(ReasonWrongType, fmt.Errorf("decode payload: %w", err))
-	}
-	if typ != componentType || schema != schemaVersion {
-		return ComponentConfig{}, verifyErr(ReasonWrongType, fmt.Errorf("payload is type %q schema %d, want %q schema %d", typ, schema, componentType, schemaVersion))
-	}
-	m, err = requireKeys(fields, keySchema, keyType, keyComponent, keyVersion, keyConfig, keyNotAfter)
+	m, err := requireKeys(fields, keySchema, keyType, keyComponent, keyVersion, keyConfig, keyNotAfter)
 	if err != nil {
 		return ComponentConfig{}, verifyErr(ReasonMalformed, fmt.Errorf("decode payload: %w", err))
 	}

@@ -136,23 +136,9 @@ func decodeSignature(data []byte) (signature, error) {
 // ReasonMalformed, ReasonWrongType (another document type or schema) or
 // ReasonInvalid.
 func parseRelease(data []byte) (Release, error) {
-	fields, err := jsonobj.Members(data)
+	fields, err := payloadFields(data, releaseType)
 	if err != nil {
-		return Release{}, verifyErr(ReasonMalformed, fmt.Errorf("decode payload: %w", err))
-	}
-	m := make(map[string]json.RawMessage, len(fields))
-	for _, f := range fields {
-		m[f.Key] = f.Value
-	}
-	// The type is checked before the shape so that a signed document of
-	// another kind reports as such, not as a malformed release.
-	var typ string
-	var schema int
-	if err := cmp.Or(decodeValue(m, keyType, &typ), decodeValue(m, keySchema, &schema)); err != nil {
-		return Release{}, verifyErr(ReasonWrongType, fmt.Errorf("decode payload: %w", err))
-	}
-	if typ != releaseType || schema != schemaVersion {
-		return Release{}, verifyErr(ReasonWrongType, fmt.Errorf("payload is type %q schema %d, want %q schema %d", typ, schema, releaseType, schemaVersion))
+		return Release{}, err
 	}
 	r, err := decodeRelease(fields)
 	if err != nil {
@@ -162,6 +148,31 @@ func parseRelease(data []byte) (Release, error) {
 		return Release{}, verifyErr(ReasonInvalid, err)
 	}
 	return r, nil
+}
+
+// payloadFields returns the members of a payload of document type
+// wantType: a *VerifyError with ReasonMalformed when data is not a JSON
+// object, ReasonWrongType for another type or schema. The type is checked
+// before the shape so that a signed document of another kind reports as
+// such, not as a malformed one.
+func payloadFields(data []byte, wantType string) ([]jsonobj.Member, error) {
+	fields, err := jsonobj.Members(data)
+	if err != nil {
+		return nil, verifyErr(ReasonMalformed, fmt.Errorf("decode payload: %w", err))
+	}
+	m := make(map[string]json.RawMessage, len(fields))
+	for _, f := range fields {
+		m[f.Key] = f.Value
+	}
+	var typ string
+	var schema int
+	if err := cmp.Or(decodeValue(m, keyType, &typ), decodeValue(m, keySchema, &schema)); err != nil {
+		return nil, verifyErr(ReasonWrongType, fmt.Errorf("decode payload: %w", err))
+	}
+	if typ != wantType || schema != schemaVersion {
+		return nil, verifyErr(ReasonWrongType, fmt.Errorf("payload is type %q schema %d, want %q schema %d", typ, schema, wantType, schemaVersion))
+	}
+	return fields, nil
 }
 
 func decodeRelease(fields []jsonobj.Member) (Release, error) {

@@ -72,27 +72,7 @@ func (c Config) Validate() error {
 	if c.Rollout.Plan != nil && !c.Rollout.Plan.Timed {
 		return fmt.Errorf("component config %s: a plan judged on reports; a component's plans are timed", c.ID())
 	}
-	if err := c.view().validateRollout(); err != nil {
-		return err
-	}
-	return nil
-}
-
-// validateRollout checks the rollout's invariants, as Validate does for a
-// release.
-func (r Release) validateRollout() error {
-	if !r.Rollout.State.Valid() {
-		return fmt.Errorf("%s: unknown rollout state %q", r.Version, r.Rollout.State)
-	}
-	if r.Rollout.Percent < 0 || r.Rollout.Percent > 100 {
-		return fmt.Errorf("%s: percent %d out of range 0..100", r.Version, r.Rollout.Percent)
-	}
-	if r.Rollout.Plan != nil {
-		if err := r.Rollout.Plan.Validate(); err != nil {
-			return fmt.Errorf("%s: %w", r.Version, err)
-		}
-	}
-	return nil
+	return c.Rollout.validate(c.ID())
 }
 
 // view returns c as a release record named by its ID, so that one

@@ -187,15 +187,21 @@ func (r Release) Validate() error {
 	if len(r.Envelope) == 0 {
 		return fmt.Errorf("release %s: no signed envelope", r.Version)
 	}
-	if !r.Rollout.State.Valid() {
-		return fmt.Errorf("release %s: unknown rollout state %q", r.Version, r.Rollout.State)
+	return r.Rollout.validate("release " + r.Version)
+}
+
+// validate checks ro's invariants, for the record name names in its
+// errors: the checks a release and a component configuration share.
+func (ro Rollout) validate(name string) error {
+	if !ro.State.Valid() {
+		return fmt.Errorf("%s: unknown rollout state %q", name, ro.State)
 	}
-	if r.Rollout.Percent < 0 || r.Rollout.Percent > 100 {
-		return fmt.Errorf("release %s: percent %d out of range 0..100", r.Version, r.Rollout.Percent)
+	if ro.Percent < 0 || ro.Percent > 100 {
+		return fmt.Errorf("%s: percent %d out of range 0..100", name, ro.Percent)
 	}
-	if r.Rollout.Plan != nil {
-		if err := r.Rollout.Plan.Validate(); err != nil {
-			return fmt.Errorf("release %s: %w", r.Version, err)
+	if ro.Plan != nil {
+		if err := ro.Plan.Validate(); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	return nil

@@ -65,22 +65,21 @@ func (s *Server) PublishComponentConfig(ctx context.Context, req *adminv1.Publis
 	if body, err := c.Served(); err != nil || len(body) > lps.ServedBudget {
 		return nil, status.Errorf(codes.FailedPrecondition, "%s would be served as %d bytes, over the %d bytes lpsd serves: make the configuration smaller", c.ID(), len(body), lps.ServedBudget)
 	}
-	after, err := json.Marshal(c)
+	var cur rollout.Config
+	rev, same, err := s.publish(ctx, "component config", c, c.Envelope, store.AuditEntry{
+		Time: now, Actor: actor, Action: ActionPublish, Target: c.ID(), Reason: req.GetReason(),
+	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
+		return s.store.PutConfig(ctx, c, 0, e)
+	}, func(ctx context.Context) (json.RawMessage, int64, error) {
+		got, rev, err := s.store.Config(ctx, c.Component, c.Version)
+		cur = got
+		return got.Envelope, rev, err
+	}, "a version is published once; sign the change as a new version")
 	if err != nil {
-		return nil, s.internal("encode component config", err)
+		return nil, err
 	}
-	rev, err := s.store.PutConfig(ctx, c, 0, store.AuditEntry{
-		Time: now, Actor: actor, Action: ActionPublish, Target: c.ID(), After: after, Reason: req.GetReason(),
-	})
-	if errors.Is(err, store.ErrConflict) {
-		cur, curRev, rerr := s.store.Config(ctx, c.Component, c.Version)
-		if rerr == nil && bytes.Equal(cur.Envelope, c.Envelope) {
-			return &adminv1.PublishComponentConfigResponse{ComponentConfig: configProto(cur, curRev), Unchanged: true}, nil
-		}
-		return nil, status.Errorf(codes.AlreadyExists, "a different envelope is already published as %s: a version is published once; sign the change as a new version", c.ID())
-	}
-	if err != nil {
-		return nil, s.storeError("publish "+c.ID(), err)
+	if same {
+		return &adminv1.PublishComponentConfigResponse{ComponentConfig: configProto(cur, rev), Unchanged: true}, nil
 	}
 	s.log.Info("component config published", "config", c.ID(), "actor", actor, "revision", rev)
 	return &adminv1.PublishComponentConfigResponse{ComponentConfig: configProto(c, rev)}, nil
@@ -127,22 +126,13 @@ func (s *Server) changeConfig(ctx context.Context, actor, action, id string, ifR
 	}
 	now := s.now()
 	next.UpdatedAt = now
-	before, err := json.Marshal(cur)
-	if err != nil {
-		return nil, false, s.internal("encode component config", err)
-	}
-	after, err := json.Marshal(next)
-	if err != nil {
-		return nil, false, s.internal("encode component config", err)
-	}
-	newRev, err := s.store.PutConfig(ctx, next, rev, store.AuditEntry{
-		Time: now, Actor: actor, Action: action, Target: id, Before: before, After: after, Reason: reason,
+	newRev, err := s.write(ctx, "component config", cur, next, rev, store.AuditEntry{
+		Time: now, Actor: actor, Action: action, Target: id, Reason: reason,
+	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
+		return s.store.PutConfig(ctx, next, rev, e)
 	})
-	if errors.Is(err, store.ErrConflict) {
-		return nil, false, conflict(id, rev)
-	}
 	if err != nil {
-		return nil, false, s.storeError(action+" "+id, err)
+		return nil, false, err
 	}
 	s.log.Info("component config changed", "action", action, "config", id, "actor", actor, "revision", newRev,
 		"state", next.Rollout.State, "percent", next.Rollout.Percent, "revoked", next.Revoked)

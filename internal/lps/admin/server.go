@@ -188,27 +188,48 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	if err := s.checkBudget(ctx, r, now); err != nil {
 		return nil, err
 	}
-	after, err := json.Marshal(r)
+	var cur rollout.Release
+	rev, same, err := s.publish(ctx, "release", r, r.Envelope, store.AuditEntry{
+		Time: now, Actor: actor, Action: ActionPublish, Target: r.Version, Reason: req.GetReason(),
+	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
+		return s.store.PutRelease(ctx, r, 0, e)
+	}, func(ctx context.Context) (json.RawMessage, int64, error) {
+		got, rev, err := s.store.Release(ctx, r.Version)
+		cur = got
+		return got.Envelope, rev, err
+	}, "a version is published once; sign the change as a new patch version")
 	if err != nil {
-		return nil, s.internal("encode release", err)
+		return nil, err
 	}
-	rev, err := s.store.PutRelease(ctx, r, 0, store.AuditEntry{
-		Time: now, Actor: actor, Action: ActionPublish, Target: r.Version, After: after, Reason: req.GetReason(),
-	})
-	if errors.Is(err, store.ErrConflict) {
-		// A retried publish of the same envelope succeeds; another
-		// envelope under a published version is its own error.
-		cur, curRev, rerr := s.store.Release(ctx, r.Version)
-		if rerr == nil && bytes.Equal(cur.Envelope, r.Envelope) {
-			return &adminv1.PublishReleaseResponse{Release: toProto(cur, curRev), Unchanged: true}, nil
-		}
-		return nil, status.Errorf(codes.AlreadyExists, "a different envelope is already published as %s: a version is published once; sign the change as a new patch version", r.Version)
-	}
-	if err != nil {
-		return nil, s.storeError("publish "+r.Version, err)
+	if same {
+		return &adminv1.PublishReleaseResponse{Release: toProto(cur, rev), Unchanged: true}, nil
 	}
 	s.log.Info("release published", "version", r.Version, "actor", actor, "revision", rev)
 	return &adminv1.PublishReleaseResponse{Release: toProto(r, rev)}, nil
+}
+
+// publish writes rec, newly published, with put (compare-and-swap on
+// revision 0) and e as its audit entry, rec its after. A retried publish
+// of the same envelope env succeeds: when put conflicts and stored reads
+// a record with env, publish reports it unchanged with the stored
+// revision. Another envelope under e.Target is AlreadyExists, with hint.
+func (s *Server) publish(ctx context.Context, what string, rec any, env []byte, e store.AuditEntry, put func(context.Context, store.AuditEntry) (int64, error), stored func(context.Context) (json.RawMessage, int64, error), hint string) (int64, bool, error) {
+	var err error
+	if e.After, err = json.Marshal(rec); err != nil {
+		return 0, false, s.internal("encode "+what, err)
+	}
+	rev, err := put(ctx, e)
+	if errors.Is(err, store.ErrConflict) {
+		cur, curRev, rerr := stored(ctx)
+		if rerr == nil && bytes.Equal(cur, env) {
+			return curRev, true, nil
+		}
+		return 0, false, status.Errorf(codes.AlreadyExists, "a different envelope is already published as %s: %s", e.Target, hint)
+	}
+	if err != nil {
+		return 0, false, s.storeError("publish "+e.Target, err)
+	}
+	return rev, false, nil
 }
 
 // checkBudget refuses a release that could take a node's pointer document
@@ -677,26 +698,38 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 	}
 	now := s.now()
 	next.UpdatedAt = now
-	before, err := json.Marshal(cur)
-	if err != nil {
-		return nil, false, s.internal("encode release", err)
-	}
-	after, err := json.Marshal(next)
-	if err != nil {
-		return nil, false, s.internal("encode release", err)
-	}
-	newRev, err := s.store.PutRelease(ctx, next, rev, store.AuditEntry{
-		Time: now, Actor: actor, Action: action, Target: version, Before: before, After: after, Reason: reason,
+	newRev, err := s.write(ctx, "release", cur, next, rev, store.AuditEntry{
+		Time: now, Actor: actor, Action: action, Target: version, Reason: reason,
+	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
+		return s.store.PutRelease(ctx, next, rev, e)
 	})
-	if errors.Is(err, store.ErrConflict) {
-		return nil, false, conflict(version, rev)
-	}
 	if err != nil {
-		return nil, false, s.storeError(action+" "+version, err)
+		return nil, false, err
 	}
 	s.log.Info("release changed", "action", action, "version", version, "actor", actor, "revision", newRev,
 		"state", next.Rollout.State, "percent", next.Rollout.Percent, "revoked", next.Revoked)
 	return toProto(next, newRev), false, nil
+}
+
+// write ends a read-modify-write of change or changeConfig: it puts next,
+// read as cur at revision rev, with e as its audit entry (cur and next
+// its before and after). A lost compare-and-swap is Aborted.
+func (s *Server) write(ctx context.Context, what string, cur, next any, rev int64, e store.AuditEntry, put func(context.Context, store.AuditEntry) (int64, error)) (int64, error) {
+	var err error
+	if e.Before, err = json.Marshal(cur); err != nil {
+		return 0, s.internal("encode "+what, err)
+	}
+	if e.After, err = json.Marshal(next); err != nil {
+		return 0, s.internal("encode "+what, err)
+	}
+	newRev, err := put(ctx, e)
+	if errors.Is(err, store.ErrConflict) {
+		return 0, conflict(e.Target, rev)
+	}
+	if err != nil {
+		return 0, s.storeError(e.Action+" "+e.Target, err)
+	}
+	return newRev, nil
 }
 
 // current reads version's record for a change, as an RPC error: NotFound,

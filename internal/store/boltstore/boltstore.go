@@ -262,12 +262,7 @@ func (s *Store) Release(ctx context.Context, version string) (rollout.Release, i
 		r   rollout.Release
 		rev int64
 	)
-	err := s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket([]byte(releasesBucket)).Get([]byte(version))
-		if v == nil {
-			return store.ErrNotFound
-		}
-		var err error
+	err := s.get(releasesBucket, version, func(v []byte) (err error) {
 		r, rev, err = storecodec.DecodeRelease(v)
 		return err
 	})
@@ -275,6 +270,18 @@ func (s *Store) Release(ctx context.Context, version string) (rollout.Release, i
 		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, mapErr(err))
 	}
 	return r, rev, nil
+}
+
+// get decodes the value under key in bucket: ErrNotFound when there is
+// none. Release and Config share it.
+func (s *Store) get(bucket, key string, decode func([]byte) error) error {
+	return s.view(func(tx *bolt.Tx) error {
+		v := tx.Bucket([]byte(bucket)).Get([]byte(key))
+		if v == nil {
+			return store.ErrNotFound
+		}
+		return decode(v)
+	})
 }
 
 // PutRelease implements store.Store.
@@ -285,13 +292,29 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
 	}
+	rev, err := s.put(releasesBucket, r.Version, ifRev, a, func(v []byte) (int64, error) {
+		_, cur, err := storecodec.DecodeRelease(v)
+		return cur, err
+	}, func(rev int64) ([]byte, error) { return storecodec.EncodeRelease(r, rev) })
+	if err != nil {
+		return 0, fmt.Errorf("put release %s: %w", r.Version, mapErr(err))
+	}
+	s.hub.Notify()
+	return rev, nil
+}
+
+// put writes the record encode makes under key in bucket, in one
+// transaction with its audit entry a: compare-and-swap on the revision
+// stored (0: none) decodes from the value there, then the store-wide
+// revision moves to the record's. PutRelease and PutConfig share it.
+func (s *Store) put(bucket, key string, ifRev int64, a store.AuditEntry, stored func([]byte) (int64, error), encode func(rev int64) ([]byte, error)) (int64, error) {
 	var rev int64
 	err := s.update(func(tx *bolt.Tx) error {
-		releases := tx.Bucket([]byte(releasesBucket))
+		records := tx.Bucket([]byte(bucket))
 		var cur int64
-		if v := releases.Get([]byte(r.Version)); v != nil {
+		if v := records.Get([]byte(key)); v != nil {
 			var err error
-			if _, cur, err = storecodec.DecodeRelease(v); err != nil {
+			if cur, err = stored(v); err != nil {
 				return err
 			}
 		}
@@ -299,11 +322,11 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 			return fmt.Errorf("at revision %d (stored %d): %w", ifRev, cur, store.ErrConflict)
 		}
 		rev = revision(tx) + 1
-		rv, err := storecodec.EncodeRelease(r, rev)
+		rv, err := encode(rev)
 		if err != nil {
 			return err
 		}
-		if err := releases.Put([]byte(r.Version), rv); err != nil {
+		if err := records.Put([]byte(key), rv); err != nil {
 			return err
 		}
 		if err := tx.Bucket([]byte(metaBucket)).Put([]byte(revisionKey), uint64Key(uint64(rev))); err != nil {
@@ -321,11 +344,7 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 		}
 		return audit.Put(uint64Key(seq), av)
 	})
-	if err != nil {
-		return 0, fmt.Errorf("put release %s: %w", r.Version, mapErr(err))
-	}
-	s.hub.Notify()
-	return rev, nil
+	return rev, err
 }
 
 // Audit implements store.Store.

@@ -44,12 +44,7 @@ func (s *Store) Config(ctx context.Context, component string, version int64) (ro
 		c   rollout.Config
 		rev int64
 	)
-	err := s.view(func(tx *bolt.Tx) error {
-		v := tx.Bucket([]byte(configsBucket)).Get([]byte(id))
-		if v == nil {
-			return store.ErrNotFound
-		}
-		var err error
+	err := s.get(configsBucket, id, func(v []byte) (err error) {
 		c, rev, err = storecodec.DecodeConfig(v)
 		return err
 	})
@@ -68,42 +63,10 @@ func (s *Store) PutConfig(ctx context.Context, c rollout.Config, ifRev int64, a 
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("put component config %s: %w", id, err)
 	}
-	var rev int64
-	err := s.update(func(tx *bolt.Tx) error {
-		configs := tx.Bucket([]byte(configsBucket))
-		var cur int64
-		if v := configs.Get([]byte(id)); v != nil {
-			var err error
-			if _, cur, err = storecodec.DecodeConfig(v); err != nil {
-				return err
-			}
-		}
-		if cur != ifRev {
-			return fmt.Errorf("at revision %d (stored %d): %w", ifRev, cur, store.ErrConflict)
-		}
-		rev = revision(tx) + 1
-		cv, err := storecodec.EncodeConfig(c, rev)
-		if err != nil {
-			return err
-		}
-		if err := configs.Put([]byte(id), cv); err != nil {
-			return err
-		}
-		if err := tx.Bucket([]byte(metaBucket)).Put([]byte(revisionKey), uint64Key(uint64(rev))); err != nil {
-			return err
-		}
-		audit := tx.Bucket([]byte(auditBucket))
-		seq, err := audit.NextSequence()
-		if err != nil {
-			return err
-		}
-		a.Seq = int64(seq)
-		av, err := storecodec.EncodeAudit(a)
-		if err != nil {
-			return err
-		}
-		return audit.Put(uint64Key(seq), av)
-	})
+	rev, err := s.put(configsBucket, id, ifRev, a, func(v []byte) (int64, error) {
+		_, cur, err := storecodec.DecodeConfig(v)
+		return cur, err
+	}, func(rev int64) ([]byte, error) { return storecodec.EncodeConfig(c, rev) })
 	if err != nil {
 		return 0, fmt.Errorf("put component config %s: %w", id, mapErr(err))
 	}

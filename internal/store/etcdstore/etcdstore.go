@@ -213,23 +213,33 @@ func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) 
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, version string) (rollout.Release, int64, error) {
-	if s.isClosed() {
-		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrClosed)
-	}
-	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
-	defer cancel()
-	resp, err := s.cli.Get(ctx, s.releaseKey(version))
-	if err != nil {
-		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, s.mapErr(err))
-	}
-	if len(resp.Kvs) == 0 {
-		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrNotFound)
-	}
-	r, _, err := storecodec.DecodeRelease(resp.Kvs[0].Value)
+	v, rev, err := s.get(ctx, s.releaseKey(version))
 	if err != nil {
 		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, err)
 	}
-	return r, resp.Kvs[0].ModRevision, nil
+	r, _, err := storecodec.DecodeRelease(v)
+	if err != nil {
+		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, err)
+	}
+	return r, rev, nil
+}
+
+// get reads key's value and ModRevision: ErrNotFound when it is absent,
+// ErrClosed after Close. Release and Config share it.
+func (s *Store) get(ctx context.Context, key string) ([]byte, int64, error) {
+	if s.isClosed() {
+		return nil, 0, store.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return nil, 0, s.mapErr(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, 0, store.ErrNotFound
+	}
+	return resp.Kvs[0].Value, resp.Kvs[0].ModRevision, nil
 }
 
 // PutRelease implements store.Store. The revision returned is the
@@ -248,21 +258,31 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 	if err != nil {
 		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
 	}
-	val := string(b)
-	relCmp := clientv3.Compare(clientv3.ModRevision(key), "=", ifRev)
+	rev, err := s.put(ctx, key, string(b), ifRev, a)
+	if err != nil {
+		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
+	}
+	return rev, nil
+}
+
+// put writes val under key in one transaction with its audit entry a,
+// compare-and-swap on key's ModRevision (ifRev; 0: key absent), retrying
+// while only the audit seq lost. PutRelease and PutConfig share it.
+func (s *Store) put(ctx context.Context, key, val string, ifRev int64, a store.AuditEntry) (int64, error) {
+	keyCmp := clientv3.Compare(clientv3.ModRevision(key), "=", ifRev)
 	if ifRev == 0 {
-		relCmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		keyCmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 	}
 	for range maxSeqAttempts {
-		rev, retry, err := s.tryPut(ctx, key, val, relCmp, ifRev, a)
+		rev, retry, err := s.tryPut(ctx, key, val, keyCmp, ifRev, a)
 		if err != nil {
-			return 0, fmt.Errorf("put release %s: %w", r.Version, err)
+			return 0, err
 		}
 		if !retry {
 			return rev, nil
 		}
 	}
-	return 0, fmt.Errorf("put release %s: no free audit seq after %d attempts (contention, or a counter behind the log)", r.Version, maxSeqAttempts)
+	return 0, fmt.Errorf("no free audit seq after %d attempts (contention, or a counter behind the log)", maxSeqAttempts)
 }
 
 // tryPut runs one write transaction. retry reports that only an audit-seq

@@ -3,30 +3,20 @@ package memstore
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
-
-type configEntry struct {
-	c   rollout.Config
-	rev int64
-}
 
 // Configs implements store.Store. The revision is the store-wide one,
 // which release writes move too.
 func (s *Store) Configs(ctx context.Context) ([]rollout.Config, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, 0, fmt.Errorf("list component configs: %w", store.ErrClosed)
+	out, err := list(s, s.configs, cloneConfig, rollout.CompareConfigs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list component configs: %w", err)
 	}
-	out := make([]rollout.Config, 0, len(s.configs))
-	for _, e := range s.configs {
-		out = append(out, cloneConfig(e.c))
-	}
-	slices.SortFunc(out, rollout.CompareConfigs)
 	return out, s.rev, nil
 }
 
@@ -35,14 +25,11 @@ func (s *Store) Config(ctx context.Context, component string, version int64) (ro
 	id := rollout.ConfigID(component, version)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return rollout.Config{}, 0, fmt.Errorf("read component config %q: %w", id, store.ErrClosed)
+	e, err := get(s, s.configs, id)
+	if err != nil {
+		return rollout.Config{}, 0, fmt.Errorf("read component config %q: %w", id, err)
 	}
-	e, ok := s.configs[id]
-	if !ok {
-		return rollout.Config{}, 0, fmt.Errorf("read component config %q: %w", id, store.ErrNotFound)
-	}
-	return cloneConfig(e.c), e.rev, nil
+	return cloneConfig(e.v), e.rev, nil
 }
 
 // PutConfig implements store.Store.
@@ -55,18 +42,14 @@ func (s *Store) PutConfig(ctx context.Context, c rollout.Config, ifRev int64, a 
 	if s.closed {
 		return 0, fmt.Errorf("put component config %s: %w", c.ID(), store.ErrClosed)
 	}
-	if cur := s.configs[c.ID()].rev; cur != ifRev {
-		return 0, fmt.Errorf("put component config %s at revision %d (stored %d): %w", c.ID(), ifRev, cur, store.ErrConflict)
-	}
 	if s.configs == nil {
-		s.configs = make(map[string]configEntry)
+		s.configs = make(map[string]entry[rollout.Config])
 	}
-	s.rev++
-	s.configs[c.ID()] = configEntry{c: cloneConfig(c), rev: s.rev}
-	a.Seq = int64(len(s.audit)) + 1
-	s.audit = append(s.audit, cloneAudit(a))
-	s.hub.Notify()
-	return s.rev, nil
+	rev, err := put(s, s.configs, c.ID(), cloneConfig(c), ifRev, a)
+	if err != nil {
+		return 0, fmt.Errorf("put component config %s %w", c.ID(), err)
+	}
+	return rev, nil
 }
 
 func cloneConfig(c rollout.Config) rollout.Config {

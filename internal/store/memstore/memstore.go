@@ -27,7 +27,7 @@ type Store struct {
 	mu       sync.Mutex
 	closed   bool
 	rev      int64
-	releases map[string]entry
+	releases map[string]entry[rollout.Release]
 	audit    []store.AuditEntry
 	// reports holds values only (a Report has no slices or maps), so
 	// storing and returning copies of the struct isolates callers.
@@ -41,7 +41,7 @@ type Store struct {
 	subSeats map[subscriptionKey]int
 	// configs holds component configurations by ID, made on first write;
 	// their writes move rev too.
-	configs map[string]configEntry
+	configs map[string]entry[rollout.Config]
 }
 
 type subscriptionKey struct{ version, subscription string }
@@ -50,43 +50,67 @@ type reportKey struct{ vmID, boot string }
 
 type servedKey struct{ version, vmID, boot string }
 
-type entry struct {
-	r   rollout.Release
+// entry is a stored record (a release or a component configuration) and
+// its revision.
+type entry[T any] struct {
+	v   T
 	rev int64
 }
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{releases: make(map[string]entry), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]time.Time), served: make(map[servedKey]store.Served), subSeats: make(map[subscriptionKey]int)}
+	return &Store{releases: make(map[string]entry[rollout.Release]), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]time.Time), served: make(map[servedKey]store.Served), subSeats: make(map[subscriptionKey]int)}
 }
 
 // Releases implements store.Store.
 func (s *Store) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return nil, 0, fmt.Errorf("list releases: %w", store.ErrClosed)
+	out, err := list(s, s.releases, cloneRelease, rollout.Compare)
+	if err != nil {
+		return nil, 0, fmt.Errorf("list releases: %w", err)
 	}
-	out := make([]rollout.Release, 0, len(s.releases))
-	for _, e := range s.releases {
-		out = append(out, cloneRelease(e.r))
-	}
-	slices.SortFunc(out, rollout.Compare)
 	return out, s.rev, nil
+}
+
+// list returns copies (clone) of every record in records in compare's
+// order, or ErrClosed after Close. Releases and Configs share it; the
+// caller holds s.mu.
+func list[T any](s *Store, records map[string]entry[T], clone func(T) T, compare func(a, b T) int) ([]T, error) {
+	if s.closed {
+		return nil, store.ErrClosed
+	}
+	out := make([]T, 0, len(records))
+	for _, e := range records {
+		out = append(out, clone(e.v))
+	}
+	slices.SortFunc(out, compare)
+	return out, nil
 }
 
 // Release implements store.Store.
 func (s *Store) Release(ctx context.Context, version string) (rollout.Release, int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	e, err := get(s, s.releases, version)
+	if err != nil {
+		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, err)
+	}
+	return cloneRelease(e.v), e.rev, nil
+}
+
+// get returns the entry under key in records: ErrNotFound when there is
+// none, ErrClosed after Close. Release and Config share it; the caller
+// holds s.mu.
+func get[T any](s *Store, records map[string]entry[T], key string) (entry[T], error) {
 	if s.closed {
-		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrClosed)
+		return entry[T]{}, store.ErrClosed
 	}
-	e, ok := s.releases[version]
+	e, ok := records[key]
 	if !ok {
-		return rollout.Release{}, 0, fmt.Errorf("read release %q: %w", version, store.ErrNotFound)
+		return entry[T]{}, store.ErrNotFound
 	}
-	return cloneRelease(e.r), e.rev, nil
+	return e, nil
 }
 
 // PutRelease implements store.Store.
@@ -99,11 +123,22 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 	if s.closed {
 		return 0, fmt.Errorf("put release %s: %w", r.Version, store.ErrClosed)
 	}
-	if cur := s.releases[r.Version].rev; cur != ifRev {
-		return 0, fmt.Errorf("put release %s at revision %d (stored %d): %w", r.Version, ifRev, cur, store.ErrConflict)
+	rev, err := put(s, s.releases, r.Version, cloneRelease(r), ifRev, a)
+	if err != nil {
+		return 0, fmt.Errorf("put release %s %w", r.Version, err)
+	}
+	return rev, nil
+}
+
+// put stores v under key in records, compare-and-swap on ifRev (0: key
+// absent), with its audit entry a; the store-wide revision moves to v's.
+// PutRelease and PutConfig share it; the caller holds s.mu.
+func put[T any](s *Store, records map[string]entry[T], key string, v T, ifRev int64, a store.AuditEntry) (int64, error) {
+	if cur := records[key].rev; cur != ifRev {
+		return 0, fmt.Errorf("at revision %d (stored %d): %w", ifRev, cur, store.ErrConflict)
 	}
 	s.rev++
-	s.releases[r.Version] = entry{r: cloneRelease(r), rev: s.rev}
+	records[key] = entry[T]{v: v, rev: s.rev}
 	a.Seq = int64(len(s.audit)) + 1
 	s.audit = append(s.audit, cloneAudit(a))
 	s.hub.Notify()
