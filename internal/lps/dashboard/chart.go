@@ -93,12 +93,10 @@ func counts(name, class string, h []sample, f func(sample) uint64) series {
 func rates(name, class string, h []sample) series {
 	s := series{name: name, class: class}
 	for _, x := range h {
-		n := x.Reported + x.Silent
-		if n == 0 {
-			continue
+		if r := percentFailed(x.Counts); r >= 0 {
+			s.t = append(s.t, x.T)
+			s.y = append(s.y, r)
 		}
-		s.t = append(s.t, x.T)
-		s.y = append(s.y, 100*float64(x.Failed+x.Fallback+x.Silent)/float64(n))
 	}
 	return s
 }

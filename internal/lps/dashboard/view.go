@@ -11,6 +11,7 @@ import (
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/tally"
 )
 
 // expiringWithin is how close to its expiry a release is listed as
@@ -91,14 +92,22 @@ func buildView(st *adminv1.StatusResponse, now time.Time) *view {
 	return v
 }
 
-// failureRate is the health rule's failure share of c, in percent, or -1
-// without reports.
-func failureRate(c *adminv1.Counts) float64 {
-	n := c.GetReported() + c.GetSilent()
-	if n == 0 {
+// failureRate is the health rule's failure rate of c (tally.Counts'
+// Failures over Judged), in percent, or -1 with no node judged.
+func failureRate(c *adminv1.Counts) float64 { return percentFailed(fromProto(c)) }
+
+func percentFailed(c tally.Counts) float64 {
+	if c.Judged() == 0 {
 		return -1
 	}
-	return 100 * float64(c.GetFailed()+c.GetFallback()+c.GetSilent()) / float64(n)
+	return 100 * float64(c.Failures()) / float64(c.Judged())
+}
+
+// fromProto reads the admin API's counts back into the tally's, so the
+// dashboard computes rates as the rule does.
+func fromProto(c *adminv1.Counts) tally.Counts {
+	return tally.Counts{OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(), RefusedIntegrity: c.GetRefusedIntegrity(),
+		RefusedDelivery: c.GetRefusedDelivery(), NotApplicable: c.GetNotApplicable(), Silent: c.GetSilent(), Pending: c.GetPending()}
 }
 
 func (v *view) release(version string) (releaseView, bool) {
@@ -116,9 +125,10 @@ const maxSamples = 720
 
 // sample is one release's (or control cohort's) counts at a time.
 type sample struct {
-	T                                      time.Time
-	Reported, OK, Failed, Fallback, Silent uint64
-	Served                                 uint64
+	T time.Time
+	tally.Counts
+	Reported uint64
+	Served   uint64
 }
 
 // history keeps each release's and each control cohort's counts over
@@ -169,7 +179,7 @@ func (h *history) add(now time.Time, st *adminv1.StatusResponse) {
 }
 
 func toSample(t time.Time, c *adminv1.Counts) sample {
-	return sample{T: t, Reported: c.GetReported(), OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(), Silent: c.GetSilent()}
+	return sample{T: t, Counts: fromProto(c), Reported: c.GetReported()}
 }
 
 func appendSample(s []sample, x sample) []sample {
