@@ -86,6 +86,16 @@ step to skip to; never a revoked one.
 	lpsctl status [--watch [--interval D]]
 	lpsctl explain --vm-id ID --subscription ID [--region R] [--deploy-env E] [--component NAME]
 	lpsctl audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]
+	lpsctl nodes [--release VERSION] [--base BASE] [--outcome OUTCOME] [--subscription ID] [--since TIME|DURATION] [--limit N] [--page TOKEN]
+
+nodes lists the nodes behind status's counts (the admin API's ListNodes,
+which a reader may call): per release, one per vmId by its worst outcome
+(failed, fellBack, refusedIntegrity, silent, refusedDelivery, ok,
+notApplicable, pending; --outcome refused is both refusals), what it ran,
+its exit code, why (the fallback reason, a refusal's decision and
+download outcome), its boot and when, worst first; 100 a page, and a full
+page says on stderr how to get the next (--page). An unknown --outcome is a
+usage error (exit 2); an unknown --release is not found (exit 5).
 
 Every command that changes something takes --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and

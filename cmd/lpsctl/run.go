@@ -174,7 +174,7 @@ the signed configurations of other components (localDNS@3). The manual is
 	}
 	root.AddCommand(keys, rel, ro, newComponentGroup(e),
 		newRevokeCmd(e),
-		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e),
+		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e), newNodesCmd(e),
 		newCustomDataCmd(e),
 		newVersionCmd(e),
 	)

@@ -13,6 +13,9 @@
 package tally
 
 import (
+	"cmp"
+	"slices"
+	"strings"
 	"time"
 
 	"nodehotfix/internal/hotfix"
@@ -177,6 +180,7 @@ type Tally struct {
 
 	now     time.Time
 	reports []store.Report
+	served  []store.Served
 	byBase  map[string][]int // indexes into reports of each base's votes
 	vmBase  map[string]string
 	cohort  map[string]ballot // version -> the vmIds counted for it
@@ -243,11 +247,11 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 				if !about {
 					o = NotApplicable
 				}
-				worst.cast(s.VMID, o)
+				worst.cast(s.VMID, vote{o, i, j})
 			case s.Time.Add(after).Before(now):
-				worst.cast(s.VMID, Silent)
+				worst.cast(s.VMID, vote{Silent, -1, j})
 			default:
-				worst.cast(s.VMID, Pending)
+				worst.cast(s.VMID, vote{Pending, -1, j})
 			}
 		}
 		for _, i := range about[rel.Version] {
@@ -256,7 +260,7 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 				continue
 			}
 			if o, ok := Classify(r, rel.Version); ok {
-				worst.cast(r.VMID, o)
+				worst.cast(r.VMID, vote{o, i, -1})
 			}
 		}
 		t.Releases[rel.Version] = worst.counts()
@@ -266,33 +270,74 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 	for _, is := range t.byBase {
 		for _, i := range is {
 			if o, ok := baked(&reports[i]); ok {
-				control.cast(reports[i].VMID, o)
+				control.cast(reports[i].VMID, vote{o, i, -1})
 			}
 		}
 	}
-	for vm, o := range control {
+	for vm, v := range control {
 		c := t.Control[t.vmBase[vm]]
-		c.add(o)
+		c.add(v.o)
 		t.Control[t.vmBase[vm]] = c
 	}
+	t.served = served
 	return t
 }
 
-// ballot holds each vmId's one vote: its most severe outcome.
-type ballot map[string]Outcome
+// vote is one vmId's vote and its evidence: the report and served record
+// it rests on, by position (-1: none).
+type vote struct {
+	o              Outcome
+	report, served int
+}
 
-func (b ballot) cast(vm string, o Outcome) {
-	if cur, ok := b[vm]; !ok || o > cur {
-		b[vm] = o
+// ballot holds each vmId's one vote: its most severe outcome's.
+type ballot map[string]vote
+
+func (b ballot) cast(vm string, v vote) {
+	if cur, ok := b[vm]; !ok || v.o > cur.o {
+		b[vm] = v
 	}
 }
 
 func (b ballot) counts() Counts {
 	var c Counts
-	for _, o := range b {
-		c.add(o)
+	for _, v := range b {
+		c.add(v.o)
 	}
 	return c
+}
+
+// Node is one vmId's vote for a release, with its evidence.
+type Node struct {
+	VMID    string
+	Outcome Outcome
+	// Report is the report the outcome rests on; nil for a silent or
+	// pending node, which sent none.
+	Report *store.Report
+	// Served is lpsd's record of serving it; nil when only its report
+	// says it had the release.
+	Served *store.Served
+}
+
+// Nodes returns the nodes counted for release version, most severe
+// outcome first, then by vmId.
+func (t Tally) Nodes(version string) []Node {
+	b := t.cohort[version]
+	out := make([]Node, 0, len(b))
+	for vm, v := range b {
+		n := Node{VMID: vm, Outcome: v.o}
+		if v.report >= 0 {
+			n.Report = &t.reports[v.report]
+		}
+		if v.served >= 0 {
+			n.Served = &t.served[v.served]
+		}
+		out = append(out, n)
+	}
+	slices.SortFunc(out, func(a, b Node) int {
+		return cmp.Or(cmp.Compare(b.Outcome, a.Outcome), strings.Compare(a.VMID, b.VMID))
+	})
+	return out
 }
 
 // votes reports whether vm's evidence about base counts: a vmId votes
@@ -377,7 +422,7 @@ func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) 
 			o, ok = Classify(r, incumbent)
 		}
 		if ok {
-			worst.cast(r.VMID, o)
+			worst.cast(r.VMID, vote{o, i, -1})
 		}
 	}
 	return worst.counts()

@@ -2,6 +2,7 @@ package tally
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -252,5 +253,30 @@ func BenchmarkOf(b *testing.B) {
 				_ = t.Baseline(rels, rels[1], 100)
 			}
 		})
+	}
+}
+
+// TestNodes: each node counted for a release, its vote and the evidence it
+// rests on, most severe first.
+func TestNodes(t *testing.T) {
+	t.Parallel()
+	reports := []store.Report{ran("b-ok", "1", v1, 0), ran("a-failed", "1", v1, 2), refused("c-refused", "1", v1, "untrusted", "untrusted")}
+	ss := []store.Served{served("a-failed", "1", v1, t0), served("d-hung", "1", v1, t0)}
+	got := Of([]rollout.Release{rel(v1, rollout.Rolling)}, reports, ss, t0.Add(time.Hour)).Nodes(v1)
+	var order []string
+	for _, n := range got {
+		order = append(order, n.VMID+"="+n.Outcome.String())
+	}
+	if want := []string{"a-failed=failed", "c-refused=refusedIntegrity", "d-hung=silent", "b-ok=ok"}; !slices.Equal(order, want) {
+		t.Fatalf("Nodes = %v, want %v", order, want)
+	}
+	if n := got[0]; n.Report == nil || n.Report.ExitCode != 2 || n.Served == nil {
+		t.Errorf("the failed node's evidence = %+v", n)
+	}
+	if n := got[2]; n.Report != nil || n.Served == nil || n.Served.Boot != "1" {
+		t.Errorf("the silent node's evidence = %+v, want its served record only", n)
+	}
+	if n := got[3]; n.Report == nil || n.Served != nil {
+		t.Errorf("the ok node's evidence = %+v, want its report only", n)
 	}
 }

@@ -33,7 +33,7 @@ const (
 // Role is what an admin caller may do.
 type Role string
 
-// Roles. A reader sees (Status, Explain, ListAudit); an operator also
+// Roles. A reader sees (Status, Explain, ListAudit, ListNodes); an operator also
 // changes releases and rollouts.
 const (
 	RoleOperator Role = "operator"
@@ -52,6 +52,7 @@ var readOnly = map[string]bool{
 	"/nodehotfix.admin.v1.AdminService/Status":    true,
 	"/nodehotfix.admin.v1.AdminService/Explain":   true,
 	"/nodehotfix.admin.v1.AdminService/ListAudit": true,
+	"/nodehotfix.admin.v1.AdminService/ListNodes": true,
 }
 
 // Token is one accepted admin bearer token. Only its sha256 is kept.
@@ -330,7 +331,7 @@ func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 func (a *Auth) authenticate(ctx context.Context, method string) (string, error) {
 	actor, role, err := a.Authenticate(ctx)
 	if err == nil && !Allowed(role, method) {
-		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain and ListAudit only; changes need an operator token or certificate", actor)
+		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain, ListAudit and ListNodes only; changes need an operator token or certificate", actor)
 	}
 	if err != nil {
 		addr := ""

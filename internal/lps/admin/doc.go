@@ -22,7 +22,7 @@
 //     unnamed token. Tokens are refused on a connection without TLS.
 //
 // Each caller has a role: an operator may call everything; a reader only
-// Status, Explain and ListAudit, and any other call is PermissionDenied
+// Status, Explain, ListAudit and ListNodes, and any other call is PermissionDenied
 // saying so. A token is an operator's unless its line names the role
 // reader; a certificate is an operator's unless its subject's
 // organizational unit (OU) is "reader".

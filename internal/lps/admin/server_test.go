@@ -1672,3 +1672,85 @@ func TestResumeAfterHalt(t *testing.T) {
 		t.Errorf("resumed a release halted while complete: %s at %d%%, want complete", r.GetRollout().GetState(), r.GetRollout().GetPercent())
 	}
 }
+
+// TestListNodes: the nodes behind Status's counts, worst first, filtered
+// and paged, for a reader too; bad filters are refused with what is valid.
+func TestListNodes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	ops := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const v = "202604.01.3"
+	publish(t, ops, signed(t, priv, v))
+	if err := setPct(ctx, ops, v, 100, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	at := testNow.Add(-time.Hour)
+	var reports []store.Report
+	for i := range 5 {
+		r := store.Report{VMID: fmt.Sprintf("vm-%d", i), Boot: "b", SubscriptionID: "sub-a", Base: "202604.01", HotfixVersion: v, Agent: "hotfix", AgentVersion: v, Time: at}
+		switch i {
+		case 0:
+			r.ExitCode = 3
+		case 1:
+			r.HotfixVersion, r.Agent, r.AgentVersion, r.RequestedVersion = "", "baked", "202604.01.0", v
+			r.Decision, r.DownloadHotfix = "untrusted", "untrusted"
+		}
+		reports = append(reports, r)
+	}
+	if _, err := h.store.PutReports(ctx, reports); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.PutServed(ctx, []store.Served{{Version: v, VMID: "vm-hung", Boot: "b", Base: "202604.01", SubscriptionID: "sub-b", Time: at}}); err != nil {
+		t.Fatal(err)
+	}
+	list := func(c adminv1.AdminServiceClient, req *adminv1.ListNodesRequest) *adminv1.ListNodesResponse {
+		t.Helper()
+		resp, err := c.ListNodes(ctx, req)
+		if err != nil {
+			t.Fatalf("ListNodes(%v) = %v", req, err)
+		}
+		return resp
+	}
+	all := list(h.client(t, cred{token: "Bearer " + readerToken}), &adminv1.ListNodesRequest{Release: v})
+	var got []string
+	for _, n := range all.GetNodes() {
+		got = append(got, n.GetVmId()+"="+n.GetOutcome())
+	}
+	if want := []string{"vm-0=failed", "vm-1=refusedIntegrity", "vm-hung=silent", "vm-2=ok", "vm-3=ok", "vm-4=ok"}; !slices.Equal(got, want) || all.GetTotal() != 6 {
+		t.Fatalf("ListNodes = %v (total %d), want %v", got, all.GetTotal(), want)
+	}
+	if n := all.GetNodes()[0]; n.GetReason() != "provision exited 3" || n.GetExitCode() != 3 || n.GetRan() != "hotfix "+v || n.GetSubscriptionId() != "sub-a" {
+		t.Errorf("the failed node = %v", n)
+	}
+	if n := all.GetNodes()[1]; !strings.Contains(n.GetReason(), "untrusted") || n.GetRan() != "baked 202604.01.0" {
+		t.Errorf("the refusing node = %v", n)
+	}
+	if n := all.GetNodes()[2]; n.GetRan() != "" || n.GetServedAt() == nil || n.GetSubscriptionId() != "sub-b" {
+		t.Errorf("the silent node = %v, want its served record and no report", n)
+	}
+	if r := list(ops, &adminv1.ListNodesRequest{Outcome: "refused"}); len(r.GetNodes()) != 1 || r.GetNodes()[0].GetVmId() != "vm-1" {
+		t.Errorf("--outcome refused = %v", r.GetNodes())
+	}
+	if r := list(ops, &adminv1.ListNodesRequest{SubscriptionId: "SUB-B"}); len(r.GetNodes()) != 1 || r.GetNodes()[0].GetVmId() != "vm-hung" {
+		t.Errorf("--subscription sub-b = %v", r.GetNodes())
+	}
+	if r := list(ops, &adminv1.ListNodesRequest{Since: timestamppb.New(testNow)}); len(r.GetNodes()) != 0 {
+		t.Errorf("--since now = %v, want none", r.GetNodes())
+	}
+	// Pages of 4: the first says there is more, the second ends.
+	p1 := list(ops, &adminv1.ListNodesRequest{PageSize: 4})
+	p2 := list(ops, &adminv1.ListNodesRequest{PageSize: 4, PageToken: p1.GetNextPageToken()})
+	if len(p1.GetNodes()) != 4 || p1.GetNextPageToken() == "" || len(p2.GetNodes()) != 2 || p2.GetNextPageToken() != "" {
+		t.Errorf("pages = %d (next %q), %d (next %q); want 4 then 2", len(p1.GetNodes()), p1.GetNextPageToken(), len(p2.GetNodes()), p2.GetNextPageToken())
+	}
+	for _, bad := range []*adminv1.ListNodesRequest{{Outcome: "broken"}, {PageToken: "x"}, {PageSize: -1}, {Base: "2026"}} {
+		if _, err := ops.ListNodes(ctx, bad); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("ListNodes(%v) = %v, want InvalidArgument", bad, err)
+		}
+	}
+	if _, err := ops.ListNodes(ctx, &adminv1.ListNodesRequest{Release: "202604.01.9"}); status.Code(err) != codes.NotFound {
+		t.Errorf("ListNodes of an unknown release = %v, want NotFound", err)
+	}
+}

@@ -3029,6 +3029,307 @@ func (x *PublishComponentConfigResponse) GetUnchanged() bool {
 	return false
 }
 
+// ListNodesRequest filters the nodes; every filter is optional.
+type ListNodesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only the nodes counted for this release version.
+	Release string `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
+	// Only the releases of this image base (YYYYMM.DD).
+	Base string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
+	// Only this outcome: ok, failed, fellBack, refusedIntegrity,
+	// refusedDelivery, notApplicable, silent, pending, or refused (both
+	// refusals). Any other value is InvalidArgument.
+	Outcome string `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// Only nodes of this subscription.
+	SubscriptionId string `protobuf:"bytes,4,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	// Only nodes whose evidence (report, or else served record) is at or
+	// after this time.
+	Since *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	// Nodes per page; 0 means 100, at most 1000.
+	PageSize int32 `protobuf:"varint,6,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// The next_page_token of the previous page; empty: the first.
+	PageToken     string `protobuf:"bytes,7,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesRequest) Reset() {
+	*x = ListNodesRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesRequest) ProtoMessage() {}
+
+func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
+func (*ListNodesRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ListNodesRequest) GetRelease() string {
+	if x != nil {
+		return x.Release
+	}
+	return ""
+}
+
+func (x *ListNodesRequest) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ListNodesRequest) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ListNodesRequest) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+func (x *ListNodesRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListNodesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListNodesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListNodesResponse is one page of nodes.
+type ListNodesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*NodeOutcome         `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Set when more nodes match: the page_token of the next page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// How many nodes match in all.
+	Total         int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListNodesResponse) Reset() {
+	*x = ListNodesResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListNodesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListNodesResponse) ProtoMessage() {}
+
+func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
+func (*ListNodesResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListNodesResponse) GetNodes() []*NodeOutcome {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ListNodesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+func (x *ListNodesResponse) GetTotal() int64 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+// NodeOutcome is one node's vote for one release.
+type NodeOutcome struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	VmId           string                 `protobuf:"bytes,1,opt,name=vm_id,json=vmId,proto3" json:"vm_id,omitempty"`
+	SubscriptionId string                 `protobuf:"bytes,2,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
+	Base           string                 `protobuf:"bytes,3,opt,name=base,proto3" json:"base,omitempty"`
+	// The release it counts for: served it, ran it or refused it.
+	Release string `protobuf:"bytes,4,opt,name=release,proto3" json:"release,omitempty"`
+	// Its outcome (see ListNodesRequest.outcome).
+	Outcome string `protobuf:"bytes,5,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// Why, in the node's words: the fallback reason, the download outcome of
+	// a refusal, the decision; empty for ok, silent and pending.
+	Reason string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What provisioned: "hotfix <version>" or "baked <version>"; empty
+	// without a report.
+	Ran string `protobuf:"bytes,7,opt,name=ran,proto3" json:"ran,omitempty"`
+	// provision's exit code, when it reported.
+	ExitCode int32 `protobuf:"varint,8,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	// The boot the vote rests on.
+	Boot string `protobuf:"bytes,9,opt,name=boot,proto3" json:"boot,omitempty"`
+	// When lpsd accepted its report, or else when it served it.
+	Time *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=time,proto3" json:"time,omitempty"`
+	// When lpsd served it the release; unset when only its report says so.
+	ServedAt      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=served_at,json=servedAt,proto3" json:"served_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeOutcome) Reset() {
+	*x = NodeOutcome{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeOutcome) ProtoMessage() {}
+
+func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
+func (*NodeOutcome) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *NodeOutcome) GetVmId() string {
+	if x != nil {
+		return x.VmId
+	}
+	return ""
+}
+
+func (x *NodeOutcome) GetSubscriptionId() string {
+	if x != nil {
+		return x.SubscriptionId
+	}
+	return ""
+}
+
+func (x *NodeOutcome) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *NodeOutcome) GetRelease() string {
+	if x != nil {
+		return x.Release
+	}
+	return ""
+}
+
+func (x *NodeOutcome) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *NodeOutcome) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *NodeOutcome) GetRan() string {
+	if x != nil {
+		return x.Ran
+	}
+	return ""
+}
+
+func (x *NodeOutcome) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *NodeOutcome) GetBoot() string {
+	if x != nil {
+		return x.Boot
+	}
+	return ""
+}
+
+func (x *NodeOutcome) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *NodeOutcome) GetServedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ServedAt
+	}
+	return nil
+}
+
 var File_nodehotfix_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
@@ -3265,13 +3566,39 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x8f\x01\n" +
 	"\x1ePublishComponentConfigResponse\x12O\n" +
 	"\x10component_config\x18\x01 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged*k\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xf1\x01\n" +
+	"\x10ListNodesRequest\x12\x18\n" +
+	"\arelease\x18\x01 \x01(\tR\arelease\x12\x12\n" +
+	"\x04base\x18\x02 \x01(\tR\x04base\x12\x18\n" +
+	"\aoutcome\x18\x03 \x01(\tR\aoutcome\x12'\n" +
+	"\x0fsubscription_id\x18\x04 \x01(\tR\x0esubscriptionId\x120\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1b\n" +
+	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\"\x89\x01\n" +
+	"\x11ListNodesResponse\x126\n" +
+	"\x05nodes\x18\x01 \x03(\v2 .nodehotfix.admin.v1.NodeOutcomeR\x05nodes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x14\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\"\xd7\x02\n" +
+	"\vNodeOutcome\x12\x13\n" +
+	"\x05vm_id\x18\x01 \x01(\tR\x04vmId\x12'\n" +
+	"\x0fsubscription_id\x18\x02 \x01(\tR\x0esubscriptionId\x12\x12\n" +
+	"\x04base\x18\x03 \x01(\tR\x04base\x12\x18\n" +
+	"\arelease\x18\x04 \x01(\tR\arelease\x12\x18\n" +
+	"\aoutcome\x18\x05 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x10\n" +
+	"\x03ran\x18\a \x01(\tR\x03ran\x12\x1b\n" +
+	"\texit_code\x18\b \x01(\x05R\bexitCode\x12\x12\n" +
+	"\x04boot\x18\t \x01(\tR\x04boot\x12.\n" +
+	"\x04time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x127\n" +
+	"\tserved_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bservedAt*k\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
 	"\rACTION_RESUME\x10\x02\x12\x0f\n" +
 	"\vACTION_HALT\x10\x03\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x042\xc2\a\n" +
+	"\x0fACTION_COMPLETE\x10\x042\x9e\b\n" +
 	"\fAdminService\x12i\n" +
 	"\x0ePublishRelease\x12*.nodehotfix.admin.v1.PublishReleaseRequest\x1a+.nodehotfix.admin.v1.PublishReleaseResponse\x12]\n" +
 	"\n" +
@@ -3284,7 +3611,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06Status\x12\".nodehotfix.admin.v1.StatusRequest\x1a#.nodehotfix.admin.v1.StatusResponse\x12T\n" +
 	"\aExplain\x12#.nodehotfix.admin.v1.ExplainRequest\x1a$.nodehotfix.admin.v1.ExplainResponse\x12Z\n" +
 	"\tListAudit\x12%.nodehotfix.admin.v1.ListAuditRequest\x1a&.nodehotfix.admin.v1.ListAuditResponse\x12\x81\x01\n" +
-	"\x16PublishComponentConfig\x122.nodehotfix.admin.v1.PublishComponentConfigRequest\x1a3.nodehotfix.admin.v1.PublishComponentConfigResponseB5Z3nodehotfix/internal/gen/nodehotfix/admin/v1;adminv1b\x06proto3"
+	"\x16PublishComponentConfig\x122.nodehotfix.admin.v1.PublishComponentConfigRequest\x1a3.nodehotfix.admin.v1.PublishComponentConfigResponse\x12Z\n" +
+	"\tListNodes\x12%.nodehotfix.admin.v1.ListNodesRequest\x1a&.nodehotfix.admin.v1.ListNodesResponseB5Z3nodehotfix/internal/gen/nodehotfix/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_nodehotfix_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -3299,7 +3627,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
 	(*Release)(nil),                        // 1: nodehotfix.admin.v1.Release
@@ -3337,23 +3665,26 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*ComponentConfig)(nil),                // 33: nodehotfix.admin.v1.ComponentConfig
 	(*PublishComponentConfigRequest)(nil),  // 34: nodehotfix.admin.v1.PublishComponentConfigRequest
 	(*PublishComponentConfigResponse)(nil), // 35: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*timestamppb.Timestamp)(nil),          // 36: google.protobuf.Timestamp
+	(*ListNodesRequest)(nil),               // 36: nodehotfix.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 37: nodehotfix.admin.v1.ListNodesResponse
+	(*NodeOutcome)(nil),                    // 38: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 39: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	36, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	36, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	39, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	39, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	36, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	39, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	2,  // 5: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	5,  // 6: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	7,  // 7: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	36, // 8: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	39, // 8: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
 	6,  // 9: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	36, // 10: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	36, // 11: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	39, // 10: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	39, // 11: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
 	2,  // 12: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	36, // 13: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	39, // 13: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
 	1,  // 14: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
 	1,  // 15: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
 	33, // 16: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
@@ -3362,11 +3693,11 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	14, // 19: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
 	33, // 20: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	15, // 21: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	36, // 22: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	39, // 22: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
 	16, // 23: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	36, // 24: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	36, // 25: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	36, // 26: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	39, // 24: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	39, // 25: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	39, // 26: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
 	1,  // 27: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
 	33, // 28: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	0,  // 29: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
@@ -3376,44 +3707,50 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	33, // 33: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	1,  // 34: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
 	25, // 35: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	36, // 36: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	39, // 36: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
 	3,  // 37: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
 	33, // 38: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
 	28, // 39: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
 	29, // 40: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	36, // 41: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	39, // 41: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
 	32, // 42: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	36, // 43: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	39, // 43: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
 	4,  // 44: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	36, // 45: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	36, // 46: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	36, // 47: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	39, // 45: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	39, // 46: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	39, // 47: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
 	33, // 48: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	8,  // 49: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	10, // 50: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	12, // 51: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	19, // 52: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	17, // 53: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	21, // 54: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	23, // 55: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	26, // 56: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	30, // 57: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	34, // 58: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	9,  // 59: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	11, // 60: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	13, // 61: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	20, // 62: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	18, // 63: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	22, // 64: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	24, // 65: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	27, // 66: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	31, // 67: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	35, // 68: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	59, // [59:69] is the sub-list for method output_type
-	49, // [49:59] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	39, // 49: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	38, // 50: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	39, // 51: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	39, // 52: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	8,  // 53: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 54: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 55: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	19, // 56: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	17, // 57: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	21, // 58: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	23, // 59: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	26, // 60: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	30, // 61: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	34, // 62: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	36, // 63: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	9,  // 64: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 65: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 66: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	20, // 67: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	18, // 68: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	22, // 69: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	24, // 70: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	27, // 71: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	31, // 72: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	35, // 73: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	37, // 74: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	64, // [64:75] is the sub-list for method output_type
+	53, // [53:64] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -3427,7 +3764,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,7 @@ const (
 	AdminService_Explain_FullMethodName                = "/nodehotfix.admin.v1.AdminService/Explain"
 	AdminService_ListAudit_FullMethodName              = "/nodehotfix.admin.v1.AdminService/ListAudit"
 	AdminService_PublishComponentConfig_FullMethodName = "/nodehotfix.admin.v1.AdminService/PublishComponentConfig"
+	AdminService_ListNodes_FullMethodName              = "/nodehotfix.admin.v1.AdminService/ListNodes"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -72,6 +73,10 @@ type AdminServiceClient interface {
 	// SetRollout, SetPlan, Transition, Revoke and ListAudit's target take
 	// for it.
 	PublishComponentConfig(ctx context.Context, in *PublishComponentConfigRequest, opts ...grpc.CallOption) (*PublishComponentConfigResponse, error)
+	// ListNodes lists the nodes counted for releases, one per vmId and
+	// release by its worst outcome, with the evidence it rests on: the
+	// node-level view behind Status's counts. Most severe first, paged.
+	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
 }
 
 type adminServiceClient struct {
@@ -182,6 +187,16 @@ func (c *adminServiceClient) PublishComponentConfig(ctx context.Context, in *Pub
 	return out, nil
 }
 
+func (c *adminServiceClient) ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListNodesResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListNodes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -218,6 +233,10 @@ type AdminServiceServer interface {
 	// SetRollout, SetPlan, Transition, Revoke and ListAudit's target take
 	// for it.
 	PublishComponentConfig(context.Context, *PublishComponentConfigRequest) (*PublishComponentConfigResponse, error)
+	// ListNodes lists the nodes counted for releases, one per vmId and
+	// release by its worst outcome, with the evidence it rests on: the
+	// node-level view behind Status's counts. Most severe first, paged.
+	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -257,6 +276,9 @@ func (UnimplementedAdminServiceServer) ListAudit(context.Context, *ListAuditRequ
 }
 func (UnimplementedAdminServiceServer) PublishComponentConfig(context.Context, *PublishComponentConfigRequest) (*PublishComponentConfigResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PublishComponentConfig not implemented")
+}
+func (UnimplementedAdminServiceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -459,6 +481,24 @@ func _AdminService_PublishComponentConfig_Handler(srv interface{}, ctx context.C
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_ListNodes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListNodes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListNodes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListNodes(ctx, req.(*ListNodesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -505,6 +545,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "PublishComponentConfig",
 			Handler:    _AdminService_PublishComponentConfig_Handler,
+		},
+		{
+			MethodName: "ListNodes",
+			Handler:    _AdminService_ListNodes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

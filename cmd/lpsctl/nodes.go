@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/quote"
+)
+
+// nodesOutcomes are the values --outcome takes (ListNodesRequest.outcome).
+var nodesOutcomes = []string{"failed", "fellBack", "refusedIntegrity", "refusedDelivery", "refused", "silent", "pending", "ok", "notApplicable"}
+
+type nodesJSON struct {
+	Nodes         []nodeJSON `json:"nodes"`
+	Total         int64      `json:"total"`
+	NextPageToken string     `json:"next_page_token,omitempty"`
+}
+
+type nodeJSON struct {
+	VMID           string     `json:"vm_id"`
+	SubscriptionID string     `json:"subscription_id"`
+	Base           string     `json:"base"`
+	Release        string     `json:"release"`
+	Outcome        string     `json:"outcome"`
+	Reason         string     `json:"reason,omitempty"`
+	Ran            string     `json:"ran,omitempty"`
+	ExitCode       int32      `json:"exit_code"`
+	Boot           string     `json:"boot"`
+	Time           *time.Time `json:"time"`
+	ServedAt       *time.Time `json:"served_at"`
+}
+
+func newNodesCmd(e *env) *cobra.Command {
+	var c service
+	var release, base, outcome, subscription, page string
+	var since sinceValue
+	var limit int64
+	cmd := &cobra.Command{
+		Use:   "nodes [--release VERSION] [--base BASE] [--outcome OUTCOME] [--subscription ID] [--since TIME|DURATION] [--limit N] [--page TOKEN]",
+		Short: "list the nodes counted for releases, worst outcome first, with their reasons",
+		Long: `nodes lists, per release, every node it was served to or that reported
+on it, one per vmId by its worst outcome (failed, fellBack,
+refusedIntegrity, silent, refusedDelivery, ok, notApplicable, pending):
+what it ran, its exit code, why (the fallback reason, a refusal's
+decision and download outcome), its boot and when. These are the nodes
+behind status's counts and the health verdict. --outcome refused means
+both refusals. A full page says on stderr how to get the next.`,
+		Example: `  lpsctl nodes --release 202604.01.3 --outcome failed
+  lpsctl nodes --release 202604.01.3 --outcome refused -o json
+  lpsctl nodes --base 202604.01 --since 2h
+  lpsctl nodes --subscription 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a`,
+		GroupID:           groupInspect,
+		Args:              positional(),
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if outcome != "" && !slices.Contains(nodesOutcomes, outcome) {
+				return usagef("--outcome %s: want one of %s", quote.Text(outcome), strings.Join(nodesOutcomes, ", "))
+			}
+			var resp *adminv1.ListNodesResponse
+			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+				resp, err = cl.ListNodes(ctx, &adminv1.ListNodesRequest{
+					Release: release, Base: base, Outcome: outcome, SubscriptionId: subscription, Since: since.timestamp(),
+					PageSize: int32(limit), PageToken: page,
+				})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			if t := resp.GetNextPageToken(); t != "" {
+				fmt.Fprintf(e.stderr, "%d of %d nodes shown; the next page: add --page %s\n", len(resp.GetNodes()), resp.GetTotal(), shellQuote(t))
+			}
+			if c.out.structured() {
+				out := nodesJSON{Nodes: []nodeJSON{}, Total: resp.GetTotal(), NextPageToken: resp.GetNextPageToken()}
+				for _, n := range resp.GetNodes() {
+					out.Nodes = append(out.Nodes, nodeJSON{
+						VMID: n.GetVmId(), SubscriptionID: n.GetSubscriptionId(), Base: n.GetBase(), Release: n.GetRelease(), Outcome: n.GetOutcome(),
+						Reason: n.GetReason(), Ran: n.GetRan(), ExitCode: n.GetExitCode(), Boot: n.GetBoot(),
+						Time: timeOrNil(n.GetTime()), ServedAt: timeOrNil(n.GetServedAt()),
+					})
+				}
+				return c.out.write(e.stdout, out)
+			}
+			tw := newTable(e.stdout)
+			if len(resp.GetNodes()) == 0 {
+				fmt.Fprintln(tw, "no nodes match")
+				return tw.Flush()
+			}
+			fmt.Fprintln(tw, "VM\tSUBSCRIPTION\tRELEASE\tOUTCOME\tRAN\tEXIT\tREASON\tBOOT\tTIME")
+			for _, n := range resp.GetNodes() {
+				exit, at := "-", "-"
+				if n.GetRan() != "" {
+					exit = fmt.Sprint(n.GetExitCode())
+				}
+				if t := n.GetTime(); t != nil {
+					at = formatTime(t.AsTime())
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", quote.Text(n.GetVmId()), dash(quote.Text(n.GetSubscriptionId())), quote.Text(n.GetRelease()),
+					quote.Text(n.GetOutcome()), dash(quote.Text(n.GetRan())), exit, dash(quote.Text(n.GetReason())), dash(quote.Text(n.GetBoot())), at)
+			}
+			return tw.Flush()
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&release, "release", "", "only the nodes counted for this release `VERSION`")
+	fs.StringVar(&base, "base", "", "only the releases of this image `BASE` (YYYYMM.DD)")
+	fs.StringVar(&outcome, "outcome", "", "only this `OUTCOME`: "+strings.Join(nodesOutcomes, ", "))
+	fs.StringVar(&subscription, "subscription", "", "only the nodes of this subscription `ID`")
+	fs.Var(&since, "since", "only nodes heard from at this RFC 3339 `time` or later, or this long ago (2h, 7d)")
+	newInt(fs, &limit, "limit", 100, 1, 1000, "at most `N` nodes per page")
+	fs.StringVar(&page, "page", "", "the page `TOKEN` a full page printed")
+	c.register(cmd)
+	return cmd
+}

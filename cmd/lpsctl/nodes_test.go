@@ -1,0 +1,47 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"nodehotfix/internal/store"
+)
+
+// TestNodesCLI: lpsctl nodes lists the nodes behind a release's counts,
+// worst first, as a table and as JSON, and refuses an outcome it does not
+// know before asking lpsd.
+func TestNodesCLI(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	const v = "202604.01.3"
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	publishDraft(t, srv, v)
+	mustRun(t, with("rollout", "set", v, "--percent", "100")...)
+	now := time.Now()
+	if _, err := srv.store.PutReports(t.Context(), []store.Report{
+		{VMID: "vm-ok", Boot: "b", SubscriptionID: "sub-a", Base: "202604.01", HotfixVersion: v, Agent: "hotfix", AgentVersion: v, Time: now},
+		{VMID: "vm-bad", Boot: "b", SubscriptionID: "sub-a", Base: "202604.01", HotfixVersion: v, Agent: "hotfix", AgentVersion: v, ExitCode: 7, Time: now},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out := mustRun(t, with("nodes", "--release", v)...)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[1], "vm-bad ") || !strings.Contains(lines[1], "provision exited 7") || !strings.HasPrefix(lines[2], "vm-ok ") {
+		t.Errorf("nodes table, want the failed node first with its reason:\n%s", out)
+	}
+	var doc nodesJSON
+	if err := json.Unmarshal([]byte(mustRun(t, with("nodes", "--release", v, "--outcome", "failed", "-o", "json")...)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Total != 1 || len(doc.Nodes) != 1 || doc.Nodes[0].VMID != "vm-bad" || doc.Nodes[0].ExitCode != 7 || doc.Nodes[0].Time == nil {
+		t.Errorf("nodes --outcome failed -o json = %+v", doc)
+	}
+	if _, errOut, code := lpsctl(t, with("nodes", "--outcome", "broke")...); code != exitUsage || !strings.Contains(errOut, "want one of failed, fellBack") {
+		t.Errorf("nodes --outcome broke: exit %d, %q; want a usage error listing the outcomes", code, errOut)
+	}
+	if _, errOut, code := lpsctl(t, with("nodes", "--release", "202604.01.9")...); code != exitNotFound || !strings.Contains(errOut, "lpsctl status") {
+		t.Errorf("nodes of an unknown release: exit %d, %q; want not found, pointing at status", code, errOut)
+	}
+}

@@ -1,0 +1,155 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"nodehotfix/internal/assess"
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/tally"
+)
+
+// Page sizes of ListNodes.
+const (
+	defaultNodesPage = 100
+	maxNodesPage     = 1000
+)
+
+// outcomeFilters maps ListNodesRequest.outcome to the outcomes it keeps.
+var outcomeFilters = func() map[string][]tally.Outcome {
+	m := map[string][]tally.Outcome{"refused": {tally.RefusedIntegrity, tally.RefusedDelivery}}
+	for o := tally.Pending; o <= tally.Failed; o++ {
+		m[o.String()] = []tally.Outcome{o}
+	}
+	return m
+}()
+
+// ListNodes lists the nodes counted for the releases that match, from the
+// same assessment Status shows, most severe outcome first. The page token
+// is an offset into that order: a page taken while nodes report may repeat
+// or skip a node at its edge.
+func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
+	if _, err := requireActor(ctx); err != nil {
+		return nil, err
+	}
+	size := int(req.GetPageSize())
+	switch {
+	case size < 0:
+		return nil, status.Errorf(codes.InvalidArgument, "page_size %d is negative", size)
+	case size == 0:
+		size = defaultNodesPage
+	case size > maxNodesPage:
+		size = maxNodesPage
+	}
+	offset := 0
+	if tok := req.GetPageToken(); tok != "" {
+		n, err := strconv.Atoi(tok)
+		if err != nil || n < 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "page_token %.64q is not one this service gave", tok)
+		}
+		offset = n
+	}
+	keep := outcomeFilters[req.GetOutcome()]
+	if req.GetOutcome() != "" && keep == nil {
+		names := slices.Sorted(func(yield func(string) bool) {
+			for k := range outcomeFilters {
+				if !yield(k) {
+					return
+				}
+			}
+		})
+		return nil, status.Errorf(codes.InvalidArgument, "outcome %.64q: want one of %s", req.GetOutcome(), strings.Join(names, ", "))
+	}
+	if b := req.GetBase(); b != "" {
+		if _, err := hotfix.ParseBase(b); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "base: %v", err)
+		}
+	}
+	var since time.Time
+	if ts := req.GetSince(); ts != nil {
+		if err := ts.CheckValid(); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "since: %v", err)
+		}
+		since = ts.AsTime()
+	}
+	rels, _, err := s.store.Releases(ctx)
+	if err != nil {
+		return nil, s.storeError("list releases", err)
+	}
+	if v := req.GetRelease(); v != "" && !slices.ContainsFunc(rels, func(r rollout.Release) bool { return r.Version == v }) {
+		return nil, status.Errorf(codes.NotFound, "release %.64q not found: `lpsctl status` lists the releases", v)
+	}
+	fleet, err := assess.Assess(ctx, s.store, rels, s.now())
+	if err != nil {
+		return nil, s.storeError("assess releases", err)
+	}
+	type counted struct {
+		n   tally.Node
+		out *adminv1.NodeOutcome
+	}
+	var all []counted
+	for _, r := range rels {
+		if (req.GetRelease() != "" && r.Version != req.GetRelease()) || (req.GetBase() != "" && r.Base != req.GetBase()) {
+			continue
+		}
+		for _, n := range fleet.Tally.Nodes(r.Version) {
+			if keep != nil && !slices.Contains(keep, n.Outcome) {
+				continue
+			}
+			out := nodeProto(r, n)
+			if (req.GetSubscriptionId() != "" && !strings.EqualFold(out.SubscriptionId, req.GetSubscriptionId())) ||
+				(!since.IsZero() && out.Time.AsTime().Before(since)) {
+				continue
+			}
+			all = append(all, counted{n, out})
+		}
+	}
+	// Most severe first across releases too (the tally's order), then by
+	// release and vmId.
+	slices.SortStableFunc(all, func(a, b counted) int {
+		return cmp.Or(cmp.Compare(b.n.Outcome, a.n.Outcome), strings.Compare(a.out.Release, b.out.Release), strings.Compare(a.n.VMID, b.n.VMID))
+	})
+	resp := &adminv1.ListNodesResponse{Total: int64(len(all))}
+	if offset < len(all) {
+		end := min(offset+size, len(all))
+		for _, c := range all[offset:end] {
+			resp.Nodes = append(resp.Nodes, c.out)
+		}
+		if end < len(all) {
+			resp.NextPageToken = strconv.Itoa(end)
+		}
+	}
+	return resp, nil
+}
+
+// nodeProto is n's vote for r on the wire.
+func nodeProto(r rollout.Release, n tally.Node) *adminv1.NodeOutcome {
+	out := &adminv1.NodeOutcome{VmId: n.VMID, Base: r.Base, Release: r.Version, Outcome: n.Outcome.String()}
+	if sv := n.Served; sv != nil {
+		out.SubscriptionId, out.Boot, out.Time, out.ServedAt = sv.SubscriptionID, sv.Boot, timestamppb.New(sv.Time), timestamppb.New(sv.Time)
+	}
+	if rp := n.Report; rp != nil {
+		out.SubscriptionId, out.Boot, out.Time, out.ExitCode = rp.SubscriptionID, rp.Boot, timestamppb.New(rp.Time), int32(rp.ExitCode)
+		out.Ran = fmt.Sprintf("%s %s", rp.Agent, rp.AgentVersion)
+		switch {
+		case rp.Fallback:
+			out.Reason = rp.FallbackReason
+		case n.Outcome == tally.RefusedIntegrity || n.Outcome == tally.RefusedDelivery || n.Outcome == tally.NotApplicable:
+			out.Reason = strings.TrimSpace("decision " + rp.Decision + " download-hotfix " + rp.DownloadHotfix)
+		case n.Outcome == tally.Failed:
+			out.Reason = fmt.Sprintf("provision exited %d", rp.ExitCode)
+		}
+	}
+	return out
+}
