@@ -376,6 +376,9 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 			// A key put earlier in this transaction is seen here, so only
 			// its first occurrence in rs counts as new.
 			first[i] = b.Get(k) == nil
+			if !store.MergeReport(!first[i], r) {
+				continue
+			}
 			if err := b.Put(k, vals[i]); err != nil {
 				return fmt.Errorf("report %q: %w", k, err)
 			}

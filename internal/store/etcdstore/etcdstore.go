@@ -371,10 +371,13 @@ func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.Audi
 // not new.
 func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, error) {
 	// etcd refuses a transaction that puts one key twice, so each key is
-	// put once, at its first occurrence, with its last occurrence's value.
+	// put once, at its first occurrence, with its last outcome's value, or
+	// its first started report's when it has no outcome in the call; the
+	// latter only if the key does not exist (store.MergeReport).
 	keys := make([]string, 0, len(rs))  // distinct, in order of first occurrence
 	at := make(map[string]int, len(rs)) // key -> index of its first occurrence in rs
 	value := make(map[string]string, len(rs))
+	outcome := make(map[string]bool, len(rs)) // the key has an outcome in the call
 	for i, r := range rs {
 		if err := r.ValidateKey(); err != nil {
 			return nil, fmt.Errorf("put reports: %w", err)
@@ -384,11 +387,16 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 			return nil, fmt.Errorf("put reports: %w", err)
 		}
 		k := s.reportKey(r)
-		if _, ok := at[k]; !ok {
+		_, seen := at[k]
+		if !seen {
 			at[k] = i
 			keys = append(keys, k)
 		}
+		if !store.MergeReport(seen, r) {
+			continue // a started report after one of this call's own
+		}
 		value[k] = string(b)
+		outcome[k] = !r.Started()
 	}
 	if s.isClosed() {
 		return nil, fmt.Errorf("put reports: %w", store.ErrClosed)
@@ -402,6 +410,9 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 			ops := make([]clientv3.Op, len(chunk))
 			for i, k := range chunk {
 				ops[i] = clientv3.OpPut(k, value[k], clientv3.WithPrevKV())
+				if !outcome[k] {
+					ops[i] = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}, []clientv3.Op{clientv3.OpPut(k, value[k])}, nil)
+				}
 			}
 			resp, err = s.commitReports(ctx, ops)
 		}
@@ -409,7 +420,11 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 			return nil, fmt.Errorf("put reports (%d of %d keys stored before): %w", stored, len(keys), err)
 		}
 		for i, k := range chunk {
-			first[at[k]] = resp.Responses[i].GetResponsePut().GetPrevKv() == nil
+			if outcome[k] {
+				first[at[k]] = resp.Responses[i].GetResponsePut().GetPrevKv() == nil
+			} else {
+				first[at[k]] = resp.Responses[i].GetResponseTxn().GetSucceeded()
+			}
 		}
 		stored += len(chunk)
 	}

@@ -147,7 +147,9 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 		k := reportKey{r.VMID, r.Boot}
 		_, stored := s.reports[k]
 		first[i] = !stored
-		s.reports[k] = r
+		if store.MergeReport(stored, r) {
+			s.reports[k] = r
+		}
 	}
 	return first, nil
 }
