@@ -3,7 +3,9 @@
 // baked agent, from lpsd's served records and the nodes' outcome reports.
 //
 // A node counts for a release when lpsd recorded serving it the release
-// (store.Served: a boot of a node that declared it reports), or when its
+// (store.Served: a boot of a node that declared it reports), when it said
+// it was about to run it (a started report: pending, then silent, never a
+// success, until that boot's outcome replaces it), or when its
 // report says it ran the release or refused it (store.Report's
 // HotfixVersion or RequestedVersion, the latter kept only for a release
 // lpsd offered that VM). Each vmId is one vote per release, its worst
@@ -119,8 +121,14 @@ func (c Counts) Failures() uint64 { return c.Failed + c.Fallback + c.RefusedInte
 // Classify returns what report r says of release version, and whether it
 // is about that release at all: it ran it (HotfixVersion) or was served it
 // and did not run it (RequestedVersion).
+//
+// A started report (the node was about to run version) is never an
+// outcome: Pending here; Of turns it silent after the plan's
+// silent-after.
 func Classify(r store.Report, version string) (Outcome, bool) {
 	switch {
+	case r.Started():
+		return Pending, r.HotfixVersion == version
 	case r.HotfixVersion == version:
 		switch {
 		case r.Fallback:
@@ -218,7 +226,7 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 			}
 			r, ok := byBoot[boot{s.VMID, s.Boot}]
 			switch {
-			case ok && !r.Time.Before(s.Time.Add(-clockSlack)):
+			case ok && !r.Started() && !r.Time.Before(s.Time.Add(-clockSlack)):
 				o, about := Classify(r, rel.Version)
 				if !about {
 					o = NotApplicable
@@ -234,7 +242,14 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 			if r.Time.Before(since) || !t.votes(r.VMID, r.Base) {
 				continue
 			}
-			if o, ok := Classify(r, rel.Version); ok {
+			o, ok := Classify(r, rel.Version)
+			switch {
+			case !ok:
+			case r.Started() && r.Time.Add(after).Before(now):
+				// Started and no outcome since: it hung, died, or lost
+				// its report, served record or not.
+				worst.cast(r.VMID, Silent)
+			default:
 				worst.cast(r.VMID, o)
 			}
 		}

@@ -231,3 +231,37 @@ func TestBaseline(t *testing.T) {
 		t.Errorf("first hotfix's Baseline = %+v, want the two baked nodes that requested nothing", b)
 	}
 }
+
+// startedAt is a started report: the boot was about to run version.
+func startedAt(vm, boot, version string, at time.Time) store.Report {
+	return store.Report{VMID: vm, Boot: boot, Base: base, Agent: "hotfix", HotfixVersion: version, Phase: store.PhaseStarted, Time: at}
+}
+
+// TestOfStartedReports: a started report with no outcome is pending, then
+// silent after silent-after, with or without a served record, and never
+// ok (its exit code is zero); it is not a baseline report either.
+func TestOfStartedReports(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(time.Hour)
+	reports := []store.Report{
+		startedAt("hung", "1", v1, t0),                        // served, started, no outcome for an hour
+		startedAt("unrecorded", "1", v1, t0),                  // no served record (it timed out): silent too
+		startedAt("starting", "1", v1, now.Add(-time.Minute)), // within silent-after
+		startedAt("other", "1", v2, t0),                       // about another release
+	}
+	ss := []store.Served{served("hung", "1", v1, t0), served("starting", "1", v1, now.Add(-time.Minute))}
+	rels := []rollout.Release{rel(v1, rollout.Rolling), rel(v2, rollout.Rolling)}
+	got := Of(rels, reports, ss, now)
+	if c, want := got.Releases[v1], (Counts{Silent: 2, Pending: 1}); c != want {
+		t.Errorf("release = %+v, want %+v", c, want)
+	}
+	if c := got.Control[base]; c != (Counts{}) {
+		t.Errorf("control = %+v, want no started report in it", c)
+	}
+	if o, about := Classify(startedAt("a", "1", v1, t0), v1); o != Pending || !about {
+		t.Errorf("Classify(started) = %v, %v; want pending, about it", o, about)
+	}
+	if b := got.Baseline(rels, rels[1], 0); b.Counts.Judged() != 0 {
+		t.Errorf("baseline of v2 = %+v, want no judged node from started reports", b)
+	}
+}

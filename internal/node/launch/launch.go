@@ -114,6 +114,11 @@ type Config struct {
 	// flag is on; it bounds itself and cannot change the exit code. Nil
 	// sends none.
 	Report func(ctx context.Context, o report.Outcome)
+	// Started sends the started report, when the hotfix flag is on, just
+	// before the hotfix agent first runs. Launch runs it concurrently and
+	// never waits for it before running the agent, only before the outcome
+	// report; it bounds itself (report.Timeout). Nil sends none.
+	Started func(ctx context.Context, s report.Start)
 }
 
 // Provision is what the baked agent's in-process provision gets.
@@ -189,8 +194,12 @@ func Run(ctx context.Context, cfg Config) int {
 		p.NBCCmdPath = cfg.NBCCmdPath
 	}
 	out := f.out
+	out.reports = f.features.HotfixEnabled()
 	start := time.Now()
 	code := provisionWith(ctx, cfg, f.decision, p, &out)
+	if out.started != nil {
+		<-out.started
+	}
 	if code == provision.ExitFailFast && !out.handedOver {
 		return code
 	}
@@ -281,6 +290,25 @@ func hotfixFlow(ctx context.Context, cfg Config) flow {
 type launched struct {
 	report.Outcome
 	handedOver bool
+	// reports: the hotfix flag is on, so launch reports.
+	reports bool
+	// started is closed once the started report is done; nil when none
+	// was sent.
+	started chan struct{}
+}
+
+// sendStarted starts the started report of d's hotfix, if launch reports,
+// and returns at once: the agent runs while it is sent.
+func sendStarted(ctx context.Context, cfg Config, d hotfix.Decision, out *launched) {
+	if !out.reports || cfg.Started == nil {
+		return
+	}
+	out.started = make(chan struct{})
+	s := report.Start{Baked: cfg.Version, Hotfix: d.Target.String(), Check: out.Check.Elapsed, Download: out.Download.Elapsed}
+	go func() {
+		defer close(out.started)
+		cfg.Started(ctx, s)
+	}()
 }
 
 // announce says which agent d chose, in the reference's words, and records
@@ -325,6 +353,7 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provisi
 	out.Hotfix = d.Target.String()
 	out.Agent, out.AgentVersion = hotfix.AgentHotfix, d.Target.String()
 
+	sendStarted(ctx, cfg, d, out)
 	applyEmbedded(ctx, cfg, cfg.HotfixPath)
 	code, why := runHotfix(ctx, cfg, cfg.HotfixPath, p)
 	if why == "" {

@@ -616,3 +616,73 @@ func TestRunReferenceLogLines(t *testing.T) {
 		})
 	}
 }
+
+// TestRunStartedReport: with the flag on, launch sends the started report
+// of the hotfix it is about to run, and runs the agent without waiting for
+// it (here the report does not end until the agent's provision has run);
+// the outcome report waits for it. The baked agent, or the flag off, sends
+// none.
+func TestRunStartedReport(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		features string
+		hotfix   bool
+		want     []report.Start
+	}{
+		{name: "hotfix", features: "ENABLE_PROVISIONING_HOTFIX=true\n", hotfix: true, want: []report.Start{{Baked: baked, Hotfix: target, Check: 3 * time.Millisecond}}},
+		{name: "flag-off", hotfix: true},
+		{name: "baked", features: "ENABLE_PROVISIONING_HOTFIX=true\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			if tt.features != "" {
+				n.write(n.root.EnabledFeatures(), tt.features, 0o600)
+			}
+			if tt.hotfix {
+				n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			}
+			ran := filepath.Join(string(n.root), "agent-ran")
+			n.stageHotfix(startsBootstrap(`touch "$root/agent-ran"; exit 0`))
+			var order []string
+			var got []report.Start
+			cfg := n.config()
+			cfg.Started = func(ctx context.Context, s report.Start) {
+				got = append(got, s)
+				// The agent runs while this report is still out.
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					if _, err := os.Stat(ran); err == nil {
+						order = append(order, "started report done after the agent ran")
+						return
+					}
+					if time.Now().After(deadline) {
+						order = append(order, "started report gave up: the agent did not run while it was out")
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			sendOutcome := cfg.Report
+			cfg.Report = func(ctx context.Context, o report.Outcome) {
+				order = append(order, "outcome")
+				sendOutcome(ctx, o)
+			}
+			Run(t.Context(), cfg)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("started reports (-want +got):\n%s\n%s", diff, n.out.String())
+			}
+			wantOrder := []string{"outcome"}
+			if tt.want != nil {
+				wantOrder = []string{"started report done after the agent ran", "outcome"}
+			}
+			if tt.features == "" {
+				wantOrder = nil
+			}
+			if diff := cmp.Diff(wantOrder, order); diff != "" {
+				t.Errorf("order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -85,6 +85,40 @@ func Send(ctx context.Context, cfg Config, o Outcome) (bool, error) {
 	return lpsclient.Report(ctx, t, token, request(boot, o))
 }
 
+// Start is what a node says just before it runs a hotfix agent: the
+// started report.
+type Start struct {
+	// Baked is the baked agent's version; Hotfix the one about to run.
+	Baked, Hotfix string
+	// Check and Download are how long those steps took.
+	Check, Download time.Duration
+}
+
+// SendStarted sends a started report once, within ctx: over sess's open
+// connection when it has one (check-hotfix's), else over one of its own.
+// It returns whether the service stored it (the boot had no report). An
+// older service answers Unimplemented, and stores nothing.
+func SendStarted(ctx context.Context, cfg Config, sess *lpsclient.Session, s Start) (bool, error) {
+	boot, err := BootID(cfg.Root)
+	if err != nil {
+		return false, err
+	}
+	req := &nodev1.ReportStartedRequest{
+		BootId: boot, BakedVersion: s.Baked, HotfixVersion: s.Hotfix,
+		CheckHotfixMs: s.Check.Milliseconds(), DownloadHotfixMs: s.Download.Milliseconds(),
+	}
+	if sess != nil {
+		if _, _, ok := sess.Target(); ok {
+			return sess.Started(ctx, req)
+		}
+	}
+	t, token, _, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
+	if err != nil {
+		return false, err
+	}
+	return lpsclient.Started(ctx, t, token, req)
+}
+
 func request(boot string, o Outcome) *nodev1.ReportOutcomeRequest {
 	agent := nodev1.Agent_AGENT_BAKED
 	if o.Agent == hotfix.AgentHotfix {

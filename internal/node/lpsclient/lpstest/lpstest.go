@@ -112,6 +112,13 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// Handshakes returns how many TLS handshakes the server has seen.
+func (s *Server) Handshakes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.hellos)
+}
+
 // Options configure Start.
 type Options struct {
 	// ALPN is the server's protocol preference; nil means ["h2"], the
