@@ -168,7 +168,8 @@ func writeSelection(e *env, result *os.File, sel launch.Selection) int {
 	return exitOK
 }
 
-// sendReport sends the outcome report within report.Timeout. It is
+// sendReport sends the outcome report within report.Timeout, and keeps it
+// for report-resend if the service did not acknowledge it. It is
 // telemetry: a failure is logged and changes nothing.
 func sendReport(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, o report.Outcome) {
 	ctx, cancel := context.WithTimeout(ctx, report.Timeout)
@@ -176,10 +177,24 @@ func sendReport(ctx context.Context, root layout.Root, log *slog.Logger, nf node
 	start := time.Now()
 	first, err := report.Send(ctx, report.Config{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}, o)
 	if err != nil {
-		log.Warn("outcome report not delivered (fail-open)", "err", err, "durationMs", time.Since(start).Milliseconds())
+		log.Warn("outcome report not delivered (fail-open)", "err", err, "durationMs", time.Since(start).Milliseconds(), "kept", keep(ctx, root, log, start, err, &o, nil))
 		return
 	}
 	log.Info("outcome report delivered", "first", first, "durationMs", time.Since(start).Milliseconds())
+}
+
+// keep puts a report the service did not acknowledge in the outbox, for
+// report-resend, when the error says it may take it later; it says whether
+// it did. Fail-open: a disk error loses the report, and is logged.
+func keep(ctx context.Context, root layout.Root, log *slog.Logger, sent time.Time, err error, o *report.Outcome, s *report.Start) bool {
+	if !report.Retryable(err) {
+		return false
+	}
+	if kerr := report.Keep(context.WithoutCancel(ctx), root, sent, o, s); kerr != nil {
+		log.Warn("report not kept for a resend (fail-open)", "err", kerr)
+		return false
+	}
+	return true
 }
 
 // sendStarted sends the started report within report.Timeout, on the
@@ -191,7 +206,7 @@ func sendStarted(ctx context.Context, root layout.Root, log *slog.Logger, nf nod
 	start := time.Now()
 	first, err := report.SendStarted(ctx, report.Config{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}, sess, s)
 	if err != nil {
-		log.Warn("started report not delivered (fail-open)", "version", s.Hotfix, "err", err, "durationMs", time.Since(start).Milliseconds())
+		log.Warn("started report not delivered (fail-open)", "version", s.Hotfix, "err", err, "durationMs", time.Since(start).Milliseconds(), "kept", keep(ctx, root, log, start, err, nil, &s))
 		return
 	}
 	log.Info("started report delivered", "version", s.Hotfix, "first", first, "durationMs", time.Since(start).Milliseconds())
