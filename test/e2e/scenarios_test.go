@@ -537,3 +537,41 @@ func TestIntegrationReferenceLaunchers(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationReportResent: a node whose lpsd is unreachable when it
+// reports (here the whole flow finds nothing listening) keeps its outcome
+// in the outbox; `aks-node-controller report-resend`, which the node's
+// timer runs, delivers it once lpsd answers, and removes the outbox.
+func TestIntegrationReportResent(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	s := newStack(t, stackOpts{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	n := s.node(nodeOpts{})
+	expect(t, n, s.launch(n, "", down), bakedVersion, "noColdStartPointer", "")
+	outbox := n.Path("var/log/azure/aks/report-outbox.json")
+	if _, err := os.Stat(outbox); err != nil {
+		t.Fatalf("no outbox after a report lpsd never acknowledged: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, env.baked, "report-resend", "--root", n.Root, "--imds-url", s.imds.URL, "--lps-addr", s.lpsd.GRPCAddr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "delivered 1, dropped 0, kept 0") {
+		t.Fatalf("report-resend = %v:\n%s", err, out)
+	}
+	st, err := lpsdStatus(t.Context(), s.lpsd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Control) != 1 || st.Control[0].Counts.OK != 1 {
+		t.Errorf("control = %+v, want the resent report counted: 1 ok", st.Control)
+	}
+	if _, err := os.Stat(outbox); !os.IsNotExist(err) {
+		t.Errorf("outbox left after its report was delivered: %v", err)
+	}
+}

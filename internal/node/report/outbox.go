@@ -104,6 +104,9 @@ type Resent struct {
 // is removed (its reports are lost: fail-open).
 func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	var res Resent
+	if _, err := os.Lstat(cfg.Root.ReportOutbox()); errors.Is(err, fs.ErrNotExist) {
+		return res, nil // the usual case: nothing kept, nothing written
+	}
 	unlock, err := lockOutbox(ctx, cfg.Root)
 	if err != nil {
 		return res, err
