@@ -3,10 +3,14 @@ package launch
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +24,7 @@ import (
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
 	"nodehotfix/internal/node/report"
+	"nodehotfix/internal/release"
 )
 
 const (
@@ -682,6 +687,74 @@ func TestRunStartedReport(t *testing.T) {
 			}
 			if diff := cmp.Diff(wantOrder, order); diff != "" {
 				t.Errorf("order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// signedPointer installs a release key and points at target with a signed
+// release of the staged binary's bytes, declaring launch records or not.
+func (n *node) signedPointer(launchRecords bool) {
+	n.t.Helper()
+	pub, priv, err := release.GenerateKey(rand.Reader)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.write(n.root.ReleaseKeys(), string(release.MarshalPublicKey(pub, "")), 0o644)
+	bin, err := os.ReadFile(n.root.HotfixBinary())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	sum := sha256.Sum256(bin)
+	env, err := release.Sign(release.Release{
+		Base: "202604.01", Version: target, NotAfter: time.Now().Add(time.Hour), LaunchRecords: launchRecords,
+		Artifacts: map[string]release.Artifact{release.Platform(runtime.GOOS, runtime.GOARCH): {URL: "https://x/a", SHA256: hex.EncodeToString(sum[:]), Size: int64(len(bin))}},
+	}, priv)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, Releases: []json.RawMessage{env}})
+}
+
+// TestRunBoundsAHotfixThatWritesNoRecord: a hotfix agent that hangs before
+// it writes its first launch record is killed after StartTimeout, and the
+// baked agent provisions in the same boot, once, only when its signed
+// release declares that its agent writes launch records; otherwise it is
+// never timed (it may be a reference-style agent running its bootstrap):
+// here one that writes nothing for longer than StartTimeout, then starts
+// the bootstrap, provisions with its own exit code and no fallback.
+func TestRunBoundsAHotfixThatWritesNoRecord(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		declared  bool
+		body      string
+		wantBaked int
+		wantCode  int
+		reason    string
+	}{
+		{name: "declared-and-hangs", declared: true, body: "exec sleep 60", wantBaked: 1, reason: "wrote no launch record within 300ms"},
+		{name: "undeclared-and-slow", declared: false, body: "sleep 0.6\n" + startsBootstrap("exit 3"), wantCode: 3},
+		{name: "declared-and-keeps-the-protocol", declared: true, body: startsBootstrap("exit 0")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			n.stageHotfix(tt.body)
+			n.signedPointer(tt.declared)
+			start := time.Now()
+			code := n.launch()
+			if code != tt.wantCode {
+				t.Errorf("launch = %d, want %d\n%s", code, tt.wantCode, n.out.String())
+			}
+			if got := len(n.provided); got != tt.wantBaked {
+				t.Errorf("%d baked provisions, want %d\n%s", got, tt.wantBaked, n.out.String())
+			}
+			if tt.reason != "" && (len(n.provided) != 1 || !strings.Contains(n.provided[0].Fallback, tt.reason)) {
+				t.Errorf("fallback = %+v, want the reason %q", n.provided, tt.reason)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("launch took %v", d)
 			}
 		})
 	}
