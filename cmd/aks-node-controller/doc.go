@@ -91,7 +91,17 @@ agent provisions in the same boot, once; so it does after a hotfix agent
 that exits 0 with neither (it provisioned nothing, so it counts as failed); provision.json records Agent
 "baked" and the Fallback reason, and the Launcher event says fallback=true.
 A preflight that does not reach the bootstrap within a minute is a hang:
-the hotfix agent is killed and the baked agent provisions. A bootstrap that
+the hotfix agent is killed and the baked agent provisions. So is a hotfix
+agent that wrote no launch record at all within a minute, but only when
+its verified release declares that its agent writes them (a signed
+"launch_records": lpsctl release sign --launch-records; never without
+release keys): such an agent records its preflight at once and never
+starts the bootstrap unrecorded, so no record means no bootstrap, and the
+record is read once more before the kill (one written after the kill means
+its bootstrap stands, and launch does not fall back). An agent without the
+declaration that writes no record is never timed, since it may be running
+its bootstrap (the reference's agent writes none); it is bounded by the
+CSE's timeout alone. A bootstrap that
 started is never run again (it is not idempotent): its exit code stands. If
 the hotfix agent is killed by a signal after the bootstrap started, launch
 records that in provision.json (exit code 128+signal) so provision-wait does
