@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,6 +106,11 @@ func TestIntegrationHotfixProvisioned(t *testing.T) {
 	}
 	if got := s.releaseCounts(hotfix1); got != (counts{Reported: 1, OK: 1}) {
 		t.Errorf("counts of %s = %+v, want one ok report", hotfix1, got)
+	}
+	// Launch sent its started report before the hotfix ran (on
+	// check-hotfix's connection), and the outcome then replaced it.
+	if m := metrics(t, s.lpsd); !strings.Contains(m, `lpsd_reports_total{result="started"} 1`) {
+		t.Errorf("lpsd counted no started report:\n%s", grepLines(m, "lpsd_reports_total"))
 	}
 
 	// provision-wait, as the CSE runs it from the baked binary, reports
@@ -574,4 +581,34 @@ func TestIntegrationReportResent(t *testing.T) {
 	if _, err := os.Stat(outbox); !os.IsNotExist(err) {
 		t.Errorf("outbox left after its report was delivered: %v", err)
 	}
+}
+
+// metrics returns lpsd's /metrics text.
+func metrics(t *testing.T, l *harness.LPSD) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+l.HTTPAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
