@@ -260,6 +260,25 @@ func CompareReports(a, b Report) int {
 	return cmp.Or(strings.Compare(a.VMID, b.VMID), strings.Compare(a.Boot, b.Boot))
 }
 
+// Beats is an optional capability of a Store, checked by type assertion:
+// marks of the minutes in which some lpsd replica was up, so that silence
+// is counted in lpsd's uptime and an outage does not turn its gap into
+// silent nodes (internal/tally). Every backend here has it.
+type Beats interface {
+	// PutBeat marks t's minute (UTC, truncated to the minute) and forgets
+	// marks older than BeatRetention before t. Idempotent and safe across
+	// replicas. ErrClosed after Close.
+	PutBeat(ctx context.Context, t time.Time) error
+	// Beats returns the marked minutes from from's minute on, ascending.
+	// ErrClosed after Close.
+	Beats(ctx context.Context, from time.Time) ([]time.Time, error)
+}
+
+// BeatRetention is how long a beat is kept: the longest a served boot's
+// silence can be stretched by outages (tally.MaxStretch) plus the longest
+// silent-after.
+const BeatRetention = 72 * time.Hour
+
 // Store persists releases, the audit log, reports and canary seats.
 // Implementations are safe for concurrent use.
 type Store interface {

@@ -171,6 +171,7 @@ func (s *Store) seqKey() string              { return s.prefix + "audit-seq" }
 func (s *Store) reportsPrefix() string       { return s.prefix + "reports/" }
 func (s *Store) seatsPrefix(v string) string { return s.prefix + "seats/" + v + "/" }
 func (s *Store) servedPrefix() string        { return s.prefix + "served/" }
+func (s *Store) beatKey(minute int64) string  { return fmt.Sprintf("%sbeats/%012d", s.prefix, max(minute, 0)) }
 func (s *Store) reportKey(r store.Report) string {
 	return s.reportsPrefix() + r.VMID + "/" + r.Boot
 }
@@ -853,4 +854,48 @@ func (s *Store) mapErr(err error) error {
 		return store.ErrClosed
 	}
 	return err
+}
+
+var _ store.Beats = (*Store)(nil)
+
+// PutBeat implements store.Beats: one transaction puts the minute's key
+// and deletes the keys past store.BeatRetention, bounded by the request
+// timeout.
+func (s *Store) PutBeat(ctx context.Context, t time.Time) error {
+	if s.isClosed() {
+		return fmt.Errorf("put beat: %w", store.ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	cutoff := s.beatKey(t.Add(-store.BeatRetention).Unix() / 60)
+	_, err := s.cli.Txn(ctx).Then(
+		clientv3.OpDelete(s.beatKey(0), clientv3.WithRange(cutoff)),
+		clientv3.OpPut(s.beatKey(t.Unix()/60), ""),
+	).Commit()
+	if err != nil {
+		return fmt.Errorf("put beat: %w", s.mapErr(err))
+	}
+	return nil
+}
+
+// Beats implements store.Beats with one range read: at most
+// store.BeatRetention's 4,320 keys.
+func (s *Store) Beats(ctx context.Context, from time.Time) ([]time.Time, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("list beats: %w", store.ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.beatKey(from.Unix()/60), clientv3.WithRange(s.prefix+"beats0"), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("list beats: %w", s.mapErr(err))
+	}
+	out := make([]time.Time, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		m, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), s.prefix+"beats/"), 10, 64)
+		if err == nil {
+			out = append(out, time.Unix(m*60, 0).UTC())
+		}
+	}
+	return out, nil
 }

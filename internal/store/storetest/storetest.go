@@ -58,6 +58,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"reports-large-call", testReportsLargeCall},
 		{"reports-cancel", testReportsCancel},
 		{"reports-started", testReportsStarted},
+		{"beats", testBeats},
 		{"seats", testSeats},
 		{"seats-concurrent", testSeatsConcurrent},
 		{"seats-invalid", testSeatsInvalid},
@@ -788,6 +789,43 @@ func testReportsStarted(t *testing.T, s store.Store) {
 	}
 	if diff := cmp.Diff([]store.Report{aOut, b, cOut, dOut}, MustReports(t, s)); diff != "" {
 		t.Errorf("Reports: want every outcome, no started report over one (-want +got):\n%s", diff)
+	}
+}
+
+// testBeats: a store with store.Beats marks minutes once however often
+// they beat, lists them from a minute on, and forgets marks past
+// store.BeatRetention.
+func testBeats(t *testing.T, s store.Store) {
+	b, ok := s.(store.Beats)
+	if !ok {
+		t.Skip("no store.Beats")
+	}
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for _, at := range []time.Time{t0.Add(10 * time.Second), t0.Add(50 * time.Second), t0.Add(2*time.Minute + time.Second)} {
+		if err := b.PutBeat(t.Context(), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(from time.Time) []time.Time {
+		t.Helper()
+		got, err := b.Beats(t.Context(), from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if diff := cmp.Diff([]time.Time{t0, t0.Add(2 * time.Minute)}, list(t0.Add(-time.Hour))); diff != "" {
+		t.Errorf("Beats (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]time.Time{t0.Add(2 * time.Minute)}, list(t0.Add(time.Minute))); diff != "" {
+		t.Errorf("Beats from a later minute (-want +got):\n%s", diff)
+	}
+	late := t0.Add(store.BeatRetention + time.Minute)
+	if err := b.PutBeat(t.Context(), late); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]time.Time{t0.Add(2 * time.Minute), late}, list(time.Time{})); diff != "" {
+		t.Errorf("Beats after retention (-want +got):\n%s", diff)
 	}
 }
 
