@@ -171,7 +171,9 @@ func (s *Store) seqKey() string              { return s.prefix + "audit-seq" }
 func (s *Store) reportsPrefix() string       { return s.prefix + "reports/" }
 func (s *Store) seatsPrefix(v string) string { return s.prefix + "seats/" + v + "/" }
 func (s *Store) servedPrefix() string        { return s.prefix + "served/" }
-func (s *Store) beatKey(minute int64) string  { return fmt.Sprintf("%sbeats/%012d", s.prefix, max(minute, 0)) }
+func (s *Store) beatKey(minute int64) string {
+	return fmt.Sprintf("%sbeats/%012d", s.prefix, max(minute, 0))
+}
 func (s *Store) reportKey(r store.Report) string {
 	return s.reportsPrefix() + r.VMID + "/" + r.Boot
 }
