@@ -265,3 +265,41 @@ func TestOfStartedReports(t *testing.T) {
 		t.Errorf("baseline of v2 = %+v, want no judged node from started reports", b)
 	}
 }
+
+// TestOfSilenceCountsUptime: a served boot turns silent only once lpsd was
+// up for silent-after since it was served: a 40-minute outage does not
+// turn a boot served 60 minutes ago silent, nor one only started; an older
+// one is silent, and so is every boot MaxStretch past its deadline
+// whatever the outages. Without marks, wall-clock time.
+func TestOfSilenceCountsUptime(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(time.Hour)
+	var marks []time.Time
+	for m := t0.Add(-3 * time.Hour); !m.After(now); m = m.Add(time.Minute) {
+		if m.Before(t0.Add(10*time.Minute)) || !m.Before(t0.Add(50*time.Minute)) {
+			marks = append(marks, m) // down from t0+10m to t0+50m
+		}
+	}
+	up := NewUptime(marks, now.Add(-UptimeWindow), now)
+	if got := up.Between(t0, now); got != 20*time.Minute {
+		t.Errorf("Between(t0, now) = %v, want 20m (60m less the 40m outage)", got)
+	}
+	rels := []rollout.Release{rel(v1, rollout.Rolling)}
+	ss := []store.Served{served("recent", "1", v1, t0), served("old", "1", v1, t0.Add(-2*time.Hour))}
+	reports := []store.Report{startedAt("started", "1", v1, t0)}
+	if c, want := OfUptime(rels, reports, ss, now, up).Releases[v1], (Counts{Pending: 2, Silent: 1}); c != want {
+		t.Errorf("with uptime: %+v, want %+v", c, want)
+	}
+	if c, want := Of(rels, reports, ss, now).Releases[v1], (Counts{Silent: 3}); c != want {
+		t.Errorf("wall clock: %+v, want %+v", c, want)
+	}
+	// lpsd down ever since the boot was served, MaxStretch and more ago.
+	long := now.Add(-(rollout.DefaultSilentAfter + MaxStretch + time.Minute))
+	down := NewUptime([]time.Time{long.Add(-time.Minute)}, now.Add(-UptimeWindow), now)
+	if c := OfUptime(rels, nil, []store.Served{served("long", "1", v1, long)}, now, down).Releases[v1]; c != (Counts{Silent: 1}) {
+		t.Errorf("past MaxStretch: %+v, want silent", c)
+	}
+	if NewUptime(nil, now.Add(-UptimeWindow), now) != nil {
+		t.Errorf("NewUptime without marks is not wall-clock time (nil)")
+	}
+}
