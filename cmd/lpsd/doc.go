@@ -14,7 +14,14 @@ written in batches (a write starts 10 ms after the replica's last one
 began, or at once when 128 wait, and takes every report waiting, at most
 128), and a node's call returns once its report is stored. lpsctl status shows, per release,
 the nodes that reported, succeeded, failed and fell back, and, per base,
-the control cohort (nodes that ran the baked agent). Metric:
+the control cohort (nodes that ran the baked agent). Just before it runs a
+hotfix, a node sends ReportService/ReportStarted: stored under the same
+(vmId, boot) only where that boot has no report yet, replaced by its
+outcome, counted pending and then silent, never as a success (result
+"started"). Every serving replica marks each minute it is up in the store
+(every 20 s, kept 72 h), and a served boot's silence is counted only over
+those minutes, so an outage does not make the nodes it kept from reporting
+silent (at most 24 h past their silent-after). Metric:
 lpsd_reports_total{result}.
 
 A release with a plan (lpsctl rollout plan) is stepped by lpsd itself
