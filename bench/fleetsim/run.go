@@ -39,6 +39,17 @@ var scenarios = map[string]func(c *fleet.Config){
 		c.Loop.FailRate, c.Loop.RefuseRate = c.Loop.ControlFailRate, 0.3
 		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.05), frac(c, 0.4)
 	},
+	// The base already has a complete hotfix that every other node runs:
+	// a healthy second one advances against it (no node runs the baked
+	// agent by choice, so there is no control cohort), a bad one halts.
+	"loop-second": func(c *fleet.Config) {
+		c.Loop.FailRate, c.Loop.Second = c.Loop.ControlFailRate, true
+		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.3), frac(c, 0.6)
+	},
+	"loop-second-bad": func(c *fleet.Config) {
+		c.Loop.FailRate, c.Loop.Second = c.Loop.ControlFailRate+0.28, true
+		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.05), frac(c, 0.4)
+	},
 	"loop-healthy": func(c *fleet.Config) {
 		c.Loop.FailRate = c.Loop.ControlFailRate
 		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.3), frac(c, 0.6)
@@ -72,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&loop.AutopilotInterval, "autopilot-interval", time.Second, "closed loop: each replica's autopilot interval")
 	fs.DurationVar(&loop.ReportDelay, "report-delay", time.Second, "closed loop: how long after its answer a node reports (its provisioning)")
 	fs.IntVar(&loop.ResendEvery, "resend-every", 10, "closed loop: every n-th node reports twice through another replica, alternately the same boot and a reboot (0: never)")
-	scenario := fs.String("scenario", "all", "baseline, failures, change, combined, loop-bad, loop-refuse, loop-healthy, loop (the three loops), or all (the first three), each on a fresh cluster")
+	scenario := fs.String("scenario", "all", "baseline, failures, change, combined, loop-bad, loop-refuse, loop-second, loop-second-bad, loop-healthy, loop (the five loops), or all (the first three), each on a fresh cluster")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -95,7 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "all":
 		names = []string{"baseline", "failures", "change"}
 	case "loop":
-		names = []string{"loop-bad", "loop-refuse", "loop-healthy"}
+		names = []string{"loop-bad", "loop-refuse", "loop-second", "loop-second-bad", "loop-healthy"}
 	}
 	code := 0
 	for _, name := range names {
@@ -185,17 +196,17 @@ func verdict(r *fleet.Report, scenario string) []string {
 			v = append(v, fmt.Sprintf("%d reports refused", l.Refused))
 		}
 		switch err := l.HaltedOnCanary(r.Config.Loop.Plan); {
-		case scenario == "loop-bad" && err != nil:
+		case (scenario == "loop-bad" || scenario == "loop-second-bad") && err != nil:
 			v = append(v, "the regressing release: "+err.Error())
-		case scenario == "loop-bad" && l.Halt.Reason != "regression":
+		case (scenario == "loop-bad" || scenario == "loop-second-bad") && l.Halt.Reason != "regression":
 			v = append(v, "the regressing release was halted for "+l.Halt.Reason)
 		case scenario == "loop-refuse" && err != nil:
 			v = append(v, "the refused release: "+err.Error())
 		case scenario == "loop-refuse" && l.Halt.Reason != "refusedIntegrity":
 			v = append(v, "the refused release was halted for "+l.Halt.Reason)
-		case scenario == "loop-healthy" && l.Halt != nil:
+		case (scenario == "loop-healthy" || scenario == "loop-second") && l.Halt != nil:
 			v = append(v, fmt.Sprintf("the healthy release was halted at %d%%", l.Halt.Percent))
-		case scenario == "loop-healthy" && len(l.Advances) == 0:
+		case (scenario == "loop-healthy" || scenario == "loop-second") && len(l.Advances) == 0:
 			v = append(v, "the healthy release never advanced")
 		}
 		if m, ok := l.HaltReached(); l.Halt != nil && (m > time.Second || !ok) {

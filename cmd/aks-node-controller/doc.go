@@ -24,6 +24,11 @@ Commands:
 	                 step, from local files only (--json for machines)
 	live-patching    print the configuration the live-patching service serves
 	                 this node for a component (below)
+	fetch-localdns-config  fetch this node's localDNS configuration and
+	                 stage its Corefile; prints the outcome, always exits 0
+	                 (below)
+	apply-localdns-config  stage the Corefile of a localDNS configuration
+	                 given in a file or on stdin (below)
 	provision        run the node bootstrap; record provision.json and
 	                 provision.complete
 	provision-wait   wait for provision.complete; print provision.json
@@ -173,6 +178,45 @@ prints the whole response ({"componentName", "config"}) and a newline. It is
 an operator's probe, not fail-open: every failure exits 1 with the reason on
 stderr, NotFound and the other codes check-hotfix treats as "no hotfix"
 included; usage errors exit 2. --timeout (default 30s) bounds it whole.
+For a component other than aksNodeController, a config that carries its
+signature (our lpsd serves it in the member nodehotfixConfigEnvelope) is
+verified against the node's release keys (--release-keys, default the
+image's) before anything is printed: one that does not verify, or a damaged
+key file, exits 1. Without keys, or without a signature, it prints what was
+served.
+
+# localDNS
+
+`aks-node-controller fetch-localdns-config [--output PATH] [--timeout D]
+[--release-keys FILE]` is the reference's command: it asks the service for
+the localDNS component's configuration (the node config's target, as
+live-patching), stages the Corefile it selects at PATH (default
+opt/azure/containers/localdns/livepatched.localdns.corefile) with its
+version in PATH.version, and prints the outcome as the last line of stdout:
+applied, alreadyCurrent (the Corefile and version are there already),
+notFound (the service answered NotFound, PermissionDenied or
+Unauthenticated), noCorefileData (an empty configuration, none for this
+node's agent pool, or only a localDnsProfile, which this agent does not
+render into a Corefile) or failed. It always exits 0: its bootstrap caller
+is fail-open and reads the line. --timeout (default 10s) bounds it whole,
+metadata service included; the configuration is at most 36 KiB (a
+signed one with its envelope), the response at 1 MiB.
+
+The configuration is the reference's JSON object: corefile, coreFile,
+corefileBase64 or corefile_base64, or per agent pool under agentPools or
+profiles, keyed by the kubernetes.azure.com/agentpool kubelet node label
+(the node config's kubelet_config.kubelet_node_labels, else nbc-cmd.sh's
+KUBELET_NODE_LABELS), each entry with an optional corefileVersion or
+configChecksum for the version file. On a node with release keys only a
+configuration whose signature verifies (and names localDNS) is applied; an
+unsigned one is failed, so a service that could strip the signature cannot
+hand the node an unsigned Corefile. Without keys, the configuration is
+taken as served.
+
+`aks-node-controller apply-localdns-config [--config FILE|-] [--output PATH]`
+applies a configuration given in a file or on stdin (the default; read for
+at most 10 s, at most 36 KiB) the same way, prints the outcome line, and
+exits 1 when it is failed.
 
 Log lines. launch prints, at the same moments, the lines the reference's
 launcher prints and its e2e and log queries look for:
@@ -294,7 +338,8 @@ Exit codes:
 	     be installed or the outcome is a policy decision (no hotfix,
 	     untrusted, revoked, busy)
 	1    error (download-hotfix staging failed, provision-wait timed out, an
-	     unexpected argument, any live-patching failure)
+	     unexpected argument, any live-patching failure, apply-localdns-config
+	     failed)
 	2    usage error (unknown command or flag)
 	N    launch and provision: the bootstrap's exit code (240 when it could
 	     not start; 128+signal when a hotfix agent was killed after it
@@ -313,6 +358,7 @@ Files (under --root):
 	opt/azure/containers/nodecustomdata.yml                scripts hotfix source (read)
 	opt/azure/containers/embedded-nodecustomdata.yml       the embedded script hotfix applied (apply-embedded-hotfix writes, 0600)
 	opt/azure/containers/provision.complete                provisioning done (provision writes)
+	opt/azure/containers/localdns/livepatched.localdns.corefile  the live-patched Corefile (fetch-localdns-config, apply-localdns-config write; .version beside it)
 	var/log/azure/aks/launch.json                          launch handed over to provisioning: launch ID, agent, version, pid, time
 	var/log/azure/aks/provision-started.json               a provision under launch: its preflight, then the bootstrap's start
 	var/log/azure/aks/provision.json                       provisioning result: ExitCode, Error, Output, timing, Agent, AgentVersion, Fallback
@@ -322,7 +368,7 @@ Files (under --root):
 	var/log/azure/Microsoft.Azure.Extensions.CustomScript/events/*.json  telemetry events (the directory is never a symlink)
 
 Telemetry: one guest-agent event per command run, task
-AKS.AKSNodeController.{ApplyEmbeddedHotfix,CheckHotfix,DownloadHotfix,Launcher,Provision,ProvisionWait},
+AKS.AKSNodeController.{ApplyEmbeddedHotfix,CheckHotfix,DownloadHotfix,Launcher,Provision,ProvisionWait,FetchLocalDNSConfig,ApplyLocalDNSConfig},
 whether the command ran as its own process or inside launch.
 check-hotfix outcomes are the reference's: lpsRead, noHotfixForBase,
 noHotfixAvailable, customDataFallback, noColdStartPointer (the service
@@ -332,7 +378,10 @@ unparsableVersion, revoked, unreadableRevocation, untrusted, busy, noPackage
 and ambiguousPackage (the repositories have none, or several revisions, of
 the version; both failures), repositoryIntegrity (a bad signature, a package
 whose digest differs from the signed index, a package without the agent, on the
-repository route; a failure, nothing staged), failed; each event also names
+repository route; a failure, nothing staged), artifactIntegrity (the
+artifact's size or sha256 is not the signed one, or the verified bytes are
+not an ELF agent of the signed version: the release is at fault, and the
+service counts it against it; a failure, nothing staged), failed; each event also names
 the route (direct, repository, package-manager, none) and the version, and
 repositoryFallback="…" says why the repository route gave way. Launcher events:
 "launcher choice=hotfix version=V reason=hotfix", "launcher choice=baked

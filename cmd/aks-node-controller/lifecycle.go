@@ -12,6 +12,7 @@ import (
 	"nodehotfix/internal/node/embedhotfix"
 	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/localdns"
 )
 
 // result is what a task's work returns to its lifecycle.
@@ -82,6 +83,15 @@ func downloadHotfixTask(budget time.Duration) task[downloadhotfix.Result] {
 		name: "download-hotfix", event: event.TaskDownloadHotfix, budget: budget,
 		onPanic: func(v any) downloadhotfix.Result {
 			return downloadhotfix.Result{Outcome: downloadhotfix.Failed, Route: downloadhotfix.RouteNone, Err: fmt.Errorf("panic: %v", v)}
+		},
+	}
+}
+
+func localDNSTask(name, ev string, budget time.Duration) task[localdns.Result] {
+	return task[localdns.Result]{
+		name: name, event: ev, budget: budget,
+		onPanic: func(v any) localdns.Result {
+			return localdns.Result{Outcome: localdns.Failed, Err: fmt.Errorf("panic: %v", v)}
 		},
 	}
 }

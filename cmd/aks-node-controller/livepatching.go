@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/component"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 )
@@ -28,6 +29,7 @@ func runLivePatching(ctx context.Context, args []string, e *env) int {
 	nf.register(fs, true)
 	asJSON := fs.Bool("json", false, "print the whole response as JSON (componentName, config), with a newline")
 	timeout := fs.Duration("timeout", defaultLivePatchingTimeout, "give up after this long, metadata service included")
+	keysPath := fs.String("release-keys", "", "trusted release public keys `file` a signed component config must verify against (default <root>/opt/azure/containers/aks-node-controller-release-keys.pub)")
 	fs.Usage = func() {
 		fmt.Fprintln(e.stderr, "usage: aks-node-controller live-patching [flags] <component>   (e.g. aksNodeController, localDNS)")
 		fs.PrintDefaults()
@@ -37,14 +39,14 @@ func runLivePatching(ctx context.Context, args []string, e *env) int {
 	}
 	// Flags may follow the component too (live-patching localDNS --json):
 	// parse what follows it, which leaves only extra arguments.
-	component, rest := fs.Arg(0), []string{}
+	name, rest := fs.Arg(0), []string{}
 	if fs.NArg() > 1 {
 		rest = fs.Args()[1:]
 	}
 	if err := fs.Parse(rest); err != nil {
 		return exitUsage
 	}
-	if component == "" || fs.NArg() > 0 {
+	if name == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return exitUsage
 	}
@@ -54,12 +56,13 @@ func runLivePatching(ctx context.Context, args []string, e *env) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	t, token, _, err := lpsclient.Node{Root: layout.Root(nf.root), IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}.Resolve(ctx)
+	root := layout.Root(nf.root)
+	t, token, _, err := lpsclient.Node{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}.Resolve(ctx)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "aks-node-controller live-patching: %v\n", err)
 		return exitError
 	}
-	t.Component = component
+	t.Component = name
 	// Asked as check-hotfix asks, for this image's base, so the agent's
 	// component answers what this node would be served.
 	if v, err := hotfix.ParseVersion(version); err == nil {
@@ -69,6 +72,15 @@ func runLivePatching(ctx context.Context, args []string, e *env) int {
 	if err != nil {
 		fmt.Fprintf(e.stderr, "aks-node-controller live-patching %s: %v\n", t.Component, err)
 		return exitError
+	}
+	// Another component's config may carry its signature (our lpsd signs
+	// them): a node with release keys verifies it, and prints nothing of
+	// one that fails. The agent's own releases are verified where used.
+	if name != lpsclient.Component {
+		if err := verifyComponent(root, *keysPath, name, resp.GetConfig()); err != nil {
+			fmt.Fprintf(e.stderr, "aks-node-controller live-patching %s: %v\n", name, err)
+			return exitError
+		}
 	}
 	if *asJSON {
 		// encoding/json, not protojson, whose spacing is deliberately
@@ -91,4 +103,18 @@ func runLivePatching(ctx context.Context, args []string, e *env) int {
 		return exitError
 	}
 	return exitOK
+}
+
+// verifyComponent checks the signature a served component config carries,
+// when the node has release keys (keysPath, or the image's under root).
+func verifyComponent(root layout.Root, keysPath, name, served string) error {
+	if keysPath == "" {
+		keysPath = root.ReleaseKeys()
+	}
+	keys, err := component.LoadKeys(keysPath)
+	if err != nil {
+		return err
+	}
+	_, err = component.Open(served, name, keys, time.Now(), false)
+	return err
 }

@@ -30,9 +30,11 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"apply-embedded-hotfix", "apply the script hotfix this agent carries for the node's distribution, if any (exit 0 when none)", runApplyEmbedded},
+		{"apply-localdns-config", "apply a localDNS config from a file or stdin: stage the Corefile it selects for this node, print the outcome", runApplyLocalDNSConfig},
 		{"check-hotfix", "ask the live-patching service for the hotfix pointer and stage it (always exits 0)", runCheckHotfix},
 		{"download-hotfix", "stage the verified hotfix agent the pointer names, or remove one that no longer applies", runDownloadHotfix},
 		{"explain", "say what the hotfix path would do on this node and why (local files only)", runExplain},
+		{"fetch-localdns-config", "fetch this node's localDNS config from the live-patching service and stage its Corefile; prints the outcome, always exits 0", runFetchLocalDNSConfig},
 		{"live-patching", "print the configuration the live-patching service serves this node for a component (an operator's probe: failures exit 1)", runLivePatching},
 		{"launch", "provision the node as the launcher does: feature flags, check-hotfix, download-hotfix, the agent choice, provision", runLaunch},
 		{"provision", "run the node bootstrap and record provision.json / provision.complete", runProvision},

@@ -2,7 +2,9 @@
 lpsctl is the operator CLI of the live-patching service (lpsd): it makes
 release signing keys, signs hotfix releases offline, publishes them, steers
 their rollouts, revokes them, shows what the service serves and why, lists
-the audit log, and renders a node's custom data.
+the audit log, and renders a node's custom data. It does the same for the
+signed configurations of components other than the agent (localDNS): see
+"Component configurations".
 
 Usage:
 
@@ -57,6 +59,12 @@ verifies it.
 The envelope is written atomically to --out (mode 0644), or printed with
 "--out -".
 
+	lpsctl component sign --key FILE --component NAME --version N --config FILE \
+	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|-
+
+Signs a component configuration with a release key (see "Component
+configurations").
+
 	lpsctl customdata --config FILE [--pointer FILE] [--nbc-cmd FILE] [--root DIR]
 
 Prints a node's cloud-init custom data (a boothook script) to stdout: the
@@ -77,13 +85,16 @@ step to skip to; never a revoked one.
 # Service commands
 
 	lpsctl release publish --envelope FILE
-	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...]
+	lpsctl component publish --envelope FILE
+	lpsctl component list
+	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...]
 	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D]
+	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,... [--dry-run]
 	lpsctl rollout skip VERSION --reason TEXT
 	lpsctl rollout pause|resume|halt|complete VERSION
 	lpsctl revoke VERSION
 	lpsctl status [--watch [--interval D]]
-	lpsctl explain --vm-id ID --subscription ID [--region R]
+	lpsctl explain --vm-id ID --subscription ID [--region R] [--deploy-env E] [--component NAME]
 	lpsctl audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]
 
 Every command that changes something takes --reason TEXT (at most 1024
@@ -99,7 +110,9 @@ trusted signature).
 
 rollout set grows the percentage of in-scope nodes (it can never shrink;
 halt or revoke instead) and, when given, replaces the subscription or
-region scope. Subscriptions are GUIDs, regions lpsd region labels (eastus);
+region scope, or with --deploy-envs the deploy-environment scope (lpsd
+--deploy-env labels: prod, staging; --deploy-env is accepted too).
+Subscriptions are GUIDs, regions lpsd region labels (eastus);
 an empty list (--subscriptions "") means all; anything else is refused,
 naming the value, and so is a blank one (" " or ","), which a script's unset
 variable would make. Repeating a flag adds to its list. A
@@ -190,7 +203,8 @@ request counts. --watch redraws it until interrupted.
 explain shows, release by release and rule by rule, what the node would be
 served, from the snapshot lpsd serves, and summarises the pointer document
 (each base's version, its signed release, the revocations); -o json has the
-whole document. --region defaults to the instance's. --vm-id and
+whole document. --region and --deploy-env default to the instance's.
+--component NAME explains that component's configurations instead. --vm-id and
 --subscription must be GUIDs (a VM's ID as in its attested document): any
 other value is a usage error (exit 2), as it describes no node.
 
@@ -295,8 +309,24 @@ explain prints:
 	 "pointer": {pointer document the node would get} or null (nothing)}
 
 Rules are evaluated in order (not-revoked, not-expired, state-serving,
-subscription-in-scope, region-in-scope, then canary-seat or percentage) up
-to the first that fails.
+subscription-in-scope, region-in-scope, deploy-env-in-scope when the
+rollout has that scope, then canary-seat or percentage) up to the first
+that fails. With --component the document also has "component",
+"deploy_env" and "config": the config the node would be served (with its
+envelope), or null; decisions are named <component>@<version>.
+
+component publish, rollout and revoke of a component configuration, and
+each entry of component list's "component_configs", print:
+
+	{"id": "localDNS@3", "component": "localDNS", "version": 3,
+	 "state": "...", "percent": 10, "subscriptions": [], "regions": [],
+	 "deploy_envs": ["staging"], "revoked": false, "not_after": RFC3339,
+	 "expired": false, "published_at": RFC3339, "updated_at": RFC3339,
+	 "revision": 5, "plan": {...} (timed: no margin, nodes or reports),
+	 "config": {the configuration it signs}, "unchanged": true}
+
+component list prints {"deploy_env": "staging", "component_configs": [...]};
+component sign prints {"out", "key_id", "id", "not_after", "config_bytes"}.
 
 audit prints:
 
@@ -344,6 +374,45 @@ LPSCTL_SERVER, LPSCTL_TOKEN_FILE and LPSCTL_CA set):
 	lpsctl revoke 202604.01.3 --reason "superseded by 202604.01.4"
 	lpsctl audit --target 202604.01.3 --since 1h
 	lpsctl audit --actor lpsd -o json
+
+# Component configurations
+
+lpsd also serves configurations of components other than the agent, for
+nodes asking GetComponentConfig with another component name (localDNS, as
+the reference's fetch-localdns-config does). Each is a JSON object signed
+offline with a release key, published, then rolled out like a release,
+named <component>@<version> wherever a command takes a VERSION:
+
+	lpsctl component sign --key release.key --component localDNS --version 3 \
+	    --config localdns.json --valid-for 30d --out localDNS-3.json
+	lpsctl component publish --envelope localDNS-3.json --reason "new resolver"
+	lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging
+	lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s
+	lpsctl rollout skip localDNS@3 --reason "verified on staging"
+	lpsctl explain --component localDNS --vm-id ID --subscription ID
+	lpsctl component list
+	lpsctl rollout halt localDNS@3
+	lpsctl revoke localDNS@3 --reason "bad corefile"
+	lpsctl audit --target localDNS@3
+
+--config is at most 12 KiB and must be one JSON object without duplicate
+keys or the member nodehotfixConfigEnvelope: lpsd serves the object with
+that member added, holding the envelope, which reference nodes ignore and
+ours verify with their release keys. For localDNS it holds corefile (or
+coreFile, corefileBase64), optionally per agent pool under agentPools or
+profiles (keyed by the node's kubernetes.azure.com/agentpool label), each
+with an optional corefileVersion. A node is served the highest version of
+the component whose rollout includes it; none, or nothing published, is
+NotFound. --version runs from 1; a published version is never replaced
+(exit 6 for another envelope): sign a new one. aksNodeController is served
+from releases and refused here.
+
+A component configuration's rollout has the release states, percentage
+(by hash bucket of vmId and <component>@<version>) and scopes, deploy
+environment included. Its plan is timed: PERCENT:BAKE steps that lpsd
+advances once each bake has passed (audit action auto-advance, actor lpsd)
+and completes after the last. Components send no outcome reports, so
+nothing judges the rollout and nothing halts it but an operator.
 
 # Exit codes
 

@@ -23,6 +23,11 @@ type explainJSON struct {
 	Region         string          `json:"region"`
 	Decisions      []decisionJSON  `json:"decisions"`
 	Pointer        json.RawMessage `json:"pointer"`
+	// Component, DeployEnv and Config are set for --component: Config is
+	// what the node would be served (null: NotFound).
+	Component string          `json:"component,omitempty"`
+	DeployEnv string          `json:"deploy_env,omitempty"`
+	Config    json.RawMessage `json:"config,omitempty"`
 }
 
 type decisionJSON struct {
@@ -41,18 +46,22 @@ type ruleJSON struct {
 
 type explainOpts struct {
 	vmID, subscription, region string
+	component, deployEnv       string
 }
 
 func newExplainCmd(e *env) *cobra.Command {
 	var c service
 	var o explainOpts
 	cmd := &cobra.Command{
-		Use:   "explain --vm-id ID --subscription ID [--region R]",
+		Use:   "explain --vm-id ID --subscription ID [--region R] [--deploy-env E] [--component NAME]",
 		Short: "say what one node would be served, rule by rule",
 		Long: `explain shows, release by release and rule by rule, what a node would be
 served, from the snapshot this lpsd instance serves. Rules are evaluated in
 order (not-revoked, not-expired, state-serving, subscription-in-scope,
-region-in-scope, then canary-seat or percentage) up to the first that fails.`,
+region-in-scope, deploy-env-in-scope when the rollout has that scope, then
+canary-seat or percentage) up to the first that fails. With --component
+(localDNS), the decisions are that component's configurations' instead,
+and the config the node would be served is shown.`,
 		Example: "  lpsctl explain --vm-id 6c8f2f4e-1b7a-4d3e-9a51-0f6d2c7b8e90 --subscription 3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f --region eastus",
 		GroupID: groupInspect,
 		Args:    positional(),
@@ -69,7 +78,7 @@ region-in-scope, then canary-seat or percentage) up to the first that fails.`,
 			}
 			var resp *adminv1.ExplainResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.Explain(ctx, &adminv1.ExplainRequest{VmId: o.vmID, SubscriptionId: o.subscription, Region: o.region})
+				resp, err = cl.Explain(ctx, &adminv1.ExplainRequest{VmId: o.vmID, SubscriptionId: o.subscription, Region: o.region, Component: o.component, DeployEnv: o.deployEnv})
 				return err
 			})
 			if err != nil {
@@ -85,13 +94,22 @@ region-in-scope, then canary-seat or percentage) up to the first that fails.`,
 	fs.StringVar(&o.vmID, "vm-id", "", "the node's VM `ID`")
 	fs.StringVar(&o.subscription, "subscription", "", "the node's subscription `ID`")
 	fs.StringVar(&o.region, "region", "", "region `label` to evaluate with (unset: the lpsd instance's)")
+	fs.StringVar(&o.deployEnv, "deploy-env", "", "deploy-environment `label` to evaluate with (unset: the lpsd instance's)")
+	fs.StringVar(&o.component, "component", "", "explain this component's configurations (`name`, e.g. localDNS) instead of the agent's releases")
 	fs.SetNormalizeFunc(aliases(map[string]string{"subscriptions": "subscription", "vmid": "vm-id", "vm": "vm-id"}))
 	c.register(cmd)
 	return cmd
 }
 
 func toExplainJSON(o explainOpts, resp *adminv1.ExplainResponse) explainJSON {
-	out := explainJSON{VMID: o.vmID, SubscriptionID: o.subscription, Region: o.region, Decisions: []decisionJSON{}, Pointer: json.RawMessage("null")}
+	out := explainJSON{VMID: o.vmID, SubscriptionID: o.subscription, Region: o.region, Decisions: []decisionJSON{}, Pointer: json.RawMessage("null"),
+		Component: o.component, DeployEnv: o.deployEnv}
+	if o.component != "" {
+		out.Config = json.RawMessage("null")
+		if c := resp.GetConfigJson(); c != "" && json.Valid([]byte(c)) {
+			out.Config = json.RawMessage(c)
+		}
+	}
 	if p := resp.GetPointerJson(); p != "" && json.Valid([]byte(p)) {
 		out.Pointer = json.RawMessage(p)
 	}
@@ -111,6 +129,9 @@ func printExplain(e *env, o explainOpts, resp *adminv1.ExplainResponse) error {
 		region = "(this lpsd instance's)"
 	}
 	fmt.Fprintf(e.stdout, "node %s, subscription %s, region %s\n", quote.Text(o.vmID), quote.Text(o.subscription), region)
+	if o.component != "" {
+		return printExplainComponent(e, o, resp)
+	}
 	if len(resp.GetDecisions()) == 0 {
 		fmt.Fprintln(e.stdout, "\nno releases published")
 	}
@@ -195,4 +216,39 @@ func pointerSummary(doc []byte) []string {
 		lines = append(lines, "empty")
 	}
 	return lines
+}
+
+// printExplainComponent prints explain's answer for a component's
+// configurations.
+func printExplainComponent(e *env, o explainOpts, resp *adminv1.ExplainResponse) error {
+	if len(resp.GetDecisions()) == 0 {
+		fmt.Fprintf(e.stdout, "\nno configurations of %s published\n", quote.Text(o.component))
+	}
+	for _, d := range resp.GetDecisions() {
+		verdict := "not served"
+		switch {
+		case d.GetChosen():
+			verdict = "SERVED"
+		case d.GetIncluded():
+			verdict = "included, but a higher version is served"
+		}
+		fmt.Fprintf(e.stdout, "\n%s: %s\n", quote.Text(d.GetVersion()), verdict)
+		tw := newTable(e.stdout)
+		for _, r := range d.GetRules() {
+			mark := "pass"
+			if !r.GetPassed() {
+				mark = "FAIL"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", mark, quote.Text(r.GetRule()), quote.Text(r.GetDetail()))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if resp.GetConfigJson() == "" {
+		fmt.Fprintf(e.stdout, "\nnothing is served for %s: the node is answered NotFound\n", quote.Text(o.component))
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "\nconfig served (%d bytes, with its signature; the whole document with -o json)\n", len(resp.GetConfigJson()))
+	return nil
 }

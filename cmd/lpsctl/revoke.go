@@ -12,11 +12,13 @@ func newRevokeCmd(e *env) *cobra.Command {
 	var c service
 	cmd := &cobra.Command{
 		Use:   "revoke VERSION",
-		Short: "revoke a release: never served again, staged copies removed",
+		Short: "revoke a release (staged copies removed) or component configuration: never served again",
 		Long: `revoke stops serving a release for good: lpsd tells every node of its base
 to remove staged copies, and no later change can serve it again. Sign a new
-patch version to ship a fix.`,
-		Example: "  lpsctl revoke 202604.01.3",
+patch version to ship a fix. VERSION may name a component configuration
+(localDNS@3): it is never served again; nodes are served the highest
+version still included, or NotFound.`,
+		Example: "  lpsctl revoke 202604.01.3\n  lpsctl revoke localDNS@3 --reason \"bad corefile\"",
 		GroupID: groupChange,
 		Args:    positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -31,6 +33,9 @@ patch version to ship a fix.`,
 			already := ""
 			if resp.GetUnchanged() {
 				already = "revoked"
+			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				return printConfig(e.stdout, &c.out, cc, already)
 			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease(), already)
 		},

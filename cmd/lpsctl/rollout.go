@@ -33,22 +33,25 @@ func (c *change) register(cmd *cobra.Command) {
 func newRolloutSetCmd(e *env) *cobra.Command {
 	var c change
 	var percent int64
-	var subscriptions, regions listFlag
+	var subscriptions, regions, deployEnvs listFlag
 	cmd := &cobra.Command{
-		Use:   "set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...]",
+		Use:   "set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...]",
 		Short: "grow a rollout's percentage and set its scope",
 		Long: `set grows the percentage of in-scope nodes a release is served to (it can
 never shrink: halt or revoke instead) and, when given, replaces its
-subscription or region scope; an empty list (--subscriptions "") means all.
-A draft starts rolling. The scope of a paused or complete release can change
-without stopping it.`,
+subscription, region or deploy-environment scope; an empty list
+(--subscriptions "") means all. A draft starts rolling. The scope of a
+paused or complete release can change without stopping it. VERSION may name
+a component configuration, <component>@<version> (localDNS@3), whose
+rollout works the same way.`,
 		Example: `  lpsctl rollout set 202604.01.3 --percent 10
   lpsctl rollout set 202604.01.3 --percent 25 --regions eastus,westeurope
-  lpsctl rollout set 202604.01.3 --subscriptions ""`,
+  lpsctl rollout set 202604.01.3 --subscriptions ""
+  lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("percent") && !subscriptions.set && !regions.set {
-				return usagef("nothing to change: give --percent, --subscriptions or --regions")
+			if !cmd.Flags().Changed("percent") && !subscriptions.set && !regions.set && !deployEnvs.set {
+				return usagef("nothing to change: give --percent, --subscriptions, --regions or --deploy-envs")
 			}
 			req := &adminv1.SetRolloutRequest{
 				Version:          args[0],
@@ -60,6 +63,8 @@ without stopping it.`,
 				IfRevision:       c.ifRevision,
 				KeepPercent:      !cmd.Flags().Changed("percent"),
 				Reason:           c.reason,
+				DeployEnvs:       deployEnvs.vals,
+				SetDeployEnvs:    deployEnvs.set,
 			}
 			var resp *adminv1.SetRolloutResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
@@ -69,6 +74,9 @@ without stopping it.`,
 			if err != nil {
 				return err
 			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				return printConfig(e.stdout, &c.out, cc, unchangedConfigAs(resp.GetUnchanged(), cc))
+			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease(), unchangedAs(resp.GetUnchanged(), resp.GetRelease()))
 		},
 	}
@@ -76,7 +84,8 @@ without stopping it.`,
 	newInt(fs, &percent, "percent", 0, 0, 100, "percent `N` (0..100) of in-scope nodes to serve; it can only grow (unset: keep)")
 	fs.Var(&subscriptions, "subscriptions", "comma-separated subscription `IDs` (GUIDs) in scope; \"\" for all (unset: keep)")
 	fs.Var(&regions, "regions", "comma-separated lpsd region `labels` in scope; \"\" for all (unset: keep)")
-	fs.SetNormalizeFunc(aliases(map[string]string{"subscription": "subscriptions", "region": "regions"}))
+	fs.Var(&deployEnvs, "deploy-envs", "comma-separated lpsd deploy-environment `labels` (lpsd --deploy-env) in scope; \"\" for all (unset: keep)")
+	fs.SetNormalizeFunc(aliases(map[string]string{"subscription": "subscriptions", "region": "regions", "deploy-env": "deploy-envs"}))
 	c.register(cmd)
 	return cmd
 }
@@ -115,6 +124,9 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				return printConfig(e.stdout, &c.out, cc, unchangedConfigAs(resp.GetUnchanged(), cc))
+			}
 			return printRelease(e.stdout, &c.out, resp.GetRelease(), unchangedAs(resp.GetUnchanged(), resp.GetRelease()))
 		},
 	}
@@ -134,7 +146,7 @@ func newRolloutPlanCmd(e *env) *cobra.Command {
 	var fromStep int64
 	var dryRun bool
 	cmd := &cobra.Command{
-		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D]",
+		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D] | plan COMPONENT@VERSION --steps PERCENT:BAKE,...",
 		Short: "put a release on steps lpsd advances while healthy and halts on a regression",
 		Long: `plan puts a draft or rolling release on steps that lpsd advances by itself
 once a step's bake time has passed and the release has the step's reports,
@@ -150,25 +162,42 @@ plan at step N (counted from 1, as status counts), skipping the steps
 before it. A step at the release's own percentage is not past: it bakes
 there. --dry-run prints the steps with when each can run at the soonest,
 the baseline the release is judged against and its deadlines, as lpsd
-would apply the plan, and changes nothing.`,
+would apply the plan, and changes nothing.
+
+A component configuration (localDNS@3) takes a timed plan instead: steps of
+PERCENT:BAKE that lpsd advances once each bake has passed, and completes
+after the last. Nothing reports on a component, so nothing judges it:
+pause, halt or revoke it yourself.`,
 		Example: `  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --dry-run
   lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500
   lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --reason "canary run by hand"
-  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02`,
+  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02
+  lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := required(cmd, "steps"); err != nil {
 				return err
 			}
-			plan, err := parseSteps(steps)
+			_, _, isConfig := rollout.ParseConfigID(args[0])
+			var plan *adminv1.Plan
+			var err error
+			if isConfig {
+				for _, f := range []string{"margin", "max-failure", "max-silent", "max-delivery", "silent-after", "deadline"} {
+					if cmd.Flags().Changed(f) {
+						return usagef("--%s: %s is a component configuration, whose plan is timed: nothing judges it", f, args[0])
+					}
+				}
+				plan, err = parseTimedSteps(steps)
+			} else if plan, err = parseSteps(steps); err == nil {
+				plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
+				plan.MaxSilentRate, plan.MaxDeliveryRate, plan.DeadlineSeconds = maxSilent, maxDelivery, int64(deadline/time.Second)
+			}
 			if err != nil {
 				return usagef("--steps %q: %v", steps, err)
 			}
 			if int(fromStep) > len(plan.Steps) {
 				return usagef("--from-step %d: --steps has %d steps (1 to %d)", fromStep, len(plan.Steps), len(plan.Steps))
 			}
-			plan.Margin, plan.MaxFailureRate, plan.SilentAfterSeconds = margin, ceiling, int64(silentAfter/time.Second)
-			plan.MaxSilentRate, plan.MaxDeliveryRate, plan.DeadlineSeconds = maxSilent, maxDelivery, int64(deadline/time.Second)
 			req := &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision, Reason: c.reason, FromStep: int32(fromStep), DryRun: dryRun}
 			var resp *adminv1.SetPlanResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
@@ -177,6 +206,12 @@ would apply the plan, and changes nothing.`,
 			})
 			if err != nil {
 				return err
+			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				if resp.GetDryRun() && !c.out.structured() {
+					fmt.Fprintln(e.stdout, "dry run: nothing changed")
+				}
+				return printConfig(e.stdout, &c.out, cc, "")
 			}
 			if c.out.structured() {
 				doc := toReleaseJSON(resp.GetRelease())
@@ -234,6 +269,13 @@ records it as "skip". At the plan's last step there is nothing to skip to:
 			})
 			if err != nil {
 				return err
+			}
+			if cc := resp.GetComponentConfig(); cc != nil {
+				if !c.out.structured() {
+					p := cc.GetRollout().GetPlan()
+					fmt.Fprintf(e.stdout, "skipped step %s; now at step %s\n", stepText(p, int(resp.GetSkippedStep())), stepText(p, int(p.GetStep())))
+				}
+				return printConfig(e.stdout, &c.out, cc, "")
 			}
 			r := resp.GetRelease()
 			if c.out.structured() {

@@ -121,7 +121,8 @@ func newRoot(e *env) *cobra.Command {
 		Short: "operate the live-patching service (lpsd)",
 		Long: `lpsctl makes release signing keys, signs hotfix releases offline, publishes
 them, steers their rollouts, revokes them, shows what lpsd serves and why,
-lists the audit log, and renders a node's custom data. The manual is
+lists the audit log, and renders a node's custom data; it does the same for
+the signed configurations of other components (localDNS@3). The manual is
 'go doc nodehotfix/cmd/lpsctl'.`,
 		Version:                    version,
 		Args:                       cobra.ArbitraryArgs,
@@ -166,12 +167,12 @@ lists the audit log, and renders a node's custom data. The manual is
 	keys.AddCommand(newKeysGenerateCmd(e))
 	rel := newGroup("release", "sign and publish releases", groupChange)
 	rel.AddCommand(newReleaseSignCmd(e), newReleasePublishCmd(e))
-	ro := newGroup("rollout", "steer a release's rollout", groupChange)
+	ro := newGroup("rollout", "steer a release's (or a component configuration's) rollout", groupChange)
 	ro.AddCommand(newRolloutSetCmd(e), newRolloutPlanCmd(e), newRolloutSkipCmd(e))
 	for _, t := range transitionNames {
 		ro.AddCommand(newTransitionCmd(e, t))
 	}
-	root.AddCommand(keys, rel, ro,
+	root.AddCommand(keys, rel, ro, newComponentGroup(e),
 		newRevokeCmd(e),
 		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e),
 		newCustomDataCmd(e),

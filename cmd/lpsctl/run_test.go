@@ -460,7 +460,7 @@ func TestErrors(t *testing.T) {
 		{"unknown-sub", []string{"rollout", "explode", "x"}, exitUsage, `lpsctl rollout: unknown command "explode"`},
 		{"bad-flag", []string{"status", "--bogus"}, exitUsage, "lpsctl status: unknown flag --bogus\nRun 'lpsctl status -h' for usage.\n"},
 		{"missing-version", append([]string{"rollout", "set", "--percent", "5"}, srv.conn()...), exitUsage, "lpsctl rollout set: missing argument VERSION"},
-		{"nothing-to-set", append([]string{"rollout", "set", "202604.01.1"}, srv.conn()...), exitUsage, "nothing to change: give --percent, --subscriptions or --regions"},
+		{"nothing-to-set", append([]string{"rollout", "set", "202604.01.1"}, srv.conn()...), exitUsage, "nothing to change: give --percent, --subscriptions, --regions or --deploy-envs"},
 		{"extra-arg", append([]string{"status", "extra"}, srv.conn()...), exitUsage, "unexpected arguments: extra"},
 		{"no-server", []string{"status", "--server", "", "--token-file", srv.token}, exitUsage, "--server (or $LPSCTL_SERVER) is required"},
 		{"no-credentials", []string{"status", "--server", srv.addr, "--token-file", ""}, exitUsage, "no credentials"},

@@ -12,29 +12,50 @@ a hotfix report unless the node was offered that release, at most 16 boots
 per vmId per replica, and stores each (vmId, boot) once: reports are
 written in batches (a write starts 10 ms after the replica's last one
 began, or at once when 128 wait, and takes every report waiting, at most
-128), and a node's call returns once its report is stored. lpsctl status shows, per release,
-the nodes that reported, succeeded, failed and fell back, and, per base,
-the control cohort (nodes that ran the baked agent). Just before it runs a
-hotfix, a node sends ReportService/ReportStarted: stored under the same
-(vmId, boot) only where that boot has no report yet, replaced by its
-outcome, counted pending and then silent, never as a success (result
-"started"). Every serving replica marks each minute it is up in the store
-(every 20 s, kept 72 h), and a served boot's silence is counted only over
-those minutes, so an outage does not make the nodes it kept from reporting
-silent (at most 24 h past their silent-after). Metric:
-lpsd_reports_total{result}.
+128), and a node's call returns once its report is stored. lpsctl status shows
+every node served each release by one outcome (ok, failed, fell back,
+refused as signed, refused for delivery, not applicable, silent, pending),
+and, per base, the control cohort (nodes that ran the baked agent with no
+release requested). lpsd records each reporting boot it serves a hotfix (a
+served record), so a node that never reports counts as silent
+(docs/closed-loop.md).
+Just before it runs a hotfix, a node sends ReportService/ReportStarted:
+stored under the same (vmId, boot) only where that boot has no report yet,
+replaced by its outcome, counted pending and then silent, never as a
+success (result "started"). Every serving replica marks each minute it is
+up in the store (every 20 s, kept 72 h), and a served boot's silence is
+counted only over those minutes, so an outage does not make the nodes it
+kept from reporting silent (at most 24 h past their silent-after). Metrics: lpsd_reports_total{result},
+lpsd_served_records_total{result}, lpsd_release_nodes{version,outcome},
+lpsd_control_nodes{base,outcome}, lpsd_store_unreadable_records{kind}.
 
 A release with a plan (lpsctl rollout plan) is stepped by lpsd itself
 every --autopilot-interval (default 10s; 0 turns it off): a step ends when
 its bake time has passed and the release has the step's reports, unless the
-health rule (internal/health: a failure-rate ceiling and a comparison with
-the base's control cohort) finds a regression, which halts the release at
-once. Every automatic change is an audit entry with actor lpsd and its
-evidence; replicas race through compare-and-swap, so exactly one acts, and
-an operator's pause, halt or revoke wins. Nodes' requests for a canary
-seat are counted in lpsd_canary_seat_requests_total{result} (taken, full,
-error, late); lpsd_canary_seats_held{version} is the seats held, as the
+health rule (internal/health: ceilings on the failure, refused-as-signed,
+silent and refused-for-delivery rates, and a comparison with the base's
+incumbent) finds a regression, which halts the release at once; a step
+still short of evidence at its deadline pauses it (inconclusive). Every
+automatic change is an audit entry with actor lpsd, its evidence and
+reason code. On etcd only the elected replica's autopilot decides
+(lpsd_autopilot_leader), and it steps down when its clock is more than
+30 s off the other replicas' heartbeats (lpsd_clock_skew_seconds); every
+change is a compare-and-swap besides, and an operator's pause, halt or
+revoke wins. Nodes' requests for a canary seat are counted in
+lpsd_canary_seat_requests_total{result} (taken, full, error, late,
+subscription); lpsd_canary_seats_held{version} is the seats held, as the
 serving snapshot last read them from the store.
+
+Components other than aksNodeController (localDNS, say) are answered from
+component configurations an operator signed with the release keys and
+published (lpsctl component sign, lpsctl component publish): the highest
+version whose rollout includes the node, served as the configuration's JSON
+object with its envelope in one more member, nodehotfixConfigEnvelope,
+which reference nodes ignore. A component nothing is published for, or
+none of whose configurations includes the node, is NotFound. Their
+rollouts take the releases' percentages and scopes, --deploy-env included;
+their plans are timed (stepped every --autopilot-interval once each bake
+ends) and never judged: components send no reports.
 
 Usage:
 
@@ -89,6 +110,10 @@ State:
 	--region LABEL         this instance's region, matched by rollout scopes:
 	                       a letter, then letters and digits, at most 64
 	                       (eastus, westeurope2; case is ignored)
+	--deploy-env LABEL     this instance's deploy environment (prod, staging),
+	                       matched by rollout deploy-environment scopes, as
+	                       the reference's toggle keys on the service's
+	                       environment; the same form as a region label
 
 Attestation (see internal/imds/attest):
 

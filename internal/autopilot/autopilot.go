@@ -1,10 +1,13 @@
 // Package autopilot steps planned rollouts on the fleet's outcome reports:
 // it advances a healthy one and halts a regressing one, by itself.
 //
-// Every replica runs one. Each change is a compare-and-swap on the
-// release's revision, so of replicas deciding the same step at once exactly
-// one acts and the others see a conflict and leave it; an operator's change
-// in between wins the same way. Every change is an audit entry with actor
+// Every replica runs one; on a shared store (etcd) only the elected leader
+// looks, so decisions that compare times (deadlines, silence, bakes) are
+// taken on one clock, and a leader whose clock is off the others' steps
+// down. Each change is also a compare-and-swap on the release's revision,
+// so of replicas deciding the same step at once (two leaders across a
+// lease's expiry) exactly one acts and the others see a conflict and leave
+// it; an operator's change in between wins the same way. Every change is an audit entry with actor
 // "lpsd" and the evidence: the counts, the rule and its numbers.
 package autopilot
 
@@ -17,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -65,6 +69,13 @@ type Config struct {
 	// publishes it as metrics); the evidence is then read on every look,
 	// planned releases or not.
 	OnAssess func(assess.Fleet)
+	// Replica, for a store several replicas share, elects the one that
+	// looks (store.Joiner); nil: this one always does.
+	Replica store.Replica
+	// OnLeader and OnSkew, when set, receive leadership changes and each
+	// clock comparison (lpsd publishes them as metrics).
+	OnLeader func(bool)
+	OnSkew   func(time.Duration)
 }
 
 // Autopilot steps the planned rollouts of one store.
@@ -87,24 +98,163 @@ func New(st Store, cfg Config) *Autopilot {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.OnLeader == nil {
+		cfg.OnLeader = func(bool) {}
+	}
+	if cfg.OnSkew == nil {
+		cfg.OnSkew = func(time.Duration) {}
+	}
 	return &Autopilot{st: st, cfg: cfg}
 }
 
 // Run looks every Interval until ctx ends. A failed look is logged and the
-// next one tries again.
+// next one tries again. With a Replica, only the elected leader looks: it
+// campaigns, looks while it leads, and steps down when its clock is more
+// than MaxClockSkew off the other replicas' heartbeats (which every
+// replica writes every BeatInterval while Run runs).
 func (a *Autopilot) Run(ctx context.Context) error {
+	rep := a.cfg.Replica
+	if rep == nil {
+		return a.looks(ctx, nil)
+	}
+	go a.beat(ctx)
+	for {
+		if err := rep.Campaign(ctx); err != nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-rep.Done():
+				return errMembershipLost
+			case <-time.After(BeatInterval):
+			}
+			a.cfg.Log.Warn("autopilot campaign failed; trying again", "err", err)
+			continue
+		}
+		a.cfg.Log.Info("autopilot leads: this replica decides every rollout's steps")
+		a.cfg.OnLeader(true)
+		err := a.looks(ctx, rep)
+		a.cfg.OnLeader(false)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if rerr := rep.Resign(rctx); rerr != nil && ctx.Err() == nil {
+			a.cfg.Log.Warn("autopilot resign failed; the lease ends it", "err", rerr)
+		}
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, errMembershipLost):
+			return err
+		case errors.Is(err, errSkewed):
+			// Let a replica with a sane clock lead; if none has one, no
+			// replica decides, which stops rollouts rather than misjudge
+			// them.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(skewBackoff):
+			}
+		}
+	}
+}
+
+// Leadership and clocks.
+const (
+	// BeatInterval is how often every replica writes its heartbeat.
+	BeatInterval = 5 * time.Second
+	// MaxClockSkew is how far the leader's clock may be from the other
+	// replicas' before it steps down: deadlines, silence and bakes are
+	// compared on its clock.
+	MaxClockSkew = 30 * time.Second
+	// skewBackoff is how long a replica that stepped down for its clock
+	// waits before it campaigns again.
+	skewBackoff = time.Minute
+)
+
+var (
+	errMembershipLost = errors.New("the store membership (etcd session) was lost")
+	errSkewed         = errors.New("this replica's clock is off the others'")
+)
+
+// beat writes the heartbeat every BeatInterval until ctx ends or the
+// membership is lost.
+func (a *Autopilot) beat(ctx context.Context) {
+	t := time.NewTicker(BeatInterval)
+	defer t.Stop()
+	for {
+		if err := a.cfg.Replica.Beat(ctx, a.cfg.Now()); err != nil && ctx.Err() == nil {
+			a.cfg.Log.Warn("heartbeat failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.cfg.Replica.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// looks looks every Interval until ctx ends, or, with rep, until the
+// membership is lost or the clock is found skewed.
+func (a *Autopilot) looks(ctx context.Context, rep store.Replica) error {
 	t := time.NewTicker(a.cfg.Interval)
 	defer t.Stop()
+	var lost <-chan struct{}
+	if rep != nil {
+		lost = rep.Done()
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-lost:
+			return errMembershipLost
 		case <-t.C:
+		}
+		if rep != nil {
+			if err := a.checkClock(ctx, rep); err != nil {
+				return err
+			}
 		}
 		if _, err := a.Step(ctx); err != nil && ctx.Err() == nil {
 			a.cfg.Log.Warn("autopilot look failed", "err", err)
 		}
 	}
+}
+
+// checkClock returns errSkewed when the median age of the other replicas'
+// heartbeats, by this clock, says it is more than MaxClockSkew off theirs.
+// A heartbeat is at most BeatInterval (and a round trip) old when read.
+func (a *Autopilot) checkClock(ctx context.Context, rep store.Replica) error {
+	peers, err := rep.Peers(ctx)
+	if err != nil || len(peers) == 0 {
+		// Alone, or the store cannot say: nothing to compare with.
+		return nil
+	}
+	skew := ClockSkew(a.cfg.Now(), peers)
+	a.cfg.OnSkew(skew)
+	if skew > MaxClockSkew || skew < -MaxClockSkew {
+		a.cfg.Log.Error("autopilot steps down: this replica's clock is off the other replicas' heartbeats; fix its time sync",
+			"skew", skew, "max", MaxClockSkew, "peers", len(peers))
+		return errSkewed
+	}
+	return nil
+}
+
+// ClockSkew estimates how far now's clock is ahead of the replicas whose
+// heartbeats are peers: the median of their ages, less the half beat a
+// heartbeat is old on average.
+func ClockSkew(now time.Time, peers []store.Heartbeat) time.Duration {
+	ages := make([]time.Duration, len(peers))
+	for i, p := range peers {
+		ages[i] = now.Sub(p.Time)
+	}
+	slices.Sort(ages)
+	median := ages[len(ages)/2]
+	if len(ages)%2 == 0 {
+		median = (ages[len(ages)/2-1] + ages[len(ages)/2]) / 2
+	}
+	return median - BeatInterval/2
 }
 
 // Change is one change the autopilot made.

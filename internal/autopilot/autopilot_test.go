@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/health"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -353,5 +355,130 @@ func TestHaltsOnSilentCanary(t *testing.T) {
 	}
 	if d := changes[0].Verdict.Detail; !strings.Contains(d, "silent 80.0% (8/10)") {
 		t.Errorf("the verdict does not say the nodes are silent: %s", d)
+	}
+}
+
+func TestClockSkew(t *testing.T) {
+	t.Parallel()
+	hb := func(ages ...time.Duration) []store.Heartbeat {
+		var out []store.Heartbeat
+		for _, a := range ages {
+			out = append(out, store.Heartbeat{Time: t0.Add(-a)})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		peers []store.Heartbeat
+		want  time.Duration
+	}{
+		{hb(BeatInterval / 2), 0},
+		{hb(0, BeatInterval), 0},
+		{hb(3*time.Minute, 3*time.Minute, time.Second), 3*time.Minute - BeatInterval/2},
+		{hb(-time.Hour, time.Second, 2*time.Second), time.Second - BeatInterval/2},
+	} {
+		if got := ClockSkew(t0, tt.peers); got != tt.want {
+			t.Errorf("ClockSkew(%v) = %v, want %v", tt.peers, got, tt.want)
+		}
+	}
+}
+
+// fakeReplica is a store.Replica whose election and heartbeats the test
+// sets.
+type fakeReplica struct {
+	leads     chan struct{} // a value lets one Campaign win
+	peers     []store.Heartbeat
+	resigned  chan struct{}
+	done      chan struct{}
+	beats     atomic.Int64
+	campaigns atomic.Int64
+}
+
+func newFakeReplica() *fakeReplica {
+	return &fakeReplica{leads: make(chan struct{}, 1), resigned: make(chan struct{}, 8), done: make(chan struct{})}
+}
+
+func (r *fakeReplica) Beat(context.Context, time.Time) error { r.beats.Add(1); return nil }
+func (r *fakeReplica) Peers(context.Context) ([]store.Heartbeat, error) {
+	return r.peers, nil
+}
+
+func (r *fakeReplica) Campaign(ctx context.Context) error {
+	r.campaigns.Add(1)
+	select {
+	case <-r.leads:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+func (r *fakeReplica) Resign(context.Context) error { r.resigned <- struct{}{}; return nil }
+func (r *fakeReplica) Done() <-chan struct{}        { return r.done }
+func (r *fakeReplica) Close() error                 { return nil }
+
+// TestOnlyTheLeaderLooks: a replica that does not lead never looks; one
+// that leads looks; a leader whose clock is off the others' heartbeats
+// steps down before it decides anything.
+func TestOnlyTheLeaderLooks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report("", 500, 0, false)
+	f.report(version, 30, 0, false)
+	f.now = t0.Add(31 * time.Minute) // the canary is due to advance
+	rep := newFakeReplica()
+	var looks atomic.Int64
+	var leading atomic.Bool
+	ap := New(f.st, Config{Interval: time.Millisecond, Now: func() time.Time { return f.now }, Replica: rep,
+		OnAssess: func(assess.Fleet) { looks.Add(1) }, OnLeader: leading.Store})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- ap.Run(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	if looks.Load() != 0 || f.release().Rollout.Percent != 1 {
+		t.Fatalf("a replica that does not lead looked %d times (release at %d%%)", looks.Load(), f.release().Rollout.Percent)
+	}
+	// Its clock is two minutes ahead of the others': it leads, finds
+	// that, and steps down without a look.
+	rep.peers = []store.Heartbeat{{ID: "b", Time: f.now.Add(-2 * time.Minute)}, {ID: "c", Time: f.now.Add(-2 * time.Minute)}}
+	rep.leads <- struct{}{}
+	select {
+	case <-rep.resigned:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a leader with a skewed clock did not step down")
+	}
+	if looks.Load() != 0 || leading.Load() || f.release().Rollout.Percent != 1 {
+		t.Errorf("the skewed leader looked %d times, leading %v, release at %d%%; want none, false, 1%%", looks.Load(), leading.Load(), f.release().Rollout.Percent)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v", err)
+	}
+	if rep.beats.Load() == 0 {
+		t.Error("no heartbeat written")
+	}
+
+	// With clocks that agree, the leader looks and advances the canary.
+	rep = newFakeReplica()
+	rep.peers = []store.Heartbeat{{ID: "b", Time: f.now.Add(-time.Second)}}
+	rep.leads <- struct{}{}
+	ap = New(f.st, Config{Interval: time.Millisecond, Now: func() time.Time { return f.now }, Replica: rep})
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	go func() { done <- ap.Run(ctx) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.release().Rollout.Percent == 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if p := f.release().Rollout.Percent; p != 25 {
+		t.Errorf("the leader left the canary at %d%%, want 25%%", p)
+	}
+	// The membership lost: Run returns, for lpsd to join again.
+	close(rep.done)
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Error("Run after the membership was lost = nil, want an error")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the membership was lost")
 	}
 }

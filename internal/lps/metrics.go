@@ -21,7 +21,7 @@ import (
 const (
 	outcomeServed           = "served"            // OK: the node's pointer
 	outcomeNotFound         = "not-found"         // nothing applies to the node
-	outcomeUnknownComponent = "unknown-component" // not aksNodeController
+	outcomeUnknownComponent = "unknown-component" // a component nothing is published for
 	outcomeUnavailable      = "unavailable"       // no snapshot loaded yet
 	outcomeNoToken          = "no-token"          // authorization metadata absent or repeated
 	outcomeUnknown          = "unknown"           // verifier failed without an attest.Reason
@@ -85,6 +85,8 @@ type Metrics struct {
 	expired        sync.Map
 	expiredRelease *prometheus.CounterVec
 	trimmed        prometheus.Counter
+	leader         prometheus.Gauge
+	skew           prometheus.Gauge
 	fleet          fleetCollector
 	// shed counts connections closed for want of a handshake slot.
 	shed atomic.Uint64
@@ -138,6 +140,14 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_served_pointer_trimmed_total",
 			Help: "Pointers served without release envelopes to nodes that declared no base, because every base's document was over the budget.",
 		}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lpsd_autopilot_leader",
+			Help: "1 while this replica's autopilot is the elected one that steps rollouts (always 1 on a store one process holds), else 0. Across replicas the sum should be 1; 0 everywhere means no replica decides (their clocks disagree, or etcd is unreachable).",
+		}),
+		skew: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lpsd_clock_skew_seconds",
+			Help: "The leader's estimate of how far its clock is ahead of the other replicas' heartbeats (negative: behind); past 30 s either way it steps down.",
+		}),
 		servedRelease: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_release_served_total",
 			Help: "Node requests this instance answered with the release, by version (bounded by the releases that exist).",
@@ -171,7 +181,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	for _, r := range []string{closedSilent, closedPeerHandshakes, closedPeerConnections} {
 		m.closedConns.WithLabelValues(r)
 	}
-	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.servedRecs, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
+	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.servedRecs, m.leader, m.skew, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -446,3 +456,15 @@ func byOutcome(c tally.Counts) map[tally.Outcome]uint64 {
 		tally.RefusedDelivery: c.RefusedDelivery, tally.NotApplicable: c.NotApplicable, tally.Silent: c.Silent, tally.Pending: c.Pending,
 	}
 }
+
+// SetLeader records whether this replica's autopilot leads.
+func (m *Metrics) SetLeader(leads bool) {
+	v := 0.0
+	if leads {
+		v = 1
+	}
+	m.leader.Set(v)
+}
+
+// SetClockSkew records the leader's last clock comparison.
+func (m *Metrics) SetClockSkew(d time.Duration) { m.skew.Set(d.Seconds()) }

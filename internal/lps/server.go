@@ -95,6 +95,9 @@ type ServerConfig struct {
 	// Region is this instance's region label, matched against rollout
 	// regions. "": no label, so only releases without a region scope apply.
 	Region string
+	// DeployEnv is this instance's deploy-environment label, matched
+	// against rollout deploy environments as Region is against regions.
+	DeployEnv string
 	// MaxConnections caps open connections, handshaking ones included;
 	// further connections wait in the listen backlog.
 	// 0: DefaultMaxConnections.
@@ -245,6 +248,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		served = newServedBatcher(cfg.Served)
 		svc.served = served
 	}
+	svc.SetDeployEnv(cfg.DeployEnv)
 	lpsv1.RegisterLivePatchingServiceServer(gs, svc)
 	var batch *batcher[store.Report]
 	if cfg.Reports != nil {

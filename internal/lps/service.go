@@ -24,7 +24,8 @@ const ServedBudget = hotfix.MaxPointerSize * 3 / 4
 // Wire constants shared with the node client (internal/node/lpsclient),
 // pinned by the reference.
 const (
-	// Component is the only component this service has configuration for.
+	// Component is the agent's component, served from releases; every
+	// other name is served from component configurations.
 	Component = "aksNodeController"
 	// DefaultServerName is the name nodes verify the service certificate
 	// for.
@@ -74,6 +75,8 @@ type Service struct {
 	// served records what is served to reporting nodes' boots; nil
 	// records nothing.
 	served *batcher[store.Served]
+	// deployEnv is this instance's deploy-environment label (SetDeployEnv).
+	deployEnv string
 }
 
 // servedWait bounds how long an answer waits for its served record: the
@@ -87,6 +90,11 @@ const (
 	servedUnrecorded   = "unrecorded"
 	servedUnattributed = "unattributed"
 )
+
+// SetDeployEnv sets this instance's deploy-environment label, matched
+// against rollouts' deploy-environment scopes as region is against region
+// scopes ("" matches only rollouts without one). Call it before serving.
+func (s *Service) SetDeployEnv(env string) { s.deployEnv = env }
 
 // NewService returns a Service serving from snaps and counting into m.
 // seats hands out canary seats; nil hands out none, so a release at a
@@ -114,7 +122,7 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 		return nil, fail(s.m, outcomeInternal)
 	}
 	if req.GetComponentName() != Component {
-		return nil, fail(s.m, outcomeUnknownComponent)
+		return s.componentConfig(id, req.GetComponentName())
 	}
 	snap := s.snaps.Current()
 	if snap == nil {
@@ -122,7 +130,7 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 	}
 	c := declared(ctx)
 	base := c.base
-	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region, Base: base, Now: s.now()}
+	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region, DeployEnv: s.deployEnv, Base: base, Now: s.now()}
 	n.Seats = s.seats.Held(ctx, snap, n, c.reports)
 	sel := rollout.Select(snap.Releases, n)
 	s.m.countExpired(sel.Expired)
@@ -177,4 +185,30 @@ func (s *Service) record(ctx context.Context, id attest.Identity, c caller, sel 
 		return
 	}
 	s.m.servedRecs.WithLabelValues(servedRecorded).Inc()
+}
+
+// componentConfig answers for a component other than the agent: the
+// highest-versioned published configuration whose rollout includes the
+// caller, in its served form (release.ServedComponent). NotFound when none
+// does, as for a component nothing was ever published for; Unavailable
+// before the first snapshot.
+func (s *Service) componentConfig(id attest.Identity, component string) (*lpsv1.GetComponentConfigResponse, error) {
+	snap := s.snaps.Current()
+	if snap == nil {
+		return nil, fail(s.m, outcomeUnavailable)
+	}
+	if !snap.HasComponent(component) {
+		return nil, fail(s.m, outcomeUnknownComponent)
+	}
+	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region, DeployEnv: s.deployEnv, Now: s.now()}
+	c, ok := rollout.SelectConfig(snap.Configs, component, n)
+	body := snap.served[c.ID()]
+	if !ok || body == nil {
+		s.log.Debug("no component config applies", "vm_id", id.VMID, "component", component, "revision", snap.Revision)
+		return nil, fail(s.m, outcomeNotFound)
+	}
+	s.m.servedBytes.Observe(float64(len(body)))
+	s.m.count(outcomeServed)
+	s.log.Debug("component config served", "vm_id", id.VMID, "component", component, "version", c.Version, "revision", snap.Revision)
+	return &lpsv1.GetComponentConfigResponse{ComponentName: component, Config: string(body)}, nil
 }

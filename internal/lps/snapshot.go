@@ -34,6 +34,37 @@ type Snapshot struct {
 	Seats map[string]map[string]bool
 	// canaries indexes those releases in Releases.
 	canaries []int
+	// Configs are the component configurations, each with NotAfter set;
+	// served holds each one's served form by ID (rollout.Config.Served),
+	// built once per load; a configuration whose envelope does not decode
+	// has none and is never served.
+	Configs []rollout.Config
+	served  map[string][]byte
+	// relRev and cfgRev are the revisions Releases and Configs gave; a
+	// backend may count them apart (Revision is the higher).
+	relRev, cfgRev int64
+}
+
+// withConfigs returns snap with the component configurations cs, read at
+// cfgRev.
+func (snap *Snapshot) withConfigs(cs []rollout.Config, cfgRev int64) *Snapshot {
+	snap.relRev, snap.cfgRev = snap.Revision, cfgRev
+	snap.Revision = max(snap.Revision, cfgRev)
+	snap.Configs = cs
+	snap.served = make(map[string][]byte, len(cs))
+	for i, c := range cs {
+		cs[i] = c.WithNotAfter()
+		if body, err := c.Served(); err == nil {
+			snap.served[c.ID()] = body
+		}
+	}
+	return snap
+}
+
+// HasComponent reports whether any configuration of component is
+// published, whatever its rollout.
+func (snap *Snapshot) HasComponent(component string) bool {
+	return slices.ContainsFunc(snap.Configs, func(c rollout.Config) bool { return c.Component == component })
 }
 
 // newSnapshot returns the snapshot of rels at rev, with seats the holders
@@ -122,6 +153,11 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		// the envelope here, once per load, not per request.
 		rels[i] = rels[i].WithNotAfter()
 	}
+	configs, cfgRev, err := s.store.Configs(ctx)
+	if err != nil {
+		s.onError(err)
+		return fmt.Errorf("load snapshot: %w", err)
+	}
 	seats := make(map[string]map[string]bool)
 	held := 0
 	old := s.cur.Load()
@@ -148,11 +184,13 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		held += len(vms)
 	}
 	// Seats only grow, so equal counts are equal seats.
-	if old != nil && old.Revision == rev && rev != 0 && sameCounts(old.Seats, seats) {
+	// A backend may count the two revisions apart: both must be unchanged.
+	if old != nil && old.relRev == rev && old.cfgRev == cfgRev && rev+cfgRev != 0 && sameCounts(old.Seats, seats) {
 		return nil
 	}
-	s.cur.Store(newSnapshot(rels, rev, seats, time.Now()))
-	s.log.Info("snapshot updated", "revision", rev, "releases", len(rels), "canary_seats", held)
+	snap := newSnapshot(rels, rev, seats, time.Now()).withConfigs(configs, cfgRev)
+	s.cur.Store(snap)
+	s.log.Info("snapshot updated", "revision", snap.Revision, "releases", len(rels), "canary_seats", held, "component_configs", len(configs))
 	return nil
 }
 

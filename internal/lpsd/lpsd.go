@@ -8,6 +8,7 @@
 package lpsd
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -46,6 +47,7 @@ import (
 	"nodehotfix/internal/lps/dashboard"
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/schedule"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/typo"
 )
@@ -66,6 +68,7 @@ type options struct {
 	allowedSubs                     string
 	maxUses                         int
 	region                          string
+	deployEnv                       string
 	releaseKeys                     string
 	maxConns                        int
 	maxHandshakes                   int
@@ -150,9 +153,10 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.allowedSubs, "allowed-subscriptions", "", "comma-separated subscription IDs allowed to attest (default: all)")
 	fs.IntVar(&o.maxUses, "attest-max-uses", 0, "times one attested document is accepted while valid (0: the verifier default; 1: single use)")
 	fs.StringVar(&o.region, "region", "", "this instance's region label, matched against rollout regions")
+	fs.StringVar(&o.deployEnv, "deploy-env", "", "this instance's deploy-environment label (prod, staging), matched against rollout deploy environments")
 	fs.StringVar(&o.releaseKeys, "release-keys", "", "release public keys `file`; when set, only releases signed by them can be published")
 	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default, 4096)")
-	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted (0: never)")
+	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted, and component configurations' timed plans stepped (0: never)")
 	o.etcd.register(fs)
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
 	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
@@ -286,6 +290,9 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		// label could never be scoped to.
 		return nil, usagef("--region %q: want a region label (a letter, then letters and digits, at most %d, like eastus)", o.region, rollout.MaxRegionLength)
 	}
+	if o.deployEnv != "" && !rollout.ValidRegion(o.deployEnv) {
+		return nil, usagef("--deploy-env %q: want a label (a letter, then letters and digits, at most %d, like prod)", o.deployEnv, rollout.MaxRegionLength)
+	}
 	started := time.Now()
 	creds := loadCredentials(o, started, false, log)
 	if err := creds.err(); err != nil {
@@ -334,7 +341,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	reloads := newReloadMetrics(metrics.Register)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	nodeCfg := lps.ServerConfig{
-		Certificate: cert, ServerName: o.serverName, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
+		Certificate: cert, ServerName: o.serverName, Region: o.region, DeployEnv: o.deployEnv, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
 		MaxHandshakesPerPeer: o.maxHandshakesPerPeer, MaxConnectionsPerPeer: o.maxConnsPerPeer, Log: log,
 		Reports: st, Seats: st, Served: st,
 	}
@@ -360,7 +367,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		grpc.ChainStreamInterceptor(adminMetrics.StreamServerInterceptor(), auth.Stream),
 	)
 	adminAPI := admin.New(admin.Config{
-		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Region: o.region, ReleaseKeys: keys, Log: log,
+		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Region: o.region, DeployEnv: o.deployEnv, ReleaseKeys: keys, Log: log,
 	})
 	adminv1.RegisterAdminServiceServer(adminSrv, adminAPI)
 	var dash *dashboard.Dashboard
@@ -453,7 +460,7 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 		}
 	}
 	log.Info("lpsd serving", "grpc", nodeLn.Addr().String(), "admin", adminLn.Addr().String(), "http", httpLn.Addr().String(),
-		"store", storeKind(o.storeSpec), "region", o.region, "serverName", o.serverName)
+		"store", storeKind(o.storeSpec), "region", o.region, "deployEnv", o.deployEnv, "serverName", o.serverName)
 
 	// The servers run until the drain is over, not until the signal.
 	signalled := ctx
@@ -482,8 +489,11 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 		}
 	})
 	if o.autopilotInterval > 0 {
-		ap := autopilot.New(s.st, autopilot.Config{Interval: o.autopilotInterval, Log: log.With("component", "autopilot"), OnAssess: s.metrics.SetAssess})
-		goRun("autopilot", func() error { return ap.Run(ctx) })
+		goRun("autopilot", func() error { return s.runAutopilot(ctx, o.autopilotInterval, log.With("component", "autopilot")) })
+		// Timed plans of component configurations step on the same
+		// cadence; nothing judges them.
+		sched := schedule.New(s.st, schedule.Config{Interval: o.autopilotInterval, Log: log.With("component", "schedule")})
+		goRun("schedule", func() error { return sched.Run(ctx) })
 	}
 	// /metrics and /readyz outlive the node listener, so what its drain
 	// counts (sheds, closes, the last reports' writes) can still be read.
@@ -727,6 +737,39 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 	}
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return err
+	}
+	return nil
+}
+
+// runAutopilot runs the autopilot until ctx ends. On a store replicas
+// share (store.Joiner) it joins them, so that only the elected leader
+// decides, and joins again whenever the membership is lost (a partition
+// past the lease); a store this process holds alone needs no election.
+func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
+	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew}
+	j, shared := s.st.(store.Joiner)
+	if !shared {
+		s.metrics.SetLeader(true)
+		return autopilot.New(s.st, cfg).Run(ctx)
+	}
+	host, _ := os.Hostname()
+	id := fmt.Sprintf("%s-%d", cmp.Or(strings.ReplaceAll(host, "/", "_"), "lpsd"), os.Getpid())
+	for ctx.Err() == nil {
+		rep, err := j.Join(ctx, id)
+		if err != nil {
+			log.Warn("autopilot cannot join the replicas; trying again", "err", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(autopilot.BeatInterval):
+			}
+			continue
+		}
+		cfg.Replica = rep
+		err = autopilot.New(s.st, cfg).Run(ctx)
+		rep.Close()
+		if err != nil && ctx.Err() == nil {
+			log.Warn("autopilot left the replicas; joining again", "err", err)
+		}
 	}
 	return nil
 }

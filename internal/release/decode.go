@@ -59,18 +59,25 @@ type signature struct {
 	sig   []byte
 }
 
-// parseEnvelope decodes an envelope strictly. Errors are *VerifyError with
-// ReasonMalformed, or ReasonWrongType for another payload type.
+// parseEnvelope decodes a release envelope strictly. Errors are
+// *VerifyError with ReasonMalformed, or ReasonWrongType for another payload
+// type.
 func parseEnvelope(data []byte) (envelope, error) {
-	if len(data) > MaxEnvelopeSize {
-		return envelope{}, verifyErr(ReasonMalformed, fmt.Errorf("envelope is %d bytes, limit %d", len(data), MaxEnvelopeSize))
+	return parseEnvelopeOf(data, payloadType, MaxEnvelopeSize)
+}
+
+// parseEnvelopeOf decodes an envelope of at most limit bytes that must be
+// of payload type typ.
+func parseEnvelopeOf(data []byte, typ string, limit int) (envelope, error) {
+	if len(data) > limit {
+		return envelope{}, verifyErr(ReasonMalformed, fmt.Errorf("envelope is %d bytes, limit %d", len(data), limit))
 	}
 	env, err := decodeEnvelope(data)
 	if err != nil {
 		return envelope{}, verifyErr(ReasonMalformed, fmt.Errorf("decode envelope: %w", err))
 	}
-	if env.payloadType != payloadType {
-		return envelope{}, verifyErr(ReasonWrongType, fmt.Errorf("payload type %q, want %q", env.payloadType, payloadType))
+	if env.payloadType != typ {
+		return envelope{}, verifyErr(ReasonWrongType, fmt.Errorf("payload type %q, want %q", env.payloadType, typ))
 	}
 	return env, nil
 }

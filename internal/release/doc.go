@@ -79,4 +79,17 @@
 //
 // Private key file: a PEM "PRIVATE KEY" block holding the PKCS #8 encoding of
 // the ed25519 key, which openssl reads ("openssl pkey -in key.pem").
+//
+// # Component configurations
+//
+// The same keys sign the configurations of components other than the agent
+// (ComponentConfig, SignComponent, VerifyComponent), in envelopes of the
+// same form with their own payload type,
+// "application/vnd.nodehotfix.component-config.v1+json", and payloads of
+// type "nodehotfix-component-config": the pre-authentication encoding binds it,
+// so a component configuration never verifies as a release, nor the
+// reverse. The service serves the configuration's JSON object with the
+// envelope in one more member, ComponentEnvelopeKey (ServedComponent); a
+// node splits it off (SplitServed), verifies it and uses only the
+// configuration it signs. The same threshold applies.
 package release

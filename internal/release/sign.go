@@ -54,8 +54,8 @@ func Sign(r Release, priv ed25519.PrivateKey) ([]byte, error) {
 		return nil, fmt.Errorf("sign release: encoded payload: %w", err)
 	}
 	env := envelope{payloadType: payloadType, payload: payload}
-	env.sigs = append(env.sigs, signPayload(env.payload, priv))
-	return encodeEnvelope(env)
+	env.sigs = append(env.sigs, signPayload(env.payloadType, env.payload, priv))
+	return encodeEnvelope(env, MaxEnvelopeSize)
 }
 
 // AddSignature co-signs an envelope with priv and returns the new envelope,
@@ -85,8 +85,8 @@ func AddSignature(envelope []byte, priv ed25519.PrivateKey) ([]byte, error) {
 	if len(env.sigs) >= maxSignatures {
 		return nil, fmt.Errorf("add release signature: envelope already has %d signatures", len(env.sigs))
 	}
-	env.sigs = append(env.sigs, signPayload(env.payload, priv))
-	out, err := encodeEnvelope(env)
+	env.sigs = append(env.sigs, signPayload(env.payloadType, env.payload, priv))
+	out, err := encodeEnvelope(env, MaxEnvelopeSize)
 	if err != nil {
 		return nil, fmt.Errorf("add release signature: %w", err)
 	}
@@ -114,7 +114,7 @@ func encodePayload(r Release) ([]byte, error) {
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
 }
 
-func encodeEnvelope(env envelope) ([]byte, error) {
+func encodeEnvelope(env envelope, limit int) ([]byte, error) {
 	w := wireEnvelope{
 		PayloadType: env.payloadType,
 		Payload:     base64.StdEncoding.EncodeToString(env.payload),
@@ -126,16 +126,16 @@ func encodeEnvelope(env envelope) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode envelope: %w", err)
 	}
-	if len(out) > MaxEnvelopeSize {
-		return nil, fmt.Errorf("encode envelope: %d bytes exceeds the %d-byte limit", len(out), MaxEnvelopeSize)
+	if len(out) > limit {
+		return nil, fmt.Errorf("encode envelope: %d bytes exceeds the %d-byte limit", len(out), limit)
 	}
 	return out, nil
 }
 
-func signPayload(payload []byte, priv ed25519.PrivateKey) signature {
+func signPayload(typ string, payload []byte, priv ed25519.PrivateKey) signature {
 	return signature{
 		keyID: KeyID(priv.Public().(ed25519.PublicKey)),
-		sig:   ed25519.Sign(priv, pae(payloadType, payload)),
+		sig:   ed25519.Sign(priv, pae(typ, payload)),
 	}
 }
 

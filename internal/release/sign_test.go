@@ -233,8 +233,9 @@ func TestLaunchRecords(t *testing.T) {
 		t.Fatalf("Verify(Sign(with launch records)) = %+v, %v; want the declaration", got, err)
 	}
 	payload := bytes.Replace(payloadOf(t, plain), []byte(`"not_after"`), []byte(`"launch_records":false,"not_after"`), 1)
+	sig := signPayload(payloadType, payload, priv)
 	env := encodeWire(t, wireEnvelope{PayloadType: payloadType, Payload: base64.StdEncoding.EncodeToString(payload),
-		Signatures: []wireSignature{{KeyID: signPayload(payload, priv).keyID, Sig: base64.StdEncoding.EncodeToString(signPayload(payload, priv).sig)}}})
+		Signatures: []wireSignature{{KeyID: sig.keyID, Sig: base64.StdEncoding.EncodeToString(sig.sig)}}})
 	if _, err := mustKeySet(t, pub).Verify(env, testNow); err == nil {
 		t.Errorf("a signed launch_records false verified")
 	}

@@ -93,8 +93,10 @@ func (ks KeySet) Verify(envelope []byte, now time.Time) (Release, error) {
 	return r, nil
 }
 
+// verifySignatures checks env's signatures over its own payload type, which
+// parseEnvelopeOf has already pinned to the one the caller expects.
 func (ks KeySet) verifySignatures(env envelope) error {
-	msg := pae(payloadType, env.payload)
+	msg := pae(env.payloadType, env.payload)
 	verified := make(map[string]bool)
 	named := false
 	for _, s := range env.sigs {

@@ -45,6 +45,10 @@ type Plan struct {
 	// it began. A plan given to SetPlan starts at Step.
 	Step      int       `json:"step"`
 	StepSince time.Time `json:"step_since"`
+	// Timed marks a plan stepped by time alone, a component
+	// configuration's: percentages only, each held for its bake; no
+	// reports, margin or ceiling, and no health rule judges it.
+	Timed bool `json:"timed,omitempty"`
 	// MaxSilentRate and MaxDeliveryRate are the ceilings of the release's
 	// silent nodes and of those that could not get it (refusedDelivery),
 	// each a rate of its own; 0 means DefaultMaxRate.
@@ -178,6 +182,8 @@ func (p Plan) Validate() error {
 			return bad("step %d: a canary of %d nodes after %d%%; canary steps come first", i+1, s.Nodes, prev)
 		case s.Canary() && (s.Nodes <= prevNodes || s.Nodes > MaxCanaryNodes):
 			return bad("step %d: a canary of %d nodes after %d; canary steps must grow, up to %d", i+1, s.Nodes, prevNodes, MaxCanaryNodes)
+		case p.Timed && (s.Canary() || s.MinReports != 0):
+			return bad("step %d: a timed plan steps percentages by time alone, without canary nodes or reports", i+1)
 		case s.Canary() && s.MinReports > s.Nodes:
 			// Each node counts once, so the step could never advance.
 			return bad("step %d: min reports %d from a canary of %d nodes; it could never advance", i+1, s.MinReports, s.Nodes)
@@ -187,10 +193,19 @@ func (p Plan) Validate() error {
 		if s.Bake < 0 || s.Bake > maxBake {
 			return bad("step %d: bake %v out of range 0..%v", i+1, s.Bake, maxBake)
 		}
-		if s.MinReports < 1 || s.MinReports > 1_000_000 {
+		if !p.Timed && (s.MinReports < 1 || s.MinReports > 1_000_000) {
 			return bad("step %d: min reports %d out of range 1..1000000", i+1, s.MinReports)
 		}
 		prev, prevNodes = s.Percent, max(prevNodes, s.Nodes)
+	}
+	if p.Timed {
+		if p.Margin != 0 || p.MaxFailureRate != 0 || p.SilentAfter != 0 || p.MaxSilentRate != 0 || p.MaxDeliveryRate != 0 || p.Deadline != 0 {
+			return bad("a timed plan has no margin, ceilings, silent-after or deadline: nothing judges it")
+		}
+		if p.Step < 0 || p.Step >= len(p.Steps) {
+			return bad("current step %d of %d", p.Step, len(p.Steps))
+		}
+		return nil
 	}
 	// Written so that NaN, which fails every comparison, is refused too.
 	if !(p.Margin >= 0 && p.Margin < 1) {
@@ -282,6 +297,14 @@ func (r Release) SeatsPerSubscription(seats int) int {
 // complete or revoked release is refused. The evidence window
 // (Rollout.EvidenceSince) is kept.
 func (r Release) SetPlan(p Plan, now time.Time) (Release, error) {
+	if p.Timed {
+		return r, fmt.Errorf("%w: %s is a release: its plan is judged on its nodes' reports, so it needs a margin, a failure ceiling and min reports per step", ErrInvalidPlan, r.Version)
+	}
+	return r.setPlan(p, now)
+}
+
+// setPlan is SetPlan for any plan.
+func (r Release) setPlan(p Plan, now time.Time) (Release, error) {
 	if r.Revoked {
 		return r, revokedError(r.Version)
 	}

@@ -115,6 +115,10 @@ type Rollout struct {
 	// release, and never cleared: its seat holders stay served (and their
 	// reports accepted) whatever plan follows.
 	Canary bool `json:"canary,omitempty"`
+	// DeployEnvs limits the scope to service instances labelled with one
+	// of these deploy environments (lpsd --deploy-env); empty means every
+	// environment.
+	DeployEnvs []string `json:"deploy_envs,omitempty"`
 	// EvidenceSince opens the release's evidence window: when set, only
 	// evidence from it on counts for the release's health and its plan's
 	// report minimums (internal/tally): reports lpsd accepted at or after
@@ -322,6 +326,39 @@ func (r Release) SetScope(percent int, subscriptions, regions []string) (Release
 	return r, nil
 }
 
+// SetDeployEnvs returns r with its deploy-environment scope replaced by
+// envs (nil keeps it, an empty list means every environment). Each must
+// pass CheckDeployEnvs (ErrInvalidScope). A revoked release is refused; a
+// halted one may change it, as its other scopes.
+func (r Release) SetDeployEnvs(envs []string) (Release, error) {
+	if r.Revoked {
+		return r, revokedError(r.Version)
+	}
+	if err := CheckDeployEnvs(envs); err != nil {
+		return r, err
+	}
+	if envs != nil {
+		r.Rollout.DeployEnvs = normalizeIDs(envs)
+	}
+	return r, nil
+}
+
+// CheckDeployEnvs returns an error wrapping ErrInvalidScope, naming the
+// value, unless every deploy environment is a label as a region is (a
+// letter, then letters and digits, at most MaxRegionLength: prod,
+// staging2). Surrounding spaces and empty entries are ignored.
+func CheckDeployEnvs(envs []string) error {
+	for _, e := range envs {
+		if e = strings.TrimSpace(e); e == "" {
+			continue
+		}
+		if !ValidRegion(e) {
+			return fmt.Errorf("%w: deploy environment %s is not a label (a letter, then letters and digits, at most %d, like prod or staging2)%s", ErrInvalidScope, quoted(e), MaxRegionLength, emptyHint(e))
+		}
+	}
+	return nil
+}
+
 // MaxRegionLength is the longest region label a scope takes.
 const MaxRegionLength = 64
 
@@ -429,12 +466,22 @@ type Node struct {
 	// revocations only, so its document stays small however many bases
 	// have releases.
 	Base string
+	// DeployEnv is the service instance's deploy-environment label, as
+	// Region is its region's.
+	DeployEnv string
 }
 
 // inScope reports whether n is in r's subscription and region scope.
 func (r Release) inScope(n Node) bool {
 	return (len(r.Rollout.Subscriptions) == 0 || slices.Contains(r.Rollout.Subscriptions, strings.ToLower(n.SubscriptionID))) &&
-		(len(r.Rollout.Regions) == 0 || slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region)))
+		(len(r.Rollout.Regions) == 0 || slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region))) &&
+		r.Rollout.envInScope(n)
+}
+
+// envInScope reports whether n's service instance is in ro's
+// deploy-environment scope.
+func (ro Rollout) envInScope(n Node) bool {
+	return len(ro.DeployEnvs) == 0 || slices.Contains(ro.DeployEnvs, strings.ToLower(n.DeployEnv))
 }
 
 // Rule is one step of the decision for one release, for explain.
@@ -447,6 +494,9 @@ type Rule struct {
 // RuleCanarySeat is the rule that decides at a canary step, and includes a
 // seat holder after it.
 const RuleCanarySeat = "canary-seat"
+
+// RuleDeployEnv is the rule of a rollout scoped by deploy environment.
+const RuleDeployEnv = "deploy-env-in-scope"
 
 // RuleNotExpired is the rule that refuses a release whose envelope has
 // expired: nodes would refuse it, so serving it would reach nobody.
@@ -488,6 +538,11 @@ func (r Release) includes(n Node, expiry bool) (bool, []Rule) {
 	}
 	regionOK := len(r.Rollout.Regions) == 0 || slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region))
 	if !add("region-in-scope", regionOK, fmt.Sprintf("region=%q scope=%v", n.Region, ScopeText(r.Rollout.Regions))) {
+		return false, rules
+	}
+	// Only a rollout scoped by deploy environment has this rule, so the
+	// rules of one that is not read as before the scope existed.
+	if len(r.Rollout.DeployEnvs) > 0 && !add(RuleDeployEnv, r.Rollout.envInScope(n), fmt.Sprintf("deploy_env=%q scope=%v", n.DeployEnv, ScopeText(r.Rollout.DeployEnvs))) {
 		return false, rules
 	}
 	if r.Rollout.State == Complete {
@@ -753,12 +808,17 @@ func Compare(a, b Release) int {
 }
 
 // DescribeChange summarises, for people, what an audit entry's change did
-// to a release's rollout: its before and after records as the audit log
+// to a release's (or a component configuration's) rollout: its before and after records as the audit log
 // holds them (JSON; before empty for a publish). lpsctl's audit table and
 // the dashboard both print it. Strings from the records are printed as they
 // are: callers quote them for their medium.
 func DescribeChange(beforeJSON, afterJSON string) string {
-	var before, after Release
+	// Only the rollout is read, so a component configuration's records
+	// (Config) describe the same way.
+	var before, after struct {
+		Rollout Rollout `json:"rollout"`
+		Revoked bool    `json:"revoked"`
+	}
 	if json.Unmarshal([]byte(afterJSON), &after) != nil {
 		return "?"
 	}
@@ -787,6 +847,9 @@ func DescribeChange(beforeJSON, afterJSON string) string {
 	}
 	if !b.EvidenceSince.Equal(a.EvidenceSince) && !a.EvidenceSince.IsZero() {
 		parts = append(parts, fmt.Sprintf("fresh evidence from %s (reports accepted before it do not count)", a.EvidenceSince.UTC().Format(time.RFC3339)))
+	}
+	if !slices.Equal(b.DeployEnvs, a.DeployEnvs) {
+		parts = append(parts, fmt.Sprintf("deploy envs %s→%s", ScopeText(b.DeployEnvs), ScopeText(a.DeployEnvs)))
 	}
 	if before.Revoked != after.Revoked {
 		yes := map[bool]string{false: "no", true: "yes"}

@@ -1,6 +1,6 @@
 // Package store defines the storage contract of the live-patching service:
 // release records with their rollouts, an append-only audit log, and nodes'
-// provisioning outcome reports.
+// provisioning outcome reports, and component configurations.
 //
 // Backends live in subpackages (memstore, boltstore, etcdstore) and all pass
 // the storetest conformance suite. The service never reads a store on the
@@ -174,6 +174,37 @@ func ValidateSeat(version, vmID string) error {
 	return nil
 }
 
+// Joiner is a store shared by several replicas (etcdstore): they join it
+// to elect the one whose autopilot decides, and to compare clocks. A store
+// one process holds alone (bbolt, memory) is no Joiner: its one replica
+// always decides.
+type Joiner interface {
+	Join(ctx context.Context, id string) (Replica, error)
+}
+
+// Replica is one process's membership of the replicas sharing a store.
+type Replica interface {
+	// Beat writes this replica's heartbeat: now, by its own clock.
+	Beat(ctx context.Context, now time.Time) error
+	// Peers returns the other live replicas' last heartbeats.
+	Peers(ctx context.Context) ([]Heartbeat, error)
+	// Campaign blocks until this replica leads, ctx ends, or the
+	// membership is lost.
+	Campaign(ctx context.Context) error
+	// Resign gives the leadership up.
+	Resign(ctx context.Context) error
+	// Done is closed when the membership is lost (and any leadership
+	// with it).
+	Done() <-chan struct{}
+	Close() error
+}
+
+// Heartbeat is a replica's last heartbeat: its wall clock when it wrote it.
+type Heartbeat struct {
+	ID   string
+	Time time.Time
+}
+
 // UnreadableError is returned, beside every record that could be read, by
 // a list of records (Reports, Served) in which some could not be decoded: a
 // newer encoding written mid-upgrade, another writer of the prefix, a bit
@@ -279,7 +310,8 @@ type Beats interface {
 // silent-after.
 const BeatRetention = 72 * time.Hour
 
-// Store persists releases, the audit log, reports and canary seats.
+// Store persists releases, the audit log, reports, canary seats and
+// component configurations.
 // Implementations are safe for concurrent use.
 type Store interface {
 	// Releases returns every release (in version order) and the store-wide
@@ -369,6 +401,23 @@ type Store interface {
 	// Boot); as Reports, with an *UnreadableError beside the readable ones
 	// when some cannot be decoded. ErrClosed after Close.
 	Served(ctx context.Context) ([]Served, error)
+
+	// Configs returns every component configuration, ordered by
+	// rollout.CompareConfigs, and the revision the list reflects: it moves
+	// with every PutConfig and never goes back (a backend may share it
+	// with Releases'). Watch signals configuration changes as release
+	// changes.
+	Configs(ctx context.Context) ([]rollout.Config, int64, error)
+
+	// Config returns one component configuration and its revision.
+	// ErrNotFound if there is none.
+	Config(ctx context.Context, component string, version int64) (rollout.Config, int64, error)
+
+	// PutConfig writes c if the stored revision of (c.Component,
+	// c.Version) equals ifRev (0: must not exist yet) and appends a in
+	// the same atomic transaction, as PutRelease does; it returns c's new
+	// revision. ErrConflict if ifRev does not match.
+	PutConfig(ctx context.Context, c rollout.Config, ifRev int64, a AuditEntry) (int64, error)
 
 	// Close releases the backend's resources.
 	Close() error

@@ -183,10 +183,10 @@ type Tally struct {
 	// with no release requested: the baseline of a base's first hotfix.
 	Control map[string]Counts `json:"control"`
 
-	now     time.Time
-	reports []store.Report
-	vmBase  map[string]string
-	cohort  map[string]ballot // version -> the vmIds counted for it
+	now    time.Time
+	byBase map[string][]store.Report // the reports of each base's votes
+	vmBase map[string]string
+	cohort map[string]ballot // version -> the vmIds counted for it
 }
 
 // Of counts the evidence for rels at now: their served records and the
@@ -202,19 +202,31 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 // plan's silent-after since, or, whatever the outages, MaxStretch after
 // that in wall-clock time.
 func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time, up *Uptime) Tally {
-	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now, reports: reports,
-		vmBase: map[string]string{}, cohort: map[string]ballot{}}
+	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now,
+		byBase: map[string][]store.Report{}, vmBase: map[string]string{}, cohort: map[string]ballot{}}
 	first := map[string]time.Time{}
 	for _, r := range reports {
 		if f, ok := first[r.VMID]; !ok || r.Time.Before(f) {
 			first[r.VMID], t.vmBase[r.VMID] = r.Time, r.Base
 		}
 	}
+	// One pass indexes the reports that vote: by boot, by the releases
+	// they are about (at most two: the one run, the one requested), by
+	// base; each release then reads only its own.
 	type boot struct{ vm, boot string }
 	byBoot := make(map[boot]store.Report, len(reports))
+	about := map[string][]store.Report{}
 	for _, r := range reports {
-		if t.votes(r.VMID, r.Base) {
-			byBoot[boot{r.VMID, r.Boot}] = r
+		if !t.votes(r.VMID, r.Base) {
+			continue
+		}
+		byBoot[boot{r.VMID, r.Boot}] = r
+		t.byBase[r.Base] = append(t.byBase[r.Base], r)
+		if r.HotfixVersion != "" {
+			about[r.HotfixVersion] = append(about[r.HotfixVersion], r)
+		}
+		if r.RequestedVersion != "" && r.RequestedVersion != r.HotfixVersion {
+			about[r.RequestedVersion] = append(about[r.RequestedVersion], r)
 		}
 	}
 	servedOf := map[string][]store.Served{}
@@ -249,8 +261,8 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 				worst.cast(s.VMID, Pending)
 			}
 		}
-		for _, r := range reports {
-			if r.Time.Before(since) || !t.votes(r.VMID, r.Base) {
+		for _, r := range about[rel.Version] {
+			if r.Time.Before(since) {
 				continue
 			}
 			o, ok := Classify(r, rel.Version)
@@ -268,9 +280,11 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 		t.cohort[rel.Version] = worst
 	}
 	control := ballot{}
-	for _, r := range reports {
-		if o, ok := baked(r); ok && t.votes(r.VMID, r.Base) {
-			control.cast(r.VMID, o)
+	for _, rs := range t.byBase {
+		for _, r := range rs {
+			if o, ok := baked(r); ok {
+				control.cast(r.VMID, o)
+			}
 		}
 	}
 	for vm, o := range control {
@@ -367,8 +381,8 @@ func (t Tally) Baseline(rels []rollout.Release, rel rollout.Release, need uint64
 func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) Counts {
 	out := t.cohort[rel.Version]
 	worst := ballot{}
-	for _, r := range t.reports {
-		if _, counted := out[r.VMID]; counted || r.Base != rel.Base || r.Time.Before(from) || !t.votes(r.VMID, r.Base) {
+	for _, r := range t.byBase[rel.Base] {
+		if _, counted := out[r.VMID]; counted || r.Time.Before(from) {
 			continue
 		}
 		var o Outcome

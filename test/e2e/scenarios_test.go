@@ -295,7 +295,9 @@ func TestIntegrationUntrustedReleases(t *testing.T) {
 		evil, _ := os.ReadFile(filepath.Join(env.artifact, "aks-node-controller-"+hotfix2))
 		s.art.Tamper.Store(&evil)
 		n := s.node(nodeOpts{})
-		expect(t, n, s.launch(n, "", ""), bakedVersion, "lpsRead", "failed")
+		// The release's bytes are not the signed ones: the node says so
+		// (artifactIntegrity), which lpsd counts against the release.
+		expect(t, n, s.launch(n, "", ""), bakedVersion, "lpsRead", "artifactIntegrity")
 		if _, err := os.Stat(n.Path("opt/azure/containers/aks-node-controller-hotfix")); err == nil {
 			t.Error("wrong bytes were staged")
 		}

@@ -132,6 +132,9 @@ type NodeResult struct {
 	Stable   bool   // the snapshot's RollingVer percent was the same at both ends
 	Snapshot bool   // the replica had a snapshot at either end
 	Loop     bool   // served LoopVer (closed-loop runs)
+	// Incumbent: served CompleteVer in a closed-loop run where it is
+	// LoopVer's incumbent (Loop.Second).
+	Incumbent bool
 	// Seated: the answer is right only if the node holds a canary seat,
 	// which the run checks against the store when it ends.
 	Seated bool
@@ -433,6 +436,7 @@ func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, tok
 	res.Rolling = got.Hotfixes[Base] == RollingVer
 	res.Other = got.Hotfixes[OtherBase] == OtherVer
 	res.Loop = got.Hotfixes[Base] == LoopVer
+	res.Incumbent = cfg.Loop != nil && got.Hotfixes[Base] == CompleteVer
 	// The service answered from a snapshot it held during the call; with
 	// one change at most per run, that is the one before or the one after.
 	res.Outcome, res.Detail = Wrong, "no snapshot to check against"
@@ -485,6 +489,9 @@ func publish(ctx context.Context, st store.Store, cfg Config) error {
 	}
 	if cfg.Loop != nil {
 		rels = []rel{{LoopVer, rollout.Draft, 0, false}}
+		if cfg.Loop.Second {
+			rels = append(rels, rel{CompleteVer, rollout.Complete, 100, false})
+		}
 	}
 	rels = append(rels, rel{RevokedVer, rollout.Halted, 0, true}, rel{OtherVer, rollout.Rolling, OtherPercent, false})
 	for _, r := range rels {

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -218,5 +219,47 @@ func TestIntegrationFleetSimLoopAdvancesAHealthyRelease(t *testing.T) {
 	checkLoopCounts(t, rep)
 	if l := rep.Loop; l.Halt != nil || len(l.Advances) == 0 {
 		t.Errorf("halt %+v, %d advances: want no halt and at least one advance", l.Halt, len(l.Advances))
+	}
+}
+
+// TestIntegrationFleetSimLoopSecondHotfix: the base already has a complete
+// hotfix that every other node runs, so no node runs the baked agent by
+// choice: a healthy second hotfix advances against it (it used to wait
+// forever for a control cohort that cannot exist), and a bad one halts on
+// its canary.
+func TestIntegrationFleetSimLoopSecondHotfix(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts a 3-member etcd cluster and 3 replicas")
+	}
+	for _, tt := range []struct {
+		name     string
+		failRate float64
+	}{{"healthy", 0.02}, {"bad", 0.30}} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := loopConfig(t, tt.failRate)
+			cfg.Loop.Second = true
+			rep, err := Run(t.Context(), t.TempDir(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep.Print(t.Output())
+			checkLoopCounts(t, rep)
+			l := rep.Loop
+			if l.Tally.Incumbent.OK == 0 || l.Tally.Control.OK != 0 {
+				t.Errorf("incumbent %+v, control %+v: want the other nodes on %s and none in the control", l.Tally.Incumbent, l.Tally.Control, CompleteVer)
+			}
+			if tt.name == "bad" {
+				if err := l.HaltedOnCanary(cfg.Loop.Plan); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if l.Halt != nil || len(l.Advances) == 0 {
+				t.Fatalf("halt %+v, %d advances: want no halt and at least one advance", l.Halt, len(l.Advances))
+			}
+			if d := l.Advances[0].Detail; !strings.Contains(d, "baseline "+CompleteVer) {
+				t.Errorf("the first advance was not judged against the incumbent %s: %s", CompleteVer, d)
+			}
+		})
 	}
 }

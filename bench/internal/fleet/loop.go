@@ -42,6 +42,11 @@ type Loop struct {
 	// RefuseRate is the share of LoopVer's nodes that refuse it as signed
 	// (its key is not in their image) and run the baked agent.
 	RefuseRate float64
+	// Second makes LoopVer its base's second hotfix: CompleteVer, complete
+	// at 100 %, is what every other node runs (failing at
+	// ControlFailRate, falling back), so LoopVer's baseline is its
+	// incumbent, and no node runs the baked agent by choice.
+	Second bool
 	// Plan is LoopVer's plan, started when the run's releases are
 	// published.
 	Plan rollout.Plan
@@ -94,7 +99,7 @@ type LoopResult struct {
 	Stored, Lost, Unknown int
 	// Tally is the store's counts; Want what they must be for the stored
 	// reports' nodes, each counted once.
-	Tally, Want struct{ Release, Control tally.Counts }
+	Tally, Want struct{ Release, Control, Incumbent tally.Counts }
 	// Halt is the autopilot's halt, nil if none; Advances its advances.
 	Halt     *AutoChange
 	Advances []AutoChange
@@ -149,15 +154,25 @@ func bootID(vmID string, boot int) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
-// outcomeReport is the report of a node that was served got (LoopVer or
-// not), as launch would send it.
-func outcomeReport(vmID string, servedLoop bool, l *Loop) *nodev1.ReportOutcomeRequest {
+// outcomeReport is the report of a node that was served LoopVer, or
+// CompleteVer (the incumbent of a Second run), or neither, as launch would
+// send it.
+func outcomeReport(vmID string, servedLoop, servedIncumbent bool, l *Loop) *nodev1.ReportOutcomeRequest {
 	r := &nodev1.ReportOutcomeRequest{
 		BootId: bootID(vmID, 0), BakedVersion: bakedVer, Agent: nodev1.Agent_AGENT_BAKED, AgentVersion: bakedVer,
 		Decision: "revoked", CheckHotfixOutcome: "lpsRead", ProvisionMs: 60_000,
 	}
-	if servedLoop {
+	switch {
+	case servedLoop:
 		r.RequestedVersion = LoopVer
+	case servedIncumbent:
+		r.RequestedVersion, r.HotfixVersion, r.Decision, r.DownloadHotfixOutcome, r.Route = CompleteVer, CompleteVer, "hotfix", "alreadyStaged", "none"
+		if failing(vmID, l.ControlFailRate) {
+			r.Fallback, r.FallbackReason = true, "the hotfix's provision exited 2 before the bootstrap"
+		} else {
+			r.Agent, r.AgentVersion = nodev1.Agent_AGENT_HOTFIX, CompleteVer
+		}
+		return r
 	}
 	switch {
 	case servedLoop && refusing(vmID, l.RefuseRate):
@@ -183,7 +198,7 @@ func report(ctx context.Context, l *Loop, res *NodeResult, timeout time.Duration
 	case <-ctx.Done():
 		return
 	}
-	req := outcomeReport(vmID, res.Loop, l)
+	req := outcomeReport(vmID, res.Loop, res.Incumbent, l)
 	res.Report = sendReport(ctx, timeout, r, token, req, clusterCA)
 	if l.ResendEvery > 0 && res.Node%l.ResendEvery == 0 {
 		res.Resent = true
@@ -320,10 +335,15 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 		counted[r.VMID] = true
 		// What this node's report must count as, from what it was served.
 		c := &res.Want.Control
-		if n.Loop {
+		switch {
+		case n.Loop:
 			c = &res.Want.Release
+		case n.Incumbent:
+			c = &res.Want.Incumbent
 		}
 		switch {
+		case n.Incumbent && failing(r.VMID, l.ControlFailRate):
+			c.Fallback++
 		case n.Loop && refusing(r.VMID, l.RefuseRate):
 			c.RefusedIntegrity++
 		case n.Loop && failing(r.VMID, l.FailRate):
@@ -352,17 +372,22 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 	// silent-after.
 	pending := map[string]bool{}
 	for _, sv := range served {
-		if sv.Version != LoopVer {
+		want := &res.Want.Release
+		switch sv.Version {
+		case LoopVer:
+			res.Recorded++
+		case CompleteVer:
+			want = &res.Want.Incumbent
+		default:
 			continue
 		}
-		res.Recorded++
-		if !counted[sv.VMID] && !pending[sv.VMID] {
-			pending[sv.VMID] = true
-			res.Want.Release.Pending++
+		if !counted[sv.VMID] && !pending[sv.Version+"/"+sv.VMID] {
+			pending[sv.Version+"/"+sv.VMID] = true
+			want.Pending++
 		}
 	}
 	t := tally.Of(rels, reports, served, time.Now())
-	res.Tally.Release, res.Tally.Control = t.Releases[LoopVer], t.Control[Base]
+	res.Tally.Release, res.Tally.Control, res.Tally.Incumbent = t.Releases[LoopVer], t.Control[Base], t.Releases[CompleteVer]
 
 	rel, _, err := st.Release(ctx, LoopVer)
 	if err != nil {
@@ -456,8 +481,8 @@ func (l *LoopResult) print(w io.Writer, cfg Config) {
 		LoopVer, 100*cfg.Loop.FailRate, 100*cfg.Loop.RefuseRate, 100*cfg.Loop.ControlFailRate, cfg.Loop.AutopilotInterval)
 	fmt.Fprintf(w, "  reports: %d sent, %d acked, %d failed (replica down), %d refused; %d resent; %d stored, %d acked but lost, %d unknown\n",
 		l.Sent, l.Acked, l.Failed, l.Refused, l.Resent, l.Stored, l.Lost, l.Unknown)
-	fmt.Fprintf(w, "  counts: release %+v control %+v; want release %+v control %+v (exact: %v)\n",
-		l.Tally.Release, l.Tally.Control, l.Want.Release, l.Want.Control, l.CountsExact())
+	fmt.Fprintf(w, "  counts: release %+v control %+v incumbent %s %+v; want release %+v control %+v incumbent %+v (exact: %v)\n",
+		l.Tally.Release, l.Tally.Control, CompleteVer, l.Tally.Incumbent, l.Want.Release, l.Want.Control, l.Want.Incumbent, l.CountsExact())
 	for _, a := range l.Advances {
 		fmt.Fprintf(w, "  t=%6.3fs autopilot advanced: %s at %d%% (%s)\n", a.At.Seconds(), a.State, a.Percent, a.Detail)
 	}

@@ -83,5 +83,19 @@
 // typographic quote pasted for "all" is refused rather than scoping a
 // rollout to nobody. Every Release returned carries its envelope's
 // not_after; from then on the release is served to no node (explain's rule
-// not-expired).
+// not-expired). Deploy-environment scopes take labels of the region form
+// (rollout.CheckDeployEnvs).
+//
+// # Component configurations
+//
+// PublishComponentConfig stores a signed configuration of a component other
+// than aksNodeController (release.SignComponent; verified with
+// Config.ReleaseKeys as releases are) as a draft, named
+// "<component>@<version>". SetRollout, SetPlan, Transition and Revoke take
+// that name where they take a release version and answer with the record
+// in component_config; their rules are the releases' (rollout.Config), but
+// a plan must be timed: nothing reports on a component, so nothing judges
+// it, and internal/schedule steps it. Explain with a component explains its
+// configurations; Status lists them; every change is audited as a
+// release's, with the name as target.
 package admin

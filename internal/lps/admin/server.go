@@ -92,6 +92,9 @@ type Config struct {
 	// Region is this instance's region label, the default for Explain.
 	// Empty: none.
 	Region string
+	// DeployEnv is this instance's deploy-environment label, the default
+	// for Explain. Empty: none.
+	DeployEnv string
 	// ReleaseKeys, when set, makes PublishRelease refuse every envelope
 	// they do not verify. nil: envelopes are only checked for form and
 	// expiry (nodes still verify them).
@@ -113,6 +116,7 @@ type Server struct {
 	counts func() map[string]uint64
 	served func() map[string]uint64
 	region string
+	env    string
 	keys   *release.KeySet
 	now    func() time.Time
 	log    *slog.Logger
@@ -131,6 +135,7 @@ func New(cfg Config) *Server {
 		counts: cfg.Counts,
 		served: cfg.Served,
 		region: cfg.Region,
+		env:    cfg.DeployEnv,
 		keys:   cfg.ReleaseKeys,
 		now:    cfg.Now,
 		log:    cfg.Log,
@@ -272,6 +277,26 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		p.Step = from - 1 // from_step counts from 1, the plan's index from 0
 	}
 	now := s.now()
+	if component, version, ok := rollout.ParseConfigID(req.GetVersion()); ok {
+		apply := func(c rollout.Config) (rollout.Config, error) { return c.SetPlan(p, now) }
+		if req.GetDryRun() {
+			// A timed plan has no preview: only its steps' bake times.
+			cur, rev, err := s.store.Config(ctx, component, version)
+			if err != nil {
+				return nil, s.storeError("read component config "+req.GetVersion(), err)
+			}
+			next, err := apply(cur)
+			if err != nil {
+				return nil, domainError(err)
+			}
+			return &adminv1.SetPlanResponse{ComponentConfig: configProto(next, rev), DryRun: true}, nil
+		}
+		c, _, err := s.changeConfig(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), req.GetReason(), apply)
+		if err != nil {
+			return nil, err
+		}
+		return &adminv1.SetPlanResponse{ComponentConfig: c}, nil
+	}
 	apply := func(r rollout.Release) (rollout.Release, error) { return r.SetPlan(p, now) }
 	if req.GetDryRun() {
 		cur, rev, err := s.current(ctx, req.GetVersion(), req.GetIfRevision())
@@ -363,6 +388,17 @@ func (s *Server) SkipStep(ctx context.Context, req *adminv1.SkipStepRequest) (*a
 	}
 	now := s.now()
 	var left int
+	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
+		c, _, err := s.changeConfig(ctx, actor, ActionSkip, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
+			next, from, err := c.Skip(now)
+			left = from
+			return next, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &adminv1.SkipStepResponse{ComponentConfig: c, SkippedStep: int32(left)}, nil
+	}
 	r, _, err := s.change(ctx, actor, ActionSkip, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		next, from, err := r.Skip(now)
 		left = from
@@ -378,7 +414,7 @@ func planFromProto(pp *adminv1.Plan) (rollout.Plan, error) {
 	if pp == nil {
 		return rollout.Plan{}, errors.New("no plan")
 	}
-	p := rollout.Plan{Margin: pp.GetMargin(), MaxFailureRate: pp.GetMaxFailureRate()}
+	p := rollout.Plan{Margin: pp.GetMargin(), MaxFailureRate: pp.GetMaxFailureRate(), Timed: pp.GetTimed()}
 	if s := pp.GetSilentAfterSeconds(); s < 0 || s > int64(24*time.Hour/time.Second) {
 		return p, fmt.Errorf("silent after %d s out of range", s)
 	}
@@ -403,6 +439,12 @@ func planToProto(p *rollout.Plan) *adminv1.Plan {
 	}
 	out := &adminv1.Plan{Margin: p.Margin, MaxFailureRate: p.MaxFailureRate, Step: int32(p.Step), StepSince: timestamppb.New(p.StepSince), SilentAfterSeconds: int64(p.SilenceDeadline() / time.Second),
 		MaxSilentRate: p.SilentCeiling(), MaxDeliveryRate: p.DeliveryCeiling(), DeadlineSeconds: int64(p.StepDeadline().Sub(p.Due()) / time.Second)}
+	if p.Timed {
+		// Nothing reports on a timed plan, so it has no silent-after,
+		// ceilings or deadline.
+		out.Timed = true
+		out.SilentAfterSeconds, out.MaxSilentRate, out.MaxDeliveryRate, out.DeadlineSeconds = 0, 0, 0, 0
+	}
 	for _, st := range p.Steps {
 		out.Steps = append(out.Steps, &adminv1.PlanStep{Percent: int32(st.Percent), Nodes: int32(st.Nodes), BakeSeconds: int64(st.Bake / time.Second), MinReports: int32(st.MinReports)})
 	}
@@ -437,7 +479,13 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 			regions = []string{}
 		}
 	}
-	for _, l := range [][]string{subs, regions} {
+	var envs []string
+	if req.GetSetDeployEnvs() {
+		if envs = req.GetDeployEnvs(); envs == nil {
+			envs = []string{}
+		}
+	}
+	for _, l := range [][]string{subs, regions, envs} {
 		if err := checkIDs(l); err != nil {
 			return nil, err
 		}
@@ -445,11 +493,36 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 	if err := rollout.CheckScope(subs, regions); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	r, same, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
-		if req.GetKeepPercent() {
-			return r.SetScope(r.Rollout.Percent, subs, regions)
+	if err := rollout.CheckDeployEnvs(envs); err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
+		c, same, err := s.changeConfig(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
+			p := int(pct)
+			if req.GetKeepPercent() {
+				p = c.Rollout.Percent
+			}
+			c, err := c.SetScope(p, subs, regions)
+			if err != nil {
+				return c, err
+			}
+			return c.SetDeployEnvs(envs)
+		})
+		if err != nil {
+			return nil, err
 		}
-		return r.SetScope(int(pct), subs, regions)
+		return &adminv1.SetRolloutResponse{ComponentConfig: c, Unchanged: same}, nil
+	}
+	r, same, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
+		p := int(pct)
+		if req.GetKeepPercent() {
+			p = r.Rollout.Percent
+		}
+		r, err := r.SetScope(p, subs, regions)
+		if err != nil {
+			return r, err
+		}
+		return r.SetDeployEnvs(envs)
 	})
 	if err != nil {
 		return nil, err
@@ -495,6 +568,22 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 		return nil, err
 	}
 	already := false
+	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
+		c, _, err := s.changeConfig(ctx, actor, a.name, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
+			if c.Rollout.State == a.to && !c.Revoked {
+				already = true
+				return c, nil
+			}
+			if a.to == rollout.Rolling {
+				return c.Resume(s.now())
+			}
+			return c.Transition(a.to)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &adminv1.TransitionResponse{ComponentConfig: c, Unchanged: already}, nil
+	}
 	r, _, err := s.change(ctx, actor, a.name, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		// A transition to the state the release is in is done already,
 		// not refused: a retried pause must not look like a failure.
@@ -522,6 +611,16 @@ func (s *Server) Revoke(ctx context.Context, req *adminv1.RevokeRequest) (*admin
 	}
 	if err := checkReason(req.GetReason()); err != nil {
 		return nil, err
+	}
+	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
+		c, same, err := s.changeConfig(ctx, actor, ActionRevoke, req.GetVersion(), 0, req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
+			c.Revoked = true
+			return c, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &adminv1.RevokeResponse{ComponentConfig: c, Unchanged: same}, nil
 	}
 	r, same, err := s.change(ctx, actor, ActionRevoke, req.GetVersion(), 0, req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		r.Revoked = true
@@ -632,7 +731,8 @@ func unchanged(a, b rollout.Release) bool {
 		a.Rollout.EvidenceSince.Equal(b.Rollout.EvidenceSince) &&
 		a.Rollout.HaltedFrom == b.Rollout.HaltedFrom &&
 		slices.Equal(a.Rollout.Subscriptions, b.Rollout.Subscriptions) &&
-		slices.Equal(a.Rollout.Regions, b.Rollout.Regions)
+		slices.Equal(a.Rollout.Regions, b.Rollout.Regions) &&
+		slices.Equal(a.Rollout.DeployEnvs, b.Rollout.DeployEnvs)
 }
 
 func conflict(version string, rev int64) error {
@@ -695,6 +795,9 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		resp.SnapshotRevision = snap.Revision
 		resp.SnapshotTime = timestamppb.New(snap.Built)
 	}
+	if err := s.statusConfigs(ctx, resp); err != nil {
+		return nil, err
+	}
 	return resp, nil
 }
 
@@ -724,13 +827,16 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	if _, err := requireActor(ctx); err != nil {
 		return nil, err
 	}
-	n := rollout.Node{VMID: req.GetVmId(), SubscriptionID: req.GetSubscriptionId(), Region: req.GetRegion(), Now: s.now()}
+	n := rollout.Node{VMID: req.GetVmId(), SubscriptionID: req.GetSubscriptionId(), Region: req.GetRegion(), DeployEnv: req.GetDeployEnv(), Now: s.now()}
 	if n.Region == "" {
 		n.Region = s.region
 	}
-	for _, f := range []struct{ name, v string }{{"vm_id", n.VMID}, {"subscription_id", n.SubscriptionID}, {"region", n.Region}} {
+	if n.DeployEnv == "" {
+		n.DeployEnv = s.env
+	}
+	for _, f := range []struct{ name, v string }{{"vm_id", n.VMID}, {"subscription_id", n.SubscriptionID}, {"region", n.Region}, {"deploy_env", n.DeployEnv}} {
 		switch {
-		case f.v == "" && f.name != "region":
+		case f.v == "" && f.name != "region" && f.name != "deploy_env":
 			return nil, status.Errorf(codes.InvalidArgument, "%s is required", f.name)
 		case len(f.v) > maxIDLength:
 			return nil, status.Errorf(codes.InvalidArgument, "%s longer than %d bytes", f.name, maxIDLength)
@@ -744,6 +850,9 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	snap := s.currentSnapshot()
 	if snap == nil {
 		return nil, status.Error(codes.Unavailable, "no serving snapshot yet; retry shortly")
+	}
+	if c := req.GetComponent(); c != "" && c != lps.Component {
+		return s.explainComponent(snap, c, n)
 	}
 	// Seats as the store has them: the answer is this node's on any
 	// replica.
@@ -996,6 +1105,7 @@ func toProto(r rollout.Release, rev int64) *adminv1.Release {
 			Percent:       int32(r.Rollout.Percent),
 			Subscriptions: r.Rollout.Subscriptions,
 			Regions:       r.Rollout.Regions,
+			DeployEnvs:    r.Rollout.DeployEnvs,
 			Plan:          planToProto(r.Rollout.Plan),
 			EvidenceSince: evidenceSince,
 			HaltedFrom:    string(r.Rollout.HaltedFrom),

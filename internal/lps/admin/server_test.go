@@ -896,6 +896,10 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 			return err
 		},
 		"ListAudit": func() error { _, err := s.ListAudit(ctx, &adminv1.ListAuditRequest{}); return err },
+		"PublishComponentConfig": func() error {
+			_, err := s.PublishComponentConfig(ctx, &adminv1.PublishComponentConfigRequest{})
+			return err
+		},
 	}
 	for _, m := range adminv1.AdminService_ServiceDesc.Methods {
 		call, ok := calls[m.MethodName]

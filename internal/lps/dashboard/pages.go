@@ -65,6 +65,9 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"stateClass": func(s string) string {
 		return "state-" + s
 	},
+	// isConfig reports an audit target that is a component configuration,
+	// which has no release page.
+	"isConfig": func(target string) bool { _, _, ok := rollout.ParseConfigID(target); return ok },
 }).ParseFS(templateFS, "templates/*.html"))
 
 // transitions maps the dashboard's actions to the admin API's.

@@ -24,6 +24,11 @@ const (
 	TaskLauncher       = "AKS.AKSNodeController.Launcher"
 	TaskProvision      = "AKS.AKSNodeController.Provision"
 	TaskProvisionWait  = "AKS.AKSNodeController.ProvisionWait"
+	// TaskFetchLocalDNSConfig and TaskApplyLocalDNSConfig are the
+	// localDNS commands' (the reference logs its fetch as
+	// FetchLocalDNSConfig).
+	TaskFetchLocalDNSConfig = "AKS.AKSNodeController.FetchLocalDNSConfig"
+	TaskApplyLocalDNSConfig = "AKS.AKSNodeController.ApplyLocalDNSConfig"
 )
 
 // Levels.

@@ -41,6 +41,13 @@ func (r Root) BakedBinary() string { return r.join(containers + "/aks-node-contr
 // HotfixBinary is where a verified hotfix agent is staged.
 func (r Root) HotfixBinary() string { return r.join(containers + "/aks-node-controller-hotfix") }
 
+// LocalDNSCorefile is where the localDNS component's live-patched
+// Corefile is staged, as the reference stages it; its version file is
+// beside it with ".version" appended.
+func (r Root) LocalDNSCorefile() string {
+	return r.join(containers + "/localdns/livepatched.localdns.corefile")
+}
+
 // ReleaseKeys is the image's set of trusted release public keys.
 func (r Root) ReleaseKeys() string {
 	return r.join(containers + "/aks-node-controller-release-keys.pub")

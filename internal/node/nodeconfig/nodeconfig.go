@@ -162,3 +162,39 @@ func ColdStartHotfixes(path string) (map[string]string, error) {
 	}
 	return doc.Hotfixes, nil
 }
+
+// AgentPoolLabel is the kubelet node label naming the node's agent pool.
+const AgentPoolLabel = "kubernetes.azure.com/agentpool"
+
+// AgentPool returns the node's agent pool: the AgentPoolLabel kubelet node
+// label from the node config, or, without a node config, from nbc-cmd.sh's
+// KUBELET_NODE_LABELS (comma-separated key=value; the first match wins).
+// It fails when neither names one.
+func AgentPool(configPath, nbcCmdPath string) (string, error) {
+	cfg, err := Load(configPath)
+	switch {
+	case cfg != nil:
+		// A partial config still names its labels, as the reference reads it.
+		if pool := strings.TrimSpace(cfg.GetKubeletConfig().GetKubeletNodeLabels()[AgentPoolLabel]); pool != "" {
+			return pool, nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("node config %s: %w", configPath, err)
+		}
+		return "", fmt.Errorf("node config %s has no %s kubelet node label", configPath, AgentPoolLabel)
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", err
+	}
+	data, err := capfile.Read(nbcCmdPath, MaxConfigSize)
+	if err != nil {
+		return "", fmt.Errorf("no node config; nbc-cmd fallback: %w", err)
+	}
+	for _, pair := range strings.Split(ParseAssignments(string(data))["KUBELET_NODE_LABELS"], ",") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(pair), "="); ok && strings.TrimSpace(k) == AgentPoolLabel {
+			if v = strings.TrimSpace(v); v != "" {
+				return v, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s: KUBELET_NODE_LABELS has no %s label", nbcCmdPath, AgentPoolLabel)
+}

@@ -42,13 +42,17 @@ const (
 	// servedBucket maps Version + "/" + VMID + "/" + Boot to a served
 	// record's stored form (storecodec).
 	servedBucket = "served"
+	// configsBucket maps a component configuration's ID
+	// (rollout.ConfigID) to its stored form (storecodec).
+	configsBucket = "configs"
 	// metaBucket holds store-wide values.
 	metaBucket = "meta"
 	// beatsBucket maps a Unix minute (8 bytes, big-endian) to nothing: a
 	// minute in which lpsd was up (store.Beats).
 	beatsBucket = "beats"
 	// revisionKey (in metaBucket) is the store-wide revision, 8-byte big
-	// endian, incremented by every release write.
+	// endian, incremented by every release and component configuration
+	// write.
 	revisionKey = "revision"
 )
 
@@ -93,7 +97,7 @@ func Open(path string) (*Store, error) {
 	}
 	s := &Store{db: db}
 	err = s.update(func(tx *bolt.Tx) error {
-		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, beatsBucket} {
+		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket, beatsBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}

@@ -11,11 +11,13 @@
 //	<prefix>seats/<version>/n/<slot>  the seat's holder; slot is 5-digit zero-padded
 //	<prefix>seats/<version>/sub/<subscription>/<slot> a seat taken under a per-subscription bound: its holder
 //	<prefix>served/<version>/<vmId>/<boot> served record (JSON, "v")
+//	<prefix>configs/<component>@<version> component configuration record (JSON, "v")
 //
 // A release's revision is its key's ModRevision, and the store-wide
 // revision is the highest ModRevision under releases/ (release keys are
 // never deleted), so writes to other keys, such as reports or another
-// prefix's, do not move it. A release write is one transaction that
+// prefix's, do not move it. Component configurations are the same under
+// configs/, with their own highest ModRevision; Watch follows both. A release write is one transaction that
 // compares the release's ModRevision and the audit-seq counter's, then puts
 // the release, its audit entry and the counter. A canary seat is taken by
 // creating both its slot key, numbered by the count of slots, and its vmId
@@ -171,6 +173,7 @@ func (s *Store) seqKey() string              { return s.prefix + "audit-seq" }
 func (s *Store) reportsPrefix() string       { return s.prefix + "reports/" }
 func (s *Store) seatsPrefix(v string) string { return s.prefix + "seats/" + v + "/" }
 func (s *Store) servedPrefix() string        { return s.prefix + "served/" }
+func (s *Store) configsPrefix() string       { return s.prefix + "configs/" }
 func (s *Store) beatKey(minute int64) string {
 	return fmt.Sprintf("%sbeats/%012d", s.prefix, max(minute, 0))
 }
@@ -723,16 +726,27 @@ func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	go func() {
 		defer s.wg.Done()
 		defer close(out)
-		s.watch(ctx, out, next)
+		// Releases and component configurations, each on its own watch;
+		// when one ends, so does the other, and the consumer re-watches.
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, prefix := range []string{s.releasesPrefix(), s.configsPrefix()} {
+			wg.Go(func() {
+				defer cancel()
+				s.watch(ctx, out, next, prefix)
+			})
+		}
+		wg.Wait()
 	}()
 	return out
 }
 
-// watch relays changes under the releases prefix from revision next on
+// watch relays changes under prefix from revision next on
 // (0: from now, with an initial signal) until ctx is done, the store is
 // closed, or maxWatchFailures attempts in a row end without delivering an
 // event or progress notification.
-func (s *Store) watch(ctx context.Context, out chan<- struct{}, next int64) {
+func (s *Store) watch(ctx context.Context, out chan<- struct{}, next int64, prefix string) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() {
@@ -753,7 +767,7 @@ func (s *Store) watch(ctx context.Context, out chan<- struct{}, next int64) {
 		compacted := false
 		// WithRequireLeader ends the watch if its member loses the leader,
 		// so we move to a member that still gets updates.
-		for resp := range s.cli.Watch(clientv3.WithRequireLeader(ctx), s.releasesPrefix(), opts...) {
+		for resp := range s.cli.Watch(clientv3.WithRequireLeader(ctx), prefix, opts...) {
 			switch {
 			case resp.CompactRevision != 0:
 				// Changes between next and the compaction are gone: the

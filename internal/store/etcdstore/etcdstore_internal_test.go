@@ -36,7 +36,7 @@ func TestIntegrationWatchCompaction(t *testing.T) {
 	go func() {
 		defer close(done)
 		defer close(out)
-		s.watch(t.Context(), out, first)
+		s.watch(t.Context(), out, first, s.releasesPrefix())
 	}()
 	storetest.WaitSignal(t, out)
 

@@ -41,6 +41,9 @@ type Store struct {
 	served map[servedKey]store.Served
 	// subSeats counts the seats taken under a per-subscription bound.
 	subSeats map[subscriptionKey]int
+	// configs holds component configurations by ID, made on first write;
+	// their writes move rev too.
+	configs map[string]configEntry
 }
 
 type subscriptionKey struct{ version, subscription string }
@@ -281,6 +284,7 @@ func (s *Store) Close() error {
 	s.seats = nil
 	s.served = nil
 	s.subSeats = nil
+	s.configs = nil
 	s.mu.Unlock()
 	s.hub.Close()
 	return nil
@@ -288,14 +292,20 @@ func (s *Store) Close() error {
 
 func cloneRelease(r rollout.Release) rollout.Release {
 	r.Envelope = cloneRaw(r.Envelope)
-	r.Rollout.Subscriptions = slices.Clone(r.Rollout.Subscriptions)
-	r.Rollout.Regions = slices.Clone(r.Rollout.Regions)
-	if p := r.Rollout.Plan; p != nil {
+	r.Rollout = cloneRollout(r.Rollout)
+	return r
+}
+
+func cloneRollout(ro rollout.Rollout) rollout.Rollout {
+	ro.Subscriptions = slices.Clone(ro.Subscriptions)
+	ro.Regions = slices.Clone(ro.Regions)
+	ro.DeployEnvs = slices.Clone(ro.DeployEnvs)
+	if p := ro.Plan; p != nil {
 		c := *p
 		c.Steps = slices.Clone(p.Steps)
-		r.Rollout.Plan = &c
+		ro.Plan = &c
 	}
-	return r
+	return ro
 }
 
 func cloneAudit(a store.AuditEntry) store.AuditEntry {

@@ -1,5 +1,5 @@
-// Package storecodec is the stored form of releases, audit entries and
-// reports that the durable backends (boltstore, etcdstore) share: JSON with
+// Package storecodec is the stored form of releases, audit entries,
+// reports and component configurations that the durable backends (boltstore, etcdstore) share: JSON with
 // a format version, a reader refusing any other version rather than
 // misreading it.
 // Signed envelopes and audit snapshots are kept as exact bytes beside the
@@ -130,4 +130,32 @@ func DecodeServed(v []byte) (store.Served, error) {
 		return store.Served{}, fmt.Errorf("served record encoding version %d, want %d", rec.V, version)
 	}
 	return rec.Served, nil
+}
+
+type configRecord struct {
+	V        int            `json:"v"`
+	Rev      int64          `json:"rev,omitempty"` // as releaseRecord's
+	Config   rollout.Config `json:"config"`        // Envelope moved out
+	Envelope []byte         `json:"envelope"`
+}
+
+// EncodeConfig returns the stored form of component configuration c at
+// revision rev (0: none).
+func EncodeConfig(c rollout.Config, rev int64) ([]byte, error) {
+	rec := configRecord{V: version, Rev: rev, Config: c, Envelope: c.Envelope}
+	rec.Config.Envelope = nil
+	return json.Marshal(rec)
+}
+
+// DecodeConfig reads what EncodeConfig wrote.
+func DecodeConfig(v []byte) (rollout.Config, int64, error) {
+	var rec configRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rollout.Config{}, 0, fmt.Errorf("decode component config record: %w", err)
+	}
+	if rec.V != version {
+		return rollout.Config{}, 0, fmt.Errorf("component config record encoding version %d, want %d", rec.V, version)
+	}
+	rec.Config.Envelope = rec.Envelope
+	return rec.Config, rec.Rev, nil
 }

@@ -67,6 +67,10 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"served", testServed},
 		{"served-large-call", testServedLargeCall},
 		{"served-invalid", testServedInvalid},
+		{"configs-round-trip", testConfigsRoundTrip},
+		{"configs-compare-and-swap", testConfigsCompareAndSwap},
+		{"configs-watch", testConfigsWatch},
+		{"configs-apart-from-releases", testConfigsApart},
 		{"close", testClose},
 	}
 	for _, tt := range tests {

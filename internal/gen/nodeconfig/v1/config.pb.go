@@ -35,6 +35,9 @@ type Configuration struct {
 	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	// Kubernetes API server settings; its name is the live-patching dial target.
 	ApiServerConfig *ApiServerConfig `protobuf:"bytes,4,opt,name=api_server_config,json=apiServerConfig,proto3" json:"api_server_config,omitempty"`
+	// Kubelet settings; its node labels name the node's agent pool, which
+	// selects a localDNS configuration's per-pool entry.
+	KubeletConfig *KubeletConfig `protobuf:"bytes,11,opt,name=kubelet_config,json=kubeletConfig,proto3" json:"kubelet_config,omitempty"`
 	// Cluster CA certificate: standard base64 of a PEM bundle. It is the only
 	// trust anchor for the live-patching TLS connection.
 	KubernetesCaCert string `protobuf:"bytes,17,opt,name=kubernetes_ca_cert,json=kubernetesCaCert,proto3" json:"kubernetes_ca_cert,omitempty"`
@@ -85,6 +88,13 @@ func (x *Configuration) GetVersion() string {
 func (x *Configuration) GetApiServerConfig() *ApiServerConfig {
 	if x != nil {
 		return x.ApiServerConfig
+	}
+	return nil
+}
+
+func (x *Configuration) GetKubeletConfig() *KubeletConfig {
+	if x != nil {
+		return x.KubeletConfig
 	}
 	return nil
 }
@@ -158,14 +168,61 @@ func (x *ApiServerConfig) GetApiServerName() string {
 	return ""
 }
 
+// KubeletConfig is the subset of the kubelet settings the agent reads.
+type KubeletConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Node labels, such as kubernetes.azure.com/agentpool.
+	KubeletNodeLabels map[string]string `protobuf:"bytes,2,rep,name=kubelet_node_labels,json=kubeletNodeLabels,proto3" json:"kubelet_node_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *KubeletConfig) Reset() {
+	*x = KubeletConfig{}
+	mi := &file_nodeconfig_v1_config_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubeletConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubeletConfig) ProtoMessage() {}
+
+func (x *KubeletConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_nodeconfig_v1_config_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubeletConfig.ProtoReflect.Descriptor instead.
+func (*KubeletConfig) Descriptor() ([]byte, []int) {
+	return file_nodeconfig_v1_config_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *KubeletConfig) GetKubeletNodeLabels() map[string]string {
+	if x != nil {
+		return x.KubeletNodeLabels
+	}
+	return nil
+}
+
 var File_nodeconfig_v1_config_proto protoreflect.FileDescriptor
 
 const file_nodeconfig_v1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x1anodeconfig/v1/config.proto\x12\rnodeconfig.v1\"\xc5\x02\n" +
+	"\x1anodeconfig/v1/config.proto\x12\rnodeconfig.v1\"\x8a\x03\n" +
 	"\rConfiguration\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12J\n" +
-	"\x11api_server_config\x18\x04 \x01(\v2\x1e.nodeconfig.v1.ApiServerConfigR\x0fapiServerConfig\x12,\n" +
+	"\x11api_server_config\x18\x04 \x01(\v2\x1e.nodeconfig.v1.ApiServerConfigR\x0fapiServerConfig\x12C\n" +
+	"\x0ekubelet_config\x18\v \x01(\v2\x1c.nodeconfig.v1.KubeletConfigR\rkubeletConfig\x12,\n" +
 	"\x12kubernetes_ca_cert\x18\x11 \x01(\tR\x10kubernetesCaCert\x12\\\n" +
 	"\x10enabled_features\x18- \x03(\v21.nodeconfig.v1.Configuration.EnabledFeaturesEntryR\x0fenabledFeatures\x1aB\n" +
 	"\x14EnabledFeaturesEntry\x12\x10\n" +
@@ -173,7 +230,12 @@ const file_nodeconfig_v1_config_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
 	"\x0fApiServerConfig\x121\n" +
 	"\x15api_server_public_key\x18\x01 \x01(\tR\x12apiServerPublicKey\x12&\n" +
-	"\x0fapi_server_name\x18\x02 \x01(\tR\rapiServerNameB4Z2nodehotfix/internal/gen/nodeconfig/v1;nodeconfigv1b\x06proto3"
+	"\x0fapi_server_name\x18\x02 \x01(\tR\rapiServerName\"\xba\x01\n" +
+	"\rKubeletConfig\x12c\n" +
+	"\x13kubelet_node_labels\x18\x02 \x03(\v23.nodeconfig.v1.KubeletConfig.KubeletNodeLabelsEntryR\x11kubeletNodeLabels\x1aD\n" +
+	"\x16KubeletNodeLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B4Z2nodehotfix/internal/gen/nodeconfig/v1;nodeconfigv1b\x06proto3"
 
 var (
 	file_nodeconfig_v1_config_proto_rawDescOnce sync.Once
@@ -187,20 +249,24 @@ func file_nodeconfig_v1_config_proto_rawDescGZIP() []byte {
 	return file_nodeconfig_v1_config_proto_rawDescData
 }
 
-var file_nodeconfig_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_nodeconfig_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_nodeconfig_v1_config_proto_goTypes = []any{
 	(*Configuration)(nil),   // 0: nodeconfig.v1.Configuration
 	(*ApiServerConfig)(nil), // 1: nodeconfig.v1.ApiServerConfig
-	nil,                     // 2: nodeconfig.v1.Configuration.EnabledFeaturesEntry
+	(*KubeletConfig)(nil),   // 2: nodeconfig.v1.KubeletConfig
+	nil,                     // 3: nodeconfig.v1.Configuration.EnabledFeaturesEntry
+	nil,                     // 4: nodeconfig.v1.KubeletConfig.KubeletNodeLabelsEntry
 }
 var file_nodeconfig_v1_config_proto_depIdxs = []int32{
 	1, // 0: nodeconfig.v1.Configuration.api_server_config:type_name -> nodeconfig.v1.ApiServerConfig
-	2, // 1: nodeconfig.v1.Configuration.enabled_features:type_name -> nodeconfig.v1.Configuration.EnabledFeaturesEntry
-	2, // [2:2] is the sub-list for method output_type
-	2, // [2:2] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	2, // 1: nodeconfig.v1.Configuration.kubelet_config:type_name -> nodeconfig.v1.KubeletConfig
+	3, // 2: nodeconfig.v1.Configuration.enabled_features:type_name -> nodeconfig.v1.Configuration.EnabledFeaturesEntry
+	4, // 3: nodeconfig.v1.KubeletConfig.kubelet_node_labels:type_name -> nodeconfig.v1.KubeletConfig.KubeletNodeLabelsEntry
+	4, // [4:4] is the sub-list for method output_type
+	4, // [4:4] is the sub-list for method input_type
+	4, // [4:4] is the sub-list for extension type_name
+	4, // [4:4] is the sub-list for extension extendee
+	0, // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_nodeconfig_v1_config_proto_init() }
@@ -214,7 +280,7 @@ func file_nodeconfig_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodeconfig_v1_config_proto_rawDesc), len(file_nodeconfig_v1_config_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

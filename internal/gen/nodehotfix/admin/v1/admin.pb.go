@@ -441,7 +441,9 @@ type Rollout struct {
 	// The reason code of the autopilot's last automatic pause or halt:
 	// regression, silent, refusedIntegrity, refusedDelivery, inconclusive or
 	// stalled; empty after an operator's change.
-	Reason        string `protobuf:"bytes,20,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,20,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Deploy-environment scope (lpsd --deploy-env labels); empty means all.
+	DeployEnvs    []string `protobuf:"bytes,10,rep,name=deploy_envs,json=deployEnvs,proto3" json:"deploy_envs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -546,6 +548,13 @@ func (x *Rollout) GetReason() string {
 	return ""
 }
 
+func (x *Rollout) GetDeployEnvs() []string {
+	if x != nil {
+		return x.DeployEnvs
+	}
+	return nil
+}
+
 // Plan is a rollout in steps (see rollout.Plan).
 type Plan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -570,8 +579,12 @@ type Plan struct {
 	// Seconds past its bake a step may wait for enough evidence before the
 	// release pauses as inconclusive; 0: the default, 21600.
 	DeadlineSeconds int64 `protobuf:"varint,22,opt,name=deadline_seconds,json=deadlineSeconds,proto3" json:"deadline_seconds,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// A plan stepped by time alone, the only kind a component configuration
+	// takes: percentages with bake times; no nodes, reports, margin, ceiling
+	// or silent-after.
+	Timed         bool `protobuf:"varint,7,opt,name=timed,proto3" json:"timed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
@@ -665,6 +678,13 @@ func (x *Plan) GetDeadlineSeconds() int64 {
 		return x.DeadlineSeconds
 	}
 	return 0
+}
+
+func (x *Plan) GetTimed() bool {
+	if x != nil {
+		return x.Timed
+	}
+	return false
 }
 
 // PlanStep is one step of a plan: a percentage, or a canary of a number of
@@ -1002,7 +1022,12 @@ type SetRolloutRequest struct {
 	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Keep the current percentage (percent is ignored): a scope-only change,
 	// as on a paused or complete release.
-	KeepPercent   bool `protobuf:"varint,9,opt,name=keep_percent,json=keepPercent,proto3" json:"keep_percent,omitempty"`
+	KeepPercent bool `protobuf:"varint,9,opt,name=keep_percent,json=keepPercent,proto3" json:"keep_percent,omitempty"`
+	// New deploy-environment scope, applied when set_deploy_envs is true:
+	// labels as regions are (prod, staging2); empty means every environment.
+	DeployEnvs []string `protobuf:"bytes,10,rep,name=deploy_envs,json=deployEnvs,proto3" json:"deploy_envs,omitempty"`
+	// Whether to replace the deploy-environment scope.
+	SetDeployEnvs bool `protobuf:"varint,11,opt,name=set_deploy_envs,json=setDeployEnvs,proto3" json:"set_deploy_envs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1100,15 +1125,31 @@ func (x *SetRolloutRequest) GetKeepPercent() bool {
 	return false
 }
 
+func (x *SetRolloutRequest) GetDeployEnvs() []string {
+	if x != nil {
+		return x.DeployEnvs
+	}
+	return nil
+}
+
+func (x *SetRolloutRequest) GetSetDeployEnvs() bool {
+	if x != nil {
+		return x.SetDeployEnvs
+	}
+	return false
+}
+
 // SetRolloutResponse returns the updated record.
 type SetRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The updated release.
+	// The updated release (unset for a component configuration).
 	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
 	// The release already had this percentage and scope: nothing changed.
-	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unchanged bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// The updated component configuration, when version named one.
+	ComponentConfig *ComponentConfig `protobuf:"bytes,3,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SetRolloutResponse) Reset() {
@@ -1153,6 +1194,13 @@ func (x *SetRolloutResponse) GetUnchanged() bool {
 		return x.Unchanged
 	}
 	return false
+}
+
+func (x *SetRolloutResponse) GetComponentConfig() *ComponentConfig {
+	if x != nil {
+		return x.ComponentConfig
+	}
+	return nil
 }
 
 // SetPlanRequest sets a release's plan. No step is skipped unless the
@@ -1268,9 +1316,12 @@ type SetPlanResponse struct {
 	DryRun bool `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	// What the plan will do: when each step can run and what the release
 	// is compared with.
-	Preview       *PlanPreview `protobuf:"bytes,3,opt,name=preview,proto3" json:"preview,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Preview *PlanPreview `protobuf:"bytes,3,opt,name=preview,proto3" json:"preview,omitempty"`
+	// The updated component configuration, when version named one (and
+	// release unset).
+	ComponentConfig *ComponentConfig `protobuf:"bytes,4,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SetPlanResponse) Reset() {
@@ -1320,6 +1371,13 @@ func (x *SetPlanResponse) GetDryRun() bool {
 func (x *SetPlanResponse) GetPreview() *PlanPreview {
 	if x != nil {
 		return x.Preview
+	}
+	return nil
+}
+
+func (x *SetPlanResponse) GetComponentConfig() *ComponentConfig {
+	if x != nil {
+		return x.ComponentConfig
 	}
 	return nil
 }
@@ -1633,9 +1691,12 @@ type SkipStepResponse struct {
 	// The updated release; rollout.plan.step is the step it moved to.
 	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
 	// The index (from 0) of the step it left.
-	SkippedStep   int32 `protobuf:"varint,2,opt,name=skipped_step,json=skippedStep,proto3" json:"skipped_step,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SkippedStep int32 `protobuf:"varint,2,opt,name=skipped_step,json=skippedStep,proto3" json:"skipped_step,omitempty"`
+	// The updated component configuration, when version named one (and
+	// release unset).
+	ComponentConfig *ComponentConfig `protobuf:"bytes,3,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SkipStepResponse) Reset() {
@@ -1680,6 +1741,13 @@ func (x *SkipStepResponse) GetSkippedStep() int32 {
 		return x.SkippedStep
 	}
 	return 0
+}
+
+func (x *SkipStepResponse) GetComponentConfig() *ComponentConfig {
+	if x != nil {
+		return x.ComponentConfig
+	}
+	return nil
 }
 
 // TransitionRequest moves a rollout to another state.
@@ -1758,12 +1826,14 @@ func (x *TransitionRequest) GetReason() string {
 // TransitionResponse returns the updated record.
 type TransitionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The updated release.
+	// The updated release (unset for a component configuration).
 	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
 	// The release was already in the state asked for: nothing changed.
-	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unchanged bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// The updated component configuration, when version named one.
+	ComponentConfig *ComponentConfig `protobuf:"bytes,3,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TransitionResponse) Reset() {
@@ -1808,6 +1878,13 @@ func (x *TransitionResponse) GetUnchanged() bool {
 		return x.Unchanged
 	}
 	return false
+}
+
+func (x *TransitionResponse) GetComponentConfig() *ComponentConfig {
+	if x != nil {
+		return x.ComponentConfig
+	}
+	return nil
 }
 
 // RevokeRequest revokes a release.
@@ -1868,12 +1945,14 @@ func (x *RevokeRequest) GetReason() string {
 // RevokeResponse returns the updated record.
 type RevokeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The updated release.
+	// The updated release (unset for a component configuration).
 	Release *Release `protobuf:"bytes,1,opt,name=release,proto3" json:"release,omitempty"`
 	// The release was revoked already: nothing changed.
-	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unchanged bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	// The updated component configuration, when version named one.
+	ComponentConfig *ComponentConfig `protobuf:"bytes,3,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RevokeResponse) Reset() {
@@ -1918,6 +1997,13 @@ func (x *RevokeResponse) GetUnchanged() bool {
 		return x.Unchanged
 	}
 	return false
+}
+
+func (x *RevokeResponse) GetComponentConfig() *ComponentConfig {
+	if x != nil {
+		return x.ComponentConfig
+	}
+	return nil
 }
 
 // StatusRequest asks for the service's state.
@@ -1971,7 +2057,11 @@ type StatusResponse struct {
 	// When the serving snapshot was built.
 	SnapshotTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=snapshot_time,json=snapshotTime,proto3" json:"snapshot_time,omitempty"`
 	// Control cohorts, by base.
-	Control       []*ControlCohort `protobuf:"bytes,6,rep,name=control,proto3" json:"control,omitempty"`
+	Control []*ControlCohort `protobuf:"bytes,6,rep,name=control,proto3" json:"control,omitempty"`
+	// Every component configuration, by component, then version.
+	ComponentConfigs []*ComponentConfig `protobuf:"bytes,7,rep,name=component_configs,json=componentConfigs,proto3" json:"component_configs,omitempty"`
+	// This instance's deploy-environment label.
+	DeployEnv     string `protobuf:"bytes,8,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2048,6 +2138,20 @@ func (x *StatusResponse) GetControl() []*ControlCohort {
 	return nil
 }
 
+func (x *StatusResponse) GetComponentConfigs() []*ComponentConfig {
+	if x != nil {
+		return x.ComponentConfigs
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetDeployEnv() string {
+	if x != nil {
+		return x.DeployEnv
+	}
+	return ""
+}
+
 // OutcomeCount is a request counter.
 type OutcomeCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2111,7 +2215,14 @@ type ExplainRequest struct {
 	// The node's subscription: a GUID (8-4-4-4-12 hex digits, any case).
 	SubscriptionId string `protobuf:"bytes,2,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
 	// Region label to evaluate with; empty means this instance's.
-	Region        string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	Region string `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	// The component to explain; empty means aksNodeController (releases).
+	// For any other, decisions are its configurations', named
+	// "<component>@<version>".
+	Component string `protobuf:"bytes,4,opt,name=component,proto3" json:"component,omitempty"`
+	// Deploy-environment label to evaluate with; empty means this
+	// instance's.
+	DeployEnv     string `protobuf:"bytes,5,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2167,14 +2278,31 @@ func (x *ExplainRequest) GetRegion() string {
 	return ""
 }
 
+func (x *ExplainRequest) GetComponent() string {
+	if x != nil {
+		return x.Component
+	}
+	return ""
+}
+
+func (x *ExplainRequest) GetDeployEnv() string {
+	if x != nil {
+		return x.DeployEnv
+	}
+	return ""
+}
+
 // ExplainResponse says what the node would get.
 type ExplainResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// One decision per release.
+	// One decision per release (or per configuration of the component).
 	Decisions []*Decision `protobuf:"bytes,1,rep,name=decisions,proto3" json:"decisions,omitempty"`
 	// The pointer document the node would be served; empty when nothing
 	// applies.
-	PointerJson   string `protobuf:"bytes,2,opt,name=pointer_json,json=pointerJson,proto3" json:"pointer_json,omitempty"`
+	PointerJson string `protobuf:"bytes,2,opt,name=pointer_json,json=pointerJson,proto3" json:"pointer_json,omitempty"`
+	// For a component: the config the node would be served (the
+	// configuration with its envelope); empty when none applies.
+	ConfigJson    string `protobuf:"bytes,3,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2219,6 +2347,13 @@ func (x *ExplainResponse) GetDecisions() []*Decision {
 func (x *ExplainResponse) GetPointerJson() string {
 	if x != nil {
 		return x.PointerJson
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetConfigJson() string {
+	if x != nil {
+		return x.ConfigJson
 	}
 	return ""
 }
@@ -2655,6 +2790,245 @@ func (x *AuditEntry) GetReason() string {
 	return ""
 }
 
+// ComponentConfig is a published configuration of a component other than
+// aksNodeController, and its rollout.
+type ComponentConfig struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The component's name, as nodes ask for it (localDNS).
+	Component string `protobuf:"bytes,1,opt,name=component,proto3" json:"component,omitempty"`
+	// Its version; "<component>@<version>" identifies the record.
+	Version int64 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The signed envelope, as published.
+	EnvelopeJson string `protobuf:"bytes,3,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
+	// The configuration it signs (a JSON object), as nodes read it.
+	ConfigJson string `protobuf:"bytes,4,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	// The rollout (its plan, if any, is timed).
+	Rollout *Rollout `protobuf:"bytes,5,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// Whether it is revoked: never served again.
+	Revoked bool `protobuf:"varint,6,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// When it was published.
+	PublishedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=published_at,json=publishedAt,proto3" json:"published_at,omitempty"`
+	// When it last changed.
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// Store revision of the record, for compare-and-swap.
+	Revision int64 `protobuf:"varint,9,opt,name=revision,proto3" json:"revision,omitempty"`
+	// When the envelope expires (its not_after): from then on no node is
+	// served it.
+	NotAfter      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=not_after,json=notAfter,proto3" json:"not_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ComponentConfig) Reset() {
+	*x = ComponentConfig{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ComponentConfig) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ComponentConfig) ProtoMessage() {}
+
+func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ComponentConfig.ProtoReflect.Descriptor instead.
+func (*ComponentConfig) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ComponentConfig) GetComponent() string {
+	if x != nil {
+		return x.Component
+	}
+	return ""
+}
+
+func (x *ComponentConfig) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ComponentConfig) GetEnvelopeJson() string {
+	if x != nil {
+		return x.EnvelopeJson
+	}
+	return ""
+}
+
+func (x *ComponentConfig) GetConfigJson() string {
+	if x != nil {
+		return x.ConfigJson
+	}
+	return ""
+}
+
+func (x *ComponentConfig) GetRollout() *Rollout {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+func (x *ComponentConfig) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *ComponentConfig) GetPublishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PublishedAt
+	}
+	return nil
+}
+
+func (x *ComponentConfig) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *ComponentConfig) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ComponentConfig) GetNotAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NotAfter
+	}
+	return nil
+}
+
+// PublishComponentConfigRequest carries a signed component configuration.
+type PublishComponentConfigRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The envelope produced by `lpsctl component sign`.
+	EnvelopeJson string `protobuf:"bytes,1,opt,name=envelope_json,json=envelopeJson,proto3" json:"envelope_json,omitempty"`
+	// Why, for the audit log.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishComponentConfigRequest) Reset() {
+	*x = PublishComponentConfigRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishComponentConfigRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishComponentConfigRequest) ProtoMessage() {}
+
+func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishComponentConfigRequest.ProtoReflect.Descriptor instead.
+func (*PublishComponentConfigRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *PublishComponentConfigRequest) GetEnvelopeJson() string {
+	if x != nil {
+		return x.EnvelopeJson
+	}
+	return ""
+}
+
+func (x *PublishComponentConfigRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// PublishComponentConfigResponse returns the stored record.
+type PublishComponentConfigResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stored configuration, a draft.
+	ComponentConfig *ComponentConfig `protobuf:"bytes,1,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
+	// The byte-identical envelope was already published: nothing changed.
+	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishComponentConfigResponse) Reset() {
+	*x = PublishComponentConfigResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishComponentConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishComponentConfigResponse) ProtoMessage() {}
+
+func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishComponentConfigResponse.ProtoReflect.Descriptor instead.
+func (*PublishComponentConfigResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PublishComponentConfigResponse) GetComponentConfig() *ComponentConfig {
+	if x != nil {
+		return x.ComponentConfig
+	}
+	return nil
+}
+
+func (x *PublishComponentConfigResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
+}
+
 var File_nodehotfix_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
@@ -2686,7 +3060,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\apending\x18\t \x01(\x04R\apending\"X\n" +
 	"\rControlCohort\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
-	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\xfc\x02\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\x9d\x03\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -2698,7 +3072,10 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x0eevidence_since\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\revidenceSince\x12\x1f\n" +
 	"\vhalted_from\x18\t \x01(\tR\n" +
 	"haltedFrom\x12\x16\n" +
-	"\x06reason\x18\x14 \x01(\tR\x06reason\"\xfd\x02\n" +
+	"\x06reason\x18\x14 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdeploy_envs\x18\n" +
+	" \x03(\tR\n" +
+	"deployEnvs\"\x93\x03\n" +
 	"\x04Plan\x123\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
 	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12(\n" +
@@ -2709,7 +3086,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x14silent_after_seconds\x18\x06 \x01(\x03R\x12silentAfterSeconds\x12&\n" +
 	"\x0fmax_silent_rate\x18\x14 \x01(\x01R\rmaxSilentRate\x12*\n" +
 	"\x11max_delivery_rate\x18\x15 \x01(\x01R\x0fmaxDeliveryRate\x12)\n" +
-	"\x10deadline_seconds\x18\x16 \x01(\x03R\x0fdeadlineSeconds\"~\n" +
+	"\x10deadline_seconds\x18\x16 \x01(\x03R\x0fdeadlineSeconds\x12\x14\n" +
+	"\x05timed\x18\a \x01(\bR\x05timed\"~\n" +
 	"\bPlanStep\x12\x18\n" +
 	"\apercent\x18\x01 \x01(\x05R\apercent\x12\x14\n" +
 	"\x05nodes\x18\x04 \x01(\x05R\x05nodes\x12!\n" +
@@ -2731,7 +3109,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"n\n" +
 	"\x16PublishReleaseResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xb1\x02\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xfa\x02\n" +
 	"\x11SetRolloutRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -2743,10 +3121,15 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vif_revision\x18\a \x01(\x03R\n" +
 	"ifRevision\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12!\n" +
-	"\fkeep_percent\x18\t \x01(\bR\vkeepPercent\"j\n" +
+	"\fkeep_percent\x18\t \x01(\bR\vkeepPercent\x12\x1f\n" +
+	"\vdeploy_envs\x18\n" +
+	" \x03(\tR\n" +
+	"deployEnvs\x12&\n" +
+	"\x0fset_deploy_envs\x18\v \x01(\bR\rsetDeployEnvs\"\xbb\x01\n" +
 	"\x12SetRolloutResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xc8\x01\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xc8\x01\n" +
 	"\x0eSetPlanRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
 	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +
@@ -2754,11 +3137,12 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"ifRevision\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tfrom_step\x18\x05 \x01(\x05R\bfromStep\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x9e\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xef\x01\n" +
 	"\x0fSetPlanResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12:\n" +
-	"\apreview\x18\x03 \x01(\v2 .nodehotfix.admin.v1.PlanPreviewR\apreview\"\xc8\x01\n" +
+	"\apreview\x18\x03 \x01(\v2 .nodehotfix.admin.v1.PlanPreviewR\apreview\x12O\n" +
+	"\x10component_config\x18\x04 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xc8\x01\n" +
 	"\vPlanPreview\x125\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.StepWindowR\x05steps\x12G\n" +
 	"\x11earliest_complete\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10earliestComplete\x129\n" +
@@ -2780,43 +3164,54 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1f\n" +
 	"\vif_revision\x18\x02 \x01(\x03R\n" +
 	"ifRevision\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"m\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xbe\x01\n" +
 	"\x10SkipStepResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12!\n" +
-	"\fskipped_step\x18\x02 \x01(\x05R\vskippedStep\"\x9b\x01\n" +
+	"\fskipped_step\x18\x02 \x01(\x05R\vskippedStep\x12O\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x9b\x01\n" +
 	"\x11TransitionRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x123\n" +
 	"\x06action\x18\x02 \x01(\x0e2\x1b.nodehotfix.admin.v1.ActionR\x06action\x12\x1f\n" +
 	"\vif_revision\x18\x03 \x01(\x03R\n" +
 	"ifRevision\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"j\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xbb\x01\n" +
 	"\x12TransitionResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"A\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"A\n" +
 	"\rRevokeRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"f\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb7\x01\n" +
 	"\x0eRevokeResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x0f\n" +
-	"\rStatusRequest\"\xcd\x02\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x0f\n" +
+	"\rStatusRequest\"\xbf\x03\n" +
 	"\x0eStatusResponse\x128\n" +
 	"\breleases\x18\x01 \x03(\v2\x1c.nodehotfix.admin.v1.ReleaseR\breleases\x12=\n" +
 	"\brequests\x18\x02 \x03(\v2!.nodehotfix.admin.v1.OutcomeCountR\brequests\x12\x16\n" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12+\n" +
 	"\x11snapshot_revision\x18\x04 \x01(\x03R\x10snapshotRevision\x12?\n" +
 	"\rsnapshot_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fsnapshotTime\x12<\n" +
-	"\acontrol\x18\x06 \x03(\v2\".nodehotfix.admin.v1.ControlCohortR\acontrol\">\n" +
+	"\acontrol\x18\x06 \x03(\v2\".nodehotfix.admin.v1.ControlCohortR\acontrol\x12Q\n" +
+	"\x11component_configs\x18\a \x03(\v2$.nodehotfix.admin.v1.ComponentConfigR\x10componentConfigs\x12\x1d\n" +
+	"\n" +
+	"deploy_env\x18\b \x01(\tR\tdeployEnv\">\n" +
 	"\fOutcomeCount\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x04R\x05count\"f\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\"\xa3\x01\n" +
 	"\x0eExplainRequest\x12\x13\n" +
 	"\x05vm_id\x18\x01 \x01(\tR\x04vmId\x12'\n" +
 	"\x0fsubscription_id\x18\x02 \x01(\tR\x0esubscriptionId\x12\x16\n" +
-	"\x06region\x18\x03 \x01(\tR\x06region\"q\n" +
+	"\x06region\x18\x03 \x01(\tR\x06region\x12\x1c\n" +
+	"\tcomponent\x18\x04 \x01(\tR\tcomponent\x12\x1d\n" +
+	"\n" +
+	"deploy_env\x18\x05 \x01(\tR\tdeployEnv\"\x92\x01\n" +
 	"\x0fExplainResponse\x12;\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.DecisionR\tdecisions\x12!\n" +
-	"\fpointer_json\x18\x02 \x01(\tR\vpointerJson\"\x9d\x01\n" +
+	"\fpointer_json\x18\x02 \x01(\tR\vpointerJson\x12\x1f\n" +
+	"\vconfig_json\x18\x03 \x01(\tR\n" +
+	"configJson\"\x9d\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04base\x18\x02 \x01(\tR\x04base\x12\x1a\n" +
@@ -2850,13 +3245,33 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"after_json\x18\a \x01(\tR\tafterJson\x12#\n" +
 	"\revidence_json\x18\b \x01(\tR\fevidenceJson\x12\x16\n" +
-	"\x06reason\x18\t \x01(\tR\x06reason*k\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\"\xb0\x03\n" +
+	"\x0fComponentConfig\x12\x1c\n" +
+	"\tcomponent\x18\x01 \x01(\tR\tcomponent\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12#\n" +
+	"\renvelope_json\x18\x03 \x01(\tR\fenvelopeJson\x12\x1f\n" +
+	"\vconfig_json\x18\x04 \x01(\tR\n" +
+	"configJson\x126\n" +
+	"\arollout\x18\x05 \x01(\v2\x1c.nodehotfix.admin.v1.RolloutR\arollout\x12\x18\n" +
+	"\arevoked\x18\x06 \x01(\bR\arevoked\x12=\n" +
+	"\fpublished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\vpublishedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x1a\n" +
+	"\brevision\x18\t \x01(\x03R\brevision\x127\n" +
+	"\tnot_after\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\bnotAfter\"\\\n" +
+	"\x1dPublishComponentConfigRequest\x12#\n" +
+	"\renvelope_json\x18\x01 \x01(\tR\fenvelopeJson\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x8f\x01\n" +
+	"\x1ePublishComponentConfigResponse\x12O\n" +
+	"\x10component_config\x18\x01 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged*k\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
 	"\rACTION_RESUME\x10\x02\x12\x0f\n" +
 	"\vACTION_HALT\x10\x03\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x042\xbe\x06\n" +
+	"\x0fACTION_COMPLETE\x10\x042\xc2\a\n" +
 	"\fAdminService\x12i\n" +
 	"\x0ePublishRelease\x12*.nodehotfix.admin.v1.PublishReleaseRequest\x1a+.nodehotfix.admin.v1.PublishReleaseResponse\x12]\n" +
 	"\n" +
@@ -2868,7 +3283,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06Revoke\x12\".nodehotfix.admin.v1.RevokeRequest\x1a#.nodehotfix.admin.v1.RevokeResponse\x12Q\n" +
 	"\x06Status\x12\".nodehotfix.admin.v1.StatusRequest\x1a#.nodehotfix.admin.v1.StatusResponse\x12T\n" +
 	"\aExplain\x12#.nodehotfix.admin.v1.ExplainRequest\x1a$.nodehotfix.admin.v1.ExplainResponse\x12Z\n" +
-	"\tListAudit\x12%.nodehotfix.admin.v1.ListAuditRequest\x1a&.nodehotfix.admin.v1.ListAuditResponseB5Z3nodehotfix/internal/gen/nodehotfix/admin/v1;adminv1b\x06proto3"
+	"\tListAudit\x12%.nodehotfix.admin.v1.ListAuditRequest\x1a&.nodehotfix.admin.v1.ListAuditResponse\x12\x81\x01\n" +
+	"\x16PublishComponentConfig\x122.nodehotfix.admin.v1.PublishComponentConfigRequest\x1a3.nodehotfix.admin.v1.PublishComponentConfigResponseB5Z3nodehotfix/internal/gen/nodehotfix/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_nodehotfix_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -2883,105 +3299,121 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
-	(Action)(0),                    // 0: nodehotfix.admin.v1.Action
-	(*Release)(nil),                // 1: nodehotfix.admin.v1.Release
-	(*Counts)(nil),                 // 2: nodehotfix.admin.v1.Counts
-	(*ControlCohort)(nil),          // 3: nodehotfix.admin.v1.ControlCohort
-	(*Rollout)(nil),                // 4: nodehotfix.admin.v1.Rollout
-	(*Plan)(nil),                   // 5: nodehotfix.admin.v1.Plan
-	(*PlanStep)(nil),               // 6: nodehotfix.admin.v1.PlanStep
-	(*Health)(nil),                 // 7: nodehotfix.admin.v1.Health
-	(*PublishReleaseRequest)(nil),  // 8: nodehotfix.admin.v1.PublishReleaseRequest
-	(*PublishReleaseResponse)(nil), // 9: nodehotfix.admin.v1.PublishReleaseResponse
-	(*SetRolloutRequest)(nil),      // 10: nodehotfix.admin.v1.SetRolloutRequest
-	(*SetRolloutResponse)(nil),     // 11: nodehotfix.admin.v1.SetRolloutResponse
-	(*SetPlanRequest)(nil),         // 12: nodehotfix.admin.v1.SetPlanRequest
-	(*SetPlanResponse)(nil),        // 13: nodehotfix.admin.v1.SetPlanResponse
-	(*PlanPreview)(nil),            // 14: nodehotfix.admin.v1.PlanPreview
-	(*StepWindow)(nil),             // 15: nodehotfix.admin.v1.StepWindow
-	(*Baseline)(nil),               // 16: nodehotfix.admin.v1.Baseline
-	(*SkipStepRequest)(nil),        // 17: nodehotfix.admin.v1.SkipStepRequest
-	(*SkipStepResponse)(nil),       // 18: nodehotfix.admin.v1.SkipStepResponse
-	(*TransitionRequest)(nil),      // 19: nodehotfix.admin.v1.TransitionRequest
-	(*TransitionResponse)(nil),     // 20: nodehotfix.admin.v1.TransitionResponse
-	(*RevokeRequest)(nil),          // 21: nodehotfix.admin.v1.RevokeRequest
-	(*RevokeResponse)(nil),         // 22: nodehotfix.admin.v1.RevokeResponse
-	(*StatusRequest)(nil),          // 23: nodehotfix.admin.v1.StatusRequest
-	(*StatusResponse)(nil),         // 24: nodehotfix.admin.v1.StatusResponse
-	(*OutcomeCount)(nil),           // 25: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),         // 26: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),        // 27: nodehotfix.admin.v1.ExplainResponse
-	(*Decision)(nil),               // 28: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                   // 29: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),       // 30: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),      // 31: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),             // 32: nodehotfix.admin.v1.AuditEntry
-	(*timestamppb.Timestamp)(nil),  // 33: google.protobuf.Timestamp
+	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
+	(*Release)(nil),                        // 1: nodehotfix.admin.v1.Release
+	(*Counts)(nil),                         // 2: nodehotfix.admin.v1.Counts
+	(*ControlCohort)(nil),                  // 3: nodehotfix.admin.v1.ControlCohort
+	(*Rollout)(nil),                        // 4: nodehotfix.admin.v1.Rollout
+	(*Plan)(nil),                           // 5: nodehotfix.admin.v1.Plan
+	(*PlanStep)(nil),                       // 6: nodehotfix.admin.v1.PlanStep
+	(*Health)(nil),                         // 7: nodehotfix.admin.v1.Health
+	(*PublishReleaseRequest)(nil),          // 8: nodehotfix.admin.v1.PublishReleaseRequest
+	(*PublishReleaseResponse)(nil),         // 9: nodehotfix.admin.v1.PublishReleaseResponse
+	(*SetRolloutRequest)(nil),              // 10: nodehotfix.admin.v1.SetRolloutRequest
+	(*SetRolloutResponse)(nil),             // 11: nodehotfix.admin.v1.SetRolloutResponse
+	(*SetPlanRequest)(nil),                 // 12: nodehotfix.admin.v1.SetPlanRequest
+	(*SetPlanResponse)(nil),                // 13: nodehotfix.admin.v1.SetPlanResponse
+	(*PlanPreview)(nil),                    // 14: nodehotfix.admin.v1.PlanPreview
+	(*StepWindow)(nil),                     // 15: nodehotfix.admin.v1.StepWindow
+	(*Baseline)(nil),                       // 16: nodehotfix.admin.v1.Baseline
+	(*SkipStepRequest)(nil),                // 17: nodehotfix.admin.v1.SkipStepRequest
+	(*SkipStepResponse)(nil),               // 18: nodehotfix.admin.v1.SkipStepResponse
+	(*TransitionRequest)(nil),              // 19: nodehotfix.admin.v1.TransitionRequest
+	(*TransitionResponse)(nil),             // 20: nodehotfix.admin.v1.TransitionResponse
+	(*RevokeRequest)(nil),                  // 21: nodehotfix.admin.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 22: nodehotfix.admin.v1.RevokeResponse
+	(*StatusRequest)(nil),                  // 23: nodehotfix.admin.v1.StatusRequest
+	(*StatusResponse)(nil),                 // 24: nodehotfix.admin.v1.StatusResponse
+	(*OutcomeCount)(nil),                   // 25: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),                 // 26: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),                // 27: nodehotfix.admin.v1.ExplainResponse
+	(*Decision)(nil),                       // 28: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                           // 29: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),               // 30: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 31: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 32: nodehotfix.admin.v1.AuditEntry
+	(*ComponentConfig)(nil),                // 33: nodehotfix.admin.v1.ComponentConfig
+	(*PublishComponentConfigRequest)(nil),  // 34: nodehotfix.admin.v1.PublishComponentConfigRequest
+	(*PublishComponentConfigResponse)(nil), // 35: nodehotfix.admin.v1.PublishComponentConfigResponse
+	(*timestamppb.Timestamp)(nil),          // 36: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	4,  // 0: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	33, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	33, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 1: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	36, // 2: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	2,  // 3: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	33, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	36, // 4: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	2,  // 5: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	5,  // 6: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	7,  // 7: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	33, // 8: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	36, // 8: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
 	6,  // 9: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	33, // 10: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	33, // 11: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	36, // 10: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	36, // 11: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
 	2,  // 12: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	33, // 13: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	36, // 13: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
 	1,  // 14: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
 	1,  // 15: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	5,  // 16: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
-	1,  // 17: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
-	14, // 18: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
-	15, // 19: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	33, // 20: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
-	16, // 21: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	33, // 22: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	33, // 23: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	33, // 24: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
-	1,  // 25: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	0,  // 26: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	1,  // 27: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 28: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	1,  // 29: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	25, // 30: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	33, // 31: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	3,  // 32: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	28, // 33: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	29, // 34: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	33, // 35: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	32, // 36: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	33, // 37: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	8,  // 38: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	10, // 39: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	12, // 40: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	19, // 41: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	17, // 42: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	21, // 43: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	23, // 44: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	26, // 45: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	30, // 46: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	9,  // 47: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	11, // 48: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	13, // 49: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	20, // 50: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	18, // 51: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	22, // 52: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	24, // 53: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	27, // 54: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	31, // 55: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	47, // [47:56] is the sub-list for method output_type
-	38, // [38:47] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	33, // 16: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	5,  // 17: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	1,  // 18: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	14, // 19: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
+	33, // 20: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	15, // 21: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
+	36, // 22: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	16, // 23: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
+	36, // 24: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	36, // 25: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	36, // 26: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	1,  // 27: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
+	33, // 28: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	0,  // 29: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	1,  // 30: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	33, // 31: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	1,  // 32: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	33, // 33: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	1,  // 34: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	25, // 35: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	36, // 36: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	3,  // 37: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	33, // 38: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	28, // 39: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	29, // 40: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	36, // 41: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	32, // 42: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	36, // 43: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	4,  // 44: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	36, // 45: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	36, // 46: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	36, // 47: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	33, // 48: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	8,  // 49: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	10, // 50: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	12, // 51: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	19, // 52: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	17, // 53: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	21, // 54: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	23, // 55: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	26, // 56: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	30, // 57: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	34, // 58: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	9,  // 59: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	11, // 60: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	13, // 61: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	20, // 62: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	18, // 63: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	22, // 64: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	24, // 65: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	27, // 66: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	31, // 67: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	35, // 68: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	59, // [59:69] is the sub-list for method output_type
+	49, // [49:59] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -2995,7 +3427,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,15 +24,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	AdminService_PublishRelease_FullMethodName = "/nodehotfix.admin.v1.AdminService/PublishRelease"
-	AdminService_SetRollout_FullMethodName     = "/nodehotfix.admin.v1.AdminService/SetRollout"
-	AdminService_SetPlan_FullMethodName        = "/nodehotfix.admin.v1.AdminService/SetPlan"
-	AdminService_Transition_FullMethodName     = "/nodehotfix.admin.v1.AdminService/Transition"
-	AdminService_SkipStep_FullMethodName       = "/nodehotfix.admin.v1.AdminService/SkipStep"
-	AdminService_Revoke_FullMethodName         = "/nodehotfix.admin.v1.AdminService/Revoke"
-	AdminService_Status_FullMethodName         = "/nodehotfix.admin.v1.AdminService/Status"
-	AdminService_Explain_FullMethodName        = "/nodehotfix.admin.v1.AdminService/Explain"
-	AdminService_ListAudit_FullMethodName      = "/nodehotfix.admin.v1.AdminService/ListAudit"
+	AdminService_PublishRelease_FullMethodName         = "/nodehotfix.admin.v1.AdminService/PublishRelease"
+	AdminService_SetRollout_FullMethodName             = "/nodehotfix.admin.v1.AdminService/SetRollout"
+	AdminService_SetPlan_FullMethodName                = "/nodehotfix.admin.v1.AdminService/SetPlan"
+	AdminService_Transition_FullMethodName             = "/nodehotfix.admin.v1.AdminService/Transition"
+	AdminService_SkipStep_FullMethodName               = "/nodehotfix.admin.v1.AdminService/SkipStep"
+	AdminService_Revoke_FullMethodName                 = "/nodehotfix.admin.v1.AdminService/Revoke"
+	AdminService_Status_FullMethodName                 = "/nodehotfix.admin.v1.AdminService/Status"
+	AdminService_Explain_FullMethodName                = "/nodehotfix.admin.v1.AdminService/Explain"
+	AdminService_ListAudit_FullMethodName              = "/nodehotfix.admin.v1.AdminService/ListAudit"
+	AdminService_PublishComponentConfig_FullMethodName = "/nodehotfix.admin.v1.AdminService/PublishComponentConfig"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -65,6 +66,12 @@ type AdminServiceClient interface {
 	// ListAudit returns audit log entries in order, filtered by target,
 	// actor and time; each call examines a bounded number of entries.
 	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
+	// PublishComponentConfig stores a signed configuration of a component
+	// other than aksNodeController (localDNS, say) as a draft rollout. Its
+	// identifier, "<component>@<version>" (localDNS@3), is the version that
+	// SetRollout, SetPlan, Transition, Revoke and ListAudit's target take
+	// for it.
+	PublishComponentConfig(ctx context.Context, in *PublishComponentConfigRequest, opts ...grpc.CallOption) (*PublishComponentConfigResponse, error)
 }
 
 type adminServiceClient struct {
@@ -165,6 +172,16 @@ func (c *adminServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) PublishComponentConfig(ctx context.Context, in *PublishComponentConfigRequest, opts ...grpc.CallOption) (*PublishComponentConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PublishComponentConfigResponse)
+	err := c.cc.Invoke(ctx, AdminService_PublishComponentConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -195,6 +212,12 @@ type AdminServiceServer interface {
 	// ListAudit returns audit log entries in order, filtered by target,
 	// actor and time; each call examines a bounded number of entries.
 	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
+	// PublishComponentConfig stores a signed configuration of a component
+	// other than aksNodeController (localDNS, say) as a draft rollout. Its
+	// identifier, "<component>@<version>" (localDNS@3), is the version that
+	// SetRollout, SetPlan, Transition, Revoke and ListAudit's target take
+	// for it.
+	PublishComponentConfig(context.Context, *PublishComponentConfigRequest) (*PublishComponentConfigResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -231,6 +254,9 @@ func (UnimplementedAdminServiceServer) Explain(context.Context, *ExplainRequest)
 }
 func (UnimplementedAdminServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
+}
+func (UnimplementedAdminServiceServer) PublishComponentConfig(context.Context, *PublishComponentConfigRequest) (*PublishComponentConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PublishComponentConfig not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -415,6 +441,24 @@ func _AdminService_ListAudit_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_PublishComponentConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PublishComponentConfigRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PublishComponentConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PublishComponentConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PublishComponentConfig(ctx, req.(*PublishComponentConfigRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -457,6 +501,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListAudit",
 			Handler:    _AdminService_ListAudit_Handler,
+		},
+		{
+			MethodName: "PublishComponentConfig",
+			Handler:    _AdminService_PublishComponentConfig_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,75 @@
+package assess
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"nodehotfix/internal/health"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
+)
+
+var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+// unreadable wraps a store whose Reports also met a record it could not
+// decode.
+type unreadable struct{ *memstore.Store }
+
+func (u unreadable) Reports(ctx context.Context) ([]store.Report, error) {
+	rs, err := u.Store.Reports(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rs, &store.UnreadableError{Kind: "report", Count: 2, First: errors.New("report record encoding version 2, want 1")}
+}
+
+// TestAssess: one read of the evidence judges the planned release against
+// its incumbent, counts its canary seats, and leaves unplanned ones
+// counted but unjudged; records nobody can read are left out and counted,
+// never fatal.
+func TestAssess(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	first := rollout.Release{Version: "202604.01.1", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}}
+	plan := rollout.Plan{Steps: []rollout.PlanStep{{Nodes: 10, MinReports: 5}, {Percent: 100, MinReports: 5}}, Margin: 0.05, MaxFailureRate: 0.2}
+	second, err := rollout.Release{Version: "202604.01.2", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Draft}}.SetPlan(plan, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []store.Report
+	for i := range 20 {
+		reports = append(reports, store.Report{VMID: fmt.Sprintf("old-%d", i), Boot: "b", Base: "202604.01", HotfixVersion: first.Version, Time: t0})
+	}
+	for i := range 10 {
+		vm := fmt.Sprintf("new-%d", i)
+		reports = append(reports, store.Report{VMID: vm, Boot: "b", Base: "202604.01", HotfixVersion: second.Version, Time: t0, ExitCode: i % 2})
+		if _, err := st.TakeSeat(t.Context(), second.Version, store.Seat{VMID: vm, Since: t0}, store.SeatLimit{Seats: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.PutReports(t.Context(), reports); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Assess(t.Context(), unreadable{st}, []rollout.Release{first, second}, t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := f.Releases[second.Version]
+	if !a.Planned || a.Counts.Seated != 10 || a.Counts.OK != 5 || a.Counts.Failed != 5 {
+		t.Errorf("second = %+v", a)
+	}
+	if v := a.Verdict; v.Verdict != health.Regressing || v.Baseline.Incumbent != first.Version || v.Baseline.Counts.OK != 20 {
+		t.Errorf("verdict = %s against %+v (%s); want regressing against the first hotfix's 20 nodes", v.Verdict, v.Baseline, v.Detail)
+	}
+	if f.Releases[first.Version].Planned || f.Releases[first.Version].Counts.OK != 20 {
+		t.Errorf("first = %+v, want counted, unjudged", f.Releases[first.Version])
+	}
+	if f.Unreadable["report"] != 2 || len(f.Skipped) != 1 {
+		t.Errorf("unreadable %v, skipped %v; want 2 reports", f.Unreadable, f.Skipped)
+	}
+}

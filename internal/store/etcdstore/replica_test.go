@@ -1,0 +1,94 @@
+package etcdstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"nodehotfix/internal/store/etcdstore/etcdtest"
+)
+
+// TestIntegrationReplicasElectOneLeader: of two replicas joined to one
+// store, one leads; the other waits until it resigns or its membership
+// ends; each sees the other's heartbeat, and a closed replica's is gone.
+func TestIntegrationReplicasElectOneLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	endpoints := etcdtest.Start(t)
+	a, b := mustOpen(t, endpoints, "/elect/"), mustOpen(t, endpoints, "/elect/")
+	ra, err := a.Join(t.Context(), "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := b.Join(t.Context(), "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rb.Close()
+	if _, err := a.Join(t.Context(), "a/b"); err == nil {
+		t.Error("Join with an id holding \"/\" = nil error")
+	}
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	if err := ra.Beat(t.Context(), at); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.Beat(t.Context(), at.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if peers, err := ra.Peers(t.Context()); err != nil || len(peers) != 1 || peers[0].ID != "b" || !peers[0].Time.Equal(at.Add(time.Second)) {
+		t.Errorf("a's Peers = %+v, %v; want b's heartbeat", peers, err)
+	}
+
+	if err := ra.Campaign(t.Context()); err != nil {
+		t.Fatalf("a's Campaign = %v", err)
+	}
+	won := make(chan error, 1)
+	go func() { won <- rb.Campaign(t.Context()) }()
+	select {
+	case err := <-won:
+		t.Fatalf("b's Campaign returned (%v) while a leads", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := ra.Resign(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-won:
+		if err != nil {
+			t.Fatalf("b's Campaign after a resigned = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("b did not lead after a resigned")
+	}
+
+	// a campaigns again and waits; closing b (its lease revoked) hands
+	// over at once, and b's heartbeat is gone.
+	again := make(chan error, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { again <- ra.Campaign(ctx) }()
+	if err := rb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-again:
+		if err != nil {
+			t.Fatalf("a's Campaign after b closed = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not lead after b closed")
+	}
+	if peers, err := ra.Peers(t.Context()); err != nil || len(peers) != 0 {
+		t.Errorf("a's Peers after b closed = %+v, %v; want none", peers, err)
+	}
+	if err := ra.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ra.Done():
+	case <-time.After(5 * time.Second):
+		t.Error("Done not closed after Close")
+	}
+}
