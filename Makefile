@@ -37,12 +37,14 @@ embed-hotfix: ## put script hotfix payloads (PAYLOADS=DIR: the reference's gener
 	@if [ -n "$(PAYLOADS)" ]; then go run ./cmd/embed-hotfix -from "$(PAYLOADS)"; else go run ./cmd/embed-hotfix -clear; fi
 
 .PHONY: install-node
-install-node: ## install the node's files as an image bakes them (the agent from BIN, the launcher, the hotfix flow helper, the unit) under DESTDIR (DESTDIR=/ on the image)
+install-node: ## install the node's files as an image bakes them (the agent from BIN, the launcher, the hotfix flow helper, the units and the report-resend timer) under DESTDIR (DESTDIR=/ on the image)
 	@test -n "$(DESTDIR)" || { echo "install-node: set DESTDIR (DESTDIR=/ when baking an image)" >&2; exit 2; }
 	install -D -m 0755 $(BIN)/aks-node-controller $(DESTDIR)/opt/azure/containers/aks-node-controller
 	install -D -m 0755 deploy/node/aks-node-controller-launcher.sh $(DESTDIR)/opt/azure/containers/aks-node-controller-launcher.sh
 	install -D -m 0755 deploy/node/aks-node-controller-hotfix.sh $(DESTDIR)/opt/azure/containers/aks-node-controller-hotfix.sh
 	install -D -m 0644 deploy/node/aks-node-controller.service $(DESTDIR)/etc/systemd/system/aks-node-controller.service
+	install -D -m 0644 deploy/node/aks-node-controller-report-resend.service $(DESTDIR)/etc/systemd/system/aks-node-controller-report-resend.service
+	install -D -m 0644 deploy/node/aks-node-controller-report-resend.timer $(DESTDIR)/etc/systemd/system/aks-node-controller-report-resend.timer
 
 .PHONY: test
 test: tools check-generate lint shellcheck bats test-go fuzz ## everything CI runs

@@ -7,6 +7,7 @@ import (
 
 	"nodehotfix/internal/node/checkhotfix"
 	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/lpsclient"
 )
 
 func runCheckHotfix(ctx context.Context, args []string, e *env) int {
@@ -23,16 +24,17 @@ func runCheckHotfix(ctx context.Context, args []string, e *env) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "check-hotfix", fs.Args())
-	checkHotfix(ctx, root, log, nf, *budget, false)
+	checkHotfix(ctx, root, log, nf, *budget, nil)
 	return exitOK
 }
 
 // checkHotfix runs check-hotfix in its lifecycle; launch calls it in-process
-// with reports set, since it reports the outcome afterwards.
-func checkHotfix(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, budget time.Duration, reports bool) checkhotfix.Result {
+// with its session, since it reports afterwards (the started report on the
+// session's connection, the outcome); nil: a check-hotfix of its own.
+func checkHotfix(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, budget time.Duration, sess *lpsclient.Session) checkhotfix.Result {
 	return checkHotfixTask(budget).run(ctx, root, log, func(ctx context.Context) checkhotfix.Result {
 		return checkhotfix.Run(ctx, checkhotfix.Config{
-			Root: root, Version: version, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr, Log: log, Reports: reports,
+			Root: root, Version: version, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr, Log: log, Reports: sess != nil, Session: sess,
 		})
 	})
 }

@@ -32,6 +32,8 @@ Commands:
 	provision        run the node bootstrap; record provision.json and
 	                 provision.complete
 	provision-wait   wait for provision.complete; print provision.json
+	report-resend    resend the reports the live-patching service did not
+	                 acknowledge (below); a timer runs it; always exits 0
 	version          print the agent version (also --version)
 
 Flags common to the node commands:
@@ -94,7 +96,17 @@ agent provisions in the same boot, once; so it does after a hotfix agent
 that exits 0 with neither (it provisioned nothing, so it counts as failed); provision.json records Agent
 "baked" and the Fallback reason, and the Launcher event says fallback=true.
 A preflight that does not reach the bootstrap within a minute is a hang:
-the hotfix agent is killed and the baked agent provisions. A bootstrap that
+the hotfix agent is killed and the baked agent provisions. So is a hotfix
+agent that wrote no launch record at all within a minute, but only when
+its verified release declares that its agent writes them (a signed
+"launch_records": lpsctl release sign --launch-records; never without
+release keys): such an agent records its preflight at once and never
+starts the bootstrap unrecorded, so no record means no bootstrap, and the
+record is read once more before the kill (one written after the kill means
+its bootstrap stands, and launch does not fall back). An agent without the
+declaration that writes no record is never timed, since it may be running
+its bootstrap (the reference's agent writes none); it is bounded by the
+CSE's timeout alone. A bootstrap that
 started is never run again (it is not idempotent): its exit code stands. If
 the hotfix agent is killed by a signal after the bootstrap started, launch
 records that in provision.json (exit code 128+signal) so provision-wait does
@@ -115,6 +127,39 @@ served and counts a node that never reports as silent. A failed report is
 logged and changes nothing. Nodes that ran the baked agent with nothing
 requested are their base's control cohort. With the flag off nothing is
 sent.
+
+Started report. With the flag on, just before it first runs a chosen hotfix
+agent (its apply-embedded-hotfix, then its provision), launch sends
+ReportService.ReportStarted: the boot ID, the baked version, the hotfix
+version about to run, and check-hotfix's and download-hotfix's durations.
+It goes over check-hotfix's connection, still open (no second metadata
+service call or TLS handshake), or over one of its own if check-hotfix did
+not reach the service; it runs while the agent runs and launch never waits
+for it before the exec (measured: 0.02 to 0.06 ms on the exec's path, go
+test -bench BenchmarkStartedReportExecDelay ./internal/node/launch/), only
+before the outcome report, within 2 s. lpsd counts a started boot without
+an outcome as pending, then silent, never as a success; the outcome
+replaces it. It is an RPC of its own so that an older lpsd answers
+Unimplemented instead of storing it as an outcome.
+
+Reports that arrive. A started or outcome report the service did not
+acknowledge with an answer that says it may take it later (Unavailable, a
+deadline, ResourceExhausted, a transport failure, the metadata service
+down) is sent again at once, on a new connection (which a load balancer may
+give another replica), within the same 2 s: the first attempt has half of
+them. Still unacknowledged, it is kept in
+var/log/azure/aks/report-outbox.json (at most 8 reports and 32 KiB; an
+outcome replaces its boot's started report) for `report-resend`, which the
+timer aks-node-controller-report-resend.timer runs every minute while the
+file exists: it sends each kept report once (each within 2 s, all within
+20 s), drops it once delivered or refused (InvalidArgument,
+FailedPrecondition, Unimplemented, a certificate the node refuses), and
+drops every report 30 minutes after it was first sent: the node does not
+know the release's plan, and 30 minutes is the default --silent-after, past
+which the node counts as silent anyway. Every disk fault fails open: the
+report is lost and logged, provisioning is never affected. report-resend
+takes the common flags (--root, --imds-url, --lps-addr) and prints
+"delivered N, dropped N, kept N".
 
 launch flags, besides the common ones: --bin-path (the baked agent),
 --hotfix-bin (default <bin-path>-hotfix), --hotfix-json, --provision-config,
@@ -289,7 +334,7 @@ provision-wait flags:
 
 Exit codes:
 
-	0    success; check-hotfix always; download-hotfix whenever nothing had to
+	0    success; check-hotfix and report-resend always; download-hotfix whenever nothing had to
 	     be installed or the outcome is a policy decision (no hotfix,
 	     untrusted, revoked, busy)
 	1    error (download-hotfix staging failed, provision-wait timed out, an
@@ -317,6 +362,8 @@ Files (under --root):
 	var/log/azure/aks/launch.json                          launch handed over to provisioning: launch ID, agent, version, pid, time
 	var/log/azure/aks/provision-started.json               a provision under launch: its preflight, then the bootstrap's start
 	var/log/azure/aks/provision.json                       provisioning result: ExitCode, Error, Output, timing, Agent, AgentVersion, Fallback
+	var/log/azure/aks/report-outbox.json                   reports the service did not acknowledge (launch writes, report-resend resends and removes; 0600, ≤ 32 KiB)
+	var/log/azure/aks/.report-outbox.lock                  serialises the outbox's writers (flock)
 	var/log/azure/aks-node-controller.log                  JSON log (appended; never through a symlink)
 	var/log/azure/Microsoft.Azure.Extensions.CustomScript/events/*.json  telemetry events (the directory is never a symlink)
 

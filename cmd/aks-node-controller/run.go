@@ -39,6 +39,7 @@ func commands() []command {
 		{"launch", "provision the node as the launcher does: feature flags, check-hotfix, download-hotfix, the agent choice, provision", runLaunch},
 		{"provision", "run the node bootstrap and record provision.json / provision.complete", runProvision},
 		{"provision-wait", "wait for provisioning to complete and print provision.json", runProvisionWait},
+		{"report-resend", "resend the reports the live-patching service did not acknowledge (a timer runs it; always exits 0)", runReportResend},
 		{"version", "print the agent version", runVersion},
 	}
 }

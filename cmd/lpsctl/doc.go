@@ -30,7 +30,8 @@ to overwrite either file: if one exists nothing is written.
 
 	lpsctl release sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH \
 	    --artifact PLATFORM=PATH,URL [--artifact ...] \
-	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|- [--skip-version-check]
+	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|- [--skip-version-check] \
+	    [--launch-records]
 
 Signs a release envelope with the private key. For each --artifact, PLATFORM
 is "os/arch" (linux/amd64, linux/arm64), PATH the local binary, whose
@@ -46,6 +47,15 @@ other answer, so signing is refused unless the stamp is --version; a binary
 for any architecture can be checked. One without the stamp (stripped, or
 not built by make build) or not an ELF file is refused too, naming
 --skip-version-check, which signs it unchecked.
+--launch-records signs the declaration that the release's agent keeps
+launch's protocol (this agent does: run as a hotfix, its provision records
+its preflight at once and never starts the bootstrap unrecorded), so a
+launch that ran it and found no launch record within a minute kills it and
+provisions with the baked agent in the same boot. Without it such a hang
+holds the node until the CSE's timeout. An agent that predates the
+declaration refuses a release carrying it (an unknown signed key), which
+counts as refusedIntegrity: sign it only for a base whose baked agent
+verifies it.
 The envelope is written atomically to --out (mode 0644), or printed with
 "--out -".
 

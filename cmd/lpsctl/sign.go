@@ -37,6 +37,7 @@ type signOpts struct {
 	notAfter           string
 	validFor           time.Duration
 	skipVersionCheck   bool
+	launchRecords      bool
 	out                string
 	output             outputFlags
 }
@@ -102,6 +103,7 @@ envelope is written atomically to --out (mode 0644), or printed with
 	fs.Var(&o.artifacts, "artifact", "`PLATFORM=PATH,URL`: local binary for PLATFORM (linux/amd64, linux/arm64) and the https URL nodes fetch it from; repeatable")
 	fs.StringVar(&o.notAfter, "not-after", "", "expiry as an RFC 3339 `time` (or --valid-for)")
 	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, at least 1h, e.g. 30d or 720h (or --not-after)")
+	fs.BoolVar(&o.launchRecords, "launch-records", false, "declare that the agent writes launch records (this agent does), so launch may kill it when it wrote none within a minute; only for a base whose baked agent verifies the declaration (this version of the agent on), since older ones refuse such a release")
 	fs.StringVar(&o.out, "out", "", "`file` to write the signed envelope to (- for stdout)")
 	fs.BoolVar(&o.skipVersionCheck, "skip-version-check", false, "do not check that each artifact's stamped version is --version (for a binary without the stamp: stripped, or not built by make build)")
 	o.output.register(fs)
@@ -122,7 +124,7 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 	}
 	// Check the flags before hashing what may be gigabytes: the same
 	// release with stand-in digests.
-	rel := release.Release{Base: o.base, Version: o.version, NotAfter: notAfter, Artifacts: make(map[string]release.Artifact)}
+	rel := release.Release{Base: o.base, Version: o.version, NotAfter: notAfter, Artifacts: make(map[string]release.Artifact), LaunchRecords: o.launchRecords}
 	for _, a := range o.artifacts {
 		rel.Artifacts[a.platform] = release.Artifact{URL: a.url, SHA256: strings.Repeat("0", sha256.Size*2), Size: 1}
 	}

@@ -18,7 +18,14 @@ refused as signed, refused for delivery, not applicable, silent, pending),
 and, per base, the control cohort (nodes that ran the baked agent with no
 release requested). lpsd records each reporting boot it serves a hotfix (a
 served record), so a node that never reports counts as silent
-(docs/closed-loop.md). Metrics: lpsd_reports_total{result},
+(docs/closed-loop.md).
+Just before it runs a hotfix, a node sends ReportService/ReportStarted:
+stored under the same (vmId, boot) only where that boot has no report yet,
+replaced by its outcome, counted pending and then silent, never as a
+success (result "started"). Every serving replica marks each minute it is
+up in the store (every 20 s, kept 72 h), and a served boot's silence is
+counted only over those minutes, so an outage does not make the nodes it
+kept from reporting silent (at most 24 h past their silent-after). Metrics: lpsd_reports_total{result},
 lpsd_served_records_total{result}, lpsd_release_nodes{version,outcome},
 lpsd_control_nodes{base,outcome}, lpsd_store_unreadable_records{kind}.
 

@@ -56,7 +56,7 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 	if err = f.skip(err); err != nil {
 		return Fleet{}, fmt.Errorf("list served records: %w", err)
 	}
-	f.Tally = tally.Of(rels, reports, served, now)
+	f.Tally = tally.OfUptime(rels, reports, served, now, uptime(ctx, src, now))
 	for _, r := range rels {
 		a := Release{Counts: f.Tally.Releases[r.Version]}
 		if r.HasCanary() {
@@ -73,6 +73,22 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 		f.Releases[r.Version] = a
 	}
 	return f, nil
+}
+
+// uptime is lpsd's uptime from the store's beats (store.Beats), so
+// silence is counted while lpsd was up; nil, wall-clock time, when the
+// store has none or cannot read them (silence as if lpsd never stopped).
+func uptime(ctx context.Context, src Source, now time.Time) *tally.Uptime {
+	b, ok := src.(store.Beats)
+	if !ok {
+		return nil
+	}
+	from := now.Add(-tally.UptimeWindow)
+	marks, err := b.Beats(ctx, from)
+	if err != nil {
+		return nil
+	}
+	return tally.NewUptime(marks, from, now)
 }
 
 // skip takes an *store.UnreadableError in, so one record nobody can read

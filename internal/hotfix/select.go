@@ -70,6 +70,10 @@ type Trust struct {
 	// expiry, base) and carries an artifact for this platform to that
 	// artifact's sha256 (lower-case hex).
 	Signed map[string]string
+	// LaunchRecords holds the versions of Signed whose verified release
+	// declares that its agent writes launch records
+	// (release.Release.LaunchRecords).
+	LaunchRecords map[string]bool
 	// Refused says why each other release was refused.
 	Refused []string
 }
@@ -108,6 +112,10 @@ type Decision struct {
 	// Remove reports that a staged file exists and must not stay: it is not
 	// what this decision runs.
 	Remove bool
+	// LaunchRecords, with AgentHotfix, says the target's verified release
+	// declares that its agent writes launch records (Trust.LaunchRecords),
+	// so launch may bound a run that writes none.
+	LaunchRecords bool
 	// Detail is one line for operators; untrusted strings in it are quoted.
 	Detail string
 }
@@ -199,6 +207,7 @@ func decide(in Input) Decision {
 		return reason(ReasonStagedMismatch, "staged hotfix reports version %q, want %s", st.Reported, target)
 	}
 	d.Agent = AgentHotfix
+	d.LaunchRecords = in.Trust.Keys && in.Trust.LaunchRecords[target.String()]
 	return reason(ReasonHotfix, "hotfix %s (from %s) upgrades %s and passes every check", target, src, current)
 }
 

@@ -294,7 +294,7 @@ func (m *Metrics) ServedByRelease() map[string]uint64 {
 // count records one request that ended with outcome o, which must be a key
 // of outcomeCodes.
 // reportResults are the values of lpsd_reports_total's result label.
-var reportResults = []string{"accepted", "duplicate", "invalid", "not-offered", "too-many-boots", "queue-full", "store", "canceled", "unauthenticated"}
+var reportResults = []string{"accepted", "duplicate", "started", "invalid", "not-offered", "too-many-boots", "queue-full", "store", "canceled", "unauthenticated"}
 
 func (m *Metrics) countReport(result string) { m.reports.WithLabelValues(result).Inc() }
 

@@ -102,6 +102,72 @@ func (s *reportService) ReportOutcome(ctx context.Context, req *nodev1.ReportOut
 	return &nodev1.ReportOutcomeResponse{First: first}, nil
 }
 
+// ReportStarted stores a started report (store.PhaseStarted) as
+// ReportOutcome stores an outcome, under the same checks: the boot, the
+// baked version, and a hotfix version newer on its base that the node was
+// offered. The store keeps it only where the boot has no report, so it
+// never replaces an outcome.
+func (s *reportService) ReportStarted(ctx context.Context, req *nodev1.ReportStartedRequest) (*nodev1.ReportStartedResponse, error) {
+	id, ok := identityFrom(ctx)
+	if !ok {
+		return nil, s.refuse(codes.Unauthenticated, "unauthenticated", errors.New("no verified identity"))
+	}
+	r, err := s.validateStarted(ctx, id, req)
+	if err != nil {
+		return nil, err
+	}
+	if !s.boots.admit(r.VMID, r.Boot) {
+		return nil, s.refuse(codes.ResourceExhausted, "too-many-boots", fmt.Errorf("vmId %s reported more than %d boots", r.VMID, maxBootsPerVM))
+	}
+	first, err := s.batch.put(ctx, r)
+	switch {
+	case errors.Is(err, errReportQueueFull):
+		return nil, s.refuse(codes.ResourceExhausted, "queue-full", err)
+	case err != nil && ctx.Err() != nil:
+		return nil, s.refuse(codes.DeadlineExceeded, "canceled", err)
+	case err != nil:
+		s.log.Error("store reports", "err", err)
+		return nil, s.refuse(codes.Unavailable, "store", err)
+	}
+	s.m.countReport("started")
+	return &nodev1.ReportStartedResponse{First: first}, nil
+}
+
+// validateStarted is validate for a started report.
+func (s *reportService) validateStarted(ctx context.Context, id attest.Identity, req *nodev1.ReportStartedRequest) (store.Report, error) {
+	bad := func(format string, a ...any) (store.Report, error) {
+		return store.Report{}, s.refuse(codes.InvalidArgument, "invalid", fmt.Errorf("started report: "+format, a...))
+	}
+	if _, ok := uuid.Canonical(req.GetBootId()); !ok {
+		return bad("boot_id %q is not a UUID", clip(req.GetBootId()))
+	}
+	baked, err := hotfix.ParseVersion(req.GetBakedVersion())
+	if err != nil {
+		return bad("baked_version: %v", err)
+	}
+	v, err := hotfix.ParseVersion(req.GetHotfixVersion())
+	if err != nil || !hotfix.IsUpgrade(baked, v) {
+		return bad("hotfix_version %q is not a newer patch of %s", clip(req.GetHotfixVersion()), baked)
+	}
+	for _, ms := range []int64{req.GetCheckHotfixMs(), req.GetDownloadHotfixMs()} {
+		if ms < 0 || ms > maxReportMS {
+			return bad("a duration of %d ms", ms)
+		}
+	}
+	switch offered, err := s.offered(ctx, id, v.String()); {
+	case err != nil:
+		return store.Report{}, s.refuse(codes.Unavailable, "store", fmt.Errorf("started report: whether %s holds a canary seat of %s: %w", id.VMID, v, err))
+	case !offered:
+		return store.Report{}, s.refuse(codes.FailedPrecondition, "not-offered", fmt.Errorf("started report: %s was never offered to vmId %s", v, id.VMID))
+	}
+	return store.Report{
+		VMID: id.VMID, Boot: req.GetBootId(), SubscriptionID: id.SubscriptionID,
+		Base: baked.Base(), BakedVersion: baked.String(), Agent: string(hotfix.AgentHotfix), AgentVersion: v.String(),
+		HotfixVersion: v.String(), Decision: string(hotfix.ReasonHotfix), Phase: store.PhaseStarted,
+		CheckMS: req.GetCheckHotfixMs(), DownloadMS: req.GetDownloadHotfixMs(), Time: s.now(),
+	}, nil
+}
+
 func (s *reportService) refuse(c codes.Code, reason string, err error) error {
 	s.m.countReport(reason)
 	return status.Error(c, err.Error())

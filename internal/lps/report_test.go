@@ -325,3 +325,78 @@ func TestReportBatcherShutdownWritesWhatWaits(t *testing.T) {
 		}
 	}
 }
+
+func (ts *testServer) started(t *testing.T, token string, r *nodev1.ReportStartedRequest) (bool, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	return lpsclient.Started(ctx, lpsclient.Target{Host: apiHost, Addr: ts.addr, Roots: ts.roots}, token, r)
+}
+
+func startedReport() *nodev1.ReportStartedRequest {
+	return &nodev1.ReportStartedRequest{BootId: testBoot, BakedVersion: "202501.15.0", HotfixVersion: relServed.Version, CheckHotfixMs: 4, DownloadHotfixMs: 40}
+}
+
+// TestReportStarted: a started report is stored under the attested vmId
+// and counts as pending, never ok; the boot's outcome supersedes it, and a
+// started report that arrives after the outcome (a late resend) changes
+// nothing. Hostile or broken ones are refused and nothing is stored.
+func TestReportStarted(t *testing.T) {
+	t.Parallel()
+	cas := mustCAs(t)
+	never := release("202501.15.4", rollout.Rollout{State: rollout.Rolling, Percent: 0}, false)
+	ts := startServer(t, serverOpts{releases: []rollout.Release{relServed, never}})
+	token := func() string { return mintToken(t, cas.good, docOpts{}) }
+	for _, tt := range []struct {
+		name   string
+		mutate func(r *nodev1.ReportStartedRequest)
+		want   codes.Code
+	}{
+		{"boot not a UUID", func(r *nodev1.ReportStartedRequest) { r.BootId = "../../etc" }, codes.InvalidArgument},
+		{"baked version malformed", func(r *nodev1.ReportStartedRequest) { r.BakedVersion = "dev" }, codes.InvalidArgument},
+		{"hotfix not newer", func(r *nodev1.ReportStartedRequest) { r.HotfixVersion = r.BakedVersion }, codes.InvalidArgument},
+		{"hotfix of another base", func(r *nodev1.ReportStartedRequest) { r.BakedVersion = "202502.01.0" }, codes.InvalidArgument},
+		{"negative duration", func(r *nodev1.ReportStartedRequest) { r.DownloadHotfixMs = -1 }, codes.InvalidArgument},
+		{"never offered", func(r *nodev1.ReportStartedRequest) { r.HotfixVersion = never.Version }, codes.FailedPrecondition},
+	} {
+		r := startedReport()
+		tt.mutate(r)
+		_, err := ts.started(t, token(), r)
+		var le *lpsclient.Error
+		if err == nil || !asError(err, &le) || le.Code != tt.want {
+			t.Errorf("%s: started = %v, want %v", tt.name, err, tt.want)
+		}
+	}
+	if _, err := ts.started(t, mintToken(t, cas.unpinned, docOpts{}), startedReport()); err == nil {
+		t.Errorf("started with a forged document accepted")
+	}
+	if reports, _ := ts.st.Reports(t.Context()); len(reports) != 0 {
+		t.Fatalf("%d reports stored from refused started reports", len(reports))
+	}
+
+	count := func() tally.Counts {
+		t.Helper()
+		reports, err := ts.st.Reports(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tally.Of([]rollout.Release{relServed}, reports, nil, time.Now()).Releases[relServed.Version]
+	}
+	if first, err := ts.started(t, token(), startedReport()); err != nil || !first {
+		t.Fatalf("started = %v, %v; want stored", first, err)
+	}
+	if c := count(); c != (tally.Counts{Pending: 1}) {
+		t.Errorf("after the started report: %+v, want 1 pending (never ok)", c)
+	}
+	failed := hotfixReport()
+	failed.ProvisionExitCode = 3
+	if first, err := ts.report(t, token(), failed); err != nil || first {
+		t.Fatalf("outcome = %v, %v; want it to replace the started report", first, err)
+	}
+	if first, err := ts.started(t, token(), startedReport()); err != nil || first {
+		t.Fatalf("late started = %v, %v; want acknowledged, not stored", first, err)
+	}
+	if c := count(); c != (tally.Counts{Failed: 1}) {
+		t.Errorf("after the outcome and a late started report: %+v, want the outcome: 1 failed", c)
+	}
+}

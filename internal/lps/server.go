@@ -127,7 +127,21 @@ type ServerConfig struct {
 	// release (the store's PutServed), so a node that never reports counts
 	// as silent; nil records nothing, and such nodes go unseen.
 	Served servedWriter
+	// Beats marks, every beatInterval while Serve runs, that this replica
+	// is up (the store's PutBeat), so silence is counted in lpsd's uptime
+	// (internal/tally); nil marks nothing, and silence is wall-clock time.
+	Beats beatWriter
 }
+
+// beatWriter is the store method marking a replica up.
+type beatWriter interface {
+	PutBeat(ctx context.Context, t time.Time) error
+}
+
+// beatInterval is how often a serving replica marks itself up: three
+// times a minute, so a minute it was up for is marked even if one write
+// fails or is late.
+const beatInterval = 20 * time.Second
 
 // Server is the node-facing gRPC server: the LivePatchingService behind
 // panic recovery and attested-document authentication, over TLS that
@@ -149,6 +163,8 @@ type Server struct {
 	watchPeers *peerCount
 	reports    *batcher[store.Report] // nil without a report store
 	served     *batcher[store.Served] // nil without a served store
+	beats      beatWriter             // nil: no beats
+	log        *slog.Logger
 	// certs is the certificate nodes are served, which SetCertificate
 	// replaces; serverName is what it must cover.
 	certs      *CertSource
@@ -242,7 +258,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		})
 	}
 	m.registerSnapshots(snaps, time.Now)
-	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, perPeer: newPeerCount(cfg.MaxConnectionsPerPeer), reports: batch, served: served, certs: certs, serverName: cfg.ServerName,
+	srv := &Server{grpc: gs, snaps: snaps, m: m, maxConns: cfg.MaxConnections, perPeer: newPeerCount(cfg.MaxConnectionsPerPeer), reports: batch, served: served, beats: cfg.Beats, log: cfg.Log, certs: certs, serverName: cfg.ServerName,
 		drained: make(chan struct{}), watches: make(chan struct{}, maxHealthWatches), watchPeers: newPeerCount(maxHealthWatchesPerPeer)}
 	if cfg.MaxConnectionsPerPeer == noPeerLimit {
 		srv.watchPeers = newPeerCount(noPeerLimit)
@@ -286,6 +302,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		go func() { run(batchCtx); close(batchDone) }()
 		defer func() { stopBatch(); <-batchDone }()
 	}
+	if s.beats != nil {
+		beatCtx, stopBeats := context.WithCancel(ctx)
+		beatDone := make(chan struct{})
+		go func() { s.beat(beatCtx); close(beatDone) }()
+		defer func() { stopBeats(); <-beatDone }()
+	}
 	served := make(chan error, 1)
 	go func() { served <- s.grpc.Serve(ln) }()
 	select {
@@ -311,6 +333,26 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	<-served
 	return nil
+}
+
+// beat marks this replica up now and every beatInterval until ctx ends. A
+// failed mark is logged: a minute left unmarked only counts as lpsd's
+// outage, stretching silence, never shortening it.
+func (s *Server) beat(ctx context.Context) {
+	t := time.NewTicker(beatInterval)
+	defer t.Stop()
+	for {
+		bctx, cancel := context.WithTimeout(ctx, beatInterval)
+		if err := s.beats.PutBeat(bctx, time.Now()); err != nil && ctx.Err() == nil {
+			s.log.Warn("mark this replica up", "err", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // runner is b's Run, or nil for no batcher.

@@ -221,7 +221,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	cert := ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), DefaultServerName)
 	var err error
 	ts.srv, err = NewServer(ts.snaps, o.v, ts.m, ServerConfig{Certificate: cert, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHands,
-		MaxHandshakesPerPeer: o.perPeerHands, MaxConnectionsPerPeer: o.perPeerConns, Log: testLog(t), Reports: ts.st, Seats: ts.st})
+		MaxHandshakesPerPeer: o.perPeerHands, MaxConnectionsPerPeer: o.perPeerConns, Log: testLog(t), Reports: ts.st, Seats: ts.st, Beats: ts.st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1240,5 +1240,27 @@ func TestIntegrationMaxConnectionAge(t *testing.T) {
 		}
 	case <-time.After(maxConnectionAge + maxConnectionAge/10 + maxConnectionAgeGrace + 10*time.Second):
 		t.Fatal("a connection holding a call that never sent was not closed by the age limit")
+	}
+}
+
+// TestServeMarksReplicaUp: a serving replica marks its minute up in the
+// store (store.Beats) as soon as it serves, so silence is counted in
+// lpsd's uptime.
+func TestServeMarksReplicaUp(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, serverOpts{})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		marks, err := ts.st.Beats(t.Context(), time.Now().Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(marks) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no beat within 10 s of serving")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -340,11 +340,15 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	metrics.RegisterBuildInfo(o.version)
 	reloads := newReloadMetrics(metrics.Register)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
-	node, err := lps.NewServer(snaps, verifier, metrics, lps.ServerConfig{
+	nodeCfg := lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, DeployEnv: o.deployEnv, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
 		MaxHandshakesPerPeer: o.maxHandshakesPerPeer, MaxConnectionsPerPeer: o.maxConnsPerPeer, Log: log,
 		Reports: st, Seats: st, Served: st,
-	})
+	}
+	if b, ok := st.(store.Beats); ok {
+		nodeCfg.Beats = b
+	}
+	node, err := lps.NewServer(snaps, verifier, metrics, nodeCfg)
 	if err != nil {
 		return nil, err
 	}

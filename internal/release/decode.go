@@ -39,6 +39,8 @@ const (
 	keyVersion   = "version"
 	keyArtifacts = "artifacts"
 	keyNotAfter  = "not_after"
+	// keyLaunchRecords is the one optional key (Release.LaunchRecords).
+	keyLaunchRecords = "launch_records"
 
 	keyURL    = "url"
 	keySHA256 = "sha256"
@@ -176,11 +178,20 @@ func payloadFields(data []byte, wantType string) ([]jsonobj.Member, error) {
 }
 
 func decodeRelease(fields []jsonobj.Member) (Release, error) {
+	var r Release
+	if i := slices.IndexFunc(fields, func(f jsonobj.Member) bool { return f.Key == keyLaunchRecords }); i >= 0 {
+		// Only true is ever signed: false would be two encodings of one
+		// release.
+		if string(bytes.TrimSpace(fields[i].Value)) != "true" {
+			return Release{}, fmt.Errorf("key %q: %s, want true or no key", keyLaunchRecords, fields[i].Value)
+		}
+		r.LaunchRecords = true
+		fields = slices.Delete(slices.Clone(fields), i, i+1)
+	}
 	m, err := requireKeys(fields, keySchema, keyType, keyBase, keyVersion, keyArtifacts, keyNotAfter)
 	if err != nil {
 		return Release{}, err
 	}
-	var r Release
 	var notAfter string
 	if err := cmp.Or(
 		decodeValue(m, keyBase, &r.Base),

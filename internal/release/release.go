@@ -30,6 +30,17 @@ type Release struct {
 	// NotAfter is when the release stops verifying. Sign encodes it in UTC,
 	// truncated to the second.
 	NotAfter time.Time `json:"not_after"`
+	// LaunchRecords declares that the release's agent keeps launch's
+	// protocol: run as a hotfix by launch, its provision records its
+	// preflight at once and never starts the bootstrap before recording
+	// that (provision-started.json). Launch may then kill it, and let the
+	// baked agent provision, when it wrote no record at all within a minute
+	// (launch.DefaultStartTimeout), without risking two bootstraps. Signed
+	// only when true ("launch_records"), so a release without it has the
+	// bytes it always had; an agent that predates the key refuses a release
+	// that carries it, so sign it only for bases whose baked agent verifies
+	// it (this key's agent version on).
+	LaunchRecords bool `json:"launch_records,omitempty"`
 }
 
 // Artifact is one downloadable binary of a release.

@@ -17,6 +17,9 @@ type wirePayload struct {
 	Version   string              `json:"version"`
 	Artifacts map[string]Artifact `json:"artifacts"`
 	NotAfter  string              `json:"not_after"`
+	// LaunchRecords is omitted when false, so releases signed without it
+	// keep their bytes and verify on agents that predate it.
+	LaunchRecords bool `json:"launch_records,omitempty"`
 }
 
 type wireEnvelope struct {
@@ -98,6 +101,8 @@ func encodePayload(r Release) ([]byte, error) {
 		Version:   r.Version,
 		Artifacts: r.Artifacts,
 		NotAfter:  formatNotAfter(r.NotAfter),
+
+		LaunchRecords: r.LaunchRecords,
 	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)

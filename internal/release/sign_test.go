@@ -1,6 +1,7 @@
 package release
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"flag"
@@ -212,5 +213,30 @@ func TestAddSignature(t *testing.T) {
 	}
 	if _, err := mustKeySet(t, pubB).Verify(full, testNow); err != nil {
 		t.Errorf("Verify(%d signatures) = %v", maxSignatures, err)
+	}
+}
+
+// TestLaunchRecords: the declaration is signed only when true, so a release
+// without it keeps its bytes; it survives verification; a payload carrying
+// false (a second encoding of the same release) is refused.
+func TestLaunchRecords(t *testing.T) {
+	t.Parallel()
+	pub, priv := testKey(1)
+	plain := mustSign(t, testRelease(), priv)
+	if bytes.Contains(payloadOf(t, plain), []byte("launch_records")) {
+		t.Errorf("a release without the declaration signs the key: %s", payloadOf(t, plain))
+	}
+	want := testRelease()
+	want.LaunchRecords = true
+	got, err := mustKeySet(t, pub).Verify(mustSign(t, want, priv), testNow)
+	if err != nil || !got.LaunchRecords {
+		t.Fatalf("Verify(Sign(with launch records)) = %+v, %v; want the declaration", got, err)
+	}
+	payload := bytes.Replace(payloadOf(t, plain), []byte(`"not_after"`), []byte(`"launch_records":false,"not_after"`), 1)
+	sig := signPayload(payloadType, payload, priv)
+	env := encodeWire(t, wireEnvelope{PayloadType: payloadType, Payload: base64.StdEncoding.EncodeToString(payload),
+		Signatures: []wireSignature{{KeyID: sig.keyID, Sig: base64.StdEncoding.EncodeToString(sig.sig)}}})
+	if _, err := mustKeySet(t, pub).Verify(env, testNow); err == nil {
+		t.Errorf("a signed launch_records false verified")
 	}
 }

@@ -90,7 +90,26 @@ type Report struct {
 	DownloadMS       int64     `json:"download_ms,omitempty"`
 	ProvisionMS      int64     `json:"provision_ms,omitempty"`
 	Time             time.Time `json:"time"` // when lpsd accepted it
+	// Phase is PhaseStarted for a started report (the node was about to
+	// run HotfixVersion), "" for an outcome. A started report is never an
+	// outcome: its ExitCode means nothing.
+	Phase string `json:"phase,omitempty"`
 }
+
+// PhaseStarted marks a started report: a node about to run a hotfix agent.
+// Stored only where its (VMID, Boot) has no report yet, and replaced by
+// that boot's outcome.
+const PhaseStarted = "started"
+
+// Started reports whether r is a started report rather than an outcome.
+func (r Report) Started() bool { return r.Phase == PhaseStarted }
+
+// MergeReport is the rule every backend's PutReports applies to a key:
+// given what is stored (ok: something is) and a new report, it returns
+// whether the new one is written. An outcome always is (a repeat replaces
+// the earlier report); a started report only where nothing is stored, so
+// it never replaces an outcome, however late it arrives.
+func MergeReport(stored bool, r Report) bool { return !stored || !r.Started() }
 
 // ValidateKey returns an error wrapping ErrInvalidReport unless r's VMID and
 // Boot are both non-empty and free of "/", which backends use to join them
@@ -272,6 +291,25 @@ func CompareReports(a, b Report) int {
 	return cmp.Or(strings.Compare(a.VMID, b.VMID), strings.Compare(a.Boot, b.Boot))
 }
 
+// Beats is an optional capability of a Store, checked by type assertion:
+// marks of the minutes in which some lpsd replica was up, so that silence
+// is counted in lpsd's uptime and an outage does not turn its gap into
+// silent nodes (internal/tally). Every backend here has it.
+type Beats interface {
+	// PutBeat marks t's minute (UTC, truncated to the minute) and forgets
+	// marks older than BeatRetention before t. Idempotent and safe across
+	// replicas. ErrClosed after Close.
+	PutBeat(ctx context.Context, t time.Time) error
+	// Beats returns the marked minutes from from's minute on, ascending.
+	// ErrClosed after Close.
+	Beats(ctx context.Context, from time.Time) ([]time.Time, error)
+}
+
+// BeatRetention is how long a beat is kept: the longest a served boot's
+// silence can be stretched by outages (tally.MaxStretch) plus the longest
+// silent-after.
+const BeatRetention = 72 * time.Hour
+
 // Store persists releases, the audit log, reports, canary seats and
 // component configurations.
 // Implementations are safe for concurrent use.
@@ -311,7 +349,10 @@ type Store interface {
 	// VMID or Boot, or one containing "/", are refused with ErrInvalidReport
 	// (wrapped) and nothing of the call is stored. Within one call, a later
 	// report for the same key wins, and only the first occurrence of a new key
-	// is reported new.
+	// is reported new. A started report (Phase PhaseStarted) is written
+	// only where its key has no report, stored or earlier in the call
+	// (MergeReport): it never replaces an outcome, and its first says
+	// whether it was written.
 	//
 	// Reports are not releases: PutReports changes neither the revision
 	// Releases returns nor any release's, and does not signal Watch.

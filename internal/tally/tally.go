@@ -3,7 +3,9 @@
 // baked agent, from lpsd's served records and the nodes' outcome reports.
 //
 // A node counts for a release when lpsd recorded serving it the release
-// (store.Served: a boot of a node that declared it reports), or when its
+// (store.Served: a boot of a node that declared it reports), when it said
+// it was about to run it (a started report: pending, then silent, never a
+// success, until that boot's outcome replaces it), or when its
 // report says it ran the release or refused it (store.Report's
 // HotfixVersion or RequestedVersion, the latter kept only for a release
 // lpsd offered that VM). Each vmId is one vote per release, its worst
@@ -122,8 +124,14 @@ func (c Counts) Failures() uint64 { return c.Failed + c.Fallback + c.RefusedInte
 // Classify returns what report r says of release version, and whether it
 // is about that release at all: it ran it (HotfixVersion) or was served it
 // and did not run it (RequestedVersion).
+//
+// A started report (the node was about to run version) is never an
+// outcome: Pending here; Of turns it silent after the plan's
+// silent-after.
 func Classify(r *store.Report, version string) (Outcome, bool) {
 	switch {
+	case r.Started():
+		return Pending, r.HotfixVersion == version
 	case r.HotfixVersion == version:
 		switch {
 		case r.Fallback:
@@ -189,8 +197,16 @@ type Tally struct {
 // Of counts the evidence for rels at now: their served records and the
 // reports, each release from its rollout's evidence window
 // (rollout.Rollout.EvidenceSince) on, a served boot with no report silent
-// after its plan's silent-after.
+// after its plan's silent-after, in wall-clock time.
 func Of(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time) Tally {
+	return OfUptime(rels, reports, served, now, nil)
+}
+
+// OfUptime is Of with silence counted in lpsd's uptime (nil: wall-clock
+// time): a served or started boot turns silent once lpsd was up for its
+// plan's silent-after since, or, whatever the outages, MaxStretch after
+// that in wall-clock time.
+func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time, up *Uptime) Tally {
 	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now,
 		reports: reports, byBase: map[string][]int{}, vmBase: map[string]string{}, cohort: map[string]ballot{}}
 	first := map[string]time.Time{}
@@ -230,6 +246,9 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 		if p := rel.Rollout.Plan; p != nil {
 			after = p.SilenceDeadline()
 		}
+		silent := func(since time.Time) bool {
+			return up.Between(since, now) > after || now.Sub(since) > after+MaxStretch
+		}
 		worst := ballot{}
 		for _, j := range servedOf[rel.Version] {
 			s := &served[j]
@@ -242,13 +261,13 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 				r = &reports[i]
 			}
 			switch {
-			case ok && !r.Time.Before(s.Time.Add(-clockSlack)):
+			case ok && !r.Started() && !r.Time.Before(s.Time.Add(-clockSlack)):
 				o, about := Classify(r, rel.Version)
 				if !about {
 					o = NotApplicable
 				}
 				worst.cast(s.VMID, vote{o, i, j})
-			case s.Time.Add(after).Before(now):
+			case silent(s.Time):
 				worst.cast(s.VMID, vote{Silent, -1, j})
 			default:
 				worst.cast(s.VMID, vote{Pending, -1, j})
@@ -259,7 +278,14 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 			if r.Time.Before(since) {
 				continue
 			}
-			if o, ok := Classify(r, rel.Version); ok {
+			o, ok := Classify(r, rel.Version)
+			switch {
+			case !ok:
+			case r.Started() && silent(r.Time):
+				// Started and no outcome since: it hung, died, or lost
+				// its report, served record or not.
+				worst.cast(r.VMID, vote{Silent, i, -1})
+			default:
 				worst.cast(r.VMID, vote{o, i, -1})
 			}
 		}
@@ -426,4 +452,73 @@ func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) 
 		}
 	}
 	return worst.counts()
+}
+
+// MaxStretch bounds how far lpsd's outages stretch a boot's silence: past
+// its silent-after plus this, in wall-clock time, a boot without an
+// outcome is silent however long lpsd was down.
+const MaxStretch = 24 * time.Hour
+
+// UptimeWindow is how far back Uptime needs marks: the longest
+// silent-after (rollout's limit, 24 h) plus MaxStretch.
+const UptimeWindow = 24*time.Hour + MaxStretch
+
+// Uptime is lpsd's uptime over a window, from the minutes in which some
+// replica marked itself up (store.Beats). A minute before the window's
+// first mark counts as up (nothing says it was not: the marks began, or
+// were kept, later), and so do the last two minutes (a replica may not
+// have marked them yet). A nil *Uptime is wall-clock time.
+type Uptime struct {
+	start time.Time
+	// cum[i] is the number of up minutes in [start, start+i minutes).
+	cum []int
+}
+
+// NewUptime returns the uptime from from to now given the marked minutes
+// (any order, duplicates allowed), or nil, wall-clock time, without any
+// mark in the window.
+func NewUptime(marks []time.Time, from, now time.Time) *Uptime {
+	start := from.UTC().Truncate(time.Minute)
+	n := int(now.Sub(start)/time.Minute) + 1
+	if n <= 0 {
+		return nil
+	}
+	up := make([]bool, n)
+	first := n
+	for _, m := range marks {
+		if i := int(m.Sub(start) / time.Minute); i >= 0 && i < n {
+			up[i] = true
+			first = min(first, i)
+		}
+	}
+	if first == n {
+		return nil
+	}
+	u := &Uptime{start: start, cum: make([]int, n+1)}
+	for i := range n {
+		if i < first || i >= n-2 {
+			up[i] = true
+		}
+		u.cum[i+1] = u.cum[i]
+		if up[i] {
+			u.cum[i+1]++
+		}
+	}
+	return u
+}
+
+// Between returns how long lpsd was up from a to b, to the minute: b − a
+// less the minutes of the window within it that no replica marked. Time
+// outside the window counts as up.
+func (u *Uptime) Between(a, b time.Time) time.Duration {
+	wall := b.Sub(a)
+	if u == nil || wall <= 0 {
+		return wall
+	}
+	idx := func(t time.Time) int {
+		return max(0, min(len(u.cum)-1, int(t.Sub(u.start)/time.Minute)))
+	}
+	ia, ib := idx(a), idx(b)
+	down := (ib - ia) - (u.cum[ib] - u.cum[ia])
+	return max(wall-time.Duration(down)*time.Minute, 0)
 }

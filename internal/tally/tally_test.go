@@ -280,3 +280,76 @@ func TestNodes(t *testing.T) {
 		t.Errorf("the ok node's evidence = %+v, want its report only", n)
 	}
 }
+
+// startedAt is a started report: the boot was about to run version.
+func startedAt(vm, boot, version string, at time.Time) store.Report {
+	return store.Report{VMID: vm, Boot: boot, Base: base, Agent: "hotfix", HotfixVersion: version, Phase: store.PhaseStarted, Time: at}
+}
+
+// TestOfStartedReports: a started report with no outcome is pending, then
+// silent after silent-after, with or without a served record, and never
+// ok (its exit code is zero); it is not a baseline report either.
+func TestOfStartedReports(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(time.Hour)
+	reports := []store.Report{
+		startedAt("hung", "1", v1, t0),                        // served, started, no outcome for an hour
+		startedAt("unrecorded", "1", v1, t0),                  // no served record (it timed out): silent too
+		startedAt("starting", "1", v1, now.Add(-time.Minute)), // within silent-after
+		startedAt("other", "1", v2, t0),                       // about another release
+	}
+	ss := []store.Served{served("hung", "1", v1, t0), served("starting", "1", v1, now.Add(-time.Minute))}
+	rels := []rollout.Release{rel(v1, rollout.Rolling), rel(v2, rollout.Rolling)}
+	got := Of(rels, reports, ss, now)
+	if c, want := got.Releases[v1], (Counts{Silent: 2, Pending: 1}); c != want {
+		t.Errorf("release = %+v, want %+v", c, want)
+	}
+	if c := got.Control[base]; c != (Counts{}) {
+		t.Errorf("control = %+v, want no started report in it", c)
+	}
+	st := startedAt("a", "1", v1, t0)
+	if o, about := Classify(&st, v1); o != Pending || !about {
+		t.Errorf("Classify(started) = %v, %v; want pending, about it", o, about)
+	}
+	if b := got.Baseline(rels, rels[1], 0); b.Counts.Judged() != 0 {
+		t.Errorf("baseline of v2 = %+v, want no judged node from started reports", b)
+	}
+}
+
+// TestOfSilenceCountsUptime: a served boot turns silent only once lpsd was
+// up for silent-after since it was served: a 40-minute outage does not
+// turn a boot served 60 minutes ago silent, nor one only started; an older
+// one is silent, and so is every boot MaxStretch past its deadline
+// whatever the outages. Without marks, wall-clock time.
+func TestOfSilenceCountsUptime(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(time.Hour)
+	var marks []time.Time
+	for m := t0.Add(-3 * time.Hour); !m.After(now); m = m.Add(time.Minute) {
+		if m.Before(t0.Add(10*time.Minute)) || !m.Before(t0.Add(50*time.Minute)) {
+			marks = append(marks, m) // down from t0+10m to t0+50m
+		}
+	}
+	up := NewUptime(marks, now.Add(-UptimeWindow), now)
+	if got := up.Between(t0, now); got != 20*time.Minute {
+		t.Errorf("Between(t0, now) = %v, want 20m (60m less the 40m outage)", got)
+	}
+	rels := []rollout.Release{rel(v1, rollout.Rolling)}
+	ss := []store.Served{served("recent", "1", v1, t0), served("old", "1", v1, t0.Add(-2*time.Hour))}
+	reports := []store.Report{startedAt("started", "1", v1, t0)}
+	if c, want := OfUptime(rels, reports, ss, now, up).Releases[v1], (Counts{Pending: 2, Silent: 1}); c != want {
+		t.Errorf("with uptime: %+v, want %+v", c, want)
+	}
+	if c, want := Of(rels, reports, ss, now).Releases[v1], (Counts{Silent: 3}); c != want {
+		t.Errorf("wall clock: %+v, want %+v", c, want)
+	}
+	// lpsd down ever since the boot was served, MaxStretch and more ago.
+	long := now.Add(-(rollout.DefaultSilentAfter + MaxStretch + time.Minute))
+	down := NewUptime([]time.Time{long.Add(-time.Minute)}, now.Add(-UptimeWindow), now)
+	if c := OfUptime(rels, nil, []store.Served{served("long", "1", v1, long)}, now, down).Releases[v1]; c != (Counts{Silent: 1}) {
+		t.Errorf("past MaxStretch: %+v, want silent", c)
+	}
+	if NewUptime(nil, now.Add(-UptimeWindow), now) != nil {
+		t.Errorf("NewUptime without marks is not wall-clock time (nil)")
+	}
+}

@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -104,6 +106,11 @@ func TestIntegrationHotfixProvisioned(t *testing.T) {
 	}
 	if got := s.releaseCounts(hotfix1); got != (counts{Reported: 1, OK: 1}) {
 		t.Errorf("counts of %s = %+v, want one ok report", hotfix1, got)
+	}
+	// Launch sent its started report before the hotfix ran (on
+	// check-hotfix's connection), and the outcome then replaced it.
+	if m := metrics(t, s.lpsd); !strings.Contains(m, `lpsd_reports_total{result="started"} 1`) {
+		t.Errorf("lpsd counted no started report:\n%s", grepLines(m, "lpsd_reports_total"))
 	}
 
 	// provision-wait, as the CSE runs it from the baked binary, reports
@@ -538,4 +545,72 @@ func TestIntegrationReferenceLaunchers(t *testing.T) {
 			expect(t, bare, res, bakedVersion, "", "")
 		})
 	}
+}
+
+// TestIntegrationReportResent: a node whose lpsd is unreachable when it
+// reports (here the whole flow finds nothing listening) keeps its outcome
+// in the outbox; `aks-node-controller report-resend`, which the node's
+// timer runs, delivers it once lpsd answers, and removes the outbox.
+func TestIntegrationReportResent(t *testing.T) {
+	integration(t)
+	t.Parallel()
+	s := newStack(t, stackOpts{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close()
+	n := s.node(nodeOpts{})
+	expect(t, n, s.launch(n, "", down), bakedVersion, "noColdStartPointer", "")
+	outbox := n.Path("var/log/azure/aks/report-outbox.json")
+	if _, err := os.Stat(outbox); err != nil {
+		t.Fatalf("no outbox after a report lpsd never acknowledged: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, env.baked, "report-resend", "--root", n.Root, "--imds-url", s.imds.URL, "--lps-addr", s.lpsd.GRPCAddr).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "delivered 1, dropped 0, kept 0") {
+		t.Fatalf("report-resend = %v:\n%s", err, out)
+	}
+	st, err := lpsdStatus(t.Context(), s.lpsd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Control) != 1 || st.Control[0].Counts.OK != 1 {
+		t.Errorf("control = %+v, want the resent report counted: 1 ok", st.Control)
+	}
+	if _, err := os.Stat(outbox); !os.IsNotExist(err) {
+		t.Errorf("outbox left after its report was delivered: %v", err)
+	}
+}
+
+// metrics returns lpsd's /metrics text.
+func metrics(t *testing.T, l *harness.LPSD) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+l.HTTPAddr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

@@ -186,7 +186,9 @@ fake_baked() {
     for f in aks-node-controller aks-node-controller-launcher.sh aks-node-controller-hotfix.sh; do
         [ -x "$T/image/opt/azure/containers/$f" ] || fail "$f not installed: $(ls -R "$T/image")"
     done
-    [ -f "$T/image/etc/systemd/system/aks-node-controller.service" ] || fail "unit not installed"
+    for u in aks-node-controller.service aks-node-controller-report-resend.service aks-node-controller-report-resend.timer; do
+        [ -f "$T/image/etc/systemd/system/$u" ] || fail "$u not installed"
+    done
 }
 
 @test "the helper stays a shim: no parsing of versions, pointers or the flag's value" {

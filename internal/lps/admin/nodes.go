@@ -139,6 +139,12 @@ func nodeProto(r rollout.Release, n tally.Node) *adminv1.NodeOutcome {
 	if sv := n.Served; sv != nil {
 		out.SubscriptionId, out.Boot, out.Time, out.ServedAt = sv.SubscriptionID, sv.Boot, timestamppb.New(sv.Time), timestamppb.New(sv.Time)
 	}
+	if rp := n.Report; rp != nil && rp.Started() {
+		// It said it was about to run the release, and nothing since.
+		out.SubscriptionId, out.Boot, out.Time = rp.SubscriptionID, rp.Boot, timestamppb.New(rp.Time)
+		out.Reason = "started " + rp.HotfixVersion + "; no outcome reported"
+		return out
+	}
 	if rp := n.Report; rp != nil {
 		out.SubscriptionId, out.Boot, out.Time, out.ExitCode = rp.SubscriptionID, rp.Boot, timestamppb.New(rp.Time), int32(rp.ExitCode)
 		out.Ran = fmt.Sprintf("%s %s", rp.Agent, rp.AgentVersion)

@@ -896,6 +896,7 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 			return err
 		},
 		"ListAudit": func() error { _, err := s.ListAudit(ctx, &adminv1.ListAuditRequest{}); return err },
+		"ListNodes": func() error { _, err := s.ListNodes(ctx, &adminv1.ListNodesRequest{}); return err },
 		"PublishComponentConfig": func() error {
 			_, err := s.PublishComponentConfig(ctx, &adminv1.PublishComponentConfigRequest{})
 			return err

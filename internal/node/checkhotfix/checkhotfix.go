@@ -74,6 +74,10 @@ type Config struct {
 	// (lpsclient.Target.Reports). The request declares the node's base
 	// either way.
 	Reports bool
+	// Session, when set, carries the call and keeps its connection open
+	// for the caller's later calls (launch's started report); nil: the
+	// connection is closed after the call.
+	Session *lpsclient.Session
 }
 
 // Result is what a run did.
@@ -212,6 +216,9 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 			log.Warn("no boot id for the live-patching request; the service cannot count this boot if its report is lost", "err", err)
 		}
 		t.Boot = boot
+	}
+	if cfg.Session != nil {
+		return cfg.Session.Fetch(ctx, t, token)
 	}
 	return lpsclient.Fetch(ctx, t, token)
 }

@@ -150,6 +150,12 @@ func trust(keysPath string, p hotfix.Pointer, now time.Time) (hotfix.Trust, map[
 		if _, dup := t.Signed[rel.Version]; !dup {
 			t.Signed[rel.Version] = a.SHA256
 			artifacts[rel.Version] = a
+			if rel.LaunchRecords {
+				if t.LaunchRecords == nil {
+					t.LaunchRecords = make(map[string]bool)
+				}
+				t.LaunchRecords[rel.Version] = true
+			}
 		}
 	}
 	return t, artifacts

@@ -114,6 +114,11 @@ type Config struct {
 	// flag is on; it bounds itself and cannot change the exit code. Nil
 	// sends none.
 	Report func(ctx context.Context, o report.Outcome)
+	// Started sends the started report, when the hotfix flag is on, just
+	// before the hotfix agent first runs. Launch runs it concurrently and
+	// never waits for it before running the agent, only before the outcome
+	// report; it bounds itself (report.Timeout). Nil sends none.
+	Started func(ctx context.Context, s report.Start)
 }
 
 // Provision is what the baked agent's in-process provision gets.
@@ -189,8 +194,12 @@ func Run(ctx context.Context, cfg Config) int {
 		p.NBCCmdPath = cfg.NBCCmdPath
 	}
 	out := f.out
+	out.reports = f.features.HotfixEnabled()
 	start := time.Now()
 	code := provisionWith(ctx, cfg, f.decision, p, &out)
+	if out.started != nil {
+		<-out.started
+	}
 	if code == provision.ExitFailFast && !out.handedOver {
 		return code
 	}
@@ -281,6 +290,25 @@ func hotfixFlow(ctx context.Context, cfg Config) flow {
 type launched struct {
 	report.Outcome
 	handedOver bool
+	// reports: the hotfix flag is on, so launch reports.
+	reports bool
+	// started is closed once the started report is done; nil when none
+	// was sent.
+	started chan struct{}
+}
+
+// sendStarted starts the started report of d's hotfix, if launch reports,
+// and returns at once: the agent runs while it is sent.
+func sendStarted(ctx context.Context, cfg Config, d hotfix.Decision, out *launched) {
+	if !out.reports || cfg.Started == nil {
+		return
+	}
+	out.started = make(chan struct{})
+	s := report.Start{Baked: cfg.Version, Hotfix: d.Target.String(), Check: out.Check.Elapsed, Download: out.Download.Elapsed}
+	go func() {
+		defer close(out.started)
+		cfg.Started(ctx, s)
+	}()
 }
 
 // announce says which agent d chose, in the reference's words, and records
@@ -325,8 +353,9 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provisi
 	out.Hotfix = d.Target.String()
 	out.Agent, out.AgentVersion = hotfix.AgentHotfix, d.Target.String()
 
+	sendStarted(ctx, cfg, d, out)
 	applyEmbedded(ctx, cfg, cfg.HotfixPath)
-	code, why := runHotfix(ctx, cfg, cfg.HotfixPath, p)
+	code, why := runHotfix(ctx, cfg, cfg.HotfixPath, p, d.LaunchRecords)
 	if why == "" {
 		return code
 	}
@@ -374,6 +403,10 @@ func Choose(ctx context.Context, c facts.Config) hotfix.Decision {
 // start the bootstrap within Config.StartTimeout.
 var errNoBootstrap = errors.New("did not start the bootstrap in time")
 
+// errNoRecord ends a hotfix agent whose release declares launch records
+// and that wrote none within Config.StartTimeout.
+var errNoRecord = errors.New("wrote no launch record in time")
+
 // applyEmbedded runs `<hotfix> apply-embedded-hotfix`, as the reference
 // launcher does once it chose the hotfix agent: the script hotfix that agent
 // carries for this distribution, if any. Fail-open: a failure (an agent too
@@ -406,9 +439,14 @@ func applyEmbedded(ctx context.Context, cfg Config, path string) {
 // reference's, writes it once its bootstrap has run). A child that recorded
 // its preflight keeps the protocol, so a preflight that outlasts
 // StartTimeout is a hang: the child is killed and the baked agent
-// provisions. A child that records nothing is never timed: it may be
-// running its bootstrap.
-func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, string) {
+// provisions. A child that records nothing is timed only when records
+// says its verified release declares that its agent writes them
+// (release.Release.LaunchRecords): such an agent records its preflight at
+// once and never starts the bootstrap unrecorded, so one that wrote no
+// record within StartTimeout hangs before it could have started one, and
+// is killed. Any other child that records nothing is never timed: it may
+// be running its bootstrap.
+func runHotfix(ctx context.Context, cfg Config, path string, p Provision, records bool) (int, string) {
 	argv := []string{path, "provision"}
 	if p.ConfigPath != "" {
 		argv = append(argv, "--provision-config="+p.ConfigPath)
@@ -425,7 +463,7 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, 
 	childCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watched := make(chan struct{})
-	go watchPreflight(childCtx, cfg, p.LaunchID, cancel, watched)
+	go watchPreflight(childCtx, cfg, p.LaunchID, records, cancel, watched)
 	// Passthrough: the child writes to this process's own stdout and
 	// stderr, so its bootstrap outlives this process if it dies.
 	res, err := proc.Run(childCtx, proc.Cmd{Args: argv, Env: env, Stdout: cfg.Stdout, Stderr: cfg.Stderr, Linger: true, Passthrough: true})
@@ -467,6 +505,8 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, 
 		return res.ExitCode, ""
 	case errors.Is(context.Cause(childCtx), errNoBootstrap):
 		return provision.ExitFailFast, fmt.Sprintf("began its preflight but did not start the bootstrap within %v", cfg.StartTimeout)
+	case errors.Is(context.Cause(childCtx), errNoRecord):
+		return provision.ExitFailFast, fmt.Sprintf("wrote no launch record within %v, though its release declares it writes them", cfg.StartTimeout)
 	case killed:
 		return 128 + int(sig), fmt.Sprintf("killed by %v", sig)
 	case res.ExitCode >= 0:
@@ -478,12 +518,17 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision) (int, 
 
 // watchPreflight polls the child's start record until the bootstrap starts
 // or ctx ends; a preflight recorded but not followed by the bootstrap
-// within cfg.StartTimeout cancels the child with errNoBootstrap.
-func watchPreflight(ctx context.Context, cfg Config, id string, cancel context.CancelCauseFunc, done chan<- struct{}) {
+// within cfg.StartTimeout cancels the child with errNoBootstrap. With
+// records, no record at all within cfg.StartTimeout cancels it with
+// errNoRecord.
+func watchPreflight(ctx context.Context, cfg Config, id string, records bool, cancel context.CancelCauseFunc, done chan<- struct{}) {
 	defer close(done)
 	tick := time.NewTicker(startPoll)
 	defer tick.Stop()
-	var deadline <-chan time.Time
+	var deadline, unrecorded <-chan time.Time
+	if records {
+		unrecorded = time.After(cfg.StartTimeout)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -491,14 +536,22 @@ func watchPreflight(ctx context.Context, cfg Config, id string, cancel context.C
 		case <-deadline:
 			cancel(errNoBootstrap)
 			return
-		case <-tick.C:
-			s, ok := provision.ReadRecord(cfg.Root.ProvisionStarted(), id)
-			switch {
-			case ok && s.Phase == provision.PhaseBootstrap:
+		case <-unrecorded:
+			// Read once more: a record written since the last tick puts
+			// the child under the preflight's deadline instead.
+			if _, ok := provision.ReadRecord(cfg.Root.ProvisionStarted(), id); !ok {
+				cancel(errNoRecord)
 				return
-			case ok && deadline == nil:
-				deadline = time.After(cfg.StartTimeout)
 			}
+			unrecorded = nil
+		case <-tick.C:
+		}
+		s, ok := provision.ReadRecord(cfg.Root.ProvisionStarted(), id)
+		switch {
+		case ok && s.Phase == provision.PhaseBootstrap:
+			return
+		case ok && deadline == nil:
+			deadline, unrecorded = time.After(cfg.StartTimeout), nil
 		}
 	}
 }

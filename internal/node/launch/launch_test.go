@@ -3,10 +3,14 @@ package launch
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -20,6 +24,7 @@ import (
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
 	"nodehotfix/internal/node/report"
+	"nodehotfix/internal/release"
 )
 
 const (
@@ -612,6 +617,144 @@ func TestRunReferenceLogLines(t *testing.T) {
 				if strings.Contains(out, w) {
 					t.Errorf("output has %q:\n%s", w, out)
 				}
+			}
+		})
+	}
+}
+
+// TestRunStartedReport: with the flag on, launch sends the started report
+// of the hotfix it is about to run, and runs the agent without waiting for
+// it (here the report does not end until the agent's provision has run);
+// the outcome report waits for it. The baked agent, or the flag off, sends
+// none.
+func TestRunStartedReport(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name     string
+		features string
+		hotfix   bool
+		want     []report.Start
+	}{
+		{name: "hotfix", features: "ENABLE_PROVISIONING_HOTFIX=true\n", hotfix: true, want: []report.Start{{Baked: baked, Hotfix: target, Check: 3 * time.Millisecond}}},
+		{name: "flag-off", hotfix: true},
+		{name: "baked", features: "ENABLE_PROVISIONING_HOTFIX=true\n"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			if tt.features != "" {
+				n.write(n.root.EnabledFeatures(), tt.features, 0o600)
+			}
+			if tt.hotfix {
+				n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			}
+			ran := filepath.Join(string(n.root), "agent-ran")
+			n.stageHotfix(startsBootstrap(`touch "$root/agent-ran"; exit 0`))
+			var order []string
+			var got []report.Start
+			cfg := n.config()
+			cfg.Started = func(ctx context.Context, s report.Start) {
+				got = append(got, s)
+				// The agent runs while this report is still out.
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					if _, err := os.Stat(ran); err == nil {
+						order = append(order, "started report done after the agent ran")
+						return
+					}
+					if time.Now().After(deadline) {
+						order = append(order, "started report gave up: the agent did not run while it was out")
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			sendOutcome := cfg.Report
+			cfg.Report = func(ctx context.Context, o report.Outcome) {
+				order = append(order, "outcome")
+				sendOutcome(ctx, o)
+			}
+			Run(t.Context(), cfg)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("started reports (-want +got):\n%s\n%s", diff, n.out.String())
+			}
+			wantOrder := []string{"outcome"}
+			if tt.want != nil {
+				wantOrder = []string{"started report done after the agent ran", "outcome"}
+			}
+			if tt.features == "" {
+				wantOrder = nil
+			}
+			if diff := cmp.Diff(wantOrder, order); diff != "" {
+				t.Errorf("order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// signedPointer installs a release key and points at target with a signed
+// release of the staged binary's bytes, declaring launch records or not.
+func (n *node) signedPointer(launchRecords bool) {
+	n.t.Helper()
+	pub, priv, err := release.GenerateKey(rand.Reader)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.write(n.root.ReleaseKeys(), string(release.MarshalPublicKey(pub, "")), 0o644)
+	bin, err := os.ReadFile(n.root.HotfixBinary())
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	sum := sha256.Sum256(bin)
+	env, err := release.Sign(release.Release{
+		Base: "202604.01", Version: target, NotAfter: time.Now().Add(time.Hour), LaunchRecords: launchRecords,
+		Artifacts: map[string]release.Artifact{release.Platform(runtime.GOOS, runtime.GOARCH): {URL: "https://x/a", SHA256: hex.EncodeToString(sum[:]), Size: int64(len(bin))}},
+	}, priv)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}, Releases: []json.RawMessage{env}})
+}
+
+// TestRunBoundsAHotfixThatWritesNoRecord: a hotfix agent that hangs before
+// it writes its first launch record is killed after StartTimeout, and the
+// baked agent provisions in the same boot, once, only when its signed
+// release declares that its agent writes launch records; otherwise it is
+// never timed (it may be a reference-style agent running its bootstrap):
+// here one that writes nothing for longer than StartTimeout, then starts
+// the bootstrap, provisions with its own exit code and no fallback.
+func TestRunBoundsAHotfixThatWritesNoRecord(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		declared  bool
+		body      string
+		wantBaked int
+		wantCode  int
+		reason    string
+	}{
+		{name: "declared-and-hangs", declared: true, body: "exec sleep 60", wantBaked: 1, reason: "wrote no launch record within 300ms"},
+		{name: "undeclared-and-slow", declared: false, body: "sleep 0.6\n" + startsBootstrap("exit 3"), wantCode: 3},
+		{name: "declared-and-keeps-the-protocol", declared: true, body: startsBootstrap("exit 0")},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			n.stageHotfix(tt.body)
+			n.signedPointer(tt.declared)
+			start := time.Now()
+			code := n.launch()
+			if code != tt.wantCode {
+				t.Errorf("launch = %d, want %d\n%s", code, tt.wantCode, n.out.String())
+			}
+			if got := len(n.provided); got != tt.wantBaked {
+				t.Errorf("%d baked provisions, want %d\n%s", got, tt.wantBaked, n.out.String())
+			}
+			if tt.reason != "" && (len(n.provided) != 1 || !strings.Contains(n.provided[0].Fallback, tt.reason)) {
+				t.Errorf("fallback = %+v, want the reason %q", n.provided, tt.reason)
+			}
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("launch took %v", d)
 			}
 		})
 	}

@@ -70,6 +70,13 @@ func (r Root) ProvisionStarted() string { return r.join("var/log/azure/aks/provi
 // which launch ID: after that, the launcher shim never provisions again.
 func (r Root) LaunchRecord() string { return r.join("var/log/azure/aks/launch.json") }
 
+// ReportOutbox holds the reports the live-patching service did not
+// acknowledge, until they are resent (report.Keep, report.Resend).
+func (r Root) ReportOutbox() string { return r.join("var/log/azure/aks/report-outbox.json") }
+
+// ReportOutboxLock serialises the writers of ReportOutbox.
+func (r Root) ReportOutboxLock() string { return r.join("var/log/azure/aks/.report-outbox.lock") }
+
 // EtcHostname is /etc/hostname, the name cloud-init configures.
 func (r Root) EtcHostname() string { return r.join("etc/hostname") }
 

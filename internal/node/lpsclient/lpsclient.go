@@ -138,6 +138,10 @@ func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetCompo
 		return nil, err
 	}
 	defer conn.Close()
+	return fetchOn(ctx, conn, vr, t)
+}
+
+func fetchOn(ctx context.Context, conn *grpc.ClientConn, vr *verifyRecorder, t Target) (*lpsv1.GetComponentConfigResponse, error) {
 	if t.Base != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, BaseMetadata, t.Base)
 		if t.Reports {
@@ -173,6 +177,98 @@ func Report(ctx context.Context, t Target, token string, r *nodev1.ReportOutcome
 		return false, callError(err, vr)
 	}
 	return resp.GetFirst(), nil
+}
+
+// Started sends one started report (ReportService.ReportStarted) as
+// Report sends an outcome, and returns whether the service stored it (the
+// boot had no report yet). An older service answers Unimplemented. Errors
+// are *Error.
+func Started(ctx context.Context, t Target, token string, r *nodev1.ReportStartedRequest) (bool, error) {
+	conn, vr, err := connect(t, token)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	return startedOn(ctx, conn, vr, r)
+}
+
+func startedOn(ctx context.Context, conn *grpc.ClientConn, vr *verifyRecorder, r *nodev1.ReportStartedRequest) (bool, error) {
+	resp, err := nodev1.NewReportServiceClient(conn).ReportStarted(ctx, r)
+	if err != nil {
+		return false, callError(err, vr)
+	}
+	return resp.GetFirst(), nil
+}
+
+// Session keeps one connection to the service, with its target and token,
+// open across the calls of one process: launch's check-hotfix opens it,
+// and the started report goes over it later without a metadata-service
+// call or a TLS handshake of its own (unless the service dropped the idle
+// connection, which gRPC then redials). Safe for concurrent use; the zero
+// value holds no connection. Close it.
+type Session struct {
+	mu    sync.Mutex
+	t     Target
+	conn  *grpc.ClientConn
+	vr    *verifyRecorder
+	token string
+}
+
+// ErrNoSession is returned by Session.Started when no Fetch opened a
+// connection.
+var ErrNoSession = errors.New("no open connection to the live-patching service")
+
+// Fetch is Fetch on the session's connection, which it opens for t and
+// token, replacing one opened before, and keeps open.
+func (s *Session) Fetch(ctx context.Context, t Target, token string) (string, error) {
+	conn, vr, err := connect(t, token)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	old := s.conn
+	s.t, s.conn, s.vr, s.token = t, conn, vr, token
+	s.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	resp, err := fetchOn(ctx, conn, vr, t)
+	if err != nil {
+		return "", err
+	}
+	return resp.GetConfig(), nil
+}
+
+// Target returns the target and token of the open connection; ok is false
+// when none is open.
+func (s *Session) Target() (t Target, token string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t, s.token, s.conn != nil
+}
+
+// Started is Started on the session's connection; ErrNoSession when none
+// is open.
+func (s *Session) Started(ctx context.Context, r *nodev1.ReportStartedRequest) (bool, error) {
+	s.mu.Lock()
+	conn, vr := s.conn, s.vr
+	s.mu.Unlock()
+	if conn == nil {
+		return false, ErrNoSession
+	}
+	return startedOn(ctx, conn, vr, r)
+}
+
+// Close closes the connection, if one is open.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	conn := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	if conn == nil {
+		return nil
+	}
+	return conn.Close()
 }
 
 // connect makes the client both calls use: TLS verified against t.Roots for

@@ -154,3 +154,32 @@ func TestVerifyChainNoCertificates(t *testing.T) {
 		t.Errorf("VerifyChain(nil) = %v", err)
 	}
 }
+
+// TestSessionReusesTheConnection: the started report goes over the
+// connection check-hotfix's fetch opened, with its token, and no second
+// TLS handshake; a service that predates started reports answers
+// Unimplemented. Without a fetch there is no connection to use.
+func TestSessionReusesTheConnection(t *testing.T) {
+	t.Parallel()
+	ca := lpstest.NewCA(t)
+	srv := lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), ServerName), lpstest.Config(`{"hotfixes":{}}`), lpstest.Options{})
+	var s Session
+	defer s.Close()
+	if _, err := s.Started(t.Context(), nil); !errors.Is(err, ErrNoSession) {
+		t.Fatalf("Started before any fetch = %v, want ErrNoSession", err)
+	}
+	if _, err := s.Fetch(t.Context(), Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}, "tok"); err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	_, err := s.Started(t.Context(), nil)
+	var le *Error
+	if !errors.As(err, &le) || le.Code != codes.Unimplemented {
+		t.Fatalf("Started on a service without it = %v, want Unimplemented", err)
+	}
+	if n := srv.Handshakes(); n != 1 {
+		t.Errorf("%d TLS handshakes, want 1: the started report reuses the fetch's connection", n)
+	}
+	if _, tok, ok := s.Target(); !ok || tok != "tok" {
+		t.Errorf("Target() token %q, %v; want the fetch's", tok, ok)
+	}
+}

@@ -1,6 +1,8 @@
-// Package report sends a node's provisioning outcome to the live-patching
-// service: one attempt, bounded by the caller, over the same TLS, ALPN,
-// verification and attested-document token as check-hotfix.
+// Package report delivers a node's reports to the live-patching service
+// (the started report before a hotfix runs, the outcome after
+// provisioning) over the same TLS, ALPN, verification and
+// attested-document token as check-hotfix, keeping on the node, for a
+// bounded time, those the service did not acknowledge.
 package report
 
 import (
@@ -12,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 	"nodehotfix/internal/hotfix"
@@ -70,9 +74,11 @@ type Config struct {
 	LPSAddr string
 }
 
-// Send reports o once, within ctx, and returns whether the service had no
-// earlier report of this boot. Nothing is retried: the report is
-// telemetry, and the node has already provisioned.
+// Send reports o within ctx and returns whether the service had no
+// earlier report of this boot. An answer that says the service may take
+// it later (Retryable: unavailable, a deadline) gets one more attempt at
+// once, on a new connection, within ctx; a report still not acknowledged
+// is the caller's to Keep.
 func Send(ctx context.Context, cfg Config, o Outcome) (bool, error) {
 	boot, err := BootID(cfg.Root)
 	if err != nil {
@@ -82,7 +88,102 @@ func Send(ctx context.Context, cfg Config, o Outcome) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return lpsclient.Report(ctx, t, token, request(boot, o))
+	req := request(boot, o)
+	return twice(ctx, func(ctx context.Context, _ int) (bool, error) { return lpsclient.Report(ctx, t, token, req) })
+}
+
+// twice makes call's first attempt within half the time ctx has left and,
+// if its error is Retryable and time is left, a second one at once with
+// the rest. Each attempt dials anew, so behind a load balancer the second
+// may reach another replica than the one that failed (restarting,
+// draining). A hung service thus costs the first attempt half the budget,
+// not all of it.
+func twice(ctx context.Context, call func(ctx context.Context, attempt int) (bool, error)) (bool, error) {
+	first, cancel := ctx, context.CancelFunc(func() {})
+	if dl, ok := ctx.Deadline(); ok {
+		first, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+	}
+	ok, err := call(first, 1)
+	cancel()
+	if err == nil || !Retryable(err) || ctx.Err() != nil {
+		return ok, err
+	}
+	return call(ctx, 2)
+}
+
+// ErrBootID is returned (wrapped) when the kernel's boot ID cannot be read:
+// a report without one is never sent, nor kept.
+var ErrBootID = errors.New("no boot id")
+
+// Retryable reports whether a failed send may succeed later: nothing
+// reached the service (the metadata service, say, did not answer), or it
+// answered that it could not take the report now (Unavailable: a restart,
+// a drain, a store outage; DeadlineExceeded; ResourceExhausted: its queue
+// full; a transport failure). A refusal of the report itself
+// (InvalidArgument, FailedPrecondition, an unauthenticated document), a
+// service without the call (Unimplemented) or a certificate the node
+// refused is final.
+func Retryable(err error) bool {
+	if err == nil || errors.Is(err, ErrBootID) {
+		return false
+	}
+	var le *lpsclient.Error
+	if !errors.As(err, &le) {
+		return true
+	}
+	if le.Class == lpsclient.ClassTLS {
+		return false
+	}
+	switch le.Code {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown:
+		return true
+	}
+	return false
+}
+
+// Start is what a node says just before it runs a hotfix agent: the
+// started report.
+type Start struct {
+	// Baked is the baked agent's version; Hotfix the one about to run.
+	Baked, Hotfix string
+	// Check and Download are how long those steps took.
+	Check, Download time.Duration
+}
+
+// SendStarted sends a started report once, within ctx: over sess's open
+// connection when it has one (check-hotfix's), else over one of its own.
+// It returns whether the service stored it (the boot had no report). An
+// older service answers Unimplemented, and stores nothing.
+func SendStarted(ctx context.Context, cfg Config, sess *lpsclient.Session, s Start) (bool, error) {
+	boot, err := BootID(cfg.Root)
+	if err != nil {
+		return false, err
+	}
+	req := startedRequest(boot, s)
+	if sess != nil {
+		if t, token, ok := sess.Target(); ok {
+			// The first attempt on check-hotfix's connection, a second on
+			// a new one.
+			return twice(ctx, func(ctx context.Context, attempt int) (bool, error) {
+				if attempt == 1 {
+					return sess.Started(ctx, req)
+				}
+				return lpsclient.Started(ctx, t, token, req)
+			})
+		}
+	}
+	t, token, _, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
+	if err != nil {
+		return false, err
+	}
+	return twice(ctx, func(ctx context.Context, _ int) (bool, error) { return lpsclient.Started(ctx, t, token, req) })
+}
+
+func startedRequest(boot string, s Start) *nodev1.ReportStartedRequest {
+	return &nodev1.ReportStartedRequest{
+		BootId: boot, BakedVersion: s.Baked, HotfixVersion: s.Hotfix,
+		CheckHotfixMs: s.Check.Milliseconds(), DownloadHotfixMs: s.Download.Milliseconds(),
+	}
 }
 
 func request(boot string, o Outcome) *nodev1.ReportOutcomeRequest {
@@ -116,17 +217,17 @@ func BootID(root layout.Root) (string, error) {
 	path := root.BootID()
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "", fmt.Errorf("read boot id: %w", err)
+		return "", fmt.Errorf("read boot id: %w: %w", ErrBootID, err)
 	}
 	defer f.Close()
 	buf := make([]byte, 64)
 	n, err := io.ReadFull(f, buf)
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
-		return "", fmt.Errorf("read boot id: %w", err)
+		return "", fmt.Errorf("read boot id: %w: %w", ErrBootID, err)
 	}
 	id := strings.TrimSpace(string(buf[:n]))
 	if len(id) != 36 {
-		return "", fmt.Errorf("read boot id: %s holds %q, not a UUID", path, id)
+		return "", fmt.Errorf("read boot id: %w: %s holds %q, not a UUID", ErrBootID, path, id)
 	}
 	return id, nil
 }

@@ -47,6 +47,9 @@ const (
 	configsBucket = "configs"
 	// metaBucket holds store-wide values.
 	metaBucket = "meta"
+	// beatsBucket maps a Unix minute (8 bytes, big-endian) to nothing: a
+	// minute in which lpsd was up (store.Beats).
+	beatsBucket = "beats"
 	// revisionKey (in metaBucket) is the store-wide revision, 8-byte big
 	// endian, incremented by every release and component configuration
 	// write.
@@ -94,7 +97,7 @@ func Open(path string) (*Store, error) {
 	}
 	s := &Store{db: db}
 	err = s.update(func(tx *bolt.Tx) error {
-		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket} {
+		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket, beatsBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -399,6 +402,9 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 			// A key put earlier in this transaction is seen here, so only
 			// its first occurrence in rs counts as new.
 			first[i] = b.Get(k) == nil
+			if !store.MergeReport(!first[i], r) {
+				continue
+			}
 			if err := b.Put(k, vals[i]); err != nil {
 				return fmt.Errorf("report %q: %w", k, err)
 			}
@@ -635,4 +641,59 @@ func mapErr(err error) error {
 		return store.ErrClosed
 	}
 	return err
+}
+
+var _ store.Beats = (*Store)(nil)
+
+func beatKey(minute int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(minute)) }
+
+// PutBeat implements store.Beats in one transaction that also forgets the
+// marks past store.BeatRetention.
+func (s *Store) PutBeat(ctx context.Context, t time.Time) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put beat: %w", err)
+	}
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(beatsBucket))
+		if b == nil {
+			return nil // a file of a release before beats, opened read-only
+		}
+		cutoff := beatKey(t.Add(-store.BeatRetention).Unix() / 60)
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil && bytes.Compare(k, cutoff) < 0; k, _ = c.Next() {
+			if err := c.Delete(); err != nil {
+				return err
+			}
+		}
+		return b.Put(beatKey(t.Unix()/60), nil)
+	})
+	if err != nil {
+		return fmt.Errorf("put beat: %w", mapErr(err))
+	}
+	return nil
+}
+
+// Beats implements store.Beats.
+func (s *Store) Beats(ctx context.Context, from time.Time) ([]time.Time, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list beats: %w", err)
+	}
+	var out []time.Time
+	err := s.view(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(beatsBucket))
+		if b == nil {
+			return nil
+		}
+		c := b.Cursor()
+		for k, _ := c.Seek(beatKey(max(from.Unix()/60, 0))); k != nil; k, _ = c.Next() {
+			if len(k) == 8 {
+				out = append(out, time.Unix(int64(binary.BigEndian.Uint64(k))*60, 0).UTC())
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list beats: %w", mapErr(err))
+	}
+	return out, nil
 }

@@ -174,6 +174,9 @@ func (s *Store) reportsPrefix() string       { return s.prefix + "reports/" }
 func (s *Store) seatsPrefix(v string) string { return s.prefix + "seats/" + v + "/" }
 func (s *Store) servedPrefix() string        { return s.prefix + "served/" }
 func (s *Store) configsPrefix() string       { return s.prefix + "configs/" }
+func (s *Store) beatKey(minute int64) string {
+	return fmt.Sprintf("%sbeats/%012d", s.prefix, max(minute, 0))
+}
 func (s *Store) reportKey(r store.Report) string {
 	return s.reportsPrefix() + r.VMID + "/" + r.Boot
 }
@@ -394,10 +397,13 @@ func (s *Store) Audit(ctx context.Context, after int64, limit int) ([]store.Audi
 // not new.
 func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, error) {
 	// etcd refuses a transaction that puts one key twice, so each key is
-	// put once, at its first occurrence, with its last occurrence's value.
+	// put once, at its first occurrence, with its last outcome's value, or
+	// its first started report's when it has no outcome in the call; the
+	// latter only if the key does not exist (store.MergeReport).
 	keys := make([]string, 0, len(rs))  // distinct, in order of first occurrence
 	at := make(map[string]int, len(rs)) // key -> index of its first occurrence in rs
 	value := make(map[string]string, len(rs))
+	outcome := make(map[string]bool, len(rs)) // the key has an outcome in the call
 	for i, r := range rs {
 		if err := r.ValidateKey(); err != nil {
 			return nil, fmt.Errorf("put reports: %w", err)
@@ -407,11 +413,16 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 			return nil, fmt.Errorf("put reports: %w", err)
 		}
 		k := s.reportKey(r)
-		if _, ok := at[k]; !ok {
+		_, seen := at[k]
+		if !seen {
 			at[k] = i
 			keys = append(keys, k)
 		}
+		if !store.MergeReport(seen, r) {
+			continue // a started report after one of this call's own
+		}
 		value[k] = string(b)
+		outcome[k] = !r.Started()
 	}
 	if s.isClosed() {
 		return nil, fmt.Errorf("put reports: %w", store.ErrClosed)
@@ -425,6 +436,9 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 			ops := make([]clientv3.Op, len(chunk))
 			for i, k := range chunk {
 				ops[i] = clientv3.OpPut(k, value[k], clientv3.WithPrevKV())
+				if !outcome[k] {
+					ops[i] = clientv3.OpTxn([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(k), "=", 0)}, []clientv3.Op{clientv3.OpPut(k, value[k])}, nil)
+				}
 			}
 			resp, err = s.commitReports(ctx, ops)
 		}
@@ -432,7 +446,11 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 			return nil, fmt.Errorf("put reports (%d of %d keys stored before): %w", stored, len(keys), err)
 		}
 		for i, k := range chunk {
-			first[at[k]] = resp.Responses[i].GetResponsePut().GetPrevKv() == nil
+			if outcome[k] {
+				first[at[k]] = resp.Responses[i].GetResponsePut().GetPrevKv() == nil
+			} else {
+				first[at[k]] = resp.Responses[i].GetResponseTxn().GetSucceeded()
+			}
 		}
 		stored += len(chunk)
 	}
@@ -872,4 +890,48 @@ func (s *Store) mapErr(err error) error {
 		return store.ErrClosed
 	}
 	return err
+}
+
+var _ store.Beats = (*Store)(nil)
+
+// PutBeat implements store.Beats: one transaction puts the minute's key
+// and deletes the keys past store.BeatRetention, bounded by the request
+// timeout.
+func (s *Store) PutBeat(ctx context.Context, t time.Time) error {
+	if s.isClosed() {
+		return fmt.Errorf("put beat: %w", store.ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	cutoff := s.beatKey(t.Add(-store.BeatRetention).Unix() / 60)
+	_, err := s.cli.Txn(ctx).Then(
+		clientv3.OpDelete(s.beatKey(0), clientv3.WithRange(cutoff)),
+		clientv3.OpPut(s.beatKey(t.Unix()/60), ""),
+	).Commit()
+	if err != nil {
+		return fmt.Errorf("put beat: %w", s.mapErr(err))
+	}
+	return nil
+}
+
+// Beats implements store.Beats with one range read: at most
+// store.BeatRetention's 4,320 keys.
+func (s *Store) Beats(ctx context.Context, from time.Time) ([]time.Time, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("list beats: %w", store.ErrClosed)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.beatKey(from.Unix()/60), clientv3.WithRange(s.prefix+"beats0"), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, fmt.Errorf("list beats: %w", s.mapErr(err))
+	}
+	out := make([]time.Time, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		m, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), s.prefix+"beats/"), 10, 64)
+		if err == nil {
+			out = append(out, time.Unix(m*60, 0).UTC())
+		}
+	}
+	return out, nil
 }

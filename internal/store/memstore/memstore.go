@@ -32,6 +32,8 @@ type Store struct {
 	// reports holds values only (a Report has no slices or maps), so
 	// storing and returning copies of the struct isolates callers.
 	reports map[reportKey]store.Report
+	// beats are the marked minutes (Unix minutes).
+	beats map[int64]bool
 	// seats maps a release version to its canary seats' holders and when
 	// each took its seat.
 	seats map[string]map[string]time.Time
@@ -185,7 +187,9 @@ func (s *Store) PutReports(ctx context.Context, rs []store.Report) ([]bool, erro
 		k := reportKey{r.VMID, r.Boot}
 		_, stored := s.reports[k]
 		first[i] = !stored
-		s.reports[k] = r
+		if store.MergeReport(stored, r) {
+			s.reports[k] = r
+		}
 	}
 	return first, nil
 }
@@ -351,4 +355,51 @@ func cloneRaw(m json.RawMessage) json.RawMessage {
 		return nil
 	}
 	return slices.Clone(m)
+}
+
+var _ store.Beats = (*Store)(nil)
+
+// PutBeat implements store.Beats.
+func (s *Store) PutBeat(ctx context.Context, t time.Time) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return fmt.Errorf("put beat: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("put beat: %w", err)
+	}
+	if s.beats == nil {
+		s.beats = make(map[int64]bool)
+	}
+	m := t.Unix() / 60
+	s.beats[m] = true
+	cutoff := t.Add(-store.BeatRetention).Unix() / 60
+	for k := range s.beats {
+		if k < cutoff {
+			delete(s.beats, k)
+		}
+	}
+	return nil
+}
+
+// Beats implements store.Beats.
+func (s *Store) Beats(ctx context.Context, from time.Time) ([]time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("list beats: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list beats: %w", err)
+	}
+	first := from.Unix() / 60
+	var out []time.Time
+	for m := range s.beats {
+		if m >= first {
+			out = append(out, time.Unix(m*60, 0).UTC())
+		}
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out, nil
 }

@@ -84,9 +84,20 @@ func DecodeAudit(v []byte) (store.AuditEntry, error) {
 	return rec.Entry, nil
 }
 
+// startedVersion is the encoding version of a started report
+// (store.PhaseStarted). A replica that predates started reports refuses it
+// as another version, skipping it as unreadable, where reading it as
+// version 1 would count an outcome of exit code 0: a success. Outcomes
+// stay version 1, which every replica reads.
+const startedVersion = 2
+
 // EncodeReport returns the stored form of r.
 func EncodeReport(r store.Report) ([]byte, error) {
-	return json.Marshal(reportRecord{V: version, Report: r})
+	v := version
+	if r.Started() {
+		v = startedVersion
+	}
+	return json.Marshal(reportRecord{V: v, Report: r})
 }
 
 // DecodeReport reads what EncodeReport wrote.
@@ -95,10 +106,13 @@ func DecodeReport(v []byte) (store.Report, error) {
 	if err := json.Unmarshal(v, &rec); err != nil {
 		return store.Report{}, fmt.Errorf("decode report record: %w", err)
 	}
-	if rec.V != version {
-		return store.Report{}, fmt.Errorf("report record encoding version %d, want %d", rec.V, version)
+	switch {
+	case rec.V == version && rec.Report.Phase == "", rec.V == startedVersion && rec.Report.Started():
+		return rec.Report, nil
+	case rec.V == version || rec.V == startedVersion:
+		return store.Report{}, fmt.Errorf("report record encoding version %d with phase %q", rec.V, rec.Report.Phase)
 	}
-	return rec.Report, nil
+	return store.Report{}, fmt.Errorf("report record encoding version %d, want %d or %d", rec.V, version, startedVersion)
 }
 
 // EncodeServed returns the stored form of sv.

@@ -70,7 +70,7 @@ func TestReportRoundTrip(t *testing.T) {
 }
 
 func TestOtherVersionsAndGarbageRefused(t *testing.T) {
-	for _, v := range []string{`{"v":2,"report":{"vm_id":"a","boot":"b"}}`, `{"report":{}}`, `not json`} {
+	for _, v := range []string{`{"v":3,"report":{"vm_id":"a","boot":"b"}}`, `{"v":2,"report":{"vm_id":"a","boot":"b"}}`, `{"v":1,"report":{"vm_id":"a","boot":"b","phase":"started"}}`, `{"report":{}}`, `not json`} {
 		if _, err := DecodeReport([]byte(v)); err == nil || !strings.Contains(err.Error(), "report record") {
 			t.Errorf("DecodeReport(%s) = %v, want a report record error", v, err)
 		}
@@ -82,5 +82,33 @@ func TestOtherVersionsAndGarbageRefused(t *testing.T) {
 		if _, err := DecodeAudit([]byte(v)); err == nil || !strings.Contains(err.Error(), "audit record") {
 			t.Errorf("DecodeAudit(%s) = %v, want an audit record error", v, err)
 		}
+	}
+}
+
+// TestStartedReportIsAnotherEncoding: a started report is stored as
+// version 2, which a replica that predates it refuses (skips) rather than
+// reading as an outcome of exit code 0; outcomes stay version 1.
+func TestStartedReportIsAnotherEncoding(t *testing.T) {
+	started := store.Report{VMID: "vm-1", Boot: "boot-1", Agent: "hotfix", HotfixVersion: "202604.01.2", Phase: store.PhaseStarted}
+	b, err := EncodeReport(started)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head struct {
+		V int `json:"v"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil || head.V != 2 {
+		t.Fatalf("started report stored as %s, want encoding version 2", b)
+	}
+	got, err := DecodeReport(b)
+	if err != nil || !got.Started() {
+		t.Fatalf("DecodeReport(started) = %+v, %v; want the started report", got, err)
+	}
+	b, err = EncodeReport(store.Report{VMID: "vm-1", Boot: "boot-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &head); err != nil || head.V != 1 {
+		t.Fatalf("outcome stored as %s, want encoding version 1", b)
 	}
 }

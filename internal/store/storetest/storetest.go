@@ -57,6 +57,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"reports-not-releases", testReportsNotReleases},
 		{"reports-large-call", testReportsLargeCall},
 		{"reports-cancel", testReportsCancel},
+		{"reports-started", testReportsStarted},
+		{"beats", testBeats},
 		{"seats", testSeats},
 		{"seats-concurrent", testSeatsConcurrent},
 		{"seats-invalid", testSeatsInvalid},
@@ -752,6 +754,82 @@ func testReportsWithinCall(t *testing.T, s store.Store) {
 	}
 	if diff := cmp.Diff([]store.Report{old3, x2, y}, MustReports(t, s)); diff != "" {
 		t.Errorf("Reports after duplicates in one call, want the later ones (-want +got):\n%s", diff)
+	}
+}
+
+// Started returns a started report for (vmID, boot).
+func Started(vmID, boot string) store.Report {
+	r := Report(vmID, boot)
+	r.Phase, r.Fallback, r.FallbackReason, r.ExitCode, r.ProvisionMS = store.PhaseStarted, false, "", 0, 0
+	return r
+}
+
+// testReportsStarted: a started report is stored where its key has none,
+// an outcome replaces it, and it never replaces an outcome, stored or
+// earlier in the same call; a later outcome in a call wins over a started
+// report before it.
+func testReportsStarted(t *testing.T, s store.Store) {
+	a, b := Started("vm-a", "boot-1"), Report("vm-b", "boot-1")
+	MustPutReports(t, s, b)
+	late := Started("vm-b", "boot-1")
+	if diff := cmp.Diff([]bool{true, false}, MustPutReports(t, s, a, late)); diff != "" {
+		t.Errorf("PutReports(started a, started after b's outcome): first flags (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]store.Report{a, b}, MustReports(t, s)); diff != "" {
+		t.Errorf("Reports: want a started, b's outcome kept (-want +got):\n%s", diff)
+	}
+	aOut := Report("vm-a", "boot-1")
+	if diff := cmp.Diff([]bool{false}, MustPutReports(t, s, aOut)); diff != "" {
+		t.Errorf("PutReports(a's outcome): first flags (-want +got):\n%s", diff)
+	}
+	c, cOut, d, dOut := Started("vm-c", "boot-1"), Report("vm-c", "boot-1"), Started("vm-d", "boot-1"), Report("vm-d", "boot-1")
+	again := Started("vm-c", "boot-1")
+	again.Time = again.Time.Add(time.Minute)
+	if diff := cmp.Diff([]bool{true, false, true, false}, MustPutReports(t, s, c, cOut, dOut, d)); diff != "" {
+		t.Errorf("PutReports(started c, c's outcome, d's outcome, started d): first flags (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]bool{false}, MustPutReports(t, s, again)); diff != "" {
+		t.Errorf("PutReports(started c again): first flags (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]store.Report{aOut, b, cOut, dOut}, MustReports(t, s)); diff != "" {
+		t.Errorf("Reports: want every outcome, no started report over one (-want +got):\n%s", diff)
+	}
+}
+
+// testBeats: a store with store.Beats marks minutes once however often
+// they beat, lists them from a minute on, and forgets marks past
+// store.BeatRetention.
+func testBeats(t *testing.T, s store.Store) {
+	b, ok := s.(store.Beats)
+	if !ok {
+		t.Skip("no store.Beats")
+	}
+	t0 := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	for _, at := range []time.Time{t0.Add(10 * time.Second), t0.Add(50 * time.Second), t0.Add(2*time.Minute + time.Second)} {
+		if err := b.PutBeat(t.Context(), at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := func(from time.Time) []time.Time {
+		t.Helper()
+		got, err := b.Beats(t.Context(), from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if diff := cmp.Diff([]time.Time{t0, t0.Add(2 * time.Minute)}, list(t0.Add(-time.Hour))); diff != "" {
+		t.Errorf("Beats (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]time.Time{t0.Add(2 * time.Minute)}, list(t0.Add(time.Minute))); diff != "" {
+		t.Errorf("Beats from a later minute (-want +got):\n%s", diff)
+	}
+	late := t0.Add(store.BeatRetention + time.Minute)
+	if err := b.PutBeat(t.Context(), late); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]time.Time{t0.Add(2 * time.Minute), late}, list(time.Time{})); diff != "" {
+		t.Errorf("Beats after retention (-want +got):\n%s", diff)
 	}
 }
 

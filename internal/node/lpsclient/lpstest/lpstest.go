@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 )
 
 // CA is a minted certificate authority.
@@ -112,11 +113,42 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.requests...)
 }
 
+// Handshakes returns how many TLS handshakes the server has seen.
+func (s *Server) Handshakes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.hellos)
+}
+
 // Options configure Start.
 type Options struct {
 	// ALPN is the server's protocol preference; nil means ["h2"], the
 	// selection the service must make.
 	ALPN []string
+	// Outcome and Started, when set, serve nodehotfix.node.v1's
+	// ReportService with them; nil: the service is not served (a
+	// reference service: Unimplemented).
+	Outcome func(ctx context.Context, r *nodev1.ReportOutcomeRequest) (*nodev1.ReportOutcomeResponse, error)
+	Started func(ctx context.Context, r *nodev1.ReportStartedRequest) (*nodev1.ReportStartedResponse, error)
+}
+
+type reports struct {
+	nodev1.UnimplementedReportServiceServer
+	o Options
+}
+
+func (r reports) ReportOutcome(ctx context.Context, req *nodev1.ReportOutcomeRequest) (*nodev1.ReportOutcomeResponse, error) {
+	if r.o.Outcome == nil {
+		return r.UnimplementedReportServiceServer.ReportOutcome(ctx, req)
+	}
+	return r.o.Outcome(ctx, req)
+}
+
+func (r reports) ReportStarted(ctx context.Context, req *nodev1.ReportStartedRequest) (*nodev1.ReportStartedResponse, error) {
+	if r.o.Started == nil {
+		return r.UnimplementedReportServiceServer.ReportStarted(ctx, req)
+	}
+	return r.o.Started(ctx, req)
 }
 
 // Start serves h over TLS with cert on a loopback port until the test ends.
@@ -144,6 +176,9 @@ func Start(t testing.TB, cert tls.Certificate, h Handler, opts Options) *Server 
 	s.Addr = ln.Addr().String()
 	gs := grpc.NewServer()
 	lpsv1.RegisterLivePatchingServiceServer(gs, &service{s: s, h: h})
+	if opts.Outcome != nil || opts.Started != nil {
+		nodev1.RegisterReportServiceServer(gs, reports{o: opts})
+	}
 	go gs.Serve(ln)
 	t.Cleanup(gs.Stop)
 	return s

@@ -311,6 +311,136 @@ func (x *ReportOutcomeResponse) GetFirst() bool {
 	return false
 }
 
+// ReportStartedRequest says a node is about to run a hotfix agent. The
+// node's identity comes from its attested document, never from here.
+type ReportStartedRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The kernel's boot ID, a UUID: the one the outcome report will carry.
+	BootId string `protobuf:"bytes,1,opt,name=boot_id,json=bootId,proto3" json:"boot_id,omitempty"`
+	// The baked agent's version, YYYYMM.DD.PATCH.
+	BakedVersion string `protobuf:"bytes,2,opt,name=baked_version,json=bakedVersion,proto3" json:"baked_version,omitempty"`
+	// The hotfix version launch is about to run: a newer patch of the baked
+	// base, offered to this node.
+	HotfixVersion string `protobuf:"bytes,3,opt,name=hotfix_version,json=hotfixVersion,proto3" json:"hotfix_version,omitempty"`
+	// Milliseconds spent in check-hotfix and download-hotfix before it.
+	CheckHotfixMs    int64 `protobuf:"varint,4,opt,name=check_hotfix_ms,json=checkHotfixMs,proto3" json:"check_hotfix_ms,omitempty"`
+	DownloadHotfixMs int64 `protobuf:"varint,5,opt,name=download_hotfix_ms,json=downloadHotfixMs,proto3" json:"download_hotfix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ReportStartedRequest) Reset() {
+	*x = ReportStartedRequest{}
+	mi := &file_nodehotfix_node_v1_report_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportStartedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportStartedRequest) ProtoMessage() {}
+
+func (x *ReportStartedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_node_v1_report_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportStartedRequest.ProtoReflect.Descriptor instead.
+func (*ReportStartedRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_node_v1_report_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ReportStartedRequest) GetBootId() string {
+	if x != nil {
+		return x.BootId
+	}
+	return ""
+}
+
+func (x *ReportStartedRequest) GetBakedVersion() string {
+	if x != nil {
+		return x.BakedVersion
+	}
+	return ""
+}
+
+func (x *ReportStartedRequest) GetHotfixVersion() string {
+	if x != nil {
+		return x.HotfixVersion
+	}
+	return ""
+}
+
+func (x *ReportStartedRequest) GetCheckHotfixMs() int64 {
+	if x != nil {
+		return x.CheckHotfixMs
+	}
+	return 0
+}
+
+func (x *ReportStartedRequest) GetDownloadHotfixMs() int64 {
+	if x != nil {
+		return x.DownloadHotfixMs
+	}
+	return 0
+}
+
+// ReportStartedResponse acknowledges a stored started report.
+type ReportStartedResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False when this (vmId, boot) already had a report (started or an
+	// outcome): a started report never replaces one.
+	First         bool `protobuf:"varint,1,opt,name=first,proto3" json:"first,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportStartedResponse) Reset() {
+	*x = ReportStartedResponse{}
+	mi := &file_nodehotfix_node_v1_report_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportStartedResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportStartedResponse) ProtoMessage() {}
+
+func (x *ReportStartedResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_node_v1_report_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportStartedResponse.ProtoReflect.Descriptor instead.
+func (*ReportStartedResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_node_v1_report_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReportStartedResponse) GetFirst() bool {
+	if x != nil {
+		return x.First
+	}
+	return false
+}
+
 var File_nodehotfix_node_v1_report_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_node_v1_report_proto_rawDesc = "" +
@@ -335,13 +465,22 @@ const file_nodehotfix_node_v1_report_proto_rawDesc = "" +
 	"\fprovision_ms\x18\x0f \x01(\x03R\vprovisionMs\x12+\n" +
 	"\x11requested_version\x18\x10 \x01(\tR\x10requestedVersion\"-\n" +
 	"\x15ReportOutcomeResponse\x12\x14\n" +
+	"\x05first\x18\x01 \x01(\bR\x05first\"\xd1\x01\n" +
+	"\x14ReportStartedRequest\x12\x17\n" +
+	"\aboot_id\x18\x01 \x01(\tR\x06bootId\x12#\n" +
+	"\rbaked_version\x18\x02 \x01(\tR\fbakedVersion\x12%\n" +
+	"\x0ehotfix_version\x18\x03 \x01(\tR\rhotfixVersion\x12&\n" +
+	"\x0fcheck_hotfix_ms\x18\x04 \x01(\x03R\rcheckHotfixMs\x12,\n" +
+	"\x12download_hotfix_ms\x18\x05 \x01(\x03R\x10downloadHotfixMs\"-\n" +
+	"\x15ReportStartedResponse\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\bR\x05first*A\n" +
 	"\x05Agent\x12\x15\n" +
 	"\x11AGENT_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vAGENT_BAKED\x10\x01\x12\x10\n" +
-	"\fAGENT_HOTFIX\x10\x022u\n" +
+	"\fAGENT_HOTFIX\x10\x022\xdb\x01\n" +
 	"\rReportService\x12d\n" +
-	"\rReportOutcome\x12(.nodehotfix.node.v1.ReportOutcomeRequest\x1a).nodehotfix.node.v1.ReportOutcomeResponseB3Z1nodehotfix/internal/gen/nodehotfix/node/v1;nodev1b\x06proto3"
+	"\rReportOutcome\x12(.nodehotfix.node.v1.ReportOutcomeRequest\x1a).nodehotfix.node.v1.ReportOutcomeResponse\x12d\n" +
+	"\rReportStarted\x12(.nodehotfix.node.v1.ReportStartedRequest\x1a).nodehotfix.node.v1.ReportStartedResponseB3Z1nodehotfix/internal/gen/nodehotfix/node/v1;nodev1b\x06proto3"
 
 var (
 	file_nodehotfix_node_v1_report_proto_rawDescOnce sync.Once
@@ -356,18 +495,22 @@ func file_nodehotfix_node_v1_report_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_node_v1_report_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_node_v1_report_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_nodehotfix_node_v1_report_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_nodehotfix_node_v1_report_proto_goTypes = []any{
 	(Agent)(0),                    // 0: nodehotfix.node.v1.Agent
 	(*ReportOutcomeRequest)(nil),  // 1: nodehotfix.node.v1.ReportOutcomeRequest
 	(*ReportOutcomeResponse)(nil), // 2: nodehotfix.node.v1.ReportOutcomeResponse
+	(*ReportStartedRequest)(nil),  // 3: nodehotfix.node.v1.ReportStartedRequest
+	(*ReportStartedResponse)(nil), // 4: nodehotfix.node.v1.ReportStartedResponse
 }
 var file_nodehotfix_node_v1_report_proto_depIdxs = []int32{
 	0, // 0: nodehotfix.node.v1.ReportOutcomeRequest.agent:type_name -> nodehotfix.node.v1.Agent
 	1, // 1: nodehotfix.node.v1.ReportService.ReportOutcome:input_type -> nodehotfix.node.v1.ReportOutcomeRequest
-	2, // 2: nodehotfix.node.v1.ReportService.ReportOutcome:output_type -> nodehotfix.node.v1.ReportOutcomeResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
+	3, // 2: nodehotfix.node.v1.ReportService.ReportStarted:input_type -> nodehotfix.node.v1.ReportStartedRequest
+	2, // 3: nodehotfix.node.v1.ReportService.ReportOutcome:output_type -> nodehotfix.node.v1.ReportOutcomeResponse
+	4, // 4: nodehotfix.node.v1.ReportService.ReportStarted:output_type -> nodehotfix.node.v1.ReportStartedResponse
+	3, // [3:5] is the sub-list for method output_type
+	1, // [1:3] is the sub-list for method input_type
 	1, // [1:1] is the sub-list for extension type_name
 	1, // [1:1] is the sub-list for extension extendee
 	0, // [0:1] is the sub-list for field type_name
@@ -384,7 +527,7 @@ func file_nodehotfix_node_v1_report_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_node_v1_report_proto_rawDesc), len(file_nodehotfix_node_v1_report_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	ReportService_ReportOutcome_FullMethodName = "/nodehotfix.node.v1.ReportService/ReportOutcome"
+	ReportService_ReportStarted_FullMethodName = "/nodehotfix.node.v1.ReportService/ReportStarted"
 )
 
 // ReportServiceClient is the client API for ReportService service.
@@ -37,6 +38,15 @@ type ReportServiceClient interface {
 	// report per boot, once, after provision; each (vmId, boot) counts once,
 	// however often it is sent.
 	ReportOutcome(ctx context.Context, in *ReportOutcomeRequest, opts ...grpc.CallOption) (*ReportOutcomeResponse, error)
+	// ReportStarted records that a node is about to run a hotfix agent: the
+	// node reached the release, so a boot that then never reports counts as
+	// silent, never as a success. It is an RPC of its own, not a field of
+	// ReportOutcomeRequest, so that a service that predates it answers
+	// Unimplemented instead of storing a started report as an outcome (proto3
+	// drops a field it does not know, and the rest would read as exit code 0).
+	// The outcome report of the same (vmId, boot) supersedes it; it never
+	// replaces an outcome.
+	ReportStarted(ctx context.Context, in *ReportStartedRequest, opts ...grpc.CallOption) (*ReportStartedResponse, error)
 }
 
 type reportServiceClient struct {
@@ -57,6 +67,16 @@ func (c *reportServiceClient) ReportOutcome(ctx context.Context, in *ReportOutco
 	return out, nil
 }
 
+func (c *reportServiceClient) ReportStarted(ctx context.Context, in *ReportStartedRequest, opts ...grpc.CallOption) (*ReportStartedResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportStartedResponse)
+	err := c.cc.Invoke(ctx, ReportService_ReportStarted_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReportServiceServer is the server API for ReportService service.
 // All implementations must embed UnimplementedReportServiceServer
 // for forward compatibility.
@@ -67,6 +87,15 @@ type ReportServiceServer interface {
 	// report per boot, once, after provision; each (vmId, boot) counts once,
 	// however often it is sent.
 	ReportOutcome(context.Context, *ReportOutcomeRequest) (*ReportOutcomeResponse, error)
+	// ReportStarted records that a node is about to run a hotfix agent: the
+	// node reached the release, so a boot that then never reports counts as
+	// silent, never as a success. It is an RPC of its own, not a field of
+	// ReportOutcomeRequest, so that a service that predates it answers
+	// Unimplemented instead of storing a started report as an outcome (proto3
+	// drops a field it does not know, and the rest would read as exit code 0).
+	// The outcome report of the same (vmId, boot) supersedes it; it never
+	// replaces an outcome.
+	ReportStarted(context.Context, *ReportStartedRequest) (*ReportStartedResponse, error)
 	mustEmbedUnimplementedReportServiceServer()
 }
 
@@ -79,6 +108,9 @@ type UnimplementedReportServiceServer struct{}
 
 func (UnimplementedReportServiceServer) ReportOutcome(context.Context, *ReportOutcomeRequest) (*ReportOutcomeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportOutcome not implemented")
+}
+func (UnimplementedReportServiceServer) ReportStarted(context.Context, *ReportStartedRequest) (*ReportStartedResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportStarted not implemented")
 }
 func (UnimplementedReportServiceServer) mustEmbedUnimplementedReportServiceServer() {}
 func (UnimplementedReportServiceServer) testEmbeddedByValue()                       {}
@@ -119,6 +151,24 @@ func _ReportService_ReportOutcome_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ReportService_ReportStarted_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportStartedRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReportServiceServer).ReportStarted(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ReportService_ReportStarted_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReportServiceServer).ReportStarted(ctx, req.(*ReportStartedRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ReportService_ServiceDesc is the grpc.ServiceDesc for ReportService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -129,6 +179,10 @@ var ReportService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportOutcome",
 			Handler:    _ReportService_ReportOutcome_Handler,
+		},
+		{
+			MethodName: "ReportStarted",
+			Handler:    _ReportService_ReportStarted_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

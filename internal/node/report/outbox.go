@@ -1,0 +1,247 @@
+package report
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/lpsclient"
+)
+
+const (
+	// MaxKeep is how long a report the service did not acknowledge is
+	// kept and resent, from when it was first sent: the default silence
+	// deadline of a plan (rollout.DefaultSilentAfter). The node does not
+	// know the plan; past it the node counts as silent anyway, and a
+	// report that late would only turn a silent vote into its outcome.
+	MaxKeep = 30 * time.Minute
+	// maxKept bounds the reports kept: a node sends two per boot (started,
+	// outcome) and boots rarely; the oldest go first.
+	maxKept = 8
+	// maxOutboxBytes caps the outbox file, read and written: 8 reports of
+	// at most a few hundred bytes of text each fit many times over.
+	maxOutboxBytes = 32 << 10
+	// outboxVersion is the outbox file's format; another is discarded.
+	outboxVersion = 1
+	// lockWait bounds the wait for another writer of the outbox (launch
+	// keeping a report, report-resend resending).
+	lockWait = time.Second
+)
+
+// Kept is a report the service did not acknowledge, kept on the node to be
+// resent: an outcome or a started report of one boot.
+type Kept struct {
+	Boot string `json:"boot"`
+	// Since is when it was first sent; it is dropped MaxKeep after.
+	Since    time.Time `json:"since"`
+	Outcome  *Outcome  `json:"outcome,omitempty"`
+	Start    *Start    `json:"start,omitempty"`
+	Attempts int       `json:"attempts"`
+}
+
+type outbox struct {
+	V       int    `json:"v"`
+	Reports []Kept `json:"reports"`
+}
+
+// Keep adds a report that was sent at now and not acknowledged (a
+// Retryable error) to the outbox under root, for Resend; exactly one of o
+// and s is set. An outcome replaces whatever the outbox holds of its boot
+// (it supersedes a started report); a started report is not kept beside
+// one of its boot. Expired reports are dropped, and the oldest beyond
+// maxKept. An unreadable outbox is replaced. Errors are the disk's; the
+// caller fails open.
+func Keep(ctx context.Context, root layout.Root, now time.Time, o *Outcome, s *Start) error {
+	if (o == nil) == (s == nil) {
+		return errors.New("keep a report: want an outcome or a started report")
+	}
+	boot, err := BootID(root)
+	if err != nil {
+		return err
+	}
+	unlock, err := lockOutbox(ctx, root)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	kept, _ := readOutbox(root)
+	kept = fresh(kept, now)
+	k := Kept{Boot: boot, Since: now, Outcome: o, Start: s, Attempts: 1}
+	switch {
+	case o != nil:
+		kept = slices.DeleteFunc(kept, func(e Kept) bool { return e.Boot == boot })
+	case slices.ContainsFunc(kept, func(e Kept) bool { return e.Boot == boot }):
+		return nil
+	}
+	kept = append(kept, k)
+	if n := len(kept) - maxKept; n > 0 {
+		kept = kept[n:]
+	}
+	return writeOutbox(root, kept)
+}
+
+// Resent is what a Resend did.
+type Resent struct {
+	// Delivered were acknowledged; Dropped were refused for good or
+	// expired; Kept wait for the next Resend.
+	Delivered, Dropped, Kept int
+}
+
+// Resend sends every report the outbox under cfg.Root keeps, once each
+// within ctx (each attempt within Timeout), and keeps those that failed
+// with a Retryable error until MaxKeep after they were first sent. It
+// returns what it did and the first error; an outbox that cannot be read
+// is removed (its reports are lost: fail-open).
+func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
+	var res Resent
+	if _, err := os.Lstat(cfg.Root.ReportOutbox()); errors.Is(err, fs.ErrNotExist) {
+		return res, nil // the usual case: nothing kept, nothing written
+	}
+	unlock, err := lockOutbox(ctx, cfg.Root)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	all, err := readOutbox(cfg.Root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return res, nil
+	}
+	if err != nil {
+		return res, errors.Join(err, removeOutbox(cfg.Root))
+	}
+	kept := fresh(all, now)
+	res.Dropped = len(all) - len(kept)
+	if len(kept) == 0 {
+		return res, removeOutbox(cfg.Root)
+	}
+	t, token, _, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
+	if err != nil {
+		res.Kept = len(kept)
+		return res, errors.Join(fmt.Errorf("resend reports: %w", err), writeOutbox(cfg.Root, kept))
+	}
+	var first error
+	left := kept[:0]
+	for _, k := range kept {
+		err := resend(ctx, t, token, k)
+		switch {
+		case err == nil:
+			res.Delivered++
+		case Retryable(err):
+			k.Attempts++
+			left = append(left, k)
+		default:
+			res.Dropped++
+		}
+		if err != nil && first == nil {
+			first = err
+		}
+	}
+	res.Kept = len(left)
+	if len(left) == 0 {
+		return res, errors.Join(first, removeOutbox(cfg.Root))
+	}
+	return res, errors.Join(first, writeOutbox(cfg.Root, left))
+}
+
+func resend(ctx context.Context, t lpsclient.Target, token string, k Kept) error {
+	ctx, cancel := context.WithTimeout(ctx, Timeout)
+	defer cancel()
+	var err error
+	switch {
+	case k.Outcome != nil:
+		_, err = lpsclient.Report(ctx, t, token, request(k.Boot, *k.Outcome))
+	case k.Start != nil:
+		_, err = lpsclient.Started(ctx, t, token, startedRequest(k.Boot, *k.Start))
+	}
+	return err
+}
+
+// fresh returns the kept reports first sent less than MaxKeep before now,
+// with a boot ID and a report: the file is the node's, but a report in it
+// goes out under the node's attested identity, so nothing odd is sent.
+func fresh(kept []Kept, now time.Time) []Kept {
+	return slices.DeleteFunc(kept, func(k Kept) bool {
+		return !k.Since.Add(MaxKeep).After(now) || k.Since.After(now.Add(MaxKeep)) ||
+			len(k.Boot) != 36 || (k.Outcome == nil) == (k.Start == nil)
+	})
+}
+
+func readOutbox(root layout.Root) ([]Kept, error) {
+	data, err := capfile.ReadNoFollow(root.ReportOutbox(), maxOutboxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read report outbox: %w", err)
+	}
+	var ob outbox
+	if err := json.Unmarshal(data, &ob); err != nil {
+		return nil, fmt.Errorf("read report outbox %s: %w", root.ReportOutbox(), err)
+	}
+	if ob.V != outboxVersion {
+		return nil, fmt.Errorf("read report outbox %s: format %d, want %d", root.ReportOutbox(), ob.V, outboxVersion)
+	}
+	return ob.Reports, nil
+}
+
+func writeOutbox(root layout.Root, kept []Kept) error {
+	data, err := json.Marshal(outbox{V: outboxVersion, Reports: kept})
+	if err != nil {
+		return fmt.Errorf("write report outbox: %w", err)
+	}
+	if len(data) > maxOutboxBytes {
+		return fmt.Errorf("write report outbox: %d bytes, over its %d-byte cap", len(data), maxOutboxBytes)
+	}
+	if err := atomicfile.WriteFile(root.ReportOutbox(), data, 0o600); err != nil {
+		return fmt.Errorf("write report outbox: %w", err)
+	}
+	return nil
+}
+
+func removeOutbox(root layout.Root) error {
+	if err := os.Remove(root.ReportOutbox()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove report outbox: %w", err)
+	}
+	return nil
+}
+
+// lockOutbox takes an exclusive flock beside the outbox, waiting up to
+// lockWait (within ctx), so a resend and a launch keeping a report never
+// lose each other's writes.
+func lockOutbox(ctx context.Context, root layout.Root) (func(), error) {
+	path := root.ReportOutboxLock()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("lock report outbox: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock report outbox: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, lockWait)
+	defer cancel()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock report outbox %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("lock report outbox %s: held by another writer: %w", path, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

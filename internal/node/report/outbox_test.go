@@ -1,0 +1,310 @@
+package report
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
+	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/lpsclient"
+	"nodehotfix/internal/node/lpsclient/lpstest"
+)
+
+// service is an in-process report service whose answers the test scripts:
+// each call takes the next answer (nil: acknowledge; the last repeats).
+type service struct {
+	mu       sync.Mutex
+	answers  []error
+	outcomes []*nodev1.ReportOutcomeRequest
+	started  []*nodev1.ReportStartedRequest
+	calls    int
+	hang     bool // the first call hangs until it is cancelled
+}
+
+func (s *service) answer(ctx context.Context) error {
+	s.mu.Lock()
+	s.calls++
+	n, hang := s.calls, s.hang
+	var err error
+	if len(s.answers) > 0 {
+		err = s.answers[min(n, len(s.answers))-1]
+	}
+	s.mu.Unlock()
+	if hang && n == 1 {
+		<-ctx.Done()
+		return status.Error(codes.DeadlineExceeded, "hung")
+	}
+	return err
+}
+
+func (s *service) start(t *testing.T, ca *lpstest.CA) string {
+	t.Helper()
+	return lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), lpsclient.ServerName), lpstest.Config("{}"), lpstest.Options{
+		Outcome: func(ctx context.Context, r *nodev1.ReportOutcomeRequest) (*nodev1.ReportOutcomeResponse, error) {
+			if err := s.answer(ctx); err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.outcomes = append(s.outcomes, r)
+			return &nodev1.ReportOutcomeResponse{First: true}, nil
+		},
+		Started: func(ctx context.Context, r *nodev1.ReportStartedRequest) (*nodev1.ReportStartedResponse, error) {
+			if err := s.answer(ctx); err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.started = append(s.started, r)
+			return &nodev1.ReportStartedResponse{First: true}, nil
+		},
+	}).Addr
+}
+
+func (s *service) counts() (calls, outcomes, started int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls, len(s.outcomes), len(s.started)
+}
+
+var unavailable = status.Error(codes.Unavailable, "replica restarting")
+
+// TestSendSecondAttempt: a report the service could not take (Unavailable,
+// a hung replica) gets one more attempt at once, within the budget; a
+// refusal of the report itself gets none.
+func TestSendSecondAttempt(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name      string
+		svc       *service
+		wantErr   bool
+		wantCalls int
+	}{
+		{"unavailable-then-ok", &service{answers: []error{unavailable, nil}}, false, 2},
+		{"hung-then-ok", &service{hang: true}, false, 2},
+		{"unavailable-twice", &service{answers: []error{unavailable}}, true, 2},
+		{"refused", &service{answers: []error{status.Error(codes.FailedPrecondition, "never offered")}}, true, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root, ca := nodeRoot(t, testBoot)
+			cfg := Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: tt.svc.start(t, ca)}
+			ctx, cancel := context.WithTimeout(t.Context(), Timeout)
+			defer cancel()
+			start := time.Now()
+			_, err := Send(ctx, cfg, outcome)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Send = %v, want error %v", err, tt.wantErr)
+			}
+			if calls, _, _ := tt.svc.counts(); calls != tt.wantCalls {
+				t.Errorf("%d calls, want %d", calls, tt.wantCalls)
+			}
+			if d := time.Since(start); d > Timeout+500*time.Millisecond {
+				t.Errorf("Send took %v, over its %v budget", d, Timeout)
+			}
+		})
+	}
+}
+
+// TestKeepAndResend: a kept report is resent by Resend until it is
+// acknowledged, kept while the service is unavailable, dropped when it is
+// refused or MaxKeep old; an outcome supersedes its boot's started report,
+// and the outbox holds at most maxKept.
+func TestKeepAndResend(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	o := outcome
+	st := Start{Baked: "202604.01.0", Hotfix: "202604.01.1"}
+
+	t.Run("delivered-after-outage", func(t *testing.T) {
+		t.Parallel()
+		root, ca := nodeRoot(t, testBoot)
+		svc := &service{answers: []error{unavailable, nil}}
+		cfg := Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}
+		if err := Keep(t.Context(), root, now, nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		if err := Keep(t.Context(), root, now, &o, nil); err != nil {
+			t.Fatal(err)
+		}
+		res, err := Resend(t.Context(), cfg, now.Add(time.Minute))
+		if err == nil || res != (Resent{Kept: 1}) {
+			t.Fatalf("Resend during the outage = %+v, %v; want the outcome kept (its started report superseded)", res, err)
+		}
+		res, err = Resend(t.Context(), cfg, now.Add(2*time.Minute))
+		if err != nil || res != (Resent{Delivered: 1}) {
+			t.Fatalf("Resend after the outage = %+v, %v; want 1 delivered", res, err)
+		}
+		if _, outcomes, started := svc.counts(); outcomes != 1 || started != 0 {
+			t.Errorf("service stored %d outcomes, %d started; want the outcome only", outcomes, started)
+		}
+		if _, err := os.Stat(root.ReportOutbox()); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("outbox left after everything was delivered: %v", err)
+		}
+	})
+	t.Run("started-not-kept-beside-outcome", func(t *testing.T) {
+		t.Parallel()
+		root, _ := nodeRoot(t, testBoot)
+		Keep(t.Context(), root, now, &o, nil)
+		Keep(t.Context(), root, now, nil, &st)
+		kept, err := readOutbox(root)
+		if err != nil || len(kept) != 1 || kept[0].Outcome == nil {
+			t.Errorf("outbox = %+v, %v; want the outcome alone", kept, err)
+		}
+	})
+	t.Run("refused-dropped", func(t *testing.T) {
+		t.Parallel()
+		root, ca := nodeRoot(t, testBoot)
+		svc := &service{answers: []error{status.Error(codes.InvalidArgument, "bad")}}
+		Keep(t.Context(), root, now, &o, nil)
+		res, _ := Resend(t.Context(), Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}, now)
+		if res != (Resent{Dropped: 1}) {
+			t.Errorf("Resend of a refused report = %+v, want it dropped", res)
+		}
+	})
+	t.Run("expired-dropped-unsent", func(t *testing.T) {
+		t.Parallel()
+		root, ca := nodeRoot(t, testBoot)
+		svc := &service{}
+		Keep(t.Context(), root, now, &o, nil)
+		res, err := Resend(t.Context(), Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}, now.Add(MaxKeep))
+		if err != nil || res != (Resent{Dropped: 1}) {
+			t.Errorf("Resend past MaxKeep = %+v, %v; want it dropped", res, err)
+		}
+		if calls, _, _ := svc.counts(); calls != 0 {
+			t.Errorf("%d calls for an expired report, want none", calls)
+		}
+	})
+	t.Run("capped", func(t *testing.T) {
+		t.Parallel()
+		root, _ := nodeRoot(t, testBoot)
+		for i := range maxKept + 3 {
+			// Another boot each time: write the boot ID.
+			boot := testBoot[:34] + string(rune('a'+i/10)) + string(rune('0'+i%10))
+			if err := os.WriteFile(root.BootID(), []byte(boot+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := Keep(t.Context(), root, now.Add(time.Duration(i)*time.Second), &o, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kept, err := readOutbox(root)
+		if err != nil || len(kept) != maxKept || !kept[0].Since.Equal(now.Add(3*time.Second)) {
+			t.Errorf("outbox holds %d (first %v), %v; want the newest %d", len(kept), kept[0].Since, err, maxKept)
+		}
+	})
+}
+
+// TestOutboxFaults: every disk fault ends Keep or Resend with an error or
+// nothing to do, promptly, and never a hang, a huge read or a followed
+// symlink.
+func TestOutboxFaults(t *testing.T) {
+	t.Parallel()
+	o := outcome
+	for _, tt := range []struct {
+		name  string
+		setup func(t *testing.T, root layout.Root)
+		keep  bool // Keep fails
+	}{
+		{"garbage", func(t *testing.T, r layout.Root) { write(t, r.ReportOutbox(), "{not json") }, false},
+		{"other-format", func(t *testing.T, r layout.Root) { write(t, r.ReportOutbox(), `{"v":9,"reports":[]}`) }, false},
+		{"oversized", func(t *testing.T, r layout.Root) { write(t, r.ReportOutbox(), string(make([]byte, maxOutboxBytes+1))) }, false},
+		{"fifo", func(t *testing.T, r layout.Root) {
+			mkdir(t, r.ReportOutbox())
+			os.Remove(r.ReportOutbox())
+			if err := syscall.Mkfifo(r.ReportOutbox(), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"symlink", func(t *testing.T, r layout.Root) {
+			mkdir(t, r.ReportOutbox())
+			write(t, filepath.Join(string(r), "elsewhere"), `{"v":1,"reports":[]}`)
+			if err := os.Symlink(filepath.Join(string(r), "elsewhere"), r.ReportOutbox()); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{"directory-unwritable", func(t *testing.T, r layout.Root) {
+			if os.Geteuid() == 0 {
+				t.Skip("root writes anywhere")
+			}
+			mkdir(t, r.ReportOutbox())
+			os.Chmod(filepath.Dir(r.ReportOutbox()), 0o500)
+			t.Cleanup(func() { os.Chmod(filepath.Dir(r.ReportOutbox()), 0o755) })
+		}, true},
+		{"lock-held", func(t *testing.T, r layout.Root) {
+			unlock, err := lockOutbox(t.Context(), r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(unlock)
+		}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root, ca := nodeRoot(t, testBoot)
+			tt.setup(t, root)
+			start := time.Now()
+			err := Keep(t.Context(), root, start, &o, nil)
+			if (err != nil) != tt.keep {
+				t.Errorf("Keep = %v, want error %v", err, tt.keep)
+			}
+			svc := &service{}
+			Resend(t.Context(), Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}, start)
+			if d := time.Since(start); d > 3*time.Second {
+				t.Errorf("Keep and Resend took %v", d)
+			}
+			if tt.name == "symlink" {
+				if b, _ := os.ReadFile(filepath.Join(string(root), "elsewhere")); string(b) != `{"v":1,"reports":[]}` {
+					t.Errorf("the symlink's target was written: %q", b)
+				}
+			}
+		})
+	}
+}
+
+// TestRetryable: what may succeed later is kept; a refusal is final.
+func TestRetryable(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{&lpsclient.Error{Class: lpsclient.ClassUnreachable, Code: codes.Unavailable, Err: unavailable}, true},
+		{&lpsclient.Error{Class: lpsclient.ClassUnreachable, Code: codes.DeadlineExceeded}, true},
+		{&lpsclient.Error{Class: lpsclient.ClassRejected, Code: codes.ResourceExhausted}, true},
+		{&lpsclient.Error{Class: lpsclient.ClassRejected, Code: codes.InvalidArgument}, false},
+		{&lpsclient.Error{Class: lpsclient.ClassUnreachable, Code: codes.FailedPrecondition}, false},
+		{&lpsclient.Error{Class: lpsclient.ClassUnreachable, Code: codes.Unimplemented}, false},
+		{&lpsclient.Error{Class: lpsclient.ClassTLS, Code: codes.Unavailable}, false},
+		{errors.New("metadata service: connection refused"), true},
+		{ErrBootID, false},
+	} {
+		if got := Retryable(tt.err); got != tt.want {
+			t.Errorf("Retryable(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func mkdir(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, path, body string) {
+	t.Helper()
+	mkdir(t, path)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
