@@ -125,7 +125,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"result"}),
 		servedRecs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_served_records_total",
-			Help: "Answers that served a hotfix to a node of its base, by attribution: recorded (the store has the boot, so it counts for the release whether it reports or not), unrecorded (the write failed or took over 500 ms; the node was served anyway and counts only if it reports), unattributed (the node declared no reports or no boot: a reference client, shown but never judged).",
+			Help: "Answers that served a hotfix to a node of its base, by attribution: recorded (the store has the boot, so it counts for the release whether it reports or not), unrecorded (the write failed or took over 500 ms; the node was served anyway and counts only if it reports), unattributed (the node declared no reports or no boot: a reference client, shown but never judged), too-many-boots (past 16 boots of one vmId on this replica: a VM inventing boot IDs; not recorded).",
 		}, []string{"result"}),
 		seats: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_canary_seat_requests_total",
@@ -162,7 +162,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 		}, []string{"reason"}),
 		counts: make(map[string]*atomic.Uint64, len(outcomeCodes)),
 	}
-	for _, r := range []string{servedRecorded, servedUnrecorded, servedUnattributed} {
+	for _, r := range []string{servedRecorded, servedUnrecorded, servedUnattributed, servedTooManyBoots} {
 		m.servedRecs.WithLabelValues(r)
 	}
 	for _, r := range reportResults {

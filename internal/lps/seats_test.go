@@ -536,3 +536,37 @@ func TestSnapshotServesAnUnreadableReleaseAsRevoked(t *testing.T) {
 		t.Errorf("served %s; want %s revoked and not served, %s served", resp.GetConfig(), relServed.Version, other.Version)
 	}
 }
+
+// TestServedRecordsBoundedPerVM: a VM inventing boot IDs gets at most
+// maxBootsPerVM served records on a replica; the rest are served but not
+// recorded, and counted.
+func TestServedRecordsBoundedPerVM(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	m := NewMetrics(nil)
+	svc := NewService(snapshotOf(relServed), nil, m, "", testLog(t))
+	svc.served = newServedBatcher(st)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { svc.served.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for i := range maxBootsPerVM + 4 {
+		boot := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
+		c := metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}),
+			metadata.Pairs(BaseMetadata, relServed.Base, ReportsMetadata, "1", BootMetadata, boot))
+		if _, err := svc.GetComponentConfig(c, &lpsv1.GetComponentConfigRequest{ComponentName: Component}); err != nil {
+			t.Fatalf("boot %d: %v", i, err)
+		}
+	}
+	served, err := st.Served(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(served) != maxBootsPerVM {
+		t.Errorf("%d served records for one vmId, want %d", len(served), maxBootsPerVM)
+	}
+	if got := counterValue(t, m.servedRecs.WithLabelValues(servedTooManyBoots)); got != 4 {
+		t.Errorf("too-many-boots counted %v, want 4", got)
+	}
+}

@@ -73,8 +73,11 @@ type Service struct {
 	log    *slog.Logger
 	now    func() time.Time
 	// served records what is served to reporting nodes' boots; nil
-	// records nothing.
+	// records nothing. boots bounds the boots recorded per vmId, as the
+	// report service bounds reports: a VM inventing boot IDs must not grow
+	// the store without end.
 	served *batcher[store.Served]
+	boots  *bootLimit
 	// deployEnv is this instance's deploy-environment label (SetDeployEnv).
 	deployEnv string
 }
@@ -89,6 +92,7 @@ const (
 	servedRecorded     = "recorded"
 	servedUnrecorded   = "unrecorded"
 	servedUnattributed = "unattributed"
+	servedTooManyBoots = "too-many-boots"
 )
 
 // SetDeployEnv sets this instance's deploy-environment label, matched
@@ -105,7 +109,7 @@ func NewService(snaps snapshots, seats *Seats, m *Metrics, region string, log *s
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{snaps: snaps, seats: seats, m: m, region: region, log: log, now: time.Now}
+	return &Service{snaps: snaps, seats: seats, m: m, region: region, log: log, now: time.Now, boots: newBootLimit()}
 }
 
 // GetComponentConfig returns the caller's hotfix pointer: the unexpired
@@ -173,6 +177,10 @@ func (s *Service) record(ctx context.Context, id attest.Identity, c caller, sel 
 	}
 	if c.boot == "" || s.served == nil {
 		s.m.servedRecs.WithLabelValues(servedUnattributed).Inc()
+		return
+	}
+	if !s.boots.admit(id.VMID, c.boot) {
+		s.m.servedRecs.WithLabelValues(servedTooManyBoots).Inc()
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, servedWait)
