@@ -82,18 +82,9 @@ func (s *reportService) ReportOutcome(ctx context.Context, req *nodev1.ReportOut
 	if err != nil {
 		return nil, err
 	}
-	if !s.boots.admit(r.VMID, r.Boot) {
-		return nil, s.refuse(codes.ResourceExhausted, "too-many-boots", fmt.Errorf("vmId %s reported more than %d boots", r.VMID, maxBootsPerVM))
-	}
-	first, err := s.batch.put(ctx, r)
-	switch {
-	case errors.Is(err, errReportQueueFull):
-		return nil, s.refuse(codes.ResourceExhausted, "queue-full", err)
-	case err != nil && ctx.Err() != nil:
-		return nil, s.refuse(codes.DeadlineExceeded, "canceled", err)
-	case err != nil:
-		s.log.Error("store reports", "err", err)
-		return nil, s.refuse(codes.Unavailable, "store", err)
+	first, err := s.store(ctx, r)
+	if err != nil {
+		return nil, err
 	}
 	s.m.countReport("accepted")
 	if !first {
@@ -116,21 +107,32 @@ func (s *reportService) ReportStarted(ctx context.Context, req *nodev1.ReportSta
 	if err != nil {
 		return nil, err
 	}
+	first, err := s.store(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	s.m.countReport("started")
+	return &nodev1.ReportStartedResponse{First: first}, nil
+}
+
+// store admits a validated report under the per-vmId boot bound and waits
+// for its batch's write: the one path outcomes and started reports take.
+// An error is the status to answer with, already counted.
+func (s *reportService) store(ctx context.Context, r store.Report) (bool, error) {
 	if !s.boots.admit(r.VMID, r.Boot) {
-		return nil, s.refuse(codes.ResourceExhausted, "too-many-boots", fmt.Errorf("vmId %s reported more than %d boots", r.VMID, maxBootsPerVM))
+		return false, s.refuse(codes.ResourceExhausted, "too-many-boots", fmt.Errorf("vmId %s reported more than %d boots", r.VMID, maxBootsPerVM))
 	}
 	first, err := s.batch.put(ctx, r)
 	switch {
 	case errors.Is(err, errReportQueueFull):
-		return nil, s.refuse(codes.ResourceExhausted, "queue-full", err)
+		return false, s.refuse(codes.ResourceExhausted, "queue-full", err)
 	case err != nil && ctx.Err() != nil:
-		return nil, s.refuse(codes.DeadlineExceeded, "canceled", err)
+		return false, s.refuse(codes.DeadlineExceeded, "canceled", err)
 	case err != nil:
 		s.log.Error("store reports", "err", err)
-		return nil, s.refuse(codes.Unavailable, "store", err)
+		return false, s.refuse(codes.Unavailable, "store", err)
 	}
-	s.m.countReport("started")
-	return &nodev1.ReportStartedResponse{First: first}, nil
+	return first, nil
 }
 
 // validateStarted is validate for a started report.
