@@ -3,6 +3,7 @@ package hotfix
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -24,6 +25,8 @@ const (
 	keyHotfixes       = "hotfixes"
 	keyReleases       = "releases"
 	keyRevoked        = "revoked"
+	keyKeySets        = "keysets"
+	keyLog            = "log"
 )
 
 // Pointer is the hotfix pointer document
@@ -52,6 +55,14 @@ type Pointer struct {
 	// writes them after Revoked, in the same list, where a reader finds them
 	// unreadable again.
 	RevokedUnreadable []json.RawMessage
+	// KeySets holds signed key-set documents, the links of the release
+	// keys' rotation chain after the version the node declared; opaque
+	// here, walked by internal/release.
+	KeySets []json.RawMessage
+	// Log is the transparency log's proof bundle (a signed checkpoint and
+	// inclusion proofs of the releases); opaque here, verified by
+	// internal/translog. nil when absent.
+	Log json.RawMessage
 
 	extra map[string]json.RawMessage
 }
@@ -94,6 +105,10 @@ func ParsePointer(data []byte) (Pointer, error) {
 			err = json.Unmarshal(f.Value, &p.Releases)
 		case keyRevoked:
 			p.Revoked, p.RevokedUnreadable, err = decodeRevoked(f.Value)
+		case keyKeySets:
+			err = json.Unmarshal(f.Value, &p.KeySets)
+		case keyLog:
+			p.Log, err = decodeLog(f.Value)
 		default:
 			if p.extra == nil {
 				p.extra = make(map[string]json.RawMessage)
@@ -116,8 +131,8 @@ func ParsePointer(data []byte) (Pointer, error) {
 
 // MarshalJSON encodes the pointer compactly: version, scripts_version and
 // hotfixes in the reference's order (hotfixes always present, {} when empty;
-// the version keys only when set), then releases and revoked when set, then
-// preserved unknown keys in sorted order.
+// the version keys only when set), then releases, revoked, keysets and log
+// when set, then preserved unknown keys in sorted order.
 //
 // Nothing is HTML-escaped: signed URLs in releases are dense in '&', which
 // escaping would grow sixfold past what readers accept. json.Marshal(p)
@@ -166,6 +181,8 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 		{keyHotfixes, hotfixes, false},
 		{keyReleases, p.Releases, len(p.Releases) == 0},
 		{keyRevoked, p.revokedList(), len(p.Revoked) == 0 && len(p.RevokedUnreadable) == 0},
+		{keyKeySets, p.KeySets, len(p.KeySets) == 0},
+		{keyLog, p.Log, p.Log == nil},
 	}
 	for _, s := range steps {
 		if s.omit {
@@ -199,6 +216,10 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 //     the node on the baked agent until the service next serves hotfixes
 //     or a revoked list (check-hotfix stages nothing for a NotFound or an
 //     empty document), not for good (the union would never drop it).
+//   - keysets and log: the served document's when it has them, else p's.
+//     They are evidence the node checks, never trust: a longer chain or a
+//     newer checkpoint is all they can bring, and the node's own kept state
+//     (internal/node/trust) refuses anything older.
 //   - version, scripts_version and unknown keys: p's. The served document's
 //     own version keys are ignored: the service can never set them.
 func (p Pointer) WithServed(served Pointer) Pointer {
@@ -211,14 +232,21 @@ func (p Pointer) WithServed(served Pointer) Pointer {
 	out.Releases = mergeReleases(served.Releases, p.Releases)
 	out.Revoked = mergeRevoked(p.Revoked, served.Revoked)
 	out.RevokedUnreadable = served.RevokedUnreadable
+	if len(served.KeySets) > 0 {
+		out.KeySets = served.KeySets
+	}
+	if served.Log != nil {
+		out.Log = served.Log
+	}
 	return out
 }
 
 // Revocations returns a pointer holding only p's revoked list, the
-// unreadable entries included: what a served document that names no
-// hotfix contributes when staged with WithServed.
+// unreadable entries included, and its trust evidence (keysets, log):
+// what a served document that names no hotfix contributes when staged
+// with WithServed.
 func (p Pointer) Revocations() Pointer {
-	return Pointer{Revoked: p.Revoked, RevokedUnreadable: p.RevokedUnreadable}
+	return Pointer{Revoked: p.Revoked, RevokedUnreadable: p.RevokedUnreadable, KeySets: p.KeySets, Log: p.Log}
 }
 
 // WithColdStart returns the result of staging the node config's cold-start
@@ -336,6 +364,19 @@ func (p Pointer) Resolve(current Version) (string, Source) {
 // decodeRevoked splits a revoked list into its versions and the entries
 // that are not (see Pointer.RevokedUnreadable); null is no list. A value
 // that is not a list is an error: staged as a list it could read as one.
+// decodeLog keeps the log member if it is a JSON object; null is absent.
+// What it holds is internal/translog's to check.
+func decodeLog(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if string(raw) == "null" {
+		return nil, nil
+	}
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, errors.New("not an object")
+	}
+	return raw, nil
+}
+
 func decodeRevoked(raw json.RawMessage) (versions []string, unreadable []json.RawMessage, err error) {
 	var entries []json.RawMessage
 	if err := json.Unmarshal(raw, &entries); err != nil {

@@ -53,6 +53,12 @@ func (r Root) ReleaseKeys() string {
 	return r.join(containers + "/aks-node-controller-release-keys.pub")
 }
 
+// TrustState is what the node keeps of its trust across boots: the key-set
+// chain it verified, the last log checkpoint it saw and the revocations
+// it was shown (internal/node/trust). It sits beside the pointer, on the
+// image's disk, so a reprovision of the same disk never goes back.
+func (r Root) TrustState() string { return r.join(containers + "/aks-node-controller-trust.json") }
+
 // HotfixLock serialises download-hotfix runs.
 func (r Root) HotfixLock() string { return r.join(containers + "/.aks-node-controller-hotfix.lock") }
 
