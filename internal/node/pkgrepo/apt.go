@@ -104,6 +104,11 @@ func (repo Apt) find(ctx context.Context, c *fetch.Client, req Request) (Package
 	if err != nil {
 		return Package{}, fmt.Errorf("InRelease: %w", err)
 	}
+	if len(bytes.TrimSpace(signed)) == 0 {
+		// Nothing to judge: a mirror mid-sync or a proxy's empty answer is
+		// an outage, not a forgery, and must not halt a release as one.
+		return Package{}, errors.New("InRelease is empty")
+	}
 	release, err := VerifyInRelease(signed, repo.Keyring, req.Now)
 	if err != nil {
 		return Package{}, err
