@@ -228,7 +228,7 @@ func TestFindRefuses(t *testing.T) {
 		"an empty InRelease": {func(r *repo) {
 			r.edit(t, r.InRelease(), func([]byte) []byte { return []byte("\n") })
 		}, "202608.26.2", nil},
-		"no index":     {func(r *repo) { os.Remove(r.Index()) }, "202608.26.2", nil},
+		"no index": {func(r *repo) { os.Remove(r.Index()) }, "202608.26.2", nil},
 		"index differs from the release": {func(r *repo) {
 			r.edit(t, r.Index(), flipLast)
 		}, "202608.26.2", nil},
