@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,11 +35,18 @@ const seatTimeout = time.Second
 //     reports would hold a seat it can only fill with silence;
 //   - BootMetadata, with ReportsMetadata: the kernel boot ID its report will
 //     carry, so the service records that it served that boot (store.Served)
-//     and the node counts for the release whether its report arrives or not.
+//     and the node counts for the release whether its report arrives or not;
+//   - KeySetMetadata: the newest release key-set version the node verified,
+//     so it is served the chain's links after it (a node that sends none
+//     is taken to hold version 1, the baked root);
+//   - LogSizeMetadata: the size of the last log checkpoint the node kept,
+//     so it is served a proof that the served checkpoint extends it.
 const (
 	BaseMetadata    = "nodehotfix-base"
 	ReportsMetadata = "nodehotfix-reports"
 	BootMetadata    = "nodehotfix-boot"
+	KeySetMetadata  = "nodehotfix-keyset-version"
+	LogSizeMetadata = "nodehotfix-log-size"
 )
 
 // caller is what a node declared in its request's metadata.
@@ -46,6 +54,9 @@ type caller struct {
 	base    string // "" if none, or not a base
 	reports bool
 	boot    string // "" unless it reports and sent a UUID
+	// keySet and logSize are 0 when not declared, or not a positive
+	// decimal integer.
+	keySet, logSize int64
 }
 
 // declared reads what the caller declared.
@@ -64,7 +75,21 @@ func declared(ctx context.Context) caller {
 			c.boot = v[0]
 		}
 	}
+	c.keySet = positive(md.Get(KeySetMetadata))
+	c.logSize = positive(md.Get(LogSizeMetadata))
 	return c
+}
+
+// positive returns the one value of vs as a positive int64, else 0.
+func positive(vs []string) int64 {
+	if len(vs) != 1 || len(vs[0]) > 19 {
+		return 0
+	}
+	n, err := strconv.ParseInt(vs[0], 10, 64)
+	if err != nil || n <= 0 {
+		return 0
+	}
+	return n
 }
 
 // seatStore is the store's canary-seat half (store.Store has it).

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -61,18 +62,28 @@ type Target struct {
 	// boot a release, so the node counts for it whether its report
 	// arrives or not.
 	Boot string
+	// KeySetVersion, when non-zero, is the version of the newest release
+	// key set the node verified (internal/node/trust), sent as
+	// KeySetMetadata: the service serves the key-set chain's links after
+	// it. LogSize is the size of the last transparency-log checkpoint the
+	// node kept, sent as LogSizeMetadata when non-zero: the service proves
+	// its checkpoint consistent with it. Reference nodes send neither.
+	KeySetVersion int64
+	LogSize       int64
 	// Component is the component whose configuration Fetch asks for;
 	// empty means Component, the agent's.
 	Component string
 }
 
-// Metadata keys of Target.Base, Target.Reports and Target.Boot
-// (lps.BaseMetadata, lps.ReportsMetadata and lps.BootMetadata on the
+// Metadata keys of Target.Base, Target.Reports, Target.Boot,
+// Target.KeySetVersion and Target.LogSize (the same names in lps on the
 // service).
 const (
 	BaseMetadata    = "nodehotfix-base"
 	ReportsMetadata = "nodehotfix-reports"
 	BootMetadata    = "nodehotfix-boot"
+	KeySetMetadata  = "nodehotfix-keyset-version"
+	LogSizeMetadata = "nodehotfix-log-size"
 )
 
 // Class says how a fetch failure should be treated by a fail-open caller.
@@ -150,6 +161,12 @@ func fetchOn(ctx context.Context, conn *grpc.ClientConn, vr *verifyRecorder, t T
 				ctx = metadata.AppendToOutgoingContext(ctx, BootMetadata, t.Boot)
 			}
 		}
+	}
+	if t.KeySetVersion > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, KeySetMetadata, strconv.FormatInt(t.KeySetVersion, 10))
+	}
+	if t.LogSize > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, LogSizeMetadata, strconv.FormatInt(t.LogSize, 10))
 	}
 	component := t.Component
 	if component == "" {
