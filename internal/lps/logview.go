@@ -1,0 +1,134 @@
+package lps
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// logStore is the store's transparency-log half that serving reads.
+type logStore interface {
+	LogSize(ctx context.Context) (int64, error)
+	LogHashes(ctx context.Context, indexes []int64) ([]tlog.Hash, error)
+	LogRecords(ctx context.Context, start, end int64) ([][]byte, error)
+	Checkpoint(ctx context.Context) (int64, []byte, error)
+}
+
+// Bounds of what serving keeps of the log in memory.
+const (
+	// maxCachedHashes bounds the stored hashes kept (32 bytes each): proofs
+	// touch about 2·log2(size) of them, mostly the same ones, so a few
+	// thousand serve every node after the first few.
+	maxCachedHashes = 1 << 16
+	// logReadTimeout bounds one store read of hashes made while answering
+	// a node, which waits for at most servedWait in all.
+	logReadTimeout = 2 * time.Second
+	// logRecordsBatch is how many records an index update reads per call.
+	logRecordsBatch = 1000
+)
+
+// hashCache reads stored log hashes through a bounded cache. Stored hashes
+// never change once written (the log is append-only), so a cached one is
+// never stale. Safe for concurrent use.
+type hashCache struct {
+	st logStore
+	mu sync.Mutex
+	m  map[int64]tlog.Hash
+}
+
+func newHashCache(st logStore) *hashCache {
+	return &hashCache{st: st, m: make(map[int64]tlog.Hash)}
+}
+
+// reader returns a tlog.HashReader that reads through the cache within ctx.
+func (c *hashCache) reader(ctx context.Context) tlog.HashReader {
+	return tlog.HashReaderFunc(func(indexes []int64) ([]tlog.Hash, error) {
+		out := make([]tlog.Hash, len(indexes))
+		var missing []int64
+		var at []int
+		c.mu.Lock()
+		for i, x := range indexes {
+			if h, ok := c.m[x]; ok {
+				out[i] = h
+			} else {
+				missing = append(missing, x)
+				at = append(at, i)
+			}
+		}
+		c.mu.Unlock()
+		if len(missing) == 0 {
+			return out, nil
+		}
+		ctx, cancel := context.WithTimeout(ctx, logReadTimeout)
+		defer cancel()
+		hs, err := c.st.LogHashes(ctx, missing)
+		if err != nil {
+			return nil, err
+		}
+		if len(hs) != len(missing) {
+			return nil, fmt.Errorf("read log hashes: %d for %d indexes", len(hs), len(missing))
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.m)+len(hs) > maxCachedHashes {
+			// Crude but bounded: start over rather than track use.
+			clear(c.m)
+		}
+		for i, h := range hs {
+			out[at[i]] = h
+			c.m[missing[i]] = h
+		}
+		return out, nil
+	})
+}
+
+// logIndex maps each log record's hash to its index, for the records read
+// so far; the log only grows, so an update reads only the new records.
+// Safe for concurrent use.
+type logIndex struct {
+	mu   sync.Mutex
+	size int64
+	m    map[tlog.Hash]int64
+}
+
+// update reads the records from the index's size up to size.
+func (x *logIndex) update(ctx context.Context, st logStore, size int64) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.m == nil {
+		x.m = make(map[tlog.Hash]int64)
+	}
+	for x.size < size {
+		end := min(size, x.size+logRecordsBatch)
+		recs, err := st.LogRecords(ctx, x.size, end)
+		if err != nil {
+			return fmt.Errorf("read log records [%d, %d): %w", x.size, end, err)
+		}
+		if len(recs) == 0 {
+			return fmt.Errorf("read log records [%d, %d): none returned", x.size, end)
+		}
+		for _, r := range recs {
+			h := tlog.RecordHash(r)
+			if _, dup := x.m[h]; !dup {
+				x.m[h] = x.size
+			}
+			x.size++
+		}
+	}
+	return nil
+}
+
+// lookup returns the index of the first record hashing to h.
+func (x *logIndex) lookup(h tlog.Hash) (int64, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	i, ok := x.m[h]
+	return i, ok
+}
+
+// errNotLogged: the record is not in the log under the checkpoint served.
+var errNotLogged = errors.New("not in the log under the served checkpoint")

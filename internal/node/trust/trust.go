@@ -1,0 +1,266 @@
+// Package trust decides, on a node, which release keys and which
+// transparency-log checkpoint the node believes: the image's baked key set,
+// extended by the signed key-set links it verified (internal/release), and
+// the log checkpoint it last verified (internal/translog), weighed against
+// the evidence the staged pointer carries (hotfix.Pointer KeySets and Log).
+//
+// What the node believes only ever moves forward. The links it verified and
+// the last checkpoint it saw are kept on disk (State), and every later
+// evaluation starts from them: a served chain shorter than the kept one, a
+// checkpoint smaller than the kept one or inconsistent with it (a fork) and
+// a revocation the node was once shown cannot be undone by whoever serves
+// the next document.
+//
+// Evaluate never fails: a problem is a fact in the View, and facts.Gather
+// turns a broken chain, or a log the key set requires but the evidence does
+// not satisfy, into "no hotfix may run" (the node provisions with its baked
+// agent: fail-open).
+package trust
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"time"
+
+	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/translog"
+)
+
+// MaxStateSize caps the kept state: a full chain of release.MaxChain links
+// and a checkpoint are well under it.
+const MaxStateSize = 512 << 10
+
+// maxKeptRevoked bounds the revocations kept; the oldest are dropped first.
+// Revocations are also served for good, so a dropped one is only as lost
+// as the service lets it be.
+const maxKeptRevoked = 1024
+
+// State is what a node keeps of its trust across boots.
+type State struct {
+	// KeySets are the key-set links the node verified, in order from the
+	// baked root's version + 1; the newest is what releases verify against.
+	KeySets []json.RawMessage `json:"keysets,omitempty"`
+	// Checkpoint is the last transparency-log checkpoint the node verified
+	// (a signed note), against which the next one must be consistent.
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// Revoked lists the versions the node was shown revoked; none of them
+	// runs again, whatever a later document says.
+	Revoked []string `json:"revoked,omitempty"`
+}
+
+// Load reads the kept state at path. A missing file is the zero State (a
+// node that never verified anything: the baked root, no checkpoint).
+func Load(path string) (State, error) {
+	data, err := capfile.ReadNoFollow(path, MaxStateSize)
+	if errors.Is(err, fs.ErrNotExist) {
+		return State{}, nil
+	}
+	if err != nil {
+		return State{}, fmt.Errorf("read trust state: %w", err)
+	}
+	var s State
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return State{}, fmt.Errorf("trust state %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Save replaces the kept state at path atomically.
+func Save(path string, s State) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode trust state: %w", err)
+	}
+	if len(data) > MaxStateSize {
+		return fmt.Errorf("trust state: %d bytes exceeds the %d-byte limit", len(data), MaxStateSize)
+	}
+	if err := atomicfile.Replace(path, data, 0o644); err != nil {
+		return fmt.Errorf("write trust state: %w", err)
+	}
+	return nil
+}
+
+// View is what a node believes after one evaluation.
+type View struct {
+	// Keys is the newest key set the node verified: releases verify
+	// against it, with its threshold.
+	Keys release.KeySet
+	// Err is why nothing may run: the key-set chain does not verify, or
+	// the key set requires the log and the log evidence does not hold.
+	Err error
+	// LogErr is what is wrong with the log evidence when Keys does not
+	// require it (shown by explain, never decisive).
+	LogErr error
+	// Revoked is every version revoked by the pointer or kept as revoked.
+	Revoked []string
+
+	links      []json.RawMessage
+	policy     release.LogPolicy
+	checkpoint []byte // the verified checkpoint's note; nil if none
+	cp         translog.Checkpoint
+	bundle     *translog.Bundle
+}
+
+// LogRequired reports whether every release must be proven in the log.
+func (v View) LogRequired() bool { return v.policy.Key != "" && v.policy.Required }
+
+// CheckLogged checks that envelope is a record of the log under the
+// verified checkpoint. It fails when the node has no verified checkpoint
+// or the evidence holds no proof for it.
+func (v View) CheckLogged(envelope []byte) error {
+	if v.bundle == nil {
+		if v.LogErr != nil {
+			return v.LogErr
+		}
+		return errors.New("no verified log checkpoint")
+	}
+	_, err := v.bundle.Include(v.cp, envelope)
+	return err
+}
+
+// KeySetVersion is the version of Keys, which the node declares to the
+// service so it is served only the links after it.
+func (v View) KeySetVersion() int64 { return v.Keys.Version() }
+
+// LogSize is the size of the newest checkpoint the node holds (kept or
+// verified now), which it declares so the service proves consistency
+// from it. 0 when it holds none.
+func (v View) LogSize() int64 { return v.cp.Size }
+
+// Evaluate weighs the pointer's evidence p against the baked root and the
+// kept state at now.
+func Evaluate(root release.KeySet, kept State, p hotfix.Pointer, now time.Time) View {
+	v := View{Keys: root, Revoked: mergeVersions(kept.Revoked, p.Revoked)}
+	v.links, v.Keys, v.Err = walk(root, kept.KeySets, p.KeySets, now)
+	if v.Err != nil {
+		return v
+	}
+	v.policy = v.Keys.Log()
+	if v.policy.Key == "" {
+		return v
+	}
+	err := v.checkLog(kept, p, now)
+	if err != nil {
+		v.LogErr = fmt.Errorf("transparency log: %w", err)
+		if v.policy.Required {
+			v.Err = v.LogErr
+		}
+	}
+	return v
+}
+
+// walk applies the kept links, then the served links past them, to root.
+// A served link at or below the kept version is skipped: the kept chain
+// is what the node already verified, and a served one cannot replace it.
+func walk(root release.KeySet, kept, served []json.RawMessage, now time.Time) ([]json.RawMessage, release.KeySet, error) {
+	links := slices.Clone(kept)
+	top := root.Version() + int64(len(kept))
+	for _, l := range served {
+		d, err := release.InspectKeySet(l)
+		if err != nil {
+			return nil, root, fmt.Errorf("served key-set link: %w", err)
+		}
+		ver := d.Version
+		if ver <= top {
+			continue
+		}
+		links = append(links, l)
+		top = ver
+	}
+	if len(links) == 0 {
+		return nil, root, nil
+	}
+	raw := make([][]byte, len(links))
+	for i, l := range links {
+		raw[i] = l
+	}
+	ks, err := root.Walk(raw, now)
+	if err != nil {
+		return nil, root, fmt.Errorf("release key-set chain: %w", err)
+	}
+	return links, ks, nil
+}
+
+// checkLog verifies the pointer's log bundle under the key set's policy
+// and against the kept checkpoint.
+func (v *View) checkLog(kept State, p hotfix.Pointer, now time.Time) error {
+	pol, err := translog.NewPolicy(v.policy.Key, v.policy.Witnesses, v.policy.Quorum, v.policy.MaxCheckpointAge)
+	if err != nil {
+		return fmt.Errorf("the key set's log policy: %w", err)
+	}
+	var keptCP translog.Checkpoint
+	haveKept := false
+	if kept.Checkpoint != "" {
+		// Verified when it was kept; only its log signature is checked
+		// again (not its age: it is the floor, not the evidence). One the
+		// policy's log key did not sign is another log's, kept before a
+		// rotation moved the fleet to a new log (only a key set signed by
+		// its threshold can): the new log starts from nothing.
+		if keptCP, _, err = translog.Open([]byte(kept.Checkpoint), translog.Policy{Log: pol.Log}, now); err == nil {
+			v.cp, haveKept = keptCP, true
+		}
+	}
+	if p.Log == nil {
+		return errors.New("the pointer carries no log evidence")
+	}
+	b, err := translog.ParseBundle(p.Log)
+	if err != nil {
+		return err
+	}
+	cp, _, err := translog.Open(b.Checkpoint, pol, now)
+	if err != nil {
+		return err
+	}
+	if haveKept {
+		if err := b.Consistent(keptCP, cp); err != nil {
+			return err
+		}
+	}
+	v.cp, v.checkpoint, v.bundle = cp, b.Checkpoint, &b
+	return nil
+}
+
+// Next returns the state to keep after v: the verified chain, the newest
+// verified checkpoint and every revocation seen, and whether it differs
+// from kept. A view whose chain failed keeps kept's chain, so a broken
+// document never shortens it.
+func (v View) Next(kept State) (State, bool) {
+	next := kept
+	if v.links != nil && len(v.links) > len(kept.KeySets) {
+		next.KeySets = v.links
+	}
+	if v.checkpoint != nil && string(v.checkpoint) != kept.Checkpoint {
+		next.Checkpoint = string(v.checkpoint)
+	}
+	next.Revoked = v.Revoked
+	if len(next.Revoked) > maxKeptRevoked {
+		next.Revoked = next.Revoked[len(next.Revoked)-maxKeptRevoked:]
+	}
+	changed := len(next.KeySets) != len(kept.KeySets) || next.Checkpoint != kept.Checkpoint || !slices.Equal(next.Revoked, kept.Revoked)
+	return next, changed
+}
+
+// mergeVersions returns a's entries then b's, each once (by trimmed text).
+func mergeVersions(a, b []string) []string {
+	seen := make(map[string]bool, len(a)+len(b))
+	var out []string
+	for _, s := range slices.Concat(a, b) {
+		k := strings.TrimSpace(s)
+		if _, err := hotfix.ParseVersion(k); err != nil || seen[k] {
+			continue
+		}
+		seen[k] = true
+		out = append(out, k)
+	}
+	return out
+}
