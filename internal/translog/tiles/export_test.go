@@ -117,3 +117,34 @@ func TestState(t *testing.T) {
 		t.Error("ReadState with another log's key succeeded")
 	}
 }
+
+func TestMonitor(t *testing.T) {
+	t.Parallel()
+	s, v := newLogKey(t)
+	src := newLog(t, 10, s)
+	c := serve(t, Handler(src), v)
+	state := filepath.Join(t.TempDir(), "state")
+	ctx := t.Context()
+	rep, err := Monitor(ctx, c, state, 0)
+	if err != nil || rep.Kept != nil || len(rep.Entries) != 10 || rep.Entries[9].Kind != KindRevocation {
+		t.Fatalf("first Monitor = %+v, %v; want first use, 10 revocations", rep, err)
+	}
+	grow(t, src, 20, s)
+	rep, err = Monitor(ctx, c, state, 15)
+	if err != nil || rep.Kept == nil || rep.Kept.Size != 10 || len(rep.Entries) != 5 || rep.Entries[0].Index != 15 {
+		t.Fatalf("second Monitor = %+v, %v; want from 10, entries 15 to 19", rep, err)
+	}
+	// A fork leaves the state where it was.
+	forked := newLog(t, 3, nil)
+	if err := forked.Append([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	grow(t, forked, 30, s)
+	var fe *ForkError
+	if _, err := Monitor(ctx, serve(t, Handler(forked), v), state, 0); !errors.As(err, &fe) {
+		t.Fatalf("Monitor of a fork: %v, want a *ForkError", err)
+	}
+	if kept, _, err := ReadState(state, v); err != nil || kept.Size != 20 {
+		t.Errorf("state after a fork = %d, %v; want 20", kept.Size, err)
+	}
+}
