@@ -56,12 +56,14 @@ func encodeN(n int64) string {
 
 var errBadPath = errors.New("not a tile path")
 
-// parseTilePath parses a canonical tile path as TilePath writes it (with
-// or without the leading "tile/"); t.H is TileHeight and t.L is -1 for an
+// parseTilePath parses a canonical tile path as TilePath writes it; t.H is TileHeight and t.L is -1 for an
 // entry bundle. Non-canonical spellings (leading zero groups, "x" on the
 // last group, a width of 0 or 256) are errBadPath, so one tile has one URL.
 func parseTilePath(p string) (tlog.Tile, error) {
-	p = strings.TrimPrefix(p, "tile/")
+	p, ok := strings.CutPrefix(p, "tile/")
+	if !ok {
+		return tlog.Tile{}, errBadPath
+	}
 	level, rest, ok := strings.Cut(p, "/")
 	if !ok {
 		return tlog.Tile{}, errBadPath
