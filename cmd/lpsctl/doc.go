@@ -2,9 +2,10 @@
 lpsctl is the operator CLI of the live-patching service (lpsd): it makes
 release signing keys, signs hotfix releases offline, publishes them, steers
 their rollouts, revokes them, shows what the service serves and why, lists
-the audit log, and renders a node's custom data. It does the same for the
-signed configurations of components other than the agent (localDNS): see
-"Component configurations".
+the audit log, verifies and mirrors the release transparency log (see
+"Transparency log"), and renders a node's custom data. It does the same for
+the signed configurations of components other than the agent (localDNS):
+see "Component configurations".
 
 Usage:
 
@@ -244,6 +245,50 @@ connection is always TLS 1.3 and the token is never sent without it. A
 reader token or certificate can run status, explain and audit; changes need
 an operator one.
 
+# Transparency log
+
+lpsd appends every published release envelope, revocation and key-set
+version to an append-only Merkle log and serves it read-only as C2SP
+tlog-tiles. These commands read it over plain http(s) or from a directory,
+with no admin credentials:
+
+	lpsctl log (--url URL | --dir DIR) --log-key VKEY [--state FILE] [--since INDEX]
+	lpsctl log export --url URL --log-key VKEY DIR
+
+log fetches the checkpoint (a signed note) and accepts it only with a valid
+signature by --log-key, the log's note verifier key ("name+hash+base64",
+whose name is the log's origin). With --state, it proves the checkpoint
+extends the one kept there, by a consistency proof from the log's hash
+tiles, then replaces the file with the new checkpoint once everything
+verified; the first run with a new file trusts the log as it is and says so
+on stderr, and so does a run without --state. Every record is checked
+against the tree's leaf hash before it is listed, so a server cannot add,
+drop or alter one. It lists each record (from --since on; earlier ones are
+not fetched) with its index and kind: a release with its version, base and
+the key IDs its signatures name; a revocation with the version and time; a
+key set with its version, threshold and the IDs of its keys; "unknown"
+with the reason for anything else. Signer key IDs are what the envelopes
+claim: lpsctl log holds no release keys and checks no release signature
+(nodes do). A run from cron with --state alerts on any release nobody
+expected and on a fork.
+
+A fork is a checkpoint, signed by the log key, that the kept one is not a
+prefix of (the same size with another root hash, or a larger tree without a
+consistency proof): log prints both checkpoints, signed notes included, as
+evidence, leaves --state unchanged and exits 7. A checkpoint smaller than
+the kept one (a lagging mirror, or a rollback) exits 1 and leaves --state
+unchanged too. Data the log key does not vouch for (a tile or an entry
+bundle that does not match the checkpoint, an oversize response) exits 1,
+naming the file and "bad-tile", "bad-entries", "bad-checkpoint" or
+"too-large". Each request times out after 30s.
+
+log export writes the log at --url into DIR as static files (checkpoint,
+tile/<L>/<N>[.p/<W>], tile/entries/<N>[.p/<W>]) that any web server can
+serve and log --dir reads. Every tile and bundle is verified before it is
+written and the checkpoint is written last; each file is replaced
+atomically. When DIR holds an earlier export, the log must extend it (a fork
+exits 7 and writes nothing) and only the new tiles are written.
+
 # Output
 
 Results go to stdout, diagnostics and errors to stderr, as
@@ -352,6 +397,26 @@ Entries by actor "lpsd" are the autopilot's; only they carry evidence (the
 health verdict with its counts and numbers, the plan step, the rule), and
 the table prints their verdict after the change.
 
+log prints:
+
+	{"origin": "nodehotfix.example/log", "size": 301, "root_hash": "<base64>",
+	 "kept": {"origin", "size", "root_hash"} or null (first use, no --state),
+	 "first_use": true,
+	 "records": [{"index": 0, "kind": "release|revocation|keyset|unknown",
+	              "hash": "<base64 leaf hash>",
+	              "version": "202604.01.3" (a key set's: "2"),
+	              "base": "202604.01", "not_after": RFC3339,   // release
+	              "time": RFC3339,                             // revocation
+	              "threshold": 2, "keys": ["<key ID>", ...],
+	              "expires": RFC3339,                          // key set
+	              "signers": ["<key ID>", ...],                // release, key set
+	              "problem": "..."}, ...]}                     // unknown
+
+On a fork (exit 7) it prints instead {"fork": {"reason": "...",
+"kept": {"origin", "size", "root_hash", "note"}, "served": {...}}}, each
+with its signed note. log export prints {"dir", "origin", "size",
+"root_hash", "previous_size" (null on a first export), "tiles", "bundles"}.
+
 keys generate prints {"key_id", "private_key", "public_key"} (the paths);
 release sign prints {"out", "key_id", "base", "version", "not_after",
 "artifacts": {"linux/amd64": {"url", "sha256", "size"}}}.
@@ -441,6 +506,9 @@ nothing judges the rollout and nothing halts it but an operator.
 	5    no such release (NotFound)
 	6    a different envelope is already published under that version
 	     (AlreadyExists): sign the change as a new patch version
+	7    log, log export: the log forked: its checkpoint, signed by the
+	     log key, is not an extension of the kept one (--state, or the
+	     export directory's); both are printed
 	130  interrupted (Ctrl-C; 143 for SIGTERM). For a change, stderr says
 	     it may or may not have been applied: check with status or audit.
 
@@ -452,8 +520,9 @@ changed".
 # Files
 
 Read: the --key, --artifact, --envelope, --token-file, --ca, --cert, --key,
---config, --pointer and --nbc-cmd files. Written: --out-private,
---out-public (created, never replaced) and --out (replaced atomically).
+--config, --pointer and --nbc-cmd files, and log's --state and --dir.
+Written: --out-private, --out-public (created, never replaced), --out and
+log's --state (replaced atomically), and log export's DIR.
 
 # Environment
 

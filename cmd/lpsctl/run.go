@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"nodehotfix/internal/quote"
+	"nodehotfix/internal/translog/tiles"
 	"nodehotfix/internal/typo"
 )
 
@@ -27,6 +28,7 @@ const (
 	exitAuth        = 4
 	exitNotFound    = 5
 	exitConflict    = 6
+	exitFork        = 7
 	exitInterrupted = 130 // 128 + SIGINT, as a shell reports it
 )
 
@@ -174,7 +176,7 @@ the signed configurations of other components (localDNS@3). The manual is
 	}
 	root.AddCommand(keys, rel, ro, newComponentGroup(e),
 		newRevokeCmd(e),
-		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e), newNodesCmd(e),
+		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e), newNodesCmd(e), newLogCmd(e),
 		newCustomDataCmd(e),
 		newVersionCmd(e),
 	)
@@ -331,6 +333,10 @@ func exitCode(err error) int {
 	var ue *usageError
 	if errors.As(err, &ue) {
 		return exitUsage
+	}
+	var fe *tiles.ForkError
+	if errors.As(err, &fe) {
+		return exitFork
 	}
 	var re *rpcError
 	if errors.As(err, &re) {
