@@ -252,7 +252,8 @@ func parseVKey(vkey string, alg byte) (string, uint32, ed25519.PublicKey, error)
 // parseKeyText splits "<name>+<8 lowercase hex>+<base64 alg || key>" with a
 // key of size bytes.
 func parseKeyText(s string, alg byte, size int) (name string, hash uint32, key []byte, err error) {
-	parts := strings.Split(s, "+")
+	// Base64 has '+' too: only the first two separate fields.
+	parts := strings.SplitN(s, "+", 3)
 	if len(parts) != 3 {
 		return "", 0, nil, errors.New(`want "<name>+<hash>+<key>"`)
 	}
