@@ -517,6 +517,28 @@ envelope again, pausing, resuming, halting or completing a release that is
 already in that state, or revoking a revoked one, exits 0 and says "nothing
 changed".
 
+# Transparency-log witness
+
+	lpsctl witness keygen --kind log|witness --name NAME --out-private FILE --out-public FILE
+
+Creates an Ed25519 key pair as C2SP signed-note text: --kind log is lpsd's
+log key, named for the log's origin (nodehotfix.example/log); --kind witness
+is a cosignature/v1 witness key. The private key ("PRIVATE+KEY+...") is
+created with mode 0600, the public one holds the vkey that key sets list
+(nodehotfix-log-key, nodehotfix-witness). Never overwrites either file.
+With --json it prints {"kind", "vkey", "private_key", "public_key"}.
+
+	lpsctl witness serve --key FILE --log-key VKEY [--log-key VKEY ...] --state FILE --listen ADDR
+
+Runs a C2SP tlog-witness (POST /add-checkpoint). It cosigns a checkpoint
+signed by a --log-key only if it extends the last one it cosigned for that
+log, kept in --state (replaced atomically before each answer); a fork is
+refused and logged at ERROR with the checkpoint. A missing --state is trust
+on first use (the first checkpoint of each log is cosigned as it comes); a
+--state that does not decode stops it. It prints "witness VKEY listening on
+ADDR" on stdout, logs to stderr, and exits 0 after a graceful stop on
+SIGTERM or Ctrl-C. Run it apart from lpsd, by someone else.
+
 # Files
 
 Read: the --key, --artifact, --envelope, --token-file, --ca, --cert, --key,

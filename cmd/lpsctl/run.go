@@ -180,6 +180,7 @@ the signed configurations of other components (localDNS@3). The manual is
 		newCustomDataCmd(e),
 		newVersionCmd(e),
 	)
+	root.AddCommand(newWitnessGroup(e))
 	// "completion tcsh" is an unknown shell, not help to source.
 	root.InitDefaultCompletionCmd()
 	for _, c := range root.Commands() {
