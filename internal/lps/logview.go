@@ -2,12 +2,16 @@ package lps
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
+
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/translog"
 )
 
 // logStore is the store's transparency-log half that serving reads.
@@ -132,3 +136,59 @@ func (x *logIndex) lookup(h tlog.Hash) (int64, bool) {
 
 // errNotLogged: the record is not in the log under the checkpoint served.
 var errNotLogged = errors.New("not in the log under the served checkpoint")
+
+// servedLog is what one snapshot serves of the transparency log: the kept
+// checkpoint, the inclusion proofs of the records it may serve under it,
+// and the key-set chain. Consistency proofs depend on what each node
+// declares and are computed on demand through the shared hash cache.
+type servedLog struct {
+	note   []byte // the kept checkpoint, cosigned; nil when none
+	size   int64
+	proofs map[tlog.Hash]translog.InclusionProof
+	// keySets are the chain's links in version order, without a hole: a
+	// link that cannot be read ends the chain served.
+	keySets []store.KeySetRecord
+	hashes  *hashCache
+}
+
+// consistencyWait bounds the store reads of one consistency proof while a
+// node waits; past it the node is served no proof (and, if its key set
+// requires the log, runs its baked agent this boot).
+const consistencyWait = 500 * time.Millisecond
+
+// links returns the chain's links after version have, oldest first.
+func (l *servedLog) links(have int64) []json.RawMessage {
+	var out []json.RawMessage
+	for _, k := range l.keySets {
+		if k.Version > have {
+			out = append(out, json.RawMessage(k.Envelope))
+		}
+	}
+	return out
+}
+
+// bundle returns the log evidence for a node served records (release and
+// key-set envelopes) that declared a checkpoint of size from: the
+// checkpoint, a proof for each record logged under it and, when it can be
+// computed in time, a consistency proof from the node's size. nil when
+// there is no checkpoint.
+func (l *servedLog) bundle(ctx context.Context, records []json.RawMessage, from int64) (json.RawMessage, error) {
+	if l.note == nil {
+		return nil, nil
+	}
+	b := translog.Bundle{Checkpoint: l.note, Proofs: make(map[tlog.Hash]translog.InclusionProof, len(records))}
+	for _, r := range records {
+		h := tlog.RecordHash(r)
+		if p, ok := l.proofs[h]; ok {
+			b.Proofs[h] = p
+		}
+	}
+	if from > 0 && from < l.size {
+		ctx, cancel := context.WithTimeout(ctx, consistencyWait)
+		defer cancel()
+		if p, err := tlog.ProveTree(l.size, from, l.hashes.reader(ctx)); err == nil {
+			b.Consistency = &translog.ConsistencyProof{From: from, Hashes: p}
+		}
+	}
+	return b.Marshal()
+}

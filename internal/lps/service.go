@@ -3,6 +3,7 @@ package lps
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -142,7 +143,7 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 		s.log.Debug("nothing applies", "vm_id", id.VMID, "revision", snap.Revision)
 		return nil, fail(s.m, outcomeNotFound)
 	}
-	body, err := sel.Pointer().MarshalJSON()
+	body, err := withEvidence(ctx, sel.Pointer(), snap.log, c).MarshalJSON()
 	if err == nil && len(body) > ServedBudget && base == "" {
 		// A node that declared no base gets every base's hotfix: past the
 		// budget, without the envelopes (reference readers use none).
@@ -165,6 +166,22 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 	s.m.count(outcomeServed)
 	s.log.Debug("pointer served", "vm_id", id.VMID, "revision", snap.Revision, "hotfixes", len(sel.Hotfixes), "revoked", len(sel.Revoked))
 	return &lpsv1.GetComponentConfigResponse{ComponentName: Component, Config: string(body)}, nil
+}
+
+// withEvidence adds to p the trust evidence for a node of ours (one that
+// declared its base): the key-set links after the version it declared and
+// the log bundle proving p's envelopes and those links. Reference nodes
+// declare no base and get none: they would not read it.
+func withEvidence(ctx context.Context, p hotfix.Pointer, lg *servedLog, c caller) hotfix.Pointer {
+	if lg == nil || c.base == "" {
+		return p
+	}
+	p.KeySets = lg.links(max(c.keySet, 1))
+	b, err := lg.bundle(ctx, slices.Concat(p.Releases, p.KeySets), c.logSize)
+	if err == nil {
+		p.Log = b
+	}
+	return p
 }
 
 // record stores that the caller's boot was served its base's hotfix in

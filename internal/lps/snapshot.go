@@ -3,6 +3,7 @@
 package lps
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,9 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
+
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
+	"nodehotfix/internal/translog"
 )
 
 // resyncInterval re-reads the store even without a watch signal, bounding
@@ -43,6 +47,9 @@ type Snapshot struct {
 	// relRev and cfgRev are the revisions Releases and Configs gave; a
 	// backend may count them apart (Revision is the higher).
 	relRev, cfgRev int64
+	// log is the transparency log evidence served with releases; nil
+	// before any checkpoint is kept.
+	log *servedLog
 }
 
 // withConfigs returns snap with the component configurations cs, read at
@@ -105,6 +112,10 @@ type Snapshotter struct {
 	log     *slog.Logger
 	onError func(error)
 	cur     atomic.Pointer[Snapshot]
+	// index and hashes are the log's, kept across loads: the log only
+	// grows, so each load reads only what is new.
+	index  logIndex
+	hashes *hashCache
 }
 
 // NewSnapshotter returns a Snapshotter for s. onError (may be nil) is called
@@ -116,7 +127,7 @@ func NewSnapshotter(s store.Store, log *slog.Logger, onError func(error)) *Snaps
 	if onError == nil {
 		onError = func(error) {}
 	}
-	return &Snapshotter{store: s, log: log, onError: onError}
+	return &Snapshotter{store: s, log: log, onError: onError, hashes: newHashCache(s)}
 }
 
 // Current returns the latest snapshot, or nil before the first Load.
@@ -183,15 +194,91 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		}
 		held += len(vms)
 	}
+	lg, err := s.loadLog(ctx, rels)
+	if err != nil {
+		// The log must not hold up the releases (a revocation, say): keep
+		// serving the evidence known so far, which nodes check themselves.
+		s.onError(err)
+		s.log.Warn("snapshot: transparency log not read; keeping the evidence known so far", "err", err)
+		if old != nil {
+			lg = old.log
+		}
+	}
 	// Seats only grow, so equal counts are equal seats.
 	// A backend may count the two revisions apart: both must be unchanged.
-	if old != nil && old.relRev == rev && old.cfgRev == cfgRev && rev+cfgRev != 0 && sameCounts(old.Seats, seats) {
+	if old != nil && old.relRev == rev && old.cfgRev == cfgRev && rev+cfgRev != 0 && sameCounts(old.Seats, seats) && sameLog(old.log, lg) {
 		return nil
 	}
 	snap := newSnapshot(rels, rev, seats, time.Now()).withConfigs(configs, cfgRev)
+	snap.log = lg
 	s.cur.Store(snap)
 	s.log.Info("snapshot updated", "revision", snap.Revision, "releases", len(rels), "canary_seats", held, "component_configs", len(configs))
 	return nil
+}
+
+// loadLog reads the kept checkpoint and the key-set chain, and proves each
+// release envelope and link logged under the checkpoint. nil, nil when no
+// checkpoint is kept yet.
+func (s *Snapshotter) loadLog(ctx context.Context, rels []rollout.Release) (*servedLog, error) {
+	size, note, err := s.store.Checkpoint(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	kss, err := s.store.KeySets(ctx)
+	var ue *store.UnreadableError
+	if err != nil && !errors.As(err, &ue) {
+		return nil, fmt.Errorf("read key sets: %w", err)
+	}
+	// A hole in the chain ends it: a link after it cannot verify.
+	for i := 1; i < len(kss); i++ {
+		if kss[i].Version != kss[i-1].Version+1 {
+			kss = kss[:i]
+			break
+		}
+	}
+	if err := s.index.update(ctx, s.store, size); err != nil {
+		return nil, err
+	}
+	lg := &servedLog{note: note, size: size, keySets: kss, hashes: s.hashes, proofs: make(map[tlog.Hash]translog.InclusionProof)}
+	hr := s.hashes.reader(ctx)
+	prove := func(rec []byte) error {
+		h := tlog.RecordHash(rec)
+		i, ok := s.index.lookup(h)
+		if !ok || i >= size {
+			return nil // not logged yet under this checkpoint
+		}
+		p, err := tlog.ProveRecord(size, i, hr)
+		if err != nil {
+			return fmt.Errorf("prove record %d in tree size %d: %w", i, size, err)
+		}
+		lg.proofs[h] = translog.InclusionProof{Index: i, Hashes: p}
+		return nil
+	}
+	for _, r := range rels {
+		if r.Revoked || len(r.Envelope) == 0 {
+			continue
+		}
+		if err := prove(r.Envelope); err != nil {
+			return nil, err
+		}
+	}
+	for _, k := range kss {
+		if err := prove(k.Envelope); err != nil {
+			return nil, err
+		}
+	}
+	return lg, nil
+}
+
+// sameLog reports whether a and b serve the same evidence.
+func sameLog(a, b *servedLog) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.size == b.size && bytes.Equal(a.note, b.note) && len(a.keySets) == len(b.keySets) && len(a.proofs) == len(b.proofs)
 }
 
 func sameCounts(a, b map[string]map[string]bool) bool {

@@ -77,6 +77,7 @@ type options struct {
 	autopilotInterval               time.Duration
 	drainDelay                      time.Duration
 	etcd                            etcdFlags
+	logf                            logFlags
 	// version is the build's (Main's), for lpsd_build_info.
 	version string
 }
@@ -158,6 +159,7 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default, 4096)")
 	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted, and component configurations' timed plans stepped (0: never)")
 	o.etcd.register(fs)
+	o.logf.register(fs)
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
 	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
 	fs.DurationVar(&o.dashboardRefresh, "dashboard-refresh", dashboard.DefaultRefresh, "how often the dashboard rebuilds its view (at least ten times as long as a rebuild takes)")
@@ -257,6 +259,9 @@ type Server struct {
 	adminCerts *lps.CertSource
 	adminHTTP  *http.Server
 	dash       *dashboard.Dashboard
+	// checkpointer keeps the log's cosigned checkpoint; nil without
+	// --log-key.
+	checkpointer *lps.Checkpointer
 }
 
 // Listeners are listeners a caller opened for lpsd (a supervisor passing
@@ -388,9 +393,13 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		IdleTimeout: time.Minute,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	cp, err := o.logf.checkpointer(st, log, metrics.Register)
+	if err != nil {
+		return nil, err
+	}
 	adminMetrics.InitializeMetrics(adminSrv)
 	reloads.loaded(started, nil, false, map[string]tls.Certificate{"node": cert, "admin": adminCert})
-	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash}, nil
+	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp}, nil
 }
 
 // Snapshot is the snapshot lpsd serves from, nil before the first.
@@ -409,7 +418,10 @@ func (s *Server) Close() error {
 func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 	o, log, node, hup := s.o, s.log, s.node, s.hup
 	snaps, adminHTTP, dash := s.snaps, s.adminHTTP, s.dash
-	httpSrv := &http.Server{Handler: node.HTTPHandler(), ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
+	httpMux := http.NewServeMux()
+	httpMux.Handle("/", node.HTTPHandler())
+	httpMux.Handle("/log/", logHandler(s.st))
+	httpSrv := &http.Server{Handler: httpMux, ReadHeaderTimeout: 5 * time.Second, IdleTimeout: time.Minute}
 
 	// Every listener opened (or handed in) is closed if Serve stops
 	// before serving on it.
@@ -478,6 +490,9 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 		}()
 	}
 	goRun("snapshot", func() error { return keepSnapshot(ctx, snaps, log) })
+	if s.checkpointer != nil {
+		goRun("checkpointer", func() error { return s.checkpointer.Run(ctx) })
+	}
 	goRun("reload", func() error {
 		for {
 			select {

@@ -1,0 +1,260 @@
+package lps
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/translog"
+)
+
+// checkpointStore is the store's half a Checkpointer uses.
+type checkpointStore interface {
+	logStore
+	PutCheckpoint(ctx context.Context, size int64, note []byte) error
+	Watch(ctx context.Context) <-chan struct{}
+}
+
+// Witness is a witness lpsd asks to cosign its checkpoints (C2SP
+// tlog-witness): its add-checkpoint URL prefix and its cosignature key.
+type Witness struct {
+	URL string
+	Key note.Verifier
+}
+
+// CheckpointerConfig configures NewCheckpointer.
+type CheckpointerConfig struct {
+	// Signer is the log's key; its name is the log's origin. Required.
+	Signer note.Signer
+	// Witnesses cosign every checkpoint kept.
+	Witnesses []Witness
+	// Quorum is how many witnesses must cosign before a checkpoint
+	// replaces the kept one: fewer would serve nodes a checkpoint their
+	// key set's policy refuses. 0: every witness.
+	Quorum int
+	// Refresh is how often the kept checkpoint is cosigned again when the
+	// log has not grown, so its cosignatures stay younger than nodes'
+	// max_checkpoint_age. 0: DefaultCheckpointRefresh.
+	Refresh time.Duration
+	// HTTP reaches the witnesses; nil is a client of its own.
+	HTTP *http.Client
+	// Log receives failures; nil discards.
+	Log *slog.Logger
+	// Register registers the checkpointer's metrics; nil registers none.
+	Register func(prometheus.Collector)
+}
+
+// DefaultCheckpointRefresh keeps cosignatures well inside the default
+// maximum age nodes accept (translog.DefaultMaxAge, 24 h), with room for a
+// witness outage of many hours.
+const DefaultCheckpointRefresh = time.Hour
+
+// checkpointPoll is how often the log size is compared with the kept
+// checkpoint's without a store signal.
+const checkpointPoll = 10 * time.Second
+
+// Checkpointer keeps the store's checkpoint current: after the log grows,
+// and every Refresh, it signs a checkpoint of the whole log with the log
+// key, has the witnesses cosign it and keeps it (store.PutCheckpoint),
+// which nodes are then served with their proofs. Every replica may run
+// one: checkpoints of one tree are the same whoever signs them, witnesses
+// cosign a repeated size again, and the store keeps the largest.
+type Checkpointer struct {
+	st      checkpointStore
+	cfg     CheckpointerConfig
+	origin  string
+	log     *slog.Logger
+	hashes  *hashCache
+	mu      sync.Mutex
+	sizes   map[string]int64 // witness URL → size it last cosigned
+	cosigns *prometheus.CounterVec
+	size    prometheus.Gauge
+	signed  prometheus.Gauge
+}
+
+// NewCheckpointer returns a Checkpointer of st's log.
+func NewCheckpointer(st checkpointStore, cfg CheckpointerConfig) (*Checkpointer, error) {
+	if cfg.Signer == nil {
+		return nil, errors.New("checkpointer: no log key")
+	}
+	if cfg.Quorum <= 0 || cfg.Quorum > len(cfg.Witnesses) {
+		cfg.Quorum = len(cfg.Witnesses)
+	}
+	if cfg.Refresh <= 0 {
+		cfg.Refresh = DefaultCheckpointRefresh
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = &http.Client{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	c := &Checkpointer{
+		st: st, cfg: cfg, origin: cfg.Signer.Name(), log: cfg.Log, hashes: newHashCache(st), sizes: make(map[string]int64),
+		cosigns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_log_cosignatures_total",
+			Help: "Witness cosignature requests by witness URL and result (cosigned, refused, failed).",
+		}, []string{"witness", "result"}),
+		size: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lpsd_log_checkpoint_size",
+			Help: "Tree size of the last checkpoint this replica signed and kept.",
+		}),
+		signed: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lpsd_log_checkpoint_timestamp_seconds",
+			Help: "When this replica last kept a cosigned checkpoint (Unix seconds); nodes refuse cosignatures older than their max_checkpoint_age.",
+		}),
+	}
+	if cfg.Register != nil {
+		cfg.Register(c.cosigns)
+		cfg.Register(c.size)
+		cfg.Register(c.signed)
+	}
+	return c, nil
+}
+
+// Run keeps the checkpoint current until ctx is done.
+func (c *Checkpointer) Run(ctx context.Context) error {
+	changes := c.st.Watch(ctx)
+	tick := time.NewTicker(checkpointPoll)
+	defer tick.Stop()
+	var last time.Time // when this replica last kept one
+	wait := time.Duration(0)
+	for {
+		if wait > 0 {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+		err := c.Step(ctx, time.Since(last) >= c.cfg.Refresh)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			// Witnesses down, the store slow: try again soon, not in a
+			// tight loop.
+			wait = min(max(2*wait, 5*time.Second), 5*time.Minute) + rand.N(time.Second)
+			c.log.Warn("transparency log checkpoint not kept; retrying", "retry_in", wait.Round(time.Second).String(), "err", err)
+			continue
+		default:
+			wait = 0
+		}
+		if err == nil {
+			last = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case _, ok := <-changes:
+			if !ok {
+				changes = c.st.Watch(ctx)
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+// Step keeps a new cosigned checkpoint if the log has grown past the kept
+// one, or if refresh. It returns nil when nothing needed doing.
+func (c *Checkpointer) Step(ctx context.Context, refresh bool) error {
+	size, err := c.st.LogSize(ctx)
+	if err != nil {
+		return err
+	}
+	kept, _, err := c.st.Checkpoint(ctx)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		kept = -1
+	case err != nil:
+		return err
+	}
+	if size == kept && !refresh {
+		return nil
+	}
+	hr := c.hashes.reader(ctx)
+	hash, err := tlog.TreeHash(size, hr)
+	if err != nil {
+		return fmt.Errorf("tree hash at size %d: %w", size, err)
+	}
+	signed, err := translog.Checkpoint{Origin: c.origin, Size: size, Hash: hash}.Sign(c.cfg.Signer)
+	if err != nil {
+		return err
+	}
+	cosigned, n := c.cosign(ctx, hr, size, signed)
+	if n < c.cfg.Quorum {
+		return fmt.Errorf("checkpoint at size %d: %d of the %d witness cosignatures needed", size, n, c.cfg.Quorum)
+	}
+	if err := c.st.PutCheckpoint(ctx, size, cosigned); err != nil {
+		return fmt.Errorf("keep checkpoint at size %d: %w", size, err)
+	}
+	c.size.Set(float64(size))
+	c.signed.SetToCurrentTime()
+	c.log.Info("transparency log checkpoint kept", "origin", c.origin, "size", size, "cosignatures", n)
+	return nil
+}
+
+// cosign asks every witness to cosign signed and returns it with the
+// cosignature lines it got, and how many.
+func (c *Checkpointer) cosign(ctx context.Context, hr tlog.HashReader, size int64, signed []byte) ([]byte, int) {
+	out := bytes.Clone(signed)
+	n := 0
+	for _, w := range c.cfg.Witnesses {
+		line, err := c.addCheckpoint(ctx, hr, w, size, signed)
+		if err != nil {
+			var we *translog.WitnessError
+			result := "failed"
+			if errors.As(err, &we) {
+				result = "refused"
+			}
+			c.cosigns.WithLabelValues(w.URL, result).Inc()
+			c.log.Warn("witness did not cosign", "witness", w.URL, "size", size, "err", err)
+			continue
+		}
+		c.cosigns.WithLabelValues(w.URL, "cosigned").Inc()
+		out = append(out, line...)
+		n++
+	}
+	return out, n
+}
+
+// addCheckpoint submits signed to w with a proof from the size w last
+// cosigned, learning that size from a 409 when it is not known.
+func (c *Checkpointer) addCheckpoint(ctx context.Context, hr tlog.HashReader, w Witness, size int64, signed []byte) ([]byte, error) {
+	c.mu.Lock()
+	old := c.sizes[w.URL]
+	c.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		var proof tlog.TreeProof
+		if old > 0 && old < size {
+			var err error
+			if proof, err = tlog.ProveTree(size, old, hr); err != nil {
+				return nil, fmt.Errorf("prove size %d from %d: %w", size, old, err)
+			}
+		}
+		line, err := translog.AddCheckpoint(ctx, c.cfg.HTTP, w.URL, w.Key, old, proof, signed)
+		var we *translog.WitnessError
+		if errors.As(err, &we) && we.StatusCode == http.StatusConflict && we.Size >= 0 && we.Size <= size && we.Size != old && attempt == 0 {
+			old = we.Size
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		c.sizes[w.URL] = size
+		c.mu.Unlock()
+		return line, nil
+	}
+}

@@ -1,0 +1,96 @@
+package lpsd
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/lps"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/translog"
+	"nodehotfix/internal/translog/tiles"
+)
+
+// logFlags configure the transparency log's checkpoints.
+type logFlags struct {
+	key       string
+	witnesses []string
+	quorum    int
+	refresh   time.Duration
+}
+
+func (f *logFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.key, "log-key", "", "transparency log private key `file` (lpsctl witness keygen --kind log): sign checkpoints of the log every release, revocation and key set is appended to, which nodes whose key set names the log verify; off when empty (the log still grows)")
+	fs.Func("witness", "witness `\"URL VKEY\"` that cosigns the log's checkpoints (C2SP tlog-witness add-checkpoint at URL, cosignature key VKEY); repeat for each witness", func(s string) error {
+		if len(strings.Fields(s)) != 2 {
+			return errors.New(`want "URL VKEY"`)
+		}
+		f.witnesses = append(f.witnesses, s)
+		return nil
+	})
+	fs.IntVar(&f.quorum, "witness-quorum", 0, "witness cosignatures a checkpoint needs before nodes are served it (0: every --witness)")
+	fs.DurationVar(&f.refresh, "log-refresh", lps.DefaultCheckpointRefresh, "how often the checkpoint is cosigned again when the log has not grown; keep it well under nodes' max_checkpoint_age")
+}
+
+// checkpointer returns the Checkpointer the flags configure, or nil when
+// there is no --log-key.
+func (f logFlags) checkpointer(st store.Store, log *slog.Logger, register func(prometheus.Collector)) (*lps.Checkpointer, error) {
+	if f.key == "" {
+		if len(f.witnesses) > 0 {
+			return nil, usagef("--witness needs --log-key: witnesses cosign the checkpoints the log key signs")
+		}
+		return nil, nil
+	}
+	data, err := capfile.Read(f.key, 4<<10)
+	if err != nil {
+		return nil, fmt.Errorf("--log-key: %w", err)
+	}
+	signer, err := translog.NewLogSigner(strings.TrimSpace(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("--log-key %s: %w", f.key, err)
+	}
+	cfg := lps.CheckpointerConfig{
+		Signer: signer, Quorum: f.quorum, Refresh: f.refresh, Log: log.With("component", "checkpointer"), Register: register,
+		HTTP: &http.Client{Timeout: 20 * time.Second},
+	}
+	for _, w := range f.witnesses {
+		url, vkey, _ := strings.Cut(strings.TrimSpace(w), " ")
+		key, err := translog.ParseWitnessKey(strings.TrimSpace(vkey))
+		if err != nil {
+			return nil, usagef("--witness %q: %v", w, err)
+		}
+		cfg.Witnesses = append(cfg.Witnesses, lps.Witness{URL: url, Key: key})
+	}
+	if f.quorum < 0 || f.quorum > len(cfg.Witnesses) {
+		return nil, usagef("--witness-quorum %d: want 0 to the %d witnesses given", f.quorum, len(cfg.Witnesses))
+	}
+	return lps.NewCheckpointer(st, cfg)
+}
+
+// tileSource serves the store's log as C2SP tlog-tiles: the store says
+// ErrNotFound before the first checkpoint, the handler wants no note.
+type tileSource struct{ store.Store }
+
+func (s tileSource) Checkpoint(ctx context.Context) (int64, []byte, error) {
+	size, note, err := s.Store.Checkpoint(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return 0, nil, nil
+	}
+	return size, note, err
+}
+
+var _ tiles.Source = tileSource{}
+
+// logHandler serves the log read-only under /log/ on the HTTP listener:
+// anyone may monitor it (lpsctl log --url http://ADDR/log/).
+func logHandler(st store.Store) http.Handler {
+	return http.StripPrefix("/log", tiles.Handler(tileSource{st}))
+}
