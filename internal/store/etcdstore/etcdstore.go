@@ -12,6 +12,11 @@
 //	<prefix>seats/<version>/sub/<subscription>/<slot> a seat taken under a per-subscription bound: its holder
 //	<prefix>served/<version>/<vmId>/<boot> served record (JSON, "v")
 //	<prefix>configs/<component>@<version> component configuration record (JSON, "v")
+//	<prefix>keysets/<version>       key-set record (JSON, "v"); version is 20-digit zero-padded
+//	<prefix>log/size                how many records the transparency log holds (decimal)
+//	<prefix>log/records/<n>         log record n from 0: a version byte (1), then its exact bytes; 20-digit
+//	<prefix>log/hashes/<i>          stored hash i (tlog.StoredHashIndex): its 32 bytes; 20-digit
+//	<prefix>log/checkpoint          the kept checkpoint: its size and note (JSON, "v")
 //
 // A release's revision is its key's ModRevision, and the store-wide
 // revision is the highest ModRevision under releases/ (release keys are
@@ -23,6 +28,16 @@
 // creating both its slot key, numbered by the count of slots, and its vmId
 // key in one transaction that requires neither to exist, so no slot has
 // two holders and no vmId two slots.
+//
+// A write that appends to the transparency log (a release or revocation
+// with a record, a key set) first reads log/size and the stored hashes the
+// new record's hashes are computed from (tlog.StoredHashes), then commits
+// one transaction that also compares log/size's ModRevision and that the
+// record's key does not exist, putting the record, its hashes and the new
+// size beside the release, the audit entry and the counter. If only the
+// size or the audit seq moved (another replica appended), it plans again,
+// so replicas never fork the log. A key set's transaction also compares
+// that the highest version read is still the highest.
 package etcdstore
 
 import (
