@@ -36,7 +36,9 @@
 // record's key does not exist, putting the record, its hashes and the new
 // size beside the release, the audit entry and the counter. If only the
 // size or the audit seq moved (another replica appended), it plans again,
-// so replicas never fork the log. A key set's transaction also compares
+// so replicas never fork the log; if nothing moved, a key where the next
+// record or audit entry goes exists already, and the write fails rather
+// than retry or overwrite it. A key set's transaction also compares
 // that the highest version read is still the highest.
 package etcdstore
 
@@ -378,6 +380,7 @@ func (s *Store) tryWrite(ctx context.Context, c change, a store.AuditEntry, rec 
 		clientv3.OpPut(s.auditKey(a.Seq), string(av)),
 		clientv3.OpPut(s.seqKey(), strconv.FormatInt(a.Seq, 10)),
 	)
+	var sizeModRev int64
 	if rec != nil {
 		app, err := s.planAppend(ctx, rec)
 		if err != nil {
@@ -385,13 +388,14 @@ func (s *Store) tryWrite(ctx context.Context, c change, a store.AuditEntry, rec 
 		}
 		cmps = append(cmps, app.cmps...)
 		ops = append(ops, app.ops...)
+		sizeModRev = app.sizeModRev
 	}
 	tctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
 	resp, err := s.cli.Txn(tctx).
 		If(cmps...).
 		Then(ops...).
-		Else(append(slices.Clip(c.elseOps), clientv3.OpGet(s.seqKey()))...).
+		Else(append(slices.Clip(c.elseOps), clientv3.OpGet(s.seqKey()), clientv3.OpGet(s.logSizeKey(), clientv3.WithKeysOnly()))...).
 		Commit()
 	if err != nil {
 		return 0, false, s.mapErr(err)
@@ -404,11 +408,24 @@ func (s *Store) tryWrite(ctx context.Context, c change, a store.AuditEntry, rec 
 		s.seqMu.Unlock()
 		return resp.Header.Revision, false, nil
 	}
-	if err := s.updateSeq(resp.Responses[len(c.elseOps)].GetResponseRange().Kvs); err != nil {
+	seqKVs := resp.Responses[len(c.elseOps)].GetResponseRange().Kvs
+	if err := s.updateSeq(seqKVs); err != nil {
 		return 0, false, err
 	}
 	if err := c.lost(resp.Responses[:len(c.elseOps)]); err != nil {
 		return 0, false, err
+	}
+	// Nobody else wrote: an audit entry or log record already sits where
+	// a counter says the next one goes. Retrying would meet it again.
+	var nowSeq, nowSize int64
+	if len(seqKVs) > 0 {
+		nowSeq = seqKVs[0].ModRevision
+	}
+	if kvs := resp.Responses[len(c.elseOps)+1].GetResponseRange().Kvs; len(kvs) > 0 {
+		nowSize = kvs[0].ModRevision
+	}
+	if nowSeq == seqModRev && (rec == nil || nowSize == sizeModRev) {
+		return 0, false, fmt.Errorf("audit entry %d or the next log record exists already: a counter (audit seq or log size) is behind its keys", a.Seq)
 	}
 	return 0, true, nil
 }

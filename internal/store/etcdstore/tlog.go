@@ -62,6 +62,8 @@ func (s *Store) readLogSize(ctx context.Context) (n, modRev int64, err error) {
 type logAppend struct {
 	cmps []clientv3.Cmp
 	ops  []clientv3.Op
+	// sizeModRev is the log size key's ModRevision the append compares.
+	sizeModRev int64
 }
 
 // planAppend reads the log's size n and the stored hashes that record n's
@@ -81,6 +83,7 @@ func (s *Store) planAppend(ctx context.Context, rec []byte) (logAppend, error) {
 		return logAppend{}, fmt.Errorf("append log record %d: %w", n, err)
 	}
 	a := logAppend{
+		sizeModRev: modRev,
 		cmps: []clientv3.Cmp{
 			clientv3.Compare(clientv3.ModRevision(s.logSizeKey()), "=", modRev),
 			// Append-only even if the size key were reset.
