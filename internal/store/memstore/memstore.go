@@ -18,10 +18,11 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-// Store keeps releases, the audit log, reports and the transparency log in memory; everything is
-// lost on Close. Revisions come from one store-wide counter that every
-// release write increments. Records are copied in and out, so callers may modify what
-// they pass and get. Store is safe for concurrent use.
+// Store keeps releases, the audit log, reports and the transparency log in
+// memory; everything is lost on Close. Revisions come from one store-wide
+// counter that every release write increments. Records are copied in and
+// out, so callers may modify what they pass and get. Store is safe for
+// concurrent use.
 type Store struct {
 	hub notify.Hub
 
