@@ -53,7 +53,7 @@ const DefaultInterval = 10 * time.Second
 type Store interface {
 	Releases(ctx context.Context) ([]rollout.Release, int64, error)
 	Release(ctx context.Context, version string) (rollout.Release, int64, error)
-	PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error)
+	PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry, rec []byte) (int64, error)
 	assess.Source
 }
 
@@ -466,7 +466,7 @@ func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action s
 	_, err = a.st.PutRelease(ctx, next, rev, store.AuditEntry{
 		Time: now, Actor: Actor, Action: action, Target: cur.Version, Before: before, After: after, Evidence: evidence,
 		Reason: reason(action, cur, next, ev),
-	})
+	}, nil)
 	if errors.Is(err, store.ErrConflict) {
 		return Change{}, errMoved
 	}

@@ -51,7 +51,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "op", Action: "plan", Target: version}); err != nil {
+	if _, err := f.st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "op", Action: "plan", Target: version}, nil); err != nil {
 		t.Fatal(err)
 	}
 	f.ap = New(f.st, Config{Now: func() time.Time { return f.now }})
@@ -204,7 +204,7 @@ func TestOperatorWins(t *testing.T) {
 	f.now = t0.Add(time.Hour)
 	r, rev, _ := f.st.Release(t.Context(), version)
 	paused, _ := r.Transition(rollout.Paused)
-	if _, err := f.st.PutRelease(t.Context(), paused, rev, store.AuditEntry{Actor: "op", Action: "pause", Target: version}); err != nil {
+	if _, err := f.st.PutRelease(t.Context(), paused, rev, store.AuditEntry{Actor: "op", Action: "pause", Target: version}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if c := f.step(); len(c) != 0 {
@@ -258,7 +258,7 @@ func (s racing) Release(ctx context.Context, v string) (rollout.Release, int64, 
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	if _, err := s.Store.PutRelease(ctx, scoped, rev, store.AuditEntry{Actor: "op", Action: "scope", Target: v}); err != nil {
+	if _, err := s.Store.PutRelease(ctx, scoped, rev, store.AuditEntry{Actor: "op", Action: "scope", Target: v}, nil); err != nil {
 		s.t.Fatal(err)
 	}
 	return r, rev, nil
@@ -318,7 +318,7 @@ func TestHaltsOnSilentCanary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "op", Action: "plan", Target: version}); err != nil {
+	if _, err := st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "op", Action: "plan", Target: version}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Ten nodes are served it; two report success, one reported only a

@@ -109,7 +109,7 @@ func TestCanarySeatsAcrossReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.PutRelease(t.Context(), next, rev, store.AuditEntry{Actor: "test", Action: "advance", Target: rel.Version}); err != nil {
+	if _, err := st.PutRelease(t.Context(), next, rev, store.AuditEntry{Actor: "test", Action: "advance", Target: rel.Version}, nil); err != nil {
 		t.Fatal(err)
 	}
 	c := newReplica(t, st) // a replica that never saw the canary step

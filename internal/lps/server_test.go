@@ -173,7 +173,7 @@ func release(version string, ro rollout.Rollout, revoked bool) rollout.Release {
 func publish(t *testing.T, st store.Store, rels ...rollout.Release) {
 	t.Helper()
 	for _, r := range rels {
-		if _, err := st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: r.Version}); err != nil {
+		if _, err := st.PutRelease(t.Context(), r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: r.Version}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -623,7 +623,7 @@ func TestSnapshotSwap(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Revoked = true
-	if _, err := ts.st.PutRelease(t.Context(), r, rev, store.AuditEntry{Actor: "test", Action: "revoke", Target: r.Version}); err != nil {
+	if _, err := ts.st.PutRelease(t.Context(), r, rev, store.AuditEntry{Actor: "test", Action: "revoke", Target: r.Version}, nil); err != nil {
 		t.Fatal(err)
 	}
 	want = `{"hotfixes":{"202501.15":"202501.15.0"},"revoked":["202501.15.2"]}`

@@ -1,6 +1,7 @@
 // Package store defines the storage contract of the live-patching service:
-// release records with their rollouts, an append-only audit log, and nodes'
-// provisioning outcome reports, and component configurations.
+// release records with their rollouts, an append-only audit log, nodes'
+// provisioning outcome reports, component configurations, and the
+// transparency log of releases, revocations and key-set versions.
 //
 // Backends live in subpackages (memstore, boltstore, etcdstore) and all pass
 // the storetest conformance suite. The service never reads a store on the
@@ -211,7 +212,7 @@ type Heartbeat struct {
 // flip. The list is usable; the caller counts and logs what was skipped,
 // and never lets one bad record stop what the others decide.
 type UnreadableError struct {
-	Kind  string // "release", "report" or "served record"
+	Kind  string // "release", "report", "served record" or "key set"
 	Count int
 	First error // the first record's decode error, with its key
 	// Keys are the unreadable records' keys where the caller needs them
@@ -310,8 +311,8 @@ type Beats interface {
 // silent-after.
 const BeatRetention = 72 * time.Hour
 
-// Store persists releases, the audit log, reports, canary seats and
-// component configurations.
+// Store persists releases, the audit log, reports, canary seats,
+// component configurations, key-set versions and the transparency log.
 // Implementations are safe for concurrent use.
 type Store interface {
 	// Releases returns every release (in version order) and the store-wide
@@ -327,16 +328,39 @@ type Store interface {
 
 	// PutRelease writes r if the stored revision of r.Version equals ifRev,
 	// where ifRev 0 means "must not exist yet", and appends a (with Seq
-	// assigned) in the same atomic transaction. It returns r's new
-	// revision. ErrConflict if ifRev does not match.
-	PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a AuditEntry) (int64, error)
+	// assigned) and, unless rec is nil, the log record rec (a release or
+	// revocation envelope) in the same atomic transaction. It returns r's
+	// new revision. ErrConflict if ifRev does not match, and then nothing
+	// is appended; ErrInvalidRecord (nothing stored) for a non-nil rec that
+	// ValidateRecord refuses. A concurrent append by another replica is
+	// not a conflict: the backend retries on the new log size.
+	PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a AuditEntry, rec []byte) (int64, error)
+
+	// PutKeySet stores k, appends a (with Seq assigned) and appends
+	// k.Envelope to the log, in one atomic transaction. ErrConflict unless
+	// k.Version is exactly one more than the highest version stored (any
+	// version when none is); ErrInvalidRecord (KeySetRecord.Validate).
+	// Key sets are not releases: no revision moves, but Watch signals.
+	PutKeySet(ctx context.Context, k KeySetRecord, a AuditEntry) error
+
+	// KeySets returns every stored key-set record, ascending by version.
+	// Records that cannot be decoded are skipped, and the others returned
+	// with an *UnreadableError whose Keys are the skipped versions
+	// (decimal): the chain has a hole there, which the caller must not
+	// paper over. ErrClosed after Close.
+	KeySets(ctx context.Context) ([]KeySetRecord, error)
+
+	// Log is the transparency log that PutRelease and PutKeySet append
+	// to. PutCheckpoint signals Watch when it changes the kept checkpoint.
+	Log
 
 	// Audit returns up to limit entries with Seq greater than after, oldest
 	// first.
 	Audit(ctx context.Context, after int64, limit int) ([]AuditEntry, error)
 
 	// Watch returns a channel that receives a value after any change to the
-	// releases, from this process or (for shared backends) any other,
+	// releases (component configurations, key sets and the kept checkpoint
+	// too), from this process or (for shared backends) any other,
 	// coalescing bursts; it is closed when ctx is done or the store is
 	// closed. Consumers re-read Releases on each signal.
 	Watch(ctx context.Context) <-chan struct{}

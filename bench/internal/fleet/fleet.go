@@ -510,7 +510,7 @@ func publish(ctx context.Context, st store.Store, cfg Config) error {
 				return fmt.Errorf("plan %s: %w", r.version, err)
 			}
 		}
-		if _, err := st.PutRelease(ctx, rec, 0, store.AuditEntry{Time: now, Actor: "fleetsim", Action: "publish", Target: r.version}); err != nil {
+		if _, err := st.PutRelease(ctx, rec, 0, store.AuditEntry{Time: now, Actor: "fleetsim", Action: "publish", Target: r.version}, nil); err != nil {
 			return fmt.Errorf("publish %s: %w", r.version, err)
 		}
 	}
@@ -549,7 +549,7 @@ func change(ctx context.Context, st store.Store, reps []*replica, percent int) (
 		return nil, err
 	}
 	next.UpdatedAt = time.Now()
-	if _, err := st.PutRelease(ctx, next, rev, store.AuditEntry{Time: next.UpdatedAt, Actor: "fleetsim", Action: "rollout-set", Target: RollingVer}); err != nil {
+	if _, err := st.PutRelease(ctx, next, rev, store.AuditEntry{Time: next.UpdatedAt, Actor: "fleetsim", Action: "rollout-set", Target: RollingVer}, nil); err != nil {
 		return nil, err
 	}
 	acked := time.Now()

@@ -192,7 +192,7 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	rev, same, err := s.publish(ctx, "release", r, r.Envelope, store.AuditEntry{
 		Time: now, Actor: actor, Action: ActionPublish, Target: r.Version, Reason: req.GetReason(),
 	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
-		return s.store.PutRelease(ctx, r, 0, e)
+		return s.store.PutRelease(ctx, r, 0, e, nil)
 	}, func(ctx context.Context) (json.RawMessage, int64, error) {
 		got, rev, err := s.store.Release(ctx, r.Version)
 		cur = got
@@ -701,7 +701,7 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 	newRev, err := s.write(ctx, "release", cur, next, rev, store.AuditEntry{
 		Time: now, Actor: actor, Action: action, Target: version, Reason: reason,
 	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
-		return s.store.PutRelease(ctx, next, rev, e)
+		return s.store.PutRelease(ctx, next, rev, e, nil)
 	})
 	if err != nil {
 		return nil, false, err

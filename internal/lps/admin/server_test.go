@@ -660,12 +660,12 @@ type racingStore struct {
 	race func()
 }
 
-func (s *racingStore) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error) {
+func (s *racingStore) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry, rec []byte) (int64, error) {
 	if s.race != nil {
 		s.race()
 		s.race = nil
 	}
-	return s.Store.PutRelease(ctx, r, ifRev, a)
+	return s.Store.PutRelease(ctx, r, ifRev, a, rec)
 }
 
 func TestSetRolloutLosingTheCASIsAborted(t *testing.T) {
@@ -685,7 +685,7 @@ func TestSetRolloutLosingTheCASIsAborted(t *testing.T) {
 			return
 		}
 		r.Rollout = rollout.Rollout{State: rollout.Rolling, Percent: 50}
-		if _, err := h.store.PutRelease(t.Context(), r, rev, store.AuditEntry{Actor: "other", Action: "rollout-set", Target: v}); err != nil {
+		if _, err := h.store.PutRelease(t.Context(), r, rev, store.AuditEntry{Actor: "other", Action: "rollout-set", Target: v}, nil); err != nil {
 			t.Error(err)
 		}
 	}
@@ -1015,7 +1015,7 @@ func TestResumeRestartsPlanBake(t *testing.T) {
 	}
 	r.Rollout.State = rollout.Paused
 	r.Rollout.Plan.StepSince = testNow.Add(-48 * time.Hour)
-	if _, err := h.store.PutRelease(t.Context(), r, rev, store.AuditEntry{Time: testNow, Actor: "test", Action: "pause", Target: v}); err != nil {
+	if _, err := h.store.PutRelease(t.Context(), r, rev, store.AuditEntry{Time: testNow, Actor: "test", Action: "pause", Target: v}, nil); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := c.Transition(t.Context(), &adminv1.TransitionRequest{Version: v, Action: adminv1.Action_ACTION_RESUME})
@@ -1200,7 +1200,7 @@ func TestExpiryVisibleAndEnforced(t *testing.T) {
 	oldNotAfter := testNow.Add(48 * time.Hour)
 	rec := rollout.Release{Version: old, Base: "202604.01", Envelope: json.RawMessage(signedUntil(t, priv, old, oldNotAfter)),
 		Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}, PublishedAt: testNow, UpdatedAt: testNow}
-	if _, err := h.store.PutRelease(ctx, rec, 0, store.AuditEntry{Time: testNow, Actor: "test", Action: ActionPublish, Target: old}); err != nil {
+	if _, err := h.store.PutRelease(ctx, rec, 0, store.AuditEntry{Time: testNow, Actor: "test", Action: ActionPublish, Target: old}, nil); err != nil {
 		t.Fatal(err)
 	}
 	st, err := c.Status(ctx, &adminv1.StatusRequest{})
@@ -1404,7 +1404,7 @@ func TestListAuditScanIsBounded(t *testing.T) {
 		}
 		var err error
 		r.UpdatedAt = testNow.Add(time.Duration(i))
-		if rev, err = st.PutRelease(ctx, r, rev, store.AuditEntry{Time: testNow, Actor: actor, Action: ActionRolloutSet, Target: r.Version}); err != nil {
+		if rev, err = st.PutRelease(ctx, r, rev, store.AuditEntry{Time: testNow, Actor: actor, Action: ActionRolloutSet, Target: r.Version}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -3,6 +3,7 @@ package boltstore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -54,6 +55,21 @@ const (
 	// endian, incremented by every release and component configuration
 	// write.
 	revisionKey = "revision"
+	// logRecordsBucket maps a log record's index n (8-byte big endian,
+	// from 0) to its stored form (storecodec.EncodeLogRecord).
+	logRecordsBucket = "log-records"
+	// logHashesBucket maps a stored-hash index (tlog.StoredHashIndex,
+	// 8-byte big endian) to the hash's 32 bytes.
+	logHashesBucket = "log-hashes"
+	// keySetsBucket maps a key-set version (8-byte big endian) to its
+	// stored form (storecodec).
+	keySetsBucket = "keysets"
+	// logSizeKey (in metaBucket) is how many records the log holds, 8-byte
+	// big endian; absent for none.
+	logSizeKey = "log-size"
+	// checkpointKey (in metaBucket) is the kept checkpoint's stored form
+	// (storecodec); absent for none.
+	checkpointKey = "log-checkpoint"
 )
 
 // lockTimeout bounds the wait for the file lock, so a second lpsd on the
@@ -97,7 +113,7 @@ func Open(path string) (*Store, error) {
 	}
 	s := &Store{db: db}
 	err = s.update(func(tx *bolt.Tx) error {
-		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket, beatsBucket} {
+		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket, beatsBucket, logRecordsBucket, logHashesBucket, keySetsBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
 				return fmt.Errorf("create bucket %s: %w", b, err)
 			}
@@ -288,14 +304,14 @@ func (s *Store) get(bucket, key string, decode func([]byte) error) error {
 }
 
 // PutRelease implements store.Store.
-func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error) {
-	if err := r.Validate(); err != nil {
+func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry, rec []byte) (int64, error) {
+	if err := cmp.Or(r.Validate(), store.ValidateRecord(rec)); err != nil {
 		return 0, fmt.Errorf("put release: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
 	}
-	rev, err := s.put(releasesBucket, r.Version, ifRev, a, func(v []byte) (int64, error) {
+	rev, err := s.put(releasesBucket, r.Version, ifRev, a, rec, func(v []byte) (int64, error) {
 		_, cur, err := storecodec.DecodeRelease(v)
 		return cur, err
 	}, func(rev int64) ([]byte, error) { return storecodec.EncodeRelease(r, rev) })
@@ -307,10 +323,11 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 }
 
 // put writes the record encode makes under key in bucket, in one
-// transaction with its audit entry a: compare-and-swap on the revision
-// stored (0: none) decodes from the value there, then the store-wide
-// revision moves to the record's. PutRelease and PutConfig share it.
-func (s *Store) put(bucket, key string, ifRev int64, a store.AuditEntry, stored func([]byte) (int64, error), encode func(rev int64) ([]byte, error)) (int64, error) {
+// transaction with its audit entry a and log record rec (nil: none):
+// compare-and-swap on the revision stored (0: none) decodes from the value
+// there, then the store-wide revision moves to the record's. PutRelease
+// and PutConfig share it.
+func (s *Store) put(bucket, key string, ifRev int64, a store.AuditEntry, rec []byte, stored func([]byte) (int64, error), encode func(rev int64) ([]byte, error)) (int64, error) {
 	var rev int64
 	err := s.update(func(tx *bolt.Tx) error {
 		records := tx.Bucket([]byte(bucket))
@@ -335,19 +352,27 @@ func (s *Store) put(bucket, key string, ifRev int64, a store.AuditEntry, stored 
 		if err := tx.Bucket([]byte(metaBucket)).Put([]byte(revisionKey), uint64Key(uint64(rev))); err != nil {
 			return err
 		}
-		audit := tx.Bucket([]byte(auditBucket))
-		seq, err := audit.NextSequence()
-		if err != nil {
+		if err := appendLog(tx, rec); err != nil {
 			return err
 		}
-		a.Seq = int64(seq)
-		av, err := storecodec.EncodeAudit(a)
-		if err != nil {
-			return err
-		}
-		return audit.Put(uint64Key(seq), av)
+		return appendAudit(tx, a)
 	})
 	return rev, err
+}
+
+// appendAudit adds a to the audit log with the next Seq.
+func appendAudit(tx *bolt.Tx, a store.AuditEntry) error {
+	audit := tx.Bucket([]byte(auditBucket))
+	seq, err := audit.NextSequence()
+	if err != nil {
+		return err
+	}
+	a.Seq = int64(seq)
+	av, err := storecodec.EncodeAudit(a)
+	if err != nil {
+		return err
+	}
+	return audit.Put(uint64Key(seq), av)
 }
 
 // Audit implements store.Store.

@@ -63,7 +63,7 @@ func (s *Store) PutConfig(ctx context.Context, c rollout.Config, ifRev int64, a 
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("put component config %s: %w", id, err)
 	}
-	rev, err := s.put(configsBucket, id, ifRev, a, func(v []byte) (int64, error) {
+	rev, err := s.put(configsBucket, id, ifRev, a, nil, func(v []byte) (int64, error) {
 		_, cur, err := storecodec.DecodeConfig(v)
 		return cur, err
 	}, func(rev int64) ([]byte, error) { return storecodec.EncodeConfig(c, rev) })

@@ -70,7 +70,7 @@ func (s *Store) PutConfig(ctx context.Context, c rollout.Config, ifRev int64, a 
 	if err != nil {
 		return 0, fmt.Errorf("put component config %s: %w", id, err)
 	}
-	rev, err := s.put(ctx, key, string(b), ifRev, a)
+	rev, err := s.put(ctx, key, string(b), ifRev, a, nil)
 	if err != nil {
 		return 0, fmt.Errorf("put component config %s: %w", id, err)
 	}

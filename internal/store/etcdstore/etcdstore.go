@@ -12,6 +12,11 @@
 //	<prefix>seats/<version>/sub/<subscription>/<slot> a seat taken under a per-subscription bound: its holder
 //	<prefix>served/<version>/<vmId>/<boot> served record (JSON, "v")
 //	<prefix>configs/<component>@<version> component configuration record (JSON, "v")
+//	<prefix>keysets/<version>       key-set record (JSON, "v"); version is 20-digit zero-padded
+//	<prefix>log/size                how many records the transparency log holds (decimal)
+//	<prefix>log/records/<n>         log record n from 0: a version byte (1), then its exact bytes; 20-digit
+//	<prefix>log/hashes/<i>          stored hash i (tlog.StoredHashIndex): its 32 bytes; 20-digit
+//	<prefix>log/checkpoint          the kept checkpoint: its size and note (JSON, "v")
 //
 // A release's revision is its key's ModRevision, and the store-wide
 // revision is the highest ModRevision under releases/ (release keys are
@@ -23,6 +28,18 @@
 // creating both its slot key, numbered by the count of slots, and its vmId
 // key in one transaction that requires neither to exist, so no slot has
 // two holders and no vmId two slots.
+//
+// A write that appends to the transparency log (a release or revocation
+// with a record, a key set) first reads log/size and the stored hashes the
+// new record's hashes are computed from (tlog.StoredHashes), then commits
+// one transaction that also compares log/size's ModRevision and that the
+// record's key does not exist, putting the record, its hashes and the new
+// size beside the release, the audit entry and the counter. If only the
+// size or the audit seq moved (another replica appended), it plans again,
+// so replicas never fork the log; if nothing moved, a key where the next
+// record or audit entry goes exists already, and the write fails rather
+// than retry or overwrite it. A key set's transaction also compares
+// that the highest version read is still the highest.
 package etcdstore
 
 import (
@@ -39,6 +56,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -59,9 +77,9 @@ const (
 	// idle watch well before the snapshotter's periodic resync would.
 	keepaliveTime    = 30 * time.Second
 	keepaliveTimeout = 10 * time.Second
-	// maxSeqAttempts bounds a write's retries when only the audit-seq
-	// compare lost, i.e. another replica wrote some other release.
-	maxSeqAttempts = 16
+	// maxWriteAttempts bounds a write's retries when only the audit-seq
+	// or log-size compare lost, i.e. another replica wrote something else.
+	maxWriteAttempts = 32
 	// maxWatchFailures is how many consecutive failed watch attempts end a
 	// Watch channel; the consumer then calls Watch again.
 	maxWatchFailures = 8
@@ -249,8 +267,8 @@ func (s *Store) get(ctx context.Context, key string) ([]byte, int64, error) {
 // transaction's, which becomes the release key's ModRevision. An error
 // other than ErrConflict (a timeout, say) leaves the outcome unknown: the
 // write may have applied, so re-read before retrying.
-func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error) {
-	if err := r.Validate(); err != nil {
+func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry, rec []byte) (int64, error) {
+	if err := cmp.Or(r.Validate(), store.ValidateRecord(rec)); err != nil {
 		return 0, fmt.Errorf("put release: %w", err)
 	}
 	if s.isClosed() {
@@ -261,23 +279,68 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 	if err != nil {
 		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
 	}
-	rev, err := s.put(ctx, key, string(b), ifRev, a)
+	rev, err := s.put(ctx, key, string(b), ifRev, a, rec)
 	if err != nil {
 		return 0, fmt.Errorf("put release %s: %w", r.Version, err)
 	}
 	return rev, nil
 }
 
-// put writes val under key in one transaction with its audit entry a,
-// compare-and-swap on key's ModRevision (ifRev; 0: key absent), retrying
-// while only the audit seq lost. PutRelease and PutConfig share it.
-func (s *Store) put(ctx context.Context, key, val string, ifRev int64, a store.AuditEntry) (int64, error) {
+// put writes val under key in one transaction with its audit entry a and
+// log record rec (nil: none), compare-and-swap on key's ModRevision
+// (ifRev; 0: key absent), retrying while only the audit seq or the log
+// size lost. PutRelease and PutConfig share it.
+func (s *Store) put(ctx context.Context, key, val string, ifRev int64, a store.AuditEntry, rec []byte) (int64, error) {
 	keyCmp := clientv3.Compare(clientv3.ModRevision(key), "=", ifRev)
 	if ifRev == 0 {
 		keyCmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 	}
-	for range maxSeqAttempts {
-		rev, retry, err := s.tryPut(ctx, key, val, keyCmp, ifRev, a)
+	w := change{
+		cmps:    []clientv3.Cmp{keyCmp},
+		ops:     []clientv3.Op{clientv3.OpPut(key, val)},
+		elseOps: []clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())},
+		lost: func(resps []*etcdserverpb.ResponseOp) error {
+			var stored int64
+			if kvs := resps[0].GetResponseRange().Kvs; len(kvs) > 0 {
+				stored = kvs[0].ModRevision
+			}
+			if stored != ifRev {
+				return fmt.Errorf("at revision %d (stored %d): %w", ifRev, stored, store.ErrConflict)
+			}
+			return nil
+		},
+	}
+	return s.write(ctx, a, rec, func(context.Context) (change, error) { return w, nil })
+}
+
+// change is one write attempt's own part of its transaction, beside the
+// audit entry and log record every write carries.
+type change struct {
+	cmps []clientv3.Cmp
+	ops  []clientv3.Op
+	// elseOps are read when the transaction fails, for lost, which
+	// returns an error (ErrConflict wrapped) if the write's own compares
+	// failed, nil if only the audit seq or the log size moved.
+	elseOps []clientv3.Op
+	lost    func(elseResps []*etcdserverpb.ResponseOp) error
+}
+
+// write commits the change prepare returns, with audit entry a and log
+// record rec (nil: none), in one transaction, preparing again and retrying
+// (bounded, with jittered backoff) while only a concurrent writer's audit
+// seq or log append got in first. Every lost attempt is another writer's
+// success, so the bound is only reached under heavy contention, or with a
+// counter behind the keys it numbers.
+func (s *Store) write(ctx context.Context, a store.AuditEntry, rec []byte, prepare func(context.Context) (change, error)) (int64, error) {
+	for attempt := range maxWriteAttempts {
+		if attempt > 0 && !sleep(ctx, retryBackoff(attempt)) {
+			return 0, ctx.Err()
+		}
+		c, err := prepare(ctx)
+		if err != nil {
+			return 0, err
+		}
+		rev, retry, err := s.tryWrite(ctx, c, a, rec)
 		if err != nil {
 			return 0, err
 		}
@@ -285,12 +348,21 @@ func (s *Store) put(ctx context.Context, key, val string, ifRev int64, a store.A
 			return rev, nil
 		}
 	}
-	return 0, fmt.Errorf("no free audit seq after %d attempts (contention, or a counter behind the log)", maxSeqAttempts)
+	return 0, fmt.Errorf("lost %d attempts to concurrent writers (contention, or an audit seq or log size counter behind its keys)", maxWriteAttempts)
 }
 
-// tryPut runs one write transaction. retry reports that only an audit-seq
-// compare lost; the seq cache then holds the current counter.
-func (s *Store) tryPut(ctx context.Context, key, val string, relCmp clientv3.Cmp, ifRev int64, a store.AuditEntry) (rev int64, retry bool, err error) {
+// retryBackoff is the wait before write attempt n (1-based): up to 1ms,
+// doubling, capped at 20ms, with full jitter, so writers that lost
+// together do not collide again.
+func retryBackoff(n int) time.Duration {
+	d := min(time.Millisecond<<min(n-1, 5), 20*time.Millisecond)
+	return rand.N(d + 1)
+}
+
+// tryWrite runs one write transaction. retry reports that only an
+// audit-seq or log-size compare lost; the seq cache then holds the current
+// counter.
+func (s *Store) tryWrite(ctx context.Context, c change, a store.AuditEntry, rec []byte) (rev int64, retry bool, err error) {
 	s.seqMu.Lock()
 	seq, seqModRev := s.seq, s.seqModRev
 	s.seqMu.Unlock()
@@ -299,24 +371,31 @@ func (s *Store) tryPut(ctx context.Context, key, val string, relCmp clientv3.Cmp
 	if err != nil {
 		return 0, false, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	cmps := append(slices.Clip(c.cmps),
+		clientv3.Compare(clientv3.ModRevision(s.seqKey()), "=", seqModRev),
+		// The log is append-only even if the counter was reset.
+		clientv3.Compare(clientv3.CreateRevision(s.auditKey(a.Seq)), "=", 0),
+	)
+	ops := append(slices.Clip(c.ops),
+		clientv3.OpPut(s.auditKey(a.Seq), string(av)),
+		clientv3.OpPut(s.seqKey(), strconv.FormatInt(a.Seq, 10)),
+	)
+	var sizeModRev int64
+	if rec != nil {
+		app, err := s.planAppend(ctx, rec)
+		if err != nil {
+			return 0, false, err
+		}
+		cmps = append(cmps, app.cmps...)
+		ops = append(ops, app.ops...)
+		sizeModRev = app.sizeModRev
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).
-		If(
-			relCmp,
-			clientv3.Compare(clientv3.ModRevision(s.seqKey()), "=", seqModRev),
-			// The log is append-only even if the counter was reset.
-			clientv3.Compare(clientv3.CreateRevision(s.auditKey(a.Seq)), "=", 0),
-		).
-		Then(
-			clientv3.OpPut(key, val),
-			clientv3.OpPut(s.auditKey(a.Seq), string(av)),
-			clientv3.OpPut(s.seqKey(), strconv.FormatInt(a.Seq, 10)),
-		).
-		Else(
-			clientv3.OpGet(key, clientv3.WithKeysOnly()),
-			clientv3.OpGet(s.seqKey()),
-		).
+	resp, err := s.cli.Txn(tctx).
+		If(cmps...).
+		Then(ops...).
+		Else(append(slices.Clip(c.elseOps), clientv3.OpGet(s.seqKey()), clientv3.OpGet(s.logSizeKey(), clientv3.WithKeysOnly()))...).
 		Commit()
 	if err != nil {
 		return 0, false, s.mapErr(err)
@@ -329,15 +408,24 @@ func (s *Store) tryPut(ctx context.Context, key, val string, relCmp clientv3.Cmp
 		s.seqMu.Unlock()
 		return resp.Header.Revision, false, nil
 	}
-	if err := s.updateSeq(resp.Responses[1].GetResponseRange().Kvs); err != nil {
+	seqKVs := resp.Responses[len(c.elseOps)].GetResponseRange().Kvs
+	if err := s.updateSeq(seqKVs); err != nil {
 		return 0, false, err
 	}
-	var stored int64
-	if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
-		stored = kvs[0].ModRevision
+	if err := c.lost(resp.Responses[:len(c.elseOps)]); err != nil {
+		return 0, false, err
 	}
-	if stored != ifRev {
-		return 0, false, fmt.Errorf("at revision %d (stored %d): %w", ifRev, stored, store.ErrConflict)
+	// Nobody else wrote: an audit entry or log record already sits where
+	// a counter says the next one goes. Retrying would meet it again.
+	var nowSeq, nowSize int64
+	if len(seqKVs) > 0 {
+		nowSeq = seqKVs[0].ModRevision
+	}
+	if kvs := resp.Responses[len(c.elseOps)+1].GetResponseRange().Kvs; len(kvs) > 0 {
+		nowSize = kvs[0].ModRevision
+	}
+	if nowSeq == seqModRev && (rec == nil || nowSize == sizeModRev) {
+		return 0, false, fmt.Errorf("audit entry %d or the next log record exists already: a counter (audit seq or log size) is behind its keys", a.Seq)
 	}
 	return 0, true, nil
 }
@@ -746,12 +834,13 @@ func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	go func() {
 		defer s.wg.Done()
 		defer close(out)
-		// Releases and component configurations, each on its own watch;
+		// Releases, component configurations, key sets and the kept
+		// checkpoint (a prefix matching its one key), each on its own watch;
 		// when one ends, so does the other, and the consumer re-watches.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var wg sync.WaitGroup
-		for _, prefix := range []string{s.releasesPrefix(), s.configsPrefix()} {
+		for _, prefix := range []string{s.releasesPrefix(), s.configsPrefix(), s.keySetsPrefix(), s.checkpointKey()} {
 			wg.Go(func() {
 				defer cancel()
 				s.watch(ctx, out, next, prefix)

@@ -70,7 +70,7 @@ func TestIntegrationAuditNeverOverwritten(t *testing.T) {
 	}
 
 	r := storetest.Release("202604.01.2")
-	if _, err := s.PutRelease(t.Context(), r, 0, storetest.Entry("publish", r.Version)); err == nil {
+	if _, err := s.PutRelease(t.Context(), r, 0, storetest.Entry("publish", r.Version), nil); err == nil {
 		t.Error("PutRelease with the audit counter reset = nil error, want a refusal")
 	}
 	audit, err := s.Audit(t.Context(), 0, 10)

@@ -59,7 +59,7 @@ func TestIntegrationReplicasConverge(t *testing.T) {
 	v := "202607.01.1"
 	deadline := time.Now().Add(storetest.WaitTimeout)
 	for {
-		_, err := b.PutRelease(t.Context(), storetest.Release(v), 0, storetest.Entry("publish", v))
+		_, err := b.PutRelease(t.Context(), storetest.Release(v), 0, storetest.Entry("publish", v), nil)
 		if err == nil {
 			break
 		}
@@ -99,7 +99,7 @@ func checkConverge(t *testing.T, a, b store.Store) {
 	}
 
 	r.Rollout.Percent = 30
-	rev2, err := b.PutRelease(ctx, r, rev, storetest.Entry("rollout-set", r.Version))
+	rev2, err := b.PutRelease(ctx, r, rev, storetest.Entry("rollout-set", r.Version), nil)
 	if err != nil {
 		t.Fatalf("replica b: PutRelease = %v", err)
 	}
@@ -118,7 +118,7 @@ func checkConverge(t *testing.T, a, b store.Store) {
 		}
 		storetest.WaitSignal(t, wa)
 	}
-	if _, err := a.PutRelease(ctx, r, rev, storetest.Entry("pause", r.Version)); !errors.Is(err, store.ErrConflict) {
+	if _, err := a.PutRelease(ctx, r, rev, storetest.Entry("pause", r.Version), nil); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("replica a: stale PutRelease = %v, want ErrConflict", err)
 	}
 
@@ -130,7 +130,7 @@ func checkConverge(t *testing.T, a, b store.Store) {
 		wg.Go(func() {
 			for j := range perReplica {
 				v := fmt.Sprintf("202605.0%d.%d", i+1, j+1)
-				if _, err := s.PutRelease(ctx, storetest.Release(v), 0, storetest.Entry("publish", v)); err != nil {
+				if _, err := s.PutRelease(ctx, storetest.Release(v), 0, storetest.Entry("publish", v), nil); err != nil {
 					t.Errorf("PutRelease(%s) = %v", v, err)
 				}
 			}

@@ -45,7 +45,7 @@ func (s *Store) PutConfig(ctx context.Context, c rollout.Config, ifRev int64, a 
 	if s.configs == nil {
 		s.configs = make(map[string]entry[rollout.Config])
 	}
-	rev, err := put(s, s.configs, c.ID(), cloneConfig(c), ifRev, a)
+	rev, err := put(s, s.configs, c.ID(), cloneConfig(c), ifRev, a, nil)
 	if err != nil {
 		return 0, fmt.Errorf("put component config %s %w", c.ID(), err)
 	}

@@ -2,6 +2,7 @@
 package memstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,10 +18,11 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-// Store keeps releases, the audit log and reports in memory; everything is
-// lost on Close. Revisions come from one store-wide counter that every
-// release write increments. Records are copied in and out, so callers may modify what
-// they pass and get. Store is safe for concurrent use.
+// Store keeps releases, the audit log, reports and the transparency log in
+// memory; everything is lost on Close. Revisions come from one store-wide
+// counter that every release write increments. Records are copied in and
+// out, so callers may modify what they pass and get. Store is safe for
+// concurrent use.
 type Store struct {
 	hub notify.Hub
 
@@ -44,6 +46,8 @@ type Store struct {
 	// configs holds component configurations by ID, made on first write;
 	// their writes move rev too.
 	configs map[string]entry[rollout.Config]
+	// log is the transparency log and the key sets and checkpoint beside it.
+	log memLog
 }
 
 type subscriptionKey struct{ version, subscription string }
@@ -116,8 +120,8 @@ func get[T any](s *Store, records map[string]entry[T], key string) (entry[T], er
 }
 
 // PutRelease implements store.Store.
-func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry) (int64, error) {
-	if err := r.Validate(); err != nil {
+func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, a store.AuditEntry, rec []byte) (int64, error) {
+	if err := cmp.Or(r.Validate(), store.ValidateRecord(rec)); err != nil {
 		return 0, fmt.Errorf("put release: %w", err)
 	}
 	s.mu.Lock()
@@ -125,7 +129,7 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 	if s.closed {
 		return 0, fmt.Errorf("put release %s: %w", r.Version, store.ErrClosed)
 	}
-	rev, err := put(s, s.releases, r.Version, cloneRelease(r), ifRev, a)
+	rev, err := put(s, s.releases, r.Version, cloneRelease(r), ifRev, a, rec)
 	if err != nil {
 		return 0, fmt.Errorf("put release %s %w", r.Version, err)
 	}
@@ -133,11 +137,15 @@ func (s *Store) PutRelease(ctx context.Context, r rollout.Release, ifRev int64, 
 }
 
 // put stores v under key in records, compare-and-swap on ifRev (0: key
-// absent), with its audit entry a; the store-wide revision moves to v's.
-// PutRelease and PutConfig share it; the caller holds s.mu.
-func put[T any](s *Store, records map[string]entry[T], key string, v T, ifRev int64, a store.AuditEntry) (int64, error) {
+// absent), with its audit entry a and log record rec (nil: none); the
+// store-wide revision moves to v's. PutRelease and PutConfig share it; the
+// caller holds s.mu.
+func put[T any](s *Store, records map[string]entry[T], key string, v T, ifRev int64, a store.AuditEntry, rec []byte) (int64, error) {
 	if cur := records[key].rev; cur != ifRev {
 		return 0, fmt.Errorf("at revision %d (stored %d): %w", ifRev, cur, store.ErrConflict)
+	}
+	if err := s.log.append(rec); err != nil {
+		return 0, err
 	}
 	s.rev++
 	records[key] = entry[T]{v: v, rev: s.rev}
@@ -320,6 +328,7 @@ func (s *Store) Close() error {
 	s.served = nil
 	s.subSeats = nil
 	s.configs = nil
+	s.log = memLog{}
 	s.mu.Unlock()
 	s.hub.Close()
 	return nil

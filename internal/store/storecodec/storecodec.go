@@ -1,7 +1,8 @@
 // Package storecodec is the stored form of releases, audit entries,
-// reports and component configurations that the durable backends (boltstore, etcdstore) share: JSON with
-// a format version, a reader refusing any other version rather than
-// misreading it.
+// reports, component configurations, key sets and the transparency log
+// that the durable backends (boltstore, etcdstore) share: JSON with a
+// format version (log records: a version byte; log hashes: their 32
+// bytes), a reader refusing any other version rather than misreading it.
 // Signed envelopes and audit snapshots are kept as exact bytes beside the
 // record, because encoding/json would compact them as RawMessage and nodes
 // verify a signature over what is served.
@@ -10,6 +11,9 @@ package storecodec
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+
+	"golang.org/x/mod/sumdb/tlog"
 
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -158,4 +162,88 @@ func DecodeConfig(v []byte) (rollout.Config, int64, error) {
 	}
 	rec.Config.Envelope = rec.Envelope
 	return rec.Config, rec.Rev, nil
+}
+
+// logRecordVersion is the first byte of a stored log record; the record's
+// exact bytes follow. A log record is not JSON-wrapped: tiles read records
+// 256 at a time, and base64 would grow each by a third.
+const logRecordVersion = 1
+
+// EncodeLogRecord returns the stored form of log record rec.
+func EncodeLogRecord(rec []byte) []byte {
+	return append([]byte{logRecordVersion}, rec...)
+}
+
+// DecodeLogRecord reads what EncodeLogRecord wrote.
+func DecodeLogRecord(v []byte) ([]byte, error) {
+	if len(v) == 0 {
+		return nil, fmt.Errorf("log record: empty stored value")
+	}
+	if v[0] != logRecordVersion {
+		return nil, fmt.Errorf("log record encoding version %d, want %d", v[0], logRecordVersion)
+	}
+	return slices.Clone(v[1:]), nil
+}
+
+// DecodeHash reads a stored log hash: its tlog.HashSize bytes, nothing
+// else. Any other length is an error, never a zero hash.
+func DecodeHash(v []byte) (tlog.Hash, error) {
+	var h tlog.Hash
+	if len(v) != tlog.HashSize {
+		return h, fmt.Errorf("log hash of %d bytes, want %d", len(v), tlog.HashSize)
+	}
+	copy(h[:], v)
+	return h, nil
+}
+
+type keySetRecord struct {
+	V        int    `json:"v"`
+	Version  int64  `json:"version"`
+	Envelope []byte `json:"envelope"`
+}
+
+// EncodeKeySet returns the stored form of k.
+func EncodeKeySet(k store.KeySetRecord) ([]byte, error) {
+	return json.Marshal(keySetRecord{V: version, Version: k.Version, Envelope: k.Envelope})
+}
+
+// DecodeKeySet reads what EncodeKeySet wrote.
+func DecodeKeySet(v []byte) (store.KeySetRecord, error) {
+	var rec keySetRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return store.KeySetRecord{}, fmt.Errorf("decode key set record: %w", err)
+	}
+	if rec.V != version {
+		return store.KeySetRecord{}, fmt.Errorf("key set record encoding version %d, want %d", rec.V, version)
+	}
+	if len(rec.Envelope) == 0 {
+		return store.KeySetRecord{}, fmt.Errorf("key set record version %d: no envelope", rec.Version)
+	}
+	return store.KeySetRecord{Version: rec.Version, Envelope: rec.Envelope}, nil
+}
+
+type checkpointRecord struct {
+	V    int    `json:"v"`
+	Size int64  `json:"size"`
+	Note []byte `json:"note"`
+}
+
+// EncodeCheckpoint returns the stored form of a checkpoint of size records.
+func EncodeCheckpoint(size int64, note []byte) ([]byte, error) {
+	return json.Marshal(checkpointRecord{V: version, Size: size, Note: note})
+}
+
+// DecodeCheckpoint reads what EncodeCheckpoint wrote.
+func DecodeCheckpoint(v []byte) (int64, []byte, error) {
+	var rec checkpointRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return 0, nil, fmt.Errorf("decode checkpoint record: %w", err)
+	}
+	if rec.V != version {
+		return 0, nil, fmt.Errorf("checkpoint record encoding version %d, want %d", rec.V, version)
+	}
+	if rec.Size < 0 || len(rec.Note) == 0 {
+		return 0, nil, fmt.Errorf("checkpoint record of size %d with a %d-byte note", rec.Size, len(rec.Note))
+	}
+	return rec.Size, rec.Note, nil
 }

@@ -112,3 +112,63 @@ func TestStartedReportIsAnotherEncoding(t *testing.T) {
 		t.Fatalf("outcome stored as %s, want encoding version 1", b)
 	}
 }
+
+func TestLogRecordRoundTrip(t *testing.T) {
+	rec := []byte("{ \"payload\" :  \"x\" }")
+	v := EncodeLogRecord(rec)
+	got, err := DecodeLogRecord(v)
+	if err != nil || !bytes.Equal(got, rec) {
+		t.Errorf("DecodeLogRecord(EncodeLogRecord(%q)) = %q, %v", rec, got, err)
+	}
+	v[1] = 'X' // the decoded record is a copy
+	if !bytes.Equal(got, rec) {
+		t.Errorf("decoded record shares the stored value's memory")
+	}
+	for _, bad := range [][]byte{nil, {}, {2, 'x'}} {
+		if _, err := DecodeLogRecord(bad); err == nil {
+			t.Errorf("DecodeLogRecord(%q) accepted it", bad)
+		}
+	}
+}
+
+func TestDecodeHashLength(t *testing.T) {
+	for _, n := range []int{0, 31, 33} {
+		if _, err := DecodeHash(make([]byte, n)); err == nil {
+			t.Errorf("DecodeHash(%d bytes) accepted it", n)
+		}
+	}
+	h, err := DecodeHash(bytes.Repeat([]byte{7}, 32))
+	if err != nil || h[31] != 7 {
+		t.Errorf("DecodeHash(32 bytes) = %v, %v", h, err)
+	}
+}
+
+func TestKeySetAndCheckpointRoundTrip(t *testing.T) {
+	k := store.KeySetRecord{Version: 3, Envelope: []byte("{ \"spaced\" : 1 }")}
+	b, err := EncodeKeySet(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeKeySet(b)
+	if err != nil || !cmp.Equal(got, k) {
+		t.Errorf("DecodeKeySet(EncodeKeySet(k)) = %+v, %v; want %+v", got, err, k)
+	}
+	b, err = EncodeCheckpoint(12, []byte("origin\n12\nhash\n\n— sig\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, note, err := DecodeCheckpoint(b)
+	if err != nil || size != 12 || string(note) != "origin\n12\nhash\n\n— sig\n" {
+		t.Errorf("DecodeCheckpoint = %d, %q, %v", size, note, err)
+	}
+	for _, v := range []string{`{"v":2,"version":1,"envelope":"eA=="}`, `{"v":1,"version":1}`, `not json`} {
+		if _, err := DecodeKeySet([]byte(v)); err == nil {
+			t.Errorf("DecodeKeySet(%s) accepted it", v)
+		}
+	}
+	for _, v := range []string{`{"v":2,"size":1,"note":"eA=="}`, `{"v":1,"size":-1,"note":"eA=="}`, `{"v":1,"size":1}`} {
+		if _, _, err := DecodeCheckpoint([]byte(v)); err == nil {
+			t.Errorf("DecodeCheckpoint(%s) accepted it", v)
+		}
+	}
+}

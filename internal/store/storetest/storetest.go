@@ -73,7 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"configs-apart-from-releases", testConfigsApart},
 		{"close", testClose},
 	}
-	for _, tt := range tests {
+	for _, tt := range append(tests, logTests...) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := open(t)
@@ -110,7 +110,7 @@ func Entry(action, target string) store.AuditEntry {
 // MustPut writes r with PutRelease and fails the test on error.
 func MustPut(t testing.TB, s store.Store, r rollout.Release, ifRev int64) int64 {
 	t.Helper()
-	rev, err := s.PutRelease(t.Context(), r, ifRev, Entry("publish", r.Version))
+	rev, err := s.PutRelease(t.Context(), r, ifRev, Entry("publish", r.Version), nil)
 	if err != nil {
 		t.Fatalf("PutRelease(%s, %d) = %v", r.Version, ifRev, err)
 	}
@@ -230,7 +230,7 @@ func testRoundTrip(t *testing.T, s store.Store) {
 	entry.Before = json.RawMessage("null")
 	entry.After = json.RawMessage("{\n  \"spaced\" : true }")
 
-	rev, err := s.PutRelease(ctx, want, 0, entry)
+	rev, err := s.PutRelease(ctx, want, 0, entry, nil)
 	if err != nil {
 		t.Fatalf("PutRelease = %v", err)
 	}
@@ -291,7 +291,7 @@ func testCreateOnly(t *testing.T, s store.Store) {
 	rev := MustPut(t, s, r, 0)
 	r2 := r
 	r2.Rollout.Percent = 50
-	if _, err := s.PutRelease(t.Context(), r2, 0, Entry("publish", r.Version)); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.PutRelease(t.Context(), r2, 0, Entry("publish", r.Version), nil); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("PutRelease(existing, ifRev 0) = %v, want ErrConflict", err)
 	}
 	got, gotRev, err := s.Release(t.Context(), r.Version)
@@ -306,13 +306,13 @@ func testCreateOnly(t *testing.T, s store.Store) {
 func testCompareAndSwap(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := Release("202604.01.1")
-	if _, err := s.PutRelease(ctx, r, 7, Entry("rollout-set", r.Version)); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.PutRelease(ctx, r, 7, Entry("rollout-set", r.Version), nil); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("PutRelease(missing, ifRev 7) = %v, want ErrConflict", err)
 	}
 	rev1 := MustPut(t, s, r, 0)
 
 	r.Rollout.State, r.Rollout.Percent = rollout.Rolling, 10
-	rev2, err := s.PutRelease(ctx, r, rev1, Entry("rollout-set", r.Version))
+	rev2, err := s.PutRelease(ctx, r, rev1, Entry("rollout-set", r.Version), nil)
 	if err != nil {
 		t.Fatalf("PutRelease(current rev) = %v", err)
 	}
@@ -322,7 +322,7 @@ func testCompareAndSwap(t *testing.T, s store.Store) {
 
 	r.Rollout.Percent = 20
 	for _, stale := range []int64{rev1, rev2 + 1000, -1} {
-		if _, err := s.PutRelease(ctx, r, stale, Entry("rollout-set", r.Version)); !errors.Is(err, store.ErrConflict) {
+		if _, err := s.PutRelease(ctx, r, stale, Entry("rollout-set", r.Version), nil); !errors.Is(err, store.ErrConflict) {
 			t.Errorf("PutRelease(ifRev %d, stored %d) = %v, want ErrConflict", stale, rev2, err)
 		}
 	}
@@ -334,7 +334,7 @@ func testCompareAndSwap(t *testing.T, s store.Store) {
 		t.Errorf("after refused updates: revision %d percent %d, want %d and 10", gotRev, got.Rollout.Percent, rev2)
 	}
 
-	rev3, err := s.PutRelease(ctx, r, rev2, Entry("rollout-set", r.Version))
+	rev3, err := s.PutRelease(ctx, r, rev2, Entry("rollout-set", r.Version), nil)
 	if err != nil {
 		t.Fatalf("PutRelease(current rev) = %v", err)
 	}
@@ -349,14 +349,14 @@ func testRevisionPerRecord(t *testing.T, s store.Store) {
 	revA := MustPut(t, s, a, 0)
 	revB := MustPut(t, s, b, 0)
 	a.Rollout.Percent = 5
-	if _, err := s.PutRelease(ctx, a, revA, Entry("rollout-set", a.Version)); err != nil {
+	if _, err := s.PutRelease(ctx, a, revA, Entry("rollout-set", a.Version), nil); err != nil {
 		t.Fatalf("PutRelease(a) = %v", err)
 	}
 	if _, gotRev, err := s.Release(ctx, b.Version); err != nil || gotRev != revB {
 		t.Errorf("Release(b) after a write to a = revision %d, %v; want %d, nil", gotRev, err, revB)
 	}
 	b.Rollout.Percent = 5
-	if _, err := s.PutRelease(ctx, b, revB, Entry("rollout-set", b.Version)); err != nil {
+	if _, err := s.PutRelease(ctx, b, revB, Entry("rollout-set", b.Version), nil); err != nil {
 		t.Errorf("PutRelease(b, its own revision) after a write to a = %v, want nil", err)
 	}
 }
@@ -406,7 +406,7 @@ func testConcurrentWriters(t *testing.T, s store.Store) {
 	errs := race(writers, func(i int) error {
 		w := r
 		w.Rollout.Percent = i + 1
-		_, err := s.PutRelease(t.Context(), w, rev, Entry("rollout-set", fmt.Sprint(i)))
+		_, err := s.PutRelease(t.Context(), w, rev, Entry("rollout-set", fmt.Sprint(i)), nil)
 		return err
 	})
 	winner := checkOneWinner(t, errs)
@@ -431,7 +431,7 @@ func testConcurrentCreators(t *testing.T, s store.Store) {
 	errs := race(writers, func(i int) error {
 		r := Release("202604.01.1")
 		r.Rollout.Percent = i
-		_, err := s.PutRelease(t.Context(), r, 0, Entry("publish", r.Version))
+		_, err := s.PutRelease(t.Context(), r, 0, Entry("publish", r.Version), nil)
 		return err
 	})
 	winner := checkOneWinner(t, errs)
@@ -501,7 +501,7 @@ func testInvalidRelease(t *testing.T, s store.Store) {
 	for _, tt := range tests {
 		r := Release("202604.01.1")
 		tt.modify(&r)
-		_, err := s.PutRelease(ctx, r, tt.ifRev, Entry("publish", r.Version))
+		_, err := s.PutRelease(ctx, r, tt.ifRev, Entry("publish", r.Version), nil)
 		if err == nil {
 			t.Errorf("%s: PutRelease = nil, want an error", tt.name)
 		}
@@ -530,10 +530,10 @@ func testAuditAtomic(t *testing.T, s store.Store) {
 	ctx := t.Context()
 	r := Release("202604.01.1")
 	rev := MustPut(t, s, r, 0)
-	if _, err := s.PutRelease(ctx, r, rev+100, Entry("pause", r.Version)); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.PutRelease(ctx, r, rev+100, Entry("pause", r.Version), nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("PutRelease(stale) = %v, want ErrConflict", err)
 	}
-	if _, err := s.PutRelease(ctx, r, 0, Entry("publish", r.Version)); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.PutRelease(ctx, r, 0, Entry("publish", r.Version), nil); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("PutRelease(existing, 0) = %v, want ErrConflict", err)
 	}
 	audit := allAudit(t, s)
@@ -550,7 +550,7 @@ func testAuditPaging(t *testing.T, s store.Store) {
 		r := Release(v)
 		r.Rollout.Percent = i
 		e := Entry(fmt.Sprintf("action-%d", i), v)
-		rev, err := s.PutRelease(ctx, r, revs[v], e)
+		rev, err := s.PutRelease(ctx, r, revs[v], e, nil)
 		if err != nil {
 			t.Fatalf("PutRelease(%s, %d) = %v", v, revs[v], err)
 		}
@@ -639,7 +639,7 @@ func testWatchSignals(t *testing.T, s store.Store) {
 
 	r := Release("202604.01.1")
 	r.Rollout.Percent = 10
-	if _, err := s.PutRelease(t.Context(), r, rev, Entry("rollout-set", r.Version)); err != nil {
+	if _, err := s.PutRelease(t.Context(), r, rev, Entry("rollout-set", r.Version), nil); err != nil {
 		t.Fatalf("PutRelease = %v", err)
 	}
 	// A signal is a hint to re-read: the latest write must be visible by
@@ -686,7 +686,7 @@ func testClose(t *testing.T, s store.Store) {
 	if _, _, err := s.Release(ctx, "202604.01.1"); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Release after Close = %v, want ErrClosed", err)
 	}
-	if _, err := s.PutRelease(ctx, Release("202604.01.1"), rev, Entry("pause", "202604.01.1")); !errors.Is(err, store.ErrClosed) {
+	if _, err := s.PutRelease(ctx, Release("202604.01.1"), rev, Entry("pause", "202604.01.1"), nil); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("PutRelease after Close = %v, want ErrClosed", err)
 	}
 	if _, err := s.Audit(ctx, 0, 10); !errors.Is(err, store.ErrClosed) {
