@@ -1,0 +1,174 @@
+package lps
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"golang.org/x/mod/sumdb/note"
+
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
+	"nodehotfix/internal/translog"
+)
+
+// logFixture is a log key, a witness serving add-checkpoint on a real
+// socket, and the policy a node whose key set names both would hold.
+type logFixture struct {
+	signer note.Signer
+	wit    Witness
+	policy translog.Policy
+}
+
+func newLogFixture(t *testing.T) logFixture {
+	t.Helper()
+	skey, vkey, err := translog.GenerateLogKey("nodehotfix.test/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := translog.NewLogSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wskey, wvkey, err := translog.GenerateWitnessKey("witness.test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosigner, err := translog.NewCosigner(wskey, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logKey, err := translog.ParseLogKey(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := translog.OpenWitness(filepath.Join(t.TempDir(), "witness.json"), cosigner, []note.Verifier{logKey}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(w.Handler())
+	t.Cleanup(srv.Close)
+	policy, err := translog.NewPolicy(vkey, []string{wvkey}, 1, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return logFixture{signer: signer, wit: Witness{URL: srv.URL, Key: cosigner.Verifier()}, policy: policy}
+}
+
+// TestCheckpointerServesProvenReleases: a published release is served,
+// once a witnessed checkpoint covers it, with a bundle a node's policy
+// opens and whose proof includes the envelope it was served; a node that
+// declared an earlier checkpoint gets a consistency proof from it.
+func TestCheckpointerServesProvenReleases(t *testing.T) {
+	ctx := t.Context()
+	fx := newLogFixture(t)
+	st := memstore.New()
+	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Witnesses: []Witness{fx.wit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := NewSnapshotter(st, nil, nil)
+
+	put := func(v string) rollout.Release {
+		t.Helper()
+		r := release(v, rollout.Rollout{State: rollout.Complete}, false)
+		if _, err := st.PutRelease(ctx, r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: v}, r.Envelope); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := put("202604.01.1")
+	if err := cp.Step(ctx, false); err != nil {
+		t.Fatalf("Step = %v", err)
+	}
+	if err := snaps.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	firstCP, _, err := translog.Open(snaps.Current().log.note, fx.policy, time.Now())
+	if err != nil {
+		t.Fatalf("Open(kept checkpoint) = %v", err)
+	}
+
+	second := put("202604.02.1")
+	// Before a checkpoint covers it the release has no proof: the node
+	// must not be told it is logged.
+	if err := snaps.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if p := evidence(t, snaps.Current(), second, 0); p.Log != nil {
+		if b, _ := translog.ParseBundle(p.Log); len(b.Proofs) != 0 {
+			t.Fatalf("a release published after the checkpoint was served with a proof")
+		}
+	}
+	if err := cp.Step(ctx, false); err != nil {
+		t.Fatalf("Step = %v", err)
+	}
+	if err := snaps.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		r    rollout.Release
+		from int64
+	}{{first, 0}, {second, firstCP.Size}} {
+		p := evidence(t, snaps.Current(), tc.r, tc.from)
+		b, err := translog.ParseBundle(p.Log)
+		if err != nil {
+			t.Fatalf("ParseBundle = %v", err)
+		}
+		c, cosigs, err := translog.Open(b.Checkpoint, fx.policy, time.Now())
+		if err != nil || len(cosigs) != 1 {
+			t.Fatalf("Open = %v, %d cosignatures; want the witness's", err, len(cosigs))
+		}
+		if _, err := b.Include(c, tc.r.Envelope); err != nil {
+			t.Errorf("%s: Include = %v", tc.r.Version, err)
+		}
+		if tc.from > 0 {
+			if err := b.Consistent(firstCP, c); err != nil {
+				t.Errorf("Consistent(first checkpoint) = %v", err)
+			}
+		}
+	}
+	// Nothing new: no new checkpoint, unless a refresh is due.
+	if err := cp.Step(ctx, false); err != nil {
+		t.Errorf("Step(unchanged) = %v", err)
+	}
+}
+
+// TestCheckpointerNeedsItsQuorum: with the witness down the checkpoint is
+// not replaced, so nodes keep being served the last witnessed one.
+func TestCheckpointerNeedsItsQuorum(t *testing.T) {
+	ctx := t.Context()
+	fx := newLogFixture(t)
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	st := memstore.New()
+	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Witnesses: []Witness{{URL: down.URL, Key: fx.wit.Key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := release("202604.01.1", rollout.Rollout{State: rollout.Complete}, false)
+	if _, err := st.PutRelease(ctx, r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: r.Version}, r.Envelope); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.Step(ctx, false); err == nil {
+		t.Fatal("Step with its only witness down = nil error")
+	}
+	if _, _, err := st.Checkpoint(ctx); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoint after a failed Step = %v, want none kept", err)
+	}
+}
+
+// evidence returns the pointer a node of r's base that declared a
+// checkpoint of size from is served from snap.
+func evidence(t *testing.T, snap *Snapshot, r rollout.Release, from int64) struct{ Log json.RawMessage } {
+	t.Helper()
+	sel := rollout.Select(snap.Releases, rollout.Node{VMID: "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b", SubscriptionID: "sub", Base: r.Base, Now: time.Now()})
+	p := withEvidence(context.Background(), sel.Pointer(), snap.log, caller{base: r.Base, logSize: from})
+	return struct{ Log json.RawMessage }{p.Log}
+}
