@@ -49,10 +49,11 @@ func Allowed(role Role, method string) bool {
 
 // readOnly lists the admin methods a reader may call.
 var readOnly = map[string]bool{
-	"/nodehotfix.admin.v1.AdminService/Status":    true,
-	"/nodehotfix.admin.v1.AdminService/Explain":   true,
-	"/nodehotfix.admin.v1.AdminService/ListAudit": true,
-	"/nodehotfix.admin.v1.AdminService/ListNodes": true,
+	"/nodehotfix.admin.v1.AdminService/Status":      true,
+	"/nodehotfix.admin.v1.AdminService/Explain":     true,
+	"/nodehotfix.admin.v1.AdminService/ListAudit":   true,
+	"/nodehotfix.admin.v1.AdminService/ListNodes":   true,
+	"/nodehotfix.admin.v1.AdminService/ListKeySets": true,
 }
 
 // Token is one accepted admin bearer token. Only its sha256 is kept.
@@ -331,7 +332,7 @@ func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 func (a *Auth) authenticate(ctx context.Context, method string) (string, error) {
 	actor, role, err := a.Authenticate(ctx)
 	if err == nil && !Allowed(role, method) {
-		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain, ListAudit and ListNodes only; changes need an operator token or certificate", actor)
+		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain, ListAudit, ListNodes and ListKeySets only; changes need an operator token or certificate", actor)
 	}
 	if err != nil {
 		addr := ""

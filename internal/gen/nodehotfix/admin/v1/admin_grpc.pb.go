@@ -35,6 +35,8 @@ const (
 	AdminService_ListAudit_FullMethodName              = "/nodehotfix.admin.v1.AdminService/ListAudit"
 	AdminService_PublishComponentConfig_FullMethodName = "/nodehotfix.admin.v1.AdminService/PublishComponentConfig"
 	AdminService_ListNodes_FullMethodName              = "/nodehotfix.admin.v1.AdminService/ListNodes"
+	AdminService_PublishKeySet_FullMethodName          = "/nodehotfix.admin.v1.AdminService/PublishKeySet"
+	AdminService_ListKeySets_FullMethodName            = "/nodehotfix.admin.v1.AdminService/ListKeySets"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -77,6 +79,15 @@ type AdminServiceClient interface {
 	// release by its worst outcome, with the evidence it rests on: the
 	// node-level view behind Status's counts. Most severe first, paged.
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// PublishKeySet stores the next version of the release key set: a signed
+	// key-set document (lpsctl keys rotate) that the threshold of the
+	// current set and the threshold of its own keys have signed. It is
+	// appended to the transparency log and served to nodes as the chain's
+	// next link; from then on releases verify against it.
+	PublishKeySet(ctx context.Context, in *PublishKeySetRequest, opts ...grpc.CallOption) (*PublishKeySetResponse, error)
+	// ListKeySets lists the release key-set chain: lpsd's root (its
+	// --release-keys) and every published link.
+	ListKeySets(ctx context.Context, in *ListKeySetsRequest, opts ...grpc.CallOption) (*ListKeySetsResponse, error)
 }
 
 type adminServiceClient struct {
@@ -197,6 +208,26 @@ func (c *adminServiceClient) ListNodes(ctx context.Context, in *ListNodesRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) PublishKeySet(ctx context.Context, in *PublishKeySetRequest, opts ...grpc.CallOption) (*PublishKeySetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PublishKeySetResponse)
+	err := c.cc.Invoke(ctx, AdminService_PublishKeySet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) ListKeySets(ctx context.Context, in *ListKeySetsRequest, opts ...grpc.CallOption) (*ListKeySetsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListKeySetsResponse)
+	err := c.cc.Invoke(ctx, AdminService_ListKeySets_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -237,6 +268,15 @@ type AdminServiceServer interface {
 	// release by its worst outcome, with the evidence it rests on: the
 	// node-level view behind Status's counts. Most severe first, paged.
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// PublishKeySet stores the next version of the release key set: a signed
+	// key-set document (lpsctl keys rotate) that the threshold of the
+	// current set and the threshold of its own keys have signed. It is
+	// appended to the transparency log and served to nodes as the chain's
+	// next link; from then on releases verify against it.
+	PublishKeySet(context.Context, *PublishKeySetRequest) (*PublishKeySetResponse, error)
+	// ListKeySets lists the release key-set chain: lpsd's root (its
+	// --release-keys) and every published link.
+	ListKeySets(context.Context, *ListKeySetsRequest) (*ListKeySetsResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -279,6 +319,12 @@ func (UnimplementedAdminServiceServer) PublishComponentConfig(context.Context, *
 }
 func (UnimplementedAdminServiceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedAdminServiceServer) PublishKeySet(context.Context, *PublishKeySetRequest) (*PublishKeySetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PublishKeySet not implemented")
+}
+func (UnimplementedAdminServiceServer) ListKeySets(context.Context, *ListKeySetsRequest) (*ListKeySetsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListKeySets not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -499,6 +545,42 @@ func _AdminService_ListNodes_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_PublishKeySet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PublishKeySetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).PublishKeySet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_PublishKeySet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).PublishKeySet(ctx, req.(*PublishKeySetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_ListKeySets_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListKeySetsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).ListKeySets(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_ListKeySets_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).ListKeySets(ctx, req.(*ListKeySetsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -549,6 +631,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _AdminService_ListNodes_Handler,
+		},
+		{
+			MethodName: "PublishKeySet",
+			Handler:    _AdminService_PublishKeySet_Handler,
+		},
+		{
+			MethodName: "ListKeySets",
+			Handler:    _AdminService_ListKeySets_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
