@@ -241,6 +241,15 @@ func (p Pointer) WithServed(served Pointer) Pointer {
 	return out
 }
 
+// WithRevoked returns p with vs added to its revoked list, each version
+// once: what a node kept as revoked (internal/node/trust) revokes whatever
+// the document says.
+func (p Pointer) WithRevoked(vs []string) Pointer {
+	out := p
+	out.Revoked = mergeRevoked(p.Revoked, vs)
+	return out
+}
+
 // Revocations returns a pointer holding only p's revoked list, the
 // unreadable entries included, and its trust evidence (keysets, log):
 // what a served document that names no hotfix contributes when staged

@@ -23,7 +23,9 @@ import (
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/nodeconfig"
+	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/report"
+	"nodehotfix/internal/node/trust"
 )
 
 // Outcome is the telemetry outcome of a run; the strings are the reference's.
@@ -217,6 +219,7 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 		}
 		t.Boot = boot
 	}
+	t.KeySetVersion, t.LogSize = trust.Declared(facts.Config{Root: cfg.Root}.KeysPath(), facts.Config{Root: cfg.Root}.TrustStatePath())
 	if cfg.Session != nil {
 		return cfg.Session.Fetch(ctx, t, token)
 	}

@@ -36,6 +36,7 @@ import (
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/pkgmgr"
 	"nodehotfix/internal/node/pkgrepo"
+	"nodehotfix/internal/node/trust"
 	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/node/scripts"
 	"nodehotfix/internal/release"
@@ -217,6 +218,7 @@ func removeLeftovers(final string, log *slog.Logger) {
 
 func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 	f := facts.Gather(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys})
+	keepTrust(cfg, f, log)
 	var res Result
 	if f.PointerErr == nil {
 		res.Scripts = applyScripts(cfg, f.Pointer, log)
@@ -288,6 +290,29 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 		res.Outcome = Staged
 	}
 	return res
+}
+
+// keepTrust moves the node's kept trust state forward to what this run
+// verified (a longer key-set chain, a newer checkpoint, revocations), so a
+// later document can never take the node back. A failure to write is
+// logged: this run's decision stands either way.
+func keepTrust(cfg Config, f facts.Facts, log *slog.Logger) {
+	if f.View == nil {
+		return
+	}
+	if f.View.LogErr != nil {
+		log.Warn("transparency log evidence not verified", "required", f.View.LogRequired(), "err", f.View.LogErr)
+	}
+	next, changed := f.View.Next(f.Kept)
+	if !changed {
+		return
+	}
+	path := facts.Config{Root: cfg.Root}.TrustStatePath()
+	if err := trust.Save(path, next); err != nil {
+		log.Warn("trust state not kept", "path", path, "err", err)
+		return
+	}
+	log.Info("trust state kept", "path", path, "keyset_version", f.View.KeySetVersion(), "log_size", f.View.LogSize(), "revoked", len(next.Revoked))
 }
 
 func keysPath(cfg Config) string {

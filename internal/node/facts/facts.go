@@ -25,6 +25,7 @@ import (
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/proc"
+	"nodehotfix/internal/node/trust"
 	"nodehotfix/internal/release"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	// Hotfix is the staged hotfix binary's path; empty means the default
 	// under Root.
 	Hotfix string
+	// TrustState is the node's kept trust state (internal/node/trust);
+	// empty means the default under Root.
+	TrustState string
 	// Now is when release expiry is judged; zero means time.Now().
 	Now time.Time
 }
@@ -57,6 +61,14 @@ func (c Config) KeysPath() string {
 		return c.ReleaseKeys
 	}
 	return c.Root.ReleaseKeys()
+}
+
+// TrustStatePath returns the kept trust state c reads.
+func (c Config) TrustStatePath() string {
+	if c.TrustState != "" {
+		return c.TrustState
+	}
+	return c.Root.TrustState()
 }
 
 // HotfixPath returns the staged hotfix binary c inspects.
@@ -74,6 +86,11 @@ type Facts struct {
 	Artifacts map[string]release.Artifact
 	// PointerMissing reports that no pointer file exists.
 	PointerMissing bool
+	// View is what the node believes of its keys and the log (nil when
+	// the node has no release keys); Kept is the state it was weighed
+	// against, which download-hotfix moves forward (View.Next).
+	View *trust.View
+	Kept trust.State
 }
 
 // Gather reads the node. It never fails: every problem is a fact Select
@@ -90,7 +107,11 @@ func Gather(ctx context.Context, cfg Config) Facts {
 	if errors.Is(f.PointerErr, fs.ErrNotExist) {
 		f.PointerErr, f.PointerMissing = nil, true
 	}
-	f.Trust, f.Artifacts = trust(cfg.KeysPath(), f.Pointer, now)
+	f.Trust, f.Artifacts, f.View, f.Kept = gatherTrust(cfg, f.Pointer, now)
+	if f.PointerErr == nil && len(f.Kept.Revoked) > 0 {
+		// A version the node was once shown revoked never runs again.
+		f.Pointer = f.Pointer.WithRevoked(f.Kept.Revoked)
+	}
 	path := cfg.HotfixPath()
 	f.Staged = inspect(path)
 	if d := hotfix.Select(f.Input); d.Reason == hotfix.ReasonStagedMismatch {
@@ -110,23 +131,40 @@ func readPointer(path string) (hotfix.Pointer, error) {
 	return hotfix.ParsePointer(data)
 }
 
-// trust verifies every release in p with the key file at keysPath. A missing
-// key file means the node trusts its package repository instead.
-func trust(keysPath string, p hotfix.Pointer, now time.Time) (hotfix.Trust, map[string]release.Artifact) {
+// gatherTrust verifies every release in p with the node's newest key set:
+// the key file at cfg's keys path, extended by the key-set chain kept and
+// served (internal/node/trust), and, when that set requires it, proven in
+// the transparency log. A missing key file means the node trusts its
+// package repository instead.
+func gatherTrust(cfg Config, p hotfix.Pointer, now time.Time) (hotfix.Trust, map[string]release.Artifact, *trust.View, trust.State) {
+	keysPath := cfg.KeysPath()
 	data, err := capfile.Read(keysPath, release.MaxKeySetSize)
 	if errors.Is(err, fs.ErrNotExist) {
-		return hotfix.Trust{}, nil
+		return hotfix.Trust{}, nil, nil, trust.State{}
 	}
 	t := hotfix.Trust{Keys: true}
 	if err != nil {
 		t.KeysErr = fmt.Errorf("read release keys: %w", err)
-		return t, nil
+		return t, nil, nil, trust.State{}
 	}
-	ks, err := release.ParseKeySet(data)
+	root, err := release.ParseKeySet(data)
 	if err != nil {
 		t.KeysErr = fmt.Errorf("release keys %s: %w", keysPath, err)
-		return t, nil
+		return t, nil, nil, trust.State{}
 	}
+	kept, err := trust.Load(cfg.TrustStatePath())
+	if err != nil {
+		// What the node kept is unreadable: weigh the evidence from the
+		// baked root alone, and say so. Only root can write the file.
+		t.Refused = append(t.Refused, fmt.Sprintf("kept trust state ignored: %v", err))
+		kept = trust.State{}
+	}
+	view := trust.Evaluate(root, kept, p, now)
+	if view.Err != nil {
+		t.KeysErr = view.Err
+		return t, nil, &view, kept
+	}
+	ks := view.Keys
 	platform := release.Platform(runtime.GOOS, runtime.GOARCH)
 	artifacts := make(map[string]release.Artifact)
 	t.Signed = make(map[string]string)
@@ -136,6 +174,11 @@ func trust(keysPath string, p hotfix.Pointer, now time.Time) (hotfix.Trust, map[
 			var v hotfix.Version
 			if v, err = hotfix.ParseVersion(rel.Version); err == nil {
 				err = rel.Matches(v)
+			}
+		}
+		if err == nil && view.LogRequired() {
+			if err = view.CheckLogged(env); err != nil {
+				err = fmt.Errorf("not proven in the transparency log: %w", err)
 			}
 		}
 		if err != nil {
@@ -158,7 +201,7 @@ func trust(keysPath string, p hotfix.Pointer, now time.Time) (hotfix.Trust, map[
 			}
 		}
 	}
-	return t, artifacts
+	return t, artifacts, &view, kept
 }
 
 // inspect checks the file at path without opening or running it: it must be

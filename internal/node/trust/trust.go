@@ -264,3 +264,30 @@ func mergeVersions(a, b []string) []string {
 	}
 	return out
 }
+
+// Declared returns what a node declares to the service before it asks:
+// the version of the newest key set it holds (the baked root's plus the
+// links it kept) and the size of its kept checkpoint; 0 for what it does
+// not know. Nothing is verified here: the answer is checked whatever it
+// was asked for, and a wrong declaration only costs the node evidence.
+func Declared(keysPath, statePath string) (keySet, logSize int64) {
+	data, err := capfile.Read(keysPath, release.MaxKeySetSize)
+	if err != nil {
+		return 0, 0
+	}
+	root, err := release.ParseKeySet(data)
+	if err != nil {
+		return 0, 0
+	}
+	kept, err := Load(statePath)
+	if err != nil {
+		return root.Version(), 0
+	}
+	keySet = root.Version() + int64(len(kept.KeySets))
+	if body, _, ok := strings.Cut(kept.Checkpoint, "\n\n"); ok {
+		if c, err := translog.ParseCheckpoint([]byte(body + "\n")); err == nil {
+			logSize = c.Size
+		}
+	}
+	return keySet, logSize
+}
