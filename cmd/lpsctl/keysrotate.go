@@ -261,9 +261,13 @@ func printRotation(e *env, o keysRotateOpts, cur *release.KeySet, env []byte) er
 	}
 	slices.Sort(signers)
 	j.Signers = signers
+	current := ""
+	if o.current != "" {
+		current = " --current " + o.current
+	}
 	switch {
 	case len(need) > 0:
-		lines = append(lines, fmt.Sprintf("needs %s: co-sign with 'lpsctl keys rotate --envelope %s --key FILE --out %s'", strings.Join(need, " and "), o.out, o.out))
+		lines = append(lines, fmt.Sprintf("needs %s: co-sign with 'lpsctl keys rotate --envelope %s%s --key FILE --out %s'", strings.Join(need, " and "), o.out, current, o.out))
 	case cur == nil:
 		lines = append(lines, "give --current to count the current version's signatures too")
 	default:

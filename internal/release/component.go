@@ -190,7 +190,7 @@ func (ks KeySet) VerifyComponent(envelope []byte, now time.Time) (ComponentConfi
 	if err != nil {
 		return ComponentConfig{}, err
 	}
-	if err := ks.verifySignatures(env, "a trusted key"); err != nil {
+	if err := ks.verifySignatures(env, "trusted keys"); err != nil {
 		return ComponentConfig{}, err
 	}
 	c, err := parseComponent(env.payload)

@@ -407,7 +407,7 @@ func (ks KeySet) next(data []byte) (KeySet, error) {
 	if err != nil {
 		return KeySet{}, keySetErr(err)
 	}
-	if err := ks.verifySignatures(env, fmt.Sprintf("the keys of version %d", ks.Version())); err != nil {
+	if err := ks.verifySignatures(env, fmt.Sprintf("keys of version %d", ks.Version())); err != nil {
 		return KeySet{}, keySetErr(err)
 	}
 	d, err := parseKeySetDocument(env.payload)
@@ -421,7 +421,7 @@ func (ks KeySet) next(data []byte) (KeySet, error) {
 		return KeySet{}, keySetErr(verifyErr(ReasonVersionGap, fmt.Errorf("version %d skips versions after %d: want %d", d.Version, ks.Version(), want)))
 	}
 	next := newKeySet(d)
-	if err := next.verifySignatures(env, fmt.Sprintf("its own keys (version %d)", next.Version())); err != nil {
+	if err := next.verifySignatures(env, fmt.Sprintf("own keys of version %d", next.Version())); err != nil {
 		return KeySet{}, keySetErr(err)
 	}
 	return next, nil

@@ -486,11 +486,11 @@ func TestNextAccepts(t *testing.T) {
 		}
 	}
 	_, err := v1.Next(mustSignKeySet(t, d, 1, 3), testNow)
-	if ve := wantReason(t, "Next(one new key)", err, ReasonBelowThreshold); ve != nil && !strings.Contains(err.Error(), "its own keys (version 2)") {
+	if ve := wantReason(t, "Next(one new key)", err, ReasonBelowThreshold); ve != nil && !strings.Contains(err.Error(), "own keys of version 2") {
 		t.Errorf("Next(one new key) = %q, want it to say the new keys are missing", err)
 	}
 	_, err = v1.Next(mustSignKeySet(t, d, 3, 4), testNow)
-	if ve := wantReason(t, "Next(one old key)", err, ReasonBelowThreshold); ve != nil && !strings.Contains(err.Error(), "the keys of version 1") {
+	if ve := wantReason(t, "Next(one old key)", err, ReasonBelowThreshold); ve != nil && !strings.Contains(err.Error(), "keys of version 1 required") {
 		t.Errorf("Next(one old key) = %q, want it to say the old keys are missing", err)
 	}
 }

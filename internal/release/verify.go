@@ -102,7 +102,7 @@ func (ks KeySet) Verify(envelope []byte, now time.Time) (Release, error) {
 	if err != nil {
 		return Release{}, err
 	}
-	if err := ks.verifySignatures(env, "a trusted key"); err != nil {
+	if err := ks.verifySignatures(env, "trusted keys"); err != nil {
 		return Release{}, err
 	}
 	r, err := parseRelease(env.payload)
@@ -117,7 +117,8 @@ func (ks KeySet) Verify(envelope []byte, now time.Time) (Release, error) {
 
 // verifySignatures requires ks.Threshold() distinct keys of ks to have
 // signed env over its own payload type, which parseEnvelopeOf has already
-// pinned to the one the caller expects. whose names ks in messages.
+// pinned to the one the caller expects. whose names ks's keys in messages
+// ("trusted keys").
 func (ks KeySet) verifySignatures(env envelope, whose string) error {
 	k := ks.Threshold()
 	got, named := ks.verified(env, k)
@@ -131,11 +132,11 @@ func (ks KeySet) verifySignatures(env envelope, whose string) error {
 		for i, s := range env.sigs {
 			ids[i] = s.keyID
 		}
-		e.Reason, e.Err = ReasonUntrusted, fmt.Errorf("no signature by %s (signed by %v, trusted %v)", whose, ids, ks.KeyIDs())
+		e.Reason, e.Err = ReasonUntrusted, fmt.Errorf("no signature by one of the %s (signed by %v, trusted %v)", whose, ids, ks.KeyIDs())
 	case len(got) == 0:
-		e.Reason, e.Err = ReasonBadSignature, fmt.Errorf("no signature by %s verifies", whose)
+		e.Reason, e.Err = ReasonBadSignature, fmt.Errorf("no signature by the %s verifies", whose)
 	default:
-		e.Reason, e.Err = ReasonBelowThreshold, fmt.Errorf("signed by %d of the %d distinct keys required of %s (verified: %s); %d more needed",
+		e.Reason, e.Err = ReasonBelowThreshold, fmt.Errorf("signed by %d of the %d distinct %s required (verified: %s); %d more needed",
 			len(got), k, whose, strings.Join(e.Signers, ", "), e.Missing)
 	}
 	return e
