@@ -25,10 +25,11 @@
 // Only release private keys can mint a release, so they stay offline. A
 // key set declares a threshold k (1 unless its file says otherwise): a
 // release verifies only with valid signatures by k distinct keys of the
-// set, so fewer than k stolen keys mint nothing. k stolen keys sign
-// anything (a rotation among them too) until a rotation signed by the
-// honest holders removes them, on nodes that walk the chain that lpsd
-// serves; an image baked before thresholds accepts one signature. This
+// set, so fewer than k stolen keys mint nothing, and the remaining holders
+// (if k of them remain) rotate the stolen keys out, for nodes that walk the
+// chain lpsd serves. k stolen keys sign anything, rotations included, until
+// images that trust them are retired. An image baked before thresholds
+// accepts one signature. This
 // package does not stop a replay of an older, still unexpired release: the node's own gating (strictly newer than the
 // baked agent, not revoked, hotfix.IsUpgrade) does. Expiry is only as good as
 // the node's clock.
