@@ -1,7 +1,8 @@
 /*
 lpsctl is the operator CLI of the live-patching service (lpsd): it makes
-release signing keys, signs hotfix releases offline, publishes them, steers
-their rollouts, revokes them, shows what the service serves and why, lists
+release signing keys and key sets, signs and co-signs hotfix releases and
+key-set rotations offline, publishes them, steers their rollouts, revokes
+them, shows what the service serves and why, lists
 the audit log, verifies and mirrors the release transparency log (see
 "Transparency log"), and renders a node's custom data. It does the same for
 the signed configurations of components other than the agent (localDNS):
@@ -29,10 +30,48 @@ set file ("nodehotfix-release-ed25519 <base64> [comment]"), the format nodes
 trust (opt/azure/containers/aks-node-controller-release-keys.pub). Refuses
 to overwrite either file: if one exists nothing is written.
 
+	lpsctl keys init --public-key FILE [--public-key FILE]... [--threshold K] [--version N] \
+	    [--log-key VKEY [--witness VKEY]... [--witness-quorum Q] [--max-checkpoint-age D] [--require-log]] \
+	    --out FILE|-
+
+Writes the key set file nodes are baked with: the keys of every
+--public-key file, of which --threshold (default 1) distinct ones must
+sign a release, as key-set version --version (default 1), with the log
+policy of the log flags (their verifier keys as text, checked for shape
+only). Directives equal to the defaults are not written, so a 1-of-n
+version-1 set without a log is the format every agent reads. The file is
+replaced atomically (mode 0644), or printed with "--out -".
+
+	lpsctl keys rotate --current FILE [--add-key FILE]... [--remove-key ID]... [--threshold K] \
+	    [log flags] (--expires RFC3339 | --valid-for DURATION) --key FILE --out FILE|-
+	lpsctl keys rotate --envelope FILE --key FILE [--current FILE] --out FILE|-
+
+Builds and signs the key-set document that follows --current (a key set
+file or the newest key-set envelope): version one higher, less each
+--remove-key (a key ID), plus the keys of each --add-key file, the current
+threshold unless --threshold, the current log policy unless a log flag is
+given (then the flags are the whole policy). The expiry is at least 1h
+away; once the newest version has expired nodes refuse the chain and
+provision with their baked agent, so sign the next in time. A link is
+valid only when signed by the threshold of the current version's keys and
+by its own threshold of its own keys: --envelope adds --key's signature to
+an existing document instead. Either way it prints how many more of each
+set must sign (of the current set only with --current) and the command to
+co-sign.
+
+	lpsctl keys verify --root FILE [LINK...]
+
+Walks the key-set envelopes LINK... in order from the key set file --root,
+as a node does (at most 16; only the last link's expiry is checked), and
+prints the resulting set, or fails (exit 1) naming the first link that
+does not verify and why (below-threshold, rollback, version-gap, expired,
+...).
+
 	lpsctl release sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH \
 	    --artifact PLATFORM=PATH,URL [--artifact ...] \
 	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|- [--skip-version-check] \
 	    [--launch-records]
+	lpsctl release sign --envelope FILE --key FILE --out FILE|-
 
 Signs a release envelope with the private key. For each --artifact, PLATFORM
 is "os/arch" (linux/amd64, linux/arm64), PATH the local binary, whose
@@ -59,6 +98,12 @@ counts as refusedIntegrity: sign it only for a base whose baked agent
 verifies it.
 The envelope is written atomically to --out (mode 0644), or printed with
 "--out -".
+With --envelope, sign co-signs an existing envelope (a release, a
+component configuration or a key-set document) with --key instead,
+keeping its payload and signatures: the holders of a key set's threshold
+sign one after another, offline, in any order, each passing the file on.
+It takes none of the flags that describe a new release, refuses a key that
+has already signed, and verifies no signature.
 
 	lpsctl component sign --key FILE --component NAME --version N --config FILE \
 	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|-
@@ -116,8 +161,12 @@ to check. The rollout commands take --if-revision REV: the change
 applies only if the release is still at the revision status showed, so two
 operators cannot overwrite each other unknowingly (exit 3 if it moved).
 
-publish stores a signed envelope as a draft (the service may require a
-trusted signature).
+publish stores a signed envelope as a draft (the service may require
+trusted signatures). An lpsd configured with release keys refuses an
+envelope signed by fewer of them than their threshold (exit 3), naming the
+key IDs that have signed and how many more must: co-sign it with
+"lpsctl release sign --envelope FILE --key FILE --out FILE" and publish
+the result.
 
 rollout set grows the percentage of in-scope nodes (it can never shrink;
 halt or revoke instead) and, when given, replaces the subscription or
@@ -420,6 +469,18 @@ with its signed note. log export prints {"dir", "origin", "size",
 keys generate prints {"key_id", "private_key", "public_key"} (the paths);
 release sign prints {"out", "key_id", "base", "version", "not_after",
 "artifacts": {"linux/amd64": {"url", "sha256", "size"}}}.
+release sign --envelope prints {"out", "key_id", "type":
+"release|component-config|key-set", "id"}. keys init and keys verify
+print a key set:
+
+	{"out": "root.pub" (init), "version": 2, "threshold": 2,
+	 "expires": RFC3339 (not for a baked set), "keys": ["<key ID>", ...],
+	 "log": {"key", "witnesses": [...], "quorum", "max_checkpoint_age": "1d",
+	         "required"} (only with a log policy)}
+
+keys rotate prints the same for the new version, with "signers" (key IDs
+of either set whose signature verifies), "missing_own" and, with
+--current, "missing_current" (how many more of each set must sign).
 
 # Examples
 
@@ -498,7 +559,8 @@ nothing judges the rollout and nothing halts it but an operator.
 	     credentials
 	3    refused by the rollout state: a percentage decrease, a transition
 	     the state machine forbids, a plan whose start step the release is
-	     past (give --from-step), no plan step to skip, a revoked release
+	     past (give --from-step), no plan step to skip, a revoked release,
+	     an envelope signed by fewer release keys than lpsd's threshold
 	     (FailedPrecondition); a concurrent change won, re-read and retry
 	     (Aborted)
 	4    authentication failed (Unauthenticated, PermissionDenied; a reader
@@ -542,7 +604,8 @@ SIGTERM or Ctrl-C. Run it apart from lpsd, by someone else.
 # Files
 
 Read: the --key, --artifact, --envelope, --token-file, --ca, --cert, --key,
---config, --pointer and --nbc-cmd files, and log's --state and --dir.
+--config, --pointer, --nbc-cmd, --public-key, --current, --add-key and
+--root files, keys verify's LINK files, and log's --state and --dir.
 Written: --out-private, --out-public (created, never replaced), --out and
 log's --state (replaced atomically), and log export's DIR.
 

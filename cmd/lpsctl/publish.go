@@ -5,9 +5,13 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"nodehotfix/internal/capfile"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/release"
 )
 
@@ -20,7 +24,10 @@ func newReleasePublishCmd(e *env) *cobra.Command {
 		Long: `publish stores a signed envelope (from release sign) as a draft: nothing is
 served until a rollout set, plan or complete. Publishing the byte-identical
 envelope again changes nothing and succeeds; a different envelope under a
-published version is refused (exit 6): sign the change as a new patch.`,
+published version is refused (exit 6): sign the change as a new patch.
+An envelope signed by fewer of lpsd's release keys than their threshold
+is refused (exit 3), naming who has signed and how many more must:
+co-sign it with release sign --envelope and publish the result.`,
 		Example: "  lpsctl release publish --envelope 202604.01.3.json",
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -35,10 +42,15 @@ published version is refused (exit 6): sign the change as a new patch.`,
 				return err
 			}
 			var resp *adminv1.PublishReleaseResponse
+			var below bool
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 				resp, err = cl.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: string(data), Reason: c.reason})
+				below = belowThreshold(err)
 				return err
 			})
+			if below {
+				return fmt.Errorf("%w; co-sign it with 'lpsctl release sign --envelope %s --key FILE --out FILE' by another key holder, then publish that", err, envelope)
+			}
 			if err != nil {
 				return err
 			}
@@ -49,6 +61,21 @@ published version is refused (exit 6): sign the change as a new patch.`,
 	c.registerChange(cmd)
 	cmd.ValidArgsFunction = cobra.NoFileCompletions
 	return cmd
+}
+
+// belowThreshold reports whether err is lpsd refusing an envelope that
+// lacks co-signatures (admin.ReasonBelowThreshold).
+func belowThreshold(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.FailedPrecondition {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == admin.ErrorDomain && info.GetReason() == admin.ReasonBelowThreshold {
+			return true
+		}
+	}
+	return false
 }
 
 // readEnvelope reads the signed envelope --envelope names, at most limit

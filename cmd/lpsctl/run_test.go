@@ -85,6 +85,13 @@ func startServer(t *testing.T) *testServer {
 // extra, after authentication.
 func startServerWith(t *testing.T, extra ...grpc.UnaryServerInterceptor) *testServer {
 	t.Helper()
+	return startServerKeys(t, nil, extra...)
+}
+
+// startServerKeys starts a test server that publishes only envelopes keys
+// verify (nil: any well-formed one).
+func startServerKeys(t *testing.T, keys *release.KeySet, extra ...grpc.UnaryServerInterceptor) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	serverCA, serverCAKey := newCA(t, "server CA")
 	clientCA, clientCAKey := newCA(t, "admin client CA")
@@ -111,10 +118,11 @@ func startServerWith(t *testing.T, extra ...grpc.UnaryServerInterceptor) *testSe
 		grpc.ChainUnaryInterceptor(append([]grpc.UnaryServerInterceptor{auth.Unary}, extra...)...),
 	)
 	adminv1.RegisterAdminServiceServer(g, admin.New(admin.Config{
-		Store:     s.store,
-		Snapshots: s.snap,
-		Counts:    func() map[string]uint64 { return map[string]uint64{"served": 3} },
-		Region:    "eastus",
+		Store:       s.store,
+		Snapshots:   s.snap,
+		Counts:      func() map[string]uint64 { return map[string]uint64{"served": 3} },
+		Region:      "eastus",
+		ReleaseKeys: keys,
 	}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

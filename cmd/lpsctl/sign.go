@@ -33,6 +33,7 @@ const maxKeyFileSize = 64 << 10
 
 type signOpts struct {
 	key, base, version string
+	envelope           string
 	artifacts          artifactFlag
 	notAfter           string
 	validFor           time.Duration
@@ -69,8 +70,8 @@ func (a *artifactFlag) Set(s string) error {
 func newReleaseSignCmd(e *env) *cobra.Command {
 	var o signOpts
 	cmd := &cobra.Command{
-		Use:   "sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) --out FILE|- [--skip-version-check]",
-		Short: "sign a release envelope from local artifacts (offline)",
+		Use:   "sign --key FILE (--base YYYYMM.DD --version YYYYMM.DD.PATCH --artifact PLATFORM=PATH,URL... (--not-after T | --valid-for D) [--skip-version-check] | --envelope FILE) --out FILE|-",
+		Short: "sign a release envelope from local artifacts, or co-sign one (offline)",
 		Long: `sign signs a release envelope with the private key. For each --artifact,
 PLATFORM is os/arch (linux/amd64, linux/arm64), PATH the local binary, whose
 sha256 and size are computed here, and URL the https address nodes download
@@ -83,13 +84,27 @@ read from the file, never run (this machine holds the key), so a binary
 for any architecture is checked. --skip-version-check signs a binary that
 carries no stamp (stripped, or not built by make build). The
 envelope is written atomically to --out (mode 0644), or printed with
---out -. No network is used.`,
+--out -. No network is used.
+
+With --envelope, sign adds the --key's signature to an existing envelope
+instead (a release, a component configuration or a key-set document),
+keeping its payload and signatures: holders of a key set's threshold sign
+one after another, offline, in any order, each passing on the file. It
+takes none of the flags that describe a new release, refuses a key that
+has already signed, and verifies no signature (publish and nodes do).`,
 		Example: `  lpsctl release sign --key release.key --base 202604.01 --version 202604.01.3 \
       --artifact linux/amd64=./aks-node-controller,https://example.com/anc-202604.01.3 \
-      --valid-for 30d --out 202604.01.3.json`,
+      --valid-for 30d --out 202604.01.3.json
+  lpsctl release sign --envelope 202604.01.3.json --key second.key --out 202604.01.3.json`,
 		Args:    positional(),
 		PreRunE: o.output.preRun(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.envelope != "" {
+				if err := required(cmd, "key", "out"); err != nil {
+					return err
+				}
+				return releaseCosign(cmd, o, e)
+			}
 			if err := required(cmd, "key", "base", "version", "out"); err != nil {
 				return err
 			}
@@ -105,6 +120,7 @@ envelope is written atomically to --out (mode 0644), or printed with
 	newDuration(fs, &o.validFor, "valid-for", 0, "expiry as a `duration` from now, at least 1h, e.g. 30d or 720h (or --not-after)")
 	fs.BoolVar(&o.launchRecords, "launch-records", false, "declare that the agent writes launch records (this agent does), so launch may kill it when it wrote none within a minute; only for a base whose baked agent verifies the declaration (this version of the agent on), since older ones refuse such a release")
 	fs.StringVar(&o.out, "out", "", "`file` to write the signed envelope to (- for stdout)")
+	fs.StringVar(&o.envelope, "envelope", "", "co-sign this envelope `file` (release, component configuration or key set) instead of signing a new release")
 	fs.BoolVar(&o.skipVersionCheck, "skip-version-check", false, "do not check that each artifact's stamped version is --version (for a binary without the stamp: stripped, or not built by make build)")
 	o.output.register(fs)
 	return cmd
@@ -176,6 +192,88 @@ func releaseSign(ctx context.Context, o signOpts, e *env) error {
 	}
 	fmt.Fprintf(e.stdout, "wrote %s\n", o.out)
 	return nil
+}
+
+// releaseCosign adds --key's signature to the --envelope file.
+func releaseCosign(cmd *cobra.Command, o signOpts, e *env) error {
+	for _, f := range []string{"base", "version", "artifact", "not-after", "valid-for", "launch-records", "skip-version-check"} {
+		if cmd.Flags().Changed(f) {
+			return usagef("--%s describes a new release; --envelope co-signs an existing one as it is", f)
+		}
+	}
+	if o.out == "-" && o.output.structured() {
+		return usagef("--out - prints the envelope itself; -o %s has nowhere to go", o.output.format)
+	}
+	data, what, err := readAnyEnvelope(o.envelope)
+	if err != nil {
+		return err
+	}
+	priv, err := readPrivateKey(o.key)
+	if err != nil {
+		return err
+	}
+	env, err := release.AddSignature(data, priv)
+	if err != nil {
+		return fmt.Errorf("--envelope %s: %w", o.envelope, err)
+	}
+	if err := writeEnvelope(cmd.Context(), e.stdout, o.out, env); err != nil || o.out == "-" {
+		return err
+	}
+	keyID := release.KeyID(priv.Public().(ed25519.PublicKey))
+	if o.output.structured() {
+		return o.output.write(e.stdout, struct {
+			Out   string `json:"out"`
+			KeyID string `json:"key_id"`
+			Type  string `json:"type"`
+			ID    string `json:"id"`
+		}{o.out, keyID, what.kind, what.id})
+	}
+	fmt.Fprintf(e.stdout, "co-signed %s %s with key %s\nwrote %s\n", what.kind, what.id, keyID, o.out)
+	return nil
+}
+
+// signedDoc names what an envelope signs, UNVERIFIED: its kind (release,
+// component-config, key-set) and its ID (version, component@version, key-set
+// version).
+type signedDoc struct{ kind, id string }
+
+// readAnyEnvelope reads an envelope file of any kind and says what it is.
+func readAnyEnvelope(path string) ([]byte, signedDoc, error) {
+	var what signedDoc
+	data, err := readEnvelope(path, release.MaxComponentEnvelopeSize, func(data []byte) error {
+		if r, err := release.Inspect(data); err == nil {
+			what = signedDoc{"release", r.Version}
+			return nil
+		}
+		if c, err := release.InspectComponent(data); err == nil {
+			what = signedDoc{"component-config", fmt.Sprintf("%s@%d", c.Component, c.Version)}
+			return nil
+		}
+		d, err := release.InspectKeySet(data)
+		if err == nil {
+			what = signedDoc{"key-set", fmt.Sprintf("version %d", d.Version)}
+			return nil
+		}
+		// A damaged envelope of a known type is refused for its damage.
+		for _, check := range []func([]byte) error{
+			func(b []byte) error { _, err := release.Inspect(b); return err },
+			func(b []byte) error { _, err := release.InspectComponent(b); return err },
+		} {
+			if cerr := check(data); !isWrongType(cerr) {
+				return cerr
+			}
+		}
+		if isWrongType(err) {
+			return errors.New("not a release, component configuration or key-set envelope")
+		}
+		return err
+	})
+	return data, what, err
+}
+
+func isWrongType(err error) bool {
+	var ve *release.VerifyError
+	return errors.As(err, &ve) && ve.Reason == release.ReasonWrongType
 }
 
 // readPrivateKey reads the release private key --key names.

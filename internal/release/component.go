@@ -179,18 +179,18 @@ func SignComponent(c ComponentConfig, priv ed25519.PrivateKey) ([]byte, error) {
 }
 
 // VerifyComponent checks a component configuration envelope as Verify
-// checks a release's: size, strict decoding, its own payload type, a
-// signature by a key of ks, the payload's type and schema, Validate, and
+// checks a release's: size, strict decoding, its own payload type,
+// signatures by ks.Threshold() distinct keys of ks, the payload's type and schema, Validate, and
 // now before NotAfter. Every error is a *VerifyError.
 func (ks KeySet) VerifyComponent(envelope []byte, now time.Time) (ComponentConfig, error) {
 	if now.IsZero() {
 		return ComponentConfig{}, verifyErr(ReasonExpired, errors.New("no current time to check expiry against"))
 	}
-	env, err := parseEnvelopeOf(envelope, componentPayloadType, MaxComponentEnvelopeSize)
+	env, err := parseEnvelopeOf(envelope, componentPayloadType)
 	if err != nil {
 		return ComponentConfig{}, err
 	}
-	if err := ks.verifySignatures(env); err != nil {
+	if err := ks.verifySignatures(env, "trusted keys"); err != nil {
 		return ComponentConfig{}, err
 	}
 	c, err := parseComponent(env.payload)
@@ -207,7 +207,7 @@ func (ks KeySet) VerifyComponent(envelope []byte, now time.Time) (ComponentConfi
 // checking any signature or expiry, for the service and operator tools, as
 // Inspect does for releases. Its errors are *VerifyError.
 func InspectComponent(envelope []byte) (ComponentConfig, error) {
-	env, err := parseEnvelopeOf(envelope, componentPayloadType, MaxComponentEnvelopeSize)
+	env, err := parseEnvelopeOf(envelope, componentPayloadType)
 	if err != nil {
 		return ComponentConfig{}, err
 	}

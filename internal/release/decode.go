@@ -21,9 +21,14 @@ const (
 	schemaVersion = 1
 )
 
-// maxSignatures bounds the signature checks one envelope can cost a verifier;
-// rotation needs two.
+// maxSignatures bounds the signature checks one release or component
+// envelope can cost a verifier, and so the highest threshold a key set can
+// have.
 const maxSignatures = 8
+
+// maxKeySetSignatures bounds a key-set envelope's signatures: a link is
+// signed by the thresholds of two sets, which may share no key.
+const maxKeySetSignatures = 2 * maxSignatures
 
 // Keys of the envelope and payload objects.
 const (
@@ -63,14 +68,44 @@ type signature struct {
 // *VerifyError with ReasonMalformed, or ReasonWrongType for another payload
 // type.
 func parseEnvelope(data []byte) (envelope, error) {
-	return parseEnvelopeOf(data, payloadType, MaxEnvelopeSize)
+	return parseEnvelopeOf(data, payloadType)
 }
 
-// parseEnvelopeOf decodes an envelope of at most limit bytes that must be
-// of payload type typ.
-func parseEnvelopeOf(data []byte, typ string, limit int) (envelope, error) {
-	if len(data) > limit {
-		return envelope{}, verifyErr(ReasonMalformed, fmt.Errorf("envelope is %d bytes, limit %d", len(data), limit))
+// docKind is what differs between the three signed document types.
+type docKind struct {
+	name        string // in messages
+	payloadType string
+	limit       int // envelope size
+	maxSigs     int
+	// check decodes a payload strictly, as a verifier would.
+	check func(payload []byte) error
+}
+
+// kindOf returns the document kind of payload type typ.
+func kindOf(typ string) (docKind, bool) {
+	switch typ {
+	case payloadType:
+		return docKind{"release", payloadType, MaxEnvelopeSize, maxSignatures,
+			func(p []byte) error { _, err := parseRelease(p); return err }}, true
+	case componentPayloadType:
+		return docKind{"component config", componentPayloadType, MaxComponentEnvelopeSize, maxSignatures,
+			func(p []byte) error { _, err := parseComponent(p); return err }}, true
+	case keySetPayloadType:
+		return docKind{"key set", keySetPayloadType, MaxKeySetEnvelopeSize, maxKeySetSignatures,
+			func(p []byte) error { _, err := parseKeySetDocument(p); return err }}, true
+	}
+	return docKind{}, false
+}
+
+// maxAnyEnvelopeSize is the largest envelope of any kind.
+const maxAnyEnvelopeSize = max(MaxEnvelopeSize, MaxComponentEnvelopeSize, MaxKeySetEnvelopeSize)
+
+// parseEnvelopeOf decodes an envelope that must be of payload type typ,
+// within that type's size and signature limits.
+func parseEnvelopeOf(data []byte, typ string) (envelope, error) {
+	k, _ := kindOf(typ)
+	if len(data) > k.limit {
+		return envelope{}, verifyErr(ReasonMalformed, fmt.Errorf("envelope is %d bytes, limit %d", len(data), k.limit))
 	}
 	env, err := decodeEnvelope(data)
 	if err != nil {
@@ -79,7 +114,33 @@ func parseEnvelopeOf(data []byte, typ string, limit int) (envelope, error) {
 	if env.payloadType != typ {
 		return envelope{}, verifyErr(ReasonWrongType, fmt.Errorf("payload type %q, want %q", env.payloadType, typ))
 	}
+	if len(env.sigs) > k.maxSigs {
+		return envelope{}, verifyErr(ReasonMalformed, fmt.Errorf("decode envelope: %d signatures, want 1 to %d", len(env.sigs), k.maxSigs))
+	}
 	return env, nil
+}
+
+// parseAnyEnvelope decodes an envelope of any of the three document types,
+// within its type's limits, and returns its kind.
+func parseAnyEnvelope(data []byte) (envelope, docKind, error) {
+	if len(data) > maxAnyEnvelopeSize {
+		return envelope{}, docKind{}, verifyErr(ReasonMalformed, fmt.Errorf("envelope is %d bytes, limit %d", len(data), maxAnyEnvelopeSize))
+	}
+	env, err := decodeEnvelope(data)
+	if err != nil {
+		return envelope{}, docKind{}, verifyErr(ReasonMalformed, fmt.Errorf("decode envelope: %w", err))
+	}
+	k, ok := kindOf(env.payloadType)
+	if !ok {
+		return envelope{}, docKind{}, verifyErr(ReasonWrongType, fmt.Errorf("payload type %q is not a release, component config or key set", env.payloadType))
+	}
+	if len(data) > k.limit {
+		return envelope{}, docKind{}, verifyErr(ReasonMalformed, fmt.Errorf("%s envelope is %d bytes, limit %d", k.name, len(data), k.limit))
+	}
+	if len(env.sigs) > k.maxSigs {
+		return envelope{}, docKind{}, verifyErr(ReasonMalformed, fmt.Errorf("decode envelope: %d signatures, want 1 to %d", len(env.sigs), k.maxSigs))
+	}
+	return env, k, nil
 }
 
 func decodeEnvelope(data []byte) (envelope, error) {
@@ -100,8 +161,9 @@ func decodeEnvelope(data []byte) (envelope, error) {
 	if env.payload, err = decodeBase64(enc); err != nil {
 		return envelope{}, fmt.Errorf("key %q: %w", keyPayload, err)
 	}
-	if len(rawSigs) == 0 || len(rawSigs) > maxSignatures {
-		return envelope{}, fmt.Errorf("%d signatures, want 1 to %d", len(rawSigs), maxSignatures)
+	// The kind's own, lower limit is checked once the type is known.
+	if len(rawSigs) == 0 || len(rawSigs) > maxKeySetSignatures {
+		return envelope{}, fmt.Errorf("%d signatures, want 1 to %d", len(rawSigs), maxKeySetSignatures)
 	}
 	for i, raw := range rawSigs {
 		s, err := decodeSignature(raw)
@@ -234,14 +296,17 @@ func decodeArtifact(data []byte) (Artifact, error) {
 
 // parseNotAfter accepts only the one spelling formatNotAfter writes, so the
 // signed text and the parsed instant cannot disagree between readers.
-func parseNotAfter(s string) (time.Time, error) {
+func parseNotAfter(s string) (time.Time, error) { return parseTime(keyNotAfter, s) }
+
+// parseTime parses the signed time s of member key as parseNotAfter does.
+func parseTime(key, s string) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("key %q: %w", keyNotAfter, err)
+		return time.Time{}, fmt.Errorf("key %q: %w", key, err)
 	}
 	t = t.UTC()
 	if formatNotAfter(t) != s {
-		return time.Time{}, fmt.Errorf("key %q: %q is not RFC 3339 UTC with whole seconds", keyNotAfter, s)
+		return time.Time{}, fmt.Errorf("key %q: %q is not RFC 3339 UTC with whole seconds", key, s)
 	}
 	return t, nil
 }

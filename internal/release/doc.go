@@ -17,14 +17,20 @@
 //     release (a denial of service the node survives by failing open);
 //   - can replay an old release only until its not_after, which bounds an
 //     indefinite freeze on old software;
-//   - can never make a node run bytes no release key signed: the node checks
-//     the signature, then the base and version against what it expects, then
-//     the artifact's size and sha256 against the downloaded bytes.
+//   - can never make a node run bytes the threshold of release keys did not
+//     sign: the node checks the signatures, then the base and version
+//     against what it expects, then the artifact's size and sha256 against
+//     the downloaded bytes.
 //
-// Only a release private key can mint a release, so it stays offline; a
-// stolen one signs anything until images that trust it are retired, which is
-// why rotation exists. This package does not stop a replay of an older,
-// still unexpired release: the node's own gating (strictly newer than the
+// Only release private keys can mint a release, so they stay offline. A
+// key set declares a threshold k (1 unless its file says otherwise): a
+// release verifies only with valid signatures by k distinct keys of the
+// set, so fewer than k stolen keys mint nothing, and the remaining holders
+// (if k of them remain) rotate the stolen keys out, for nodes that walk the
+// chain lpsd serves. k stolen keys sign anything, rotations included, until
+// images that trust them are retired. An image baked before thresholds
+// accepts one signature. This
+// package does not stop a replay of an older, still unexpired release: the node's own gating (strictly newer than the
 // baked agent, not revoked, hotfix.IsUpgrade) does. Expiry is only as good as
 // the node's clock.
 //
@@ -36,11 +42,35 @@
 // re-serialised in between, and ambiguous JSON (duplicate or unknown keys,
 // trailing data) is rejected rather than resolved.
 //
-// Key rotation: a node trusts a set of public keys, and one valid signature
-// by any of them suffices. To rotate, ship images trusting the old and new
-// keys, co-sign releases with both (AddSignature), then stop using the old
-// key. Signatures are counted per distinct public key, never per key ID; a
-// key ID only selects which trusted key to try.
+// # Thresholds
+//
+// Signatures are counted per distinct public key, never per key ID or per
+// signature entry (go-tuf #369, #733): a key ID only selects which trusted
+// key to try, a key listed twice in a file counts once (and a threshold
+// above the number of distinct keys is a parse error), a key-set document
+// listing a key twice is refused, and only canonical key encodings are
+// accepted, so keys that differ as bytes are different keys. A signature
+// over another payload or payload type is no signature of this one. A
+// refusal for too few signatures (ReasonBelowThreshold) names the key IDs
+// whose signature verified and how many more are needed; Signers says who
+// has signed any envelope. Holders co-sign offline, in any order, with
+// AddSignature.
+//
+// # Rotation
+//
+// A node's image is baked with a key set of version 1 (or the version its
+// file declares). A signed key-set document (a link) declares the next
+// version: its keys, threshold, expiry and log policy. Next accepts a link
+// only if its version is exactly one above the current set's (never equal
+// or lower: ReasonRollback; never skipping: ReasonVersionGap), it is signed
+// by the current set's threshold of the current keys AND by its own
+// threshold of its own keys, and it has not expired. Walk applies up to
+// MaxChain links in order and checks only the newest link's expiry against
+// now: an older link may have expired since, as TUF roots may; a set in use
+// must not have. Next and Walk keep no state: persisting the highest
+// version verified and refusing lower ones on later boots is the caller's
+// job. A removed key stops counting from the version that removes it; a
+// lost or stolen key is removed by a rotation its fellow holders sign.
 //
 // # Formats
 //
@@ -68,14 +98,41 @@
 // where lengths are ASCII decimal byte counts and SP is one space.
 //
 // Public key set file (opt/azure/containers/aks-node-controller-release-keys.pub
-// on a node), UTF-8 text of at most 64 KiB, one key per line:
+// on a node), UTF-8 text of at most 64 KiB, one key or directive per line:
 //
 //	# comment
 //	nodehotfix-release-ed25519 <standard base64 of the 32-byte key> [comment]
+//	nodehotfix-keyset-version N          (default 1)
+//	nodehotfix-threshold K               (default 1; 1 to 8 and at most the distinct keys)
+//	nodehotfix-log-key VKEY              (the log's note verifier key)
+//	nodehotfix-witness VKEY              (repeatable, distinct)
+//	nodehotfix-witness-quorum Q          (default 0; at most the witnesses)
+//	nodehotfix-max-checkpoint-age D      (default 24h with a log key; e.g. 12h, 2d)
+//	nodehotfix-require-log
 //
 // Fields are separated by spaces or tabs. Blank lines and lines whose first
 // non-blank character is '#' are ignored. Control characters other than tab
-// (including CR), invalid UTF-8 and any other line are errors.
+// (including CR), invalid UTF-8 and any other line are errors. Directives
+// take exactly their one argument (none for require-log), no comment, and
+// each may appear once, except witness; numbers are plain decimal. The
+// witness lines and everything but the log key need a log key. VKEYs are
+// one token of printable ASCII, at most 512 bytes; internal/translog
+// parses them. A file without directives (every file written before them)
+// is version 1, threshold 1, no log policy. A baked set does not expire.
+//
+// Key-set envelope: as a release's, with payload type
+// "application/vnd.nodehotfix.keyset.v1+json", at most 16 KiB and 16
+// signatures (two thresholds' worth), and the payload
+//
+//	{"schema":1,"type":"nodehotfix-keyset","version":2,
+//	 "expires":"2027-06-01T00:00:00Z","threshold":2,
+//	 "keys":["<standard base64 of a 32-byte key>",…],
+//	 "log":{"key":"VKEY","witnesses":["VKEY",…],"quorum":1,
+//	        "max_checkpoint_age_seconds":86400,"required":true}}
+//
+// decoded as strictly as a release's. log is omitted when there is no log
+// policy and otherwise carries every member. version is 2 or more, keys
+// are 1 to 16 distinct keys, threshold 1 to 8 and at most len(keys).
 //
 // Private key file: a PEM "PRIVATE KEY" block holding the PKCS #8 encoding of
 // the ed25519 key, which openssl reads ("openssl pkey -in key.pem").

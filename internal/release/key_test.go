@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -98,6 +99,145 @@ func TestParseKeySet(t *testing.T) {
 				t.Errorf("ParseKeySet() key IDs mismatch (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestParseKeySetDirectives(t *testing.T) {
+	t.Parallel()
+	keys := keyLine(1, "a") + keyLine(2, "b") + keyLine(3, "c")
+	const vkey = "nodehotfix.example/log+0123abcd+AQID"
+	type want struct {
+		version   int64
+		threshold int
+		log       LogPolicy
+	}
+	tests := []struct {
+		name    string
+		in      string
+		want    want
+		errLine int // > 0: must fail naming this line; -1: must fail
+	}{
+		{name: "plain", in: keys, want: want{1, 1, LogPolicy{}}},
+		{name: "version-threshold", in: directiveVersion + " 3\n" + directiveThreshold + "\t2\n" + keys, want: want{3, 2, LogPolicy{}}},
+		{name: "directives-after-keys", in: keys + "  " + directiveThreshold + " 3  \n", want: want{1, 3, LogPolicy{}}},
+		{
+			name: "log-default-age",
+			in:   keys + directiveLogKey + " " + vkey + "\n",
+			want: want{1, 1, LogPolicy{Key: vkey, MaxCheckpointAge: DefaultMaxCheckpointAge}},
+		},
+		{
+			name: "full-log",
+			in: keys + directiveLogKey + " " + vkey + "\n" + directiveWitness + " w1+1+AQ==\n" + directiveWitness + " w2+2+Ag==\n" +
+				directiveQuorum + " 2\n" + directiveMaxAge + " 1d12h\n" + directiveRequireLog + "\n",
+			want: want{1, 1, LogPolicy{Key: vkey, Witnesses: []string{"w1+1+AQ==", "w2+2+Ag=="}, Quorum: 2, MaxCheckpointAge: 36 * time.Hour, Required: true}},
+		},
+		{name: "threshold-over-keys", in: keys + directiveThreshold + " 4\n", errLine: -1},
+		{name: "threshold-over-distinct-keys", in: keyLine(1, "") + keyLine(1, "again") + directiveThreshold + " 2\n", errLine: -1},
+		{name: "threshold-0", in: keys + directiveThreshold + " 0\n", errLine: -1},
+		{name: "threshold-9", in: keys + directiveThreshold + " 9\n", errLine: 4},
+		{name: "version-0", in: directiveVersion + " 0\n" + keys, errLine: -1},
+		{name: "version-plus", in: directiveVersion + " +2\n" + keys, errLine: 1},
+		{name: "version-leading-zero", in: directiveVersion + " 02\n" + keys, errLine: 1},
+		{name: "version-float", in: directiveVersion + " 2.0\n" + keys, errLine: 1},
+		{name: "version-negative", in: directiveVersion + " -1\n" + keys, errLine: 1},
+		{name: "version-huge", in: directiveVersion + " 99999999999999999999\n" + keys, errLine: 1},
+		{name: "version-missing", in: directiveVersion + "\n" + keys, errLine: 1},
+		{name: "version-two-args", in: directiveVersion + " 2 3\n" + keys, errLine: 1},
+		{name: "version-comment", in: directiveVersion + " 2 # second\n" + keys, errLine: 1},
+		{name: "version-twice", in: directiveVersion + " 2\n" + keys + directiveVersion + " 2\n", errLine: 5},
+		{name: "threshold-twice", in: directiveThreshold + " 1\n" + directiveThreshold + " 2\n" + keys, errLine: 2},
+		{name: "log-key-twice", in: keys + directiveLogKey + " " + vkey + "\n" + directiveLogKey + " " + vkey + "\n", errLine: 5},
+		{name: "quorum-twice", in: keys + directiveLogKey + " " + vkey + "\n" + directiveWitness + " w+1+AQ==\n" + directiveQuorum + " 1\n" + directiveQuorum + " 1\n", errLine: 7},
+		{name: "age-twice", in: keys + directiveLogKey + " " + vkey + "\n" + directiveMaxAge + " 1h\n" + directiveMaxAge + " 2h\n", errLine: 6},
+		{name: "require-log-twice", in: keys + directiveLogKey + " " + vkey + "\n" + directiveRequireLog + "\n" + directiveRequireLog + "\n", errLine: 6},
+		{name: "witness-twice", in: keys + directiveLogKey + " " + vkey + "\n" + directiveWitness + " w+1+AQ==\n" + directiveWitness + " w+1+AQ==\n", errLine: 6},
+		{name: "witness-is-log-key", in: keys + directiveLogKey + " " + vkey + "\n" + directiveWitness + " " + vkey + "\n", errLine: -1},
+		{name: "witness-without-log-key", in: keys + directiveWitness + " w+1+AQ==\n", errLine: -1},
+		{name: "require-log-without-log-key", in: keys + directiveRequireLog + "\n", errLine: -1},
+		{name: "require-log-argument", in: keys + directiveLogKey + " " + vkey + "\n" + directiveRequireLog + " yes\n", errLine: 5},
+		{name: "quorum-over-witnesses", in: keys + directiveLogKey + " " + vkey + "\n" + directiveWitness + " w+1+AQ==\n" + directiveQuorum + " 2\n", errLine: -1},
+		{name: "age-zero", in: keys + directiveLogKey + " " + vkey + "\n" + directiveMaxAge + " 0s\n", errLine: 5},
+		{name: "age-fraction", in: keys + directiveLogKey + " " + vkey + "\n" + directiveMaxAge + " 1.5s\n", errLine: -1},
+		{name: "age-garbage", in: keys + directiveLogKey + " " + vkey + "\n" + directiveMaxAge + " soon\n", errLine: 5},
+		{name: "age-two-years", in: keys + directiveLogKey + " " + vkey + "\n" + directiveMaxAge + " 730d\n", errLine: -1},
+		{name: "log-key-two-tokens", in: keys + directiveLogKey + " a+1+AQ== b\n", errLine: 4},
+		{name: "log-key-non-ascii", in: keys + directiveLogKey + " café+1+AQ==\n", errLine: -1},
+		{name: "misspelt-directive", in: keys + "nodehotfix-thresold 2\n", errLine: 4},
+		{name: "directive-case", in: keys + "NODEHOTFIX-THRESHOLD 2\n", errLine: 4},
+		{name: "directives-only", in: directiveThreshold + " 1\n", errLine: -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ks, err := ParseKeySet([]byte(tt.in))
+			if tt.errLine != 0 {
+				if err == nil {
+					t.Fatalf("ParseKeySet() = version %d threshold %d, want an error", ks.Version(), ks.Threshold())
+				}
+				if want := fmt.Sprintf("line %d:", tt.errLine); tt.errLine > 0 && !strings.Contains(err.Error(), want) {
+					t.Errorf("ParseKeySet() = %v, want it to name %q", err, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseKeySet() = %v", err)
+			}
+			got := want{ks.Version(), ks.Threshold(), ks.Log()}
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(want{})); diff != "" {
+				t.Errorf("ParseKeySet() mismatch (-want +got):\n%s", diff)
+			}
+			if !ks.Expires().IsZero() {
+				t.Errorf("ParseKeySet() expires %v, want never", ks.Expires())
+			}
+		})
+	}
+}
+
+func TestMarshalKeySetFile(t *testing.T) {
+	t.Parallel()
+	plain := KeySetDocument{Version: 1, Threshold: 1, Keys: pubs(1, 2)}
+	full := KeySetDocument{Version: 7, Threshold: 2, Keys: pubs(3, 1, 2), Log: LogPolicy{
+		Key: "l+1+AQ==", Witnesses: []string{"w1+1+AQ==", "w2+1+AQ=="}, Quorum: 1, MaxCheckpointAge: 90 * time.Minute, Required: true,
+	}}
+	logOnly := KeySetDocument{Version: 2, Threshold: 1, Keys: pubs(1), Log: LogPolicy{Key: "l+1+AQ=="}}
+	for name, d := range map[string]KeySetDocument{"plain": plain, "full": full, "log-only": logOnly} {
+		data, err := MarshalKeySetFile(d)
+		if err != nil {
+			t.Fatalf("MarshalKeySetFile(%s) = %v", name, err)
+		}
+		ks, err := ParseKeySet(data)
+		if err != nil {
+			t.Fatalf("ParseKeySet(MarshalKeySetFile(%s)) = %v\n%s", name, err, data)
+		}
+		want := d
+		want.Log = want.Log.withDefaults()
+		if diff := cmp.Diff(want, ks.Document()); diff != "" {
+			t.Errorf("%s: round trip mismatch (-want +got):\n%s\n%s", name, diff, data)
+		}
+	}
+	// A plain set is written as every agent reads it: without directives.
+	data, err := MarshalKeySetFile(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(data, []byte("\nnodehotfix-keyset")) || bytes.Contains(data, []byte("\nnodehotfix-threshold")) {
+		t.Errorf("MarshalKeySetFile(plain) wrote directives:\n%s", data)
+	}
+	// A set from a signed document is baked without its expiry.
+	d := full
+	d.Expires = testExpires
+	if data, err := MarshalKeySetFile(d); err != nil || bytes.Contains(data, []byte("2026")) {
+		t.Errorf("MarshalKeySetFile(with expiry) = %v\n%s", err, data)
+	}
+	for name, bad := range map[string]KeySetDocument{
+		"no-keys":        {Version: 1, Threshold: 1},
+		"threshold-over": {Version: 1, Threshold: 3, Keys: pubs(1, 2)},
+		"dup-keys":       {Version: 1, Threshold: 1, Keys: pubs(1, 1)},
+		"version-0":      {Threshold: 1, Keys: pubs(1)},
+	} {
+		if _, err := MarshalKeySetFile(bad); err == nil {
+			t.Errorf("MarshalKeySetFile(%s) = nil error, want an error", name)
+		}
 	}
 }
 
@@ -298,6 +438,8 @@ func FuzzParseKeySet(f *testing.F) {
 	f.Add([]byte(keyAlgorithm + " AAAA\n"))
 	f.Add([]byte("ssh-ed25519 " + keyB64(1) + "\n"))
 	f.Add([]byte(""))
+	f.Add([]byte(directiveVersion + " 3\n" + directiveThreshold + " 2\n" + keyLine(1, "") + keyLine(2, "") +
+		directiveLogKey + " l+1+AQ==\n" + directiveWitness + " w+1+AQ==\n" + directiveQuorum + " 1\n" + directiveMaxAge + " 12h\n" + directiveRequireLog + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		ks, err := ParseKeySet(data)
 		if err != nil {
@@ -306,19 +448,24 @@ func FuzzParseKeySet(f *testing.F) {
 		if len(ks.keys) == 0 {
 			t.Fatal("ParseKeySet accepted a set without keys")
 		}
-		// Accepted sets survive a write and re-read unchanged.
-		var out []byte
 		for _, k := range ks.keys {
 			if len(k) != ed25519.PublicKeySize {
 				t.Fatalf("ParseKeySet accepted a %d-byte key", len(k))
 			}
-			out = append(out, MarshalPublicKey(k, "")...)
+		}
+		if ks.Threshold() > len(ks.keys) {
+			t.Fatalf("ParseKeySet accepted threshold %d of %d keys", ks.Threshold(), len(ks.keys))
+		}
+		// Accepted sets survive a write and re-read unchanged.
+		out, err := MarshalKeySetFile(ks.Document())
+		if err != nil {
+			t.Fatalf("MarshalKeySetFile(accepted set) = %v", err)
 		}
 		again, err := ParseKeySet(out)
 		if err != nil {
 			t.Fatalf("ParseKeySet(marshalled set) = %v", err)
 		}
-		if diff := cmp.Diff(ks.keys, again.keys); diff != "" {
+		if diff := cmp.Diff(ks.Document(), again.Document()); diff != "" {
 			t.Errorf("key set changed on round trip (-first +second):\n%s", diff)
 		}
 	})

@@ -58,37 +58,39 @@ func Sign(r Release, priv ed25519.PrivateKey) ([]byte, error) {
 	return encodeEnvelope(env, MaxEnvelopeSize)
 }
 
-// AddSignature co-signs an envelope with priv and returns the new envelope,
-// for rotating keys: the payload bytes and existing signatures are kept. It
-// checks the envelope as Inspect does but verifies none of its signatures. It
-// fails if priv has already signed or the envelope would exceed its
-// signature limit.
+// AddSignature co-signs an envelope with priv and returns the new envelope:
+// the payload bytes and existing signatures are kept, so holders can sign
+// offline, one after another, in any order. envelope may be a release, a
+// component configuration or a key-set document; it is checked as the
+// matching Inspect function does, but none of its signatures is verified.
+// It fails if priv has already signed or the envelope would exceed its
+// type's signature or size limit.
 func AddSignature(envelope []byte, priv ed25519.PrivateKey) ([]byte, error) {
 	if len(priv) != ed25519.PrivateKeySize {
-		return nil, fmt.Errorf("add release signature: private key is %d bytes, want %d", len(priv), ed25519.PrivateKeySize)
+		return nil, fmt.Errorf("add signature: private key is %d bytes, want %d", len(priv), ed25519.PrivateKeySize)
 	}
-	env, err := parseEnvelope(envelope)
+	env, k, err := parseAnyEnvelope(envelope)
 	if err != nil {
-		return nil, fmt.Errorf("add release signature: %w", err)
+		return nil, fmt.Errorf("add signature: %w", err)
 	}
-	if _, err := parseRelease(env.payload); err != nil {
-		return nil, fmt.Errorf("add release signature: %w", err)
+	if err := k.check(env.payload); err != nil {
+		return nil, fmt.Errorf("add %s signature: %w", k.name, err)
 	}
 	pub := priv.Public().(ed25519.PublicKey)
 	id := KeyID(pub)
-	msg := pae(payloadType, env.payload)
+	msg := pae(env.payloadType, env.payload)
 	for _, s := range env.sigs {
 		if s.keyID == id && ed25519.Verify(pub, msg, s.sig) {
-			return nil, fmt.Errorf("add release signature: already signed by key %s", id)
+			return nil, fmt.Errorf("add %s signature: already signed by key %s", k.name, id)
 		}
 	}
-	if len(env.sigs) >= maxSignatures {
-		return nil, fmt.Errorf("add release signature: envelope already has %d signatures", len(env.sigs))
+	if len(env.sigs) >= k.maxSigs {
+		return nil, fmt.Errorf("add %s signature: envelope already has %d signatures", k.name, len(env.sigs))
 	}
 	env.sigs = append(env.sigs, signPayload(env.payloadType, env.payload, priv))
-	out, err := encodeEnvelope(env, MaxEnvelopeSize)
+	out, err := encodeEnvelope(env, k.limit)
 	if err != nil {
-		return nil, fmt.Errorf("add release signature: %w", err)
+		return nil, fmt.Errorf("add %s signature: %w", k.name, err)
 	}
 	return out, nil
 }

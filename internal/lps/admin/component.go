@@ -41,7 +41,7 @@ func (s *Server) PublishComponentConfig(ctx context.Context, req *adminv1.Publis
 	now := s.now()
 	cc, err := s.checkComponentEnvelope(env, now)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
+		return nil, envelopeError(err, s.keys)
 	}
 	if cc.Component == lps.Component {
 		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %s is served from releases (lpsctl release publish), not from a component configuration", lps.Component)

@@ -11,11 +11,13 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -151,7 +153,9 @@ func New(cfg Config) *Server {
 
 // PublishRelease stores a signed release envelope as a draft rollout.
 // InvalidArgument for an envelope that is malformed, expired or (with
-// ReleaseKeys) not verified; AlreadyExists if the version is published.
+// ReleaseKeys) not verified; FailedPrecondition, with an ErrorInfo of
+// reason ReasonBelowThreshold, for one signed by fewer of ReleaseKeys than
+// their threshold; AlreadyExists if the version is published.
 func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishReleaseRequest) (*adminv1.PublishReleaseResponse, error) {
 	actor, err := requireActor(ctx)
 	if err != nil {
@@ -167,7 +171,7 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	now := s.now()
 	rel, err := s.checkEnvelope(env, now)
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
+		return nil, envelopeError(err, s.keys)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, env); err != nil {
@@ -255,6 +259,41 @@ func (s *Server) checkBudget(ctx context.Context, r rollout.Release, now time.Ti
 		return status.Errorf(codes.FailedPrecondition, "a node that declares no base would be served a %d-byte pointer (every base's hotfix and every revocation) with %s, over the %d bytes lpsd serves", trimmed, r.Version, lps.ServedBudget)
 	}
 	return nil
+}
+
+// Machine-readable refusals: the ErrorInfo a status carries.
+const (
+	// ErrorDomain is the Domain of every ErrorInfo the admin API sends.
+	ErrorDomain = "nodehotfix.admin"
+	// ReasonBelowThreshold: an envelope signed by fewer distinct release
+	// keys than lpsd's key set requires. Metadata: "signers" (the key IDs
+	// whose signature verifies, comma-separated), "missing" and
+	// "threshold" (decimal).
+	ReasonBelowThreshold = "BELOW_THRESHOLD"
+)
+
+// envelopeError converts a refused envelope to its status: one that only
+// lacks co-signatures is FailedPrecondition, naming who signed and how
+// many more must; anything else is InvalidArgument.
+func envelopeError(err error, keys *release.KeySet) error {
+	var ve *release.VerifyError
+	if !errors.As(err, &ve) || ve.Reason != release.ReasonBelowThreshold || keys == nil {
+		return status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
+	}
+	st := status.Newf(codes.FailedPrecondition, "envelope signed by %d of the %d distinct release keys lpsd requires (signed: %s); %d more signature(s) needed: co-sign it and publish again",
+		len(ve.Signers), keys.Threshold(), strings.Join(ve.Signers, ", "), ve.Missing)
+	if d, derr := st.WithDetails(&errdetails.ErrorInfo{
+		Reason: ReasonBelowThreshold,
+		Domain: ErrorDomain,
+		Metadata: map[string]string{
+			"signers":   strings.Join(ve.Signers, ","),
+			"missing":   strconv.Itoa(ve.Missing),
+			"threshold": strconv.Itoa(keys.Threshold()),
+		},
+	}); derr == nil {
+		st = d
+	}
+	return st.Err()
 }
 
 // checkEnvelope returns the release env signs: verified when the server

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -392,6 +393,55 @@ func TestPublishWithReleaseKeysRefusesUntrusted(t *testing.T) {
 		t.Errorf("store holds %d releases after refused publishes, want 0", len(rels))
 	}
 	publish(t, c, signed(t, priv, "202604.01.3"))
+}
+
+// TestPublishBelowThreshold: with a 2-of-3 key set, an envelope signed
+// once is refused as FailedPrecondition naming its signer and the one
+// missing, machine-readably too; co-signed by another key it publishes.
+func TestPublishBelowThreshold(t *testing.T) {
+	t.Parallel()
+	pubA, privA := newKey(t)
+	pubB, privB := newKey(t)
+	pubC, _ := newKey(t)
+	ks, err := release.KeySetDocument{Version: 1, Threshold: 2, Keys: []ed25519.PublicKey{pubA, pubB, pubC}}.KeySet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{keys: &ks})
+	c := h.ops(t)
+	once := signed(t, privB, "202604.01.3")
+	_, err = c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: once})
+	wantCode(t, "publish signed once", err, codes.FailedPrecondition)
+	st, _ := status.FromError(err)
+	if !strings.Contains(st.Message(), release.KeyID(pubB)) || !strings.Contains(st.Message(), "1 more signature") {
+		t.Errorf("publish signed once: %q, want it to name %s and the one missing", st.Message(), release.KeyID(pubB))
+	}
+	var info *errdetails.ErrorInfo
+	for _, d := range st.Details() {
+		if i, ok := d.(*errdetails.ErrorInfo); ok {
+			info = i
+		}
+	}
+	want := map[string]string{"signers": release.KeyID(pubB), "missing": "1", "threshold": "2"}
+	if info == nil || info.GetReason() != ReasonBelowThreshold || info.GetDomain() != ErrorDomain || !cmp.Equal(info.GetMetadata(), want) {
+		t.Errorf("publish signed once: details %v, want an ErrorInfo %s with %v", st.Details(), ReasonBelowThreshold, want)
+	}
+	if rels, _, _ := h.store.Releases(t.Context()); len(rels) != 0 {
+		t.Errorf("store holds %d releases after a refused publish, want 0", len(rels))
+	}
+	// A signature by a key lpsd does not trust is no co-signature.
+	_, otherPriv := newKey(t)
+	stranger, err := release.AddSignature([]byte(once), otherPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: string(stranger)})
+	wantCode(t, "publish co-signed by a stranger", err, codes.FailedPrecondition)
+	twice, err := release.AddSignature([]byte(once), privA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, string(twice))
 }
 
 func TestRolloutChanges(t *testing.T) {
