@@ -164,11 +164,11 @@ func writeOut(ctx context.Context, stdout io.Writer, out string, data []byte) er
 
 // keySetJSON is a key set as -o json prints it.
 type keySetJSON struct {
-	Out       string   `json:"out,omitempty"`
-	Version   int64    `json:"version"`
-	Threshold int      `json:"threshold"`
-	Expires   string   `json:"expires,omitempty"`
-	Keys      []string `json:"keys"`
+	Out       string         `json:"out,omitempty"`
+	Version   int64          `json:"version"`
+	Threshold int            `json:"threshold"`
+	Expires   string         `json:"expires,omitempty"`
+	Keys      []string       `json:"keys"`
 	Log       *logPolicyJSON `json:"log,omitempty"`
 	// Set by keys rotate: the keys of either set that have signed, and
 	// how many more of the current set's (with --current) and of its own

@@ -20,10 +20,10 @@ import (
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/nodeconfig"
-	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/report"
 	"nodehotfix/internal/node/trust"
 )

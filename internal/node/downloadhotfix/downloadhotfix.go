@@ -36,9 +36,9 @@ import (
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/pkgmgr"
 	"nodehotfix/internal/node/pkgrepo"
-	"nodehotfix/internal/node/trust"
 	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/node/scripts"
+	"nodehotfix/internal/node/trust"
 	"nodehotfix/internal/release"
 )
 
