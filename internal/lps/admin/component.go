@@ -39,9 +39,13 @@ func (s *Server) PublishComponentConfig(ctx context.Context, req *adminv1.Publis
 		return nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
 	}
 	now := s.now()
-	cc, err := s.checkComponentEnvelope(env, now)
+	keys, _, err := s.currentKeys(ctx)
 	if err != nil {
-		return nil, envelopeError(err, s.keys)
+		return nil, err
+	}
+	cc, err := checkComponentEnvelope(keys, env, now)
+	if err != nil {
+		return nil, envelopeError(err, keys)
 	}
 	if cc.Component == lps.Component {
 		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %s is served from releases (lpsctl release publish), not from a component configuration", lps.Component)
@@ -86,9 +90,9 @@ func (s *Server) PublishComponentConfig(ctx context.Context, req *adminv1.Publis
 }
 
 // checkComponentEnvelope is checkEnvelope for component configurations.
-func (s *Server) checkComponentEnvelope(env []byte, now time.Time) (release.ComponentConfig, error) {
-	if s.keys != nil {
-		return s.keys.VerifyComponent(env, now)
+func checkComponentEnvelope(keys *release.KeySet, env []byte, now time.Time) (release.ComponentConfig, error) {
+	if keys != nil {
+		return keys.VerifyComponent(env, now)
 	}
 	c, err := release.InspectComponent(env)
 	if err != nil {

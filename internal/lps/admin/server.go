@@ -32,6 +32,7 @@ import (
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/tally"
+	"nodehotfix/internal/translog"
 )
 
 // Audit actions.
@@ -50,7 +51,7 @@ const (
 // Actions returns every action the audit log records, the operators' and
 // then the autopilot's, in the order the manuals list them.
 func Actions() []string {
-	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke,
+	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys,
 		autopilot.ActionAdvance, autopilot.ActionHalt}
 }
 
@@ -169,9 +170,13 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 		return nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
 	}
 	now := s.now()
-	rel, err := s.checkEnvelope(env, now)
+	keys, _, err := s.currentKeys(ctx)
 	if err != nil {
-		return nil, envelopeError(err, s.keys)
+		return nil, err
+	}
+	rel, err := checkEnvelope(keys, env, now)
+	if err != nil {
+		return nil, envelopeError(err, keys)
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, env); err != nil {
@@ -196,7 +201,8 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	rev, same, err := s.publish(ctx, "release", r, r.Envelope, store.AuditEntry{
 		Time: now, Actor: actor, Action: ActionPublish, Target: r.Version, Reason: req.GetReason(),
 	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
-		return s.store.PutRelease(ctx, r, 0, e, nil)
+		// The envelope as stored and served is the log's record of it.
+		return s.store.PutRelease(ctx, r, 0, e, r.Envelope)
 	}, func(ctx context.Context) (json.RawMessage, int64, error) {
 		got, rev, err := s.store.Release(ctx, r.Version)
 		cur = got
@@ -296,12 +302,13 @@ func envelopeError(err error, keys *release.KeySet) error {
 	return st.Err()
 }
 
-// checkEnvelope returns the release env signs: verified when the server
-// holds release keys, else only decoded; unexpired either way, since nodes
-// would refuse an expired one.
-func (s *Server) checkEnvelope(env []byte, now time.Time) (release.Release, error) {
-	if s.keys != nil {
-		return s.keys.Verify(env, now)
+// checkEnvelope returns the release env signs: verified by keys (the
+// newest key set, currentKeys) when the server holds release keys, else
+// only decoded; unexpired either way, since nodes would refuse an expired
+// one.
+func checkEnvelope(keys *release.KeySet, env []byte, now time.Time) (release.Release, error) {
+	if keys != nil {
+		return keys.Verify(env, now)
 	}
 	rel, err := release.Inspect(env)
 	if err != nil {
@@ -737,10 +744,18 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 	}
 	now := s.now()
 	next.UpdatedAt = now
+	var rec []byte
+	if next.Revoked && !cur.Revoked {
+		// A revocation is on the log too: whoever monitors it sees it,
+		// and a withheld one is a visible lie.
+		if rec, err = (translog.RevocationRecord{Version: version, Time: now}).Marshal(); err != nil {
+			return nil, false, s.internal("encode revocation record", err)
+		}
+	}
 	newRev, err := s.write(ctx, "release", cur, next, rev, store.AuditEntry{
 		Time: now, Actor: actor, Action: action, Target: version, Reason: reason,
 	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
-		return s.store.PutRelease(ctx, next, rev, e, nil)
+		return s.store.PutRelease(ctx, next, rev, e, rec)
 	})
 	if err != nil {
 		return nil, false, err
@@ -1146,6 +1161,8 @@ func (s *Server) storeError(op string, err error) error {
 		return status.FromContextError(err).Err()
 	case errors.Is(err, store.ErrClosed):
 		return status.Errorf(codes.Unavailable, "%s: store closed", op)
+	case errors.Is(err, store.ErrInvalidRecord):
+		return status.Errorf(codes.InvalidArgument, "%s: %v", op, err)
 	}
 	return s.internal(op, err)
 }

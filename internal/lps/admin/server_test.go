@@ -951,6 +951,11 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 			_, err := s.PublishComponentConfig(ctx, &adminv1.PublishComponentConfigRequest{})
 			return err
 		},
+		"PublishKeySet": func() error {
+			_, err := s.PublishKeySet(ctx, &adminv1.PublishKeySetRequest{EnvelopeJson: "{}", Reason: "r"})
+			return err
+		},
+		"ListKeySets": func() error { _, err := s.ListKeySets(ctx, &adminv1.ListKeySetsRequest{}); return err },
 	}
 	for _, m := range adminv1.AdminService_ServiceDesc.Methods {
 		call, ok := calls[m.MethodName]

@@ -1,0 +1,207 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/translog"
+)
+
+// ActionRotateKeys is the audit action of a published key-set version.
+const ActionRotateKeys = "rotate-keys"
+
+// maxChainBytes bounds the key-set links together: a node baked with the
+// root is served every one of them beside its release, within
+// lps.ServedBudget.
+const maxChainBytes = 24 << 10
+
+// currentKeys returns the newest release key set: the root (lpsd's
+// --release-keys) walked through every published link, and the links.
+// nil, nil, nil when lpsd has no root. A chain that does not verify (its
+// newest link expired, say) is FailedPrecondition: nodes would refuse
+// every release until the next rotation.
+func (s *Server) currentKeys(ctx context.Context) (*release.KeySet, []store.KeySetRecord, error) {
+	if s.keys == nil {
+		return nil, nil, nil
+	}
+	links, err := s.store.KeySets(ctx)
+	var ue *store.UnreadableError
+	if errors.As(err, &ue) {
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "key-set versions %s cannot be read: restore them before changing anything signed", strings.Join(ue.Keys, ", "))
+	}
+	if err != nil {
+		return nil, nil, s.storeError("list key sets", err)
+	}
+	if len(links) == 0 {
+		return s.keys, nil, nil
+	}
+	raw := make([][]byte, len(links))
+	for i, l := range links {
+		raw[i] = l.Envelope
+	}
+	ks, err := s.keys.Walk(raw, s.now())
+	if err != nil {
+		return nil, nil, status.Errorf(codes.FailedPrecondition, "the release key-set chain lpsd serves does not verify from its --release-keys (%v): nodes refuse every release until it does; publish the next version with lpsctl keys rotate", err)
+	}
+	return &ks, links, nil
+}
+
+// PublishKeySet stores the next key-set version: a link the current set's
+// threshold and its own have signed. It is appended to the log with it.
+func (s *Server) PublishKeySet(ctx context.Context, req *adminv1.PublishKeySetRequest) (*adminv1.PublishKeySetResponse, error) {
+	actor, err := requireActor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkReason(req.GetReason()); err != nil {
+		return nil, err
+	}
+	env := bytes.TrimSpace([]byte(req.GetEnvelopeJson()))
+	if len(env) == 0 {
+		return nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
+	}
+	if s.keys == nil {
+		return nil, status.Error(codes.FailedPrecondition, "lpsd has no --release-keys: there is no key set to rotate from; start it with the key file nodes are baked with")
+	}
+	cur, links, err := s.currentKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, env); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
+	}
+	for _, l := range links {
+		if bytes.Equal(l.Envelope, compact.Bytes()) {
+			return &adminv1.PublishKeySetResponse{KeySet: s.keySetProto(l.Envelope), Unchanged: true}, nil
+		}
+	}
+	next, err := cur.Next(env, s.now())
+	if err != nil {
+		return nil, keySetError(err, cur)
+	}
+	if err := s.checkLogPolicy(ctx, next.Log()); err != nil {
+		return nil, err
+	}
+	total := compact.Len()
+	for _, l := range links {
+		total += len(l.Envelope)
+	}
+	if total > maxChainBytes {
+		return nil, status.Errorf(codes.FailedPrecondition, "the key-set chain would be %d bytes, over the %d a node baked with version %d is served beside its release", total, maxChainBytes, s.keys.Version())
+	}
+	rec := store.KeySetRecord{Version: next.Version(), Envelope: compact.Bytes()}
+	target := "keyset@" + strconv.FormatInt(rec.Version, 10)
+	e := store.AuditEntry{Time: s.now(), Actor: actor, Action: ActionRotateKeys, Target: target, Reason: req.GetReason()}
+	if e.After, err = json.Marshal(keySetSummary(next)); err != nil {
+		return nil, s.internal("encode key set", err)
+	}
+	if err := s.store.PutKeySet(ctx, rec, e); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil, status.Errorf(codes.Aborted, "another key-set version was published meanwhile: list them (lpsctl keys list) and rotate from the newest")
+		}
+		return nil, s.storeError("publish "+target, err)
+	}
+	s.log.Info("key set published", "version", rec.Version, "threshold", next.Threshold(), "keys", len(next.KeyIDs()), "actor", actor)
+	return &adminv1.PublishKeySetResponse{KeySet: s.keySetProto(rec.Envelope)}, nil
+}
+
+// checkLogPolicy refuses a key set whose log nodes could not be served: a
+// required log lpsd keeps no checkpoint of, under that log's name. Nodes
+// would refuse every release from the moment they walked to it.
+func (s *Server) checkLogPolicy(ctx context.Context, p release.LogPolicy) error {
+	if p.Key == "" || !p.Required {
+		return nil
+	}
+	lk, err := translog.ParseLogKey(p.Key)
+	if err != nil {
+		return status.Errorf(codes.InvalidArgument, "the key set's log key: %v", err)
+	}
+	_, note, err := s.store.Checkpoint(ctx)
+	if errors.Is(err, store.ErrNotFound) {
+		return status.Errorf(codes.FailedPrecondition, "the key set requires the transparency log %s, and lpsd keeps no checkpoint yet: start lpsd with --log-key (and its --witness list), wait for its first checkpoint, then publish", lk.Name())
+	}
+	if err != nil {
+		return s.storeError("read checkpoint", err)
+	}
+	if _, _, err := translog.Open(note, translog.Policy{Log: lk}, s.now()); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "the key set requires the transparency log %s, but lpsd's checkpoints do not verify under its key (%v): nodes would refuse every release", lk.Name(), err)
+	}
+	return nil
+}
+
+// keySetError maps a refused link to a status: below either threshold is
+// FailedPrecondition (co-sign it), anything else InvalidArgument.
+func keySetError(err error, cur *release.KeySet) error {
+	var ve *release.VerifyError
+	if errors.As(err, &ve) && ve.Reason == release.ReasonBelowThreshold {
+		return status.Errorf(codes.FailedPrecondition, "key set not signed by enough keys (%v): co-sign it with lpsctl keys rotate --envelope and publish again", err)
+	}
+	return status.Errorf(codes.InvalidArgument, "key set rejected as the successor of version %d: %v", cur.Version(), err)
+}
+
+// ListKeySets lists the root and the published links.
+func (s *Server) ListKeySets(ctx context.Context, _ *adminv1.ListKeySetsRequest) (*adminv1.ListKeySetsResponse, error) {
+	if _, err := requireActor(ctx); err != nil {
+		return nil, err
+	}
+	resp := &adminv1.ListKeySetsResponse{}
+	if s.keys != nil {
+		resp.Root = keySetToProto(*s.keys, nil)
+	}
+	links, err := s.store.KeySets(ctx)
+	var ue *store.UnreadableError
+	if err != nil && !errors.As(err, &ue) {
+		return nil, s.storeError("list key sets", err)
+	}
+	for _, l := range links {
+		resp.Links = append(resp.Links, s.keySetProto(l.Envelope))
+	}
+	if ue != nil {
+		return resp, status.Errorf(codes.DataLoss, "key-set versions %s cannot be read", strings.Join(ue.Keys, ", "))
+	}
+	return resp, nil
+}
+
+// keySetProto describes a stored link, unverified (what it says).
+func (s *Server) keySetProto(env []byte) *adminv1.KeySet {
+	d, err := release.InspectKeySet(env)
+	if err != nil {
+		return &adminv1.KeySet{EnvelopeJson: string(env)}
+	}
+	ks, err := d.KeySet()
+	if err != nil {
+		return &adminv1.KeySet{Version: d.Version, EnvelopeJson: string(env)}
+	}
+	return keySetToProto(ks, env)
+}
+
+func keySetToProto(ks release.KeySet, env []byte) *adminv1.KeySet {
+	p := ks.Log()
+	out := &adminv1.KeySet{
+		Version: ks.Version(), Threshold: int32(ks.Threshold()), KeyIds: ks.KeyIDs(),
+		LogKey: p.Key, Witnesses: p.Witnesses, WitnessQuorum: int32(p.Quorum),
+		MaxCheckpointAgeSeconds: int64(p.MaxCheckpointAge.Seconds()), LogRequired: p.Required,
+		EnvelopeJson: string(env),
+	}
+	if !ks.Expires().IsZero() {
+		out.Expires = timestamppb.New(ks.Expires())
+	}
+	return out
+}
+
+// keySetSummary is a key set as the audit log records it.
+func keySetSummary(ks release.KeySet) map[string]any {
+	return map[string]any{"version": ks.Version(), "threshold": ks.Threshold(), "keys": ks.KeyIDs(), "log_required": ks.Log().Required}
+}

@@ -1,0 +1,114 @@
+package admin
+
+import (
+	"crypto/ed25519"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/release"
+	"nodehotfix/internal/translog"
+)
+
+// TestPublishKeySet: a rotation from a 1-of-1 root to a 2-of-2 set is
+// published only when the old and the new thresholds signed it; from then
+// on releases verify against the new set (one signature no longer
+// suffices); the link, the release and its revocation are each appended
+// to the log, in that order.
+func TestPublishKeySet(t *testing.T) {
+	t.Parallel()
+	pubA, privA := newKey(t)
+	pubB, privB := newKey(t)
+	root, err := release.NewKeySet(pubA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{keys: &root})
+	c := h.ops(t)
+	ctx := t.Context()
+
+	doc := release.KeySetDocument{Version: 2, Threshold: 2, Keys: []ed25519.PublicKey{pubA, pubB}, Expires: testNow.Add(365 * 24 * time.Hour)}
+	byA, err := release.SignKeySet(doc, privA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.PublishKeySet(ctx, &adminv1.PublishKeySetRequest{EnvelopeJson: string(byA), Reason: "rotate"})
+	wantCode(t, "a link its own threshold did not sign", err, codes.FailedPrecondition)
+	both, err := release.AddSignature(byA, privB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.PublishKeySet(ctx, &adminv1.PublishKeySetRequest{EnvelopeJson: string(both), Reason: "rotate"})
+	if err != nil {
+		t.Fatalf("PublishKeySet = %v", err)
+	}
+	if resp.GetKeySet().GetVersion() != 2 || resp.GetKeySet().GetThreshold() != 2 {
+		t.Errorf("PublishKeySet = %v, want version 2 of threshold 2", resp.GetKeySet())
+	}
+	again, err := c.PublishKeySet(ctx, &adminv1.PublishKeySetRequest{EnvelopeJson: string(both), Reason: "rotate"})
+	if err != nil || !again.GetUnchanged() {
+		t.Errorf("PublishKeySet(same) = %v, %v; want unchanged", again, err)
+	}
+	// Version 2 again, another document: not the successor of version 2.
+	other, _ := release.SignKeySet(release.KeySetDocument{Version: 2, Threshold: 1, Keys: []ed25519.PublicKey{pubB}, Expires: doc.Expires}, privA)
+	other, _ = release.AddSignature(other, privB)
+	_, err = c.PublishKeySet(ctx, &adminv1.PublishKeySetRequest{EnvelopeJson: string(other), Reason: "rotate"})
+	wantCode(t, "a second version 2", err, codes.InvalidArgument)
+
+	once := signed(t, privA, "202604.01.1")
+	_, err = c.PublishRelease(ctx, &adminv1.PublishReleaseRequest{EnvelopeJson: once})
+	wantCode(t, "a release signed by one key of a 2-of-2 set", err, codes.FailedPrecondition)
+	twice, err := release.AddSignature([]byte(once), privB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := publish(t, c, string(twice))
+	if _, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: rel.GetVersion(), Reason: "bad"}); err != nil {
+		t.Fatalf("Revoke = %v", err)
+	}
+
+	list, err := c.ListKeySets(ctx, &adminv1.ListKeySetsRequest{})
+	if err != nil || list.GetRoot().GetVersion() != 1 || len(list.GetLinks()) != 1 {
+		t.Errorf("ListKeySets = %v, %v; want the root and one link", list, err)
+	}
+	n, err := h.store.LogSize(ctx)
+	if err != nil || n != 3 {
+		t.Fatalf("LogSize = %d, %v; want 3 (link, release, revocation)", n, err)
+	}
+	recs, err := h.store.LogRecords(ctx, 0, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(recs[0]) != string(both) {
+		t.Errorf("record 0 = %s, want the link", recs[0])
+	}
+	if string(recs[1]) != rel.GetEnvelopeJson() {
+		t.Errorf("record 1 = %s, want the release envelope as stored", recs[1])
+	}
+	if r, err := translog.ParseRevocationRecord(recs[2]); err != nil || r.Version != rel.GetVersion() {
+		t.Errorf("record 2 = %s (%v), want the revocation of %s", recs[2], err, rel.GetVersion())
+	}
+}
+
+// TestPublishKeySetRequiringAnAbsentLog: a key set that makes nodes
+// require the log is refused while lpsd keeps no checkpoint of it.
+func TestPublishKeySetRequiringAnAbsentLog(t *testing.T) {
+	t.Parallel()
+	pubA, privA := newKey(t)
+	root, _ := release.NewKeySet(pubA)
+	h := newHarness(t, harnessOpts{keys: &root})
+	_, vkey, err := translog.GenerateLogKey("nodehotfix.test/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := release.KeySetDocument{Version: 2, Threshold: 1, Keys: []ed25519.PublicKey{pubA}, Expires: testNow.Add(time.Hour),
+		Log: release.LogPolicy{Key: vkey, Required: true}}
+	env, err := release.SignKeySet(doc, privA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = h.ops(t).PublishKeySet(t.Context(), &adminv1.PublishKeySetRequest{EnvelopeJson: string(env), Reason: "require the log"})
+	wantCode(t, "a key set requiring a log lpsd does not keep", err, codes.FailedPrecondition)
+}
