@@ -67,6 +67,18 @@ prints the resulting set, or fails (exit 1) naming the first link that
 does not verify and why (below-threshold, rollback, version-gap, expired,
 ...).
 
+	lpsctl keys publish --envelope FILE --reason TEXT
+	lpsctl keys list
+
+publish stores a fully signed key-set document as the next link of the
+chain lpsd serves; nodes walk to it on their next provisioning, and from
+then on releases verify against it. It is appended to the transparency
+log. Refused (exit 3): a link under either threshold, one that does not
+follow lpsd's newest version, and one whose policy requires a
+transparency log lpsd keeps no checkpoint of (start lpsd with --log-key
+and its --witness list first). list prints lpsd's root (--release-keys)
+and every published version, oldest first (-o json: {"key_sets": [...]}).
+
 	lpsctl release sign --key FILE --base YYYYMM.DD --version YYYYMM.DD.PATCH \
 	    --artifact PLATFORM=PATH,URL [--artifact ...] \
 	    (--not-after RFC3339 | --valid-for DURATION) --out FILE|- [--skip-version-check] \
@@ -271,7 +283,7 @@ other value is a usage error (exit 2), as it describes no node.
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
 lpsd), one action (--action: publish, rollout-set, plan, skip, pause,
-resume, halt, complete, revoke, auto-advance, auto-halt; any other is a
+resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt; any other is a
 usage error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
 page. An operator's actor carries its credential's kind: when --actor ops

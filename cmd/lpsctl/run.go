@@ -166,7 +166,7 @@ the signed configurations of other components (localDNS@3). The manual is
 	root.SetCompletionCommandGroupID(groupOther)
 
 	keys := newGroup("keys", "manage release signing keys and key sets", groupOffline)
-	keys.AddCommand(newKeysGenerateCmd(e), newKeysInitCmd(e), newKeysRotateCmd(e), newKeysVerifyCmd(e))
+	keys.AddCommand(newKeysGenerateCmd(e), newKeysInitCmd(e), newKeysRotateCmd(e), newKeysVerifyCmd(e), newKeysPublishCmd(e), newKeysListCmd(e))
 	rel := newGroup("release", "sign and publish releases", groupChange)
 	rel.AddCommand(newReleaseSignCmd(e), newReleasePublishCmd(e))
 	ro := newGroup("rollout", "steer a release's (or a component configuration's) rollout", groupChange)

@@ -2850,7 +2850,7 @@ type ListAuditRequest struct {
 	// Only entries at or after this time; unset: any.
 	Since *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
 	// Only entries of this action (exact: publish, rollout-set, plan, skip,
-	// pause, resume, halt, complete, revoke, auto-advance, auto-halt); empty:
+	// pause, resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt); empty:
 	// any.
 	// Any other value is InvalidArgument.
 	Action        string `protobuf:"bytes,6,opt,name=action,proto3" json:"action,omitempty"`
