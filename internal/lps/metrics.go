@@ -337,6 +337,24 @@ func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
 			Name: "lpsd_snapshot_revision",
 			Help: "Store revision of the serving snapshot; 0 before the first.",
 		}, current(func(snap *Snapshot) float64 { return float64(snap.Revision) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "lpsd_snapshot_log_size",
+			Help: "Tree size of the transparency-log checkpoint the serving snapshot serves nodes (with its proofs); 0 before the first checkpoint. A release published since is proven once this passes its record.",
+		}, current(func(snap *Snapshot) float64 {
+			if snap.log == nil {
+				return 0
+			}
+			return float64(snap.log.size)
+		})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "lpsd_snapshot_keyset_version",
+			Help: "Newest release key-set version the serving snapshot serves as the chain's last link; 0 when none is published (nodes keep the set they were baked with).",
+		}, current(func(snap *Snapshot) float64 {
+			if snap.log == nil || len(snap.log.keySets) == 0 {
+				return 0
+			}
+			return float64(snap.log.keySets[len(snap.log.keySets)-1].Version)
+		})),
 		notAfterCollector{s},
 		seatsHeldCollector{s},
 	)

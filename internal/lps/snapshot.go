@@ -216,17 +216,10 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 	return nil
 }
 
-// loadLog reads the kept checkpoint and the key-set chain, and proves each
-// release envelope and link logged under the checkpoint. nil, nil when no
-// checkpoint is kept yet.
+// loadLog reads the key-set chain and the kept checkpoint, and proves each
+// release envelope and link logged under the checkpoint. nil, nil when
+// there is neither a link nor a checkpoint.
 func (s *Snapshotter) loadLog(ctx context.Context, rels []rollout.Release) (*servedLog, error) {
-	size, note, err := s.store.Checkpoint(ctx)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read checkpoint: %w", err)
-	}
 	kss, err := s.store.KeySets(ctx)
 	var ue *store.UnreadableError
 	if err != nil && !errors.As(err, &ue) {
@@ -238,6 +231,17 @@ func (s *Snapshotter) loadLog(ctx context.Context, rels []rollout.Release) (*ser
 			kss = kss[:i]
 			break
 		}
+	}
+	size, note, err := s.store.Checkpoint(ctx)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		// No log key, or no checkpoint yet: the chain is served alone.
+		if len(kss) == 0 {
+			return nil, nil
+		}
+		return &servedLog{keySets: kss, hashes: s.hashes}, nil
+	case err != nil:
+		return nil, fmt.Errorf("read checkpoint: %w", err)
 	}
 	if err := s.index.update(ctx, s.store, size); err != nil {
 		return nil, err
