@@ -64,7 +64,9 @@ type Trust struct {
 	// release may run. Without keys the package manager's repository
 	// signing is the trust, and any target may run.
 	Keys bool
-	// KeysErr is why the key file, present, is unusable; nothing may run.
+	// KeysErr is why nothing may run though the node has release keys: the
+	// key file is unusable, the key-set chain does not verify, or the log
+	// its newest set requires does not prove the pointer (internal/node/trust).
 	KeysErr error
 	// Signed maps each version with a release that verified (signature,
 	// expiry, base) and carries an artifact for this platform to that
@@ -185,7 +187,7 @@ func decide(in Input) Decision {
 	}
 	if in.Trust.Keys {
 		if in.Trust.KeysErr != nil {
-			return reason(ReasonUntrusted, "release keys unusable: %v", in.Trust.KeysErr)
+			return reason(ReasonUntrusted, "no release can be trusted: %v", in.Trust.KeysErr)
 		}
 		sum := in.Trust.Signed[target.String()]
 		if sum == "" {
