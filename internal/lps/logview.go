@@ -138,8 +138,8 @@ func (x *logIndex) lookup(h tlog.Hash) (int64, bool) {
 var errNotLogged = errors.New("not in the log under the served checkpoint")
 
 // servedLog is what one snapshot serves of the transparency log: the kept
-// checkpoint, the inclusion proofs of the records it may serve under it,
-// and the key-set chain. Consistency proofs depend on what each node
+// checkpoint, the inclusion proofs of the release envelopes it may serve
+// under it, and the key-set chain. Consistency proofs depend on what each node
 // declares and are computed on demand through the shared hash cache.
 type servedLog struct {
 	note   []byte // the kept checkpoint, cosigned; nil when none
@@ -167,8 +167,8 @@ func (l *servedLog) links(have int64) []json.RawMessage {
 	return out
 }
 
-// bundle returns the log evidence for a node served records (release and
-// key-set envelopes) that declared a checkpoint of size from: the
+// bundle returns the log evidence for a node served records (release
+// envelopes) that declared a checkpoint of size from: the
 // checkpoint, a proof for each record logged under it and, when it can be
 // computed in time, a consistency proof from the node's size. nil when
 // there is no checkpoint.

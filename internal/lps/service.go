@@ -3,7 +3,6 @@ package lps
 import (
 	"context"
 	"log/slog"
-	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -21,6 +20,18 @@ import (
 // into the pointer it has staged. A publish that would take a base's
 // document past it is refused (PointerSize).
 const ServedBudget = hotfix.MaxPointerSize * 3 / 4
+
+// Trust evidence within ServedBudget. A node that declared its base is
+// served the key-set links after its version (at most MaxChainBytes in
+// all, which lpsd refuses to publish past) and a log bundle: a checkpoint
+// with its cosignatures and two proofs, logarithmic in the log's size
+// (about 2 KiB at a million records), which EvidenceAllowance bounds for
+// logs up to 2^32 records and 16 witnesses. Publishing keeps the pointer,
+// the chain and the allowance together under the budget.
+const (
+	MaxChainBytes     = 24 << 10
+	EvidenceAllowance = 6 << 10
+)
 
 // Wire constants shared with the node client (internal/node/lpsclient),
 // pinned by the reference.
@@ -170,14 +181,15 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 
 // withEvidence adds to p the trust evidence for a node of ours (one that
 // declared its base): the key-set links after the version it declared and
-// the log bundle proving p's envelopes and those links. Reference nodes
+// the log bundle proving p's release envelopes. Reference nodes
 // declare no base and get none: they would not read it.
 func withEvidence(ctx context.Context, p hotfix.Pointer, lg *servedLog, c caller) hotfix.Pointer {
 	if lg == nil || c.base == "" {
 		return p
 	}
 	p.KeySets = lg.links(max(c.keySet, 1))
-	b, err := lg.bundle(ctx, slices.Concat(p.Releases, p.KeySets), c.logSize)
+	// Links are proven by their signatures; only releases need proofs.
+	b, err := lg.bundle(ctx, p.Releases, c.logSize)
 	if err == nil {
 		p.Log = b
 	}

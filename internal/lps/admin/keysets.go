@@ -13,18 +13,15 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps"
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/translog"
 )
 
 // ActionRotateKeys is the audit action of a published key-set version.
 const ActionRotateKeys = "rotate-keys"
-
-// maxChainBytes bounds the key-set links together: a node baked with the
-// root is served every one of them beside its release, within
-// lps.ServedBudget.
-const maxChainBytes = 24 << 10
 
 // currentKeys returns the newest release key set: the root (lpsd's
 // --release-keys) walked through every published link, and the links.
@@ -98,8 +95,11 @@ func (s *Server) PublishKeySet(ctx context.Context, req *adminv1.PublishKeySetRe
 	for _, l := range links {
 		total += len(l.Envelope)
 	}
-	if total > maxChainBytes {
-		return nil, status.Errorf(codes.FailedPrecondition, "the key-set chain would be %d bytes, over the %d a node baked with version %d is served beside its release", total, maxChainBytes, s.keys.Version())
+	if total > lps.MaxChainBytes {
+		return nil, status.Errorf(codes.FailedPrecondition, "the key-set chain would be %d bytes, over the %d a node baked with version %d is served beside its release", total, lps.MaxChainBytes, s.keys.Version())
+	}
+	if err := s.checkChainBudget(ctx, total); err != nil {
+		return nil, err
 	}
 	rec := store.KeySetRecord{Version: next.Version(), Envelope: compact.Bytes()}
 	target := "keyset@" + strconv.FormatInt(rec.Version, 10)
@@ -115,6 +115,35 @@ func (s *Server) PublishKeySet(ctx context.Context, req *adminv1.PublishKeySetRe
 	}
 	s.log.Info("key set published", "version", rec.Version, "threshold", next.Threshold(), "keys", len(next.KeyIDs()), "actor", actor)
 	return &adminv1.PublishKeySetResponse{KeySet: s.keySetProto(rec.Envelope)}, nil
+}
+
+// checkChainBudget refuses a chain of chain bytes that, beside a base's
+// largest pointer and the log evidence, would take a node's document over
+// lps.ServedBudget.
+func (s *Server) checkChainBudget(ctx context.Context, chain int) error {
+	rels, _, err := s.store.Releases(ctx)
+	if err != nil {
+		return s.storeError("list releases", err)
+	}
+	now := s.now()
+	seen := map[string]bool{}
+	for i := range rels {
+		rels[i] = rels[i].WithNotAfter()
+	}
+	for _, r := range rels {
+		if seen[r.Base] {
+			continue
+		}
+		seen[r.Base] = true
+		declared, _, err := rollout.PointerSizes(rels, r.Base, now)
+		if err != nil {
+			return s.internal("size pointer", err)
+		}
+		if declared+chain+lps.EvidenceAllowance > lps.ServedBudget {
+			return status.Errorf(codes.FailedPrecondition, "a node of base %s would be served a %d-byte pointer, %d bytes of key-set links and up to %d of log proofs, over the %d bytes lpsd serves: keep key sets smaller (fewer keys and signatures)", r.Base, declared, chain, lps.EvidenceAllowance, lps.ServedBudget)
+		}
+	}
+	return nil
 }
 
 // checkLogPolicy refuses a key set whose log nodes could not be served: a

@@ -258,9 +258,18 @@ func (s *Server) checkBudget(ctx context.Context, r rollout.Release, now time.Ti
 	if err != nil {
 		return s.internal("size pointer", err)
 	}
+	// A node that declares its base is served the trust evidence too.
+	links, err := s.store.KeySets(ctx)
+	if err != nil {
+		return s.storeError("list key sets", err)
+	}
+	evidence := lps.EvidenceAllowance
+	for _, l := range links {
+		evidence += len(l.Envelope)
+	}
 	switch {
-	case declared > lps.ServedBudget:
-		return status.Errorf(codes.FailedPrecondition, "a node of base %s would be served a %d-byte pointer with %s, over the %d bytes lpsd serves (nodes accept %d): make the envelope smaller (fewer artifacts, shorter URLs)", r.Base, declared, r.Version, lps.ServedBudget, hotfix.MaxPointerSize)
+	case declared+evidence > lps.ServedBudget:
+		return status.Errorf(codes.FailedPrecondition, "a node of base %s would be served a %d-byte pointer with %s and up to %d bytes of trust evidence (key-set links, log proofs), over the %d bytes lpsd serves (nodes accept %d): make the envelope smaller (fewer artifacts, shorter URLs)", r.Base, declared, r.Version, evidence, lps.ServedBudget, hotfix.MaxPointerSize)
 	case trimmed > lps.ServedBudget:
 		return status.Errorf(codes.FailedPrecondition, "a node that declares no base would be served a %d-byte pointer (every base's hotfix and every revocation) with %s, over the %d bytes lpsd serves", trimmed, r.Version, lps.ServedBudget)
 	}
