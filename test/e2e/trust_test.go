@@ -28,19 +28,11 @@ import (
 // trustStack is a stack whose lpsd verifies releases against a 2-of-3
 // baked key set that requires the transparency log, signs checkpoints
 // with a log key and has them cosigned by a witness running as its own
-// process (lpsctl witness serve). Nodes are baked with the same key set.
+// process (harness.Trust). Nodes are baked with the same key set.
 type trustStack struct {
 	*stack
-	dir     string
-	keys    map[string]string // name → private key file (a..e)
-	pubs    map[string]string // name → public key file
-	root    string            // the baked key file
-	logKey  string            // the log's private key file
-	logVKey string
-	witKey  string // the witness's private key file
-	witVKey string
-	witURL  string
-	witness *harness.Proc
+	*harness.Trust
+	dir string
 }
 
 // offline runs lpsctl with no service, as a key holder does, and returns
@@ -73,39 +65,14 @@ func mustOffline(t *testing.T, args ...string) string {
 
 func newTrustStack(t *testing.T) *trustStack {
 	t.Helper()
-	ts := &trustStack{dir: t.TempDir(), keys: map[string]string{}, pubs: map[string]string{}}
-	for _, k := range []string{"a", "b", "c", "d", "e"} {
-		ts.keys[k], ts.pubs[k] = filepath.Join(ts.dir, k+".key"), filepath.Join(ts.dir, k+".pub")
-		mustOffline(t, "keys", "generate", "--out-private", ts.keys[k], "--out-public", ts.pubs[k])
-	}
-	ts.logKey = filepath.Join(ts.dir, "log.key")
-	mustOffline(t, "witness", "keygen", "--kind", "log", "--name", "nodehotfix.e2e/log", "--out-private", ts.logKey, "--out-public", ts.logKey+".pub")
-	ts.witKey = filepath.Join(ts.dir, "witness.key")
-	mustOffline(t, "witness", "keygen", "--kind", "witness", "--name", "witness.e2e", "--out-private", ts.witKey, "--out-public", ts.witKey+".pub")
-	ts.logVKey, ts.witVKey = readTrim(t, ts.logKey+".pub"), readTrim(t, ts.witKey+".pub")
-
-	// The image's key set: any 2 of a, b, c; the log required, one
-	// witness's cosignature at most a day old.
-	ts.root = filepath.Join(ts.dir, "release-keys.pub")
-	mustOffline(t, "keys", "init", "--public-key", ts.pubs["a"], "--public-key", ts.pubs["b"], "--public-key", ts.pubs["c"],
-		"--threshold", "2", "--log-key", ts.logVKey, "--witness", ts.witVKey, "--witness-quorum", "1", "--require-log", "--out", ts.root)
-
-	addr, err := harness.FreePort()
-	if err != nil {
+	ts := &trustStack{dir: t.TempDir()}
+	var err error
+	if ts.Trust, err = harness.StartTrust(t.Context(), env.bins, ts.dir); err != nil {
 		t.Fatal(err)
 	}
-	ts.witURL = "http://" + addr
-	ts.witness, err = harness.Start("witness", filepath.Join(ts.dir, "witness.log"),
-		[]string{env.bins.LPSCtl, "witness", "serve", "--key", ts.witKey, "--log-key", ts.logVKey, "--state", filepath.Join(ts.dir, "witness.state"), "--listen", addr}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ts.witness.Stop(5 * time.Second) })
-
-	ts.stack = newStack(t, stackOpts{lpsdFlags: []string{
-		"--release-keys", ts.root, "--log-key", ts.logKey, "--witness", ts.witURL + " " + ts.witVKey, "--log-refresh", "1h",
-	}})
-	root, err := os.ReadFile(ts.root)
+	t.Cleanup(ts.Trust.Stop)
+	ts.stack = newStack(t, stackOpts{lpsdFlags: ts.LPSDFlags()})
+	root, err := os.ReadFile(ts.Root)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +94,12 @@ func readTrim(t *testing.T, path string) string {
 func (ts *trustStack) sign(t *testing.T, version string, by ...string) string {
 	t.Helper()
 	bin := filepath.Join(env.artifact, "aks-node-controller-"+version)
-	path, err := ts.lpsd.SignRelease(t.Context(), t.TempDir(), harness.Release{Version: version, Binary: bin, URL: ts.art.URL + "/" + filepath.Base(bin), KeyFile: ts.keys[by[0]]})
+	path, err := ts.lpsd.SignRelease(t.Context(), t.TempDir(), harness.Release{Version: version, Binary: bin, URL: ts.art.URL + "/" + filepath.Base(bin), KeyFile: ts.Keys[by[0]]})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range by[1:] {
-		mustOffline(t, "release", "sign", "--envelope", path, "--key", ts.keys[k], "--out", path)
+	if err := ts.CoSign(t.Context(), path, by[1:]...); err != nil {
+		t.Fatal(err)
 	}
 	return path
 }
@@ -152,7 +119,7 @@ func (ts *trustStack) waitLogged(t *testing.T, size int) {
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("lpsd never served a checkpoint of %d records:\n%s\nwitness log:\n%s", size, grepLines(m, "lpsd_log_"), ts.witness.Log())
+			t.Fatalf("lpsd never served a checkpoint of %d records:\n%s\nwitness log:\n%s", size, grepLines(m, "lpsd_log_"), ts.Witness.Log())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -239,11 +206,11 @@ func TestIntegrationReleaseTrust(t *testing.T) {
 	// Rotate twice: v2 = a, b, d; v3 = b, d, e; 2 of each, each link
 	// signed by 2 of the set before it and 2 of its own.
 	v2 := filepath.Join(ts.dir, "keyset-2.json")
-	mustOffline(t, "keys", "rotate", "--current", ts.root, "--add-key", ts.pubs["d"], "--remove-key", keyID(t, ts.pubs["c"]), "--valid-for", "30d", "--key", ts.keys["a"], "--out", v2)
-	mustOffline(t, "keys", "rotate", "--envelope", v2, "--current", ts.root, "--key", ts.keys["b"], "--out", v2)
+	mustOffline(t, "keys", "rotate", "--current", ts.Root, "--add-key", ts.Pubs["d"], "--remove-key", keyID(t, ts.Pubs["c"]), "--valid-for", "30d", "--key", ts.Keys["a"], "--out", v2)
+	mustOffline(t, "keys", "rotate", "--envelope", v2, "--current", ts.Root, "--key", ts.Keys["b"], "--out", v2)
 	v3 := filepath.Join(ts.dir, "keyset-3.json")
-	mustOffline(t, "keys", "rotate", "--current", v2, "--add-key", ts.pubs["e"], "--remove-key", keyID(t, ts.pubs["a"]), "--valid-for", "30d", "--key", ts.keys["b"], "--out", v3)
-	mustOffline(t, "keys", "rotate", "--envelope", v3, "--current", v2, "--key", ts.keys["d"], "--out", v3)
+	mustOffline(t, "keys", "rotate", "--current", v2, "--add-key", ts.Pubs["e"], "--remove-key", keyID(t, ts.Pubs["a"]), "--valid-for", "30d", "--key", ts.Keys["b"], "--out", v3)
+	mustOffline(t, "keys", "rotate", "--envelope", v3, "--current", v2, "--key", ts.Keys["d"], "--out", v3)
 	ts.ctl("keys", "publish", "--envelope", v2, "--reason", "e2e: add d, retire c")
 	ts.ctl("keys", "publish", "--envelope", v3, "--reason", "e2e: add e, retire a")
 
@@ -318,7 +285,7 @@ func TestIntegrationReleaseTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := append([]byte("old 0\n\n"), logSigned(b.Checkpoint)...)
-	resp, err := http.Post(ts.witURL+"/add-checkpoint", "text/plain", bytes.NewReader(body))
+	resp, err := http.Post(ts.WitnessURL+"/add-checkpoint", "text/plain", bytes.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +297,7 @@ func TestIntegrationReleaseTrust(t *testing.T) {
 	// lpsctl log follows the real log, then sees the fork.
 	state := filepath.Join(ts.dir, "monitor.state")
 	logURL := "http://" + ts.lpsd.HTTPAddr + "/log/"
-	out := mustOffline(t, "log", "--url", logURL, "--log-key", ts.logVKey, "--state", state)
+	out := mustOffline(t, "log", "--url", logURL, "--log-key", ts.LogVKey, "--state", state)
 	for _, want := range []string{hotfix1, hotfix2, "keyset"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("lpsctl log does not list %q:\n%s", want, out)
@@ -382,7 +349,7 @@ func logSigned(note []byte) []byte {
 	body, sigs, _ := bytes.Cut(note, []byte("\n\n"))
 	var keep []string
 	for _, l := range strings.Split(string(sigs), "\n") {
-		if strings.HasPrefix(l, "— nodehotfix.e2e/log ") {
+		if strings.HasPrefix(l, "— "+harness.LogName+" ") {
 			keep = append(keep, l)
 		}
 	}
@@ -441,7 +408,7 @@ func (ts *trustStack) proven(t *testing.T, p hotfix.Pointer, recs [][]byte, inde
 	if err != nil {
 		t.Fatal(err)
 	}
-	signer, err := translog.NewLogSigner(readTrim(t, ts.logKey))
+	signer, err := translog.NewLogSigner(readTrim(t, ts.LogKey))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -451,7 +418,7 @@ func (ts *trustStack) proven(t *testing.T, p hotfix.Pointer, recs [][]byte, inde
 	}
 	signers := []note.Signer{signer}
 	if !when.IsZero() {
-		cosigner, err := translog.NewCosigner(readTrim(t, ts.witKey), func() time.Time { return when })
+		cosigner, err := translog.NewCosigner(readTrim(t, ts.WitnessKey), func() time.Time { return when })
 		if err != nil {
 			t.Fatal(err)
 		}
