@@ -79,7 +79,9 @@ func Load(path string) (State, error) {
 	return s, nil
 }
 
-// Save replaces the kept state at path atomically.
+// Save replaces the kept state at path atomically and durably: it is
+// written only when it moves forward, and a state lost to a crash would
+// lose the node's anti-rollback floor with it.
 func Save(path string, s State) error {
 	data, err := json.Marshal(s)
 	if err != nil {
@@ -88,7 +90,7 @@ func Save(path string, s State) error {
 	if len(data) > MaxStateSize {
 		return fmt.Errorf("trust state: %d bytes exceeds the %d-byte limit", len(data), MaxStateSize)
 	}
-	if err := atomicfile.Replace(path, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("write trust state: %w", err)
 	}
 	return nil
