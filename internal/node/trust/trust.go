@@ -189,18 +189,9 @@ func walk(root release.KeySet, kept, served []json.RawMessage, now time.Time) (l
 		}
 	}
 	links = slices.Clone(kept)
-	top := cur.Version()
-	var fresh []json.RawMessage
-	for _, l := range served {
-		d, err := release.InspectKeySet(l)
-		if err != nil {
-			return nil, root, keptErr, fmt.Errorf("served key-set link: %w", err)
-		}
-		if d.Version <= top {
-			continue
-		}
-		fresh = append(fresh, l)
-		top = d.Version
+	fresh, err := pastKept(cur, served)
+	if err != nil {
+		return nil, root, keptErr, err
 	}
 	if len(fresh) > release.MaxChain {
 		return nil, root, keptErr, fmt.Errorf("served key-set chain: %d links past version %d, at most %d", len(fresh), cur.Version(), release.MaxChain)
@@ -217,6 +208,33 @@ func walk(root release.KeySet, kept, served []json.RawMessage, now time.Time) (l
 		return nil, root, keptErr, nil
 	}
 	return links, cur, keptErr, nil
+}
+
+// pastKept returns the served links past cur's version, in order. The
+// service is asked only for those, so when the first link is cur's next
+// version they are taken as served (Walk refuses any that is not) without
+// decoding each one twice.
+func pastKept(cur release.KeySet, served []json.RawMessage) ([]json.RawMessage, error) {
+	if len(served) == 0 {
+		return nil, nil
+	}
+	if d, err := release.InspectKeySet(served[0]); err == nil && d.Version == cur.Version()+1 {
+		return served, nil
+	}
+	top := cur.Version()
+	var fresh []json.RawMessage
+	for _, l := range served {
+		d, err := release.InspectKeySet(l)
+		if err != nil {
+			return nil, fmt.Errorf("served key-set link: %w", err)
+		}
+		if d.Version <= top {
+			continue
+		}
+		fresh = append(fresh, l)
+		top = d.Version
+	}
+	return fresh, nil
 }
 
 // walkLinks applies links to ks with release.Walk, release.MaxChain at a
