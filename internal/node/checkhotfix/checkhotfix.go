@@ -69,6 +69,10 @@ type Config struct {
 	// LPSAddr overrides where to dial ("host:port"); empty means the API
 	// server name on port 443. TLS verification is unaffected.
 	LPSAddr string
+	// ReleaseKeys is the trusted release key file, whose key-set version
+	// the node declares; empty means the image's default under Root. It
+	// must be the file download-hotfix and launch verify with.
+	ReleaseKeys string
 	// Log receives progress and the final outcome; nil discards.
 	Log *slog.Logger
 	// Reports says the caller (launch) reports the provisioning outcome to
@@ -219,7 +223,8 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 		}
 		t.Boot = boot
 	}
-	t.KeySetVersion, t.LogSize = trust.Declared(facts.Config{Root: cfg.Root}.KeysPath(), facts.Config{Root: cfg.Root}.TrustStatePath())
+	fc := facts.Config{Root: cfg.Root, ReleaseKeys: cfg.ReleaseKeys}
+	t.KeySetVersion, t.LogSize = trust.Declared(fc.KeysPath(), fc.TrustStatePath())
 	if cfg.Session != nil {
 		return cfg.Session.Fetch(ctx, t, token)
 	}

@@ -160,6 +160,9 @@ func gatherTrust(cfg Config, p hotfix.Pointer, now time.Time) (hotfix.Trust, map
 		kept = trust.State{}
 	}
 	view := trust.Evaluate(root, kept, p, now)
+	if view.KeptErr != nil {
+		t.Refused = append(t.Refused, view.KeptErr.Error())
+	}
 	if view.Err != nil {
 		t.KeysErr = view.Err
 		return t, nil, &view, kept

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"strings"
@@ -38,9 +39,9 @@ import (
 // and a checkpoint are well under it.
 const MaxStateSize = 512 << 10
 
-// maxKeptRevoked bounds the revocations kept; the oldest are dropped first.
-// Revocations are also served for good, so a dropped one is only as lost
-// as the service lets it be.
+// maxKeptRevoked bounds the revocations kept; once it is reached, newly
+// served ones are not kept (they still apply while served), so no single
+// document can make the node forget one it kept.
 const maxKeptRevoked = 1024
 
 // State is what a node keeps of its trust across boots.
@@ -72,10 +73,15 @@ func Load(path string) (State, error) {
 	if err := dec.Decode(&s); err != nil {
 		return State{}, fmt.Errorf("trust state %s: %w", path, err)
 	}
+	if _, err := dec.Token(); err != io.EOF {
+		return State{}, fmt.Errorf("trust state %s: data after the object", path)
+	}
 	return s, nil
 }
 
-// Save replaces the kept state at path atomically.
+// Save replaces the kept state at path atomically and durably: it is
+// written only when it moves forward, and a state lost to a crash would
+// lose the node's anti-rollback floor with it.
 func Save(path string, s State) error {
 	data, err := json.Marshal(s)
 	if err != nil {
@@ -84,7 +90,7 @@ func Save(path string, s State) error {
 	if len(data) > MaxStateSize {
 		return fmt.Errorf("trust state: %d bytes exceeds the %d-byte limit", len(data), MaxStateSize)
 	}
-	if err := atomicfile.Replace(path, data, 0o644); err != nil {
+	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("write trust state: %w", err)
 	}
 	return nil
@@ -103,12 +109,19 @@ type View struct {
 	LogErr error
 	// Revoked is every version revoked by the pointer or kept as revoked.
 	Revoked []string
+	// KeptErr is why the kept key-set chain was dropped: it no longer
+	// verifies from the baked root (a damaged or foreign state file). The
+	// evaluation went on from the root alone, and Next forgets the chain.
+	KeptErr error
 
-	links      []json.RawMessage
-	policy     release.LogPolicy
-	checkpoint []byte // the verified checkpoint's note; nil if none
-	cp         translog.Checkpoint
-	bundle     *translog.Bundle
+	links       []json.RawMessage
+	keptDropped bool
+	policy      release.LogPolicy
+	checkpoint  []byte // the verified checkpoint's note; nil if none
+	cp          translog.Checkpoint
+	keptCP      bool // cp was the kept checkpoint, of this log, before checkpoint was verified
+	keptSize    int64
+	bundle      *translog.Bundle
 }
 
 // LogRequired reports whether every release must be proven in the log.
@@ -141,7 +154,8 @@ func (v View) LogSize() int64 { return v.cp.Size }
 // kept state at now.
 func Evaluate(root release.KeySet, kept State, p hotfix.Pointer, now time.Time) View {
 	v := View{Keys: root, Revoked: mergeVersions(kept.Revoked, p.Revoked)}
-	v.links, v.Keys, v.Err = walk(root, kept.KeySets, p.KeySets, now)
+	v.links, v.Keys, v.KeptErr, v.Err = walk(root, kept.KeySets, p.KeySets, now)
+	v.keptDropped = v.KeptErr != nil
 	if v.Err != nil {
 		return v
 	}
@@ -162,33 +176,98 @@ func Evaluate(root release.KeySet, kept State, p hotfix.Pointer, now time.Time) 
 // walk applies the kept links, then the served links past them, to root.
 // A served link at or below the kept version is skipped: the kept chain
 // is what the node already verified, and a served one cannot replace it.
-func walk(root release.KeySet, kept, served []json.RawMessage, now time.Time) ([]json.RawMessage, release.KeySet, error) {
-	links := slices.Clone(kept)
-	top := root.Version() + int64(len(kept))
+// A kept chain that does not verify from root on its own is dropped
+// (keptErr): only the disk can break it, and whoever writes the disk can
+// delete it too. The kept chain may outgrow release.MaxChain over many
+// rotations; the served links past it may not.
+func walk(root release.KeySet, kept, served []json.RawMessage, now time.Time) (links []json.RawMessage, ks release.KeySet, keptErr, err error) {
+	cur := root
+	if len(kept) > 0 {
+		if cur, err = walkLinks(root, kept, false, now); err != nil {
+			keptErr = fmt.Errorf("kept key-set chain dropped: %w", err)
+			cur, kept = root, nil
+		}
+	}
+	links = slices.Clone(kept)
+	fresh, err := pastKept(cur, served)
+	if err != nil {
+		return nil, root, keptErr, err
+	}
+	if len(fresh) > release.MaxChain {
+		return nil, root, keptErr, fmt.Errorf("served key-set chain: %d links past version %d, at most %d", len(fresh), cur.Version(), release.MaxChain)
+	}
+	if len(fresh) > 0 {
+		if cur, err = walkLinks(cur, fresh, true, now); err != nil {
+			return nil, root, keptErr, fmt.Errorf("release key-set chain: %w", err)
+		}
+		links = append(links, fresh...)
+	} else if exp := cur.Expires(); len(links) > 0 && !now.Before(exp) {
+		return nil, root, keptErr, fmt.Errorf("release key-set chain: kept version %d expired at %s", cur.Version(), exp.UTC().Format(time.RFC3339))
+	}
+	if len(links) == 0 {
+		return nil, root, keptErr, nil
+	}
+	return links, cur, keptErr, nil
+}
+
+// pastKept returns the served links past cur's version, in order. The
+// service is asked only for those, so when the first link is cur's next
+// version they are taken as served (Walk refuses any that is not) without
+// decoding each one twice.
+func pastKept(cur release.KeySet, served []json.RawMessage) ([]json.RawMessage, error) {
+	if len(served) == 0 {
+		return nil, nil
+	}
+	if d, err := release.InspectKeySet(served[0]); err == nil && d.Version == cur.Version()+1 {
+		return served, nil
+	}
+	top := cur.Version()
+	var fresh []json.RawMessage
 	for _, l := range served {
 		d, err := release.InspectKeySet(l)
 		if err != nil {
-			return nil, root, fmt.Errorf("served key-set link: %w", err)
+			return nil, fmt.Errorf("served key-set link: %w", err)
 		}
-		ver := d.Version
-		if ver <= top {
+		if d.Version <= top {
 			continue
 		}
-		links = append(links, l)
-		top = ver
+		fresh = append(fresh, l)
+		top = d.Version
 	}
-	if len(links) == 0 {
-		return nil, root, nil
+	return fresh, nil
+}
+
+// walkLinks applies links to ks with release.Walk, release.MaxChain at a
+// time. Walk checks only the expiry of its last link: an intermediate one
+// may have expired since it was superseded (TUF). So a chunk whose last
+// link is not the newest, or every chunk when !checkExpiry, is walked at a
+// time just before that link's own expiry, which its signature check does
+// not depend on.
+func walkLinks(ks release.KeySet, links []json.RawMessage, checkExpiry bool, now time.Time) (release.KeySet, error) {
+	for start := 0; start < len(links); start += release.MaxChain {
+		chunk := links[start:min(start+release.MaxChain, len(links))]
+		at := now
+		if !checkExpiry || start+len(chunk) < len(links) {
+			d, err := release.InspectKeySet(chunk[len(chunk)-1])
+			if err != nil {
+				return release.KeySet{}, fmt.Errorf("key-set link %d: %w", start+len(chunk)-1, err)
+			}
+			at = d.Expires.Add(-time.Second)
+		}
+		raw := make([][]byte, len(chunk))
+		for i, l := range chunk {
+			raw[i] = l
+		}
+		next, err := ks.Walk(raw, at)
+		if err != nil {
+			if ce := (*release.ChainError)(nil); errors.As(err, &ce) {
+				ce.Link += start
+			}
+			return release.KeySet{}, err
+		}
+		ks = next
 	}
-	raw := make([][]byte, len(links))
-	for i, l := range links {
-		raw[i] = l
-	}
-	ks, err := root.Walk(raw, now)
-	if err != nil {
-		return nil, root, fmt.Errorf("release key-set chain: %w", err)
-	}
-	return links, ks, nil
+	return ks, nil
 }
 
 // checkLog verifies the pointer's log bundle under the key set's policy
@@ -208,6 +287,7 @@ func (v *View) checkLog(kept State, p hotfix.Pointer, now time.Time) error {
 		// its threshold can): the new log starts from nothing.
 		if keptCP, _, err = translog.Open([]byte(kept.Checkpoint), translog.Policy{Log: pol.Log}, now); err == nil {
 			v.cp, haveKept = keptCP, true
+			v.keptCP, v.keptSize = true, keptCP.Size
 		}
 	}
 	if p.Log == nil {
@@ -236,17 +316,24 @@ func (v *View) checkLog(kept State, p hotfix.Pointer, now time.Time) error {
 // document never shortens it.
 func (v View) Next(kept State) (State, bool) {
 	next := kept
-	if v.links != nil && len(v.links) > len(kept.KeySets) {
+	switch {
+	case v.keptDropped:
+		next.KeySets = v.links
+	case len(v.links) > len(kept.KeySets):
 		next.KeySets = v.links
 	}
-	if v.checkpoint != nil && string(v.checkpoint) != kept.Checkpoint {
+	// A checkpoint of the kept log replaces the kept one only when it is
+	// larger: the same tree cosigned again (perhaps earlier) is no news.
+	if v.checkpoint != nil && (!v.keptCP || v.cp.Size > v.keptSize) {
 		next.Checkpoint = string(v.checkpoint)
 	}
+	// Kept revocations come first in v.Revoked: bounding the list drops
+	// the newest, so a document flooding it cannot push a kept one out.
 	next.Revoked = v.Revoked
 	if len(next.Revoked) > maxKeptRevoked {
-		next.Revoked = next.Revoked[len(next.Revoked)-maxKeptRevoked:]
+		next.Revoked = next.Revoked[:maxKeptRevoked]
 	}
-	changed := len(next.KeySets) != len(kept.KeySets) || next.Checkpoint != kept.Checkpoint || !slices.Equal(next.Revoked, kept.Revoked)
+	changed := !slices.EqualFunc(next.KeySets, kept.KeySets, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) || next.Checkpoint != kept.Checkpoint || !slices.Equal(next.Revoked, kept.Revoked)
 	return next, changed
 }
 
