@@ -85,7 +85,7 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 		Log:          log,
 		CheckHotfix: func(ctx context.Context) report.Step {
 			start := time.Now()
-			res := checkHotfix(ctx, root, log, nf, *checkBudget, sess)
+			res := checkHotfix(ctx, root, log, nf, df.keys, *checkBudget, sess)
 			return report.Step{Outcome: string(res.Outcome), Elapsed: time.Since(start), Failed: res.Failed()}
 		},
 		DownloadHotfix: func(ctx context.Context) report.Step {

@@ -35,7 +35,7 @@ func TestTaskRecoversPanic(t *testing.T) {
 	t.Parallel()
 	root := layout.Root(t.TempDir())
 	log := slog.New(panicHandler{on: "aks-node-controller check-hotfix started"})
-	res := checkHotfix(t.Context(), root, log, nodeFlags{root: string(root)}, time.Second, nil)
+	res := checkHotfix(t.Context(), root, log, nodeFlags{root: string(root)}, "", time.Second, nil)
 	if res.Outcome != checkhotfix.Failed || res.Panic == nil {
 		t.Fatalf("checkHotfix = %+v, want failed with the panic", res)
 	}
