@@ -65,7 +65,7 @@ checkpoints and exits 7.`,
 	fs.StringVar(&o.dir, "dir", "", "tiles root `directory`, as log export writes it")
 	fs.StringVar(&o.logKey, "log-key", "", "the log's note verifier key (`vkey`: name+hash+base64)")
 	fs.StringArrayVar(&o.witnesses, "witness", nil, "a witness's cosignature key (`vkey`) the checkpoint must be cosigned by (repeatable)")
-	newInt(fs, &o.quorum, "witness-quorum", -1, -1, 16, "how many distinct --witness keys must have cosigned within --max-age (`Q`; default: all of them)")
+	newInt(fs, &o.quorum, "witness-quorum", -1, -1, 16, "how many distinct --witness keys must have cosigned within --max-age (`Q`; -1: all of them)")
 	fs.DurationVar(&o.maxAge, "max-age", translog.DefaultMaxAge, "how old the quorum's cosignatures may be (`duration`)")
 	fs.StringVar(&o.root, "root", "", "baked key set `file` to walk the log's key sets from and verify every signer against")
 	fs.StringVar(&o.state, "state", "", "`file` keeping the last verified checkpoint (created on first use)")

@@ -86,8 +86,11 @@ func TestMonitorWalk(t *testing.T) {
 	if rep.KeySet == nil || rep.KeySet.Version() != 3 || rep.KeySetExpired {
 		t.Errorf("newest key set = %+v, expired %v; want version 3", rep.KeySet, rep.KeySetExpired)
 	}
-	if c := rep.Entries[1].Check; c.KeySetVersion != 1 || c.Threshold != 2 || !cmp.Equal(c.Signers, []string{id1}) || c.Problem == "" {
+	if c := rep.Entries[1].Check; c.KeySetVersion != 1 || c.Threshold != 2 || !cmp.Equal(c.Signers, []string{id1}) {
 		t.Errorf("under-signed release's check = %+v", c)
+	}
+	if c := rep.Entries[5].Check; c.Problem == "" {
+		t.Errorf("bad link's check has no problem: %+v", c)
 	}
 	if c := rep.Entries[2].Check; !cmp.Equal(c.Signers, []string{id1, id2, id3}) || !cmp.Equal(c.OwnSigners, []string{id2, id3}) {
 		t.Errorf("link's check = %+v", c)
