@@ -311,7 +311,8 @@ an operator one.
 lpsd appends every published release envelope, revocation and key-set
 version to an append-only Merkle log and serves it read-only as C2SP
 tlog-tiles. These commands read it over plain http(s) or from a directory,
-with no admin credentials:
+with no admin credentials (operators' guide, with witnesses, cron
+monitoring and backup and restore: docs/transparency-log.md):
 
 	lpsctl log (--url URL | --dir DIR) --log-key VKEY [--witness VKEY ... [--witness-quorum Q] [--max-age D]]
 	           [--root FILE] [--state FILE] [--since INDEX]
