@@ -311,27 +311,60 @@ an operator one.
 lpsd appends every published release envelope, revocation and key-set
 version to an append-only Merkle log and serves it read-only as C2SP
 tlog-tiles. These commands read it over plain http(s) or from a directory,
-with no admin credentials:
+with no admin credentials (operators' guide, with witnesses, cron
+monitoring and backup and restore: docs/transparency-log.md):
 
-	lpsctl log (--url URL | --dir DIR) --log-key VKEY [--state FILE] [--since INDEX]
+	lpsctl log (--url URL | --dir DIR) --log-key VKEY [--witness VKEY ... [--witness-quorum Q] [--max-age D]]
+	           [--root FILE] [--state FILE] [--since INDEX]
 	lpsctl log export --url URL --log-key VKEY DIR
 
 log fetches the checkpoint (a signed note) and accepts it only with a valid
 signature by --log-key, the log's note verifier key ("name+hash+base64",
-whose name is the log's origin). With --state, it proves the checkpoint
-extends the one kept there, by a consistency proof from the log's hash
-tiles, then replaces the file with the new checkpoint once everything
-verified; the first run with a new file trusts the log as it is and says so
-on stderr, and so does a run without --state. Every record is checked
-against the tree's leaf hash before it is listed, so a server cannot add,
-drop or alter one. It lists each record (from --since on; earlier ones are
-not fetched) with its index and kind: a release with its version, base and
-the key IDs its signatures name; a revocation with the version and time; a
-key set with its version, threshold and the IDs of its keys; "unknown"
-with the reason for anything else. Signer key IDs are what the envelopes
-claim: lpsctl log holds no release keys and checks no release signature
-(nodes do). A run from cron with --state alerts on any release nobody
-expected and on a fork.
+whose name is the log's origin). With --witness (a cosignature/v1 key,
+repeatable) it also requires cosignatures by --witness-quorum distinct
+witnesses (default: all given) of which that many are at most --max-age
+old (default 24h) and not more than 5 minutes in the future, as nodes
+do; otherwise it exits 1 naming "no-quorum" or "stale". With --state, it
+proves the checkpoint extends the one kept there, by a consistency proof
+from the log's hash tiles, then replaces the file with the new checkpoint
+once everything verified; the first run with a new file trusts the log as
+it is and says so on stderr, and so does a run without --state. Every
+record is checked against the tree's leaf hash before it is listed, so a
+server cannot add, drop or alter one. It lists each record (from --since
+on) with its index and kind: a release with its version and base; a
+revocation with the version and time; a key set with its version,
+threshold, the IDs of its keys and its log policy; "unknown" with the
+reason for anything else.
+
+Signers are verified only with --root, the baked key set file nodes trust
+(as keys verify reads it). log then reads every record, whatever --since,
+and walks the key-set records the log holds from that set as a node walks
+its chain: each link must be signed by the threshold of the set before it
+and by its own threshold, with the next version (its expiry is not held
+against it: history may have expired since; the newest set's expiry is
+reported). Each release is checked against the key set in force before it
+in the log: its CHECK says which of that set's keys really signed it and
+whether they met the threshold. Statuses: "verified"; "below-threshold"
+(a release with fewer valid signatures than the threshold: lpsd publishes
+none, so someone went around it); "bad-link" (a key-set record that does
+not verify as the next link; the chain stays at the set before it);
+"root" (the key-set record of --root's own version, with its keys and
+threshold) or "root-mismatch" (the same version with other keys or
+threshold); "before-root" (a record older than --root's version, which it
+cannot vouch for). Give the version-1 key file, or a version the log
+holds. Without --root, releases and key sets are "unverified": the key IDs
+their envelopes name are claims, and lpsctl log does not print them.
+
+A record below-threshold, bad-link or root-mismatch, or of unknown kind, is
+flagged: the listing is printed in full, "N records FLAGGED" ends it, and
+log exits 8 (flagged records before --since are walked but not counted).
+The checkpoint is still kept in --state, so the next run compares with it.
+A run from cron with --state and --root alerts on any release nobody
+expected, any release or key set not signed as it must be, and a fork:
+
+	lpsctl log --url https://lpsd.example/log/ --log-key "$(cat log.vkey)" \
+	    --witness "$(cat w1.vkey)" --witness "$(cat w2.vkey)" \
+	    --root release-keys.pub --state /var/lib/lpsmon/log.state -o json
 
 A fork is a checkpoint, signed by the log key, that the kept one is not a
 prefix of (the same size with another root hash, or a larger tree without a
@@ -463,14 +496,26 @@ log prints:
 	{"origin": "nodehotfix.example/log", "size": 301, "root_hash": "<base64>",
 	 "kept": {"origin", "size", "root_hash"} or null (first use, no --state),
 	 "first_use": true,
+	 "witness_quorum": 2,
+	 "cosignatures": [{"witness": "<name>", "key_hash": "<8 hex>", "time": RFC3339}, ...],
+	 "root_version": 1,                                  // --root only
+	 "key_set": {"version", "threshold", "expires", "keys", "log"} or null (no --root),
+	 "key_set_expired": true,                            // only when it has
+	 "flagged": 0,
 	 "records": [{"index": 0, "kind": "release|revocation|keyset|unknown",
 	              "hash": "<base64 leaf hash>",
 	              "version": "202604.01.3" (a key set's: "2"),
 	              "base": "202604.01", "not_after": RFC3339,   // release
 	              "time": RFC3339,                             // revocation
 	              "threshold": 2, "keys": ["<key ID>", ...],
-	              "expires": RFC3339,                          // key set
-	              "signers": ["<key ID>", ...],                // release, key set
+	              "expires": RFC3339, "log": {"key", "witnesses", "quorum",
+	                "max_checkpoint_age", "required"},         // key set
+	              "check": {"status": "verified|below-threshold|bad-link|root|root-mismatch|before-root",
+	                        "key_set_version": 1, "threshold": 2,
+	                        "signers": ["<key ID>", ...],      // that set's keys that signed
+	                        "own_signers": [...],              // a link's own keys that signed
+	                        "problem": "..."},                 // release, key set; --root only
+	              "flagged": false,
 	              "problem": "..."}, ...]}                     // unknown
 
 On a fork (exit 7) it prints instead {"fork": {"reason": "...",
@@ -583,6 +628,9 @@ nothing judges the rollout and nothing halts it but an operator.
 	7    log, log export: the log forked: its checkpoint, signed by the
 	     log key, is not an extension of the kept one (--state, or the
 	     export directory's); both are printed
+	8    log: records are flagged: a release under the threshold of the
+	     key set in force, a key-set link that does not verify from
+	     --root, or a record of unknown kind; all are printed
 	130  interrupted (Ctrl-C; 143 for SIGTERM). For a change, stderr says
 	     it may or may not have been applied: check with status or audit.
 

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/translog"
 	"nodehotfix/internal/translog/tiles"
 )
 
@@ -86,7 +89,7 @@ func revocation(version string) []byte {
 
 func TestLog(t *testing.T) {
 	t.Parallel()
-	rel, keyID := logRelease(t, "202604.01.3")
+	rel, _ := logRelease(t, "202604.01.3")
 	l := newTestLog(t, rel)
 	state := filepath.Join(t.TempDir(), "log.state")
 	args := []string{"log", "--url", l.url, "--log-key", l.vkey, "--state", state}
@@ -99,7 +102,7 @@ func TestLog(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("log -o json: %v\n%s", err, out)
 	}
-	want := []recordJSON{{Index: 0, Kind: "release", Version: "202604.01.3", Base: "202604.01", Signers: []string{keyID}}}
+	want := []recordJSON{{Index: 0, Kind: "release", Version: "202604.01.3", Base: "202604.01"}}
 	ignore := func(rs []recordJSON) []recordJSON {
 		for i := range rs {
 			rs[i].Hash, rs[i].NotAfter, rs[i].Time = "", nil, nil
@@ -214,5 +217,127 @@ func TestLogUsage(t *testing.T) {
 	other := newTestLog(t)
 	if _, errOut, code := lpsctl(t, "log", "--url", l.url, "--log-key", other.vkey); code != exitError || !strings.Contains(errOut, "bad-checkpoint") {
 		t.Errorf("log with another log's key: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestLogRoot: with --root, each release's real signers are checked
+// against the key set in force; one under its threshold is flagged, exit 8.
+func TestLogRoot(t *testing.T) {
+	t.Parallel()
+	pub1, priv1, _ := release.GenerateKey(nil)
+	pub2, priv2, _ := release.GenerateKey(nil)
+	id1, id2 := release.KeyID(pub1), release.KeyID(pub2)
+	rootFile := filepath.Join(t.TempDir(), "root.pub")
+	data, err := release.MarshalKeySetFile(release.KeySetDocument{Version: 1, Threshold: 2, Keys: []ed25519.PublicKey{pub1, pub2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(rootFile, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sign := func(version string, privs ...ed25519.PrivateKey) []byte {
+		env, err := release.Sign(release.Release{
+			Base: "202604.01", Version: version,
+			Artifacts: map[string]release.Artifact{"linux/amd64": {URL: "https://cdn.example/a", SHA256: strings.Repeat("0", 64), Size: 1}},
+			NotAfter:  time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC),
+		}, privs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range privs[1:] {
+			if env, err = release.AddSignature(env, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return env
+	}
+	l := newTestLog(t, sign("202604.01.1", priv1, priv2))
+	args := []string{"log", "--url", l.url, "--log-key", l.vkey, "--root", rootFile}
+
+	out := mustRun(t, append(args, "-o", "json")...)
+	var doc logJSON
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if c := doc.Records[0].Check; doc.Flagged != 0 || doc.RootVersion != 1 || doc.KeySet == nil || doc.KeySet.Version != 1 ||
+		c == nil || c.Status != tiles.StatusVerified || !cmp.Equal(c.Signers, []string{id1, id2}) {
+		t.Errorf("log --root of a release signed 2 of 2 = %s", out)
+	}
+
+	l.append(t, sign("202604.01.2", priv2))
+	out, _, code := lpsctl(t, append(args, "-o", "json")...)
+	doc = logJSON{}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if c := doc.Records[1].Check; code != exitFlagged || doc.Flagged != 1 || !doc.Records[1].Flagged || c.Status != tiles.StatusBelowThreshold || !cmp.Equal(c.Signers, []string{id2}) {
+		t.Errorf("log --root of a release signed 1 of 2: exit %d\n%s", code, out)
+	}
+	out, errOut, code := lpsctl(t, args...)
+	for _, s := range []string{"key sets walked from --root version 1 to version 1", "FLAGGED below-threshold", "signed by " + id2 + ": 1 of threshold 2", "1 records FLAGGED"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("log --root text lacks %q:\n%s", s, out)
+		}
+	}
+	if code != exitFlagged || !strings.Contains(errOut, "1 flagged records") {
+		t.Errorf("log --root text: exit %d, stderr %q; want %d", code, errOut, exitFlagged)
+	}
+
+	// Without --root, signers are unverified and nothing is flagged.
+	out = mustRun(t, "log", "--url", l.url, "--log-key", l.vkey)
+	if !strings.Contains(out, "signers unverified: no --root") || !strings.Contains(out, "unverified") || strings.Contains(out, "FLAGGED") {
+		t.Errorf("log without --root:\n%s", out)
+	}
+}
+
+// TestLogWitness: --witness requires the quorum's fresh cosignatures.
+func TestLogWitness(t *testing.T) {
+	t.Parallel()
+	rel, _ := logRelease(t, "202604.01.3")
+	l := newTestLog(t, rel)
+	wskey, wvkey, err := translog.GenerateWitnessKey("witness.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := lpsctl(t, "log", "--url", l.url, "--log-key", l.vkey, "--witness", wvkey)
+	if code != exitError || !strings.Contains(errOut, "no-quorum") {
+		t.Errorf("log --witness of an uncosigned log: exit %d, stderr %q", code, errOut)
+	}
+	// Cosign the served checkpoint as the witness would.
+	cosigner, err := translog.NewCosigner(wskey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, msg, _ := l.src.Checkpoint(t.Context())
+	lv, err := translog.ParseLogKey(l.vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := note.Open(msg, note.VerifierList(lv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cosigned, err := note.Sign(n, cosigner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.src.SetCheckpoint(size, cosigned)
+	out := mustRun(t, "log", "--url", l.url, "--log-key", l.vkey, "--witness", wvkey, "--max-age", "1h")
+	if !strings.Contains(out, "cosigned by 1 witnesses (quorum 1): witness.example at ") {
+		t.Errorf("log --witness of a cosigned log:\n%s", out)
+	}
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--witness", "nonsense"}, "--witness"},
+		{[]string{"--witness", l.vkey}, "--witness"}, // a log key is no witness key
+		{[]string{"--witness", wvkey, "--witness-quorum", "2"}, "--witness-quorum 2"},
+		{[]string{"--max-age", "0s"}, "--max-age"},
+	} {
+		args := append([]string{"log", "--url", l.url, "--log-key", l.vkey}, tc.args...)
+		if _, errOut, code := lpsctl(t, args...); code != exitUsage || !strings.Contains(errOut, tc.msg) {
+			t.Errorf("lpsctl %v: exit %d, stderr %q; want usage naming %s", tc.args, code, errOut, tc.msg)
+		}
 	}
 }

@@ -29,6 +29,7 @@ const (
 	exitNotFound    = 5
 	exitConflict    = 6
 	exitFork        = 7
+	exitFlagged     = 8
 	exitInterrupted = 130 // 128 + SIGINT, as a shell reports it
 )
 
@@ -338,6 +339,10 @@ func exitCode(err error) int {
 	var fe *tiles.ForkError
 	if errors.As(err, &fe) {
 		return exitFork
+	}
+	var fl *flaggedError
+	if errors.As(err, &fl) {
+		return exitFlagged
 	}
 	var re *rpcError
 	if errors.As(err, &re) {

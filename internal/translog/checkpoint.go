@@ -28,6 +28,11 @@ type Checkpoint struct {
 	// non-empty. Witnesses cosign them but vouch only for the first three
 	// lines; nothing here gives them meaning.
 	Extensions []string
+	// Note is the signed note Open verified the checkpoint from, its
+	// signature lines included, to keep or show as evidence; nil for a
+	// checkpoint ParseCheckpoint or a caller made. Format and Sign ignore
+	// it.
+	Note []byte
 }
 
 // Format returns the note text:

@@ -1,6 +1,7 @@
 package translog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -139,7 +140,8 @@ func nameOf(v note.Verifier) string {
 }
 
 // Open verifies a signed checkpoint note against p at time now and returns
-// the checkpoint with its verified cosignatures, newest first. It requires,
+// the checkpoint, whose Note is a copy of msg, with its verified
+// cosignatures, newest first. It requires,
 // in order:
 //
 //   - at most MaxNoteSize bytes of a well-formed signed note whose text is a
@@ -183,6 +185,7 @@ func Open(msg []byte, p Policy, now time.Time) (Checkpoint, []Cosignature, error
 	if err != nil {
 		return Checkpoint{}, nil, err
 	}
+	c.Note = bytes.Clone(msg)
 	logID := nameHash{p.Log.Name(), p.Log.KeyHash()}
 	if !slices.ContainsFunc(n.Sigs, func(s note.Signature) bool { return (nameHash{s.Name, s.Hash}) == logID }) {
 		return Checkpoint{}, nil, verifyErrf(ReasonUnsigned, "no signature by log key %s+%08x", p.Log.Name(), p.Log.KeyHash())

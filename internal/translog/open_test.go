@@ -1,6 +1,7 @@
 package translog
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -125,6 +126,12 @@ func TestOpen(t *testing.T) {
 	}
 	if c.Origin != testOrigin || c.Size != 7 || c.Hash != someHash {
 		t.Errorf("Open = %+v, want size 7 of %s", c, testOrigin)
+	}
+	if !bytes.Equal(c.Note, msg) {
+		t.Errorf("Open(msg).Note = %q, want msg %q", c.Note, msg)
+	}
+	if msg[0]++; c.Note[0] == msg[0] {
+		t.Errorf("Open(msg).Note shares msg's bytes")
 	}
 	want := []Cosignature{
 		{Name: f.witV[0].Name(), KeyHash: f.witV[0].KeyHash(), Time: testNow.Add(-time.Hour)},

@@ -432,3 +432,38 @@ func TestOpenAcceptsLeakedPage(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestRestore: the backup docs/transparency-log.md gives for bbolt (copy
+// the file while lpsd is stopped) restores a log nodes and witnesses
+// never take for the one served since.
+func TestRestore(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "lpsd.db")
+	backupPath := path + ".backup"
+	storetest.RunRestore(t, func(t *testing.T) store.Store { return mustOpen(t, path) },
+		func(t *testing.T, s store.Store) (store.Store, func(*testing.T, store.Store) store.Store) {
+			if err := s.Close(); err != nil { // lpsd stopped
+				t.Fatal(err)
+			}
+			copyFile(t, path, backupPath)
+			restore := func(t *testing.T, current store.Store) store.Store {
+				if err := current.Close(); err != nil {
+					t.Fatal(err)
+				}
+				copyFile(t, backupPath, path)
+				return mustOpen(t, path)
+			}
+			return mustOpen(t, path), restore
+		})
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}

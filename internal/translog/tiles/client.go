@@ -5,19 +5,22 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"nodehotfix/internal/translog"
 )
 
 // MaxBundleSize bounds an entry bundle: 256 entries of the largest size.
 const MaxBundleSize = TileWidth * (2 + MaxEntrySize)
 
 // Client reads and verifies a log's tiles through a Fetcher, trusting only
-// the log's verifier key. It is safe for concurrent use.
+// its Policy: the log key, and the witnesses it names. It is safe for
+// concurrent use.
 type Client struct {
-	fetch Fetcher
-	log   note.Verifier
+	fetch  Fetcher
+	policy translog.Policy
 
 	mu sync.Mutex
 	// cache holds authenticated tiles that every read of the tree fetches
@@ -26,57 +29,68 @@ type Client struct {
 }
 
 // NewClient returns a Client reading through f and verifying checkpoints
-// with log, the log's Ed25519 note verifier (note.NewVerifier).
-func NewClient(f Fetcher, log note.Verifier) *Client {
-	return &Client{fetch: f, log: log, cache: make(map[tlog.Tile][]byte)}
+// with p (translog.Open): p.Log, the log's key, is required; p.Quorum 0
+// checks no witness.
+func NewClient(f Fetcher, p translog.Policy) *Client {
+	return &Client{fetch: f, policy: p, cache: make(map[tlog.Tile][]byte)}
 }
 
-// Checkpoint fetches the log's checkpoint and verifies its signature
-// (OpenCheckpoint).
-func (c *Client) Checkpoint(ctx context.Context) (Checkpoint, error) {
-	msg, err := c.fetch.Fetch(ctx, CheckpointPath, MaxCheckpointSize)
+// Checkpoint fetches the log's checkpoint and verifies it with the
+// Client's policy at time now (translog.Open), returning it with its
+// verified cosignatures, newest first. A checkpoint that does not verify
+// is a *VerifyError with ReasonCheckpoint wrapping translog's
+// *VerifyError, whose Reason says why (unsigned, no-quorum, stale, …).
+func (c *Client) Checkpoint(ctx context.Context, now time.Time) (translog.Checkpoint, []translog.Cosignature, error) {
+	msg, err := c.fetch.Fetch(ctx, CheckpointPath, translog.MaxNoteSize)
 	if err != nil {
-		return Checkpoint{}, err
+		return translog.Checkpoint{}, nil, err
 	}
-	return OpenCheckpoint(msg, c.log)
+	cp, cosigs, err := translog.Open(msg, c.policy, now)
+	if err != nil {
+		return translog.Checkpoint{}, nil, &VerifyError{Reason: ReasonCheckpoint, Path: CheckpointPath, Err: err}
+	}
+	return cp, cosigs, nil
 }
 
 // CheckConsistent verifies that cp extends kept, both already verified:
-// same origin, and kept's tree is a prefix of cp's, proven with hashes from
-// cp's authenticated tiles. It returns a *ForkError when the two conflict
-// (same size and another hash, or no consistency proof), a *StaleError
-// when cp is smaller, and a *VerifyError when the server's tiles do not
-// match cp.
-func (c *Client) CheckConsistent(ctx context.Context, kept, cp Checkpoint) error {
-	switch {
-	case kept.Origin != cp.Origin:
+// same origin, and kept's tree is a prefix of cp's
+// (translog.VerifyConsistency), proven with hashes from cp's authenticated
+// tiles. It returns a *ForkError when the two conflict (same size and
+// another hash, or no consistency proof), a *StaleError when cp is
+// smaller, and a *VerifyError when the server's tiles do not match cp.
+func (c *Client) CheckConsistent(ctx context.Context, kept, cp translog.Checkpoint) error {
+	if kept.Origin != cp.Origin {
 		return fmt.Errorf("kept checkpoint is of log %q, not %q", kept.Origin, cp.Origin)
-	case cp.Size < kept.Size:
-		return &StaleError{Kept: kept, Got: cp}
-	case cp.Size == kept.Size:
-		if cp.Hash != kept.Hash {
-			return &ForkError{Kept: kept, Got: cp, Reason: "same size, different root hash"}
+	}
+	var proof tlog.TreeProof
+	if kept.Size > 0 && kept.Size < cp.Size {
+		var err error
+		if proof, err = tlog.ProveTree(cp.Size, kept.Size, c.hashReader(ctx, cp)); err != nil {
+			return c.tileErr(err)
 		}
+	}
+	err := translog.VerifyConsistency(kept, cp, proof)
+	var ve *translog.VerifyError
+	switch {
+	case err == nil:
 		return nil
-	case kept.Size == 0:
-		return nil
+	case !errors.As(err, &ve):
+		return err
+	case ve.Reason == translog.ReasonRollback:
+		return &StaleError{Kept: kept, Got: cp}
+	case ve.Reason == translog.ReasonInconsistent && kept.Size == cp.Size:
+		return &ForkError{Kept: kept, Got: cp, Reason: "same size, different root hash", Err: err}
+	case ve.Reason == translog.ReasonInconsistent:
+		return &ForkError{Kept: kept, Got: cp, Reason: "the kept tree is not a prefix of the served one", Err: err}
 	}
-	hr := c.hashReader(ctx, cp)
-	proof, err := tlog.ProveTree(cp.Size, kept.Size, hr)
-	if err != nil {
-		return c.tileErr(err)
-	}
-	if err := tlog.CheckTree(proof, cp.Size, cp.Hash, kept.Size, kept.Hash); err != nil {
-		return &ForkError{Kept: kept, Got: cp, Reason: "the kept tree is not a prefix of the served one"}
-	}
-	return nil
+	return err
 }
 
 // Records calls fn with each record of cp's tree from index start on, in
 // order, after checking it against the tree's leaf hash: fn never sees a
 // record the log key does not vouch for. It stops at fn's first error and
 // returns it. Errors from the server's data are *VerifyError.
-func (c *Client) Records(ctx context.Context, cp Checkpoint, start int64, fn func(index int64, record []byte) error) error {
+func (c *Client) Records(ctx context.Context, cp translog.Checkpoint, start int64, fn func(index int64, record []byte) error) error {
 	if start < 0 {
 		start = 0
 	}
@@ -100,7 +114,7 @@ func (c *Client) Records(ctx context.Context, cp Checkpoint, start int64, fn fun
 
 // Bundle returns the verified entries of entry bundle n of cp's tree: 256,
 // or fewer in the last bundle.
-func (c *Client) Bundle(ctx context.Context, cp Checkpoint, n int64) ([][]byte, error) {
+func (c *Client) Bundle(ctx context.Context, cp translog.Checkpoint, n int64) ([][]byte, error) {
 	first := n << TileHeight
 	if n < 0 || first >= cp.Size {
 		return nil, fmt.Errorf("entry bundle %d is not in a tree of %d", n, cp.Size)
@@ -139,7 +153,7 @@ func (c *Client) Bundle(ctx context.Context, cp Checkpoint, n int64) ([][]byte, 
 }
 
 // TileData returns hash tile t of cp's tree, authenticated against cp.
-func (c *Client) TileData(ctx context.Context, cp Checkpoint, t tlog.Tile) ([]byte, error) {
+func (c *Client) TileData(ctx context.Context, cp translog.Checkpoint, t tlog.Tile) ([]byte, error) {
 	data, err := tlog.ReadTileData(t, c.hashReader(ctx, cp))
 	if err != nil {
 		return nil, c.tileErr(err)
@@ -189,7 +203,7 @@ func (c *Client) tileErr(err error) error {
 	return &VerifyError{Reason: ReasonTile, Path: "tile/", Err: err}
 }
 
-func (c *Client) hashReader(ctx context.Context, cp Checkpoint) tlog.HashReader {
+func (c *Client) hashReader(ctx context.Context, cp translog.Checkpoint) tlog.HashReader {
 	return tlog.TileHashReader(tlog.Tree{N: cp.Size, Hash: cp.Hash}, &tileReader{ctx: ctx, c: c})
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"nodehotfix/internal/translog"
 )
 
 // serve starts an HTTP server for h and returns a Client of it.
@@ -22,11 +24,11 @@ func serve(t *testing.T, h http.Handler, v note.Verifier) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewClient(f, v)
+	return NewClient(f, translog.Policy{Log: v})
 }
 
 // records returns every record of cp's tree through c.
-func records(t *testing.T, c *Client, cp Checkpoint, start int64) ([][]byte, error) {
+func records(t *testing.T, c *Client, cp translog.Checkpoint, start int64) ([][]byte, error) {
 	t.Helper()
 	var out [][]byte
 	err := c.Records(t.Context(), cp, start, func(i int64, rec []byte) error {
@@ -60,11 +62,11 @@ func TestClient(t *testing.T) {
 	src := newLog(t, 0, s)
 	c := serve(t, Handler(src), v)
 	ctx := t.Context()
-	var kept Checkpoint
+	var kept translog.Checkpoint
 	// Sizes across tile edges at levels 0 and 1 (65536 needs a full level-1 tile).
 	for _, size := range []int{0, 1, 255, 256, 257, 600, 66000} {
 		grow(t, src, size, s)
-		cp, err := c.Checkpoint(ctx)
+		cp, err := checkpoint(c, ctx)
 		if err != nil || cp.Size != int64(size) {
 			t.Fatalf("Checkpoint at %d = %+v, %v", size, cp, err)
 		}
@@ -81,7 +83,7 @@ func TestClient(t *testing.T) {
 	// Every kept size against the largest tree.
 	for _, k := range []int64{1, 7, 256, 511, 513, 65535, 65536, 65537} {
 		old := newLog(t, int(k), s)
-		oldCP, err := NewClient(nil, v).openNote(t, old)
+		oldCP, err := NewClient(nil, translog.Policy{Log: v}).openNote(t, old)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,10 +94,10 @@ func TestClient(t *testing.T) {
 }
 
 // openNote returns src's verified checkpoint.
-func (c *Client) openNote(t *testing.T, src *MemSource) (Checkpoint, error) {
+func (c *Client) openNote(t *testing.T, src *MemSource) (translog.Checkpoint, error) {
 	t.Helper()
 	_, msg, _ := src.Checkpoint(t.Context())
-	return OpenCheckpoint(msg, c.log)
+	return openCP(msg, c.policy.Log)
 }
 
 func TestClientFork(t *testing.T) {
@@ -103,7 +105,7 @@ func TestClientFork(t *testing.T) {
 	s, v := newLogKey(t)
 	ctx := t.Context()
 	a := newLog(t, 300, s)
-	keptA, err := NewClient(nil, v).openNote(t, a)
+	keptA, err := NewClient(nil, translog.Policy{Log: v}).openNote(t, a)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func TestClientFork(t *testing.T) {
 	}
 	grow(t, b, 300, s)
 	cb := serve(t, Handler(b), v)
-	cpB, err := cb.Checkpoint(ctx)
+	cpB, err := checkpoint(cb, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +125,7 @@ func TestClientFork(t *testing.T) {
 		t.Errorf("same size, other hash: %v, want a *ForkError", err)
 	}
 	grow(t, b, 700, s)
-	cpB, err = cb.Checkpoint(ctx)
+	cpB, err = checkpoint(cb, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestClientFork(t *testing.T) {
 	// The honest log is not a fork, and a smaller checkpoint is stale.
 	ca := serve(t, Handler(a), v)
 	grow(t, a, 700, s)
-	cpA, err := ca.Checkpoint(ctx)
+	cpA, err := checkpoint(ca, ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +229,7 @@ func TestClientDetectsLies(t *testing.T) {
 		{"short-tile", mangle(Handler(src), is("/tile/0/002.p/88"), func(b []byte) []byte { return b[:len(b)-32] }), ReasonTile},
 		{"oversize-tile", mangle(Handler(src), is("/tile/0/001"), func(b []byte) []byte { return append(b, b...) }), ReasonTooLarge},
 		{"oversize-checkpoint", mangle(Handler(src), is("/checkpoint"), func(b []byte) []byte {
-			return append(bytes.Repeat([]byte("x"), MaxCheckpointSize), b...)
+			return append(bytes.Repeat([]byte("x"), translog.MaxNoteSize), b...)
 		}), ReasonTooLarge},
 		{"oversize-bundle", mangle(Handler(src), is("/tile/entries/000"), func(b []byte) []byte {
 			return append(b, make([]byte, MaxBundleSize)...)
@@ -240,7 +242,7 @@ func TestClientDetectsLies(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := serve(t, tc.h, v)
-			cp, err := c.Checkpoint(t.Context())
+			cp, err := checkpoint(c, t.Context())
 			if err == nil {
 				_, err = records(t, c, cp, 0)
 			}
@@ -272,7 +274,7 @@ func TestClientPartialGone(t *testing.T) {
 		Handler(src).ServeHTTP(w, r)
 	})
 	c := serve(t, noPartials, v)
-	cp, err := c.Checkpoint(t.Context())
+	cp, err := checkpoint(c, t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,4 +32,13 @@
 // checkpoints across readers, are internal/translog's job. A checkpoint
 // smaller than the kept one is a *StaleError: a lagging mirror or a
 // rollback, not proof of a fork.
+//
+// Checkpoints are opened by translog.Open under the Client's Policy, so a
+// monitor can require what nodes require: a quorum of fresh witness
+// cosignatures. What records claim is not trusted either: Describe decodes
+// them unverified, and Monitor, given a root key set (the baked file),
+// walks the key-set records the log holds from it with release.KeySet.Next
+// and checks every release against the set in force before it
+// (release.KeySet.Signers): a release under its threshold or a link that
+// does not verify is flagged, since lpsd publishes neither.
 package tiles

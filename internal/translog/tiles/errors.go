@@ -3,6 +3,8 @@ package tiles
 import (
 	"errors"
 	"fmt"
+
+	"nodehotfix/internal/translog"
 )
 
 // ErrNotFound is what a Fetcher returns for a path the root does not have.
@@ -13,8 +15,9 @@ type Reason string
 
 // Reasons of a *VerifyError.
 const (
-	// ReasonCheckpoint: the checkpoint is malformed, or not signed by the
-	// log key.
+	// ReasonCheckpoint: the checkpoint does not verify (translog.Open):
+	// malformed, not signed by the log key, or without the policy's fresh
+	// witness cosignatures. Err is translog's *VerifyError.
 	ReasonCheckpoint Reason = "bad-checkpoint"
 	// ReasonTile: a hash tile is not the one the checkpoint's root hash
 	// commits to, or has the wrong size.
@@ -46,9 +49,11 @@ func (e *VerifyError) Unwrap() error { return e.Err }
 type ForkError struct {
 	// Kept is the checkpoint verified before (the state file's); Got is
 	// the one the log serves now.
-	Kept, Got Checkpoint
+	Kept, Got translog.Checkpoint
 	// Reason is why they conflict.
 	Reason string
+	// Err is translog.VerifyConsistency's *VerifyError (ReasonInconsistent).
+	Err error
 }
 
 func (e *ForkError) Error() string {
@@ -56,11 +61,13 @@ func (e *ForkError) Error() string {
 		e.Kept.Origin, e.Reason, e.Kept.Size, e.Kept.Hash, e.Got.Size, e.Got.Hash)
 }
 
+func (e *ForkError) Unwrap() error { return e.Err }
+
 // StaleError is a checkpoint smaller than the kept one: a mirror that lags
 // or a log rolled back; nothing proves a fork, but the kept checkpoint
 // stays.
 type StaleError struct {
-	Kept, Got Checkpoint
+	Kept, Got translog.Checkpoint
 }
 
 func (e *StaleError) Error() string {

@@ -5,19 +5,21 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
 	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/translog"
 )
 
 // ExportResult is what Export wrote.
 type ExportResult struct {
 	// Checkpoint is the exported checkpoint.
-	Checkpoint Checkpoint
+	Checkpoint translog.Checkpoint
 	// Previous is the checkpoint the directory held before, if any, which
 	// Checkpoint was proven to extend; nil on the first export.
-	Previous *Checkpoint
+	Previous *translog.Checkpoint
 	// Tiles and Bundles count the hash tiles and entry bundles written.
 	Tiles, Bundles int
 }
@@ -30,14 +32,15 @@ type ExportResult struct {
 // already holds an export, the new checkpoint must extend it (a
 // *ForkError or *StaleError otherwise, and nothing is written) and only the
 // tiles past it are written. Each file is replaced atomically and durably.
-func Export(ctx context.Context, c *Client, dir string) (ExportResult, error) {
-	cp, err := c.Checkpoint(ctx)
+// now is when the checkpoint's cosignatures are checked (translog.Open).
+func Export(ctx context.Context, c *Client, dir string, now time.Time) (ExportResult, error) {
+	cp, _, err := c.Checkpoint(ctx, now)
 	if err != nil {
 		return ExportResult{}, err
 	}
 	res := ExportResult{Checkpoint: cp}
 	from := int64(0)
-	prev, ok, err := ReadState(filepath.Join(dir, CheckpointPath), c.log)
+	prev, ok, err := ReadState(filepath.Join(dir, CheckpointPath), c.policy.Log)
 	if err != nil {
 		return res, fmt.Errorf("export to %s: %w", dir, err)
 	}

@@ -5,6 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
+
+	"nodehotfix/internal/translog"
 )
 
 func readDir(t *testing.T, dir string) *DirFetcher {
@@ -24,7 +27,7 @@ func TestExport(t *testing.T) {
 	c := serve(t, Handler(src), v)
 	dir := t.TempDir()
 	ctx := t.Context()
-	res, err := Export(ctx, c, dir)
+	res, err := Export(ctx, c, dir, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,8 +35,8 @@ func TestExport(t *testing.T) {
 	if res.Previous != nil || res.Checkpoint.Size != 600 || res.Tiles != 4 || res.Bundles != 3 {
 		t.Errorf("Export = %+v, want 600 records in 4 tiles and 3 bundles, no previous", res)
 	}
-	fromDir := NewClient(readDir(t, dir), v)
-	cp, err := fromDir.Checkpoint(ctx)
+	fromDir := NewClient(readDir(t, dir), translog.Policy{Log: v})
+	cp, err := checkpoint(fromDir, ctx)
 	if err != nil || cp.Hash != res.Checkpoint.Hash {
 		t.Fatalf("exported checkpoint = %+v, %v", cp, err)
 	}
@@ -42,23 +45,23 @@ func TestExport(t *testing.T) {
 
 	// The next export extends the last and writes only what is new.
 	grow(t, src, 900, s)
-	res, err = Export(ctx, c, dir)
+	res, err = Export(ctx, c, dir, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Previous == nil || res.Previous.Size != 600 || res.Checkpoint.Size != 900 || res.Tiles != 3 || res.Bundles != 2 {
 		t.Errorf("second Export = %+v, want from 600 to 900 in 3 tiles (0/002, 0/003.p/132, 1/000.p/3) and 2 bundles", res)
 	}
-	cp, err = NewClient(readDir(t, dir), v).Checkpoint(ctx)
+	cp, err = checkpoint(NewClient(readDir(t, dir), translog.Policy{Log: v}), ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fromDir = NewClient(readDir(t, dir), v)
+	fromDir = NewClient(readDir(t, dir), translog.Policy{Log: v})
 	got, err = records(t, fromDir, cp, 0)
 	checkRecords(t, got, err, 0, 900)
 	// An exported directory exports again, as any tiles root does.
 	again := t.TempDir()
-	if _, err := Export(ctx, fromDir, again); err != nil {
+	if _, err := Export(ctx, fromDir, again, time.Now()); err != nil {
 		t.Fatalf("Export from an exported directory: %v", err)
 	}
 }
@@ -68,7 +71,7 @@ func TestExportRefusesFork(t *testing.T) {
 	s, v := newLogKey(t)
 	dir := t.TempDir()
 	ctx := t.Context()
-	if _, err := Export(ctx, serve(t, Handler(newLog(t, 300, s)), v), dir); err != nil {
+	if _, err := Export(ctx, serve(t, Handler(newLog(t, 300, s)), v), dir, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	before, err := os.ReadFile(filepath.Join(dir, CheckpointPath))
@@ -81,7 +84,7 @@ func TestExportRefusesFork(t *testing.T) {
 	}
 	grow(t, forked, 400, s)
 	var fe *ForkError
-	if _, err := Export(ctx, serve(t, Handler(forked), v), dir); !errors.As(err, &fe) {
+	if _, err := Export(ctx, serve(t, Handler(forked), v), dir, time.Now()); !errors.As(err, &fe) {
 		t.Errorf("Export of a fork over an export: %v, want a *ForkError", err)
 	}
 	after, err := os.ReadFile(filepath.Join(dir, CheckpointPath))
@@ -101,7 +104,7 @@ func TestState(t *testing.T) {
 		t.Fatalf("ReadState of no file = %v, %v; want first use", ok, err)
 	}
 	src := newLog(t, 3, s)
-	cp, err := NewClient(nil, v).openNote(t, src)
+	cp, err := NewClient(nil, translog.Policy{Log: v}).openNote(t, src)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,12 +128,12 @@ func TestMonitor(t *testing.T) {
 	c := serve(t, Handler(src), v)
 	state := filepath.Join(t.TempDir(), "state")
 	ctx := t.Context()
-	rep, err := Monitor(ctx, c, state, 0)
+	rep, err := Monitor(ctx, c, MonitorConfig{State: state})
 	if err != nil || rep.Kept != nil || len(rep.Entries) != 10 || rep.Entries[9].Kind != KindRevocation {
 		t.Fatalf("first Monitor = %+v, %v; want first use, 10 revocations", rep, err)
 	}
 	grow(t, src, 20, s)
-	rep, err = Monitor(ctx, c, state, 15)
+	rep, err = Monitor(ctx, c, MonitorConfig{State: state, Since: 15})
 	if err != nil || rep.Kept == nil || rep.Kept.Size != 10 || len(rep.Entries) != 5 || rep.Entries[0].Index != 15 {
 		t.Fatalf("second Monitor = %+v, %v; want from 10, entries 15 to 19", rep, err)
 	}
@@ -141,7 +144,7 @@ func TestMonitor(t *testing.T) {
 	}
 	grow(t, forked, 30, s)
 	var fe *ForkError
-	if _, err := Monitor(ctx, serve(t, Handler(forked), v), state, 0); !errors.As(err, &fe) {
+	if _, err := Monitor(ctx, serve(t, Handler(forked), v), MonitorConfig{State: state}); !errors.As(err, &fe) {
 		t.Fatalf("Monitor of a fork: %v, want a *ForkError", err)
 	}
 	if kept, _, err := ReadState(state, v); err != nil || kept.Size != 20 {

@@ -2,15 +2,19 @@ package tiles
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"nodehotfix/internal/translog"
 )
 
 const testOrigin = "nodehotfix.example/log"
@@ -31,6 +35,18 @@ func newLogKey(t *testing.T) (note.Signer, note.Verifier) {
 		t.Fatal(err)
 	}
 	return s, v
+}
+
+// checkpoint returns c's checkpoint, verified now.
+func checkpoint(c *Client, ctx context.Context) (translog.Checkpoint, error) {
+	cp, _, err := c.Checkpoint(ctx, time.Now())
+	return cp, err
+}
+
+// openCP verifies a signed checkpoint with the log key v alone.
+func openCP(msg []byte, v note.Verifier) (translog.Checkpoint, error) {
+	cp, _, err := translog.Open(msg, translog.Policy{Log: v}, time.Now())
+	return cp, err
 }
 
 func testRecord(i int) []byte {
@@ -189,7 +205,7 @@ func TestHandlerCheckpoint(t *testing.T) {
 	src := newLog(t, 5, s)
 	resp := get(t, Handler(src), http.MethodGet, "/checkpoint")
 	msg := body(t, resp)
-	cp, err := OpenCheckpoint(msg, v)
+	cp, err := openCP(msg, v)
 	if resp.StatusCode != http.StatusOK || err != nil || cp.Size != 5 || cp.Origin != testOrigin {
 		t.Fatalf("GET /checkpoint = %s, %+v, %v", resp.Status, cp, err)
 	}

@@ -7,6 +7,8 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"nodehotfix/internal/translog"
 )
 
 // MemSource is a Source held in memory, for tests and demos. It is safe for
@@ -58,8 +60,7 @@ func (s *MemSource) Sign(signer note.Signer) error {
 	if err != nil {
 		return err
 	}
-	cp := Checkpoint{Origin: signer.Name(), Size: size, Hash: hash}
-	msg, err := note.Sign(&note.Note{Text: string(cp.Body())}, signer)
+	msg, err := translog.Checkpoint{Origin: signer.Name(), Size: size, Hash: hash}.Sign(signer)
 	if err != nil {
 		return fmt.Errorf("sign checkpoint %d: %w", size, err)
 	}

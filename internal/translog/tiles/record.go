@@ -1,25 +1,14 @@
 package tiles
 
 import (
-	"bytes"
-	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
 	"nodehotfix/internal/release"
-)
-
-// Payload types and record types of the log's records (internal/release,
-// internal/translog).
-const (
-	payloadRelease = "application/vnd.nodehotfix.release.v1+json"
-	payloadKeySet  = "application/vnd.nodehotfix.keyset.v1+json"
-	typeKeySet     = "nodehotfix-keyset"
-	typeRevocation = "nodehotfix-revocation"
+	"nodehotfix/internal/translog"
 )
 
 // Kind is what a log record is.
@@ -31,12 +20,13 @@ const (
 	KindRevocation Kind = "revocation"
 	KindKeySet     Kind = "keyset"
 	// KindUnknown is a record none of the others decode: a monitor shows
-	// it, since nothing should append one.
+	// it, and flags it, since nothing should append one.
 	KindUnknown Kind = "unknown"
 )
 
-// Entry describes one log record, decoded WITHOUT verifying any release
-// signature: a monitor lists what the log holds, nodes decide what runs.
+// Entry describes one log record. Describe decodes it WITHOUT verifying
+// any signature (release.Inspect, release.InspectKeySet); Check, which
+// Monitor fills when it has a root key set, says who really signed.
 type Entry struct {
 	Index int64
 	Hash  tlog.Hash // tlog.RecordHash of the record
@@ -50,14 +40,22 @@ type Entry struct {
 	NotAfter, Expires time.Time
 	// Time is when a revocation was made.
 	Time time.Time
-	// Signers are the key IDs that a release's or key set's signatures
-	// name. They are claims: nothing here checks the signatures.
-	Signers []string
-	// Threshold and Keys (key IDs, release.KeyID) are a key set's.
+	// Threshold, Keys (key IDs, release.KeyID) and Log are a key set's.
 	Threshold int
 	Keys      []string
+	Log       release.LogPolicy
+	// Check is the verification of a release's or key set's signatures
+	// against the key-set chain walked from a root (Monitor); nil when
+	// there was no root, or for other kinds.
+	Check *Check
 	// Problem says why a KindUnknown record did not decode.
 	Problem string
+}
+
+// Flagged reports whether e is something a monitor must alert on: a
+// record of unknown kind, or a failed Check.
+func (e Entry) Flagged() bool {
+	return e.Kind == KindUnknown || e.Check != nil && e.Check.Status.Flagged()
 }
 
 // Describe decodes record, the log's record at index.
@@ -69,103 +67,37 @@ func Describe(index int64, record []byte) Entry {
 	return e
 }
 
-// dsse is the part of a DSSE envelope Describe reads.
-type dsse struct {
-	PayloadType string `json:"payloadType"`
-	Payload     []byte `json:"payload"`
-	Signatures  []struct {
-		KeyID string `json:"keyid"`
-	} `json:"signatures"`
-}
-
 func describe(e *Entry, record []byte) error {
-	var head struct {
-		PayloadType *string `json:"payloadType"`
-		Type        string  `json:"type"`
+	rev, revErr := translog.ParseRevocationRecord(record)
+	if revErr == nil {
+		e.Kind, e.Version, e.Time = KindRevocation, rev.Version, rev.Time
+		return nil
 	}
-	if err := json.Unmarshal(record, &head); err != nil {
-		return fmt.Errorf("not a JSON object: %w", err)
-	}
-	switch {
-	case head.PayloadType == nil && head.Type == typeRevocation:
-		return describeRevocation(e, record)
-	case head.PayloadType == nil:
-		return fmt.Errorf("neither an envelope nor a revocation (type %q)", head.Type)
-	}
-	var env dsse
-	if err := json.Unmarshal(record, &env); err != nil {
-		return fmt.Errorf("envelope: %w", err)
-	}
-	for _, s := range env.Signatures {
-		e.Signers = append(e.Signers, s.KeyID)
-	}
-	switch env.PayloadType {
-	case payloadRelease:
-		r, err := release.Inspect(record)
-		if err != nil {
-			return err
-		}
+	r, relErr := release.Inspect(record)
+	if relErr == nil {
 		e.Kind, e.Version, e.Base, e.NotAfter = KindRelease, r.Version, r.Base, r.NotAfter
 		return nil
-	case payloadKeySet:
-		return describeKeySet(e, env.Payload)
 	}
-	return fmt.Errorf("envelope of payload type %q", env.PayloadType)
-}
-
-func describeRevocation(e *Entry, record []byte) error {
-	var r struct {
-		Type    string    `json:"type"`
-		Version string    `json:"version"`
-		Time    time.Time `json:"time"`
+	if !wrongType(relErr) {
+		return fmt.Errorf("neither a revocation record (%v) nor a release envelope (%v)", revErr, relErr)
 	}
-	if err := strictJSON(record, &r); err != nil {
-		return fmt.Errorf("revocation: %w", err)
-	}
-	if r.Version == "" {
-		return fmt.Errorf("revocation: no version")
-	}
-	e.Kind, e.Version, e.Time = KindRevocation, r.Version, r.Time
-	return nil
-}
-
-func describeKeySet(e *Entry, payload []byte) error {
-	var k struct {
-		Type      string          `json:"type"`
-		Version   int64           `json:"version"`
-		Expires   time.Time       `json:"expires"`
-		Threshold int             `json:"threshold"`
-		Keys      []string        `json:"keys"`
-		Schema    int             `json:"schema"`
-		Log       json.RawMessage `json:"log"`
-	}
-	if err := strictJSON(payload, &k); err != nil {
-		return fmt.Errorf("key set: %w", err)
-	}
-	if k.Type != typeKeySet {
-		return fmt.Errorf("key set payload of type %q", k.Type)
-	}
-	for i, s := range k.Keys {
-		raw, err := base64.StdEncoding.DecodeString(s)
-		if err != nil || len(raw) != ed25519.PublicKeySize {
-			return fmt.Errorf("key set: key %d is not a base64 ed25519 key", i)
+	d, ksErr := release.InspectKeySet(record)
+	if ksErr != nil {
+		if wrongType(ksErr) {
+			return fmt.Errorf("an envelope of neither a release nor a key set: %v", ksErr)
 		}
-		e.Keys = append(e.Keys, release.KeyID(raw))
+		return ksErr
 	}
-	e.Kind, e.Version, e.Expires, e.Threshold = KindKeySet, fmt.Sprint(k.Version), k.Expires, k.Threshold
+	e.Kind, e.Version, e.Expires, e.Threshold, e.Log = KindKeySet, fmt.Sprint(d.Version), d.Expires, d.Threshold, d.Log
+	for _, k := range d.Keys {
+		e.Keys = append(e.Keys, release.KeyID(k))
+	}
 	return nil
 }
 
-// strictJSON decodes one JSON object into v, refusing unknown keys and
-// trailing data.
-func strictJSON(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return fmt.Errorf("data after the object")
-	}
-	return nil
+// wrongType reports whether err says the envelope decoded but is of
+// another payload type.
+func wrongType(err error) bool {
+	var ve *release.VerifyError
+	return errors.As(err, &ve) && ve.Reason == release.ReasonWrongType
 }

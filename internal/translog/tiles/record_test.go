@@ -2,8 +2,6 @@ package tiles
 
 import (
 	"crypto/ed25519"
-	"encoding/base64"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -12,10 +10,13 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/translog"
 )
 
-// signRelease returns a release envelope signed by priv.
-func signRelease(t *testing.T, version string, priv ed25519.PrivateKey) []byte {
+var testExpiry = time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// signRelease returns a release envelope signed by each of privs.
+func signRelease(t *testing.T, version string, privs ...ed25519.PrivateKey) []byte {
 	t.Helper()
 	env, err := release.Sign(release.Release{
 		Base:    version[:strings.LastIndex(version, ".")],
@@ -23,42 +24,32 @@ func signRelease(t *testing.T, version string, priv ed25519.PrivateKey) []byte {
 		Artifacts: map[string]release.Artifact{"linux/amd64": {
 			URL: "https://cdn.example/a", SHA256: strings.Repeat("ab", 32), Size: 10,
 		}},
-		NotAfter: time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC),
-	}, priv)
+		NotAfter: testExpiry,
+	}, privs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return env
+	return cosignEnvelope(t, env, privs[1:]...)
 }
 
-// keySetEnvelope returns a key-set envelope as the design fixes it, with
-// signatures naming signers (not real signatures: Describe checks none).
-func keySetEnvelope(t *testing.T, version int64, threshold int, keys []ed25519.PublicKey, signers ...string) []byte {
+// signKeySet returns the key-set document of version, threshold and keys,
+// signed by each of privs.
+func signKeySet(t *testing.T, version int64, threshold int, keys []ed25519.PublicKey, privs ...ed25519.PrivateKey) []byte {
 	t.Helper()
-	var b64 []string
-	for _, k := range keys {
-		b64 = append(b64, base64.StdEncoding.EncodeToString(k))
-	}
-	payload, err := json.Marshal(map[string]any{
-		"schema": 1, "type": "nodehotfix-keyset", "version": version, "expires": "2027-01-01T00:00:00Z",
-		"threshold": threshold, "keys": b64,
-	})
+	env, err := release.SignKeySet(release.KeySetDocument{Version: version, Expires: testExpiry, Threshold: threshold, Keys: keys}, privs[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	type sig struct {
-		KeyID string `json:"keyid"`
-		Sig   []byte `json:"sig"`
-	}
-	var sigs []sig
-	for _, s := range signers {
-		sigs = append(sigs, sig{s, make([]byte, 64)})
-	}
-	env, err := json.Marshal(map[string]any{
-		"payloadType": "application/vnd.nodehotfix.keyset.v1+json", "payload": payload, "signatures": sigs,
-	})
-	if err != nil {
-		t.Fatal(err)
+	return cosignEnvelope(t, env, privs[1:]...)
+}
+
+func cosignEnvelope(t *testing.T, env []byte, privs ...ed25519.PrivateKey) []byte {
+	t.Helper()
+	for _, p := range privs {
+		var err error
+		if env, err = release.AddSignature(env, p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return env
 }
@@ -72,36 +63,43 @@ func newReleaseKey(t *testing.T) (ed25519.PublicKey, ed25519.PrivateKey) {
 	return pub, priv
 }
 
+func revocationRecord(t *testing.T, version string) []byte {
+	t.Helper()
+	rec, err := translog.RevocationRecord{Version: version, Time: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
 func TestDescribe(t *testing.T) {
 	t.Parallel()
 	pub1, priv1 := newReleaseKey(t)
 	pub2, priv2 := newReleaseKey(t)
-	rel := signRelease(t, "202604.01.3", priv1)
-	cosigned, err := release.AddSignature(rel, priv2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	id1, id2 := release.KeyID(pub1), release.KeyID(pub2)
-	notAfter := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name   string
 		record []byte
 		want   Entry
 	}{
-		{"release", rel, Entry{Kind: KindRelease, Version: "202604.01.3", Base: "202604.01", NotAfter: notAfter, Signers: []string{id1}}},
-		{"cosigned", cosigned, Entry{Kind: KindRelease, Version: "202604.01.3", Base: "202604.01", NotAfter: notAfter, Signers: []string{id1, id2}}},
-		{"revocation", []byte(`{"type":"nodehotfix-revocation","version":"202604.01.3","time":"2026-05-01T10:00:00Z"}`),
+		{"release", signRelease(t, "202604.01.3", priv1), Entry{Kind: KindRelease, Version: "202604.01.3", Base: "202604.01", NotAfter: testExpiry}},
+		{"cosigned", signRelease(t, "202604.01.3", priv1, priv2), Entry{Kind: KindRelease, Version: "202604.01.3", Base: "202604.01", NotAfter: testExpiry}},
+		{"revocation", revocationRecord(t, "202604.01.3"),
 			Entry{Kind: KindRevocation, Version: "202604.01.3", Time: time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)}},
-		{"keyset", keySetEnvelope(t, 2, 2, []ed25519.PublicKey{pub1, pub2}, id1, id2),
-			Entry{Kind: KindKeySet, Version: "2", Threshold: 2, Keys: []string{id1, id2}, Signers: []string{id1, id2}, Expires: notAfter}},
+		{"keyset", signKeySet(t, 2, 2, []ed25519.PublicKey{pub1, pub2}, priv1, priv2),
+			Entry{Kind: KindKeySet, Version: "2", Threshold: 2, Keys: []string{id1, id2}, Expires: testExpiry}},
 		{"garbage", []byte("not json"), Entry{Kind: KindUnknown}},
 		{"other-envelope", []byte(`{"payloadType":"text/plain","payload":"","signatures":[]}`), Entry{Kind: KindUnknown}},
 		{"revocation-extra-key", []byte(`{"type":"nodehotfix-revocation","version":"1","time":"2026-05-01T10:00:00Z","x":1}`), Entry{Kind: KindUnknown}},
+		{"revocation-noncanonical", []byte(`{"version":"1","type":"nodehotfix-revocation","time":"2026-05-01T10:00:00Z"}`), Entry{Kind: KindUnknown}},
 		{"bad-release", []byte(`{"payloadType":"application/vnd.nodehotfix.release.v1+json","payload":"e30=","signatures":[]}`), Entry{Kind: KindUnknown}},
 	} {
 		got := Describe(7, tc.record)
 		if got.Index != 7 || got.Kind == KindUnknown && got.Problem == "" {
 			t.Errorf("Describe(%s) = %+v: index or problem missing", tc.name, got)
+		}
+		if got.Flagged() != (tc.want.Kind == KindUnknown) {
+			t.Errorf("Describe(%s).Flagged() = %v", tc.name, got.Flagged())
 		}
 		if diff := cmp.Diff(tc.want, got, cmpopts.IgnoreFields(Entry{}, "Index", "Hash", "Problem")); diff != "" {
 			t.Errorf("Describe(%s) (-want +got):\n%s", tc.name, diff)
