@@ -303,7 +303,8 @@ func keepTrust(cfg Config, f facts.Facts, log *slog.Logger) {
 	if f.View.LogErr != nil {
 		log.Warn("transparency log evidence not verified", "required", f.View.LogRequired(), "err", f.View.LogErr)
 	}
-	next, changed := f.View.Next(f.Kept)
+	baked, _ := hotfix.ParseVersion(cfg.Version)
+	next, changed := f.View.Next(f.Kept, baked)
 	if !changed {
 		return
 	}

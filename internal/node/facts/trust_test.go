@@ -254,7 +254,7 @@ func TestGatherRevocationOutlivesThePointer(t *testing.T) {
 	if d := hotfix.Select(f.Input); d.Reason != hotfix.ReasonRevoked {
 		t.Fatalf("Select = %s (%s), want revoked", d.Reason, d.Detail)
 	}
-	next, changed := f.View.Next(f.Kept)
+	next, changed := f.View.Next(f.Kept, hotfix.MustParseVersion(baked))
 	if !changed {
 		t.Fatal("View.Next: unchanged, want the revocation kept")
 	}

@@ -86,7 +86,7 @@ func BenchmarkEvaluate(b *testing.B) {
 	b.Run("served-chain", func(b *testing.B) { boot(b, w.kept) })
 	// The next boot: the 2 links are kept and none is served past them.
 	v := Evaluate(w.root, w.kept, w.pointer, testNow)
-	next, _ := v.Next(w.kept)
+	next, _ := v.Next(w.kept, testBaked)
 	next.Checkpoint = w.kept.Checkpoint
 	served := w.pointer
 	w.pointer.KeySets = nil

@@ -314,7 +314,11 @@ func (v *View) checkLog(kept State, p hotfix.Pointer, now time.Time) error {
 // verified checkpoint and every revocation seen, and whether it differs
 // from kept. A view whose chain failed keeps kept's chain, so a broken
 // document never shortens it.
-func (v View) Next(kept State) (State, bool) {
+//
+// Only revocations that can matter to this node are kept: versions of
+// baked's base newer than baked (nothing else is ever an upgrade for it),
+// so a document listing other bases' versions cannot fill the list.
+func (v View) Next(kept State, baked hotfix.Version) (State, bool) {
 	next := kept
 	switch {
 	case v.keptDropped:
@@ -329,7 +333,10 @@ func (v View) Next(kept State) (State, bool) {
 	}
 	// Kept revocations come first in v.Revoked: bounding the list drops
 	// the newest, so a document flooding it cannot push a kept one out.
-	next.Revoked = v.Revoked
+	next.Revoked = slices.DeleteFunc(slices.Clone(v.Revoked), func(r string) bool {
+		rv, err := hotfix.ParseVersion(r)
+		return err != nil || baked.IsZero() || rv.Base() != baked.Base() || rv.Patch() <= baked.Patch()
+	})
 	if len(next.Revoked) > maxKeptRevoked {
 		next.Revoked = next.Revoked[:maxKeptRevoked]
 	}

@@ -82,7 +82,7 @@ func TestEvaluateChain(t *testing.T) {
 			if !tt.wantErr && v.KeySetVersion() != tt.wantVersion {
 				t.Errorf("KeySetVersion() = %d, want %d", v.KeySetVersion(), tt.wantVersion)
 			}
-			next, changed := v.Next(kept)
+			next, changed := v.Next(kept, testBaked)
 			if !sameLinks(next.KeySets, tt.wantKept) {
 				t.Errorf("Next kept %d links, want %d", len(next.KeySets), len(tt.wantKept))
 			}
@@ -113,7 +113,7 @@ func TestEvaluateBrokenKeptChain(t *testing.T) {
 	if v.KeySetVersion() != 3 {
 		t.Errorf("KeySetVersion() = %d, want 3", v.KeySetVersion())
 	}
-	next, changed := v.Next(State{KeySets: []json.RawMessage{alien}})
+	next, changed := v.Next(State{KeySets: []json.RawMessage{alien}}, testBaked)
 	if !changed || !sameLinks(next.KeySets, []json.RawMessage{v2, v3}) {
 		t.Errorf("Next = %d links (changed %v), want the 2 verified ones", len(next.KeySets), changed)
 	}
@@ -123,7 +123,7 @@ func TestEvaluateBrokenKeptChain(t *testing.T) {
 	if v.Err != nil || v.KeptErr == nil || v.KeySetVersion() != 1 {
 		t.Errorf("Evaluate with nothing served = version %d, Err %v, KeptErr %v; want version 1, no Err, KeptErr", v.KeySetVersion(), v.Err, v.KeptErr)
 	}
-	if next, _ := v.Next(State{KeySets: []json.RawMessage{alien}}); len(next.KeySets) != 0 {
+	if next, _ := v.Next(State{KeySets: []json.RawMessage{alien}}, testBaked); len(next.KeySets) != 0 {
 		t.Errorf("Next kept %d links of a broken chain, want 0", len(next.KeySets))
 	}
 }
@@ -220,7 +220,7 @@ func testEvaluateLog(t *testing.T, required bool) {
 			if err := v.CheckLogged(env); (err == nil) != tt.wantLogged {
 				t.Errorf("CheckLogged = %v, want proven %v", err, tt.wantLogged)
 			}
-			next, _ := v.Next(kept)
+			next, _ := v.Next(kept, testBaked)
 			if next.Checkpoint != tt.wantCheckpoint {
 				t.Errorf("Next keeps checkpoint\n%s\nwant\n%s", next.Checkpoint, tt.wantCheckpoint)
 			}
@@ -244,6 +244,9 @@ func swapCheckpoint(t *testing.T, raw json.RawMessage, cp []byte) json.RawMessag
 	return out
 }
 
+// testBaked is the baked agent the kept revocations are judged for.
+var testBaked = hotfix.MustParseVersion("202604.01.0")
+
 // TestRevocationsKept: a revocation seen once stays kept when the next
 // document omits it, and a document flooding the list cannot push the
 // kept ones out.
@@ -251,7 +254,7 @@ func TestRevocationsKept(t *testing.T) {
 	t.Parallel()
 	root := newChain(t).root()
 	v := Evaluate(root, State{}, hotfix.Pointer{Revoked: []string{"202604.01.3", " 202604.01.3 ", "not-a-version"}}, testNow)
-	kept, changed := v.Next(State{})
+	kept, changed := v.Next(State{}, testBaked)
 	if !changed || !slices.Equal(kept.Revoked, []string{"202604.01.3"}) {
 		t.Fatalf("Next = %q (changed %v), want [202604.01.3]", kept.Revoked, changed)
 	}
@@ -259,16 +262,23 @@ func TestRevocationsKept(t *testing.T) {
 	if !slices.Contains(v.Revoked, "202604.01.3") {
 		t.Errorf("Revoked = %q, want the kept revocation", v.Revoked)
 	}
-	if again, changed := v.Next(kept); changed || !slices.Equal(again.Revoked, kept.Revoked) {
+	if again, changed := v.Next(kept, testBaked); changed || !slices.Equal(again.Revoked, kept.Revoked) {
 		t.Errorf("Next of nothing new = %q (changed %v), want unchanged", again.Revoked, changed)
+	}
+
+	// Other bases' versions, and this base's not newer than the baked
+	// agent, can never run here: they are not kept at all.
+	v = Evaluate(root, kept, hotfix.Pointer{Revoked: []string{"202701.01.1", "202604.01.0", "202604.01.4"}}, testNow)
+	if next, _ := v.Next(kept, testBaked); !slices.Equal(next.Revoked, []string{"202604.01.3", "202604.01.4"}) {
+		t.Errorf("Next = %q, want only this base's versions above the baked one", next.Revoked)
 	}
 
 	var flood []string
 	for i := range 2 * maxKeptRevoked {
-		flood = append(flood, fmt.Sprintf("202701.01.%d", i+1))
+		flood = append(flood, fmt.Sprintf("202604.01.%d", i+10))
 	}
 	v = Evaluate(root, kept, hotfix.Pointer{Revoked: flood}, testNow)
-	next, _ := v.Next(kept)
+	next, _ := v.Next(kept, testBaked)
 	if len(next.Revoked) > maxKeptRevoked {
 		t.Errorf("Next kept %d revocations, want at most %d", len(next.Revoked), maxKeptRevoked)
 	}
