@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +23,7 @@ import (
 	"nodehotfix/internal/node/lpsclient/lpstest"
 	"nodehotfix/internal/node/trust"
 	"nodehotfix/internal/translog"
+	"nodehotfix/internal/translog/tiles"
 	"nodehotfix/test/harness"
 )
 
@@ -302,6 +304,29 @@ func TestIntegrationReleaseTrust(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("lpsctl log does not list %q:\n%s", want, out)
 		}
+	}
+	// A log of the same size with other records, signed by the log key
+	// (whoever holds lpsd can sign one): the monitor that kept the real
+	// checkpoint says fork (exit 7) and keeps its state.
+	recs := make([][]byte, 4)
+	for i := range recs {
+		recs[i] = []byte(fmt.Sprintf(`{"forged":%d}`, i))
+	}
+	fork, err := tiles.NewMemSource(recs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := translog.NewLogSigner(readTrim(t, ts.LogKey))
+	if err != nil || fork.Sign(signer) != nil {
+		t.Fatal(err)
+	}
+	forkSrv := httptest.NewServer(tiles.Handler(fork))
+	defer forkSrv.Close()
+	if _, errOut, code := offline(t, "log", "--url", forkSrv.URL+"/", "--log-key", ts.LogVKey, "--state", state); code != 7 {
+		t.Errorf("lpsctl log of a forked log = exit %d, want 7 (fork):\n%s", code, errOut)
+	}
+	if out := mustOffline(t, "log", "--url", logURL, "--log-key", ts.LogVKey, "--state", state); !strings.Contains(out, hotfix2) {
+		t.Errorf("after the fork, the monitor no longer follows the real log:\n%s", out)
 	}
 
 	// Revoked: n1 drops it, and a service serving it again later (the
