@@ -137,7 +137,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	done()
 
-	done = d.step("start imds-emulator (vmId %s) and lpsd (bbolt store, minted TLS, admin token)", vmID)
+	done = d.step("start imds-emulator (vmId %s), a witness (lpsctl witness serve) and lpsd (bbolt store, minted TLS, admin token; release keys: any 2 of 3 holders; a log key, checkpoints cosigned by the witness)", vmID)
 	svc := filepath.Join(d.work, "services")
 	os.MkdirAll(svc, 0o755)
 	imds, err := harness.StartIMDS(ctx, bins, svc, vmID, subscription)
@@ -145,8 +145,13 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.stops = append(d.stops, func() { imds.Stop(5 * time.Second) })
+	trust, err := harness.StartTrust(ctx, bins, svc)
+	if err != nil {
+		return err
+	}
+	d.stops = append(d.stops, trust.Stop)
 	// The autopilot looks often so the demo need not wait (production: 10 s).
-	lpsd, err := harness.StartLPSD(ctx, bins, svc, harness.LPSDOptions{IMDSRoots: imds.RootsFile, Region: "eastus", Extra: []string{"--autopilot-interval=200ms"}})
+	lpsd, err := harness.StartLPSD(ctx, bins, svc, harness.LPSDOptions{IMDSRoots: imds.RootsFile, Region: "eastus", Extra: append([]string{"--autopilot-interval=200ms"}, trust.LPSDFlags()...)})
 	if err != nil {
 		return err
 	}
@@ -168,22 +173,31 @@ func (d *demo) run(ctx context.Context) error {
 	// percentage that includes that VM's bucket (a canary of nodes would
 	// wait for a control cohort this small fleet does not have).
 	canary := rollout.Bucket(vmID, hotfixVersion)/100 + 1
-	done = d.step("generate a release key; sign %s offline; publish; plan it: a canary at %d%% (1 report), then 100%% (2 reports)", hotfixVersion, canary)
-	priv, pub, err := lpsd.GenerateKeys(ctx, svc)
+	done = d.step("holder a signs %s offline; publish is refused (1 of the 2 signatures needed); holder b co-signs; publish; plan it: a canary at %d%% (1 report), then 100%% (2 reports)", hotfixVersion, canary)
+	env, err := d.sign(ctx, lpsd, trust, harness.Release{Version: hotfixVersion, Binary: hotfix, URL: artifacts.URL + "/" + filepath.Base(hotfix)}, "a")
 	if err != nil {
 		return err
 	}
-	env, err := lpsd.SignRelease(ctx, svc, harness.Release{Version: hotfixVersion, Binary: hotfix, URL: artifacts.URL + "/" + filepath.Base(hotfix), KeyFile: priv})
-	if err != nil {
+	if _, err := lpsd.Ctl(ctx, "release", "publish", "--envelope", env, "--reason", "demo"); err == nil {
+		return fmt.Errorf("lpsd published a release signed by one of the 2 keys its key set needs")
+	} else {
+		fmt.Fprintf(d.out, "    refused: %s\n", lineWith(err.Error(), "signed by"))
+	}
+	if err := trust.CoSign(ctx, env, "b"); err != nil {
 		return err
 	}
 	for _, args := range [][]string{
-		{"release", "publish", "--envelope", env},
+		{"release", "publish", "--envelope", env, "--reason", "demo"},
 		{"rollout", "plan", hotfixVersion, "--steps", fmt.Sprintf("%d:0s:1,100:0s:2", canary)},
 	} {
 		if _, err := lpsd.Ctl(ctx, args...); err != nil {
 			return err
 		}
+	}
+	// Nodes require the release in the log: wait for the witnessed
+	// checkpoint that holds it.
+	if err := lpsd.WaitLogged(ctx, 1); err != nil {
+		return err
 	}
 	status, err := lpsd.Ctl(ctx, "status")
 	if err != nil {
@@ -192,7 +206,7 @@ func (d *demo) run(ctx context.Context) error {
 	fmt.Fprint(d.out, indent(status))
 	done()
 
-	pubKeys, err := os.ReadFile(pub)
+	pubKeys, err := os.ReadFile(trust.Root)
 	if err != nil {
 		return err
 	}
@@ -224,6 +238,9 @@ func (d *demo) run(ctx context.Context) error {
 		return fmt.Errorf("node 1 provision.json does not show the hotfix agent: %v %v", prov, err)
 	}
 	fmt.Fprintf(d.out, "    RESULT: provision ran from the hotfix agent %s (provision.json: %q)\n", hotfixVersion, strings.TrimSpace(prov["Output"]))
+	if err := d.showTrust(ctx, n1, lpsd, trust); err != nil {
+		return err
+	}
 
 	before := lpsdRequests(ctx, lpsd)
 	imdsBefore := strings.Count(imds.Log(), "attested document")
@@ -252,7 +269,7 @@ func (d *demo) run(ctx context.Context) error {
 	fmt.Fprintf(d.out, "    RESULT: provision ran from the baked agent %s; lpsd requests %d -> %d and imds documents %d -> %d (no network calls)\n",
 		bakedVersion, before, after, imdsBefore, imdsAfter)
 
-	return d.closedLoop(ctx, loop{bins: bins, lpsd: lpsd, imds: imds, artifacts: artifacts, baked: baked, broken: broken, priv: priv, pubKeys: pubKeys, sslEnv: sslEnv, nodes: 2})
+	return d.closedLoop(ctx, loop{bins: bins, lpsd: lpsd, imds: imds, artifacts: artifacts, baked: baked, broken: broken, trust: trust, pubKeys: pubKeys, sslEnv: sslEnv, nodes: 2})
 }
 
 // loop is what the closed-loop part of the demo runs with.
@@ -263,7 +280,7 @@ type loop struct {
 	artifacts *harness.ArtifactServer
 	baked     string
 	broken    string
-	priv      string
+	trust     *harness.Trust
 	pubKeys   []byte
 	sslEnv    string
 	nodes     int
@@ -361,17 +378,12 @@ func (d *demo) closedLoop(ctx context.Context, l loop) error {
 	done()
 
 	done = d.step("the closed loop, broken: %s verifies and stages, then crashes in provision; plan: a canary of 3 nodes, then 100%%", brokenVersion)
-	env, err := l.lpsd.SignRelease(ctx, filepath.Dir(l.priv), harness.Release{Version: brokenVersion, Binary: l.broken, URL: l.artifacts.URL + "/" + filepath.Base(l.broken), KeyFile: l.priv})
+	env, err := d.sign(ctx, l.lpsd, l.trust, harness.Release{Version: brokenVersion, Binary: l.broken, URL: l.artifacts.URL + "/" + filepath.Base(l.broken)}, "a", "c")
 	if err != nil {
 		return err
 	}
-	for _, args := range [][]string{
-		{"release", "publish", "--envelope", env},
-		{"rollout", "plan", brokenVersion, "--steps", "3n:1h:3,100:1h:10"},
-	} {
-		if _, err := l.lpsd.Ctl(ctx, args...); err != nil {
-			return err
-		}
+	if err := d.publish(ctx, &l, env, brokenVersion, "3n:1h:3,100:1h:10"); err != nil {
+		return err
 	}
 	for range 3 {
 		if _, err := d.node(ctx, &l); err != nil {
@@ -410,19 +422,14 @@ func (d *demo) closedLoop(ctx context.Context, l loop) error {
 // only the nodes that ran it would never see, halted on its canary.
 func (d *demo) refusedLoop(ctx context.Context, l loop) error {
 	done := d.step("the closed loop, refused: %s is signed for other bytes than its URL serves; plan: a canary of 3 nodes, then 100%%", refusedVersion)
-	env, err := l.lpsd.SignRelease(ctx, filepath.Dir(l.priv), harness.Release{
-		Version: refusedVersion, Binary: l.broken, URL: l.artifacts.URL + "/aks-node-controller-" + hotfixVersion, KeyFile: l.priv, SkipVersionCheck: true,
-	})
+	env, err := d.sign(ctx, l.lpsd, l.trust, harness.Release{
+		Version: refusedVersion, Binary: l.broken, URL: l.artifacts.URL + "/aks-node-controller-" + hotfixVersion, SkipVersionCheck: true,
+	}, "b", "c")
 	if err != nil {
 		return err
 	}
-	for _, args := range [][]string{
-		{"release", "publish", "--envelope", env},
-		{"rollout", "plan", refusedVersion, "--steps", "3n:1h:3,100:1h:10"},
-	} {
-		if _, err := l.lpsd.Ctl(ctx, args...); err != nil {
-			return err
-		}
+	if err := d.publish(ctx, &l, env, refusedVersion, "3n:1h:3,100:1h:10"); err != nil {
+		return err
 	}
 	for range 3 {
 		res, err := d.node(ctx, &l)
@@ -444,6 +451,74 @@ func (d *demo) refusedLoop(ctx context.Context, l loop) error {
 	done()
 	fmt.Fprintf(d.out, "    RESULT: every canary node refused %s (sha256 not the signed one) and provisioned with the baked agent; they counted against it, not as its baseline, and lpsd halted it (reason refusedIntegrity)\n", refusedVersion)
 	return nil
+}
+
+// sign has the holders named sign r offline, the first signing and the
+// others co-signing, and returns the envelope's path.
+func (d *demo) sign(ctx context.Context, l *harness.LPSD, trust *harness.Trust, r harness.Release, holders ...string) (string, error) {
+	r.KeyFile = trust.Keys[holders[0]]
+	env, err := l.SignRelease(ctx, filepath.Join(d.work, "services"), r)
+	if err != nil {
+		return "", err
+	}
+	return env, trust.CoSign(ctx, env, holders[1:]...)
+}
+
+// publish publishes env, plans version on steps and waits until nodes are
+// served the checkpoint that logs it.
+func (d *demo) publish(ctx context.Context, l *loop, env, version, steps string) error {
+	out, err := l.lpsd.Ctl(ctx, "log", "--url", "http://"+l.lpsd.HTTPAddr+"/log/", "--log-key", l.trust.LogVKey, "-o", "json")
+	if err != nil {
+		return err
+	}
+	var before struct {
+		Size int `json:"size"`
+	}
+	if err := json.Unmarshal([]byte(out), &before); err != nil {
+		return fmt.Errorf("lpsctl log -o json: %w", err)
+	}
+	for _, args := range [][]string{
+		{"release", "publish", "--envelope", env, "--reason", "demo"},
+		{"rollout", "plan", version, "--steps", steps},
+	} {
+		if _, err := l.lpsd.Ctl(ctx, args...); err != nil {
+			return err
+		}
+	}
+	// The release is the log's next record.
+	return l.lpsd.WaitLogged(ctx, before.Size+1)
+}
+
+// showTrust shows what node n verified before it ran the hotfix, and the
+// log as anyone can monitor it.
+func (d *demo) showTrust(ctx context.Context, n *harness.Node, l *harness.LPSD, trust *harness.Trust) error {
+	kept, err := os.ReadFile(n.Path("opt/azure/containers/aks-node-controller-trust.json"))
+	if err != nil {
+		return fmt.Errorf("node kept no trust state: %w", err)
+	}
+	var st struct {
+		Checkpoint string `json:"checkpoint"`
+	}
+	if err := json.Unmarshal(kept, &st); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "    TRUST: the node verified 2 of its 3 baked keys' signatures, the release's inclusion proof and the log checkpoint it kept:\n%s", indent(st.Checkpoint))
+	out, err := l.Ctl(ctx, "log", "--url", "http://"+l.HTTPAddr+"/log/", "--log-key", trust.LogVKey, "--witness", trust.WitnessVKey, "--root", trust.Root)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "    the transparency log, as a monitor reads it (lpsctl log --root: signers verified, witness checked):\n%s", indent(out))
+	return nil
+}
+
+// lineWith returns the first line of s that contains sub, else s.
+func lineWith(s, sub string) string {
+	for _, line := range strings.Split(s, "\n") {
+		if strings.Contains(line, sub) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return s
 }
 
 var durationRe = regexp.MustCompile(`durationMs=(\d+)`)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -110,20 +109,8 @@ func (ts *trustStack) sign(t *testing.T, version string, by ...string) string {
 // records: a release is proven from then on.
 func (ts *trustStack) waitLogged(t *testing.T, size int) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		m := metrics(t, ts.lpsd)
-		for _, line := range strings.Split(m, "\n") {
-			if v, ok := strings.CutPrefix(line, "lpsd_snapshot_log_size "); ok {
-				if n, _ := strconv.ParseFloat(v, 64); int(n) >= size {
-					return
-				}
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("lpsd never served a checkpoint of %d records:\n%s\nwitness log:\n%s", size, grepLines(m, "lpsd_log_"), ts.Witness.Log())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := ts.lpsd.WaitLogged(t.Context(), size); err != nil {
+		t.Fatalf("%v\nwitness log:\n%s", err, ts.Witness.Log())
 	}
 }
 

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -114,4 +117,45 @@ func (t *Trust) Offline(ctx context.Context, args ...string) (string, error) {
 func readTrimmed(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return strings.TrimSpace(string(b)), err
+}
+
+// WaitLogged waits until l serves nodes a log checkpoint of at least size
+// records (lpsd_snapshot_log_size): a release published before then is
+// proven to nodes from then on.
+func (l *LPSD) WaitLogged(ctx context.Context, size int) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if n, err := l.metric(ctx, "lpsd_snapshot_log_size"); err == nil && int(n) >= size {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lpsd never served a checkpoint of %d records", size)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// metric reads one unlabelled metric from l's /metrics.
+func (l *LPSD) metric(ctx context.Context, name string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+l.HTTPAddr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			return strconv.ParseFloat(v, 64)
+		}
+	}
+	return 0, fmt.Errorf("no metric %s", name)
 }
