@@ -10,29 +10,54 @@
 //
 // # Threat model
 //
-// The live-patching service, its TLS key, the blob store and DNS are online
-// and may be compromised. Someone holding any of them:
+// The live-patching service (lpsd), its TLS key, its store, the blob store
+// and DNS are online and may be compromised; release keys are offline, held
+// by distinct people; the transparency log's key is lpsd's; witnesses are
+// run by others (internal/translog). A node trusts only its image's key set
+// and what it verified and kept since (internal/node/trust). What each
+// attacker can and cannot do, with the test that shows it (e2e:
+// test/e2e/trust_test.go TestIntegrationReleaseTrust):
 //
-//   - can choose which release-signed version a node gets, or withhold every
-//     release (a denial of service the node survives by failing open);
-//   - can replay an old release only until its not_after, which bounds an
-//     indefinite freeze on old software;
-//   - can never make a node run bytes the threshold of release keys did not
-//     sign: the node checks the signatures, then the base and version
-//     against what it expects, then the artifact's size and sha256 against
-//     the downloaded bytes.
+//   - (a) One release key, of a set of threshold k ≥ 2: signs nothing a node
+//     or lpsd accepts (ReasonBelowThreshold; e2e "signed once", admin
+//     TestPublishBelowThreshold, TestVerifyThreshold). The other holders
+//     rotate the key out (TestPublishKeySet; e2e "rotate twice").
+//   - (b) k release keys: sign any release and any rotation. With the log
+//     required (the key set's policy), a node runs it only once it is in the
+//     log under a witnessed checkpoint, so it is public: lpsctl log lists
+//     every release with its verified signers (e2e "missing from the log",
+//     tiles TestMonitorWalk). Retiring the keys needs a new image only if k
+//     of them are lost to the attacker.
+//   - (c) lpsd with its TLS and log keys: chooses which logged release a
+//     node gets, serves one VM and not another, withholds everything (the
+//     node fails open), and withholds a revocation from a node that never saw
+//     it, until the release's not_after; all of it from releases that are in
+//     the log. It cannot serve a release missing from the log or proven
+//     under another checkpoint (e2e), a checkpoint its witnesses did not
+//     cosign within max_checkpoint_age (e2e "stale", "without its witness"),
+//     a tree inconsistent with one a node or witness kept (e2e "forked";
+//     translog TestWitnessRefusesForks), a key-set chain shorter than a
+//     node's (e2e "rolled-back key set"), or a release a node was shown
+//     revoked (e2e, trust TestRevocationsKept).
+//   - (d) The log key alone: signs checkpoints nobody serves, which nodes
+//     refuse without the witnesses' cosignatures (e2e "without its
+//     witness").
+//   - (e) lpsd and one witness, with a quorum of 1: can show a node that
+//     kept no checkpoint (a fresh image) a split view: a tree with a release
+//     honest monitors never see. A node that kept a checkpoint refuses it as
+//     a fork (e2e "a forked log" is cosigned by the witness's own key). A
+//     quorum of 2 independent witnesses closes this; the key set's policy
+//     sets it.
 //
-// Only release private keys can mint a release, so they stay offline. A
-// key set declares a threshold k (1 unless its file says otherwise): a
-// release verifies only with valid signatures by k distinct keys of the
-// set, so fewer than k stolen keys mint nothing, and the remaining holders
-// (if k of them remain) rotate the stolen keys out, for nodes that walk the
-// chain lpsd serves. k stolen keys sign anything, rotations included, until
-// images that trust them are retired. An image baked before thresholds
-// accepts one signature. This
-// package does not stop a replay of an older, still unexpired release: the node's own gating (strictly newer than the
-// baked agent, not revoked, hotfix.IsUpgrade) does. Expiry is only as good as
-// the node's clock.
+// Images baked before this work verify one signature by any baked key and
+// know no log or chain: for them (a) is (b), and only (c)'s "cannot serve
+// unsigned bytes" holds. Their key files carry no directives; a fleet moves
+// past them only by retiring those images.
+//
+// This package does not stop a replay of an older, still unexpired
+// release: the node's own gating (strictly newer than the baked agent, not
+// revoked, hotfix.IsUpgrade) does. Expiry is only as good as the node's
+// clock, and so is a checkpoint's freshness.
 //
 // Signatures are domain-separated: they cover a DSSE pre-authentication
 // encoding that binds the payload type, so a signature over any other
