@@ -3,7 +3,6 @@ package lps
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -133,9 +132,6 @@ func (x *logIndex) lookup(h tlog.Hash) (int64, bool) {
 	i, ok := x.m[h]
 	return i, ok
 }
-
-// errNotLogged: the record is not in the log under the checkpoint served.
-var errNotLogged = errors.New("not in the log under the served checkpoint")
 
 // servedLog is what one snapshot serves of the transparency log: the kept
 // checkpoint, the inclusion proofs of the release envelopes it may serve

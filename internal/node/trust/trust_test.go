@@ -134,9 +134,7 @@ type logCase struct {
 	// kept is the checkpoint the node kept ("" none); log the pointer's.
 	kept string
 	log  json.RawMessage
-	// root overrides the baked key set (log key rotation); keysets are
-	// the served links.
-	root    *release.KeySet
+	// keysets are the served links (a log key rotation).
 	keysets []json.RawMessage
 	// wantErr: the evidence does not hold; wantLogged: the release is
 	// proven; wantCheckpoint: the checkpoint Next keeps.
