@@ -16,6 +16,7 @@ import (
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/duration"
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/translog"
 )
 
 type keysInitOpts struct {
@@ -58,6 +59,24 @@ func (l *logFlags) policy() release.LogPolicy {
 	return release.LogPolicy{Key: l.key, Witnesses: l.witnesses, Quorum: l.quorum, MaxCheckpointAge: l.maxAge, Required: l.required}
 }
 
+// checkLogPolicy refuses a log policy whose keys a node could not use (a
+// typo, a witness key given as the log's or the reverse): every node of
+// the set would refuse every release for as long as it holds it. A
+// required log with no witness quorum is allowed but warned about: nodes
+// then check no freshness, so an old checkpoint stays valid.
+func checkLogPolicy(stderr io.Writer, p release.LogPolicy) error {
+	if p.Key == "" {
+		return nil
+	}
+	if _, err := translog.NewPolicy(p.Key, p.Witnesses, p.Quorum, p.MaxCheckpointAge); err != nil {
+		return usagef("the log policy: %v (--log-key is the log's key, lpsctl witness keygen --kind log; --witness a witness's, --kind witness)", err)
+	}
+	if p.Required && p.Quorum == 0 {
+		fmt.Fprintln(stderr, "lpsctl: warning: the log is required with --witness-quorum 0: nodes check no witness and no freshness, so whoever holds lpsd's log key can serve an old checkpoint (one from before a revocation) for good")
+	}
+	return nil
+}
+
 func newKeysInitCmd(e *env) *cobra.Command {
 	var o keysInitOpts
 	cmd := &cobra.Command{
@@ -68,8 +87,9 @@ func newKeysInitCmd(e *env) *cobra.Command {
 every --public-key file (from keys generate, or any key set file), of which
 --threshold distinct ones must sign a release, as key-set version
 --version (1 unless the image is baked with a later rotation's set). The
-log flags declare the transparency log policy; their keys are checked for
-shape only. A file with threshold 1, version 1 and no log policy is the
+log flags declare the transparency log policy; its keys must be a log key
+(--log-key) and witness keys (--witness) as lpsctl witness keygen makes
+them. A file with threshold 1, version 1 and no log policy is the
 format every agent reads. It is written atomically to --out (mode 0644),
 or printed with --out -.`,
 		Example: `  lpsctl keys init --public-key a.pub --public-key b.pub --public-key c.pub --threshold 2 --out release-keys.pub`,
@@ -113,6 +133,9 @@ func keysInit(ctx context.Context, o keysInitOpts, e *env) error {
 	ks, err := d.KeySet()
 	if err != nil {
 		return usagef("%v", err)
+	}
+	if err := checkLogPolicy(e.stderr, d.Log); err != nil {
+		return err
 	}
 	data, err := release.MarshalKeySetFile(d)
 	if err != nil {

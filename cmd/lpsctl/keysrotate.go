@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -106,7 +107,7 @@ func keysRotate(cmd *cobra.Command, o keysRotateOpts, e *env) error {
 	if o.envelope != "" {
 		env, err = cosignKeySet(o)
 	} else {
-		env, err = buildKeySet(o, *cur, time.Now())
+		env, err = buildKeySet(e.stderr, o, *cur, time.Now())
 	}
 	if err != nil {
 		return err
@@ -158,7 +159,7 @@ func cosignKeySet(o keysRotateOpts) ([]byte, error) {
 }
 
 // buildKeySet makes and signs the version after cur from the flags.
-func buildKeySet(o keysRotateOpts, cur release.KeySet, now time.Time) ([]byte, error) {
+func buildKeySet(stderr io.Writer, o keysRotateOpts, cur release.KeySet, now time.Time) ([]byte, error) {
 	expires, err := keySetExpiry(o.expires, o.validFor, now)
 	if err != nil {
 		return nil, err
@@ -193,6 +194,9 @@ func buildKeySet(o keysRotateOpts, cur release.KeySet, now time.Time) ([]byte, e
 	}
 	if _, err := d.KeySet(); err != nil {
 		return nil, usagef("version %d: %v", d.Version, err)
+	}
+	if err := checkLogPolicy(stderr, d.Log); err != nil {
+		return nil, err
 	}
 	priv, err := readPrivateKey(o.key)
 	if err != nil {

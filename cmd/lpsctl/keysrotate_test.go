@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/translog"
 )
 
 // genKeys makes key pairs name.key/name.pub in dir and returns their IDs.
@@ -159,9 +160,11 @@ func TestKeysInitAndRotateErrors(t *testing.T) {
 	ids := genKeys(t, dir, "a", "b")
 	p := func(n string) string { return filepath.Join(dir, n) }
 	root := p("root.pub")
+	_, logKey, _ := translog.GenerateLogKey("log.example/log")
+	_, witKey, _ := translog.GenerateWitnessKey("w1")
 	mustRun(t, "keys", "init", "--public-key", p("a.pub"), "--public-key", p("b.pub"), "--threshold", "2",
-		"--log-key", "log.example/log+01234567+AQID", "--witness", "w1+01234567+AQID", "--witness-quorum", "1", "--out", root)
-	if l := readKeySet(t, root).Log(); l.Key != "log.example/log+01234567+AQID" || l.Quorum != 1 || l.MaxCheckpointAge != 24*time.Hour {
+		"--log-key", logKey, "--witness", witKey, "--witness-quorum", "1", "--out", root)
+	if l := readKeySet(t, root).Log(); l.Key != logKey || l.Quorum != 1 || l.MaxCheckpointAge != 24*time.Hour {
 		t.Errorf("keys init log policy = %+v", l)
 	}
 	garbage := writeFile(t, dir, "garbage", "hello\n")
@@ -175,6 +178,8 @@ func TestKeysInitAndRotateErrors(t *testing.T) {
 		{"init-same-key-twice", []string{"keys", "init", "--public-key", p("a.pub"), "--public-key", p("a.pub"), "--out", "-"}, exitUsage, "key " + ids["a"] + " is given twice"},
 		{"init-bad-file", []string{"keys", "init", "--public-key", garbage, "--out", "-"}, exitError, "--public-key " + garbage + ": parse release keys: line 1"},
 		{"init-witness-no-log", []string{"keys", "init", "--public-key", p("a.pub"), "--witness", "w+1+AQ==", "--out", "-"}, exitUsage, "log policy without a log key"},
+		{"init-keys-swapped", []string{"keys", "init", "--public-key", p("a.pub"), "--log-key", witKey, "--witness", logKey, "--witness-quorum", "1", "--out", "-"}, exitUsage, "--log-key is the log's key"},
+		{"init-typo-key", []string{"keys", "init", "--public-key", p("a.pub"), "--log-key", logKey, "--witness", "foo+deadbeef+AAAA", "--witness-quorum", "1", "--out", "-"}, exitUsage, "the log policy"},
 		{"init-no-key", []string{"keys", "init", "--out", "-"}, exitUsage, "--public-key is required"},
 		{"rotate-unknown-remove", []string{"keys", "rotate", "--current", root, "--remove-key", "0000000000000000", "--valid-for", "30d", "--key", p("a.key"), "--out", "-"}, exitUsage, "--remove-key 0000000000000000: not a key of version 1"},
 		{"rotate-add-present", []string{"keys", "rotate", "--current", root, "--add-key", p("a.pub"), "--valid-for", "30d", "--key", p("a.key"), "--out", "-"}, exitUsage, "already in the set"},
@@ -201,7 +206,7 @@ func TestKeysInitAndRotateErrors(t *testing.T) {
 	link := p("ks2.json")
 	mustRun(t, "keys", "rotate", "--current", root, "--valid-for", "30d", "--key", p("a.key"), "--out", link)
 	d, err := release.InspectKeySet([]byte(readFile(t, link)))
-	if err != nil || d.Log.Key != "log.example/log+01234567+AQID" || d.Threshold != 2 {
+	if err != nil || d.Log.Key != logKey || d.Threshold != 2 {
 		t.Errorf("rotated document = %+v, %v; want the current log policy and threshold", d, err)
 	}
 	if _, err := os.Stat(p("ks2.json")); err != nil {

@@ -68,5 +68,9 @@ func keysVerify(o keysVerifyOpts, paths []string, e *env) error {
 		}
 		return err
 	}
+	// A policy a node cannot build makes it refuse every release.
+	if err := checkLogPolicy(e.stderr, ks.Log()); err != nil {
+		return err
+	}
 	return printKeySet(e.stdout, &o.output, toKeySetJSON(ks, ""), nil)
 }

@@ -53,6 +53,8 @@ type CheckpointerConfig struct {
 	Log *slog.Logger
 	// Register registers the checkpointer's metrics; nil registers none.
 	Register func(prometheus.Collector)
+	// Now is the clock of the refresh; nil: time.Now.
+	Now func() time.Time
 }
 
 // DefaultCheckpointRefresh keeps cosignatures well inside the default
@@ -71,16 +73,19 @@ const checkpointPoll = 10 * time.Second
 // one: checkpoints of one tree are the same whoever signs them, witnesses
 // cosign a repeated size again, and the store keeps the largest.
 type Checkpointer struct {
-	st      checkpointStore
-	cfg     CheckpointerConfig
-	origin  string
-	log     *slog.Logger
-	hashes  *hashCache
-	mu      sync.Mutex
-	sizes   map[string]int64 // witness URL → size it last cosigned
-	cosigns *prometheus.CounterVec
-	size    prometheus.Gauge
-	signed  prometheus.Gauge
+	st     checkpointStore
+	cfg    CheckpointerConfig
+	origin string
+	log    *slog.Logger
+	hashes *hashCache
+	mu     sync.Mutex
+	sizes  map[string]int64 // witness URL → size it last cosigned
+	// verified is how many records' stored hashes were recomputed
+	// (verify), under mu.
+	verified int64
+	cosigns  *prometheus.CounterVec
+	size     prometheus.Gauge
+	signed   prometheus.Gauge
 }
 
 // NewCheckpointer returns a Checkpointer of st's log.
@@ -99,6 +104,9 @@ func NewCheckpointer(st checkpointStore, cfg CheckpointerConfig) (*Checkpointer,
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	c := &Checkpointer{
 		st: st, cfg: cfg, origin: cfg.Signer.Name(), log: cfg.Log, hashes: newHashCache(st), sizes: make(map[string]int64),
@@ -138,7 +146,8 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 			case <-time.After(wait):
 			}
 		}
-		err := c.Step(ctx, time.Since(last) >= c.cfg.Refresh)
+		now := c.cfg.Now()
+		kept, err := c.Step(ctx, now.Sub(last) >= c.cfg.Refresh)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -151,8 +160,10 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 		default:
 			wait = 0
 		}
-		if err == nil {
-			last = time.Now()
+		if kept {
+			// Only a checkpoint kept restarts the refresh clock: a look
+			// that found nothing new must not, or cosignatures age out.
+			last = now
 		}
 		select {
 		case <-ctx.Done():
@@ -167,41 +178,90 @@ func (c *Checkpointer) Run(ctx context.Context) error {
 }
 
 // Step keeps a new cosigned checkpoint if the log has grown past the kept
-// one, or if refresh. It returns nil when nothing needed doing.
-func (c *Checkpointer) Step(ctx context.Context, refresh bool) error {
+// one, or if refresh, and reports whether it kept one. It signs only a
+// tree whose stored hashes it has recomputed from the stored records
+// (verify): a backend that returned a wrong hash would otherwise have a
+// tree the records do not make signed, cosigned and served for good.
+func (c *Checkpointer) Step(ctx context.Context, refresh bool) (bool, error) {
 	size, err := c.st.LogSize(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	kept, _, err := c.st.Checkpoint(ctx)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		kept = -1
 	case err != nil:
-		return err
+		return false, err
 	}
 	if size == kept && !refresh {
-		return nil
+		return false, nil
 	}
 	hr := c.hashes.reader(ctx)
+	if err := c.verify(ctx, hr, size); err != nil {
+		return false, err
+	}
 	hash, err := tlog.TreeHash(size, hr)
 	if err != nil {
-		return fmt.Errorf("tree hash at size %d: %w", size, err)
+		return false, fmt.Errorf("tree hash at size %d: %w", size, err)
 	}
 	signed, err := translog.Checkpoint{Origin: c.origin, Size: size, Hash: hash}.Sign(c.cfg.Signer)
 	if err != nil {
-		return err
+		return false, err
 	}
 	cosigned, n := c.cosign(ctx, hr, size, signed)
 	if n < c.cfg.Quorum {
-		return fmt.Errorf("checkpoint at size %d: %d of the %d witness cosignatures needed", size, n, c.cfg.Quorum)
+		return false, fmt.Errorf("checkpoint at size %d: %d of the %d witness cosignatures needed", size, n, c.cfg.Quorum)
 	}
 	if err := c.st.PutCheckpoint(ctx, size, cosigned); err != nil {
-		return fmt.Errorf("keep checkpoint at size %d: %w", size, err)
+		return false, fmt.Errorf("keep checkpoint at size %d: %w", size, err)
 	}
 	c.size.Set(float64(size))
 	c.signed.SetToCurrentTime()
 	c.log.Info("transparency log checkpoint kept", "origin", c.origin, "size", size, "cosignatures", n)
+	return true, nil
+}
+
+// verify recomputes, from the stored records, every stored hash of the
+// records from the last size verified up to size, and compares them with
+// the stored ones. The log only grows, so each record is checked once per
+// process.
+func (c *Checkpointer) verify(ctx context.Context, hr tlog.HashReader, size int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.verified < size {
+		end := min(size, c.verified+logRecordsBatch)
+		recs, err := c.st.LogRecords(ctx, c.verified, end)
+		if err != nil {
+			return fmt.Errorf("read log records [%d, %d): %w", c.verified, end, err)
+		}
+		if int64(len(recs)) != end-c.verified {
+			return fmt.Errorf("read log records [%d, %d): %d returned", c.verified, end, len(recs))
+		}
+		for _, r := range recs {
+			n := c.verified
+			want, err := tlog.StoredHashes(n, r, hr)
+			if err != nil {
+				return fmt.Errorf("recompute the hashes of record %d: %w", n, err)
+			}
+			first := tlog.StoredHashCount(n)
+			idx := make([]int64, len(want))
+			for i := range idx {
+				idx[i] = first + int64(i)
+			}
+			got, err := hr.ReadHashes(idx)
+			if err != nil {
+				return fmt.Errorf("read the stored hashes of record %d: %w", n, err)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					c.log.Error("transparency log: a stored hash is not what the stored records make; no checkpoint is signed until the store is repaired", "record", n, "stored_hash_index", idx[i])
+					return fmt.Errorf("stored hash %d (record %d) is not what the records make: the store is damaged; refusing to sign", idx[i], n)
+				}
+			}
+			c.verified++
+		}
+	}
 	return nil
 }
 

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -84,7 +87,7 @@ func TestCheckpointerServesProvenReleases(t *testing.T) {
 		return r
 	}
 	first := put("202604.01.1")
-	if err := cp.Step(ctx, false); err != nil {
+	if _, err := cp.Step(ctx, false); err != nil {
 		t.Fatalf("Step = %v", err)
 	}
 	if err := snaps.Load(ctx); err != nil {
@@ -106,7 +109,7 @@ func TestCheckpointerServesProvenReleases(t *testing.T) {
 			t.Fatalf("a release published after the checkpoint was served with a proof")
 		}
 	}
-	if err := cp.Step(ctx, false); err != nil {
+	if _, err := cp.Step(ctx, false); err != nil {
 		t.Fatalf("Step = %v", err)
 	}
 	if err := snaps.Load(ctx); err != nil {
@@ -135,8 +138,8 @@ func TestCheckpointerServesProvenReleases(t *testing.T) {
 		}
 	}
 	// Nothing new: no new checkpoint, unless a refresh is due.
-	if err := cp.Step(ctx, false); err != nil {
-		t.Errorf("Step(unchanged) = %v", err)
+	if kept, err := cp.Step(ctx, false); err != nil || kept {
+		t.Errorf("Step(unchanged) = %v, %v; want nothing kept", kept, err)
 	}
 }
 
@@ -156,7 +159,7 @@ func TestCheckpointerNeedsItsQuorum(t *testing.T) {
 	if _, err := st.PutRelease(ctx, r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: r.Version}, r.Envelope); err != nil {
 		t.Fatal(err)
 	}
-	if err := cp.Step(ctx, false); err == nil {
+	if _, err := cp.Step(ctx, false); err == nil {
 		t.Fatal("Step with its only witness down = nil error")
 	}
 	if _, _, err := st.Checkpoint(ctx); !errors.Is(err, store.ErrNotFound) {
@@ -171,4 +174,97 @@ func evidence(t *testing.T, snap *Snapshot, r rollout.Release, from int64) struc
 	sel := rollout.Select(snap.Releases, rollout.Node{VMID: "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b", SubscriptionID: "sub", Base: r.Base, Now: time.Now()})
 	p := withEvidence(context.Background(), sel.Pointer(), snap.log, caller{base: r.Base, logSize: from})
 	return struct{ Log json.RawMessage }{p.Log}
+}
+
+// badHashStore serves a stored leaf hash that is not its record's (a
+// backend bug, a bad restore, a partial write).
+type badHashStore struct{ *memstore.Store }
+
+func (s badHashStore) LogHashes(ctx context.Context, idx []int64) ([]tlog.Hash, error) {
+	hs, err := s.Store.LogHashes(ctx, idx)
+	for i, x := range idx {
+		if x == tlog.StoredHashIndex(0, 0) && err == nil {
+			hs[i] = tlog.RecordHash([]byte("not the record"))
+		}
+	}
+	return hs, err
+}
+
+// TestCheckpointerRefusesDamagedHashes: a tree whose stored leaf is not
+// its stored record is never signed: once cosigned it would be permanent.
+func TestCheckpointerRefusesDamagedHashes(t *testing.T) {
+	ctx := t.Context()
+	fx := newLogFixture(t)
+	st := badHashStore{memstore.New()}
+	r := release("202604.01.1", rollout.Rollout{State: rollout.Complete}, false)
+	if _, err := st.PutRelease(ctx, r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: r.Version}, r.Envelope); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Witnesses: []Witness{fx.wit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := cp.Step(ctx, false); err == nil || kept {
+		t.Errorf("Step = %v, %v; want a damaged store refused", kept, err)
+	}
+	if _, _, err := st.Checkpoint(ctx); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("Checkpoint = %v, want none kept", err)
+	}
+}
+
+// signalStore is a memstore whose Watch channel the test drives and which
+// counts kept checkpoints.
+type signalStore struct {
+	*memstore.Store
+	ch   chan struct{}
+	puts atomic.Int32
+}
+
+func (s *signalStore) Watch(context.Context) <-chan struct{} { return s.ch }
+func (s *signalStore) PutCheckpoint(ctx context.Context, size int64, note []byte) error {
+	s.puts.Add(1)
+	return s.Store.PutCheckpoint(ctx, size, note)
+}
+
+// TestCheckpointerRunRefreshes: with the log unchanged, Run cosigns the
+// checkpoint again once Refresh has passed since the last one it kept,
+// however many store signals (a rollout step, a served record) come in
+// between, and not before.
+func TestCheckpointerRunRefreshes(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	fx := newLogFixture(t)
+	st := &signalStore{Store: memstore.New(), ch: make(chan struct{})}
+	r := release("202604.01.1", rollout.Rollout{State: rollout.Complete}, false)
+	if _, err := st.PutRelease(ctx, r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: r.Version}, r.Envelope); err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Witnesses: []Witness{fx.wit}, Refresh: time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go cp.Run(ctx)
+	wantPuts := func(n int32) {
+		t.Helper()
+		waitFor(t, fmt.Sprintf("%d checkpoints kept", n), func() bool { return st.puts.Load() >= n })
+	}
+	wantPuts(1) // the first look keeps one
+	// Signals within the hour: each is a look (Run waits on the next
+	// signal only after the look), and none keeps a checkpoint.
+	for range 3 {
+		clock.Add(int64(10 * time.Minute))
+		st.ch <- struct{}{}
+	}
+	st.ch <- struct{}{} // the third look has finished once this is taken
+	if n := st.puts.Load(); n != 1 {
+		t.Errorf("%d checkpoints kept within the refresh, want 1", n)
+	}
+	for i := range int32(3) {
+		clock.Add(int64(time.Hour))
+		st.ch <- struct{}{}
+		wantPuts(2 + i)
+	}
 }

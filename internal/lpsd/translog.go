@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -61,13 +62,27 @@ func (f logFlags) checkpointer(st store.Store, log *slog.Logger, register func(p
 		Signer: signer, Quorum: f.quorum, Refresh: f.refresh, Log: log.With("component", "checkpointer"), Register: register,
 		HTTP: &http.Client{Timeout: 20 * time.Second},
 	}
+	if f.refresh <= 0 || f.refresh > translog.DefaultMaxAge {
+		return nil, usagef("--log-refresh %s: want more than 0 and at most %s, well under nodes' max_checkpoint_age, or their cosignatures go stale", f.refresh, translog.DefaultMaxAge)
+	}
+	seen := map[string]bool{}
 	for _, w := range f.witnesses {
-		url, vkey, _ := strings.Cut(strings.TrimSpace(w), " ")
-		key, err := translog.ParseWitnessKey(strings.TrimSpace(vkey))
-		if err != nil {
-			return nil, usagef("--witness %q: %v", w, err)
+		fields := strings.Fields(w)
+		u, err := url.Parse(fields[0])
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, usagef("--witness %q: want \"URL VKEY\" with an http:// or https:// URL", w)
 		}
-		cfg.Witnesses = append(cfg.Witnesses, lps.Witness{URL: url, Key: key})
+		key, err := translog.ParseWitnessKey(fields[1])
+		if err != nil {
+			return nil, usagef("--witness %q: %v (the witness's cosignature key: lpsctl witness keygen --kind witness)", w, err)
+		}
+		// Nodes count a witness once per key, whatever its URL.
+		if id := string(key.PublicKey()); seen[id] {
+			return nil, usagef("--witness %q: the same key as an earlier --witness; nodes count it once", w)
+		} else {
+			seen[id] = true
+		}
+		cfg.Witnesses = append(cfg.Witnesses, lps.Witness{URL: u.String(), Key: key})
 	}
 	if f.quorum < 0 || f.quorum > len(cfg.Witnesses) {
 		return nil, usagef("--witness-quorum %d: want 0 to the %d witnesses given", f.quorum, len(cfg.Witnesses))

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -23,12 +24,27 @@ import (
 // ActionRotateKeys is the audit action of a published key-set version.
 const ActionRotateKeys = "rotate-keys"
 
+// minLinkLife is the least time a published link must have before it
+// expires: once the newest link has, nodes refuse every release until the
+// next one is published.
+const minLinkLife = 7 * 24 * time.Hour
+
 // currentKeys returns the newest release key set: the root (lpsd's
 // --release-keys) walked through every published link, and the links.
-// nil, nil, nil when lpsd has no root. A chain that does not verify (its
-// newest link expired, say) is FailedPrecondition: nodes would refuse
-// every release until the next rotation.
+// nil, nil, nil when lpsd has no root. A chain that does not verify now
+// (its newest link expired, say) is FailedPrecondition: nodes would refuse
+// every release until the next rotation is published.
 func (s *Server) currentKeys(ctx context.Context) (*release.KeySet, []store.KeySetRecord, error) {
+	ks, links, err := s.chain(ctx, false)
+	return ks, links, err
+}
+
+// chain walks the stored links from the root, checking the newest link's
+// expiry unless ignoreExpiry (a rotation may succeed an expired link:
+// nodes check only the newest link's expiry, and the new one is the
+// newest). Links are walked release.MaxChain at a time, as a node walks
+// what it kept.
+func (s *Server) chain(ctx context.Context, ignoreExpiry bool) (*release.KeySet, []store.KeySetRecord, error) {
 	if s.keys == nil {
 		return nil, nil, nil
 	}
@@ -40,16 +56,22 @@ func (s *Server) currentKeys(ctx context.Context) (*release.KeySet, []store.KeyS
 	if err != nil {
 		return nil, nil, s.storeError("list key sets", err)
 	}
-	if len(links) == 0 {
-		return s.keys, nil, nil
-	}
-	raw := make([][]byte, len(links))
-	for i, l := range links {
-		raw[i] = l.Envelope
-	}
-	ks, err := s.keys.Walk(raw, s.now())
-	if err != nil {
-		return nil, nil, status.Errorf(codes.FailedPrecondition, "the release key-set chain lpsd serves does not verify from its --release-keys (%v): nodes refuse every release until it does; publish the next version with lpsctl keys rotate", err)
+	ks := *s.keys
+	for start := 0; start < len(links); start += release.MaxChain {
+		batch := links[start:min(len(links), start+release.MaxChain)]
+		raw := make([][]byte, len(batch))
+		for i, l := range batch {
+			raw[i] = l.Envelope
+		}
+		at := s.now()
+		last, derr := release.InspectKeySet(raw[len(raw)-1])
+		if derr == nil && (ignoreExpiry || start+len(batch) < len(links)) && !last.Expires.IsZero() {
+			// Only the newest link's expiry counts.
+			at = last.Expires.Add(-time.Second)
+		}
+		if ks, err = ks.Walk(raw, at); err != nil {
+			return nil, nil, status.Errorf(codes.FailedPrecondition, "the release key-set chain lpsd serves does not verify from its --release-keys (%v): nodes refuse every release until it does; sign the next version from the newest (lpsctl keys rotate --current) and publish it (lpsctl keys publish)", err)
+		}
 	}
 	return &ks, links, nil
 }
@@ -71,7 +93,7 @@ func (s *Server) PublishKeySet(ctx context.Context, req *adminv1.PublishKeySetRe
 	if s.keys == nil {
 		return nil, status.Error(codes.FailedPrecondition, "lpsd has no --release-keys: there is no key set to rotate from; start it with the key file nodes are baked with")
 	}
-	cur, links, err := s.currentKeys(ctx)
+	cur, links, err := s.chain(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +109,12 @@ func (s *Server) PublishKeySet(ctx context.Context, req *adminv1.PublishKeySetRe
 	next, err := cur.Next(env, s.now())
 	if err != nil {
 		return nil, keySetError(err, cur)
+	}
+	if n := next.Version() - s.keys.Version(); n > release.MaxChain {
+		return nil, status.Errorf(codes.FailedPrecondition, "version %d would be %d links past lpsd's root (version %d), and a node baked with the root walks at most %d: re-bake images with a newer key set (lpsctl keys init from the newest), restart lpsd with it as --release-keys, then rotate", next.Version(), n, s.keys.Version(), release.MaxChain)
+	}
+	if left := next.Expires().Sub(s.now()); left < minLinkLife {
+		return nil, status.Errorf(codes.FailedPrecondition, "version %d expires in %s: once it has, nodes refuse every release until the next version is published; sign it with a --valid-for of at least %s", next.Version(), left.Round(time.Minute), minLinkLife)
 	}
 	if err := s.checkLogPolicy(ctx, next.Log()); err != nil {
 		return nil, err
@@ -146,26 +174,32 @@ func (s *Server) checkChainBudget(ctx context.Context, chain int) error {
 	return nil
 }
 
-// checkLogPolicy refuses a key set whose log nodes could not be served: a
-// required log lpsd keeps no checkpoint of, under that log's name. Nodes
-// would refuse every release from the moment they walked to it.
+// checkLogPolicy refuses a key set whose log policy nodes could not
+// satisfy from what lpsd serves: keys of the wrong kind, a quorum beyond
+// its witnesses, and, when it requires the log, a kept checkpoint that the
+// policy does not open now (no checkpoint, another log, too few of its
+// witnesses' cosignatures, or stale). Nodes would refuse every release
+// from the moment they walked to it.
 func (s *Server) checkLogPolicy(ctx context.Context, p release.LogPolicy) error {
-	if p.Key == "" || !p.Required {
+	if p.Key == "" {
 		return nil
 	}
-	lk, err := translog.ParseLogKey(p.Key)
+	pol, err := translog.NewPolicy(p.Key, p.Witnesses, p.Quorum, p.MaxCheckpointAge)
 	if err != nil {
-		return status.Errorf(codes.InvalidArgument, "the key set's log key: %v", err)
+		return status.Errorf(codes.InvalidArgument, "the key set's log policy: %v", err)
+	}
+	if !p.Required {
+		return nil
 	}
 	_, note, err := s.store.Checkpoint(ctx)
 	if errors.Is(err, store.ErrNotFound) {
-		return status.Errorf(codes.FailedPrecondition, "the key set requires the transparency log %s, and lpsd keeps no checkpoint yet: start lpsd with --log-key (and its --witness list), wait for its first checkpoint, then publish", lk.Name())
+		return status.Errorf(codes.FailedPrecondition, "the key set requires the transparency log %s, and lpsd keeps no checkpoint yet: start lpsd with --log-key (and its --witness list), wait for its first checkpoint, then publish", pol.Log.Name())
 	}
 	if err != nil {
 		return s.storeError("read checkpoint", err)
 	}
-	if _, _, err := translog.Open(note, translog.Policy{Log: lk}, s.now()); err != nil {
-		return status.Errorf(codes.FailedPrecondition, "the key set requires the transparency log %s, but lpsd's checkpoints do not verify under its key (%v): nodes would refuse every release", lk.Name(), err)
+	if _, _, err := translog.Open(note, pol, s.now()); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "the key set requires the transparency log %s with %d of its %d witnesses, but lpsd's checkpoint does not satisfy it (%v): nodes would refuse every release; run lpsd with that --log-key and --witness list (and --witness-quorum), then publish", pol.Log.Name(), p.Quorum, len(p.Witnesses), err)
 	}
 	return nil
 }

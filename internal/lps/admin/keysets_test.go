@@ -2,10 +2,13 @@ package admin
 
 import (
 	"crypto/ed25519"
+	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/mod/sumdb/tlog"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/release"
@@ -103,7 +106,7 @@ func TestPublishKeySetRequiringAnAbsentLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := release.KeySetDocument{Version: 2, Threshold: 1, Keys: []ed25519.PublicKey{pubA}, Expires: testNow.Add(time.Hour),
+	doc := release.KeySetDocument{Version: 2, Threshold: 1, Keys: []ed25519.PublicKey{pubA}, Expires: testNow.Add(30 * 24 * time.Hour),
 		Log: release.LogPolicy{Key: vkey, Required: true}}
 	env, err := release.SignKeySet(doc, privA)
 	if err != nil {
@@ -111,4 +114,97 @@ func TestPublishKeySetRequiringAnAbsentLog(t *testing.T) {
 	}
 	_, err = h.ops(t).PublishKeySet(t.Context(), &adminv1.PublishKeySetRequest{EnvelopeJson: string(env), Reason: "require the log"})
 	wantCode(t, "a key set requiring a log lpsd does not keep", err, codes.FailedPrecondition)
+}
+
+// TestPublishKeySetRefusesWhatBricksNodes: lpsd refuses a link nodes
+// could not live with: one expiring within a week, one whose witness
+// policy lpsd's checkpoint does not satisfy, one with keys of the wrong
+// kind, and one past the chain a node baked with lpsd's root walks.
+func TestPublishKeySetRefusesWhatBricksNodes(t *testing.T) {
+	t.Parallel()
+	pubA, privA := newKey(t)
+	root, _ := release.NewKeySet(pubA)
+	year := testNow.Add(365 * 24 * time.Hour)
+	link := func(v int64, expires time.Time, p release.LogPolicy) string {
+		env, err := release.SignKeySet(release.KeySetDocument{Version: v, Threshold: 1, Keys: []ed25519.PublicKey{pubA}, Expires: expires, Log: p}, privA)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(env)
+	}
+	skey, vkey, _ := translog.GenerateLogKey("nodehotfix.test/log")
+	signer, _ := translog.NewLogSigner(skey)
+	_, wvkey, _ := translog.GenerateWitnessKey("witness.test")
+	empty, _ := tlog.TreeHash(0, nil)
+	uncosigned, err := translog.Checkpoint{Origin: "nodehotfix.test/log", Size: 0, Hash: empty}.Sign(signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	h := newHarness(t, harnessOpts{keys: &root})
+	if err := h.store.PutCheckpoint(t.Context(), 0, uncosigned); err != nil {
+		t.Fatal(err)
+	}
+	c := h.ops(t)
+	for _, tc := range []struct {
+		name string
+		env  string
+		want codes.Code
+	}{
+		{"expiring in a minute", link(2, testNow.Add(time.Minute), release.LogPolicy{}), codes.FailedPrecondition},
+		{"a witness quorum the kept checkpoint lacks", link(2, year, release.LogPolicy{Key: vkey, Witnesses: []string{wvkey}, Quorum: 1, MaxCheckpointAge: 24 * time.Hour, Required: true}), codes.FailedPrecondition},
+		{"the log and witness keys swapped", link(2, year, release.LogPolicy{Key: wvkey, Witnesses: []string{vkey}, Quorum: 1, MaxCheckpointAge: 24 * time.Hour}), codes.InvalidArgument},
+	} {
+		_, err := c.PublishKeySet(t.Context(), &adminv1.PublishKeySetRequest{EnvelopeJson: tc.env, Reason: tc.name})
+		wantCode(t, tc.name, err, tc.want)
+	}
+	// The log required with no witnesses, as the kept checkpoint is: fine.
+	if _, err := c.PublishKeySet(t.Context(), &adminv1.PublishKeySetRequest{EnvelopeJson: link(2, year, release.LogPolicy{Key: vkey, MaxCheckpointAge: 24 * time.Hour, Required: true}), Reason: "log"}); err != nil {
+		t.Fatalf("PublishKeySet(a policy the checkpoint satisfies) = %v", err)
+	}
+	var last error
+	v := int64(3)
+	for ; v <= release.MaxChain+2; v++ {
+		if _, last = c.PublishKeySet(t.Context(), &adminv1.PublishKeySetRequest{EnvelopeJson: link(v, year, release.LogPolicy{Key: vkey, MaxCheckpointAge: 24 * time.Hour, Required: true}), Reason: "rotate"}); last != nil {
+			break
+		}
+	}
+	if v != release.MaxChain+2 {
+		t.Errorf("the chain stopped at version %d (%v), want it refused past version %d (the root's plus %d links)", v, last, release.MaxChain+1, release.MaxChain)
+	}
+	wantCode(t, "a link past the chain a node walks", last, codes.FailedPrecondition)
+	// Releases still publish against the newest version.
+	if _, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: signed(t, privA, "202604.01.1")}); err != nil {
+		t.Errorf("PublishRelease at the longest chain = %v", err)
+	}
+}
+
+// TestRotateAfterTheNewestLinkExpired: once the newest link has expired,
+// releases are refused with a message naming the way out, and that way
+// (publishing the next version) works: nodes check only the newest link's
+// expiry.
+func TestRotateAfterTheNewestLinkExpired(t *testing.T) {
+	t.Parallel()
+	pubA, privA := newKey(t)
+	root, _ := release.NewKeySet(pubA)
+	h := newHarness(t, harnessOpts{keys: &root})
+	c := h.ops(t)
+	week := 8 * 24 * time.Hour
+	v2, _ := release.SignKeySet(release.KeySetDocument{Version: 2, Threshold: 1, Keys: []ed25519.PublicKey{pubA}, Expires: testNow.Add(week)}, privA)
+	if _, err := c.PublishKeySet(t.Context(), &adminv1.PublishKeySetRequest{EnvelopeJson: string(v2), Reason: "rotate"}); err != nil {
+		t.Fatal(err)
+	}
+	h.ahead.Store(int64(week + time.Hour))
+	_, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: signedUntil(t, privA, "202604.01.1", testNow.Add(30*24*time.Hour))})
+	wantCode(t, "a release under an expired newest link", err, codes.FailedPrecondition)
+	if st, _ := status.FromError(err); !strings.Contains(st.Message(), "lpsctl keys publish") {
+		t.Errorf("refusal %q does not say to publish the next version", st.Message())
+	}
+	v3, _ := release.SignKeySet(release.KeySetDocument{Version: 3, Threshold: 1, Keys: []ed25519.PublicKey{pubA}, Expires: testNow.Add(365 * 24 * time.Hour)}, privA)
+	if _, err := c.PublishKeySet(t.Context(), &adminv1.PublishKeySetRequest{EnvelopeJson: string(v3), Reason: "rotate after expiry"}); err != nil {
+		t.Fatalf("PublishKeySet(v3) after v2 expired = %v", err)
+	}
+	if _, err := c.PublishRelease(t.Context(), &adminv1.PublishReleaseRequest{EnvelopeJson: signedUntil(t, privA, "202604.01.1", testNow.Add(30*24*time.Hour))}); err != nil {
+		t.Errorf("PublishRelease after the rotation = %v", err)
+	}
 }

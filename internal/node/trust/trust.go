@@ -331,13 +331,18 @@ func (v View) Next(kept State, baked hotfix.Version) (State, bool) {
 	if v.checkpoint != nil && (!v.keptCP || v.cp.Size > v.keptSize) {
 		next.Checkpoint = string(v.checkpoint)
 	}
-	// Kept revocations come first in v.Revoked: bounding the list drops
-	// the newest, so a document flooding it cannot push a kept one out.
 	next.Revoked = slices.DeleteFunc(slices.Clone(v.Revoked), func(r string) bool {
 		rv, err := hotfix.ParseVersion(r)
 		return err != nil || baked.IsZero() || rv.Base() != baked.Base() || rv.Patch() <= baked.Patch()
 	})
 	if len(next.Revoked) > maxKeptRevoked {
+		// Keep the lowest patches: real ones are small numbers, so a
+		// document listing invented high versions cannot fill the list,
+		// and a kept revocation is pushed out only by lower versions,
+		// every one of them revoked too.
+		slices.SortStableFunc(next.Revoked, func(a, b string) int {
+			return hotfix.MustParseVersion(a).Patch() - hotfix.MustParseVersion(b).Patch()
+		})
 		next.Revoked = next.Revoked[:maxKeptRevoked]
 	}
 	changed := !slices.EqualFunc(next.KeySets, kept.KeySets, func(a, b json.RawMessage) bool { return bytes.Equal(a, b) }) || next.Checkpoint != kept.Checkpoint || !slices.Equal(next.Revoked, kept.Revoked)
