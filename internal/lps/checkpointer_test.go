@@ -81,6 +81,7 @@ func TestCheckpointerServesProvenReleases(t *testing.T) {
 	put := func(v string) rollout.Release {
 		t.Helper()
 		r := release(v, rollout.Rollout{State: rollout.Complete}, false)
+		r.Envelope = signedVersion(t, v) // the log indexes release envelopes
 		if _, err := st.PutRelease(ctx, r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: v}, r.Envelope); err != nil {
 			t.Fatal(err)
 		}

@@ -119,11 +119,14 @@ func TestServedEvidenceSize(t *testing.T) {
 }
 
 // signedRelease is a real release envelope of one artifact.
-func signedRelease(t *testing.T) []byte {
+func signedRelease(t *testing.T) []byte { return signedVersion(t, "202604.01.3") }
+
+// signedVersion is a real release envelope of version v.
+func signedVersion(t *testing.T, v string) []byte {
 	t.Helper()
 	_, priv, _ := rel.GenerateKey(nil)
-	env, err := rel.Sign(rel.Release{Base: "202604.01", Version: "202604.01.3", NotAfter: time.Now().Add(24 * time.Hour),
-		Artifacts: map[string]rel.Artifact{"linux/amd64": {URL: "https://blob.example.com/anc/aks-node-controller-202604.01.3?sv=2026-01-01&sig=0123456789abcdef0123456789abcdef", SHA256: "ab" + fmt.Sprintf("%062d", 0), Size: 40 << 20}}}, priv)
+	env, err := rel.Sign(rel.Release{Base: v[:9], Version: v, NotAfter: time.Now().Add(24 * time.Hour),
+		Artifacts: map[string]rel.Artifact{"linux/amd64": {URL: "https://blob.example.com/anc/aks-node-controller-" + v + "?sv=2026-01-01&sig=0123456789abcdef0123456789abcdef", SHA256: "ab" + fmt.Sprintf("%062d", 0), Size: 40 << 20}}}, priv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/mod/sumdb/tlog"
 
+	rel "nodehotfix/internal/release"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/translog"
 )
@@ -32,6 +33,10 @@ const (
 	logReadTimeout = 2 * time.Second
 	// logRecordsBatch is how many records an index update reads per call.
 	logRecordsBatch = 1000
+	// indexBudget bounds one snapshot load's reading of the log: a
+	// replica starting on a long log indexes it over several loads, and a
+	// slow store never holds up a revocation.
+	indexBudget = 10 * time.Second
 )
 
 // hashCache reads stored log hashes through a bounded cache. Stored hashes
@@ -89,16 +94,20 @@ func (c *hashCache) reader(ctx context.Context) tlog.HashReader {
 	})
 }
 
-// logIndex maps each log record's hash to its index, for the records read
-// so far; the log only grows, so an update reads only the new records.
-// Safe for concurrent use.
+// logIndex maps the hash of each release envelope in the log to its
+// index: the records a snapshot may serve proofs of. The log only grows,
+// so an update reads only the records after the last it read; it keeps
+// only release envelopes, so memory grows with the releases ever
+// published, not with the log. Safe for concurrent use.
 type logIndex struct {
 	mu   sync.Mutex
 	size int64
 	m    map[tlog.Hash]int64
 }
 
-// update reads the records from the index's size up to size.
+// update reads the records from the index's size up to size. It stops at
+// ctx's deadline with what it read so far kept: the next update goes on
+// from there.
 func (x *logIndex) update(ctx context.Context, st logStore, size int64) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -115,14 +124,20 @@ func (x *logIndex) update(ctx context.Context, st logStore, size int64) error {
 			return fmt.Errorf("read log records [%d, %d): none returned", x.size, end)
 		}
 		for _, r := range recs {
-			h := tlog.RecordHash(r)
-			if _, dup := x.m[h]; !dup {
-				x.m[h] = x.size
+			if rel.LooksLikeRelease(r) {
+				if h := tlog.RecordHash(r); !hasKey(x.m, h) {
+					x.m[h] = x.size
+				}
 			}
 			x.size++
 		}
 	}
 	return nil
+}
+
+func hasKey(m map[tlog.Hash]int64, h tlog.Hash) bool {
+	_, ok := m[h]
+	return ok
 }
 
 // lookup returns the index of the first record hashing to h.

@@ -243,7 +243,10 @@ func (s *Snapshotter) loadLog(ctx context.Context, rels []rollout.Release) (*ser
 	case err != nil:
 		return nil, fmt.Errorf("read checkpoint: %w", err)
 	}
-	if err := s.index.update(ctx, s.store, size); err != nil {
+	ictx, cancel := context.WithTimeout(ctx, indexBudget)
+	err = s.index.update(ictx, s.store, size)
+	cancel()
+	if err != nil {
 		return nil, err
 	}
 	lg := &servedLog{note: note, size: size, keySets: kss, hashes: s.hashes, proofs: make(map[tlog.Hash]translog.InclusionProof)}

@@ -397,6 +397,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	if err != nil {
 		return nil, err
 	}
+	o.logf.warnLogPolicy(ctx, keys, st, log)
 	adminMetrics.InitializeMetrics(adminSrv)
 	reloads.loaded(started, nil, false, map[string]tls.Certificate{"node": cert, "admin": adminCert})
 	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp}, nil

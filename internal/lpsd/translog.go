@@ -15,6 +15,7 @@ import (
 
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/lps"
+	"nodehotfix/internal/release"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/translog"
 	"nodehotfix/internal/translog/tiles"
@@ -108,4 +109,35 @@ var _ tiles.Source = tileSource{}
 // anyone may monitor it (lpsctl log --url http://ADDR/log/).
 func logHandler(st store.Store) http.Handler {
 	return http.StripPrefix("/log", tiles.Handler(tileSource{st}))
+}
+
+// warnLogPolicy says at start when lpsd's log flags cannot satisfy the log
+// policy of the newest key set it serves (its root, or the newest
+// published link): nodes that walked to it would refuse every release.
+// lpsd still starts, fail-open: serving releases nodes refuse is better
+// than serving no revocations.
+func (f logFlags) warnLogPolicy(ctx context.Context, root *release.KeySet, st store.Store, log *slog.Logger) {
+	if root == nil {
+		return
+	}
+	p, version := root.Log(), root.Version()
+	if links, err := st.KeySets(ctx); err == nil && len(links) > 0 {
+		if d, err := release.InspectKeySet(links[len(links)-1].Envelope); err == nil {
+			p, version = d.Log, d.Version
+		}
+	}
+	if p.Key == "" || !p.Required {
+		return
+	}
+	pol, err := translog.NewPolicy(p.Key, p.Witnesses, p.Quorum, p.MaxCheckpointAge)
+	switch {
+	case err != nil:
+		log.Error("the newest key set's log policy cannot be built: nodes holding it refuse every release", "keyset_version", version, "err", err)
+	case f.key == "":
+		log.Error("the newest key set requires the transparency log, and lpsd has no --log-key: nodes holding it refuse every release", "keyset_version", version, "log", pol.Log.Name())
+	case f.quorum != 0 && f.quorum < p.Quorum || len(f.witnesses) < p.Quorum:
+		log.Error("the newest key set requires more witness cosignatures than lpsd's --witness list and --witness-quorum collect: nodes holding it refuse every release", "keyset_version", version, "quorum", p.Quorum, "witnesses", len(f.witnesses))
+	case f.refresh >= p.MaxCheckpointAge:
+		log.Error("--log-refresh is not under the key set's max_checkpoint_age: nodes see stale checkpoints", "log_refresh", f.refresh.String(), "max_checkpoint_age", p.MaxCheckpointAge.String())
+	}
 }

@@ -21,6 +21,13 @@ const (
 	schemaVersion = 1
 )
 
+// LooksLikeRelease reports whether data names the release payload type:
+// a cheap filter (no decoding) for scanning many records for the release
+// envelopes among them; Inspect or Verify decide.
+func LooksLikeRelease(data []byte) bool {
+	return bytes.Contains(data, []byte(`"`+payloadType+`"`))
+}
+
 // maxSignatures bounds the signature checks one release or component
 // envelope can cost a verifier, and so the highest threshold a key set can
 // have.
