@@ -27,16 +27,9 @@ import (
 // whose configuration is its releases; AlreadyExists if that version of
 // the component is published with another envelope.
 func (s *Server) PublishComponentConfig(ctx context.Context, req *adminv1.PublishComponentConfigRequest) (*adminv1.PublishComponentConfigResponse, error) {
-	actor, err := requireActor(ctx)
+	actor, env, err := publishRequest(ctx, req)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkReason(req.GetReason()); err != nil {
-		return nil, err
-	}
-	env := bytes.TrimSpace([]byte(req.GetEnvelopeJson()))
-	if len(env) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
 	}
 	now := s.now()
 	keys, _, err := s.currentKeys(ctx)

@@ -79,16 +79,9 @@ func (s *Server) chain(ctx context.Context, ignoreExpiry bool) (*release.KeySet,
 // PublishKeySet stores the next key-set version: a link the current set's
 // threshold and its own have signed. It is appended to the log with it.
 func (s *Server) PublishKeySet(ctx context.Context, req *adminv1.PublishKeySetRequest) (*adminv1.PublishKeySetResponse, error) {
-	actor, err := requireActor(ctx)
+	actor, env, err := publishRequest(ctx, req)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkReason(req.GetReason()); err != nil {
-		return nil, err
-	}
-	env := bytes.TrimSpace([]byte(req.GetEnvelopeJson()))
-	if len(env) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
 	}
 	if s.keys == nil {
 		return nil, status.Error(codes.FailedPrecondition, "lpsd has no --release-keys: there is no key set to rotate from; start it with the key file nodes are baked with")

@@ -158,16 +158,9 @@ func New(cfg Config) *Server {
 // reason ReasonBelowThreshold, for one signed by fewer of ReleaseKeys than
 // their threshold; AlreadyExists if the version is published.
 func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishReleaseRequest) (*adminv1.PublishReleaseResponse, error) {
-	actor, err := requireActor(ctx)
+	actor, env, err := publishRequest(ctx, req)
 	if err != nil {
 		return nil, err
-	}
-	if err := checkReason(req.GetReason()); err != nil {
-		return nil, err
-	}
-	env := bytes.TrimSpace([]byte(req.GetEnvelopeJson()))
-	if len(env) == 0 {
-		return nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
 	}
 	now := s.now()
 	keys, _, err := s.currentKeys(ctx)
@@ -216,6 +209,30 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	}
 	s.log.Info("release published", "version", r.Version, "actor", actor, "revision", rev)
 	return &adminv1.PublishReleaseResponse{Release: toProto(r, rev)}, nil
+}
+
+// envelopeRequest is every publish request: a signed envelope and a
+// reason.
+type envelopeRequest interface {
+	GetEnvelopeJson() string
+	GetReason() string
+}
+
+// publishRequest checks what every publish needs (an actor, a reason
+// within the rules, an envelope) and returns the actor and the envelope.
+func publishRequest(ctx context.Context, req envelopeRequest) (string, []byte, error) {
+	actor, err := requireActor(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := checkReason(req.GetReason()); err != nil {
+		return "", nil, err
+	}
+	env := bytes.TrimSpace([]byte(req.GetEnvelopeJson()))
+	if len(env) == 0 {
+		return "", nil, status.Error(codes.InvalidArgument, "envelope_json is empty")
+	}
+	return actor, env, nil
 }
 
 // publish writes rec, newly published, with put (compare-and-swap on
