@@ -28,6 +28,19 @@ type explainJSON struct {
 	Component string          `json:"component,omitempty"`
 	DeployEnv string          `json:"deploy_env,omitempty"`
 	Config    json.RawMessage `json:"config,omitempty"`
+	// Trust is, per base of the decisions, what its nodes verify.
+	Trust []baseTrustJSON `json:"trust,omitempty"`
+}
+
+// baseTrustJSON is what a base's nodes verify before they run a release.
+type baseTrustJSON struct {
+	Base          string `json:"base"`
+	KeySetVersion int64  `json:"keyset_version"`
+	Threshold     int32  `json:"threshold"`
+	LogRequired   bool   `json:"log_required"`
+	NodesDeclared uint64 `json:"nodes_declared"`
+	NodesLegacy   uint64 `json:"nodes_legacy"`
+	Detail        string `json:"detail"`
 }
 
 type decisionJSON struct {
@@ -120,6 +133,10 @@ func toExplainJSON(o explainOpts, resp *adminv1.ExplainResponse) explainJSON {
 		}
 		out.Decisions = append(out.Decisions, dj)
 	}
+	for _, t := range resp.GetTrust() {
+		out.Trust = append(out.Trust, baseTrustJSON{Base: t.GetBase(), KeySetVersion: t.GetKeysetVersion(), Threshold: t.GetThreshold(),
+			LogRequired: t.GetLogRequired(), NodesDeclared: t.GetNodesDeclared(), NodesLegacy: t.GetNodesLegacy(), Detail: t.GetDetail()})
+	}
 	return out
 }
 
@@ -155,6 +172,9 @@ func printExplain(e *env, o explainOpts, resp *adminv1.ExplainResponse) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+	for _, t := range resp.GetTrust() {
+		fmt.Fprintf(e.stdout, "\ntrust, base %s: %s\n", quote.Text(t.GetBase()), quote.Text(t.GetDetail()))
 	}
 	p := resp.GetPointerJson()
 	if p == "" {

@@ -80,6 +80,10 @@ type Metrics struct {
 	// answer, counting takes no lock.
 	served        sync.Map
 	servedRelease *prometheus.CounterVec
+	// trust maps a base to its trustCount: the answers with a release of
+	// the base, by whether the node declared a key-set version.
+	trust        sync.Map
+	trustRelease *prometheus.CounterVec
 	// expired maps a release version to its lpsd_release_expired_skipped_total
 	// counter, created on the version's first skip.
 	expired        sync.Map
@@ -152,6 +156,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_release_served_total",
 			Help: "Node requests this instance answered with the release, by version (bounded by the releases that exist).",
 		}, []string{"version"}),
+		trustRelease: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lpsd_served_trust_total",
+			Help: "Answers with a release, by base and by whether the node declared a release key-set version (keyset=declared: an agent that walks the key-set chain and checks the log) or not (keyset=none: an image baked before release trust v2, or without release keys, which accepts one signature and knows no log). Bounded by the bases that have releases.",
+		}, []string{"base", "keyset"}),
 		expiredRelease: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_release_expired_skipped_total",
 			Help: "Node requests the release would have answered but did not because its envelope had expired (nodes would refuse it), by version; the node got an older release or nothing.",
@@ -181,7 +189,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	for _, r := range []string{closedSilent, closedPeerHandshakes, closedPeerConnections} {
 		m.closedConns.WithLabelValues(r)
 	}
-	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.servedRecs, m.leader, m.skew, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.expiredRelease, &m.fleet,
+	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.servedRecs, m.leader, m.skew, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.trustRelease, m.expiredRelease, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -267,6 +275,51 @@ func (m *Metrics) countServed(versions map[string]string) {
 		sc.n.Add(1)
 		sc.counter.Inc()
 	}
+}
+
+// TrustCounts are a base's answers with a release by what the nodes
+// declared of their release trust.
+type TrustCounts struct {
+	// Declared counts nodes that declared a key-set version; None, nodes
+	// that declared none (baked before release trust v2, or without
+	// release keys: one signature, no log).
+	Declared, None uint64
+}
+
+type trustCount struct {
+	declared, none   atomic.Uint64
+	cDeclared, cNone prometheus.Counter
+}
+
+// countTrust records an answer with a release of base to a node that
+// declared a key-set version or not.
+func (m *Metrics) countTrust(base string, declared bool) {
+	c, ok := m.trust.Load(base)
+	if !ok {
+		c, _ = m.trust.LoadOrStore(base, &trustCount{
+			cDeclared: m.trustRelease.WithLabelValues(base, "declared"), cNone: m.trustRelease.WithLabelValues(base, "none"),
+		})
+	}
+	tc := c.(*trustCount)
+	if declared {
+		tc.declared.Add(1)
+		tc.cDeclared.Inc()
+		return
+	}
+	tc.none.Add(1)
+	tc.cNone.Inc()
+}
+
+// TrustByBase returns, per base, this instance's answers with a release
+// by what the nodes declared of their release trust.
+func (m *Metrics) TrustByBase() map[string]TrustCounts {
+	out := make(map[string]TrustCounts)
+	m.trust.Range(func(k, v any) bool {
+		tc := v.(*trustCount)
+		out[k.(string)] = TrustCounts{Declared: tc.declared.Load(), None: tc.none.Load()}
+		return true
+	})
+	return out
 }
 
 // countExpired records an answer that skipped the expired versions.

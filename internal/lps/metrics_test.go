@@ -162,3 +162,17 @@ func TestCanarySeatMetrics(t *testing.T) {
 		t.Errorf("lpsd_canary_seats_held (-want +got):\n%s", diff)
 	}
 }
+
+// TestTrustByBase: answers are counted per base by what the node declared.
+func TestTrustByBase(t *testing.T) {
+	t.Parallel()
+	m := NewMetrics(prometheus.NewPedanticRegistry())
+	m.countTrust("202604.01", true)
+	m.countTrust("202604.01", false)
+	m.countTrust("202604.01", true)
+	m.countTrust("202605.02", false)
+	want := map[string]TrustCounts{"202604.01": {Declared: 2, None: 1}, "202605.02": {None: 1}}
+	if diff := cmp.Diff(want, m.TrustByBase()); diff != "" {
+		t.Errorf("TrustByBase (-want +got):\n%s", diff)
+	}
+}

@@ -174,6 +174,11 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 	s.record(ctx, id, c, sel, n.Now)
 	s.m.servedBytes.Observe(float64(len(body)))
 	s.m.countServed(sel.Hotfixes)
+	if _, ok := sel.Hotfixes[base]; ok && base != "" {
+		// Only bases with a release: a VM declaring invented bases adds no
+		// label.
+		s.m.countTrust(base, c.keySet > 0)
+	}
 	s.m.count(outcomeServed)
 	s.log.Debug("pointer served", "vm_id", id.VMID, "revision", snap.Revision, "hotfixes", len(sel.Hotfixes), "revoked", len(sel.Revoked))
 	return &lpsv1.GetComponentConfigResponse{ComponentName: Component, Config: string(body)}, nil

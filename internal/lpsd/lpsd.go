@@ -372,7 +372,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		grpc.ChainStreamInterceptor(adminMetrics.StreamServerInterceptor(), auth.Stream),
 	)
 	adminAPI := admin.New(admin.Config{
-		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Region: o.region, DeployEnv: o.deployEnv, ReleaseKeys: keys, Log: log,
+		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReleaseKeys: keys, Log: log,
 	})
 	adminv1.RegisterAdminServiceServer(adminSrv, adminAPI)
 	var dash *dashboard.Dashboard

@@ -208,3 +208,37 @@ func TestRotateAfterTheNewestLinkExpired(t *testing.T) {
 		t.Errorf("PublishRelease after the rotation = %v", err)
 	}
 }
+
+// TestExplainSaysWhatEachBaseVerifies: explain names, per base of its
+// decisions, what nodes that walk the chain verify (the newest key set's
+// threshold) and that images baked before release trust v2 accept one
+// signature and know no log.
+func TestExplainSaysWhatEachBaseVerifies(t *testing.T) {
+	t.Parallel()
+	pubA, privA := newKey(t)
+	pubB, privB := newKey(t)
+	root, err := release.KeySetDocument{Version: 1, Threshold: 2, Keys: []ed25519.PublicKey{pubA, pubB}}.KeySet()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOpts{keys: &root})
+	c := h.ops(t)
+	env, err := release.AddSignature([]byte(signed(t, privA, "202604.01.1")), privB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, c, string(env))
+	h.reload(t)
+	resp, err := c.Explain(t.Context(), &adminv1.ExplainRequest{VmId: "6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b", SubscriptionId: subA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetTrust()) != 1 {
+		t.Fatalf("trust = %v, want one base", resp.GetTrust())
+	}
+	bt := resp.GetTrust()[0]
+	if bt.GetBase() != "202604.01" || bt.GetKeysetVersion() != 1 || bt.GetThreshold() != 2 || bt.GetLogRequired() ||
+		!strings.Contains(bt.GetDetail(), "need 2 of its 2 keys' signatures") || !strings.Contains(bt.GetDetail(), "images baked before release trust v2 accept one signature") {
+		t.Errorf("trust = %v", bt)
+	}
+}

@@ -92,6 +92,10 @@ type Config struct {
 	// Served returns, per release version, the node requests this instance
 	// answered with it. nil: none shown.
 	Served func() map[string]uint64
+	// Trust returns, per base, this instance's answers with a release by
+	// what the nodes declared of their release trust (lps.Metrics
+	// TrustByBase). nil: none shown.
+	Trust func() map[string]lps.TrustCounts
 	// Region is this instance's region label, the default for Explain.
 	// Empty: none.
 	Region string
@@ -118,6 +122,7 @@ type Server struct {
 	snaps  SnapshotSource
 	counts func() map[string]uint64
 	served func() map[string]uint64
+	trust  func() map[string]lps.TrustCounts
 	region string
 	env    string
 	keys   *release.KeySet
@@ -137,6 +142,7 @@ func New(cfg Config) *Server {
 		snaps:  cfg.Snapshots,
 		counts: cfg.Counts,
 		served: cfg.Served,
+		trust:  cfg.Trust,
 		region: cfg.Region,
 		env:    cfg.DeployEnv,
 		keys:   cfg.ReleaseKeys,
@@ -1024,7 +1030,55 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		}
 		resp.PointerJson = string(ptr)
 	}
+	trust, err := s.baseTrust(ctx, decisions)
+	if err != nil {
+		return nil, err
+	}
+	resp.Trust = trust
 	return resp, nil
+}
+
+// baseTrust says, for each base of decisions, what its nodes verify: the
+// newest key set's threshold and log policy for nodes that walk the chain,
+// and one signature and no log for images baked before it, with the
+// answers this instance gave each kind.
+func (s *Server) baseTrust(ctx context.Context, decisions []rollout.Decision) ([]*adminv1.BaseTrust, error) {
+	keys, _, err := s.currentKeys(ctx)
+	if err != nil && status.Code(err) != codes.FailedPrecondition {
+		return nil, err
+	}
+	var counts map[string]lps.TrustCounts
+	if s.trust != nil {
+		counts = s.trust()
+	}
+	var out []*adminv1.BaseTrust
+	seen := map[string]bool{}
+	for _, d := range decisions {
+		if seen[d.Base] {
+			continue
+		}
+		seen[d.Base] = true
+		c := counts[d.Base]
+		bt := &adminv1.BaseTrust{Base: d.Base, NodesDeclared: c.Declared, NodesLegacy: c.None}
+		switch {
+		case keys == nil && err != nil:
+			bt.Detail = "the key-set chain does not verify now: nodes that walked it refuse every release until the next version is published"
+		case keys == nil:
+			bt.Detail = "lpsd has no --release-keys: what nodes verify depends only on the key file their image was baked with"
+		default:
+			bt.KeysetVersion, bt.Threshold, bt.LogRequired = keys.Version(), int32(keys.Threshold()), keys.Log().Required
+			log := "no log"
+			if bt.LogRequired {
+				log = "an inclusion proof under a checkpoint of its witnesses"
+			}
+			bt.Detail = fmt.Sprintf("nodes that walk the chain to key-set version %d need %d of its %d keys' signatures and %s; images baked before release trust v2 accept one signature by a baked key and know no log", keys.Version(), keys.Threshold(), len(keys.KeyIDs()), log)
+		}
+		if c.Declared+c.None > 0 {
+			bt.Detail += fmt.Sprintf(" (this instance answered %d nodes of %s that declared a key-set version, %d that declared none)", c.Declared, d.Base, c.None)
+		}
+		out = append(out, bt)
+	}
+	return out, nil
 }
 
 // seatDetail says why a node holds no seat of r's canary, with held of

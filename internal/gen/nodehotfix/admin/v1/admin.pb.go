@@ -2630,7 +2630,10 @@ type ExplainResponse struct {
 	PointerJson string `protobuf:"bytes,2,opt,name=pointer_json,json=pointerJson,proto3" json:"pointer_json,omitempty"`
 	// For a component: the config the node would be served (the
 	// configuration with its envelope); empty when none applies.
-	ConfigJson    string `protobuf:"bytes,3,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	ConfigJson string `protobuf:"bytes,3,opt,name=config_json,json=configJson,proto3" json:"config_json,omitempty"`
+	// What a node of each base in decisions verifies before it runs a
+	// release, and what this instance saw nodes of the base declare.
+	Trust         []*BaseTrust `protobuf:"bytes,4,rep,name=trust,proto3" json:"trust,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2686,6 +2689,117 @@ func (x *ExplainResponse) GetConfigJson() string {
 	return ""
 }
 
+func (x *ExplainResponse) GetTrust() []*BaseTrust {
+	if x != nil {
+		return x.Trust
+	}
+	return nil
+}
+
+// BaseTrust is the release trust of a base's nodes.
+type BaseTrust struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The image base.
+	Base string `protobuf:"bytes,1,opt,name=base,proto3" json:"base,omitempty"`
+	// The newest release key set lpsd serves (its --release-keys walked
+	// through the published links); 0 when lpsd has no release keys.
+	KeysetVersion int64 `protobuf:"varint,2,opt,name=keyset_version,json=keysetVersion,proto3" json:"keyset_version,omitempty"`
+	// How many distinct keys must sign under it, and whether it requires
+	// the transparency log.
+	Threshold   int32 `protobuf:"varint,3,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	LogRequired bool  `protobuf:"varint,4,opt,name=log_required,json=logRequired,proto3" json:"log_required,omitempty"`
+	// Answers with a release of the base this instance gave to nodes that
+	// declared a key-set version (they walk the chain and check the log)
+	// and to nodes that declared none (baked before release trust v2, or
+	// without release keys: they accept one signature by a baked key and
+	// know no log).
+	NodesDeclared uint64 `protobuf:"varint,5,opt,name=nodes_declared,json=nodesDeclared,proto3" json:"nodes_declared,omitempty"`
+	NodesLegacy   uint64 `protobuf:"varint,6,opt,name=nodes_legacy,json=nodesLegacy,proto3" json:"nodes_legacy,omitempty"`
+	// The same, in words.
+	Detail        string `protobuf:"bytes,7,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BaseTrust) Reset() {
+	*x = BaseTrust{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BaseTrust) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BaseTrust) ProtoMessage() {}
+
+func (x *BaseTrust) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BaseTrust.ProtoReflect.Descriptor instead.
+func (*BaseTrust) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *BaseTrust) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *BaseTrust) GetKeysetVersion() int64 {
+	if x != nil {
+		return x.KeysetVersion
+	}
+	return 0
+}
+
+func (x *BaseTrust) GetThreshold() int32 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *BaseTrust) GetLogRequired() bool {
+	if x != nil {
+		return x.LogRequired
+	}
+	return false
+}
+
+func (x *BaseTrust) GetNodesDeclared() uint64 {
+	if x != nil {
+		return x.NodesDeclared
+	}
+	return 0
+}
+
+func (x *BaseTrust) GetNodesLegacy() uint64 {
+	if x != nil {
+		return x.NodesLegacy
+	}
+	return 0
+}
+
+func (x *BaseTrust) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 // Decision explains one release for one node.
 type Decision struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2705,7 +2819,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2717,7 +2831,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2730,7 +2844,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Decision) GetVersion() string {
@@ -2783,7 +2897,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2795,7 +2909,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2808,7 +2922,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Rule) GetRule() string {
@@ -2860,7 +2974,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2986,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2999,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -2947,7 +3061,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3073,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3086,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -3027,7 +3141,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3039,7 +3153,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3052,7 +3166,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -3149,7 +3263,7 @@ type ComponentConfig struct {
 
 func (x *ComponentConfig) Reset() {
 	*x = ComponentConfig{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3275,7 @@ func (x *ComponentConfig) String() string {
 func (*ComponentConfig) ProtoMessage() {}
 
 func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3288,7 @@ func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentConfig.ProtoReflect.Descriptor instead.
 func (*ComponentConfig) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ComponentConfig) GetComponent() string {
@@ -3260,7 +3374,7 @@ type PublishComponentConfigRequest struct {
 
 func (x *PublishComponentConfigRequest) Reset() {
 	*x = PublishComponentConfigRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3272,7 +3386,7 @@ func (x *PublishComponentConfigRequest) String() string {
 func (*PublishComponentConfigRequest) ProtoMessage() {}
 
 func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3285,7 +3399,7 @@ func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigRequest.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PublishComponentConfigRequest) GetEnvelopeJson() string {
@@ -3315,7 +3429,7 @@ type PublishComponentConfigResponse struct {
 
 func (x *PublishComponentConfigResponse) Reset() {
 	*x = PublishComponentConfigResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3327,7 +3441,7 @@ func (x *PublishComponentConfigResponse) String() string {
 func (*PublishComponentConfigResponse) ProtoMessage() {}
 
 func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3340,7 +3454,7 @@ func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigResponse.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PublishComponentConfigResponse) GetComponentConfig() *ComponentConfig {
@@ -3383,7 +3497,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3509,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3522,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListNodesRequest) GetRelease() string {
@@ -3474,7 +3588,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3600,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3613,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeOutcome {
@@ -3553,7 +3667,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3565,7 +3679,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3578,7 +3692,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeOutcome) GetVmId() string {
@@ -3857,12 +3971,21 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12\x1c\n" +
 	"\tcomponent\x18\x04 \x01(\tR\tcomponent\x12\x1d\n" +
 	"\n" +
-	"deploy_env\x18\x05 \x01(\tR\tdeployEnv\"\x92\x01\n" +
+	"deploy_env\x18\x05 \x01(\tR\tdeployEnv\"\xc8\x01\n" +
 	"\x0fExplainResponse\x12;\n" +
 	"\tdecisions\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.DecisionR\tdecisions\x12!\n" +
 	"\fpointer_json\x18\x02 \x01(\tR\vpointerJson\x12\x1f\n" +
 	"\vconfig_json\x18\x03 \x01(\tR\n" +
-	"configJson\"\x9d\x01\n" +
+	"configJson\x124\n" +
+	"\x05trust\x18\x04 \x03(\v2\x1e.nodehotfix.admin.v1.BaseTrustR\x05trust\"\xe9\x01\n" +
+	"\tBaseTrust\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\tR\x04base\x12%\n" +
+	"\x0ekeyset_version\x18\x02 \x01(\x03R\rkeysetVersion\x12\x1c\n" +
+	"\tthreshold\x18\x03 \x01(\x05R\tthreshold\x12!\n" +
+	"\flog_required\x18\x04 \x01(\bR\vlogRequired\x12%\n" +
+	"\x0enodes_declared\x18\x05 \x01(\x04R\rnodesDeclared\x12!\n" +
+	"\fnodes_legacy\x18\x06 \x01(\x04R\vnodesLegacy\x12\x16\n" +
+	"\x06detail\x18\a \x01(\tR\x06detail\"\x9d\x01\n" +
 	"\bDecision\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x12\n" +
 	"\x04base\x18\x02 \x01(\tR\x04base\x12\x1a\n" +
@@ -3979,7 +4102,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
 	(*KeySet)(nil),                         // 1: nodehotfix.admin.v1.KeySet
@@ -4014,108 +4137,110 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*OutcomeCount)(nil),                   // 30: nodehotfix.admin.v1.OutcomeCount
 	(*ExplainRequest)(nil),                 // 31: nodehotfix.admin.v1.ExplainRequest
 	(*ExplainResponse)(nil),                // 32: nodehotfix.admin.v1.ExplainResponse
-	(*Decision)(nil),                       // 33: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                           // 34: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),               // 35: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 36: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),                     // 37: nodehotfix.admin.v1.AuditEntry
-	(*ComponentConfig)(nil),                // 38: nodehotfix.admin.v1.ComponentConfig
-	(*PublishComponentConfigRequest)(nil),  // 39: nodehotfix.admin.v1.PublishComponentConfigRequest
-	(*PublishComponentConfigResponse)(nil), // 40: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*ListNodesRequest)(nil),               // 41: nodehotfix.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),              // 42: nodehotfix.admin.v1.ListNodesResponse
-	(*NodeOutcome)(nil),                    // 43: nodehotfix.admin.v1.NodeOutcome
-	(*timestamppb.Timestamp)(nil),          // 44: google.protobuf.Timestamp
+	(*BaseTrust)(nil),                      // 33: nodehotfix.admin.v1.BaseTrust
+	(*Decision)(nil),                       // 34: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                           // 35: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),               // 36: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 37: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 38: nodehotfix.admin.v1.AuditEntry
+	(*ComponentConfig)(nil),                // 39: nodehotfix.admin.v1.ComponentConfig
+	(*PublishComponentConfigRequest)(nil),  // 40: nodehotfix.admin.v1.PublishComponentConfigRequest
+	(*PublishComponentConfigResponse)(nil), // 41: nodehotfix.admin.v1.PublishComponentConfigResponse
+	(*ListNodesRequest)(nil),               // 42: nodehotfix.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 43: nodehotfix.admin.v1.ListNodesResponse
+	(*NodeOutcome)(nil),                    // 44: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 45: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	44, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
+	45, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
 	1,  // 1: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
 	1,  // 2: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
 	1,  // 3: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
 	9,  // 4: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	44, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	44, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	45, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	44, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	45, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 9: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	10, // 10: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	12, // 11: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	44, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	45, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
 	11, // 13: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	44, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	44, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	45, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	45, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
 	7,  // 16: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	44, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	45, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
 	6,  // 18: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
 	6,  // 19: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	38, // 20: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	39, // 20: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	10, // 21: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
 	6,  // 22: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
 	19, // 23: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
-	38, // 24: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	39, // 24: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	20, // 25: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	44, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	45, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
 	21, // 27: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	44, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	44, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	44, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	45, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	45, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	45, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
 	6,  // 31: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	38, // 32: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	39, // 32: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	0,  // 33: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
 	6,  // 34: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	38, // 35: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	39, // 35: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	6,  // 36: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	38, // 37: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	39, // 37: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	6,  // 38: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
 	30, // 39: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	44, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	45, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
 	8,  // 41: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	38, // 42: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
-	33, // 43: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	34, // 44: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	44, // 45: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	37, // 46: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	44, // 47: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	9,  // 48: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	44, // 49: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	44, // 50: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	44, // 51: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
-	38, // 52: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	44, // 53: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
-	43, // 54: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
-	44, // 55: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
-	44, // 56: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
-	13, // 57: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	15, // 58: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	17, // 59: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	24, // 60: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	22, // 61: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	26, // 62: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	28, // 63: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	31, // 64: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	35, // 65: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	39, // 66: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	41, // 67: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
-	2,  // 68: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
-	4,  // 69: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
-	14, // 70: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	16, // 71: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	18, // 72: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	25, // 73: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	23, // 74: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	27, // 75: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	29, // 76: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	32, // 77: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	36, // 78: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	40, // 79: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	42, // 80: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
-	3,  // 81: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
-	5,  // 82: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
-	70, // [70:83] is the sub-list for method output_type
-	57, // [57:70] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	39, // 42: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	34, // 43: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	33, // 44: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
+	35, // 45: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	45, // 46: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	38, // 47: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	45, // 48: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	9,  // 49: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	45, // 50: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	45, // 51: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	45, // 52: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	39, // 53: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	45, // 54: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	44, // 55: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	45, // 56: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	45, // 57: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	13, // 58: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	15, // 59: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	17, // 60: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	24, // 61: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	22, // 62: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	26, // 63: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	28, // 64: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	31, // 65: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	36, // 66: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	40, // 67: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	42, // 68: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	2,  // 69: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
+	4,  // 70: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
+	14, // 71: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	16, // 72: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	18, // 73: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	25, // 74: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	23, // 75: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	27, // 76: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	29, // 77: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	32, // 78: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	37, // 79: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	41, // 80: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	43, // 81: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	3,  // 82: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
+	5,  // 83: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
+	71, // [71:84] is the sub-list for method output_type
+	58, // [58:71] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -4129,7 +4254,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
