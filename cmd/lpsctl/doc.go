@@ -275,8 +275,11 @@ request counts. --watch redraws it until interrupted.
 explain shows, release by release and rule by rule, what the node would be
 served, from the snapshot lpsd serves, and summarises the pointer document
 (each base's version, its signed release, the revocations); -o json has the
-whole document. --region and --deploy-env default to the instance's.
---component NAME explains that component's configurations instead. --vm-id and
+whole document. For each base it says what its nodes verify: the newest
+key set's threshold and log policy for nodes that walk the chain, one
+signature and no log for images baked before release trust v2, and how
+many nodes of each kind this lpsd instance answered. --region and
+--deploy-env default to the instance's. --component NAME explains that component's configurations instead. --vm-id and
 --subscription must be GUIDs (a VM's ID as in its attested document): any
 other value is a usage error (exit 2), as it describes no node.
 
@@ -455,7 +458,10 @@ explain prints:
 	                "chosen": true,
 	                "rules": [{"rule": "not-revoked", "passed": true,
 	                           "detail": "revoked=false"}, ...]}, ...],
-	 "pointer": {pointer document the node would get} or null (nothing)}
+	 "pointer": {pointer document the node would get} or null (nothing),
+	 "trust": [{"base": "...", "keyset_version": 3, "threshold": 2,
+	            "log_required": true, "nodes_declared": 12,
+	            "nodes_legacy": 3, "detail": "..."}, ...]}
 
 Rules are evaluated in order (not-revoked, not-expired, state-serving,
 subscription-in-scope, region-in-scope, deploy-env-in-scope when the
