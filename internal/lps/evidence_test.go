@@ -33,7 +33,6 @@ func (m memLog) ReadHashes(ix []int64) ([]tlog.Hash, error) {
 	return out, nil
 }
 
-func (m memLog) LogSize(context.Context) (int64, error) { return 0, nil }
 func (m memLog) LogHashes(_ context.Context, ix []int64) ([]tlog.Hash, error) {
 	return m.ReadHashes(ix)
 }

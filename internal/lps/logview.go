@@ -14,12 +14,11 @@ import (
 	"nodehotfix/internal/translog"
 )
 
-// logStore is the store's transparency-log half that serving reads.
+// logStore is what serving reads of the store's transparency log: stored
+// hashes for proofs and records for the index (store.Log has both).
 type logStore interface {
-	LogSize(ctx context.Context) (int64, error)
 	LogHashes(ctx context.Context, indexes []int64) ([]tlog.Hash, error)
 	LogRecords(ctx context.Context, start, end int64) ([][]byte, error)
-	Checkpoint(ctx context.Context) (int64, []byte, error)
 }
 
 // Bounds of what serving keeps of the log in memory.
