@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"time"
 
+	"nodehotfix/bench/internal/procstat"
 	"nodehotfix/bench/internal/rig"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/lpsclient"
@@ -30,11 +31,14 @@ const declaredBase = "202604.01"
 // and extra records in the log.
 type trustWorld struct {
 	*harness.Trust
-	dir     string
-	links   []string // key-set envelopes v2, v3
-	served  string   // the served release's envelope (version, signed by b and d)
+	dir   string
+	links []string // key-set envelopes v2, v3
+	// served is the served release's envelope (version), signed by b, a
+	// and d: 2 of the root (which the plain lpsd verifies it under) and 2
+	// of v3 (the evidence lpsd's newest).
+	served  string
 	extra   []string // further releases of other bases, only to grow the log
-	keptLog int64    // the log size after the served release: what nodes declare
+	keptLog int64    // the log size after the served release (1): what nodes declare
 }
 
 // newTrustWorld makes the keys, starts the witness and signs, offline as
@@ -81,12 +85,12 @@ func newTrustWorld(ctx context.Context, e *env, extra int) (*trustWorld, error) 
 			"--skip-version-check", "--out", out); err != nil {
 			return "", err
 		}
-		return out, w.CoSign(ctx, out, "d")
+		return out, w.CoSign(ctx, out, "a", "d")
 	}
 	if w.served, err = sign(version); err != nil {
 		return nil, err
 	}
-	w.keptLog = int64(len(w.links)) + 1
+	w.keptLog = 1
 	for i := range extra {
 		v := fmt.Sprintf("2027%02d.%02d.1", i%12+1, i/12+1)
 		f, err := sign(v)
@@ -114,17 +118,31 @@ func (w *trustWorld) keyID(ctx context.Context, holder string) (string, error) {
 // the served release and the extra releases.
 func (w *trustWorld) logSize() int { return len(w.links) + 1 + len(w.extra) }
 
-// publish writes the same records, in the same order, to l, as an
-// operator would through lpsctl, and rolls the served release out to 100%.
-func (w *trustWorld) publish(ctx context.Context, l *harness.LPSD) error {
-	var cmds [][]string
-	for _, f := range w.links {
-		cmds = append(cmds, []string{"keys", "publish", "--envelope", f, "--reason", "loadgen: rotation"})
+// publish publishes, as an operator would through lpsctl, the served
+// release and rolls it out to 100%, then (with links, to an lpsd with a
+// log key, once it keeps its first checkpoint: lpsd refuses a key set
+// requiring the log before) the two links, then the extra releases.
+func (w *trustWorld) publish(ctx context.Context, l *harness.LPSD, links bool) error {
+	cmds := [][]string{{"release", "publish", "--envelope", w.served, "--reason", "loadgen"}, {"rollout", "set", version, "--percent", "100"}}
+	if links {
+		if err := w.ctl(ctx, l, cmds); err != nil {
+			return err
+		}
+		if err := l.WaitLogged(ctx, 1); err != nil {
+			return fmt.Errorf("%w\nwitness log:\n%s", err, w.Witness.Log())
+		}
+		cmds = nil
+		for _, f := range w.links {
+			cmds = append(cmds, []string{"keys", "publish", "--envelope", f, "--reason", "loadgen: rotation"})
+		}
 	}
-	cmds = append(cmds, []string{"release", "publish", "--envelope", w.served, "--reason", "loadgen"}, []string{"rollout", "set", version, "--percent", "100"})
 	for _, f := range w.extra {
 		cmds = append(cmds, []string{"release", "publish", "--envelope", f, "--reason", "loadgen: grow the log"})
 	}
+	return w.ctl(ctx, l, cmds)
+}
+
+func (w *trustWorld) ctl(ctx context.Context, l *harness.LPSD, cmds [][]string) error {
 	for _, args := range cmds {
 		if _, err := l.Ctl(ctx, args...); err != nil {
 			return err
@@ -151,14 +169,15 @@ func trustFetch(keySet, logSize int64) func(ctx context.Context, addr string, ro
 // trust evidence (key-set links, checkpoint, inclusion and consistency
 // proofs) against without, phase by phase. Two lpsds as they ship, with
 // the same store content: one with --log-key and the witness, one without
-// a log key (it serves no log bundle); the baseline's nodes declare the
-// newest key set, so they are served no links either.
+// a log key, which serves no log bundle and holds no links (lpsd refuses a
+// key set requiring the log without a checkpoint); its nodes declare the
+// newest key set, as a node that kept the chain would.
 func evidenceCost(ctx context.Context, o options, e *env) error {
 	w, err := newTrustWorld(ctx, e, o.logExtra)
 	if err != nil {
 		return err
 	}
-	start := func(name string, flags []string) (*harness.LPSD, error) {
+	start := func(name string, links bool, flags []string) (*harness.LPSD, error) {
 		l, err := harness.StartLPSD(ctx, e.bins, e.dir, harness.LPSDOptions{
 			Name: name, Store: "mem:", IMDSRoots: e.rootsF, TLS: e.tls, Extra: append(flags, rig.LPSDFlags()...),
 		})
@@ -166,13 +185,13 @@ func evidenceCost(ctx context.Context, o options, e *env) error {
 			return nil, err
 		}
 		e.procs = append(e.procs, l.Proc)
-		return l, w.publish(ctx, l)
+		return l, w.publish(ctx, l, links)
 	}
-	ev, err := start("lpsd-evidence", w.LPSDFlags())
+	ev, err := start("lpsd-evidence", true, w.LPSDFlags())
 	if err != nil {
 		return err
 	}
-	plain, err := start("lpsd-plain", []string{"--release-keys", w.Root})
+	plain, err := start("lpsd-plain", false, []string{"--release-keys", w.Root})
 	if err != nil {
 		return err
 	}
@@ -189,14 +208,20 @@ func evidenceCost(ctx context.Context, o options, e *env) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.out, "\nrelease trust v2 (2-of-3 baked key set requiring the log, rotated twice; one witness, lpsctl witness serve, quorum 1); log of %d records: links v2 and v3, the served release %s at index %d, %d other releases\n",
-		w.logSize(), version, len(w.links), len(w.extra))
+	fmt.Fprintf(e.out, "\nrelease trust v2 (2-of-3 baked key set requiring the log, rotated twice; one witness, lpsctl witness serve, quorum 1); log of %d records: the served release %s at index 0, links v2 and v3, %d other releases\n",
+		w.logSize(), version, len(w.extra))
 	fmt.Fprintf(e.out, "  plain:         lpsd --release-keys (no --log-key); node declares base %s and key set %d: no links, no log bundle; document %d bytes\n", declaredBase, newest, sizes[0])
 	fmt.Fprintf(e.out, "  evidence:      lpsd --release-keys --log-key --witness; node declares base, key set 1 (a fresh image) and log size %d: 2 links, checkpoint, inclusion and consistency proof; document %d bytes\n", w.keptLog, sizes[1])
 	fmt.Fprintf(e.out, "  evidence-kept: the same lpsd; node declares key set %d (its next boot): checkpoint and proofs only; document %d bytes\n", newest, sizes[2])
 	fmt.Fprintf(e.out, "new TLS connection + one GetComponentConfig per node; closed loop %s per concurrency, the three alternating phase by phase\n\n", o.dur)
 	for _, t := range targets {
 		closedLoop(ctx, t, e.roots, o.conc[0], o.warm)
+	}
+	meter := procstat.NewMeter()
+	pids := []int{plain.Pid(), ev.Pid(), w.Witness.Pid()}
+	srv0 := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		srv0[i], _ = procstat.CPU(pid)
 	}
 	cpu := map[string]time.Duration{}
 	ok := map[string]int64{}
@@ -209,6 +234,16 @@ func evidenceCost(ctx context.Context, o options, e *env) error {
 			cpu[t.name] += p.serverCPU
 			ok[t.name] += p.ok
 		}
+	}
+	load := meter.Stop()
+	var servers time.Duration
+	for i, pid := range pids {
+		s1, _ := procstat.CPU(pid)
+		servers += s1 - srv0[i]
+	}
+	fmt.Fprintf(e.out, "  %s; of it the two lpsds and the witness %.0f%%\n", load, 100*float64(servers)/float64(load.MachineCapacity))
+	if n := e.toks.wrapped.Load(); n > 0 {
+		fmt.Fprintf(e.out, "note: %d calls reused a document (pool of %d exhausted; reuse within attest MaxUses is still accepted)\n", n, len(e.toks.all))
 	}
 	per := func(n string) float64 { return float64(cpu[n].Microseconds()) / float64(ok[n]) }
 	fmt.Fprintf(e.out, "\nserver CPU per GetComponentConfig over all phases: plain %.0fus, evidence %.0fus (ratio %.3f), evidence-kept %.0fus (ratio %.3f); target <= 1.05\n",
