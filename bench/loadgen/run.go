@@ -38,13 +38,14 @@ type options struct {
 	keep     bool
 	openDur  time.Duration
 	loadFrac []float64
+	logExtra int
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var o options
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "throughput", "throughput (lpsd vs floor), report (an outcome report's server CPU vs a GetComponentConfig's, same lpsd), memory (lpsd RSS under distinct documents) or profile (pprof of the request path)")
+	fs.StringVar(&o.mode, "mode", "throughput", "throughput (lpsd vs floor), report (an outcome report's server CPU vs a GetComponentConfig's, same lpsd), evidence (server CPU per GetComponentConfig with release-trust evidence vs without), memory (lpsd RSS under distinct documents) or profile (pprof of the request path)")
 	fs.DurationVar(&o.dur, "dur", 10*time.Second, "length of each closed-loop phase (memory: of the run; 0 = until every document was used once)")
 	fs.DurationVar(&o.openDur, "open-dur", 10*time.Second, "length of each open-loop phase")
 	fs.DurationVar(&o.warm, "warmup", 2*time.Second, "closed-loop warm-up before measuring each server")
@@ -55,6 +56,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.sample, "sample", 5*time.Second, "memory: RSS sampling interval")
 	fs.StringVar(&o.out, "out", "", "profile: directory for the profiles (default: the work directory, kept)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	fs.IntVar(&o.logExtra, "log-extra", 13, "evidence: releases of other bases published after the served one, to grow the log (each also an lpsctl sign, co-sign and publish per lpsd)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -151,6 +153,8 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 		return throughput(ctx, o, e)
 	case "report":
 		return reportCost(ctx, o, e)
+	case "evidence":
+		return evidenceCost(ctx, o, e)
 	case "memory":
 		return memory(ctx, o, e)
 	case "profile":
