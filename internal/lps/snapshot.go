@@ -47,8 +47,9 @@ type Snapshot struct {
 	// relRev and cfgRev are the revisions Releases and Configs gave; a
 	// backend may count them apart (Revision is the higher).
 	relRev, cfgRev int64
-	// log is the transparency log evidence served with releases; nil
-	// before any checkpoint is kept.
+	// log is the trust evidence served with releases (the key-set chain,
+	// the kept checkpoint and the proofs under it); nil while there is
+	// neither a link nor a checkpoint.
 	log *servedLog
 }
 
