@@ -137,12 +137,26 @@ func TestBrowser(t *testing.T) {
 	// Halt it from its page, with a reason.
 	do(ctx, "release page", chromedp.Navigate(u+"/releases/"+version), chromedp.WaitVisible(chromedp.ID("reason-halt")))
 	screenshot(t, ctx, "release.png")
-	do(ctx, "halt",
-		chromedp.SendKeys(chromedp.ID("reason-halt"), "failure rate up after the kubelet change"),
-		chromedp.Click(chromedp.CSS("form.action-halt input[name=confirm]")),
-		chromedp.Click(chromedp.CSS("form.action-halt button")),
-		chromedp.WaitVisible(chromedp.CSS(".banner.ok")),
-	)
+	// The page refreshes every 300 ms here; a refresh that lands between
+	// finding a node and acting on it replaces the node ("Could not find
+	// node with given id"): start the halt again from a fresh page then.
+	// Halting twice is a no-op, so a retry after a submit that landed is
+	// harmless.
+	for attempt := 1; ; attempt++ {
+		err := chromedp.Do(ctx,
+			chromedp.SendKeys(chromedp.ID("reason-halt"), "failure rate up after the kubelet change"),
+			chromedp.Click(chromedp.CSS("form.action-halt input[name=confirm]")),
+			chromedp.Click(chromedp.CSS("form.action-halt button")),
+			chromedp.WaitVisible(chromedp.CSS(".banner.ok")),
+		)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "Could not find node") {
+			t.Fatalf("halt: %v", err)
+		}
+		do(ctx, "release page again", chromedp.Navigate(u+"/releases/"+version), chromedp.WaitVisible(chromedp.ID("reason-halt")))
+	}
 	if got := text(ctx, "h1"); !strings.Contains(got, "halted") {
 		t.Errorf("after the halt the page says %q", got)
 	}
