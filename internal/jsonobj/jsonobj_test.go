@@ -1,7 +1,10 @@
 package jsonobj
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 
@@ -60,6 +63,94 @@ func FuzzMembers(f *testing.F) {
 				t.Fatalf("duplicate %q accepted", m.Key)
 			}
 			seen[m.Key] = true
+		}
+	})
+}
+
+// reference is Members as encoding/json's decoder reads an object: the
+// behaviour the scanner must keep.
+func reference(data []byte) ([]Member, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("not a JSON object")
+	}
+	var out []Member
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		key, ok := tok.(string)
+		if !ok {
+			return nil, errors.New("object key is not a string")
+		}
+		if seen[key] {
+			return nil, ErrDuplicateKey
+		}
+		seen[key] = true
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return nil, err
+		}
+		out = append(out, Member{key, val})
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("trailing data")
+	}
+	return out, nil
+}
+
+// FuzzMembersMatchesDecoder: the scanner accepts exactly what the decoder
+// accepts, with the same keys and values.
+func FuzzMembersMatchesDecoder(f *testing.F) {
+	for _, s := range []string{
+		`{"a":1}`, ` {"b" : "x\"}" , "c":[{"d":"]"},2,null] ,"e":{"f":{}}} `,
+		`{"\u0061":1,"a":2}`, `{"k\\":"v\\"}`, "{\"\xff\":1,\"\xfe\":2}", `{"n":-1.5e+3,"t":true,"f":false}`,
+		`{"a":1}{}`, `{"a":`, `[1]`, `"s"`, `{"a" 1}`, `{,}`, `{"a":1,}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, err := Members(data)
+		want, werr := reference(data)
+		if (err == nil) != (werr == nil) {
+			t.Fatalf("Members(%q) error %v, decoder's %v", data, err, werr)
+		}
+		if err != nil {
+			return
+		}
+		if len(got) == 0 && len(want) == 0 {
+			return
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("Members(%q) mismatch (-decoder +scanner):\n%s", data, diff)
+		}
+	})
+}
+
+func BenchmarkMembers(b *testing.B) {
+	data := []byte(`{"payloadType":"application/vnd.nodehotfix.keyset.v1+json","payload":"` + strings.Repeat("QUJD", 200) +
+		`","signatures":[{"keyid":"0123456789abcdef","sig":"` + strings.Repeat("c2ln", 22) + `"},{"keyid":"fedcba9876543210","sig":"` + strings.Repeat("c2ln", 22) + `"}]}`)
+	b.Run("scanner", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := Members(data); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decoder", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := reference(data); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }

@@ -64,6 +64,10 @@ type envelope struct {
 	payloadType string
 	payload     []byte
 	sigs        []signature
+	// proven, when set, remembers the (key, signature) pairs that
+	// verified, so a key-set link checked against two sets verifies a key
+	// both hold once.
+	proven map[string]bool
 }
 
 type signature struct {

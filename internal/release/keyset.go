@@ -407,6 +407,7 @@ func (ks KeySet) next(data []byte) (KeySet, error) {
 	if err != nil {
 		return KeySet{}, keySetErr(err)
 	}
+	env.proven = map[string]bool{} // a key in both sets is checked once
 	if err := ks.verifySignatures(env, fmt.Sprintf("keys of version %d", ks.Version())); err != nil {
 		return KeySet{}, keySetErr(err)
 	}

@@ -630,3 +630,27 @@ func FuzzSignedKeySet(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkNext is one link's check: "disjoint" needs 2 signatures of
+// the old keys and 2 of the new, "shared" is signed by 2 keys both sets
+// hold, each verified once.
+func BenchmarkNext(b *testing.B) {
+	v1 := mustSet(b, testDoc(1, 2, 1, 2, 3))
+	for _, bc := range []struct {
+		name    string
+		keys    []byte
+		signers []byte
+	}{
+		{"disjoint", []byte{4, 5, 6}, []byte{1, 2, 4, 5}},
+		{"shared", []byte{2, 3, 4}, []byte{2, 3}},
+	} {
+		link := mustSignKeySet(b, testDoc(2, 2, bc.keys...), bc.signers...)
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := v1.Next(link, testNow); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

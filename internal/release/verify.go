@@ -153,7 +153,7 @@ func (ks KeySet) verified(env envelope, enough int) (keys []ed25519.PublicKey, n
 		// The ID only narrows which keys to try; trust comes from the key.
 		for _, pub := range ks.byID[s.keyID] {
 			named = true
-			if !ok[string(pub)] && ed25519.Verify(pub, msg, s.sig) {
+			if !ok[string(pub)] && env.verify(pub, msg, s.sig) {
 				ok[string(pub)] = true
 			}
 		}
@@ -167,6 +167,20 @@ func (ks KeySet) verified(env envelope, enough int) (keys []ed25519.PublicKey, n
 		}
 	}
 	return keys, named
+}
+
+// verify checks sig by pub over msg, once per pair when env remembers.
+func (env envelope) verify(pub ed25519.PublicKey, msg, sig []byte) bool {
+	if env.proven == nil {
+		return ed25519.Verify(pub, msg, sig)
+	}
+	k := string(pub) + string(sig)
+	if good, seen := env.proven[k]; seen {
+		return good
+	}
+	good := ed25519.Verify(pub, msg, sig)
+	env.proven[k] = good
+	return good
 }
 
 func keyIDs(keys []ed25519.PublicKey) []string {

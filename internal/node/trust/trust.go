@@ -189,17 +189,30 @@ func walk(root release.KeySet, kept, served []json.RawMessage, now time.Time) (l
 		}
 	}
 	links = slices.Clone(kept)
-	fresh, err := pastKept(cur, served)
-	if err != nil {
-		return nil, root, keptErr, err
+	// The service is asked only for the links past the declared version,
+	// so the served chain is first walked as it came; only when that
+	// fails are the links the node already holds dropped from it and the
+	// rest walked, so a well-formed answer is decoded once.
+	fresh, next := served, cur
+	var asServed error
+	if len(served) > 0 && len(served) <= release.MaxChain {
+		next, asServed = walkLinks(cur, served, true, now)
 	}
-	if len(fresh) > release.MaxChain {
-		return nil, root, keptErr, fmt.Errorf("served key-set chain: %d links past version %d, at most %d", len(fresh), cur.Version(), release.MaxChain)
+	if len(served) > release.MaxChain || asServed != nil {
+		if fresh, err = pastKept(cur, served); err != nil {
+			return nil, root, keptErr, err
+		}
+		if len(fresh) > release.MaxChain {
+			return nil, root, keptErr, fmt.Errorf("served key-set chain: %d links past version %d, at most %d", len(fresh), cur.Version(), release.MaxChain)
+		}
+		if len(fresh) > 0 {
+			if next, err = walkLinks(cur, fresh, true, now); err != nil {
+				return nil, root, keptErr, fmt.Errorf("release key-set chain: %w", err)
+			}
+		}
 	}
 	if len(fresh) > 0 {
-		if cur, err = walkLinks(cur, fresh, true, now); err != nil {
-			return nil, root, keptErr, fmt.Errorf("release key-set chain: %w", err)
-		}
+		cur = next
 		links = append(links, fresh...)
 	} else if exp := cur.Expires(); len(links) > 0 && !now.Before(exp) {
 		return nil, root, keptErr, fmt.Errorf("release key-set chain: kept version %d expired at %s", cur.Version(), exp.UTC().Format(time.RFC3339))
@@ -210,17 +223,8 @@ func walk(root release.KeySet, kept, served []json.RawMessage, now time.Time) (l
 	return links, cur, keptErr, nil
 }
 
-// pastKept returns the served links past cur's version, in order. The
-// service is asked only for those, so when the first link is cur's next
-// version they are taken as served (Walk refuses any that is not) without
-// decoding each one twice.
+// pastKept returns the served links past cur's version, in order.
 func pastKept(cur release.KeySet, served []json.RawMessage) ([]json.RawMessage, error) {
-	if len(served) == 0 {
-		return nil, nil
-	}
-	if d, err := release.InspectKeySet(served[0]); err == nil && d.Version == cur.Version()+1 {
-		return served, nil
-	}
 	top := cur.Version()
 	var fresh []json.RawMessage
 	for _, l := range served {
