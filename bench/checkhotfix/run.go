@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
 	"nodehotfix/bench/internal/rig"
 	"nodehotfix/bench/internal/stats"
+	"nodehotfix/internal/hotfix"
 	"nodehotfix/test/harness"
 )
 
@@ -49,7 +51,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 func bench(ctx context.Context, o options, dir string, out io.Writer) error {
-	docs := 5*(o.n+o.warmup) + 4*o.hungN + 16
+	docs := 7*(o.n+o.warmup) + 4*o.hungN + 16
 	r, err := rig.New(ctx, dir, docs)
 	if err != nil {
 		return err
@@ -94,11 +96,45 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Release trust v2: a fresh node baked with the 2-of-3 root that
+	// requires the log is served 2 key-set links, a cosigned checkpoint
+	// and the release's inclusion proof (check-hotfix declares the key
+	// set and log size it holds, and stages what it is served; the node
+	// verifies it in download-hotfix, bench/README's BenchmarkEvaluate).
+	tr, err := r.NewTrust(0)
+	if err != nil {
+		return err
+	}
+	trustLPS, err := r.StartTrustLPS(tr)
+	if err != nil {
+		return err
+	}
+	root, err := os.ReadFile(tr.Root)
+	if err != nil {
+		return err
+	}
+	trustNode, err := harness.NewNode(filepath.Join(r.Dir, "trust-node"), harness.NodeOptions{BakedAgent: r.Agent, ClusterCA: r.TLS.CAPEM, ReleaseKeys: root})
+	if err != nil {
+		return err
+	}
+	trustArgv := []string{r.Agent, "check-hotfix", "--root", trustNode.Root, "--imds-url", r.IMDS.URL, "--lps-addr", trustLPS}
+	trusted, err := paired(ctx, o, trustArgv, "lpsRead", []string{floor, "-imds-url", r.IMDS.URL, "-lps-addr", trustLPS, "-ca", r.TLS.CAFile},
+		trustNode.Path("opt/azure/containers/aks-node-controller-hotfix.json"))
+	if err != nil {
+		return err
+	}
+	if err := expectEvidence(trustNode.Path("opt/azure/containers/aks-node-controller-hotfix.json"), len(tr.Links)); err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "%-34s %s\n", "agent `version` (process start)", version.String("ms"))
 	for _, p := range []struct {
 		name string
 		p    pair
-	}{{"happy path: served, pointer staged", happy}, {"NotFound: nothing staged", notFound}} {
+	}{
+		{"happy path: served, pointer staged", happy},
+		{"NotFound: nothing staged", notFound},
+		{"release trust: served 2 links, checkpoint, proof (floor: same lpsd, no evidence)", trusted},
+	} {
 		fmt.Fprintf(out, "%s\n", p.name)
 		fmt.Fprintf(out, "  %-32s %s\n", "floor (checkfloor)", p.p.floor.String("ms"))
 		fmt.Fprintf(out, "  %-32s %s\n", "check-hotfix", p.p.agent.String("ms"))
@@ -148,6 +184,23 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	}
 	if n := r.IMDS.OnDemand(); n > 0 {
 		fmt.Fprintf(out, "\nnote: %d attested documents were signed during measurement (pool too small)\n", n)
+	}
+	return nil
+}
+
+// expectEvidence checks that the staged pointer at path carries links
+// key-set links and a log bundle: the trust case measured what it says.
+func expectEvidence(path string, links int) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	p, err := hotfix.ParsePointer(data)
+	if err != nil {
+		return err
+	}
+	if len(p.KeySets) != links || p.Log == nil {
+		return fmt.Errorf("release trust: the staged pointer carries %d key-set links and %d log bytes, want %d and a bundle", len(p.KeySets), len(p.Log), links)
 	}
 	return nil
 }

@@ -3,12 +3,10 @@ package main
 import (
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"nodehotfix/bench/internal/procstat"
@@ -24,132 +22,6 @@ import (
 // declaredBase is the base of the published release (version's), which
 // every node of this mode declares.
 const declaredBase = "202604.01"
-
-// trustWorld is release trust as the demo and the end-to-end tests set
-// it up (harness.Trust: a 2-of-3 baked key set requiring the log, a log
-// key, one witness as its own process), rotated twice, with the release
-// and extra records in the log.
-type trustWorld struct {
-	*harness.Trust
-	dir   string
-	links []string // key-set envelopes v2, v3
-	// served is the served release's envelope (version), signed by b, a
-	// and d: 2 of the root (which the plain lpsd verifies it under) and 2
-	// of v3 (the evidence lpsd's newest).
-	served  string
-	extra   []string // further releases of other bases, only to grow the log
-	keptLog int64    // the log size after the served release (1): what nodes declare
-}
-
-// newTrustWorld makes the keys, starts the witness and signs, offline as
-// the key holders would, the two links and every release.
-func newTrustWorld(ctx context.Context, e *env, extra int) (*trustWorld, error) {
-	w := &trustWorld{dir: filepath.Join(e.dir, "trust")}
-	if err := os.MkdirAll(w.dir, 0o755); err != nil {
-		return nil, err
-	}
-	var err error
-	if w.Trust, err = harness.StartTrust(ctx, e.bins, w.dir); err != nil {
-		return nil, err
-	}
-	e.procs = append(e.procs, w.Witness)
-	// v2 = a, b, d; v3 = b, d, e (2 of each), as test/e2e's rotation.
-	v2, v3 := filepath.Join(w.dir, "keyset-2.json"), filepath.Join(w.dir, "keyset-3.json")
-	c, err := w.keyID(ctx, "c")
-	if err != nil {
-		return nil, err
-	}
-	a, err := w.keyID(ctx, "a")
-	if err != nil {
-		return nil, err
-	}
-	for _, args := range [][]string{
-		{"keys", "rotate", "--current", w.Root, "--add-key", w.Pubs["d"], "--remove-key", c, "--valid-for", "30d", "--key", w.Keys["a"], "--out", v2},
-		{"keys", "rotate", "--envelope", v2, "--current", w.Root, "--key", w.Keys["b"], "--out", v2},
-		{"keys", "rotate", "--current", v2, "--add-key", w.Pubs["e"], "--remove-key", a, "--valid-for", "30d", "--key", w.Keys["b"], "--out", v3},
-		{"keys", "rotate", "--envelope", v3, "--current", v2, "--key", w.Keys["d"], "--out", v3},
-	} {
-		if _, err := w.Offline(ctx, args...); err != nil {
-			return nil, err
-		}
-	}
-	w.links = []string{v2, v3}
-	bin := filepath.Join(w.dir, "artifact")
-	if err := os.WriteFile(bin, []byte("stand-in artifact\n"), 0o644); err != nil {
-		return nil, err
-	}
-	sign := func(v string) (string, error) {
-		out := filepath.Join(w.dir, "release-"+v+".json")
-		if _, err := w.Offline(ctx, "release", "sign", "--key", w.Keys["b"], "--base", v[:9], "--version", v,
-			"--artifact", runtime.GOOS+"/"+runtime.GOARCH+"="+bin+",https://artifacts.invalid/aks-node-controller", "--valid-for", "24h",
-			"--skip-version-check", "--out", out); err != nil {
-			return "", err
-		}
-		return out, w.CoSign(ctx, out, "a", "d")
-	}
-	if w.served, err = sign(version); err != nil {
-		return nil, err
-	}
-	w.keptLog = 1
-	for i := range extra {
-		v := fmt.Sprintf("2027%02d.%02d.1", i%12+1, i/12+1)
-		f, err := sign(v)
-		if err != nil {
-			return nil, err
-		}
-		w.extra = append(w.extra, f)
-	}
-	return w, nil
-}
-
-func (w *trustWorld) keyID(ctx context.Context, holder string) (string, error) {
-	out, err := w.Offline(ctx, "keys", "verify", "--root", w.Pubs[holder], "-o", "json")
-	if err != nil {
-		return "", err
-	}
-	var v struct{ Keys []string }
-	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Keys) != 1 {
-		return "", fmt.Errorf("keys verify --root %s = %s, %v", w.Pubs[holder], out, err)
-	}
-	return v.Keys[0], nil
-}
-
-// logSize is the log's size once everything is published: the links,
-// the served release and the extra releases.
-func (w *trustWorld) logSize() int { return len(w.links) + 1 + len(w.extra) }
-
-// publish publishes, as an operator would through lpsctl, the served
-// release and rolls it out to 100%, then (with links, to an lpsd with a
-// log key, once it keeps its first checkpoint: lpsd refuses a key set
-// requiring the log before) the two links, then the extra releases.
-func (w *trustWorld) publish(ctx context.Context, l *harness.LPSD, links bool) error {
-	cmds := [][]string{{"release", "publish", "--envelope", w.served, "--reason", "loadgen"}, {"rollout", "set", version, "--percent", "100"}}
-	if links {
-		if err := w.ctl(ctx, l, cmds); err != nil {
-			return err
-		}
-		if err := l.WaitLogged(ctx, 1); err != nil {
-			return fmt.Errorf("%w\nwitness log:\n%s", err, w.Witness.Log())
-		}
-		cmds = nil
-		for _, f := range w.links {
-			cmds = append(cmds, []string{"keys", "publish", "--envelope", f, "--reason", "loadgen: rotation"})
-		}
-	}
-	for _, f := range w.extra {
-		cmds = append(cmds, []string{"release", "publish", "--envelope", f, "--reason", "loadgen: grow the log"})
-	}
-	return w.ctl(ctx, l, cmds)
-}
-
-func (w *trustWorld) ctl(ctx context.Context, l *harness.LPSD, cmds [][]string) error {
-	for _, args := range cmds {
-		if _, err := l.Ctl(ctx, args...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // trustFetch is a node of ours: it declares its base, the key-set version
 // it verified and the log size it kept (0: none), and must be served.
@@ -173,10 +45,11 @@ func trustFetch(keySet, logSize int64) func(ctx context.Context, addr string, ro
 // key set requiring the log without a checkpoint); its nodes declare the
 // newest key set, as a node that kept the chain would.
 func evidenceCost(ctx context.Context, o options, e *env) error {
-	w, err := newTrustWorld(ctx, e, o.logExtra)
+	w, err := rig.NewTrust(ctx, e.bins, filepath.Join(e.dir, "trust"), version, o.logExtra)
 	if err != nil {
 		return err
 	}
+	e.procs = append(e.procs, w.Witness)
 	start := func(name string, links bool, flags []string) (*harness.LPSD, error) {
 		l, err := harness.StartLPSD(ctx, e.bins, e.dir, harness.LPSDOptions{
 			Name: name, Store: "mem:", IMDSRoots: e.rootsF, TLS: e.tls, Extra: append(flags, rig.LPSDFlags()...),
@@ -185,7 +58,7 @@ func evidenceCost(ctx context.Context, o options, e *env) error {
 			return nil, err
 		}
 		e.procs = append(e.procs, l.Proc)
-		return l, w.publish(ctx, l, links)
+		return l, w.Publish(ctx, l, links)
 	}
 	ev, err := start("lpsd-evidence", true, w.LPSDFlags())
 	if err != nil {
@@ -195,23 +68,23 @@ func evidenceCost(ctx context.Context, o options, e *env) error {
 	if err != nil {
 		return err
 	}
-	if err := ev.WaitLogged(ctx, w.logSize()); err != nil {
+	if err := ev.WaitLogged(ctx, w.LogSize()); err != nil {
 		return fmt.Errorf("%w\nwitness log:\n%s", err, w.Witness.Log())
 	}
-	newest := int64(len(w.links) + 1)
+	newest := w.Newest()
 	targets := []target{
 		{name: "plain", addr: plain.GRPCAddr, pid: plain.Pid(), toks: e.toks, op: trustFetch(newest, 0)},
-		{name: "evidence", addr: ev.GRPCAddr, pid: ev.Pid(), toks: e.toks, op: trustFetch(1, w.keptLog)},
-		{name: "evidence-kept", addr: ev.GRPCAddr, pid: ev.Pid(), toks: e.toks, op: trustFetch(newest, w.keptLog)},
+		{name: "evidence", addr: ev.GRPCAddr, pid: ev.Pid(), toks: e.toks, op: trustFetch(1, w.KeptLog)},
+		{name: "evidence-kept", addr: ev.GRPCAddr, pid: ev.Pid(), toks: e.toks, op: trustFetch(newest, w.KeptLog)},
 	}
-	sizes, err := w.check(ctx, e, plain, ev, newest)
+	sizes, err := check(ctx, w, e, plain, ev, newest)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(e.out, "\nrelease trust v2 (2-of-3 baked key set requiring the log, rotated twice; one witness, lpsctl witness serve, quorum 1); log of %d records: the served release %s at index 0, links v2 and v3, %d other releases\n",
-		w.logSize(), version, len(w.extra))
+		w.LogSize(), version, o.logExtra)
 	fmt.Fprintf(e.out, "  plain:         lpsd --release-keys (no --log-key); node declares base %s and key set %d: no links, no log bundle; document %d bytes\n", declaredBase, newest, sizes[0])
-	fmt.Fprintf(e.out, "  evidence:      lpsd --release-keys --log-key --witness; node declares base, key set 1 (a fresh image) and log size %d: 2 links, checkpoint, inclusion and consistency proof; document %d bytes\n", w.keptLog, sizes[1])
+	fmt.Fprintf(e.out, "  evidence:      lpsd --release-keys --log-key --witness; node declares base, key set 1 (a fresh image) and log size %d: 2 links, checkpoint, inclusion and consistency proof; document %d bytes\n", w.KeptLog, sizes[1])
 	fmt.Fprintf(e.out, "  evidence-kept: the same lpsd; node declares key set %d (its next boot): checkpoint and proofs only; document %d bytes\n", newest, sizes[2])
 	fmt.Fprintf(e.out, "new TLS connection + one GetComponentConfig per node; closed loop %s per concurrency, the three alternating phase by phase\n\n", o.dur)
 	for _, t := range targets {
@@ -259,7 +132,7 @@ func evidenceCost(ctx context.Context, o options, e *env) error {
 // the chain to the newest key set, the checkpoint with its cosignature,
 // the release's inclusion) and carries a consistency proof; the kept
 // node's carries the bundle and no link. It returns the three sizes.
-func (w *trustWorld) check(ctx context.Context, e *env, plain, ev *harness.LPSD, newest int64) ([3]int, error) {
+func check(ctx context.Context, w *rig.Trust, e *env, plain, ev *harness.LPSD, newest int64) ([3]int, error) {
 	var sizes [3]int
 	rootData, err := os.ReadFile(w.Root)
 	if err != nil {
@@ -294,12 +167,12 @@ func (w *trustWorld) check(ctx context.Context, e *env, plain, ev *harness.LPSD,
 		return sizes, fmt.Errorf("plain lpsd served %d links, %d log bytes, %d releases: want none, none, 1", len(p.KeySets), len(p.Log), len(p.Releases))
 	}
 	sizes[0] = n
-	p, n, err = fetch(ev.GRPCAddr, 1, w.keptLog)
+	p, n, err = fetch(ev.GRPCAddr, 1, w.KeptLog)
 	if err != nil {
 		return sizes, fmt.Errorf("evidence lpsd: %w", err)
 	}
-	if len(p.KeySets) != len(w.links) || len(p.Releases) != 1 {
-		return sizes, fmt.Errorf("evidence lpsd served %d links, %d releases: want %d, 1", len(p.KeySets), len(p.Releases), len(w.links))
+	if len(p.KeySets) != len(w.Links) || len(p.Releases) != 1 {
+		return sizes, fmt.Errorf("evidence lpsd served %d links, %d releases: want %d, 1", len(p.KeySets), len(p.Releases), len(w.Links))
 	}
 	v := trust.Evaluate(root, trust.State{}, p, time.Now())
 	if v.Err == nil {
@@ -315,11 +188,11 @@ func (w *trustWorld) check(ctx context.Context, e *env, plain, ev *harness.LPSD,
 	if err != nil {
 		return sizes, err
 	}
-	if b.Consistency == nil || b.Consistency.From != w.keptLog || len(b.Consistency.Hashes) == 0 {
+	if b.Consistency == nil || b.Consistency.From != w.KeptLog || len(b.Consistency.Hashes) == 0 {
 		return sizes, errors.New("evidence lpsd served no consistency proof from the declared log size")
 	}
 	sizes[1] = n
-	p, n, err = fetch(ev.GRPCAddr, newest, w.keptLog)
+	p, n, err = fetch(ev.GRPCAddr, newest, w.KeptLog)
 	if err != nil {
 		return sizes, fmt.Errorf("evidence lpsd: %w", err)
 	}
