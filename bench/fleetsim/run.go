@@ -50,6 +50,16 @@ var scenarios = map[string]func(c *fleet.Config){
 		c.Loop.FailRate, c.Loop.Second = c.Loop.ControlFailRate+0.28, true
 		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.05), frac(c, 0.4)
 	},
+	// 30 % of the nodes served the release hang in it: a started report,
+	// then nothing. Its canary holds while they are pending and halts for
+	// silent once the plan's silent-after (1 minute, the least a plan
+	// takes) has passed; the run waits for that.
+	"loop-hang": func(c *fleet.Config) {
+		c.Loop.FailRate, c.Loop.HangRate = c.Loop.ControlFailRate, 0.3
+		c.Loop.Plan.SilentAfter = time.Minute
+		c.Loop.Linger = 2*time.Minute + c.Arrival
+		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.05), frac(c, 0.4)
+	},
 	"loop-healthy": func(c *fleet.Config) {
 		c.Loop.FailRate = c.Loop.ControlFailRate
 		c.KillReplicaAt, c.RestartReplicaAt = frac(c, 0.3), frac(c, 0.6)
@@ -83,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&loop.AutopilotInterval, "autopilot-interval", time.Second, "closed loop: each replica's autopilot interval")
 	fs.DurationVar(&loop.ReportDelay, "report-delay", time.Second, "closed loop: how long after its answer a node reports (its provisioning)")
 	fs.IntVar(&loop.ResendEvery, "resend-every", 10, "closed loop: every n-th node reports twice through another replica, alternately the same boot and a reboot (0: never)")
-	scenario := fs.String("scenario", "all", "baseline, failures, change, combined, loop-bad, loop-refuse, loop-second, loop-second-bad, loop-healthy, loop (the five loops), or all (the first three), each on a fresh cluster")
+	scenario := fs.String("scenario", "all", "baseline, failures, change, combined, loop-bad, loop-refuse, loop-hang, loop-second, loop-second-bad, loop-healthy, loop (the six loops), or all (the first three), each on a fresh cluster")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -106,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "all":
 		names = []string{"baseline", "failures", "change"}
 	case "loop":
-		names = []string{"loop-bad", "loop-refuse", "loop-second", "loop-second-bad", "loop-healthy"}
+		names = []string{"loop-bad", "loop-refuse", "loop-hang", "loop-second", "loop-second-bad", "loop-healthy"}
 	}
 	code := 0
 	for _, name := range names {
@@ -204,6 +214,10 @@ func verdict(r *fleet.Report, scenario string) []string {
 			v = append(v, "the refused release: "+err.Error())
 		case scenario == "loop-refuse" && l.Halt.Reason != "refusedIntegrity":
 			v = append(v, "the refused release was halted for "+l.Halt.Reason)
+		case scenario == "loop-hang" && err != nil:
+			v = append(v, "the hanging release: "+err.Error())
+		case scenario == "loop-hang" && l.Halt.Reason != "silent":
+			v = append(v, "the hanging release was halted for "+l.Halt.Reason)
 		case (scenario == "loop-healthy" || scenario == "loop-second") && l.Halt != nil:
 			v = append(v, fmt.Sprintf("the healthy release was halted at %d%%", l.Halt.Percent))
 		case (scenario == "loop-healthy" || scenario == "loop-second") && len(l.Advances) == 0:

@@ -143,6 +143,7 @@ type NodeResult struct {
 	Report   ReportOutcome
 	Resent   bool
 	Rebooted bool // the second report was of a new boot
+	Hung     bool // it hung in LoopVer: a started report, no outcome (Loop.HangRate)
 }
 
 // Event is something the run did to the system.
@@ -259,7 +260,7 @@ func Run(ctx context.Context, dir string, cfg Config) (*Report, error) {
 
 	start := time.Now()
 	meter := procstat.NewMeter()
-	watch := &haltWatch{}
+	watch := &haltWatch{first: make([]time.Time, len(reps))}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watched := make(chan struct{})
 	go func() { watch.run(watchCtx, reps); close(watched) }()
@@ -367,8 +368,24 @@ bursts:
 	rep.Load = meter.Stop()
 	<-eventsDone
 	if cfg.Loop != nil {
-		// A halt decided on the last reports reaches the replicas after
-		// the last node; give it the bound under test to arrive.
+		// A hang is seen only once its nodes' silent-after has passed:
+		// wait up to Linger for a halt. A halt decided on the last reports
+		// reaches the replicas after the last node; give it the bound
+		// under test to arrive.
+		linger := time.NewTimer(cfg.Loop.Linger)
+		poll := time.NewTicker(100 * time.Millisecond)
+	wait:
+		for !watch.seen() {
+			select {
+			case <-poll.C:
+			case <-linger.C:
+				break wait
+			case <-ctx.Done():
+				break wait
+			}
+		}
+		linger.Stop()
+		poll.Stop()
 		select {
 		case <-time.After(time.Second):
 		case <-ctx.Done():

@@ -214,6 +214,34 @@ func TestIntegrationFleetSimLoopHaltsARefusedCanary(t *testing.T) {
 	}
 }
 
+// TestIntegrationFleetSimLoopHaltsAHangingCanary: 30 % of the nodes
+// served the release hang in it (a started report, never an outcome): its
+// canary holds while they are pending and is halted for silent once its
+// silent-after has passed (a minute: the run lasts about that), with every
+// hung node counted silent or pending, none lost.
+func TestIntegrationFleetSimLoopHaltsAHangingCanary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test: starts a 3-member etcd cluster and 3 replicas, and waits out a minute's silent-after")
+	}
+	cfg := loopConfig(t, 0.02)
+	cfg.Loop.HangRate = 0.3
+	cfg.Loop.Plan.SilentAfter = time.Minute
+	cfg.Loop.Linger = 3 * time.Minute
+	rep, err := Run(t.Context(), t.TempDir(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep.Print(t.Output())
+	checkLoopCounts(t, rep)
+	l := rep.Loop
+	if err := l.HaltedOnCanary(cfg.Loop.Plan); err != nil {
+		t.Fatal(err)
+	}
+	if l.Halt.Reason != "silent" || l.Tally.Release.Silent == 0 {
+		t.Errorf("halted for %q with %d silent nodes counted, want silent", l.Halt.Reason, l.Tally.Release.Silent)
+	}
+}
+
 // TestIntegrationFleetSimLoopAdvancesAHealthyRelease: a release failing as
 // often as its control is never halted and advances.
 func TestIntegrationFleetSimLoopAdvancesAHealthyRelease(t *testing.T) {

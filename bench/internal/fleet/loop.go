@@ -42,6 +42,14 @@ type Loop struct {
 	// RefuseRate is the share of LoopVer's nodes that refuse it as signed
 	// (its key is not in their image) and run the baked agent.
 	RefuseRate float64
+	// HangRate is the share of LoopVer's nodes that hang in it: they send
+	// their started report, as launch does before it runs a hotfix, and
+	// never an outcome. Drawn apart from failing and refusing.
+	HangRate float64
+	// Linger is how long the run waits after its last node for LoopVer's
+	// halt (at least a second): a hang is seen only once its nodes'
+	// silent-after (Plan.SilentAfter) has passed.
+	Linger time.Duration
 	// Second makes LoopVer its base's second hotfix: CompleteVer, complete
 	// at 100 %, is what every other node runs (failing at
 	// ControlFailRate, falling back), so LoopVer's baseline is its
@@ -142,6 +150,9 @@ func failing(vmID string, rate float64) bool { return drawn("fleetsim-fail", vmI
 // drawn apart from failing.
 func refusing(vmID string, rate float64) bool { return drawn("fleetsim-refuse", vmID, rate) }
 
+// hanging reports whether the node with vmID hangs in LoopVer at rate.
+func hanging(vmID string, rate float64) bool { return drawn("fleetsim-hang", vmID, rate) }
+
 func drawn(salt, vmID string, rate float64) bool {
 	sum := sha256.Sum256([]byte(salt + "\x00" + vmID))
 	return float64(binary.BigEndian.Uint64(sum[:8])>>11)/(1<<53) < rate
@@ -198,6 +209,14 @@ func report(ctx context.Context, l *Loop, res *NodeResult, timeout time.Duration
 	case <-ctx.Done():
 		return
 	}
+	if res.Loop && hanging(vmID, l.HangRate) {
+		// About to run the hotfix, which never comes back.
+		res.Hung = true
+		res.Report = sendStarted(ctx, timeout, r, token, &nodev1.ReportStartedRequest{
+			BootId: bootID(vmID, 0), BakedVersion: bakedVer, HotfixVersion: LoopVer,
+		}, clusterCA)
+		return
+	}
 	req := outcomeReport(vmID, res.Loop, res.Incumbent, l)
 	res.Report = sendReport(ctx, timeout, r, token, req, clusterCA)
 	if l.ResendEvery > 0 && res.Node%l.ResendEvery == 0 {
@@ -214,12 +233,30 @@ func report(ctx context.Context, l *Loop, res *NodeResult, timeout time.Duration
 
 // sendReport sends one report through r and classifies the result.
 func sendReport(ctx context.Context, timeout time.Duration, r *replica, token string, req *nodev1.ReportOutcomeRequest, clusterCA *x509.CertPool) ReportOutcome {
+	return send(ctx, timeout, r, clusterCA, func(ctx context.Context, t lpsclient.Target) error {
+		_, err := lpsclient.Report(ctx, t, token, req)
+		return err
+	})
+}
+
+// sendStarted sends one started report through r and classifies the
+// result.
+func sendStarted(ctx context.Context, timeout time.Duration, r *replica, token string, req *nodev1.ReportStartedRequest, clusterCA *x509.CertPool) ReportOutcome {
+	return send(ctx, timeout, r, clusterCA, func(ctx context.Context, t lpsclient.Target) error {
+		_, err := lpsclient.Started(ctx, t, token, req)
+		return err
+	})
+}
+
+// send makes one call to r's current address within timeout: acked when
+// it answered, refused when it refused, failed when it was unreachable.
+func send(ctx context.Context, timeout time.Duration, r *replica, clusterCA *x509.CertPool, call func(context.Context, lpsclient.Target) error) ReportOutcome {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	r.mu.Lock()
 	addr := r.addr
 	r.mu.Unlock()
-	_, err := lpsclient.Report(ctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: clusterCA}, token, req)
+	err := call(ctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: clusterCA})
 	if err == nil {
 		return ReportAcked
 	}
@@ -236,11 +273,22 @@ type haltWatch struct {
 	first []time.Time
 }
 
+// seen reports whether some replica has shown the halt.
+func (w *haltWatch) seen() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.first {
+		if !t.IsZero() {
+			return true
+		}
+	}
+	return false
+}
+
 // run polls reps every millisecond until ctx ends. A snapshot's Built
 // stamp is when it was loaded, so the poll's own period does not add to
 // what it records.
 func (w *haltWatch) run(ctx context.Context, reps []*replica) {
-	w.first = make([]time.Time, len(reps))
 	t := time.NewTicker(time.Millisecond)
 	defer t.Stop()
 	for {
@@ -308,6 +356,38 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			res.Resent++
 		}
 	}
+	// One time for the counts and for what they must be: a node served
+	// LoopVer with no outcome is silent past the plan's silent-after (the
+	// replicas were up throughout, so lpsd's uptime is wall-clock time),
+	// pending before.
+	now := time.Now()
+	rels, _, err := st.Releases(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read releases: %w", err)
+	}
+	noOutcome := func(c *tally.Counts, version string, since time.Time) {
+		after := rollout.DefaultSilentAfter
+		for _, r := range rels {
+			if r.Version == version && r.Rollout.Plan != nil {
+				after = r.Rollout.Plan.SilenceDeadline()
+			}
+		}
+		if now.Sub(since) > after {
+			c.Silent++
+		} else {
+			c.Pending++
+		}
+	}
+	served, err := st.Served(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read served records: %w", err)
+	}
+	servedAt := map[string]time.Time{}
+	for _, sv := range served {
+		if sv.Version == LoopVer && sv.Boot == bootID(sv.VMID, 0) {
+			servedAt[sv.VMID] = sv.Time
+		}
+	}
 	reports, err := st.Reports(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read reports: %w", err)
@@ -342,6 +422,12 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			c = &res.Want.Incumbent
 		}
 		switch {
+		case n.Hung:
+			since, ok := servedAt[r.VMID]
+			if !ok {
+				since = r.Time
+			}
+			noOutcome(c, LoopVer, since)
 		case n.Incumbent && failing(r.VMID, l.ControlFailRate):
 			c.Fallback++
 		case n.Loop && refusing(r.VMID, l.RefuseRate):
@@ -359,17 +445,8 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 			res.Lost++
 		}
 	}
-	rels, _, err := st.Releases(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read releases: %w", err)
-	}
-	served, err := st.Served(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read served records: %w", err)
-	}
 	// A node served LoopVer whose report the store lacks (it went to a
-	// replica that died) counts as pending: the run ends well inside its
-	// silent-after.
+	// replica that died) has no outcome either.
 	pending := map[string]bool{}
 	for _, sv := range served {
 		want := &res.Want.Release
@@ -383,10 +460,10 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 		}
 		if !counted[sv.VMID] && !pending[sv.Version+"/"+sv.VMID] {
 			pending[sv.Version+"/"+sv.VMID] = true
-			want.Pending++
+			noOutcome(want, sv.Version, sv.Time)
 		}
 	}
-	t := tally.Of(rels, reports, served, time.Now())
+	t := tally.Of(rels, reports, served, now)
 	res.Tally.Release, res.Tally.Control, res.Tally.Incumbent = t.Releases[LoopVer], t.Control[Base], t.Releases[CompleteVer]
 
 	rel, _, err := st.Release(ctx, LoopVer)
