@@ -140,6 +140,12 @@ func ParsePointer(data []byte) (Pointer, error) {
 // with a json.Encoder after SetEscapeHTML(false).
 func (p Pointer) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
+	// The raw members are most of the document: one allocation for them.
+	n := 256 + len(p.Log)
+	for _, r := range slices.Concat(p.Releases, p.KeySets) {
+		n += len(r) + 1
+	}
+	b.Grow(n)
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	// encode appends v's compact encoding; Encode ends each value with a
@@ -162,7 +168,25 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 			return fmt.Errorf("encode key %q: %w", key, err)
 		}
 		b.WriteByte(':')
-		if err := encode(v); err != nil {
+		var err error
+		switch v := v.(type) {
+		case json.RawMessage:
+			err = appendRaw(&b, v)
+		case []json.RawMessage:
+			b.WriteByte('[')
+			for i, r := range v {
+				if i > 0 {
+					b.WriteByte(',')
+				}
+				if err = appendRaw(&b, r); err != nil {
+					break
+				}
+			}
+			b.WriteByte(']')
+		default:
+			err = encode(v)
+		}
+		if err != nil {
 			return fmt.Errorf("encode %q: %w", key, err)
 		}
 		return nil
@@ -298,6 +322,42 @@ func mergeReleases(first, then []json.RawMessage) []json.RawMessage {
 		}
 	}
 	return out
+}
+
+// appendRaw appends the JSON value raw to b compactly, as the encoder
+// would. Served members are large (envelopes, key-set links, the log
+// bundle) and already compact (lpsd compacts envelopes at publish, and
+// encodes the bundle itself), so one that holds no whitespace outside its
+// strings is copied once json.Valid accepts it, rather than rewritten.
+func appendRaw(b *bytes.Buffer, raw json.RawMessage) error {
+	if raw == nil {
+		b.WriteString("null")
+		return nil
+	}
+	if !compact(raw) {
+		return json.Compact(b, raw)
+	}
+	if !json.Valid(raw) {
+		return fmt.Errorf("invalid JSON value %.40q", raw)
+	}
+	b.Write(raw)
+	return nil
+}
+
+// compact reports whether raw holds no whitespace outside its strings.
+func compact(raw []byte) bool {
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case !in && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
+			return false
+		}
+	}
+	return true
 }
 
 // releaseKey identifies a release by its compact text: the file holds

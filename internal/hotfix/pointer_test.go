@@ -428,3 +428,39 @@ func TestPointerTrustEvidence(t *testing.T) {
 		t.Errorf("WithServed(served evidence) = %+v; want the served evidence", got)
 	}
 }
+
+// TestMarshalRawMembers: raw members come out compact whatever their
+// spacing, byte for byte what json.Compact makes of them (a compact one
+// copied as it is, spaces inside its strings kept), and a member that is
+// not JSON is an error, never copied into the document.
+func TestMarshalRawMembers(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		`{"a":"x y","b":[1,2]}`,
+		"{ \"a\" : \"x y\",\n\t\"b\" : [ 1 , 2 ] }\r\n",
+		`{"a":"quote \" and \\ then space ","b":{}}`,
+		`["  "," \" "]`,
+	} {
+		p := Pointer{Releases: []json.RawMessage{json.RawMessage(raw)}, KeySets: []json.RawMessage{json.RawMessage(raw), json.RawMessage(raw)}, Log: json.RawMessage(raw)}
+		got, err := p.MarshalJSON()
+		if err != nil {
+			t.Fatalf("MarshalJSON(%q): %v", raw, err)
+		}
+		var c bytes.Buffer
+		if err := json.Compact(&c, []byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		m := c.String()
+		want := `{"hotfixes":{},"releases":[` + m + `],"keysets":[` + m + `,` + m + `],"log":` + m + `}`
+		if string(got) != want {
+			t.Errorf("MarshalJSON(%q) =\n%s\nwant\n%s", raw, got, want)
+		}
+	}
+	for _, bad := range []string{`{"a":1`, `{"a":1}}`, `nope`, `{"a":"unterminated}`} {
+		for _, p := range []Pointer{{Releases: []json.RawMessage{json.RawMessage(bad)}}, {KeySets: []json.RawMessage{json.RawMessage(bad)}}, {Log: json.RawMessage(bad)}} {
+			if out, err := p.MarshalJSON(); err == nil {
+				t.Errorf("MarshalJSON(member %q) = %s, want an error", bad, out)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package lps
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
@@ -118,10 +119,10 @@ func TestServedEvidenceSize(t *testing.T) {
 }
 
 // signedRelease is a real release envelope of one artifact.
-func signedRelease(t *testing.T) []byte { return signedVersion(t, "202604.01.3") }
+func signedRelease(t testing.TB) []byte { return signedVersion(t, "202604.01.3") }
 
 // signedVersion is a real release envelope of version v.
-func signedVersion(t *testing.T, v string) []byte {
+func signedVersion(t testing.TB, v string) []byte {
 	t.Helper()
 	_, priv, _ := rel.GenerateKey(nil)
 	env, err := rel.Sign(rel.Release{Base: v[:9], Version: v, NotAfter: time.Now().Add(24 * time.Hour),
@@ -134,7 +135,7 @@ func signedVersion(t *testing.T, v string) []byte {
 
 // chain returns key-set links 2 to n, each of 3 keys signed by 2 of the
 // previous set's and 2 of its own (the same two keys stay on).
-func chain(t *testing.T, n int64) []store.KeySetRecord {
+func chain(t testing.TB, n int64) []store.KeySetRecord {
 	t.Helper()
 	keys := make([]ed25519.PublicKey, 0, 3)
 	privs := make([]ed25519.PrivateKey, 0, 3)
@@ -154,4 +155,79 @@ func chain(t *testing.T, n int64) []store.KeySetRecord {
 		out = append(out, store.KeySetRecord{Version: v, Envelope: env})
 	}
 	return out
+}
+
+// BenchmarkServedEvidence is what the evidence adds to answering a node:
+// "plain" encodes a pointer of one release, "fresh" adds what a node
+// baked at key-set version 1 with no kept checkpoint gets (two links, the
+// checkpoint, the release's inclusion proof), "kept" what one that kept a
+// checkpoint of half the log gets (the checkpoint, the proofs and a
+// consistency proof), from a log of 4096 records.
+func BenchmarkServedEvidence(b *testing.B) {
+	const size = 4096
+	m := memLog{}
+	envelope := signedRelease(b)
+	for i := int64(0); i < size; i++ {
+		rec := []byte(fmt.Sprintf(`{"record":%d}`, i))
+		if i == size-1 {
+			rec = envelope
+		}
+		hs, err := tlog.StoredHashes(i, rec, m)
+		if err != nil {
+			b.Fatal(err)
+		}
+		base := tlog.StoredHashCount(i)
+		for j, h := range hs {
+			m[base+int64(j)] = h
+		}
+	}
+	root, err := tlog.TreeHash(size, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	skey, _, _ := translog.GenerateLogKey("nodehotfix.example.com/log")
+	signer, _ := translog.NewLogSigner(skey)
+	wkey, _, _ := translog.GenerateWitnessKey("witness.example.com")
+	c, _ := translog.NewCosigner(wkey, time.Now)
+	text, _ := translog.Checkpoint{Origin: signer.Name(), Size: size, Hash: root}.Format()
+	signed, err := note.Sign(&note.Note{Text: string(text)}, signer, c)
+	if err != nil {
+		b.Fatal(err)
+	}
+	proof, err := tlog.ProveRecord(size, size-1, m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Links as lpsd stores them: compacted at publish.
+	links := chain(b, 3)
+	for i := range links {
+		var c bytes.Buffer
+		if err := json.Compact(&c, links[i].Envelope); err != nil {
+			b.Fatal(err)
+		}
+		links[i].Envelope = c.Bytes()
+	}
+	lg := &servedLog{note: signed, size: size, hashes: newHashCache(m), keySets: links,
+		proofs: map[tlog.Hash]translog.InclusionProof{tlog.RecordHash(envelope): {Index: size - 1, Hashes: proof}}}
+	p := hotfix.Pointer{Hotfixes: map[string]string{"202604.01": "202604.01.3"}, Releases: []json.RawMessage{envelope}}
+	for _, bc := range []struct {
+		name string
+		c    *caller
+	}{
+		{"plain", nil},
+		{"fresh", &caller{base: "202604.01", keySet: 1}},
+		{"kept", &caller{base: "202604.01", keySet: 3, logSize: size / 2}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				q := p
+				if bc.c != nil {
+					q = withEvidence(b.Context(), p, lg, *bc.c)
+				}
+				if _, err := q.MarshalJSON(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
