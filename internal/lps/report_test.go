@@ -130,6 +130,58 @@ func TestReportOutcomeRefuses(t *testing.T) {
 	}
 }
 
+// TestReportOutcomeRequestedVersion: a node counts as having refused only
+// a release lpsd offered it. A baked-agent report naming a release it was
+// never offered (0 %: a VM filing refusals against a release it never
+// got), one of another base, an unknown version or garbage is stored as
+// what ran, without the request, so it counts for no release; one naming
+// the release it was served keeps it and counts for that release.
+func TestReportOutcomeRequestedVersion(t *testing.T) {
+	t.Parallel()
+	cas := mustCAs(t)
+	never := release("202501.15.4", rollout.Rollout{State: rollout.Rolling, Percent: 0}, false)
+	rels := []rollout.Release{relServed, never}
+	ts := startServer(t, serverOpts{releases: rels})
+	refusal := func(boot, requested string) *nodev1.ReportOutcomeRequest {
+		return &nodev1.ReportOutcomeRequest{
+			BootId: boot, BakedVersion: "202501.15.0", Agent: nodev1.Agent_AGENT_BAKED, AgentVersion: "202501.15.0",
+			RequestedVersion: requested, Decision: "untrusted", CheckHotfixOutcome: "lpsRead", DownloadHotfixOutcome: "untrusted",
+		}
+	}
+	tests := []struct{ boot, requested, want string }{
+		{"00000000-0000-4000-8000-000000000001", never.Version, ""},
+		{"00000000-0000-4000-8000-000000000002", "202502.01.1", ""},
+		{"00000000-0000-4000-8000-000000000003", "202501.15.8", ""},
+		{"00000000-0000-4000-8000-000000000004", "not a version", ""},
+		{"00000000-0000-4000-8000-000000000005", relServed.Version, relServed.Version},
+	}
+	for _, tt := range tests {
+		if _, err := ts.report(t, mintToken(t, cas.good, docOpts{}), refusal(tt.boot, tt.requested)); err != nil {
+			t.Fatalf("report requesting %q: %v", tt.requested, err)
+		}
+	}
+	reports, err := ts.st.Reports(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range reports {
+		got[r.Boot] = r.RequestedVersion
+	}
+	for _, tt := range tests {
+		if v, ok := got[tt.boot]; !ok || v != tt.want {
+			t.Errorf("report requesting %q stored with requested_version %q (stored: %v), want %q", tt.requested, v, ok, tt.want)
+		}
+	}
+	c := tally.Of(rels, reports, nil, time.Now())
+	if n := c.Releases[never.Version]; n.Served() != 0 {
+		t.Errorf("the release never offered counts %+v, want no node", n)
+	}
+	if n := c.Releases[relServed.Version]; n.RefusedIntegrity != 1 || n.Served() != 1 {
+		t.Errorf("the served release counts %+v, want the one node that was served it, refusedIntegrity", n)
+	}
+}
+
 // TestReportOutcomeBootFlood: a node inventing boot IDs is refused past
 // maxBootsPerVM, and what it got in counts once per boot.
 func TestReportOutcomeBootFlood(t *testing.T) {
