@@ -46,6 +46,16 @@ lpsd_canary_seat_requests_total{result} (taken, full, error, late,
 subscription); lpsd_canary_seats_held{version} is the seats held, as the
 serving snapshot last read them from the store.
 
+Every replica exports each release's rollout from its snapshot, the same
+on every replica: lpsd_rollout_state{version,base,state,reason} (1 for the
+state it is in, revoked as a state of its own, reason an automatic pause
+or halt's code), lpsd_rollout_percent, lpsd_rollout_step and
+lpsd_rollout_steps (planned releases; the step 1-based, as lpsctl shows
+it), for every release not yet halted, complete or revoked and the 20
+highest-versioned that are. Alerting rules for these and for credentials,
+the store and the log ship in deploy/lpsd/prometheus/lpsd-alerts.yaml,
+tested with promtool (lpsd-alerts.test.yaml).
+
 Components other than aksNodeController (localDNS, say) are answered from
 component configurations an operator signed with the release keys and
 published (lpsctl component sign, lpsctl component publish): the highest

@@ -1,8 +1,10 @@
 package lps
 
 import (
+	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,7 @@ import (
 
 	"nodehotfix/internal/assess"
 	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/tally"
 )
 
@@ -410,7 +413,76 @@ func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
 		})),
 		notAfterCollector{s},
 		seatsHeldCollector{s},
+		rolloutCollector{s},
 	)
+}
+
+var (
+	rolloutStateDesc = prometheus.NewDesc("lpsd_rollout_state",
+		"1 for each release's rollout state as the serving snapshot holds it (the same on every replica): state is draft, rolling, paused, halted, complete or revoked; reason is an automatic pause or halt's reason code (regression, silent, refusedIntegrity, refusedDelivery, inconclusive, stalled, ...), empty otherwise. Every release not yet halted, complete or revoked, and the "+fmt.Sprint(rolloutTerminalKept)+" highest-versioned others.",
+		[]string{"version", "base", "state", "reason"}, nil)
+	rolloutPercentDesc = prometheus.NewDesc("lpsd_rollout_percent",
+		"The percentage of its scope each release of lpsd_rollout_state is rolled out to.",
+		[]string{"version", "base"}, nil)
+	rolloutStepDesc = prometheus.NewDesc("lpsd_rollout_step",
+		"The plan step (1-based, as lpsctl shows it) each planned release of lpsd_rollout_state is at, of lpsd_rollout_steps.",
+		[]string{"version", "base"}, nil)
+	rolloutStepsDesc = prometheus.NewDesc("lpsd_rollout_steps",
+		"How many steps each planned release's plan has.",
+		[]string{"version", "base"}, nil)
+)
+
+// rolloutTerminalKept is how many halted, complete or revoked releases
+// the rollout gauges keep besides every live one, newest first: enough to
+// graph what just ended, bounded however long the history.
+const rolloutTerminalKept = 20
+
+// rolloutCollector serves each release's rollout from the serving
+// snapshot at scrape time, so the fleet's rollouts can be graphed and
+// alerted on outside lpsd.
+type rolloutCollector struct{ s snapshots }
+
+func (c rolloutCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- rolloutStateDesc
+	ch <- rolloutPercentDesc
+	ch <- rolloutStepDesc
+	ch <- rolloutStepsDesc
+}
+
+func (c rolloutCollector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.s.Current()
+	if snap == nil {
+		return
+	}
+	for _, r := range rolloutsShown(snap.Releases) {
+		state := string(r.Rollout.State)
+		if r.Revoked {
+			state = "revoked"
+		}
+		ch <- prometheus.MustNewConstMetric(rolloutStateDesc, prometheus.GaugeValue, 1, r.Version, r.Base, state, r.Rollout.Reason)
+		ch <- prometheus.MustNewConstMetric(rolloutPercentDesc, prometheus.GaugeValue, float64(r.Rollout.Percent), r.Version, r.Base)
+		if p := r.Rollout.Plan; p != nil && len(p.Steps) > 0 {
+			ch <- prometheus.MustNewConstMetric(rolloutStepDesc, prometheus.GaugeValue, float64(p.Step+1), r.Version, r.Base)
+			ch <- prometheus.MustNewConstMetric(rolloutStepsDesc, prometheus.GaugeValue, float64(len(p.Steps)), r.Version, r.Base)
+		}
+	}
+}
+
+// rolloutsShown returns the releases the rollout gauges show: every one
+// still live (draft, rolling, paused, not revoked), and the
+// rolloutTerminalKept highest-versioned of the rest.
+func rolloutsShown(rels []rollout.Release) []rollout.Release {
+	var live, ended []rollout.Release
+	for _, r := range rels {
+		switch {
+		case r.Revoked, r.Rollout.State == rollout.Halted, r.Rollout.State == rollout.Complete:
+			ended = append(ended, r)
+		default:
+			live = append(live, r)
+		}
+	}
+	slices.SortFunc(ended, func(a, b rollout.Release) int { return rollout.Compare(b, a) })
+	return append(live, ended[:min(len(ended), rolloutTerminalKept)]...)
 }
 
 var seatsHeldDesc = prometheus.NewDesc("lpsd_canary_seats_held",

@@ -2,6 +2,7 @@ package lps
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"nodehotfix/internal/store"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"nodehotfix/internal/assess"
 	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/tally"
 )
 
@@ -174,5 +176,68 @@ func TestTrustByBase(t *testing.T) {
 	want := map[string]TrustCounts{"202604.01": {Declared: 2, None: 1}, "202605.02": {None: 1}}
 	if diff := cmp.Diff(want, m.TrustByBase()); diff != "" {
 		t.Errorf("TrustByBase (-want +got):\n%s", diff)
+	}
+}
+
+// TestRolloutMetrics: each release's state (revoked as its own), reason,
+// percent and plan step come from the serving snapshot; every live
+// release is shown, and of the ended ones only the newest
+// rolloutTerminalKept, so the series stay bounded however long the history.
+func TestRolloutMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	src := &staticSnapshots{}
+	m.registerSnapshots(src, time.Now)
+	if got := labelled(t, reg, "lpsd_rollout_state"); len(got) != 0 {
+		t.Errorf("lpsd_rollout_state before a snapshot = %v, want none", got)
+	}
+	plan := &rollout.Plan{Steps: []rollout.PlanStep{{Nodes: 20, Bake: time.Hour}, {Percent: 50, Bake: time.Hour}, {Percent: 100}}, Step: 1}
+	rels := []rollout.Release{
+		{Version: "202604.01.40", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Rolling, Percent: 50, Plan: plan}},
+		{Version: "202604.01.41", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Paused, Percent: 5, Reason: "inconclusive"}},
+		{Version: "202604.01.42", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Draft}},
+	}
+	// Gathered label values come in label-name order: base, reason,
+	// state, version. 25 ended releases: halted, complete and revoked; patches 1 to 25.
+	for i := 1; i <= 25; i++ {
+		r := rollout.Release{Version: fmt.Sprintf("202604.01.%d", i), Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}}
+		switch i % 3 {
+		case 0:
+			r.Rollout = rollout.Rollout{State: rollout.Halted, Reason: "regression"}
+		case 1:
+			r.Revoked = true
+		}
+		rels = append(rels, r)
+	}
+	src.snap = &Snapshot{Releases: rels}
+	state := labelled(t, reg, "lpsd_rollout_state")
+	for _, want := range []string{
+		"202604.01,,rolling,202604.01.40", "202604.01,inconclusive,paused,202604.01.41", "202604.01,,draft,202604.01.42",
+		"202604.01,,revoked,202604.01.25", "202604.01,regression,halted,202604.01.24", "202604.01,,complete,202604.01.23",
+		"202604.01,regression,halted,202604.01.6",
+	} {
+		if state[want] != 1 {
+			t.Errorf("lpsd_rollout_state{%s} = %v, want 1", want, state[want])
+		}
+	}
+	if len(state) != 3+rolloutTerminalKept {
+		t.Errorf("%d lpsd_rollout_state series, want the 3 live and %d ended: %v", len(state), rolloutTerminalKept, state)
+	}
+	for _, old := range []string{"202604.01,,revoked,202604.01.5", "202604.01,,revoked,202604.01.1"} {
+		if _, ok := state[old]; ok {
+			t.Errorf("lpsd_rollout_state{%s} shown, want only the %d newest ended releases", old, rolloutTerminalKept)
+		}
+	}
+	pct := labelled(t, reg, "lpsd_rollout_percent")
+	if pct["202604.01,202604.01.40"] != 50 || pct["202604.01,202604.01.41"] != 5 || len(pct) != 3+rolloutTerminalKept {
+		t.Errorf("lpsd_rollout_percent = %v", pct)
+	}
+	step, steps := labelled(t, reg, "lpsd_rollout_step"), labelled(t, reg, "lpsd_rollout_steps")
+	if diff := cmp.Diff(map[string]float64{"202604.01,202604.01.40": 2}, step); diff != "" {
+		t.Errorf("lpsd_rollout_step (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]float64{"202604.01,202604.01.40": 3}, steps); diff != "" {
+		t.Errorf("lpsd_rollout_steps (-want +got):\n%s", diff)
 	}
 }
