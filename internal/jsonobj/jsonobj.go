@@ -36,8 +36,13 @@ type Member struct {
 // wrong with it.
 func Members(data []byte) ([]Member, error) {
 	if !json.Valid(data) {
-		return membersSlow(data)
+		return decode(data)
 	}
+	return scan(data)
+}
+
+// scan is Members on input json.Valid accepted.
+func scan(data []byte) ([]Member, error) {
 	i := skipSpace(data, 0)
 	if data[i] != '{' {
 		return nil, errors.New("not a JSON object")
@@ -122,9 +127,10 @@ func unquote(lit []byte) (string, error) {
 	return s, err
 }
 
-// membersSlow is Members on input that is not valid JSON, through the
-// decoder, for its error.
-func membersSlow(data []byte) ([]Member, error) {
+// decode is Members through encoding/json's decoder: what scan must
+// agree with, and on input that is not valid JSON the one that says what
+// is wrong with it.
+func decode(data []byte) ([]Member, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	tok, err := dec.Token()
 	if err != nil {
@@ -133,6 +139,7 @@ func membersSlow(data []byte) ([]Member, error) {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return nil, errors.New("not a JSON object")
 	}
+	var out []Member
 	seen := make(map[string]bool)
 	for dec.More() {
 		tok, err := dec.Token()
@@ -151,6 +158,7 @@ func membersSlow(data []byte) ([]Member, error) {
 		if err := dec.Decode(&val); err != nil {
 			return nil, err
 		}
+		out = append(out, Member{key, val})
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, err
@@ -158,9 +166,5 @@ func membersSlow(data []byte) ([]Member, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("trailing data after the JSON object")
 	}
-	if err == nil {
-		// json.Valid said no: never accept what it refused.
-		err = errors.New("not valid JSON")
-	}
-	return nil, err
+	return out, nil
 }

@@ -40,23 +40,15 @@ func (m memLog) LogHashes(_ context.Context, ix []int64) ([]tlog.Hash, error) {
 func (m memLog) LogRecords(context.Context, int64, int64) ([][]byte, error) { return nil, nil }
 func (m memLog) Checkpoint(context.Context) (int64, []byte, error)          { return 0, nil, nil }
 
-// TestServedEvidenceSize: a node of a base, baked with key-set version 1,
-// served a release from a log of a million records with the whole chain
-// of 16 key-set versions (3 keys, 2 signatures each), a checkpoint with
-// three witnesses' cosignatures and a consistency proof from a checkpoint
-// half as old, stays within ServedBudget, and its evidence within what
-// publishing allows for it (MaxChainBytes, EvidenceAllowance).
-func TestServedEvidenceSize(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a million-record tree (a few seconds)")
-	}
-	const size = 1 << 20
+// logOf returns a log of size synthetic records whose last is last, and
+// its tree hash.
+func logOf(t testing.TB, size int64, last []byte) (memLog, tlog.Hash) {
+	t.Helper()
 	m := memLog{}
-	envelope := signedRelease(t)
 	for i := int64(0); i < size; i++ {
 		rec := []byte(fmt.Sprintf(`{"record":%d}`, i))
 		if i == size-1 {
-			rec = envelope
+			rec = last
 		}
 		hs, err := tlog.StoredHashes(i, rec, m)
 		if err != nil {
@@ -71,6 +63,22 @@ func TestServedEvidenceSize(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, root
+}
+
+// TestServedEvidenceSize: a node of a base, baked with key-set version 1,
+// served a release from a log of a million records with the whole chain
+// of 16 key-set versions (3 keys, 2 signatures each), a checkpoint with
+// three witnesses' cosignatures and a consistency proof from a checkpoint
+// half as old, stays within ServedBudget, and its evidence within what
+// publishing allows for it (MaxChainBytes, EvidenceAllowance).
+func TestServedEvidenceSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a million-record tree (a few seconds)")
+	}
+	const size = 1 << 20
+	envelope := signedRelease(t)
+	m, root := logOf(t, size, envelope)
 	skey, _, _ := translog.GenerateLogKey("nodehotfix.example.com/log")
 	signer, _ := translog.NewLogSigner(skey)
 	signers := []note.Signer{signer}
@@ -165,26 +173,8 @@ func chain(t testing.TB, n int64) []store.KeySetRecord {
 // consistency proof), from a log of 4096 records.
 func BenchmarkServedEvidence(b *testing.B) {
 	const size = 4096
-	m := memLog{}
 	envelope := signedRelease(b)
-	for i := int64(0); i < size; i++ {
-		rec := []byte(fmt.Sprintf(`{"record":%d}`, i))
-		if i == size-1 {
-			rec = envelope
-		}
-		hs, err := tlog.StoredHashes(i, rec, m)
-		if err != nil {
-			b.Fatal(err)
-		}
-		base := tlog.StoredHashCount(i)
-		for j, h := range hs {
-			m[base+int64(j)] = h
-		}
-	}
-	root, err := tlog.TreeHash(size, m)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, root := logOf(b, size, envelope)
 	skey, _, _ := translog.GenerateLogKey("nodehotfix.example.com/log")
 	signer, _ := translog.NewLogSigner(skey)
 	wkey, _, _ := translog.GenerateWitnessKey("witness.example.com")
