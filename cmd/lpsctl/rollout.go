@@ -2,12 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -234,8 +232,8 @@ pause, halt or revoke it yourself.`,
 	fs.StringVar(&steps, "steps", "", "the steps, `SIZE:BAKE:REPORTS,...`: a percentage (10) or a canary of nodes (20n), least time at the step (30m, 1d), reports needed by its end")
 	newInt(fs, &fromStep, "from-step", 0, 1, 20, "start at step `N` (from 1), skipping the steps before it (unset: step 1; a step the release is past is refused)")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the steps, the baseline and the deadlines lpsd would use; change nothing")
-	fs.Float64Var(&margin, "margin", 0.05, "how much the failure rate may exceed its base's incumbent's, as a fraction (0.05: five points)")
-	fs.Float64Var(&ceiling, "max-failure", 0.2, "absolute failure-rate ceiling, a fraction in (0, 1]")
+	fs.Float64Var(&margin, "margin", rollout.DefaultMargin, "how much the failure rate may exceed its base's incumbent's, as a fraction (0.05: five points)")
+	fs.Float64Var(&ceiling, "max-failure", rollout.DefaultMaxFailureRate, "absolute failure-rate ceiling, a fraction in (0, 1]")
 	fs.Float64Var(&maxSilent, "max-silent", rollout.DefaultMaxRate, "ceiling of the rate of nodes served the release that never report (silent), a fraction in [0, 1]")
 	fs.Float64Var(&maxDelivery, "max-delivery", rollout.DefaultMaxRate, "ceiling of the rate of nodes served the release that could not get it (refusedDelivery), a fraction in [0, 1]")
 	newDuration(fs, &silentAfter, "silent-after", rollout.DefaultSilentAfter, "how long a node served the release has to report before it counts as silent (hung or dead), 1m to 24h")
@@ -385,37 +383,15 @@ func printExpiryWarning(w io.Writer, r *adminv1.Release, pv *adminv1.PlanPreview
 	}
 }
 
-// parseSteps reads "SIZE:BAKE:REPORTS,...", where SIZE is a percentage or
-// a number of nodes with an "n".
+// parseSteps reads "SIZE:BAKE:REPORTS,..." (rollout.ParseSteps).
 func parseSteps(s string) (*adminv1.Plan, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, errors.New("required, e.g. 20n:30m:20,10:1h:100,100:2h:500")
+	steps, err := rollout.ParseSteps(s)
+	if err != nil {
+		return nil, err
 	}
 	plan := &adminv1.Plan{}
-	for i, part := range strings.Split(s, ",") {
-		f := strings.Split(strings.TrimSpace(part), ":")
-		if len(f) != 3 {
-			return nil, fmt.Errorf("step %d %q: want SIZE:BAKE:REPORTS, SIZE a percentage (10) or a number of nodes (20n)", i+1, part)
-		}
-		var pct, nodes int
-		var err error
-		if n, ok := strings.CutSuffix(f[0], "n"); ok {
-			nodes, err = strconv.Atoi(n)
-		} else {
-			pct, err = strconv.Atoi(strings.TrimSuffix(f[0], "%"))
-		}
-		if err != nil || pct < 0 || pct > 100 || nodes < 0 || nodes > rollout.MaxCanaryNodes {
-			return nil, fmt.Errorf("step %d: size %q: want a percentage (10) or a number of nodes (20n, at most %d)", i+1, f[0], rollout.MaxCanaryNodes)
-		}
-		bake, err := duration.Parse(f[1])
-		if err != nil {
-			return nil, fmt.Errorf("step %d: bake %q: %v", i+1, f[1], err)
-		}
-		n, err := strconv.Atoi(f[2])
-		if err != nil || n < 1 || n > 1_000_000 {
-			return nil, fmt.Errorf("step %d: reports %q: want a number of reports, 1 to 1000000", i+1, f[2])
-		}
-		plan.Steps = append(plan.Steps, &adminv1.PlanStep{Percent: int32(pct), Nodes: int32(nodes), BakeSeconds: int64(bake / time.Second), MinReports: int32(n)})
+	for _, st := range steps {
+		plan.Steps = append(plan.Steps, &adminv1.PlanStep{Percent: int32(st.Percent), Nodes: int32(st.Nodes), BakeSeconds: int64(st.Bake / time.Second), MinReports: int32(st.MinReports)})
 	}
 	return plan, nil
 }

@@ -67,6 +67,21 @@ rollouts take the releases' percentages and scopes, --deploy-env included;
 their plans are timed (stepped every --autopilot-interval once each bake
 ends) and never judged: components send no reports.
 
+The admin listener also serves the operator dashboard (go doc
+nodehotfix/internal/lps/dashboard; --dashboard=false turns it off), to the
+admin API's callers and with its roles: the releases; per release its
+outcome reports and charts, its nodes (the admin API's ListNodes, as lpsctl
+nodes: worst first under their commonest reasons, 100 a page, each linked to
+explain, and all of them as CSV) and its audit log; the whole audit log;
+explain a VM. An operator can set a release's percentage, plan it (after the
+admin API's dry run of the plan), skip its plan step, and complete, pause,
+resume, halt or revoke it, as the state machine allows from its state, each
+with a reason and a confirmation, through the admin API's own methods as the
+signed-in actor (so each is audited as lpsctl's are). Every form acts at the
+revision its page showed (if_revision): one filled in on a page the release
+has moved on from is refused, saying what changed, and the page then shows
+the release as it is.
+
 Usage:
 
 	lpsd --tls-cert FILE --tls-key FILE (--admin-token-file FILE | --admin-client-ca FILE) [flags]

@@ -442,3 +442,29 @@ func TestSchedule(t *testing.T) {
 		t.Errorf("Schedule (-want +got):\n%s", diff)
 	}
 }
+
+// TestDescribePlanChanges: a plan put on, replaced, stepped or removed
+// says so.
+func TestDescribePlanChanges(t *testing.T) {
+	t.Parallel()
+	two := &Plan{Steps: []PlanStep{{Percent: 10, Bake: time.Hour, MinReports: 10}, {Percent: 100, Bake: time.Hour, MinReports: 50}}}
+	three := &Plan{Steps: []PlanStep{{Nodes: 5, Bake: time.Hour, MinReports: 5}, {Percent: 10, Bake: time.Hour, MinReports: 10}, {Percent: 50, Bake: time.Hour, MinReports: 50}}, Step: 1}
+	stepped := *two
+	stepped.Step = 1
+	with := func(p *Plan) Release { r := rel("202604.01.3", Rolling, 10); r.Rollout.Plan = p; return r }
+	for _, tt := range []struct {
+		name          string
+		before, after *Plan
+		want          string
+	}{
+		{"set", nil, two, "plan of 2 steps, at step 1/2"},
+		{"replaced", two, three, "plan replaced by one of 3 steps, at step 2/3"},
+		{"stepped", two, &stepped, "plan step 1/2→2/2"},
+		{"removed", two, nil, "plan removed"},
+		{"same", two, two, "no rollout change"},
+	} {
+		if got := describe(t, with(tt.before), with(tt.after)); got != tt.want {
+			t.Errorf("%s: DescribeChange = %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -848,7 +848,14 @@ func DescribeChange(beforeJSON, afterJSON string) string {
 	if !slices.Equal(b.Regions, a.Regions) {
 		parts = append(parts, fmt.Sprintf("regions %s→%s", ScopeText(b.Regions), ScopeText(a.Regions)))
 	}
-	if bp, ap := b.Plan, a.Plan; bp != nil && ap != nil && bp.Step != ap.Step && len(bp.Steps) == len(ap.Steps) {
+	switch bp, ap := b.Plan, a.Plan; {
+	case bp == nil && ap != nil:
+		parts = append(parts, fmt.Sprintf("plan of %d steps, at step %d/%d", len(ap.Steps), ap.Step+1, len(ap.Steps)))
+	case bp != nil && ap == nil:
+		parts = append(parts, "plan removed")
+	case bp != nil && !slices.Equal(bp.Steps, ap.Steps):
+		parts = append(parts, fmt.Sprintf("plan replaced by one of %d steps, at step %d/%d", len(ap.Steps), ap.Step+1, len(ap.Steps)))
+	case bp != nil && bp.Step != ap.Step:
 		parts = append(parts, fmt.Sprintf("plan step %d/%d→%d/%d", bp.Step+1, len(bp.Steps), ap.Step+1, len(ap.Steps)))
 	}
 	if !b.EvidenceSince.Equal(a.EvidenceSince) && !a.EvidenceSince.IsZero() {

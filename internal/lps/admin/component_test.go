@@ -80,7 +80,9 @@ func TestComponentConfigLifecycle(t *testing.T) {
 	if err != nil || tr.GetComponentConfig().GetRollout().GetState() != "halted" {
 		t.Errorf("halt = %v, %v", tr, err)
 	}
-	rv, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: "localDNS@1", Reason: "bad corefile"})
+	_, err = c.Revoke(ctx, &adminv1.RevokeRequest{Version: "localDNS@1", Reason: "bad corefile", IfRevision: tr.GetComponentConfig().GetRevision() - 1})
+	wantCode(t, "revoke at a stale if_revision", err, codes.Aborted)
+	rv, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: "localDNS@1", Reason: "bad corefile", IfRevision: tr.GetComponentConfig().GetRevision()})
 	if err != nil || !rv.GetComponentConfig().GetRevoked() {
 		t.Errorf("revoke = %v, %v", rv, err)
 	}

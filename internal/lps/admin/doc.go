@@ -71,6 +71,11 @@
 // (SetPlanRequest.dry_run) is checked by the same rules and writes
 // nothing, not even an audit entry.
 //
+// ListNodes lists the nodes behind Status's counts, worst first, and sums
+// up every matching failing node by outcome and reason (top_reasons);
+// Nodes gives an in-process caller (the dashboard's CSV) every page at
+// once, from one assessment of the fleet instead of one per page.
+//
 // ListAudit filters by target, actor and time on the server. One call
 // examines at most 10000 entries, so a filter that matches little returns
 // a short page with more set and next_after_seq to continue from, never an

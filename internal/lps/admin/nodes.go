@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,10 +36,14 @@ var outcomeFilters = func() map[string][]tally.Outcome {
 	return m
 }()
 
+// maxTopReasons is how many reasons ListNodes sums up.
+const maxTopReasons = 10
+
 // ListNodes lists the nodes counted for the releases that match, from the
-// same assessment Status shows, most severe outcome first. The page token
-// is an offset into that order: a page taken while nodes report may repeat
-// or skip a node at its edge.
+// same assessment Status shows, most severe outcome first, with the
+// commonest reasons of the failing ones. The page token is an offset into
+// that order: a page taken while nodes report may repeat or skip a node at
+// its edge.
 func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
 	if _, err := requireActor(ctx); err != nil {
 		return nil, err
@@ -60,6 +65,52 @@ func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 		}
 		offset = n
 	}
+	all, err := s.matchingNodes(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	resp := &adminv1.ListNodesResponse{Total: int64(len(all)), TopReasons: topReasons(all)}
+	if offset < len(all) {
+		end := min(offset+size, len(all))
+		for _, c := range all[offset:end] {
+			resp.Nodes = append(resp.Nodes, c.out)
+		}
+		if end < len(all) {
+			resp.NextPageToken = strconv.Itoa(end)
+		}
+	}
+	return resp, nil
+}
+
+// Nodes returns every node that ListNodes would page through for req, in
+// its order, from one assessment (req's page_size and page_token are
+// ignored): for an export that must not repeat or skip a node, or assess
+// the fleet once per page. Its errors are ListNodes'. The caller checks
+// the role: a reader may call it, as ListNodes.
+func (s *Server) Nodes(ctx context.Context, req *adminv1.ListNodesRequest) ([]*adminv1.NodeOutcome, error) {
+	if _, err := requireActor(ctx); err != nil {
+		return nil, err
+	}
+	all, err := s.matchingNodes(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*adminv1.NodeOutcome, len(all))
+	for i, c := range all {
+		out[i] = c.out
+	}
+	return out, nil
+}
+
+// counted is one node's vote for a release, with its outcome to order by.
+type counted struct {
+	n   tally.Node
+	out *adminv1.NodeOutcome
+}
+
+// matchingNodes checks req's filters and returns the nodes they match,
+// most severe first.
+func (s *Server) matchingNodes(ctx context.Context, req *adminv1.ListNodesRequest) ([]counted, error) {
 	keep := outcomeFilters[req.GetOutcome()]
 	if req.GetOutcome() != "" && keep == nil {
 		names := slices.Sorted(func(yield func(string) bool) {
@@ -94,10 +145,6 @@ func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 	if err != nil {
 		return nil, s.storeError("assess releases", err)
 	}
-	type counted struct {
-		n   tally.Node
-		out *adminv1.NodeOutcome
-	}
 	var all []counted
 	for _, r := range rels {
 		if (req.GetRelease() != "" && r.Version != req.GetRelease()) || (req.GetBase() != "" && r.Base != req.GetBase()) {
@@ -120,17 +167,31 @@ func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 	slices.SortStableFunc(all, func(a, b counted) int {
 		return cmp.Or(cmp.Compare(b.n.Outcome, a.n.Outcome), strings.Compare(a.out.Release, b.out.Release), strings.Compare(a.n.VMID, b.n.VMID))
 	})
-	resp := &adminv1.ListNodesResponse{Total: int64(len(all))}
-	if offset < len(all) {
-		end := min(offset+size, len(all))
-		for _, c := range all[offset:end] {
-			resp.Nodes = append(resp.Nodes, c.out)
-		}
-		if end < len(all) {
-			resp.NextPageToken = strconv.Itoa(end)
+	return all, nil
+}
+
+// topReasons sums up the failing nodes of all (every outcome worse than
+// ok) by outcome and reason: the commonest first, then the most severe.
+func topReasons(all []counted) []*adminv1.ReasonCount {
+	type key struct {
+		o      tally.Outcome
+		reason string
+	}
+	n := map[key]int64{}
+	for _, c := range all {
+		if c.n.Outcome > tally.OK {
+			n[key{c.n.Outcome, c.out.Reason}]++
 		}
 	}
-	return resp, nil
+	keys := slices.Collect(maps.Keys(n))
+	slices.SortFunc(keys, func(a, b key) int {
+		return cmp.Or(cmp.Compare(n[b], n[a]), cmp.Compare(b.o, a.o), strings.Compare(a.reason, b.reason))
+	})
+	var out []*adminv1.ReasonCount
+	for _, k := range keys[:min(len(keys), maxTopReasons)] {
+		out = append(out, &adminv1.ReasonCount{Outcome: k.o.String(), Reason: k.reason, Nodes: n[k]})
+	}
+	return out
 }
 
 // nodeProto is n's vote for r on the wire.

@@ -702,7 +702,7 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 }
 
 // Revoke marks a release revoked. Revoking a revoked release changes
-// nothing and says so (unchanged).
+// nothing and says so (unchanged). A stale if_revision is Aborted.
 func (s *Server) Revoke(ctx context.Context, req *adminv1.RevokeRequest) (*adminv1.RevokeResponse, error) {
 	actor, err := requireActor(ctx)
 	if err != nil {
@@ -712,7 +712,7 @@ func (s *Server) Revoke(ctx context.Context, req *adminv1.RevokeRequest) (*admin
 		return nil, err
 	}
 	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
-		c, same, err := s.changeConfig(ctx, actor, ActionRevoke, req.GetVersion(), 0, req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
+		c, same, err := s.changeConfig(ctx, actor, ActionRevoke, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
 			c.Revoked = true
 			return c, nil
 		})
@@ -721,7 +721,7 @@ func (s *Server) Revoke(ctx context.Context, req *adminv1.RevokeRequest) (*admin
 		}
 		return &adminv1.RevokeResponse{ComponentConfig: c, Unchanged: same}, nil
 	}
-	r, same, err := s.change(ctx, actor, ActionRevoke, req.GetVersion(), 0, req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
+	r, same, err := s.change(ctx, actor, ActionRevoke, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		r.Revoked = true
 		return r, nil
 	})

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"nodehotfix/internal/autopilot"
@@ -532,7 +533,10 @@ func TestRolloutChanges(t *testing.T) {
 		t.Errorf("a transition to the current state wrote %d audit entries", len(after)-len(audited))
 	}
 
-	rv, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v})
+	// A revoke from a stale page is refused, as every change is.
+	_, err = c.Revoke(ctx, &adminv1.RevokeRequest{Version: v, IfRevision: done.GetRelease().GetRevision() - 1})
+	wantCode(t, "revoke at a stale if_revision", err, codes.Aborted)
+	rv, err := c.Revoke(ctx, &adminv1.RevokeRequest{Version: v, IfRevision: done.GetRelease().GetRevision()})
 	if err != nil || !rv.GetRelease().GetRevoked() {
 		t.Fatalf("Revoke = %v, %v; want revoked", rv, err)
 	}
@@ -543,6 +547,8 @@ func TestRolloutChanges(t *testing.T) {
 	if err != nil || again.GetRelease().GetRevision() != rv.GetRelease().GetRevision() || !again.GetUnchanged() {
 		t.Errorf("Revoke again = %v, %v; want the same record, unchanged", again, err)
 	}
+	_, err = c.Revoke(ctx, &adminv1.RevokeRequest{Version: v, IfRevision: done.GetRelease().GetRevision()})
+	wantCode(t, "revoke a revoked release at a stale if_revision", err, codes.Aborted)
 	_, err = move(adminv1.Action_ACTION_HALT)
 	wantCode(t, "halt revoked", err, codes.FailedPrecondition)
 	_, err = c.Revoke(ctx, &adminv1.RevokeRequest{Version: "202604.01.99"})
@@ -1800,6 +1806,36 @@ func TestListNodes(t *testing.T) {
 	p2 := list(ops, &adminv1.ListNodesRequest{PageSize: 4, PageToken: p1.GetNextPageToken()})
 	if len(p1.GetNodes()) != 4 || p1.GetNextPageToken() == "" || len(p2.GetNodes()) != 2 || p2.GetNextPageToken() != "" {
 		t.Errorf("pages = %d (next %q), %d (next %q); want 4 then 2", len(p1.GetNodes()), p1.GetNextPageToken(), len(p2.GetNodes()), p2.GetNextPageToken())
+	}
+	// The reasons sum up every failing node that matches, on every page.
+	reasons := func(r *adminv1.ListNodesResponse) []string {
+		var out []string
+		for _, rc := range r.GetTopReasons() {
+			out = append(out, fmt.Sprintf("%s %q %d", rc.GetOutcome(), rc.GetReason(), rc.GetNodes()))
+		}
+		return out
+	}
+	wantReasons := []string{`failed "provision exited 3" 1`, `refusedIntegrity "decision untrusted download-hotfix untrusted" 1`, `silent "" 1`}
+	for name, r := range map[string]*adminv1.ListNodesResponse{"all": all, "page 1": p1, "page 2": p2} {
+		if got := reasons(r); !slices.Equal(got, wantReasons) {
+			t.Errorf("%s: top reasons = %q, want %q", name, got, wantReasons)
+		}
+	}
+	// Nodes is every page at once, from one assessment.
+	every, err := h.srv.Nodes(WithActor(ctx, "token:reader"), &adminv1.ListNodesRequest{Release: v, PageSize: 1})
+	if err != nil || len(every) != len(all.GetNodes()) {
+		t.Fatalf("Nodes = %d nodes, %v; want the %d of ListNodes", len(every), err, len(all.GetNodes()))
+	}
+	for i, n := range every {
+		if !proto.Equal(n, all.GetNodes()[i]) {
+			t.Errorf("Nodes[%d] = %v, want %v", i, n, all.GetNodes()[i])
+		}
+	}
+	if _, err := h.srv.Nodes(ctx, &adminv1.ListNodesRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("Nodes without an actor = %v, want Unauthenticated", err)
+	}
+	if _, err := h.srv.Nodes(WithActor(ctx, "token:reader"), &adminv1.ListNodesRequest{Outcome: "broken"}); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("Nodes with a bad outcome = %v, want InvalidArgument", err)
 	}
 	for _, bad := range []*adminv1.ListNodesRequest{{Outcome: "broken"}, {PageToken: "x"}, {PageSize: -1}, {Base: "2026"}} {
 		if _, err := ops.ListNodes(ctx, bad); status.Code(err) != codes.InvalidArgument {

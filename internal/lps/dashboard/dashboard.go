@@ -55,7 +55,11 @@ type Dashboard struct {
 	sessions sessions
 	view     atomic.Pointer[view]
 	history  *history
-	kick     chan struct{}
+	// records keeps the release records recent views showed, so a form
+	// refused as stale can say what changed since its page.
+	records records
+	// refreshing serialises rebuilds: Run's and those after an action.
+	refreshing sync.Mutex
 	// csrfKey keys certificate holders' CSRF tokens.
 	csrfKey [32]byte
 	// audits caches each release page's audit rows for one view.
@@ -70,18 +74,18 @@ func New(cfg Config) *Dashboard {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dashboard{cfg: cfg, history: newHistory(), kick: make(chan struct{}, 1)}
+	d := &Dashboard{cfg: cfg, history: newHistory()}
 	rand.Read(d.csrfKey[:]) //nolint:errcheck // crypto/rand.Read never fails (Go 1.24+)
 	d.sessions.m = make(map[string]*session)
 	d.routes()
 	return d
 }
 
-// Run rebuilds the view every Config.Refresh, and at once after an
-// action, until ctx is done. A rebuild reads every report (the admin API's
-// Status), so Run waits at least ten times as long as the last one took:
-// on a big fleet the dashboard costs at most a tenth of a core, and its
-// data is that much older (each page says how old).
+// Run rebuilds the view every Config.Refresh until ctx is done (an action
+// rebuilds it too, before it answers). A rebuild reads every report (the
+// admin API's Status), so Run waits at least ten times as long as the last
+// one took: on a big fleet the dashboard costs at most a tenth of a core,
+// and its data is that much older (each page says how old).
 func (d *Dashboard) Run(ctx context.Context) error {
 	for {
 		start := time.Now()
@@ -92,15 +96,16 @@ func (d *Dashboard) Run(ctx context.Context) error {
 			t.Stop()
 			return nil
 		case <-t.C:
-		case <-d.kick:
-			t.Stop()
 		}
 	}
 }
 
 // refresh rebuilds the view from the admin API; a failure keeps the last
-// view and says so on every page.
+// view and says so on every page. Rebuilds run one at a time, so a slow
+// one never replaces a newer view.
 func (d *Dashboard) refresh(ctx context.Context) {
+	d.refreshing.Lock()
+	defer d.refreshing.Unlock()
 	defer func() {
 		// A bad record must not take lpsd down with the dashboard.
 		if p := recover(); p != nil {
@@ -118,6 +123,7 @@ func (d *Dashboard) refresh(ctx context.Context) {
 		return
 	}
 	d.history.add(now, st)
+	d.records.add(st)
 	d.view.Store(buildView(st, now))
 }
 
@@ -130,14 +136,6 @@ func (d *Dashboard) keepView(why string) {
 		v = &cp
 	}
 	d.view.Store(v)
-}
-
-// refreshSoon asks Run for a rebuild (after an action).
-func (d *Dashboard) refreshSoon() {
-	select {
-	case d.kick <- struct{}{}:
-	default:
-	}
 }
 
 // ServeHTTP serves the dashboard's pages, forms and assets.

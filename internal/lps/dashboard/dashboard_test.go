@@ -9,7 +9,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/csv"
 	"fmt"
+	"html"
 	"io"
 	"math/big"
 	"net/http"
@@ -17,9 +19,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/hotfix"
@@ -92,6 +98,15 @@ func opsCtx(t *testing.T) context.Context { return admin.WithActor(t.Context(), 
 // served it and its reports count.
 func (f *fixture) publish(t *testing.T, version string) {
 	t.Helper()
+	f.publishDraft(t, version)
+	if _, err := f.api.Transition(opsCtx(t), &adminv1.TransitionRequest{Version: version, Action: adminv1.Action_ACTION_COMPLETE}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// publishDraft publishes version as a draft.
+func (f *fixture) publishDraft(t *testing.T, version string) {
+	t.Helper()
 	_, priv, err := release.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -107,21 +122,27 @@ func (f *fixture) publish(t *testing.T, version string) {
 	if _, err := f.api.PublishRelease(opsCtx(t), &adminv1.PublishReleaseRequest{EnvelopeJson: string(env)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.api.Transition(opsCtx(t), &adminv1.TransitionRequest{Version: version, Action: adminv1.Action_ACTION_COMPLETE}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // report stores n outcome reports for version (failed ones when failed).
 func (f *fixture) report(t *testing.T, version string, from, n int, failed bool) {
 	t.Helper()
+	f.reportEach(t, version, from, n, func(r *store.Report) {
+		if failed {
+			r.ExitCode = 1
+		}
+	})
+}
+
+// reportEach stores n reports for version, vm-<from> on, of nodes that
+// ran it with success unless edit says otherwise.
+func (f *fixture) reportEach(t *testing.T, version string, from, n int, edit func(*store.Report)) {
+	t.Helper()
 	var rs []store.Report
 	for i := from; i < from+n; i++ {
 		r := store.Report{VMID: fmt.Sprintf("vm-%d", i), Boot: "b", SubscriptionID: "3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f", Base: version[:9], BakedVersion: version[:9] + ".0",
 			Agent: "hotfix", AgentVersion: version, HotfixVersion: version, Time: time.Now()}
-		if failed {
-			r.ExitCode = 1
-		}
+		edit(&r)
 		rs = append(rs, r)
 	}
 	if _, err := f.st.PutReports(t.Context(), rs); err != nil {
@@ -176,7 +197,32 @@ func (f *fixture) signIn(t *testing.T, token string) *http.Client {
 	return c
 }
 
-var csrfField = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+var (
+	csrfField     = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+	revisionField = regexp.MustCompile(`name="revision" value="([0-9]+)"`)
+)
+
+// revisionOf is the revision a release page's forms were rendered at.
+func revisionOf(t *testing.T, html string) string {
+	t.Helper()
+	m := revisionField.FindStringSubmatch(html)
+	if m == nil {
+		t.Fatalf("no revision in the page's forms:\n%.500s", html)
+	}
+	return m[1]
+}
+
+// act posts action's form of page (a release page of v) as c would,
+// with its CSRF token and revision, a reason and the confirmation, and
+// fields over them.
+func (f *fixture) act(t *testing.T, c *http.Client, page, v, action string, fields url.Values) (int, string) {
+	t.Helper()
+	form := url.Values{"csrf": {csrfOf(t, page)}, "revision": {revisionOf(t, page)}, "reason": {"because " + action}, "confirm": {"yes"}}
+	for k, vs := range fields {
+		form[k] = vs
+	}
+	return post(t, c, f.srv.URL+"/releases/"+v+"/"+action, form, f.srv.URL)
+}
 
 func csrfOf(t *testing.T, html string) string {
 	t.Helper()
@@ -296,7 +342,7 @@ func TestActions(t *testing.T) {
 	f.publish(t, version)
 	ops := f.signIn(t, opsToken)
 	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, "halt "+version)
-	csrf := csrfOf(t, page)
+	csrf, rev := csrfOf(t, page), revisionOf(t, page)
 	act := f.srv.URL + "/releases/" + version + "/halt"
 
 	// Forged: no token, a wrong one, or another origin. Nothing changes.
@@ -304,19 +350,23 @@ func TestActions(t *testing.T) {
 		form   url.Values
 		origin string
 	}{
-		"no-token":     {url.Values{"reason": {"x"}, "confirm": {"yes"}}, f.srv.URL},
-		"wrong-token":  {url.Values{"csrf": {csrf + "x"}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL},
-		"other-origin": {url.Values{"csrf": {csrf}, "reason": {"x"}, "confirm": {"yes"}}, "https://evil.example"},
+		"no-token":     {url.Values{"revision": {rev}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL},
+		"wrong-token":  {url.Values{"csrf": {csrf + "x"}, "revision": {rev}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL},
+		"other-origin": {url.Values{"csrf": {csrf}, "revision": {rev}, "reason": {"x"}, "confirm": {"yes"}}, "https://evil.example"},
 	} {
 		if code, body := post(t, ops, act, tc.form, tc.origin); code != http.StatusForbidden || !strings.Contains(body, "did not come from this dashboard") {
 			t.Errorf("%s: %d", name, code)
 		}
 	}
-	if code, _ := post(t, ops, act, url.Values{"csrf": {csrf}, "reason": {"x"}}, f.srv.URL); code != http.StatusBadRequest {
-		t.Errorf("no confirmation: %d", code)
-	}
-	if code, _ := post(t, ops, act, url.Values{"csrf": {csrf}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusBadRequest {
-		t.Errorf("no reason: %d", code)
+	for name, form := range map[string]url.Values{
+		"no-confirmation": {"csrf": {csrf}, "revision": {rev}, "reason": {"x"}},
+		"no-reason":       {"csrf": {csrf}, "revision": {rev}, "confirm": {"yes"}},
+		"no-revision":     {"csrf": {csrf}, "reason": {"x"}, "confirm": {"yes"}},
+		"bad-revision":    {"csrf": {csrf}, "revision": {"-3"}, "reason": {"x"}, "confirm": {"yes"}},
+	} {
+		if code, _ := post(t, ops, act, form, f.srv.URL); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", name, code)
+		}
 	}
 	// A reader sees no actions, and is refused one.
 	reader := f.signIn(t, readerToken)
@@ -324,8 +374,10 @@ func TestActions(t *testing.T) {
 	if strings.Contains(rpage, `action="/releases/`) || !strings.Contains(rpage, "has the reader role") {
 		t.Errorf("a reader is offered actions")
 	}
-	if code, body := post(t, reader, act, url.Values{"csrf": {csrfOf(t, rpage)}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusForbidden || !strings.Contains(body, "reader role") {
-		t.Errorf("reader halt: %d", code)
+	for _, a := range []string{"halt", "percent", "preview-plan", "skip", "revoke"} {
+		if code, body := post(t, reader, f.srv.URL+"/releases/"+version+"/"+a, url.Values{"csrf": {csrfOf(t, rpage)}, "revision": {rev}, "reason": {"x"}, "confirm": {"yes"}, "percent": {"50"}, "steps": {"50:1h:5"}}, f.srv.URL); code != http.StatusForbidden || !strings.Contains(body, "reader role") {
+			t.Errorf("reader %s: %d", a, code)
+		}
 	}
 	entries, err := f.st.Audit(t.Context(), 0, 100)
 	if err != nil || len(entries) != 2 {
@@ -333,7 +385,7 @@ func TestActions(t *testing.T) {
 	}
 
 	// The operator's halt goes through the admin API, with the reason.
-	code, body := post(t, ops, act, url.Values{"csrf": {csrf}, "reason": {"failure rate up in eastus"}, "confirm": {"yes"}}, f.srv.URL)
+	code, body := post(t, ops, act, url.Values{"csrf": {csrf}, "revision": {rev}, "reason": {"failure rate up in eastus"}, "confirm": {"yes"}}, f.srv.URL)
 	if code != http.StatusSeeOther {
 		t.Fatalf("halt: %d\n%s", code, body)
 	}
@@ -345,17 +397,343 @@ func TestActions(t *testing.T) {
 	if last.GetAction() != "halt" || last.GetActor() != "token:ops" || last.GetReason() != "failure rate up in eastus" {
 		t.Errorf("last audit entry %v", last)
 	}
-	page = waitFor(t, ops, f.srv.URL+"/releases/"+version, "state-halted")
-	if !strings.Contains(page, "failure rate up in eastus") {
-		t.Errorf("the release page's audit log lacks the halt's reason")
+	// The answer's page shows the change at once: the action rebuilt the
+	// view before it answered.
+	_, page = get(t, ops, f.srv.URL+"/releases/"+version+"?done=halt")
+	if !strings.Contains(page, "state-halted") || !strings.Contains(page, "halt: done") || !strings.Contains(page, "failure rate up in eastus") {
+		t.Errorf("the release page after the halt:\n%s", page)
 	}
 	audit := waitFor(t, ops, f.srv.URL+"/audit?target="+version+"&actor=token:ops&since=1h", "failure rate up in eastus")
 	if !strings.Contains(audit, "state complete→halted") {
 		t.Errorf("audit page lacks the change")
 	}
-	// A refusal by the rollout rules is shown, not hidden.
-	if code, body := post(t, ops, f.srv.URL+"/releases/"+version+"/pause", url.Values{"csrf": {csrf}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusConflict || !strings.Contains(body, "cannot go from halted to paused") {
-		t.Errorf("pause a halted release: %d", code)
+	// A refusal by the rollout rules is shown on the release page, not
+	// hidden.
+	if code, body := f.act(t, ops, page, version, "pause", nil); code != http.StatusConflict || !strings.Contains(body, "cannot go from halted to paused") || !strings.Contains(body, "state-halted") {
+		t.Errorf("pause a halted release: %d\n%s", code, body)
+	}
+	// The flash names only actions: a link cannot put words on the page.
+	if _, body := get(t, ops, f.srv.URL+"/releases/"+version+"?done=call+the+helpdesk"); strings.Contains(body, "helpdesk") {
+		t.Errorf("the release page shows an arbitrary ?done=")
+	}
+}
+
+// TestEachAction walks a draft through every action the release page
+// offers, each from the page as it is after the last: the forms offered
+// are the ones the state machine allows, and each change is the admin
+// API's, audited with the operator and the reason.
+func TestEachAction(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publishDraft(t, version)
+	ops := f.signIn(t, opsToken)
+	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, "action-percent")
+	url0 := f.srv.URL + "/releases/" + version
+	offered := func(page string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`class="action action-([a-z-]+)"`).FindAllStringSubmatch(page, -1) {
+			out = append(out, m[1])
+		}
+		return out
+	}
+	audits := func() []*adminv1.AuditEntry {
+		t.Helper()
+		resp, err := f.api.ListAudit(opsCtx(t), &adminv1.ListAuditRequest{Target: version})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.GetEntries()
+	}
+	state := func() *adminv1.Release {
+		t.Helper()
+		st, err := f.api.Status(opsCtx(t), &adminv1.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.GetReleases()[0]
+	}
+
+	// The plan's dry run changes nothing and shows what lpsd would do;
+	// its form applies exactly that plan, at the same revision.
+	if got, want := offered(page), []string{"percent", "preview-plan", "complete", "halt", "revoke"}; !slices.Equal(got, want) {
+		t.Errorf("a draft offers %v, want %v", got, want)
+	}
+	before := len(audits())
+	code, preview := f.act(t, ops, page, version, "preview-plan", url.Values{"steps": {"20n:30m:5,10:1h:10,100:2h:20"}, "confirm": nil, "reason": {"canary first"}})
+	if code != http.StatusOK || !strings.Contains(preview, "dry run") || !strings.Contains(preview, "a canary of 20 nodes") || !strings.Contains(preview, "Apply the plan") {
+		t.Fatalf("plan preview: %d\n%s", code, preview)
+	}
+	if n := len(audits()); n != before || state().GetRollout().GetPlan() != nil {
+		t.Fatalf("the preview changed something: %d audit entries, was %d", n, before)
+	}
+	applyForm := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([a-z_]+)" value="([^"]*)">`).FindAllStringSubmatch(preview, -1) {
+		applyForm.Set(m[1], html.UnescapeString(m[2]))
+	}
+	applyForm.Set("reason", "canary first")
+	if code, body := post(t, ops, url0+"/plan", applyForm, f.srv.URL); code != http.StatusBadRequest || !strings.Contains(body, "tick the confirmation") {
+		t.Errorf("apply without the confirmation: %d", code)
+	}
+	applyForm.Set("confirm", "yes")
+	if code, body := post(t, ops, url0+"/plan", applyForm, f.srv.URL); code != http.StatusSeeOther {
+		t.Fatalf("apply the plan: %d\n%s", code, body)
+	}
+	if p := state().GetRollout().GetPlan(); len(p.GetSteps()) != 3 || p.GetSteps()[0].GetNodes() != 20 || p.GetMargin() != 0.05 || p.GetMaxFailureRate() != 0.2 {
+		t.Errorf("the plan applied = %v, want the previewed one with lpsctl's defaults", p)
+	}
+
+	for _, step := range []struct {
+		action string
+		fields url.Values
+		offers []string // what the page offers before it
+		want   string   // the state after, as the page says
+	}{
+		{"skip", nil, []string{"percent", "preview-plan", "skip", "complete", "pause", "halt", "revoke"}, "2/3 at 10%"},
+		{"percent", url.Values{"percent": {"50"}}, []string{"percent", "preview-plan", "skip", "complete", "pause", "halt", "revoke"}, "50% of nodes"},
+		{"pause", nil, []string{"percent", "preview-plan", "skip", "complete", "pause", "halt", "revoke"}, "state-paused"},
+		{"resume", nil, []string{"complete", "resume", "halt", "revoke"}, "state-rolling"},
+		{"complete", nil, []string{"percent", "preview-plan", "skip", "complete", "pause", "halt", "revoke"}, "state-complete"},
+		{"halt", nil, []string{"halt", "revoke"}, "state-halted"},
+		{"resume", nil, []string{"resume", "revoke"}, "state-complete"},
+		{"revoke", nil, []string{"halt", "revoke"}, "revoked"},
+	} {
+		_, page = get(t, ops, url0)
+		if got := offered(page); !slices.Equal(got, step.offers) {
+			t.Errorf("before %s the page offers %v, want %v", step.action, got, step.offers)
+		}
+		if code, body := f.act(t, ops, page, version, step.action, step.fields); code != http.StatusSeeOther {
+			t.Fatalf("%s: %d\n%s", step.action, code, body)
+		}
+		_, page = get(t, ops, url0+"?done="+step.action)
+		if !strings.Contains(page, step.want) || !strings.Contains(page, step.action+": done") {
+			t.Errorf("after %s the page lacks %q:\n%s", step.action, step.want, page)
+		}
+		want := map[string]string{"percent": "rollout-set"}[step.action]
+		if want == "" {
+			want = step.action
+		}
+		last := audits()[len(audits())-1]
+		if last.GetAction() != want || last.GetActor() != "token:ops" || last.GetReason() != "because "+step.action {
+			t.Errorf("%s: audit entry %v", step.action, last)
+		}
+	}
+	if got := offered(page); len(got) != 0 || !strings.Contains(page, "nothing more can change it") {
+		t.Errorf("a revoked release offers %v", got)
+	}
+	// Bad input is refused on the page, naming the field.
+	f.publishDraft(t, "202604.01.4")
+	page = waitFor(t, ops, f.srv.URL+"/releases/202604.01.4", "action-percent")
+	for name, tc := range map[string]struct {
+		action string
+		fields url.Values
+		want   string
+	}{
+		"percent":   {"percent", url.Values{"percent": {"lots"}}, "want a whole number"},
+		"steps":     {"preview-plan", url.Values{"steps": {"10:1h"}}, "want SIZE:BAKE:REPORTS"},
+		"margin":    {"preview-plan", url.Values{"steps": {"10:1h:5"}, "margin": {"five"}}, "margin"},
+		"from-step": {"preview-plan", url.Values{"steps": {"10:1h:5"}, "from_step": {"3"}}, "from 1 to 1"},
+	} {
+		if code, body := f.act(t, ops, page, "202604.01.4", tc.action, tc.fields); code != http.StatusBadRequest || !strings.Contains(body, tc.want) {
+			t.Errorf("%s: %d, want 400 saying %q", name, code, tc.want)
+		}
+	}
+}
+
+// TestStaleFormRefused: two operators on the same page of a paused
+// release. One halts it; the other's resume, typed on the page that still
+// says paused, is refused, saying what changed, and the page shows the
+// release as it is now; from that page, the resume goes through.
+func TestStaleFormRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publishDraft(t, version)
+	if _, err := f.api.SetRollout(opsCtx(t), &adminv1.SetRolloutRequest{Version: version, Percent: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.api.Transition(opsCtx(t), &adminv1.TransitionRequest{Version: version, Action: adminv1.Action_ACTION_PAUSE}); err != nil {
+		t.Fatal(err)
+	}
+	ops, alice := f.signIn(t, opsToken), f.certBrowser(t, "alice", "ops")
+	opsPage := waitFor(t, ops, f.srv.URL+"/releases/"+version, "state-paused")
+	alicePage := waitFor(t, alice, f.srv.URL+"/releases/"+version, "state-paused")
+	if code, body := f.act(t, alice, alicePage, version, "halt", url.Values{"reason": {"canary nodes fail"}}); code != http.StatusSeeOther {
+		t.Fatalf("alice's halt: %d\n%s", code, body)
+	}
+	code, body := f.act(t, ops, opsPage, version, "resume", url.Values{"reason": {"looks fine"}})
+	if code != http.StatusConflict {
+		t.Fatalf("the resume from the old page: %d, want 409\n%s", code, body)
+	}
+	for _, want := range []string{"changed since you loaded this page", "state paused→halted", "it is now halted at 10%", "resume not applied", "state-halted"} {
+		if !strings.Contains(html.UnescapeString(body), want) {
+			t.Errorf("the refusal lacks %q:\n%s", want, body)
+		}
+	}
+	st, err := f.api.Status(opsCtx(t), &adminv1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := st.GetReleases()[0]
+	if r.GetRollout().GetState() != "halted" {
+		t.Errorf("after the refused resume the release is %s, want halted", r.GetRollout().GetState())
+	}
+	if got := revisionOf(t, body); got != strconv.FormatInt(r.GetRevision(), 10) {
+		t.Errorf("the refusal's forms are at revision %s, want the fresh %d", got, r.GetRevision())
+	}
+	if strings.Contains(body, "data-live") {
+		t.Errorf("the refusal refreshes itself away")
+	}
+	// The same resume from the fresh page is the operator's to make.
+	if code, body := f.act(t, ops, body, version, "resume", url.Values{"reason": {"fixed: the canary subscription was drained"}}); code != http.StatusSeeOther {
+		t.Errorf("the resume from the fresh page: %d\n%s", code, body)
+	}
+	// A revision no view showed: the refusal says at least where it is.
+	if code, body := f.act(t, ops, strings.Replace(body, `name="revision" value="`, `name="revision" value="1`, 1), version, "revoke", nil); code != http.StatusConflict || !strings.Contains(body, "is now rolling at 10%") {
+		t.Errorf("a revoke at a revision never shown: %d\n%s", code, body)
+	}
+	resp, err := f.api.ListAudit(opsCtx(t), &adminv1.ListAuditRequest{Target: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var actions []string
+	for _, e := range resp.GetEntries() {
+		actions = append(actions, e.GetActor()+" "+e.GetAction())
+	}
+	if want := []string{"token:test publish", "token:test rollout-set", "token:test pause", "cert:alice halt", "token:ops resume"}; !slices.Equal(actions, want) {
+		t.Errorf("audit = %v, want %v", actions, want)
+	}
+}
+
+// incident reports for version the fleet of the nodes tests: vm-0 to
+// vm-2 failed, vm-3 and vm-4 fell back (one with a reason a spreadsheet
+// would run), and n-5 more nodes are ok.
+func (f *fixture) incident(t *testing.T, version string, n int) {
+	t.Helper()
+	f.report(t, version, 0, 3, true)
+	f.reportEach(t, version, 3, 1, func(r *store.Report) { r.Fallback, r.FallbackReason = true, "bootstrap timed out" })
+	f.reportEach(t, version, 4, 1, func(r *store.Report) { r.Fallback, r.FallbackReason = true, `=HYPERLINK("https://evil.example")` })
+	f.report(t, version, 5, n-5, false)
+}
+
+// TestNodesPage: a release's nodes, failing first under their reasons
+// summed up, each linked to explain, filtered by outcome and paged.
+func TestNodesPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	f.incident(t, version, 155)
+	c := f.signIn(t, readerToken)
+	release := waitFor(t, c, f.srv.URL+"/releases/"+version, "reported 155")
+	if !strings.Contains(release, `href="/releases/`+version+`/nodes"`) || !strings.Contains(release, `href="/releases/`+version+`/nodes.csv"`) {
+		t.Errorf("the release page does not link its nodes")
+	}
+	code, body := get(t, c, f.srv.URL+"/releases/"+version+"/nodes")
+	if code != http.StatusOK {
+		t.Fatalf("nodes page: %d\n%s", code, body)
+	}
+	body = html.UnescapeString(body)
+	reasons := body[strings.Index(body, `<table class="reasons">`):strings.Index(body, `<table class="nodes">`)]
+	for _, want := range []string{`<td class="num">3</td><td><a href="/releases/` + version + `/nodes?outcome=failed"`, "provision exited 1", "bootstrap timed out", "among all 155 nodes"} {
+		if !strings.Contains(reasons, want) {
+			t.Errorf("the reasons lack %q:\n%s", want, reasons)
+		}
+	}
+	rows := regexp.MustCompile(`<th scope="row"><a href="/explain\?vm_id=(vm-[0-9]+)&subscription=3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f"`).FindAllStringSubmatch(body, -1)
+	var vms []string
+	for _, m := range rows {
+		vms = append(vms, m[1])
+	}
+	if len(vms) != nodesPerPage || !slices.Equal(vms[:5], []string{"vm-0", "vm-1", "vm-2", "vm-3", "vm-4"}) {
+		t.Fatalf("the first page lists %d nodes, starting %v; want %d, the failed then the fallen back", len(vms), vms[:min(5, len(vms))], nodesPerPage)
+	}
+	if !strings.Contains(body, "Nodes 1 to 100 of 155") {
+		t.Errorf("the first page does not say which nodes it shows")
+	}
+	next := regexp.MustCompile(`<a href="([^"]+)" rel="next">`).FindStringSubmatch(body)
+	if next == nil {
+		t.Fatalf("no link to the next page")
+	}
+	_, body = get(t, c, f.srv.URL+html.UnescapeString(next[1]))
+	if !strings.Contains(body, "Nodes 101 to 155 of 155") || strings.Contains(body, `rel="next"`) || !strings.Contains(body, "Back to the first") {
+		t.Errorf("the second page:\n%s", body)
+	}
+	_, body = get(t, c, f.srv.URL+"/releases/"+version+"/nodes?outcome=fellBack")
+	if n := strings.Count(body, `<span class="outcome o-fellBack">`); n != 2 || strings.Contains(body, `o-failed">failed</span>`) {
+		t.Errorf("outcome=fellBack lists %d fallen-back nodes:\n%s", n, body)
+	}
+	if code, body := get(t, c, f.srv.URL+"/releases/"+version+"/nodes?outcome=broken"); code != http.StatusBadRequest || !strings.Contains(body, "want one of failed, fellBack") {
+		t.Errorf("outcome=broken: %d", code)
+	}
+	if code, _ := get(t, c, f.srv.URL+"/releases/202604.01.9/nodes"); code != http.StatusNotFound {
+		t.Errorf("nodes of an unknown release: %d", code)
+	}
+}
+
+// hideNodes is an admin API without the optional Nodes.
+type hideNodes struct{ adminv1.AdminServiceServer }
+
+// TestNodesCSV: the incident list is every node ListNodes lists, filtered
+// by outcome, as CSV a spreadsheet opens safely; paging through ListNodes
+// (an admin API without Nodes) gives the same.
+func TestNodesCSV(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	f.incident(t, version, 1205)
+	c := f.signIn(t, readerToken)
+	waitFor(t, c, f.srv.URL+"/releases/"+version, "reported 1205")
+	download := func(t *testing.T, d *Dashboard, query string) [][]string {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "/releases/"+version+"/nodes.csv"+query, nil)
+		w := httptest.NewRecorder()
+		d.nodesCSV(w, req.WithContext(t.Context()), &session{Actor: "token:viewer", Role: admin.RoleReader})
+		if w.Code != http.StatusOK || w.Header().Get("Content-Type") != "text/csv; charset=utf-8" {
+			t.Fatalf("nodes.csv%s: %d %q\n%.300s", query, w.Code, w.Header().Get("Content-Type"), w.Body)
+		}
+		rows, err := csv.NewReader(w.Body).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	resp, err := f.api.ListNodes(opsCtx(t), &adminv1.ListNodesRequest{Release: version, PageSize: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := download(t, f.dash, "")
+	if !slices.Equal(rows[0], csvHeader) || int64(len(rows)-1) != resp.GetTotal() || resp.GetTotal() != 1205 {
+		t.Fatalf("nodes.csv: %d rows under %v, want the %d nodes", len(rows)-1, rows[0], resp.GetTotal())
+	}
+	for i, n := range resp.GetNodes() {
+		if r := rows[i+1]; r[0] != n.GetVmId() || r[4] != n.GetOutcome() || r[3] != version || r[9] != n.GetTime().AsTime().UTC().Format(time.RFC3339) {
+			t.Fatalf("row %d = %v, want node %v", i+1, r, n)
+		}
+	}
+	if got := rows[1][4:8]; !slices.Equal(got, []string{"failed", "provision exited 1", "hotfix " + version, "1"}) {
+		t.Errorf("the first row's outcome, reason, ran, exit = %v", got)
+	}
+	if got := rows[5][5]; got != `'=HYPERLINK("https://evil.example")` {
+		t.Errorf("a node's formula for a reason is %q in the CSV, want it quoted", got)
+	}
+	failed := download(t, f.dash, "?outcome=failed")
+	if len(failed) != 4 || failed[3][0] != "vm-2" {
+		t.Errorf("nodes.csv?outcome=failed: %v", failed)
+	}
+	paged := New(Config{Admin: hideNodes{f.api}, Auth: f.auth})
+	if got := download(t, paged, ""); !cmp.Equal(got, rows) {
+		t.Errorf("paged through ListNodes, the CSV differs: %d rows, want %d", len(got), len(rows))
+	}
+	// Through the server: a download, named for what it holds.
+	req, _ := http.NewRequest(http.MethodGet, f.srv.URL+"/releases/"+version+"/nodes.csv?outcome=fellBack", nil)
+	hr, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hr.Body.Close()
+	if cd := hr.Header.Get("Content-Disposition"); hr.StatusCode != http.StatusOK || cd != `attachment; filename="nodes-`+version+`-fellBack.csv"` {
+		t.Errorf("nodes.csv: %d, Content-Disposition %q", hr.StatusCode, cd)
+	}
+	if code, _ := get(t, c, f.srv.URL+"/releases/"+version+"/nodes.csv?outcome=broken"); code != http.StatusBadRequest {
+		t.Errorf("nodes.csv?outcome=broken: %d", code)
 	}
 }
 
@@ -391,7 +769,7 @@ func TestEscapes(t *testing.T) {
 	f.publish(t, version)
 	ops := f.signIn(t, opsToken)
 	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, "halt "+version)
-	if code, _ := post(t, ops, f.srv.URL+"/releases/"+version+"/halt", url.Values{"csrf": {csrfOf(t, page)}, "reason": {`<script>alert(1)</script>`}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusSeeOther {
+	if code, _ := f.act(t, ops, page, version, "halt", url.Values{"reason": {`<script>alert(1)</script>`}}); code != http.StatusSeeOther {
 		t.Fatalf("halt: %d", code)
 	}
 	_, body := get(t, ops, f.srv.URL+"/audit")
@@ -540,10 +918,10 @@ func TestCertificateCallers(t *testing.T) {
 		t.Errorf("reader certificate: %.600s", page)
 	}
 	// The certificate's CSRF token works only for it.
-	if code, _ := post(t, reader, f.srv.URL+"/releases/"+version+"/halt", url.Values{"csrf": {csrfOf(t, page)}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusForbidden {
+	if code, _ := post(t, reader, f.srv.URL+"/releases/"+version+"/halt", url.Values{"csrf": {csrfOf(t, page)}, "revision": {revisionOf(t, page)}, "reason": {"x"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusForbidden {
 		t.Errorf("another certificate's token: %d", code)
 	}
-	if code, body := post(t, alice, f.srv.URL+"/releases/"+version+"/halt", url.Values{"csrf": {csrfOf(t, page)}, "reason": {"by certificate"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusSeeOther {
+	if code, body := f.act(t, alice, page, version, "halt", url.Values{"reason": {"by certificate"}}); code != http.StatusSeeOther {
 		t.Errorf("certificate halt: %d %s", code, body)
 	}
 }

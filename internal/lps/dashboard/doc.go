@@ -1,10 +1,12 @@
 // Package dashboard serves lpsd's operator dashboard: the releases with
 // their rollout state, plan step and next step's time; per release the
 // nodes' outcome reports against the base's control cohort, as numbers and
-// as a chart over time; the health verdict and an automatic halt's
+// as a chart over time, and the nodes themselves (worst first, with their
+// reasons, and as CSV); the health verdict and an automatic halt's
 // evidence; the audit log with filters; "explain a VM"; the served document
-// size per base; and the releases about to expire. Operators can pause,
-// resume, halt and revoke from it.
+// size per base; and the releases about to expire. Operators can steer a
+// release from it: set its percentage, plan it, skip a plan step,
+// complete, pause, resume, halt and revoke it.
 //
 // # Where and who
 //
@@ -34,22 +36,57 @@
 //
 // # Actions
 //
-// Pause, resume, halt and revoke each need a confirmation and a reason, and
-// go through the admin API's own methods (the same code as lpsctl's calls),
-// with the signed-in actor, so each is an audit entry like any other. They
-// are called in-process, so the admin listener's gRPC metrics
-// (lpsd_admin_grpc_*) do not count them; the audit log does.
+// A published release's page offers an operator the changes the rollout
+// rules allow from its state, asked of those rules (internal/rollout), so
+// a paused release offers resume and not pause, and a revoked one nothing:
+// set percent (it only grows; a draft starts rolling), plan (its steps as
+// lpsctl rollout plan --steps reads them, the health rule's numbers with
+// lpsctl's defaults), skip step (audited as "skip", as lpsctl rollout
+// skip), complete, resume, pause, halt and revoke. A plan is first sent as
+// a dry run: the page shows the admin API's preview (each step's soonest
+// window, the baseline, the deadlines, an envelope that expires first),
+// and only its own form applies exactly that plan. Each change needs a
+// reason and a ticked confirmation, and goes through the admin API's own
+// method (the same code as lpsctl's calls), with the signed-in actor, so
+// each is an audit entry like any other. They are called in-process, so
+// the admin listener's gRPC metrics (lpsd_admin_grpc_*) do not count them;
+// the audit log does.
+//
+// Every form carries the revision of the release its page was rendered
+// at, sent as the change's if_revision: a form filled in on a page the
+// release has moved on from (the page stops refreshing while a form is in
+// use, so another operator's halt does not show) is refused, 409,
+// "changed since you loaded this page", saying what changed between the
+// record at that revision (kept from this instance's recent views, 16
+// revisions per release) and the fresh one, in the audit log's words, or
+// at least where the release is now; nothing is done, and the answer is
+// the release's page as it is now, with forms at its new revision.
+//
+// # Nodes
+//
+// A release's nodes page lists the nodes counted for it from the admin
+// API's ListNodes (as lpsctl nodes does), 100 a page, worst outcome first,
+// under the commonest outcomes and reasons among all of them, each VM
+// linked to "explain a VM", filterable by outcome. Its CSV download (the
+// incident list: every VM the release reached, with what happened) holds
+// every node the filter matches, from one assessment of the fleet
+// (admin.Server.Nodes) rather than one per page; a cell a spreadsheet
+// would read as a formula (starting with =, +, -, @, a tab or CR: nodes
+// wrote those words) gets a quote before it. Each page and download
+// assesses the fleet as a view's rebuild does, so neither refreshes itself.
 //
 // # Data and refresh
 //
 // Pages render from a view of the admin API's Status that Run rebuilds
-// every Config.Refresh (and at once after an action), so a page costs its
+// every Config.Refresh (and an action before it answers, so the page after
+// it shows the change), so a page costs its
 // rendering, not a reading of every report; each page says how old its data
 // is. Run also keeps each servable release's counts over time, in memory,
 // for the charts (an hour at the default refresh): the history starts when
 // this instance does. With JavaScript on, the releases and release pages
 // reload their main content every Config.Refresh, except while the
-// operator is using a form or has the keyboard focus in the page; without
+// operator is using a form (or has filled anything in, or has the keyboard
+// focus in the page) and on an action's refusal; without
 // it, every page reads the same, and a link reloads it. A release page
 // shows the newest of that release's audit entries among the first 50,000
 // of the log (read once per view), and links to all of them.

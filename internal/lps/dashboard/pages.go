@@ -59,9 +59,23 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
 	},
-	"evidence": evidenceText,
-	"actions":  actionsFor,
-	"ms":       func(d time.Duration) int64 { return d.Milliseconds() },
+	"evidence":   evidenceText,
+	"actions":    func(r *adminv1.Release) []offer { return actionsFor(r, time.Now()) },
+	"stepSize":   stepSize,
+	"planInputs": func() any { return planInputs },
+	// inc counts from 1 what the API counts from 0 (a step, a row).
+	"inc": func(i any) int64 {
+		switch i := i.(type) {
+		case int:
+			return int64(i) + 1
+		case int32:
+			return int64(i) + 1
+		}
+		return 0
+	},
+	"add": func(a, b int) int { return a + b },
+	"dur": func(sec int64) string { return duration.Format(time.Duration(sec) * time.Second) },
+	"ms":  func(d time.Duration) int64 { return d.Milliseconds() },
 	"stateClass": func(s string) string {
 		return "state-" + s
 	},
@@ -69,13 +83,6 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	// which has no release page.
 	"isConfig": func(target string) bool { _, _, ok := rollout.ParseConfigID(target); return ok },
 }).ParseFS(templateFS, "templates/*.html"))
-
-// transitions maps the dashboard's actions to the admin API's.
-var transitions = map[string]adminv1.Action{
-	"pause":  adminv1.Action_ACTION_PAUSE,
-	"resume": adminv1.Action_ACTION_RESUME,
-	"halt":   adminv1.Action_ACTION_HALT,
-}
 
 func (d *Dashboard) routes() {
 	m := http.NewServeMux()
@@ -87,6 +94,8 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("GET /{$}", d.signedIn(d.releasesPage))
 	m.HandleFunc("GET /releases/{version}", d.signedIn(d.releasePage))
 	m.HandleFunc("POST /releases/{version}/{action}", d.signedIn(d.act))
+	m.HandleFunc("GET /releases/{version}/nodes", d.signedIn(d.nodesPage))
+	m.HandleFunc("GET /releases/{version}/nodes.csv", d.signedIn(d.nodesCSV))
 	m.HandleFunc("GET /audit", d.signedIn(d.auditPage))
 	m.HandleFunc("GET /explain", d.signedIn(d.explainPage))
 	d.mux = m
@@ -99,9 +108,12 @@ type page struct {
 	S       *session
 	V       *view
 	Refresh time.Duration // between live refreshes
-	Flash   string
-	Error   string
-	Data    any
+	// Path is the page's own address, for its Reload link ("": the
+	// address asked for, which for a form's answer is the form's).
+	Path  string
+	Flash string
+	Error string
+	Data  any
 }
 
 // signedIn runs h for a signed-in caller, and sends anyone else to the
@@ -285,8 +297,17 @@ func (d *Dashboard) releaseAudit(ctx context.Context, se *session, version strin
 }
 
 func (d *Dashboard) releasePage(w http.ResponseWriter, r *http.Request, se *session) {
+	flash := ""
+	if done := r.URL.Query().Get("done"); actionMethods[done] != "" {
+		flash = done + ": done"
+	}
+	d.renderRelease(w, r, se, http.StatusOK, r.PathValue("version"), flash, "")
+}
+
+// renderRelease renders version's page from the current view, with a
+// flash or an error (a refused action's) at its top.
+func (d *Dashboard) renderRelease(w http.ResponseWriter, r *http.Request, se *session, code int, version, flash, errMsg string) {
 	v := d.view.Load()
-	version := r.PathValue("version")
 	if v == nil {
 		d.fail(w, r, se, http.StatusServiceUnavailable, "no data yet: the dashboard's first refresh has not finished; reload in a moment")
 		return
@@ -299,82 +320,7 @@ func (d *Dashboard) releasePage(w http.ResponseWriter, r *http.Request, se *sess
 	rel, control := d.history.of(version, rv.R.GetBase())
 	data := releaseData{R: rv, Chart: chartData{Release: rel, Control: control}}
 	data.Audit, data.Evidence, data.AuditErr = d.releaseAudit(r.Context(), se, version, v.Built)
-	flash := ""
-	if done := r.URL.Query().Get("done"); done != "" {
-		flash = done + ": done"
-	}
-	d.render(w, r, http.StatusOK, "release", page{Title: version, Active: "releases", S: se, Flash: flash, Data: data})
-}
-
-// act runs a pause, resume, halt or revoke from the release page.
-func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, se *session) {
-	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
-	if err := checkForm(r, se); err != nil {
-		d.cfg.Log.Warn("dashboard form refused", "actor", se.Actor, "path", r.URL.Path, "err", err)
-		d.fail(w, r, se, http.StatusForbidden, err.Error())
-		return
-	}
-	version, action := r.PathValue("version"), r.PathValue("action")
-	method := adminv1.AdminService_Transition_FullMethodName
-	if action == "revoke" {
-		method = adminv1.AdminService_Revoke_FullMethodName
-	} else if _, ok := transitions[action]; !ok {
-		d.fail(w, r, se, http.StatusNotFound, "no action "+action)
-		return
-	}
-	if !admin.Allowed(se.Role, method) {
-		d.cfg.Log.Warn("dashboard action refused: reader role", "actor", se.Actor, "action", action, "version", version)
-		d.fail(w, r, se, http.StatusForbidden, se.Actor+" has the reader role: it may look, not "+action+"; changes need an operator token or certificate")
-		return
-	}
-	if r.PostFormValue("confirm") != "yes" {
-		d.fail(w, r, se, http.StatusBadRequest, "tick the confirmation to "+action+" "+version)
-		return
-	}
-	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if reason == "" {
-		d.fail(w, r, se, http.StatusBadRequest, "say why: the reason goes to the audit log")
-		return
-	}
-	ctx, cancel := context.WithTimeout(admin.WithActor(r.Context(), se.Actor), 30*time.Second)
-	defer cancel()
-	var err error
-	if action == "revoke" {
-		_, err = d.cfg.Admin.Revoke(ctx, &adminv1.RevokeRequest{Version: version, Reason: reason})
-	} else {
-		_, err = d.cfg.Admin.Transition(ctx, &adminv1.TransitionRequest{Version: version, Action: transitions[action], Reason: reason})
-	}
-	if err != nil {
-		st := status.Convert(err)
-		d.fail(w, r, se, httpStatus(st.Code()), fmt.Sprintf("%s %s: %s", action, version, st.Message()))
-		return
-	}
-	d.cfg.Log.Info("dashboard action", "actor", se.Actor, "action", action, "version", version)
-	d.refreshSoon()
-	http.Redirect(w, r, "/releases/"+url.PathEscape(version)+"?done="+url.QueryEscape(action), http.StatusSeeOther)
-}
-
-// actionsFor lists the actions the release page offers r: the
-// transitions the state machine allows from its state (a draft starts with
-// lpsctl rollout set or plan, not resume; complete is lpsctl's), then
-// revoke.
-func actionsFor(r *adminv1.Release) []string {
-	if r.GetRevoked() {
-		return nil
-	}
-	from := rollout.State(r.GetRollout().GetState())
-	var out []string
-	for _, to := range from.Next() {
-		switch {
-		case to == rollout.Paused:
-			out = append(out, "pause")
-		case to == rollout.Rolling && from != rollout.Draft:
-			out = append(out, "resume")
-		case to == rollout.Halted:
-			out = append(out, "halt")
-		}
-	}
-	return append(out, "revoke")
+	d.render(w, r, code, "release", page{Title: version, Active: "releases", S: se, Flash: flash, Error: errMsg, Path: "/releases/" + url.PathEscape(version), Data: data})
 }
 
 func httpStatus(c codes.Code) int {

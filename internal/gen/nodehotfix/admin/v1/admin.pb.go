@@ -2221,7 +2221,10 @@ type RevokeRequest struct {
 	// The release version.
 	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
 	// Why, for the audit log.
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Expected record revision; 0 means the current one. A revoke at a
+	// stale revision is Aborted, even of a release revoked already.
+	IfRevision    int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2268,6 +2271,13 @@ func (x *RevokeRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *RevokeRequest) GetIfRevision() int64 {
+	if x != nil {
+		return x.IfRevision
+	}
+	return 0
 }
 
 // RevokeResponse returns the updated record.
@@ -3581,7 +3591,12 @@ type ListNodesResponse struct {
 	// Set when more nodes match: the page_token of the next page.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	// How many nodes match in all.
-	Total         int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	Total int64 `protobuf:"varint,3,opt,name=total,proto3" json:"total,omitempty"`
+	// The commonest outcome and reason pairs among every matching node (not
+	// only this page's) whose outcome is worse than ok (refusedDelivery,
+	// silent, refusedIntegrity, fellBack, failed), most nodes first, then
+	// most severe; at most 10.
+	TopReasons    []*ReasonCount `protobuf:"bytes,4,rep,name=top_reasons,json=topReasons,proto3" json:"top_reasons,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3637,6 +3652,77 @@ func (x *ListNodesResponse) GetTotal() int64 {
 	return 0
 }
 
+func (x *ListNodesResponse) GetTopReasons() []*ReasonCount {
+	if x != nil {
+		return x.TopReasons
+	}
+	return nil
+}
+
+// ReasonCount is how many nodes share an outcome and a reason.
+type ReasonCount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The outcome (see ListNodesRequest.outcome).
+	Outcome string `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// The reason, as NodeOutcome.reason; empty when the nodes gave none.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// How many matching nodes have both.
+	Nodes         int64 `protobuf:"varint,3,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReasonCount) Reset() {
+	*x = ReasonCount{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReasonCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReasonCount) ProtoMessage() {}
+
+func (x *ReasonCount) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
+func (*ReasonCount) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *ReasonCount) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *ReasonCount) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReasonCount) GetNodes() int64 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
 // NodeOutcome is one node's vote for one release.
 type NodeOutcome struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -3667,7 +3753,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +3765,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +3778,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NodeOutcome) GetVmId() string {
@@ -3943,10 +4029,12 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x12TransitionResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
-	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"A\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"b\n" +
 	"\rRevokeRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xb7\x01\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vif_revision\x18\x03 \x01(\x03R\n" +
+	"ifRevision\"\xb7\x01\n" +
 	"\x0eRevokeResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
@@ -4048,11 +4136,17 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1b\n" +
 	"\tpage_size\x18\x06 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\a \x01(\tR\tpageToken\"\x89\x01\n" +
+	"page_token\x18\a \x01(\tR\tpageToken\"\xcc\x01\n" +
 	"\x11ListNodesResponse\x126\n" +
 	"\x05nodes\x18\x01 \x03(\v2 .nodehotfix.admin.v1.NodeOutcomeR\x05nodes\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12\x14\n" +
-	"\x05total\x18\x03 \x01(\x03R\x05total\"\xd7\x02\n" +
+	"\x05total\x18\x03 \x01(\x03R\x05total\x12A\n" +
+	"\vtop_reasons\x18\x04 \x03(\v2 .nodehotfix.admin.v1.ReasonCountR\n" +
+	"topReasons\"U\n" +
+	"\vReasonCount\x12\x18\n" +
+	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05nodes\x18\x03 \x01(\x03R\x05nodes\"\xd7\x02\n" +
 	"\vNodeOutcome\x12\x13\n" +
 	"\x05vm_id\x18\x01 \x01(\tR\x04vmId\x12'\n" +
 	"\x0fsubscription_id\x18\x02 \x01(\tR\x0esubscriptionId\x12\x12\n" +
@@ -4102,7 +4196,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
 	(*KeySet)(nil),                         // 1: nodehotfix.admin.v1.KeySet
@@ -4148,28 +4242,29 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*PublishComponentConfigResponse)(nil), // 41: nodehotfix.admin.v1.PublishComponentConfigResponse
 	(*ListNodesRequest)(nil),               // 42: nodehotfix.admin.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),              // 43: nodehotfix.admin.v1.ListNodesResponse
-	(*NodeOutcome)(nil),                    // 44: nodehotfix.admin.v1.NodeOutcome
-	(*timestamppb.Timestamp)(nil),          // 45: google.protobuf.Timestamp
+	(*ReasonCount)(nil),                    // 44: nodehotfix.admin.v1.ReasonCount
+	(*NodeOutcome)(nil),                    // 45: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 46: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	45, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
+	46, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
 	1,  // 1: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
 	1,  // 2: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
 	1,  // 3: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
 	9,  // 4: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	45, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	45, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	46, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	46, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	45, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	46, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 9: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	10, // 10: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	12, // 11: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	45, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	46, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
 	11, // 13: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	45, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	45, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	46, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	46, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
 	7,  // 16: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	45, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	46, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
 	6,  // 18: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
 	6,  // 19: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
 	39, // 20: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
@@ -4178,11 +4273,11 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	19, // 23: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
 	39, // 24: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	20, // 25: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	45, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	46, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
 	21, // 27: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	45, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	45, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	45, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	46, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	46, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	46, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
 	6,  // 31: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
 	39, // 32: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	0,  // 33: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
@@ -4192,55 +4287,56 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	39, // 37: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	6,  // 38: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
 	30, // 39: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	45, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	46, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
 	8,  // 41: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
 	39, // 42: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
 	34, // 43: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
 	33, // 44: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
 	35, // 45: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	45, // 46: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	46, // 46: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
 	38, // 47: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	45, // 48: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	46, // 48: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
 	9,  // 49: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	45, // 50: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	45, // 51: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 52: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	46, // 50: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	46, // 51: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	46, // 52: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
 	39, // 53: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	45, // 54: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
-	44, // 55: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
-	45, // 56: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
-	45, // 57: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
-	13, // 58: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	15, // 59: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	17, // 60: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	24, // 61: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	22, // 62: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	26, // 63: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	28, // 64: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	31, // 65: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	36, // 66: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	40, // 67: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	42, // 68: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
-	2,  // 69: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
-	4,  // 70: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
-	14, // 71: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	16, // 72: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	18, // 73: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	25, // 74: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	23, // 75: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	27, // 76: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	29, // 77: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	32, // 78: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	37, // 79: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	41, // 80: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	43, // 81: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
-	3,  // 82: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
-	5,  // 83: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
-	71, // [71:84] is the sub-list for method output_type
-	58, // [58:71] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	46, // 54: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	45, // 55: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	44, // 56: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
+	46, // 57: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	46, // 58: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	13, // 59: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	15, // 60: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	17, // 61: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	24, // 62: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	22, // 63: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	26, // 64: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	28, // 65: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	31, // 66: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	36, // 67: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	40, // 68: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	42, // 69: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	2,  // 70: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
+	4,  // 71: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
+	14, // 72: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	16, // 73: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	18, // 74: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	25, // 75: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	23, // 76: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	27, // 77: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	29, // 78: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	32, // 79: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	37, // 80: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	41, // 81: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	43, // 82: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	3,  // 83: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
+	5,  // 84: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
+	72, // [72:85] is the sub-list for method output_type
+	59, // [59:72] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -4254,7 +4350,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
