@@ -83,24 +83,32 @@ type Counts struct {
 }
 
 func (c *Counts) add(o Outcome) {
+	if n := c.Of(o); n != nil {
+		*n++
+	}
+}
+
+// Of returns where c counts outcome o; nil for an unknown outcome.
+func (c *Counts) Of(o Outcome) *uint64 {
 	switch o {
 	case Pending:
-		c.Pending++
+		return &c.Pending
 	case NotApplicable:
-		c.NotApplicable++
+		return &c.NotApplicable
 	case OK:
-		c.OK++
+		return &c.OK
 	case RefusedDelivery:
-		c.RefusedDelivery++
+		return &c.RefusedDelivery
 	case Silent:
-		c.Silent++
+		return &c.Silent
 	case RefusedIntegrity:
-		c.RefusedIntegrity++
+		return &c.RefusedIntegrity
 	case FellBack:
-		c.Fallback++
+		return &c.Fallback
 	case Failed:
-		c.Failed++
+		return &c.Failed
 	}
+	return nil
 }
 
 // Reported is how many nodes sent a report: every outcome but silent and

@@ -1,15 +1,18 @@
 package dashboard
 
 import (
+	"cmp"
 	"fmt"
 	"html/template"
 	"strings"
 	"time"
 )
 
-// chartData is a release's history and its base's control cohort's.
+// chartData is a release's history and the baseline it is judged
+// against (Baseline names it).
 type chartData struct {
 	Release, Control []sample
+	Baseline         string
 }
 
 type series struct {
@@ -39,17 +42,18 @@ func chartSVG(c chartData, kind string) template.HTML {
 			counts("ok", "s-ok", c.Release, func(s sample) uint64 { return s.OK }),
 			counts("failed", "s-failed", c.Release, func(s sample) uint64 { return s.Failed }),
 			counts("fell back", "s-fallback", c.Release, func(s sample) uint64 { return s.Fallback }),
+			counts("refused", "s-refused", c.Release, func(s sample) uint64 { return s.RefusedIntegrity + s.RefusedDelivery }),
 			counts("silent", "s-silent", c.Release, func(s sample) uint64 { return s.Silent }),
 		}
 	default:
-		title, unit = "Failure rate: release against the control cohort", "%"
-		ss = []series{rates("release", "s-failed", c.Release), rates("control", "s-control", c.Control)}
+		title, unit = "Failure rate: release against its baseline", "%"
+		ss = []series{rates("release", "s-failed", c.Release), rates(cmp.Or(c.Baseline, "baseline"), "s-control", c.Control)}
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-label="%s"><title>%s</title>`, chartW, chartH, title, title)
 	t0, t1, ymax := bounds(ss)
 	if t0.IsZero() {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" class="empty">no history yet: it builds up while this lpsd runs</text></svg>`, chartW/2, chartH/2)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" class="empty">no node counted for it yet</text></svg>`, chartW/2, chartH/2)
 		return template.HTML(b.String())
 	}
 	x := func(t time.Time) float64 {
@@ -76,7 +80,7 @@ func chartSVG(c chartData, kind string) template.HTML {
 		}
 		fmt.Fprintf(&b, `<polyline class="line %s" points="%s"/>`, s.class, strings.Join(pts, " "))
 		last := s.y[len(s.y)-1]
-		fmt.Fprintf(&b, `<text class="legend %s" x="%d" y="%d">%s %s%s</text>`, s.class, padL+8+i*110, padT+12, s.name, trimFloat(last), unit)
+		fmt.Fprintf(&b, `<text class="legend %s" x="%d" y="%d">%s %s%s</text>`, s.class, padL+8+i*96, padT+12, s.name, trimFloat(last), unit)
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())

@@ -54,7 +54,8 @@ type Dashboard struct {
 	mux      *http.ServeMux
 	sessions sessions
 	view     atomic.Pointer[view]
-	history  *history
+	// histories caches each release page's chart data for one view.
+	histories historyCache
 	// records keeps the release records recent views showed, so a form
 	// refused as stale can say what changed since its page.
 	records records
@@ -74,7 +75,7 @@ func New(cfg Config) *Dashboard {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dashboard{cfg: cfg, history: newHistory()}
+	d := &Dashboard{cfg: cfg}
 	rand.Read(d.csrfKey[:]) //nolint:errcheck // crypto/rand.Read never fails (Go 1.24+)
 	d.sessions.m = make(map[string]*session)
 	d.routes()
@@ -122,7 +123,6 @@ func (d *Dashboard) refresh(ctx context.Context) {
 		d.keepView(err.Error())
 		return
 	}
-	d.history.add(now, st)
 	d.records.add(st)
 	d.view.Store(buildView(st, now))
 }

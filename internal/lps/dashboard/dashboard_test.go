@@ -189,8 +189,15 @@ func post(t *testing.T, c *http.Client, u string, form url.Values, origin string
 
 func (f *fixture) signIn(t *testing.T, token string) *http.Client {
 	t.Helper()
+	return f.signInAt(t, f.srv.URL, token)
+}
+
+// signInAt signs in with token at the dashboard served at base (another
+// dashboard on the fixture's admin API and TLS).
+func (f *fixture) signInAt(t *testing.T, base, token string) *http.Client {
+	t.Helper()
 	c := f.browser(t)
-	code, _ := post(t, c, f.srv.URL+"/login", url.Values{"token": {token}, "next": {"/"}}, f.srv.URL)
+	code, _ := post(t, c, base+"/login", url.Values{"token": {token}, "next": {"/"}}, base)
 	if code != http.StatusSeeOther {
 		t.Fatalf("sign in: %d", code)
 	}

@@ -81,9 +81,12 @@
 // every Config.Refresh (and an action before it answers, so the page after
 // it shows the change), so a page costs its
 // rendering, not a reading of every report; each page says how old its data
-// is. Run also keeps each servable release's counts over time, in memory,
-// for the charts (an hour at the default refresh): the history starts when
-// this instance does. With JavaScript on, the releases and release pages
+// is. A release page's charts are drawn from the nodes counted for the
+// release (the admin API's Nodes, as the nodes page reads them, once per
+// view): each node from when it was served, by its outcome from its
+// report's time, so every replica draws the same history, and it outlasts
+// restarts, revocation and expiry for as long as the store keeps the
+// reports. With JavaScript on, the releases and release pages
 // reload their main content every Config.Refresh, except while the
 // operator is using a form (or has filled anything in, or has the keyboard
 // focus in the page) and on an action's refusal; without

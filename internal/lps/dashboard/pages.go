@@ -296,6 +296,55 @@ func (d *Dashboard) releaseAudit(ctx context.Context, se *session, version strin
 	return e.rows, e.evidence, ""
 }
 
+// releaseHistory returns rv's chart data for the view built at built:
+// its counts over time from the nodes counted for it (nodeHistory), and
+// its baseline's failure rate now (the incumbent it is judged against; the
+// base's control cohort without a plan), drawn across the same span. An
+// error leaves the chart empty: the page says so rather than failing.
+func (d *Dashboard) releaseHistory(ctx context.Context, se *session, rv releaseView, built time.Time) chartData {
+	version := rv.R.GetVersion()
+	c := &d.histories
+	c.mu.Lock()
+	if !c.built.Equal(built) {
+		c.built, c.m = built, map[string][]sample{}
+	}
+	h, ok := c.m[version]
+	c.mu.Unlock()
+	if !ok {
+		ctx, cancel := context.WithTimeout(admin.WithActor(ctx, se.Actor), 10*time.Second)
+		defer cancel()
+		nodes, err := d.allNodes(ctx, &adminv1.ListNodesRequest{Release: version})
+		if err != nil {
+			d.cfg.Log.Warn("dashboard: a release's nodes for its chart", "version", version, "err", err)
+			return chartData{}
+		}
+		silentAfter := rollout.DefaultSilentAfter
+		if s := rv.R.GetRollout().GetPlan().GetSilentAfterSeconds(); s > 0 {
+			silentAfter = time.Duration(s) * time.Second
+		}
+		h = nodeHistory(nodes, silentAfter, built)
+		c.mu.Lock()
+		if c.built.Equal(built) {
+			c.m[version] = h
+		}
+		c.mu.Unlock()
+	}
+	out := chartData{Release: h, Baseline: "control"}
+	base := rv.Control
+	if hl := rv.R.GetRollout().GetHealth(); hl.GetBaseline() != nil {
+		base, out.Baseline = hl.GetBaseline(), "baseline "+hl.GetBaselineIncumbent()
+	}
+	if len(h) > 0 && base != nil {
+		b := toSample(h[0].T, base)
+		out.Control = []sample{b, {T: h[len(h)-1].T, Counts: b.Counts, Reported: b.Reported}}
+	}
+	return out
+}
+
+func toSample(t time.Time, c *adminv1.Counts) sample {
+	return sample{T: t, Counts: fromProto(c), Reported: c.GetReported()}
+}
+
 func (d *Dashboard) releasePage(w http.ResponseWriter, r *http.Request, se *session) {
 	flash := ""
 	if done := r.URL.Query().Get("done"); actionMethods[done] != "" {
@@ -317,8 +366,7 @@ func (d *Dashboard) renderRelease(w http.ResponseWriter, r *http.Request, se *se
 		d.fail(w, r, se, http.StatusNotFound, "no release "+version+" (as of the last refresh)")
 		return
 	}
-	rel, control := d.history.of(version, rv.R.GetBase())
-	data := releaseData{R: rv, Chart: chartData{Release: rel, Control: control}}
+	data := releaseData{R: rv, Chart: d.releaseHistory(r.Context(), se, rv, v.Built)}
 	data.Audit, data.Evidence, data.AuditErr = d.releaseAudit(r.Context(), se, version, v.Built)
 	d.render(w, r, code, "release", page{Title: version, Active: "releases", S: se, Flash: flash, Error: errMsg, Path: "/releases/" + url.PathEscape(version), Data: data})
 }

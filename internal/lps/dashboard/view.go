@@ -119,11 +119,10 @@ func (v *view) release(version string) (releaseView, bool) {
 	return releaseView{}, false
 }
 
-// maxSamples is how many points of history each release keeps: an hour at
-// the default refresh.
+// maxSamples bounds the points a chart draws.
 const maxSamples = 720
 
-// sample is one release's (or control cohort's) counts at a time.
+// sample is one release's (or its baseline's) counts at a time.
 type sample struct {
 	T time.Time
 	tally.Counts
@@ -131,68 +130,102 @@ type sample struct {
 	Served   uint64
 }
 
-// history keeps each release's and each control cohort's counts over
-// time, in memory.
-type history struct {
-	mu       sync.Mutex
-	releases map[string][]sample
-	control  map[string][]sample
-}
-
-func newHistory() *history {
-	return &history{releases: map[string][]sample{}, control: map[string][]sample{}}
-}
-
-// add records st's counts at now: for the releases that can still be
-// served (not revoked, not expired), whose charts matter, so history stays
-// bounded by the live releases however many the store keeps.
-func (h *history) add(now time.Time, st *adminv1.StatusResponse) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	seen := map[string]bool{}
-	bases := map[string]bool{}
-	for _, r := range st.GetReleases() {
-		if r.GetRevoked() || r.GetNotAfter() == nil || !now.Before(r.GetNotAfter().AsTime()) {
+// nodeHistory is a release's counts over time, from the nodes counted for
+// it (the admin API's Nodes, read from the store, so every replica draws
+// the same and it outlives restarts, revocation and expiry): each node
+// from its first evidence (served, or its report when lpsd has no served
+// record of it) as pending, then by its outcome from its report's time,
+// a silent one from when its silent-after ran out. It ends at now; at most
+// maxSamples points.
+func nodeHistory(nodes []*adminv1.NodeOutcome, silentAfter time.Duration, now time.Time) []sample {
+	type event struct {
+		t time.Time
+		o tally.Outcome
+		d int // +1 or -1
+	}
+	var evs []event
+	for _, n := range nodes {
+		o, ok := outcomeByName[n.GetOutcome()]
+		if !ok {
 			continue
 		}
-		seen[r.GetVersion()] = true
-		bases[r.GetBase()] = true
-		s := toSample(now, r.GetCounts())
-		s.Served = r.GetServed()
-		h.releases[r.GetVersion()] = appendSample(h.releases[r.GetVersion()], s)
-	}
-	for v := range h.releases {
-		if !seen[v] {
-			delete(h.releases, v)
+		var seen, at time.Time
+		if ts := n.GetServedAt(); ts != nil {
+			seen = ts.AsTime()
+		}
+		if ts := n.GetTime(); ts != nil {
+			at = ts.AsTime()
+		}
+		switch {
+		case seen.IsZero() && at.IsZero():
+			continue
+		case seen.IsZero() || !at.IsZero() && at.Before(seen):
+			seen = at
+		}
+		switch o {
+		case tally.Pending:
+			at = now
+		case tally.Silent:
+			at = seen.Add(silentAfter)
+		}
+		if at.Before(seen) {
+			at = seen
+		}
+		if at.After(now) {
+			at = now
+		}
+		evs = append(evs, event{seen, tally.Pending, 1})
+		if o != tally.Pending {
+			evs = append(evs, event{at, tally.Pending, -1}, event{at, o, 1})
 		}
 	}
-	for _, c := range st.GetControl() {
-		if bases[c.GetBase()] {
-			h.control[c.GetBase()] = appendSample(h.control[c.GetBase()], toSample(now, c.GetCounts()))
+	if len(evs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(evs, func(a, b event) int { return a.t.Compare(b.t) })
+	var out []sample
+	var cur tally.Counts
+	for i, e := range evs {
+		if n := cur.Of(e.o); e.d > 0 {
+			*n++
+		} else {
+			*n--
 		}
-	}
-	for b := range h.control {
-		if !bases[b] {
-			delete(h.control, b)
+		if i+1 < len(evs) && evs[i+1].t.Equal(e.t) {
+			continue
 		}
+		out = append(out, sample{T: e.t, Counts: cur, Reported: cur.Reported(), Served: cur.Served()})
 	}
-}
-
-func toSample(t time.Time, c *adminv1.Counts) sample {
-	return sample{T: t, Counts: fromProto(c), Reported: c.GetReported()}
-}
-
-func appendSample(s []sample, x sample) []sample {
-	if len(s) >= maxSamples {
-		s = slices.Delete(s, 0, len(s)-maxSamples+1)
+	if last := out[len(out)-1]; last.T.Before(now) {
+		last.T = now
+		out = append(out, last)
 	}
-	return append(s, x)
+	if len(out) > maxSamples {
+		// Evenly spaced points, the last always kept.
+		thin := make([]sample, 0, maxSamples)
+		for i := range maxSamples {
+			thin = append(thin, out[i*(len(out)-1)/(maxSamples-1)])
+		}
+		out = thin
+	}
+	return out
 }
 
-func (h *history) of(version, base string) (rel, control []sample) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return slices.Clone(h.releases[version]), slices.Clone(h.control[base])
+// outcomeByName reads the admin API's outcome names back.
+var outcomeByName = func() map[string]tally.Outcome {
+	m := map[string]tally.Outcome{}
+	for o := tally.Pending; o <= tally.Failed; o++ {
+		m[o.String()] = o
+	}
+	return m
+}()
+
+// historyCache keeps each release page's history for one view, so a page
+// refreshing itself costs one read of the release's nodes per view.
+type historyCache struct {
+	mu    sync.Mutex
+	built time.Time
+	m     map[string][]sample
 }
 
 func fmtStep(i, n int, kind string, a, b int) string {
