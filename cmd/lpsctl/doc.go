@@ -159,11 +159,15 @@ step to skip to; never a revoked one.
 nodes lists the nodes behind status's counts (the admin API's ListNodes,
 which a reader may call): per release, one per vmId by its worst outcome
 (failed, fellBack, refusedIntegrity, silent, refusedDelivery, ok,
-notApplicable, pending; --outcome refused is both refusals), what it ran,
-its exit code, why (the fallback reason, a refusal's decision and
-download outcome), its boot and when, worst first; 100 a page, and a full
-page says on stderr how to get the next (--page). An unknown --outcome is a
-usage error (exit 2); an unknown --release is not found (exit 5).
+notApplicable, pending; --outcome refused is both refusals, and several
+outcomes may be joined by commas: --outcome failed,fellBack,refusedIntegrity
+is every VM a bad release reached), what it ran, its exit code, why (the
+fallback reason, a refusal's decision and download outcome), its boot and
+when, worst first; 100 a page, and a full page says on stderr how to get
+the next (--page). Above the nodes it sums up the commonest outcomes and
+reasons worse than ok over every matching node (top_reasons in JSON:
+outcome, reason, nodes). An unknown --outcome is a usage error (exit 2);
+an unknown --release is not found (exit 5).
 
 Every command that changes something takes --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and

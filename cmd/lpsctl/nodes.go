@@ -17,9 +17,10 @@ import (
 var nodesOutcomes = []string{"failed", "fellBack", "refusedIntegrity", "refusedDelivery", "refused", "silent", "pending", "ok", "notApplicable"}
 
 type nodesJSON struct {
-	Nodes         []nodeJSON `json:"nodes"`
-	Total         int64      `json:"total"`
-	NextPageToken string     `json:"next_page_token,omitempty"`
+	Nodes         []nodeJSON   `json:"nodes"`
+	Total         int64        `json:"total"`
+	TopReasons    []reasonJSON `json:"top_reasons"`
+	NextPageToken string       `json:"next_page_token,omitempty"`
 }
 
 type nodeJSON struct {
@@ -34,6 +35,14 @@ type nodeJSON struct {
 	Boot           string     `json:"boot"`
 	Time           *time.Time `json:"time"`
 	ServedAt       *time.Time `json:"served_at"`
+}
+
+// reasonJSON is how many of the matching nodes share an outcome and a
+// reason, the commonest first.
+type reasonJSON struct {
+	Outcome string `json:"outcome"`
+	Reason  string `json:"reason"`
+	Nodes   int64  `json:"nodes"`
 }
 
 func newNodesCmd(e *env) *cobra.Command {
@@ -59,8 +68,10 @@ both refusals. A full page says on stderr how to get the next.`,
 		Args:              positional(),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if outcome != "" && !slices.Contains(nodesOutcomes, outcome) {
-				return usagef("--outcome %s: want one of %s", quote.Text(outcome), strings.Join(nodesOutcomes, ", "))
+			for o := range strings.SplitSeq(outcome, ",") {
+				if outcome != "" && !slices.Contains(nodesOutcomes, o) {
+					return usagef("--outcome %s: want one of %s, or several joined by commas", quote.Text(o), strings.Join(nodesOutcomes, ", "))
+				}
 			}
 			var resp *adminv1.ListNodesResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
@@ -77,7 +88,10 @@ both refusals. A full page says on stderr how to get the next.`,
 				fmt.Fprintf(e.stderr, "%d of %d nodes shown; the next page: add --page %s\n", len(resp.GetNodes()), resp.GetTotal(), shellQuote(t))
 			}
 			if c.out.structured() {
-				out := nodesJSON{Nodes: []nodeJSON{}, Total: resp.GetTotal(), NextPageToken: resp.GetNextPageToken()}
+				out := nodesJSON{Nodes: []nodeJSON{}, TopReasons: []reasonJSON{}, Total: resp.GetTotal(), NextPageToken: resp.GetNextPageToken()}
+				for _, r := range resp.GetTopReasons() {
+					out.TopReasons = append(out.TopReasons, reasonJSON{Outcome: r.GetOutcome(), Reason: r.GetReason(), Nodes: r.GetNodes()})
+				}
 				for _, n := range resp.GetNodes() {
 					out.Nodes = append(out.Nodes, nodeJSON{
 						VMID: n.GetVmId(), SubscriptionID: n.GetSubscriptionId(), Base: n.GetBase(), Release: n.GetRelease(), Outcome: n.GetOutcome(),
@@ -91,6 +105,19 @@ both refusals. A full page says on stderr how to get the next.`,
 			if len(resp.GetNodes()) == 0 {
 				fmt.Fprintln(tw, "no nodes match")
 				return tw.Flush()
+			}
+			if top := resp.GetTopReasons(); len(top) > 0 {
+				// What an incident asks first: the commonest ways they
+				// failed, over every matching node, not just this page.
+				rt := newTable(e.stdout)
+				fmt.Fprintln(rt, "NODES\tOUTCOME\tREASON")
+				for _, r := range top {
+					fmt.Fprintf(rt, "%d\t%s\t%s\n", r.GetNodes(), quote.Text(r.GetOutcome()), dash(quote.Text(r.GetReason())))
+				}
+				if err := rt.Flush(); err != nil {
+					return err
+				}
+				fmt.Fprintln(e.stdout)
 			}
 			fmt.Fprintln(tw, "VM\tSUBSCRIPTION\tRELEASE\tOUTCOME\tRAN\tEXIT\tREASON\tBOOT\tTIME")
 			for _, n := range resp.GetNodes() {
@@ -110,7 +137,7 @@ both refusals. A full page says on stderr how to get the next.`,
 	fs := cmd.Flags()
 	fs.StringVar(&release, "release", "", "only the nodes counted for this release `VERSION`")
 	fs.StringVar(&base, "base", "", "only the releases of this image `BASE` (YYYYMM.DD)")
-	fs.StringVar(&outcome, "outcome", "", "only this `OUTCOME`: "+strings.Join(nodesOutcomes, ", "))
+	fs.StringVar(&outcome, "outcome", "", "only this `OUTCOME` ("+strings.Join(nodesOutcomes, ", ")+"), or several joined by commas")
 	fs.StringVar(&subscription, "subscription", "", "only the nodes of this subscription `ID`")
 	fs.Var(&since, "since", "only nodes heard from at this RFC 3339 `time` or later, or this long ago (2h, 7d)")
 	newInt(fs, &limit, "limit", 100, 1, 1000, "at most `N` nodes per page")

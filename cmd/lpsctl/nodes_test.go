@@ -27,7 +27,11 @@ func TestNodesCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := mustRun(t, with("nodes", "--release", v)...)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
+	reasons, table, ok := strings.Cut(strings.TrimSpace(out), "\n\n")
+	if r := strings.Split(reasons, "\n"); !ok || len(r) != 2 || !strings.HasPrefix(r[0], "NODES") || strings.Join(strings.Fields(r[1]), " ") != "1 failed provision exited 7" {
+		t.Errorf("nodes, want the failing nodes' reasons summed up first:\n%s", out)
+	}
+	lines := strings.Split(table, "\n")
 	if len(lines) != 3 || !strings.HasPrefix(lines[1], "vm-bad ") || !strings.Contains(lines[1], "provision exited 7") || !strings.HasPrefix(lines[2], "vm-ok ") {
 		t.Errorf("nodes table, want the failed node first with its reason:\n%s", out)
 	}
@@ -35,8 +39,25 @@ func TestNodesCLI(t *testing.T) {
 	if err := json.Unmarshal([]byte(mustRun(t, with("nodes", "--release", v, "--outcome", "failed", "-o", "json")...)), &doc); err != nil {
 		t.Fatal(err)
 	}
-	if doc.Total != 1 || len(doc.Nodes) != 1 || doc.Nodes[0].VMID != "vm-bad" || doc.Nodes[0].ExitCode != 7 || doc.Nodes[0].Time == nil {
+	if doc.Total != 1 || len(doc.Nodes) != 1 || doc.Nodes[0].VMID != "vm-bad" || doc.Nodes[0].ExitCode != 7 || doc.Nodes[0].Time == nil ||
+		len(doc.TopReasons) != 1 || doc.TopReasons[0] != (reasonJSON{Outcome: "failed", Reason: "provision exited 7", Nodes: 1}) {
 		t.Errorf("nodes --outcome failed -o json = %+v", doc)
+	}
+	// The incident's list: several outcomes at once.
+	if err := json.Unmarshal([]byte(mustRun(t, with("nodes", "--release", v, "--outcome", "failed,fellBack,refusedIntegrity", "-o", "json")...)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Total != 1 || doc.Nodes[0].VMID != "vm-bad" {
+		t.Errorf("nodes --outcome failed,fellBack,refusedIntegrity -o json = %+v, want the failed node only", doc)
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, with("nodes", "--release", v, "--outcome", "ok,failed", "-o", "json")...)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Total != 2 {
+		t.Errorf("nodes --outcome ok,failed -o json = %+v, want both nodes", doc)
+	}
+	if _, errOut, code := lpsctl(t, with("nodes", "--outcome", "failed,broke")...); code != exitUsage || !strings.Contains(errOut, "--outcome broke:") {
+		t.Errorf("nodes --outcome failed,broke: exit %d, %q; want a usage error naming broke", code, errOut)
 	}
 	if _, errOut, code := lpsctl(t, with("nodes", "--outcome", "broke")...); code != exitUsage || !strings.Contains(errOut, "want one of failed, fellBack") {
 		t.Errorf("nodes --outcome broke: exit %d, %q; want a usage error listing the outcomes", code, errOut)

@@ -36,6 +36,25 @@ var outcomeFilters = func() map[string][]tally.Outcome {
 	return m
 }()
 
+// keptOutcomes reads ListNodesRequest.outcome: one name of
+// outcomeFilters, or several joined by commas (an incident's list:
+// failed,fellBack,refusedIntegrity); nil, every outcome, for "".
+func keptOutcomes(spec string) ([]tally.Outcome, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	var keep []tally.Outcome
+	for name := range strings.SplitSeq(spec, ",") {
+		os, ok := outcomeFilters[strings.TrimSpace(name)]
+		if !ok {
+			names := slices.Sorted(maps.Keys(outcomeFilters))
+			return nil, status.Errorf(codes.InvalidArgument, "outcome %.64q: want one of %s, or several joined by commas", name, strings.Join(names, ", "))
+		}
+		keep = append(keep, os...)
+	}
+	return keep, nil
+}
+
 // maxTopReasons is how many reasons ListNodes sums up.
 const maxTopReasons = 10
 
@@ -111,16 +130,9 @@ type counted struct {
 // matchingNodes checks req's filters and returns the nodes they match,
 // most severe first.
 func (s *Server) matchingNodes(ctx context.Context, req *adminv1.ListNodesRequest) ([]counted, error) {
-	keep := outcomeFilters[req.GetOutcome()]
-	if req.GetOutcome() != "" && keep == nil {
-		names := slices.Sorted(func(yield func(string) bool) {
-			for k := range outcomeFilters {
-				if !yield(k) {
-					return
-				}
-			}
-		})
-		return nil, status.Errorf(codes.InvalidArgument, "outcome %.64q: want one of %s", req.GetOutcome(), strings.Join(names, ", "))
+	keep, err := keptOutcomes(req.GetOutcome())
+	if err != nil {
+		return nil, err
 	}
 	if b := req.GetBase(); b != "" {
 		if _, err := hotfix.ParseBase(b); err != nil {

@@ -3490,7 +3490,9 @@ type ListNodesRequest struct {
 	Base string `protobuf:"bytes,2,opt,name=base,proto3" json:"base,omitempty"`
 	// Only this outcome: ok, failed, fellBack, refusedIntegrity,
 	// refusedDelivery, notApplicable, silent, pending, or refused (both
-	// refusals). Any other value is InvalidArgument.
+	// refusals); or several of them joined by commas
+	// (failed,fellBack,refusedIntegrity). Any other value is
+	// InvalidArgument.
 	Outcome string `protobuf:"bytes,3,opt,name=outcome,proto3" json:"outcome,omitempty"`
 	// Only nodes of this subscription.
 	SubscriptionId string `protobuf:"bytes,4,opt,name=subscription_id,json=subscriptionId,proto3" json:"subscription_id,omitempty"`
