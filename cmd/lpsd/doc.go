@@ -87,8 +87,16 @@ TLS and authentication:
 	--tls-cert, --tls-key  node-facing certificate; must cover --server-name
 	--server-name NAME     default aks-security-patch.data.mcr.microsoft.com
 	--admin-tls-cert, --admin-tls-key   admin certificate (default the node one)
-	--admin-token-file FILE  bearer tokens, one [name:[reader:]]token per line
-	                       (reader: status, explain and audit only)
+	--admin-token-file FILE  bearer tokens, one [name:[role:]]token or
+	                       name:role:token:expires per line; role operator
+	                       (the default) or reader (status, explain, audit and
+	                       nodes only); expires is RFC 3339
+	                       (2026-12-31T18:00:00Z) or a date (2026-12-31: from
+	                       that day's start, UTC), after which every call and
+	                       dashboard request with the token is Unauthenticated,
+	                       saying which token expired and when (never the
+	                       token); lpsd_admin_token_expiry_timestamp_seconds{name}
+	                       is each expiry, to alert on before it
 	--admin-client-ca FILE   CA for admin client certificates (mTLS)
 
 State:
@@ -177,7 +185,9 @@ yet valid (more than 5 minutes ahead of this clock) is refused (at start, a
 startup error; a stale certificate later in the chain file is a warning),
 and on SIGHUP so is a token file whose last line lacks its newline (a file
 caught mid-write: write it whole, then rename it over; at start such a file
-loads with a warning, there being nothing older to keep). On SIGHUP a
+loads with a warning, there being nothing older to keep). A token file with
+an expiry that does not parse is refused at start and on SIGHUP; a token
+already past its expiry loads with a warning, and is refused on use. On SIGHUP a
 refused file keeps its current value, the log says what was reloaded and what failed, and the
 failure is counted in lpsd_reload_failures_total{what} (node-certificate,
 admin-certificate, admin-tokens). lpsd_reload_successful is 1 when the last

@@ -143,7 +143,7 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.serverName, "server-name", lps.DefaultServerName, "name nodes verify the certificate for")
 	fs.StringVar(&o.adminCert, "admin-tls-cert", "", "PEM certificate `file` for the admin listener (default --tls-cert)")
 	fs.StringVar(&o.adminKey, "admin-tls-key", "", "PEM key `file` for --admin-tls-cert (default --tls-key)")
-	fs.StringVar(&o.adminTokens, "admin-token-file", "", "admin bearer tokens `file`, one [name:]token per line")
+	fs.StringVar(&o.adminTokens, "admin-token-file", "", "admin bearer tokens `file`, one [name:[role:]]token or name:role:token:expires per line")
 	fs.StringVar(&o.adminClientCA, "admin-client-ca", "", "PEM CA `file` verifying admin client certificates (mTLS)")
 	fs.StringVar(&o.storeSpec, "store", defaultStore, "state backend: bolt:PATH, etcd:HOST:PORT[,...] or mem:")
 	fs.StringVar(&o.imdsRoots, "imds-roots", "", "PEM `file` of attested-document roots (default: the embedded public roots)")
@@ -400,6 +400,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	o.logf.warnLogPolicy(ctx, keys, st, log)
 	adminMetrics.InitializeMetrics(adminSrv)
 	reloads.loaded(started, nil, false, map[string]tls.Certificate{"node": cert, "admin": adminCert})
+	reloads.tokensInUse(tokens)
 	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp}, nil
 }
 
@@ -594,6 +595,7 @@ func (s *Server) reload(now time.Time) {
 			fail(credTokens, err)
 		} else {
 			s.auth.SetTokens(c.tokens)
+			s.reloads.tokensInUse(c.tokens)
 			names := make([]string, len(c.tokens))
 			for i, t := range c.tokens {
 				names[i] = t.Actor()

@@ -37,16 +37,26 @@
 // UTF-8 text of at most 64 KiB, one token per line:
 //
 //	# comment
-//	alice:3q2+7w…          a named token; the actor is token:alice
-//	grafana:reader:9c1…    a named token with the reader role
-//	Zm9vYmFyYmF6…          an unnamed token; the actor is token:sha256:<prefix>
+//	alice:3q2+7w…                          a named token; the actor is token:alice
+//	grafana:reader:9c1…                    a named token with the reader role
+//	ci:operator:4d7…:2026-12-31T18:00:00Z  a named token refused from that time on
+//	temp:reader:8e2…:2026-12-31            refused from 2026-12-31T00:00:00Z (UTC)
+//	Zm9vYmFyYmF6…                          an unnamed token; the actor is token:sha256:<prefix>
 //
 // Blank lines and lines starting with '#' are ignored; surrounding spaces
 // are trimmed. A name is 1 to 64 characters of [A-Za-z0-9._@-]; a token is
 // 16 to 4096 characters of [A-Za-z0-9._~+/=-] (base64, base64url or hex),
-// so the first ':' always ends the name and a second one the role
-// (operator, the default, or reader). Duplicate tokens or names, and a
-// file with no token, are errors; errors name the line, never its content.
+// so the first ':' always ends the name, a second one the role (operator,
+// the default, or reader) and a third the token, after which comes its
+// expiry: RFC 3339, or a date, meaning that day's start in UTC. An expiry
+// needs the name and the role before it. Duplicate tokens or names, an
+// expiry that does not parse, and a file with no token, are errors; errors
+// name the line, never its content.
+//
+// A token is checked on every call and every dashboard request
+// (Auth.LookupToken, the one lookup): from its expiry on it is
+// Unauthenticated with a message naming it and when it expired (never the
+// token), whatever session it started.
 // A client's token file uses the same syntax with exactly one token line
 // (ClientToken), so an operator's file can be one line cut from the
 // server's. Generate a token with "openssl rand -base64 32".

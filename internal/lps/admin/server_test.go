@@ -54,7 +54,8 @@ const (
 	opsToken     = "ops-0123456789abcdef-token"
 	unnamedToken = "unnamed0123456789abcdefXYZ"
 	readerToken  = "reader-0123456789abcdef-token"
-	tokenFile    = "# admin tokens\nops:" + opsToken + "\n\n" + unnamedToken + "\nwatcher:reader:" + readerToken + "\n"
+	expiredToken = "expired-0123456789abcdef-token"
+	tokenFile    = "# admin tokens\nops:" + opsToken + "\n\n" + unnamedToken + "\nwatcher:reader:" + readerToken + "\nformer:operator:" + expiredToken + ":2020-01-01\n"
 )
 
 // pki is a server certificate, its roots, an admin client CA with one
