@@ -259,9 +259,6 @@ records it as "skip". At the plan's last step there is nothing to skip to:
   lpsctl rollout skip 202604.01.3 --reason "..." --if-revision 7`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(c.reason) == "" {
-				return usagef("--reason is required: a skip gives up the step's evidence, so the audit log says why")
-			}
 			var resp *adminv1.SkipStepResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 				resp, err = cl.SkipStep(ctx, &adminv1.SkipStepRequest{Version: args[0], IfRevision: c.ifRevision, Reason: c.reason})
