@@ -123,7 +123,7 @@ func (w *trustWorld) logSize() int { return len(w.links) + 1 + len(w.extra) }
 // log key, once it keeps its first checkpoint: lpsd refuses a key set
 // requiring the log before) the two links, then the extra releases.
 func (w *trustWorld) publish(ctx context.Context, l *harness.LPSD, links bool) error {
-	cmds := [][]string{{"release", "publish", "--envelope", w.served, "--reason", "loadgen"}, {"rollout", "set", version, "--percent", "100"}}
+	cmds := [][]string{{"release", "publish", "--envelope", w.served, "--reason", "loadgen"}, {"rollout", "set", version, "--percent", "100", "--reason", "loadgen"}}
 	if links {
 		if err := w.ctl(ctx, l, cmds); err != nil {
 			return err

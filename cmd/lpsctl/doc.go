@@ -142,15 +142,15 @@ step to skip to; never a revoked one.
 
 # Service commands
 
-	lpsctl release publish --envelope FILE
-	lpsctl component publish --envelope FILE
+	lpsctl release publish --envelope FILE --reason TEXT
+	lpsctl component publish --envelope FILE --reason TEXT
 	lpsctl component list
-	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...]
-	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D]
-	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,... [--dry-run]
+	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...] [--allow-unseen] --reason TEXT
+	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D] [--allow-unseen] --reason TEXT
+	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,... [--dry-run] --reason TEXT
 	lpsctl rollout skip VERSION --reason TEXT
-	lpsctl rollout pause|resume|halt|complete VERSION
-	lpsctl revoke VERSION
+	lpsctl rollout pause|resume|halt|complete VERSION --reason TEXT
+	lpsctl revoke VERSION --reason TEXT
 	lpsctl status [--watch [--interval D]]
 	lpsctl explain --vm-id ID --subscription ID [--region R] [--deploy-env E] [--component NAME]
 	lpsctl audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]
@@ -165,9 +165,14 @@ download outcome), its boot and when, worst first; 100 a page, and a full
 page says on stderr how to get the next (--page). An unknown --outcome is a
 usage error (exit 2); an unknown --release is not found (exit 5).
 
-Every command that changes something takes --reason TEXT (at most 1024
+Every command that changes something requires --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and
-shown by audit; rollout skip requires it. When a change's answer does not arrive (Ctrl-C, --timeout,
+shown by audit: release, component and keys publish, rollout set, plan,
+skip, pause, resume, halt and complete, and revoke. A script may set
+LPSCTL_REASON instead (--reason wins). Without either, or with a blank
+one, the command is a usage error (exit 2) saying how to give one, and
+nothing is sent; a dry run (rollout plan --dry-run) changes nothing and
+needs none. When a change's answer does not arrive (Ctrl-C, --timeout,
 a lost connection), stderr says it may or may not have been applied and how
 to check. The rollout commands take --if-revision REV: the change
 applies only if the release is still at the revision status showed, so two
@@ -555,20 +560,20 @@ LPSCTL_SERVER, LPSCTL_TOKEN_FILE and LPSCTL_CA set):
 	    --artifact linux/amd64=./aks-node-controller,https://cdn.example/aks-node-controller-202604.01.3 \
 	    --valid-for 30d --out 202604.01.3.json
 	lpsctl release publish --envelope 202604.01.3.json --reason "ICM 1234: kubelet flag"
-	lpsctl release publish --envelope 202604.01.3.json
+	lpsctl release publish --envelope 202604.01.3.json --reason "ICM 1234: a retry"
 	lpsctl rollout set 202604.01.3 --percent 5 --regions eastus --reason "first region"
 	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --dry-run
-	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --silent-after 45m
+	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --silent-after 45m --reason "ICM 1234"
 	lpsctl rollout skip 202604.01.3 --reason "10% looked fine for a day"
 	lpsctl status
 	lpsctl status -o yaml
 	lpsctl explain --vm-id 6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b --subscription 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a
 	lpsctl rollout pause 202604.01.3 --reason "waiting for the weekend"
-	lpsctl rollout pause 202604.01.3
-	lpsctl rollout set 202604.01.3 --subscriptions 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a
-	lpsctl rollout resume 202604.01.3
-	lpsctl rollout complete 202604.01.3
-	lpsctl rollout set 202604.01.3 --subscriptions '' --regions ''
+	lpsctl rollout pause 202604.01.3 --reason "a pause again changes nothing"
+	lpsctl rollout set 202604.01.3 --subscriptions 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a --allow-unseen --reason "new cluster, not provisioned yet"
+	lpsctl rollout resume 202604.01.3 --reason "CHG 42: the weekend is over"
+	lpsctl rollout complete 202604.01.3 --reason "ICM 1234: healthy everywhere"
+	lpsctl rollout set 202604.01.3 --subscriptions '' --regions '' --reason "every subscription and region"
 	lpsctl rollout halt 202604.01.3 --reason "regression in westeurope"
 	lpsctl revoke 202604.01.3 --reason "superseded by 202604.01.4"
 	lpsctl audit --target 202604.01.3 --since 1h
@@ -585,12 +590,12 @@ named <component>@<version> wherever a command takes a VERSION:
 	lpsctl component sign --key release.key --component localDNS --version 3 \
 	    --config localdns.json --valid-for 30d --out localDNS-3.json
 	lpsctl component publish --envelope localDNS-3.json --reason "new resolver"
-	lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging
-	lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s
+	lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging --reason "staging first"
+	lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s --reason "then everyone"
 	lpsctl rollout skip localDNS@3 --reason "verified on staging"
 	lpsctl explain --component localDNS --vm-id ID --subscription ID
 	lpsctl component list
-	lpsctl rollout halt localDNS@3
+	lpsctl rollout halt localDNS@3 --reason "resolver errors"
 	lpsctl revoke localDNS@3 --reason "bad corefile"
 	lpsctl audit --target localDNS@3
 

@@ -44,10 +44,10 @@ subscription, region or deploy-environment scope; an empty list
 paused or complete release can change without stopping it. VERSION may name
 a component configuration, <component>@<version> (localDNS@3), whose
 rollout works the same way.`,
-		Example: `  lpsctl rollout set 202604.01.3 --percent 10
-  lpsctl rollout set 202604.01.3 --percent 25 --regions eastus,westeurope
-  lpsctl rollout set 202604.01.3 --subscriptions ""
-  lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging`,
+		Example: `  lpsctl rollout set 202604.01.3 --percent 10 --reason "ICM 1234: kubelet flag"
+  lpsctl rollout set 202604.01.3 --percent 25 --regions eastus,westeurope --reason "ICM 1234: two regions"
+  lpsctl rollout set 202604.01.3 --subscriptions "" --reason "every subscription"
+  LPSCTL_REASON="CHG 42" lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("percent") && !subscriptions.set && !regions.set && !deployEnvs.set {
@@ -113,7 +113,7 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     name + " VERSION",
 		Short:   t.short,
-		Example: fmt.Sprintf("  lpsctl rollout %s 202604.01.3", name),
+		Example: fmt.Sprintf("  lpsctl rollout %s 202604.01.3 --reason \"ICM 1234\"", name),
 		Args:    positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp *adminv1.TransitionResponse
@@ -169,10 +169,10 @@ PERCENT:BAKE that lpsd advances once each bake has passed, and completes
 after the last. Nothing reports on a component, so nothing judges it:
 pause, halt or revoke it yourself.`,
 		Example: `  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --dry-run
-  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500
+  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --reason "ICM 1234"
   lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --reason "canary run by hand"
-  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02
-  lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s`,
+  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02 --reason "ICM 1234: slow and strict"
+  lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s --reason "new resolver"`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := required(cmd, "steps"); err != nil {
