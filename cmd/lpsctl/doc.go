@@ -291,7 +291,8 @@ other value is a usage error (exit 2), as it describes no node.
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
 lpsd), one action (--action: publish, rollout-set, plan, skip, pause,
-resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt; any other is a
+resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt,
+auto-pause, expire; any other is a
 usage error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
 page. An operator's actor carries its credential's kind: when --actor ops
@@ -491,7 +492,7 @@ component sign prints {"out", "key_id", "id", "not_after", "config_bytes"}.
 audit prints:
 
 	{"entries": [{"seq": 1, "time": RFC3339, "actor": "token:ops",
-	              "action": "publish|rollout-set|plan|skip|pause|resume|halt|complete|revoke|auto-advance|auto-halt",
+	              "action": "publish|rollout-set|plan|skip|pause|resume|halt|complete|revoke|rotate-keys|auto-advance|auto-halt|auto-pause|expire",
 	              "target": "202604.01.3", "reason": "ICM 1234",
 	              "before": {release record} or null (publish),
 	              "after": {release record},
@@ -500,7 +501,15 @@ audit prints:
 
 Entries by actor "lpsd" are the autopilot's; only they carry evidence (the
 health verdict with its counts and numbers, the plan step, the rule), and
-the table prints their verdict after the change.
+the table prints their verdict after the change. An expire entry says a
+release's envelope passed its not_after while it was served: its before
+and after records (expiry_recorded set), its reason (the part of its
+base's nodes it was served to, and what they get now) and as evidence
+{"not_after", "cohorts": [{"subscriptions" (none: every other), "places":
+[{"region", "deploy_env"}], "before": [{"version", "percent"}], "after":
+[...]}]} ("baked" is the baked agent). lpsd writes it once per release:
+on etcd the elected replica, marking the release in the same
+compare-and-swap, so no replica or restart writes a second.
 
 log prints:
 

@@ -168,7 +168,14 @@ something applies; NotFound when nothing does; Unauthenticated or
 PermissionDenied (no detail) when attestation fails; Unavailable before the
 first snapshot or when an intermediate cannot be fetched.
 A release whose signed envelope has expired (its not_after) is offered to no
-node, whatever its rollout state: nodes would refuse it. Such a skip is
+node, whatever its rollout state: nodes would refuse it. When that changes
+what nodes get (the release was rolling, paused or complete, not revoked,
+and served some of its base's nodes just before), the autopilot writes one
+audit entry, action expire, actor lpsd, with the record before and after,
+what each cohort of the base's nodes got and gets (its evidence) and a
+reason; on etcd only the elected replica does, and the release is marked
+(expiry_recorded) in the same compare-and-swap, so no replica or restart
+writes a second (with --autopilot-interval 0, none is written). Such a skip is
 counted in lpsd_release_expired_skipped_total{version}, and every release's
 expiry is exported as lpsd_release_not_after_timestamp_seconds{version,base} (Unix
 seconds) for alerting before it happens.

@@ -167,6 +167,10 @@ type Release struct {
 	// get it from WithNotAfter. Zero means unknown, which Includes treats
 	// as expired.
 	NotAfter time.Time `json:"not_after,omitzero"`
+	// ExpiryRecorded is set once lpsd has written the audit entry of
+	// NotAfter passing while the release was served (autopilot's action
+	// expire), so that no replica writes it twice, whenever it looks.
+	ExpiryRecorded bool `json:"expiry_recorded,omitempty"`
 	// PublishedAt and UpdatedAt are set by the service.
 	PublishedAt time.Time `json:"published_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
@@ -843,8 +847,10 @@ func DescribeChange(beforeJSON, afterJSON string) string {
 	// Only the rollout is read, so a component configuration's records
 	// (Config) describe the same way.
 	var before, after struct {
-		Rollout Rollout `json:"rollout"`
-		Revoked bool    `json:"revoked"`
+		Rollout        Rollout   `json:"rollout"`
+		Revoked        bool      `json:"revoked"`
+		ExpiryRecorded bool      `json:"expiry_recorded"`
+		NotAfter       time.Time `json:"not_after"`
 	}
 	if json.Unmarshal([]byte(afterJSON), &after) != nil {
 		return "?"
@@ -877,6 +883,9 @@ func DescribeChange(beforeJSON, afterJSON string) string {
 	}
 	if !slices.Equal(b.DeployEnvs, a.DeployEnvs) {
 		parts = append(parts, fmt.Sprintf("deploy envs %s→%s", ScopeText(b.DeployEnvs), ScopeText(a.DeployEnvs)))
+	}
+	if !before.ExpiryRecorded && after.ExpiryRecorded {
+		parts = append(parts, fmt.Sprintf("expired at %s: served to no node since", after.NotAfter.UTC().Format(time.RFC3339)))
 	}
 	if before.Revoked != after.Revoked {
 		yes := map[bool]string{false: "no", true: "yes"}

@@ -97,14 +97,7 @@ const maxCohorts = 64
 // nodes, not a part of the fleet. At most maxCohorts are returned; omitted
 // counts the rest.
 func ServedNow(releases []Release, base string, places []Place, now time.Time) (cohorts []Cohort, omitted int) {
-	var rels []Release
-	for _, r := range releases {
-		if v, err := hotfix.ParseVersion(r.Version); err == nil && v.Base() == base {
-			rels = append(rels, r)
-		}
-	}
-	// Newest first: the highest patch that includes a node is its answer.
-	slices.SortFunc(rels, func(a, b Release) int { return Compare(b, a) })
+	rels := ofBase(releases, base)
 	if len(places) == 0 {
 		places = []Place{{}}
 	}
@@ -131,6 +124,26 @@ func ServedNow(releases []Release, base string, places []Place, now time.Time) (
 		cohorts = append(cohorts, here...)
 	}
 	return cohorts, omitted
+}
+
+// SharesFor returns what the nodes of base in subscription (one no scope
+// names: "") served from place get at now, as ServedNow does for a
+// cohort.
+func SharesFor(releases []Release, base, subscription string, place Place, now time.Time) []Share {
+	return shares(ofBase(releases, base), Node{SubscriptionID: subscription, Region: place.Region, DeployEnv: place.DeployEnv, Base: base, Now: now})
+}
+
+// ofBase returns the releases of base, newest first: the highest patch
+// that includes a node is its answer.
+func ofBase(releases []Release, base string) []Release {
+	var rels []Release
+	for _, r := range releases {
+		if v, err := hotfix.ParseVersion(r.Version); err == nil && v.Base() == base {
+			rels = append(rels, r)
+		}
+	}
+	slices.SortFunc(rels, func(a, b Release) int { return Compare(b, a) })
+	return rels
 }
 
 // subscriptionCohorts splits the subscriptions the serving rollouts of

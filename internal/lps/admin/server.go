@@ -52,7 +52,7 @@ const (
 // then the autopilot's, in the order the manuals list them.
 func Actions() []string {
 	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys,
-		autopilot.ActionAdvance, autopilot.ActionHalt}
+		autopilot.ActionAdvance, autopilot.ActionHalt, autopilot.ActionPause, autopilot.ActionExpire}
 }
 
 // Request limits.
