@@ -88,7 +88,7 @@ func TestServedNow(t *testing.T) {
 				{"", 0, RoleBaked, ""},
 			}}},
 		{name: "region-scope-by-place", base: "202607.01", places: []Place{{Region: "eastus"}, {Region: "westeurope"}, {Region: "westus"}}, want: map[string][]shareOf{
-			"others@westeurope": {{"202607.01.1", 1, RoleIncumbent, ""}, {"", 0, RoleBaked, ""}},
+			"others@westeurope":    {{"202607.01.1", 1, RoleIncumbent, ""}, {"", 0, RoleBaked, ""}},
 			"others@eastus,westus": {{"202607.01.1", 0, RoleOutOfScope, ""}, {"", 1, RoleBaked, ""}},
 		}},
 		{name: "independent-percentages", base: "202608.01", places: here, want: map[string][]shareOf{
