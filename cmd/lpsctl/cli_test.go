@@ -305,7 +305,7 @@ func TestNoDeadEnds(t *testing.T) {
 	const v = "202604.01.3"
 	publishDraft(t, srv, v)
 	mustRun(t, with("rollout", "complete", "--reason", "test", v)...)
-	out := mustRun(t, with("rollout", "set", "--reason", "test", v, "--regions", "eastus,westus", "--subscription", subA)...)
+	out := mustRun(t, with("rollout", "set", "--reason", "test", v, "--regions", "eastus,westus", "--subscription", subA, "--allow-unseen")...)
 	if !strings.Contains(out, "complete at 100%, subscriptions "+subA+", regions eastus,westus") {
 		t.Errorf("scope change on complete: %q", out)
 	}

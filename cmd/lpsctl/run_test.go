@@ -122,6 +122,7 @@ func startServerKeys(t *testing.T, keys *release.KeySet, extra ...grpc.UnaryServ
 		Snapshots:   s.snap,
 		Counts:      func() map[string]uint64 { return map[string]uint64{"served": 3} },
 		Region:      "eastus",
+		ReplicaID:   "lpsd-1",
 		ReleaseKeys: keys,
 	}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -295,7 +296,7 @@ func TestOperatorFlow(t *testing.T) {
 	}
 
 	var rel releaseJSON
-	out = mustRun(t, with("rollout", "set", "--reason", "test", v, "--percent", "10", "--subscriptions", subA+","+strings.ToUpper(subB), "--json")...)
+	out = mustRun(t, with("rollout", "set", "--reason", "test", v, "--percent", "10", "--subscriptions", subA+","+strings.ToUpper(subB), "--json", "--allow-unseen")...)
 	if err := json.Unmarshal([]byte(out), &rel); err != nil {
 		t.Fatalf("rollout set --json: %v\n%s", err, out)
 	}

@@ -184,17 +184,23 @@ var (
 
 // beat writes the heartbeat every BeatInterval until ctx ends or the
 // membership is lost.
-func (a *Autopilot) beat(ctx context.Context) {
+func (a *Autopilot) beat(ctx context.Context) { Beat(ctx, a.cfg.Replica, a.cfg.Now, a.cfg.Log) }
+
+// Beat writes rep's heartbeat, by the clock now, every BeatInterval until
+// ctx ends or the membership is lost, logging failures on log: what every
+// replica does while its autopilot runs, and what one without an
+// autopilot does to be seen by the others (its labels, its clock).
+func Beat(ctx context.Context, rep store.Replica, now func() time.Time, log *slog.Logger) {
 	t := time.NewTicker(BeatInterval)
 	defer t.Stop()
 	for {
-		if err := a.cfg.Replica.Beat(ctx, a.cfg.Now()); err != nil && ctx.Err() == nil {
-			a.cfg.Log.Warn("heartbeat failed", "err", err)
+		if err := rep.Beat(ctx, now()); err != nil && ctx.Err() == nil {
+			log.Warn("heartbeat failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.cfg.Replica.Done():
+		case <-rep.Done():
 			return
 		case <-t.C:
 		}

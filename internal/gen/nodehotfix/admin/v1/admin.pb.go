@@ -1356,6 +1356,12 @@ type SetRolloutRequest struct {
 	DeployEnvs []string `protobuf:"bytes,10,rep,name=deploy_envs,json=deployEnvs,proto3" json:"deploy_envs,omitempty"`
 	// Whether to replace the deploy-environment scope.
 	SetDeployEnvs bool `protobuf:"varint,11,opt,name=set_deploy_envs,json=setDeployEnvs,proto3" json:"set_deploy_envs,omitempty"`
+	// Set the scope even where it matches no node seen: without it, a
+	// subscription that no stored report or served record of the last 24 h
+	// has, or a region no live replica serves from (its --region), is
+	// FailedPrecondition, naming the value and the nearest seen spelling
+	// (ErrorInfo reason UNSEEN_SCOPE).
+	AllowUnseen   bool `protobuf:"varint,12,opt,name=allow_unseen,json=allowUnseen,proto3" json:"allow_unseen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1467,6 +1473,13 @@ func (x *SetRolloutRequest) GetSetDeployEnvs() bool {
 	return false
 }
 
+func (x *SetRolloutRequest) GetAllowUnseen() bool {
+	if x != nil {
+		return x.AllowUnseen
+	}
+	return false
+}
+
 // SetRolloutResponse returns the updated record.
 type SetRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1557,7 +1570,11 @@ type SetPlanRequest struct {
 	// Validate and answer with the release as the plan would leave it, and
 	// its preview, by the same rules, without changing anything or writing
 	// an audit entry.
-	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Plan the release even where its scope matches no node seen (see
+	// SetRolloutRequest.allow_unseen): a plan on such a scope would wait
+	// for reports that cannot come.
+	AllowUnseen   bool `protobuf:"varint,7,opt,name=allow_unseen,json=allowUnseen,proto3" json:"allow_unseen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1630,6 +1647,13 @@ func (x *SetPlanRequest) GetFromStep() int32 {
 func (x *SetPlanRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *SetPlanRequest) GetAllowUnseen() bool {
+	if x != nil {
+		return x.AllowUnseen
 	}
 	return false
 }
@@ -2389,9 +2413,17 @@ type StatusResponse struct {
 	// Every component configuration, by component, then version.
 	ComponentConfigs []*ComponentConfig `protobuf:"bytes,7,rep,name=component_configs,json=componentConfigs,proto3" json:"component_configs,omitempty"`
 	// This instance's deploy-environment label.
-	DeployEnv     string `protobuf:"bytes,8,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DeployEnv string `protobuf:"bytes,8,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
+	// The live replicas serving from the store and their labels, by ID:
+	// this one alone on a store it holds alone (bbolt, memory).
+	Replicas []*Replica `protobuf:"bytes,9,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// What the nodes of each base get now, from the serving snapshot, by
+	// base.
+	ServedNow []*ServedBase `protobuf:"bytes,10,rep,name=served_now,json=servedNow,proto3" json:"served_now,omitempty"`
+	// How ServedShare's failure rate is counted, in words.
+	FailureRateDefinition string `protobuf:"bytes,11,opt,name=failure_rate_definition,json=failureRateDefinition,proto3" json:"failure_rate_definition,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2480,6 +2512,440 @@ func (x *StatusResponse) GetDeployEnv() string {
 	return ""
 }
 
+func (x *StatusResponse) GetReplicas() []*Replica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetServedNow() []*ServedBase {
+	if x != nil {
+		return x.ServedNow
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetFailureRateDefinition() string {
+	if x != nil {
+		return x.FailureRateDefinition
+	}
+	return ""
+}
+
+// Replica is one lpsd serving from the store.
+type Replica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its ID among the replicas (host name and pid).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Its --region and --deploy-env labels, which rollout scopes match.
+	Region    string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	DeployEnv string `protobuf:"bytes,3,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
+	// Its last heartbeat, by its own clock; unset on a store one lpsd holds
+	// alone, or before its first.
+	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
+	// The replica that answered.
+	Self          bool `protobuf:"varint,5,opt,name=self,proto3" json:"self,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replica) Reset() {
+	*x = Replica{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replica) ProtoMessage() {}
+
+func (x *Replica) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replica.ProtoReflect.Descriptor instead.
+func (*Replica) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Replica) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Replica) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *Replica) GetDeployEnv() string {
+	if x != nil {
+		return x.DeployEnv
+	}
+	return ""
+}
+
+func (x *Replica) GetLastHeartbeat() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastHeartbeat
+	}
+	return nil
+}
+
+func (x *Replica) GetSelf() bool {
+	if x != nil {
+		return x.Self
+	}
+	return false
+}
+
+// ServedBase is what the nodes of one image base get now, cohort by
+// cohort (internal/rollout ServedNow: the rules explain shows, for a part
+// of the fleet rather than one node).
+type ServedBase struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Image base YYYYMM.DD.
+	Base string `protobuf:"bytes,1,opt,name=base,proto3" json:"base,omitempty"`
+	// The cohorts: sets of the base's nodes the rollouts treat alike.
+	Cohorts []*ServedCohort `protobuf:"bytes,2,rep,name=cohorts,proto3" json:"cohorts,omitempty"`
+	// Cohorts left out: more distinct subscription sets than a status
+	// shows.
+	OmittedCohorts int32 `protobuf:"varint,3,opt,name=omitted_cohorts,json=omittedCohorts,proto3" json:"omitted_cohorts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ServedBase) Reset() {
+	*x = ServedBase{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedBase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedBase) ProtoMessage() {}
+
+func (x *ServedBase) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedBase.ProtoReflect.Descriptor instead.
+func (*ServedBase) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ServedBase) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ServedBase) GetCohorts() []*ServedCohort {
+	if x != nil {
+		return x.Cohorts
+	}
+	return nil
+}
+
+func (x *ServedBase) GetOmittedCohorts() int32 {
+	if x != nil {
+		return x.OmittedCohorts
+	}
+	return 0
+}
+
+// ServedCohort is a set of a base's nodes and what each part of them
+// gets.
+type ServedCohort struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its subscriptions, named alike by the base's serving scopes; empty
+	// when other_subscriptions.
+	Subscriptions []string `protobuf:"bytes,1,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	// Every subscription no serving scope of the base names (all of them
+	// when none is scoped).
+	OtherSubscriptions bool `protobuf:"varint,2,opt,name=other_subscriptions,json=otherSubscriptions,proto3" json:"other_subscriptions,omitempty"`
+	// The replicas' labels whose nodes of these subscriptions get these
+	// shares.
+	Places []*Place `protobuf:"bytes,3,rep,name=places,proto3" json:"places,omitempty"`
+	// Every release of the base, newest first, then the baked agent; the
+	// fractions sum to 1.
+	Shares        []*ServedShare `protobuf:"bytes,4,rep,name=shares,proto3" json:"shares,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedCohort) Reset() {
+	*x = ServedCohort{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedCohort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedCohort) ProtoMessage() {}
+
+func (x *ServedCohort) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedCohort.ProtoReflect.Descriptor instead.
+func (*ServedCohort) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ServedCohort) GetSubscriptions() []string {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+func (x *ServedCohort) GetOtherSubscriptions() bool {
+	if x != nil {
+		return x.OtherSubscriptions
+	}
+	return false
+}
+
+func (x *ServedCohort) GetPlaces() []*Place {
+	if x != nil {
+		return x.Places
+	}
+	return nil
+}
+
+func (x *ServedCohort) GetShares() []*ServedShare {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
+// Place is a serving replica's labels.
+type Place struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	DeployEnv     string                 `protobuf:"bytes,2,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Place) Reset() {
+	*x = Place{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Place) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Place) ProtoMessage() {}
+
+func (x *Place) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Place.ProtoReflect.Descriptor instead.
+func (*Place) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Place) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *Place) GetDeployEnv() string {
+	if x != nil {
+		return x.DeployEnv
+	}
+	return ""
+}
+
+// ServedShare is the part of a cohort one release (or the baked agent)
+// gets now, and why.
+type ServedShare struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The release's version; empty for the baked agent.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Its rollout state; empty for the baked agent.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// The part of the cohort's nodes that get it now, 0 to 1: its own
+	// percentage (or all, complete) of the nodes no newer release took.
+	Fraction float64 `protobuf:"fixed64,3,opt,name=fraction,proto3" json:"fraction,omitempty"`
+	// incumbent, candidate, canary, superseded, out-of-scope, revoked,
+	// expired, baked, or a state that serves nobody (draft, halted).
+	Role string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	// Why, in words.
+	Why string `protobuf:"bytes,5,opt,name=why,proto3" json:"why,omitempty"`
+	// For one that gets none of the cohort: the version that does in its
+	// place (for superseded, the newer release taking all its nodes);
+	// empty for the baked agent.
+	Instead string `protobuf:"bytes,6,opt,name=instead,proto3" json:"instead,omitempty"`
+	// Canary seat holders served it besides its fraction.
+	CanarySeats int32 `protobuf:"varint,7,opt,name=canary_seats,json=canarySeats,proto3" json:"canary_seats,omitempty"`
+	// The release's nodes, fleet-wide, one per vmId (tally), that fell
+	// back to the baked agent; and its failure rate's numerator (failed,
+	// fell back, refused as signed) and denominator (judged: served, less
+	// pending and not applicable). Zero for the baked agent.
+	FellBack      uint64 `protobuf:"varint,8,opt,name=fell_back,json=fellBack,proto3" json:"fell_back,omitempty"`
+	Failures      uint64 `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
+	Judged        uint64 `protobuf:"varint,10,opt,name=judged,proto3" json:"judged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedShare) Reset() {
+	*x = ServedShare{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedShare) ProtoMessage() {}
+
+func (x *ServedShare) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedShare.ProtoReflect.Descriptor instead.
+func (*ServedShare) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ServedShare) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ServedShare) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ServedShare) GetFraction() float64 {
+	if x != nil {
+		return x.Fraction
+	}
+	return 0
+}
+
+func (x *ServedShare) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ServedShare) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *ServedShare) GetInstead() string {
+	if x != nil {
+		return x.Instead
+	}
+	return ""
+}
+
+func (x *ServedShare) GetCanarySeats() int32 {
+	if x != nil {
+		return x.CanarySeats
+	}
+	return 0
+}
+
+func (x *ServedShare) GetFellBack() uint64 {
+	if x != nil {
+		return x.FellBack
+	}
+	return 0
+}
+
+func (x *ServedShare) GetFailures() uint64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *ServedShare) GetJudged() uint64 {
+	if x != nil {
+		return x.Judged
+	}
+	return 0
+}
+
 // OutcomeCount is a request counter.
 type OutcomeCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2493,7 +2959,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2505,7 +2971,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2518,7 +2984,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -2557,7 +3023,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2569,7 +3035,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2582,7 +3048,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -2640,7 +3106,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2652,7 +3118,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2665,7 +3131,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -2723,7 +3189,7 @@ type BaseTrust struct {
 
 func (x *BaseTrust) Reset() {
 	*x = BaseTrust{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2735,7 +3201,7 @@ func (x *BaseTrust) String() string {
 func (*BaseTrust) ProtoMessage() {}
 
 func (x *BaseTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2748,7 +3214,7 @@ func (x *BaseTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseTrust.ProtoReflect.Descriptor instead.
 func (*BaseTrust) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BaseTrust) GetBase() string {
@@ -2819,7 +3285,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2831,7 +3297,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2844,7 +3310,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Decision) GetVersion() string {
@@ -2897,7 +3363,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +3375,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3388,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Rule) GetRule() string {
@@ -2974,7 +3440,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2986,7 +3452,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2999,7 +3465,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -3061,7 +3527,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3073,7 +3539,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3086,7 +3552,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -3141,7 +3607,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3153,7 +3619,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3166,7 +3632,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -3263,7 +3729,7 @@ type ComponentConfig struct {
 
 func (x *ComponentConfig) Reset() {
 	*x = ComponentConfig{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3275,7 +3741,7 @@ func (x *ComponentConfig) String() string {
 func (*ComponentConfig) ProtoMessage() {}
 
 func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3288,7 +3754,7 @@ func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentConfig.ProtoReflect.Descriptor instead.
 func (*ComponentConfig) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ComponentConfig) GetComponent() string {
@@ -3374,7 +3840,7 @@ type PublishComponentConfigRequest struct {
 
 func (x *PublishComponentConfigRequest) Reset() {
 	*x = PublishComponentConfigRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +3852,7 @@ func (x *PublishComponentConfigRequest) String() string {
 func (*PublishComponentConfigRequest) ProtoMessage() {}
 
 func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3865,7 @@ func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigRequest.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PublishComponentConfigRequest) GetEnvelopeJson() string {
@@ -3429,7 +3895,7 @@ type PublishComponentConfigResponse struct {
 
 func (x *PublishComponentConfigResponse) Reset() {
 	*x = PublishComponentConfigResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3441,7 +3907,7 @@ func (x *PublishComponentConfigResponse) String() string {
 func (*PublishComponentConfigResponse) ProtoMessage() {}
 
 func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3454,7 +3920,7 @@ func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigResponse.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PublishComponentConfigResponse) GetComponentConfig() *ComponentConfig {
@@ -3497,7 +3963,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3509,7 +3975,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3522,7 +3988,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListNodesRequest) GetRelease() string {
@@ -3588,7 +4054,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3600,7 +4066,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3613,7 +4079,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeOutcome {
@@ -3667,7 +4133,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3679,7 +4145,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3692,7 +4158,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeOutcome) GetVmId() string {
@@ -3874,7 +4340,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"n\n" +
 	"\x16PublishReleaseResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xfa\x02\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x9d\x03\n" +
 	"\x11SetRolloutRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -3890,11 +4356,12 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vdeploy_envs\x18\n" +
 	" \x03(\tR\n" +
 	"deployEnvs\x12&\n" +
-	"\x0fset_deploy_envs\x18\v \x01(\bR\rsetDeployEnvs\"\xbb\x01\n" +
+	"\x0fset_deploy_envs\x18\v \x01(\bR\rsetDeployEnvs\x12!\n" +
+	"\fallow_unseen\x18\f \x01(\bR\vallowUnseen\"\xbb\x01\n" +
 	"\x12SetRolloutResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
-	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xc8\x01\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xeb\x01\n" +
 	"\x0eSetPlanRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
 	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +
@@ -3902,7 +4369,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"ifRevision\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tfrom_step\x18\x05 \x01(\x05R\bfromStep\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xef\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12!\n" +
+	"\fallow_unseen\x18\a \x01(\bR\vallowUnseen\"\xef\x01\n" +
 	"\x0fSetPlanResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12:\n" +
@@ -3951,7 +4419,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
 	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x0f\n" +
-	"\rStatusRequest\"\xbf\x03\n" +
+	"\rStatusRequest\"\xf1\x04\n" +
 	"\x0eStatusResponse\x128\n" +
 	"\breleases\x18\x01 \x03(\v2\x1c.nodehotfix.admin.v1.ReleaseR\breleases\x12=\n" +
 	"\brequests\x18\x02 \x03(\v2!.nodehotfix.admin.v1.OutcomeCountR\brequests\x12\x16\n" +
@@ -3961,7 +4429,45 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\acontrol\x18\x06 \x03(\v2\".nodehotfix.admin.v1.ControlCohortR\acontrol\x12Q\n" +
 	"\x11component_configs\x18\a \x03(\v2$.nodehotfix.admin.v1.ComponentConfigR\x10componentConfigs\x12\x1d\n" +
 	"\n" +
-	"deploy_env\x18\b \x01(\tR\tdeployEnv\">\n" +
+	"deploy_env\x18\b \x01(\tR\tdeployEnv\x128\n" +
+	"\breplicas\x18\t \x03(\v2\x1c.nodehotfix.admin.v1.ReplicaR\breplicas\x12>\n" +
+	"\n" +
+	"served_now\x18\n" +
+	" \x03(\v2\x1f.nodehotfix.admin.v1.ServedBaseR\tservedNow\x126\n" +
+	"\x17failure_rate_definition\x18\v \x01(\tR\x15failureRateDefinition\"\xa7\x01\n" +
+	"\aReplica\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12\x1d\n" +
+	"\n" +
+	"deploy_env\x18\x03 \x01(\tR\tdeployEnv\x12A\n" +
+	"\x0elast_heartbeat\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12\x12\n" +
+	"\x04self\x18\x05 \x01(\bR\x04self\"\x86\x01\n" +
+	"\n" +
+	"ServedBase\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\tR\x04base\x12;\n" +
+	"\acohorts\x18\x02 \x03(\v2!.nodehotfix.admin.v1.ServedCohortR\acohorts\x12'\n" +
+	"\x0fomitted_cohorts\x18\x03 \x01(\x05R\x0eomittedCohorts\"\xd3\x01\n" +
+	"\fServedCohort\x12$\n" +
+	"\rsubscriptions\x18\x01 \x03(\tR\rsubscriptions\x12/\n" +
+	"\x13other_subscriptions\x18\x02 \x01(\bR\x12otherSubscriptions\x122\n" +
+	"\x06places\x18\x03 \x03(\v2\x1a.nodehotfix.admin.v1.PlaceR\x06places\x128\n" +
+	"\x06shares\x18\x04 \x03(\v2 .nodehotfix.admin.v1.ServedShareR\x06shares\">\n" +
+	"\x05Place\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1d\n" +
+	"\n" +
+	"deploy_env\x18\x02 \x01(\tR\tdeployEnv\"\x8d\x02\n" +
+	"\vServedShare\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1a\n" +
+	"\bfraction\x18\x03 \x01(\x01R\bfraction\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12\x10\n" +
+	"\x03why\x18\x05 \x01(\tR\x03why\x12\x18\n" +
+	"\ainstead\x18\x06 \x01(\tR\ainstead\x12!\n" +
+	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\x12\x1b\n" +
+	"\tfell_back\x18\b \x01(\x04R\bfellBack\x12\x1a\n" +
+	"\bfailures\x18\t \x01(\x04R\bfailures\x12\x16\n" +
+	"\x06judged\x18\n" +
+	" \x01(\x04R\x06judged\">\n" +
 	"\fOutcomeCount\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\"\xa3\x01\n" +
@@ -4102,7 +4608,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
 	(*KeySet)(nil),                         // 1: nodehotfix.admin.v1.KeySet
@@ -4134,113 +4640,124 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*RevokeResponse)(nil),                 // 27: nodehotfix.admin.v1.RevokeResponse
 	(*StatusRequest)(nil),                  // 28: nodehotfix.admin.v1.StatusRequest
 	(*StatusResponse)(nil),                 // 29: nodehotfix.admin.v1.StatusResponse
-	(*OutcomeCount)(nil),                   // 30: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),                 // 31: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),                // 32: nodehotfix.admin.v1.ExplainResponse
-	(*BaseTrust)(nil),                      // 33: nodehotfix.admin.v1.BaseTrust
-	(*Decision)(nil),                       // 34: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                           // 35: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),               // 36: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 37: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),                     // 38: nodehotfix.admin.v1.AuditEntry
-	(*ComponentConfig)(nil),                // 39: nodehotfix.admin.v1.ComponentConfig
-	(*PublishComponentConfigRequest)(nil),  // 40: nodehotfix.admin.v1.PublishComponentConfigRequest
-	(*PublishComponentConfigResponse)(nil), // 41: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*ListNodesRequest)(nil),               // 42: nodehotfix.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),              // 43: nodehotfix.admin.v1.ListNodesResponse
-	(*NodeOutcome)(nil),                    // 44: nodehotfix.admin.v1.NodeOutcome
-	(*timestamppb.Timestamp)(nil),          // 45: google.protobuf.Timestamp
+	(*Replica)(nil),                        // 30: nodehotfix.admin.v1.Replica
+	(*ServedBase)(nil),                     // 31: nodehotfix.admin.v1.ServedBase
+	(*ServedCohort)(nil),                   // 32: nodehotfix.admin.v1.ServedCohort
+	(*Place)(nil),                          // 33: nodehotfix.admin.v1.Place
+	(*ServedShare)(nil),                    // 34: nodehotfix.admin.v1.ServedShare
+	(*OutcomeCount)(nil),                   // 35: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),                 // 36: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),                // 37: nodehotfix.admin.v1.ExplainResponse
+	(*BaseTrust)(nil),                      // 38: nodehotfix.admin.v1.BaseTrust
+	(*Decision)(nil),                       // 39: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                           // 40: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),               // 41: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 42: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 43: nodehotfix.admin.v1.AuditEntry
+	(*ComponentConfig)(nil),                // 44: nodehotfix.admin.v1.ComponentConfig
+	(*PublishComponentConfigRequest)(nil),  // 45: nodehotfix.admin.v1.PublishComponentConfigRequest
+	(*PublishComponentConfigResponse)(nil), // 46: nodehotfix.admin.v1.PublishComponentConfigResponse
+	(*ListNodesRequest)(nil),               // 47: nodehotfix.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 48: nodehotfix.admin.v1.ListNodesResponse
+	(*NodeOutcome)(nil),                    // 49: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 50: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	45, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
+	50, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
 	1,  // 1: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
 	1,  // 2: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
 	1,  // 3: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
 	9,  // 4: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	45, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	45, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	50, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	50, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	45, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	50, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 9: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	10, // 10: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	12, // 11: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	45, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	50, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
 	11, // 13: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	45, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	45, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	50, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	50, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
 	7,  // 16: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	45, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	50, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
 	6,  // 18: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
 	6,  // 19: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	39, // 20: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 20: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	10, // 21: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
 	6,  // 22: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
 	19, // 23: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
-	39, // 24: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 24: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	20, // 25: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	45, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	50, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
 	21, // 27: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	45, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	45, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	45, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	50, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	50, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	50, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
 	6,  // 31: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	39, // 32: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 32: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	0,  // 33: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
 	6,  // 34: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	39, // 35: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 35: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	6,  // 36: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	39, // 37: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 37: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	6,  // 38: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	30, // 39: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	45, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	35, // 39: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	50, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
 	8,  // 41: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	39, // 42: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
-	34, // 43: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	33, // 44: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
-	35, // 45: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	45, // 46: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	38, // 47: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	45, // 48: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	9,  // 49: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	45, // 50: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	45, // 51: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	45, // 52: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
-	39, // 53: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	45, // 54: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
-	44, // 55: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
-	45, // 56: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
-	45, // 57: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
-	13, // 58: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	15, // 59: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	17, // 60: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	24, // 61: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	22, // 62: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	26, // 63: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	28, // 64: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	31, // 65: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	36, // 66: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	40, // 67: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	42, // 68: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
-	2,  // 69: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
-	4,  // 70: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
-	14, // 71: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	16, // 72: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	18, // 73: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	25, // 74: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	23, // 75: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	27, // 76: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	29, // 77: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	32, // 78: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	37, // 79: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	41, // 80: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	43, // 81: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
-	3,  // 82: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
-	5,  // 83: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
-	71, // [71:84] is the sub-list for method output_type
-	58, // [58:71] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	44, // 42: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	30, // 43: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
+	31, // 44: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
+	50, // 45: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
+	32, // 46: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
+	33, // 47: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
+	34, // 48: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
+	39, // 49: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	38, // 50: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
+	40, // 51: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	50, // 52: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	43, // 53: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	50, // 54: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	9,  // 55: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	50, // 56: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	50, // 57: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	50, // 58: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	44, // 59: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	50, // 60: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	49, // 61: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	50, // 62: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	50, // 63: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	13, // 64: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	15, // 65: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	17, // 66: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	24, // 67: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	22, // 68: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	26, // 69: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	28, // 70: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	36, // 71: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	41, // 72: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	45, // 73: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	47, // 74: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	2,  // 75: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
+	4,  // 76: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
+	14, // 77: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	16, // 78: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	18, // 79: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	25, // 80: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	23, // 81: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	27, // 82: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	29, // 83: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	37, // 84: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	42, // 85: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	46, // 86: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	48, // 87: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	3,  // 88: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
+	5,  // 89: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
+	77, // [77:90] is the sub-list for method output_type
+	64, // [64:77] is the sub-list for method input_type
+	64, // [64:64] is the sub-list for extension type_name
+	64, // [64:64] is the sub-list for extension extendee
+	0,  // [0:64] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -4254,7 +4771,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
