@@ -35,9 +35,12 @@ its bake time has passed and the release has the step's reports, unless the
 health rule (internal/health: ceilings on the failure, refused-as-signed,
 silent and refused-for-delivery rates, and a comparison with the base's
 incumbent) finds a regression, which halts the release at once; a step
-still short of evidence at its deadline pauses it (inconclusive). Every
+still short of evidence at its deadline pauses it (inconclusive, or stalled when the release reached no node:
+a scope or canary nobody falls in). Every
 automatic change is an audit entry with actor lpsd, its evidence and
-reason code. On etcd only the elected replica's autopilot decides
+reason code. lpsd_releases_stopped{state,reason} counts the paused and
+halted releases by that code, or operator (every pair exported, 0 when
+none), and lpsctl status shows each release's REASON. On etcd only the elected replica's autopilot decides
 (lpsd_autopilot_leader), and it steps down when its clock is more than
 30 s off the other replicas' heartbeats (lpsd_clock_skew_seconds); every
 change is a compare-and-swap besides, and an operator's pause, halt or
