@@ -196,6 +196,16 @@ variable would make. Repeating a flag adds to its list. A
 draft starts rolling. The scope of a paused or complete release changes
 without stopping it (--percent is then left out: it keeps its percentage).
 --subscription and --region are accepted for --subscriptions and --regions.
+A scope must match nodes that exist: a subscription no node of was seen in
+the last 24 h (no stored report or served record of it) or a region no
+live replica serves from (its lpsd --region; status lists them) is refused
+(exit 3), naming each such value and the nearest seen spelling
+(westeuropee: did you mean westeurope?), and nothing changes; --allow-unseen
+sets it anyway (a cluster not provisioned yet, a replica not started yet).
+Only the values the command sets are checked, so a change of --percent
+alone is not. rollout plan checks the release's scope the same way (a plan
+on a scope nobody falls in would wait for reports that cannot come) and
+takes --allow-unseen too.
 
 rollout plan puts a draft or rolling release on steps (e.g. --steps
 20n:30m:20,10:1h:100,100:2h:500: a canary of exactly 20 nodes, the first 20
@@ -270,12 +280,33 @@ works from the release's state.
 revoke stops serving a release for good and makes nodes remove staged
 copies; revoking again changes nothing.
 
-status lists releases, rollout states, expiry (NOT AFTER; EXPIRED once
-passed, when lpsd serves the release to nobody whatever its rollout says),
-the nodes' outcome reports per release (reported, ok, failed, fell back,
-silent), the control cohort per base, each planned release's step, health
-verdict and when its next step is due, and this lpsd instance's node
-request counts. --watch redraws it until interrupted.
+status lists the replicas serving from the store and the labels each
+carries (REGION, DEPLOY ENV: what region and deploy-environment scopes
+match; on a store one lpsd holds alone, that one), releases, rollout
+states, the autopilot's REASON for a pause or halt (stalled: a step's
+deadline passed and the release reached no node), expiry (NOT AFTER;
+EXPIRED once passed, when lpsd serves the release to nobody whatever its
+rollout says), the nodes' outcome reports per release (reported, ok,
+failed, fell back, silent), what is SERVED NOW, the control cohort per
+base, each planned release's step, health verdict and when its next step
+is due, and this lpsd instance's node request counts. --watch redraws it
+until interrupted.
+
+SERVED NOW is one table of what each part of each base's nodes gets now
+and why, from the snapshot lpsd serves and by the rules explain shows for
+one node: per cohort (NODES: the subscriptions the base's scopes name
+alike, or all or the other subscriptions, @ the replicas' labels serving
+them), each release of the base newest first and then the baked agent,
+with its SHARE of the cohort (a release's percentage of the nodes no newer
+release takes; percentages of different releases are independent),
+its ROLE (incumbent: complete; candidate: rolling or paused at N%, plus
+its canary seat holders; canary: seat holders only; superseded: a newer
+release serves every node it would; halted, draft, expired, revoked,
+out-of-scope: served to none of the cohort, WHY naming what its nodes get
+instead, the incumbent most often; baked), its FELL BACK count and its
+FAILURE RATE with the counts, whose definition follows the table:
+(failed + fell back + refused as signed) / judged nodes, as the health rule
+counts them.
 
 explain shows, release by release and rule by rule, what the node would be
 served, from the snapshot lpsd serves, and summarises the pointer document
@@ -308,8 +339,10 @@ Connection flags of every service command:
 	--server-name NAME   name to verify the server certificate for
 	--timeout DURATION   time limit of the call (default 30s)
 
-A token file holds one line, "TOKEN" or "NAME:TOKEN" (the name is ignored
-by the client), in the server's token file syntax; lines starting with '#'
+A token file holds one line, "TOKEN", "NAME:TOKEN" or
+"NAME:ROLE:TOKEN[:EXPIRES]" (all but the token are ignored by the client),
+in the server's token file syntax; a token past its expiry is refused
+(exit 4) with a message naming it and when it expired; lines starting with '#'
 are ignored. At least one of --token-file and --cert/--key is required. The
 connection is always TLS 1.3 and the token is never sent without it. A
 reader token or certificate can run status, explain and audit; changes need
@@ -437,7 +470,20 @@ status prints:
 	                                   // "counts"; a planned one with "plan",
 	                                   // "health" and "canary_seats"
 	 "control": [{"base": "202604.01", "counts": {...}}, ...],
-	 "requests": [{"outcome": "served", "count": 12}, ...]}
+	 "requests": [{"outcome": "served", "count": 12}, ...],
+	 "replicas": [{"id": "lpsd-7c9f-1", "region": "eastus", "deploy_env": "prod",
+	               "last_heartbeat": RFC3339 or null, "self": true}, ...],
+	 "served_now": [{"base": "202604.01", "omitted_cohorts": 0,
+	                 "cohorts": [{"subscriptions": [...], "other_subscriptions": true,
+	                              "places": [{"region": "eastus", "deploy_env": "prod"}],
+	                              "shares": [{"version": "202604.01.3" ("" the baked agent),
+	                                          "state": "rolling", "percent": 10,
+	                                          "role": "candidate", "why": "...",
+	                                          "instead": "" (for a share of 0: who gets its nodes),
+	                                          "canary_seats": 0, "fell_back": 2,
+	                                          "failures": 3, "judged": 50,
+	                                          "failure_rate": 0.06 or null}, ...]}]}, ...],
+	 "failure_rate_definition": "failure rate = ..."}
 
 A release's plan is
 
@@ -633,13 +679,14 @@ nothing judges the rollout and nothing halts it but an operator.
 	1    error: a file could not be read or written, the server is
 	     unreachable or failed, or it rejected the input (InvalidArgument)
 	2    usage: unknown command, bad or missing flag or argument, no
-	     credentials
+	     credentials, a change without --reason (or $LPSCTL_REASON)
 	3    refused by the rollout state: a percentage decrease, a transition
 	     the state machine forbids, a plan whose start step the release is
 	     past (give --from-step), no plan step to skip, a revoked release,
-	     an envelope signed by fewer release keys than lpsd's threshold
-	     (FailedPrecondition); a concurrent change won, re-read and retry
-	     (Aborted)
+	     an envelope signed by fewer release keys than lpsd's threshold,
+	     a scope value no node or replica was seen with (give
+	     --allow-unseen) (FailedPrecondition); a concurrent change won,
+	     re-read and retry (Aborted)
 	4    authentication failed (Unauthenticated, PermissionDenied; a reader
 	     token or certificate asking for a change)
 	5    no such release (NotFound)
@@ -692,6 +739,6 @@ log's --state (replaced atomically), and log export's DIR.
 # Environment
 
 LPSCTL_SERVER, LPSCTL_TOKEN_FILE and LPSCTL_CA default --server, --token-file
-and --ca.
+and --ca. LPSCTL_REASON defaults --reason of every change, for scripts.
 */
 package main

@@ -49,10 +49,14 @@ func newStatusCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [--watch [--interval D]]",
 		Short: "list releases, rollout states, outcome reports and request counts",
-		Long: `status lists releases, rollout states, the nodes' outcome reports per
-release (reported, ok, failed, fell back, silent), the control cohort per
-base, each planned release's step, health verdict and when its next step is
-due, and this lpsd instance's node request counts.`,
+		Long: `status lists the replicas and their labels (what region scopes match),
+releases, rollout states, the nodes' outcome reports per release (reported,
+ok, failed, fell back, silent), what each part of each base's nodes is
+served now and why (SERVED NOW: the incumbent, the candidate at its
+percentage, halted or superseded releases, fallbacks and failure rate),
+the control cohort per base, each planned release's step, health verdict
+and when its next step is due, and this lpsd instance's node request
+counts.`,
 		Example: `  lpsctl status
   lpsctl status --watch --interval 5s
   lpsctl status -o json | jq '.releases[] | {version, state, counts}'`,

@@ -120,7 +120,11 @@ State:
 	--release-keys FILE    only releases signed by these keys can be published
 	--region LABEL         this instance's region, matched by rollout scopes:
 	                       a letter, then letters and digits, at most 64
-	                       (eastus, westeurope2; case is ignored)
+	                       (eastus, westeurope2; case is ignored); the
+	                       replicas' labels are the regions a scope may
+	                       name (see below); the Kubernetes manifest takes
+	                       it from the pod's nodehotfix/region label, the
+	                       systemd unit from LPSD_REGION
 	--deploy-env LABEL     this instance's deploy environment (prod, staging),
 	                       matched by rollout deploy-environment scopes, as
 	                       the reference's toggle keys on the service's
@@ -185,7 +189,20 @@ seconds) for alerting before it happens.
 
 lpsd is stateless apart from its store: run several replicas on one etcd
 behind any L4 balancer; each watches the store and swaps its snapshot
-atomically. SIGINT/SIGTERM drain: /readyz answers 503 for --drain-delay
+atomically. On etcd every replica joins the others as it starts (its
+autopilot off or not), under a lease of 15 s: its heartbeat (every 5 s) and
+its --region and --deploy-env labels; lpsctl status lists the live replicas
+and their labels (on bbolt or memory, the one replica). A rollout scope
+naming a region no live replica serves, or a subscription that no report or
+served record of the last 24 h has, is refused by SetRollout and SetPlan
+(FailedPrecondition naming the value and its nearest seen spelling) unless
+the request allows unseen values (lpsctl --allow-unseen): such a scope
+would match no node. The check reads what an autopilot look reads, no more
+(the reports and served records, only when subscriptions are named). Status
+also says, per base, what each part of the nodes gets now and why (the
+incumbent, the candidate at its percentage, a halted release's nodes on the
+one below it, superseded releases), from the snapshot nodes are served
+from, by the same rules as a node's answer. SIGINT/SIGTERM drain: /readyz answers 503 for --drain-delay
 (default 5s) while the listeners still serve, then they stop gracefully.
 SIGHUP reloads the node and admin certificates and the admin token file
 without dropping a connection: new handshakes present the new certificates,
