@@ -69,7 +69,9 @@
 // (JSON) before and after, and the caller's reason when one was given (at
 // most MaxReasonBytes of UTF-8 without control or format characters, since
 // every reader prints it; anything else is InvalidArgument). The autopilot's
-// entries (actor "lpsd") carry their evidence and a one-line reason.
+// entries (actor "lpsd": auto-advance, auto-halt, auto-pause, and expire
+// when a served release's envelope expired) carry their evidence and a
+// one-line reason.
 // Changes are compare-and-swap on the record's revision: a write that lost
 // a race fails with Aborted and changes nothing. A request that would change
 // nothing (a transition to the current state, a second revoke, the same
@@ -95,6 +97,19 @@
 // not_after; from then on the release is served to no node (explain's rule
 // not-expired). Deploy-environment scopes take labels of the region form
 // (rollout.CheckDeployEnvs).
+//
+// A well-formed scope may still match no node: SetRollout refuses a
+// subscription it sets that no report or served record of the last
+// SeenWindow has, and a region no live replica serves from (the replicas'
+// labels, from the store when several share it), and SetPlan the same of
+// the release's scope, with FailedPrecondition naming each value and the
+// nearest seen spelling (ErrorInfo ReasonUnseenScope), unless the request
+// sets allow_unseen. The check reads no more than an autopilot look.
+//
+// Status lists the replicas with their labels and, per base, what each
+// part of the nodes gets now and why (rollout.ServedNow over the serving
+// snapshot, at the replicas' places), with each release's fallbacks and
+// failure rate (FailureRateDefinition).
 //
 // # Component configurations
 //
