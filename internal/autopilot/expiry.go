@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,8 +52,13 @@ func (a *Autopilot) expiries(ctx context.Context, rels []rollout.Release, now ti
 	var errs []error
 	var places []rollout.Place
 	placed := false
+	// Records stored before releases carried their expiry get it from
+	// their envelopes, for this release's test and the shares alike.
+	rels = slices.Clone(rels)
+	for i := range rels {
+		rels[i] = rels[i].WithNotAfter()
+	}
 	for _, r := range rels {
-		r = r.WithNotAfter()
 		serving := r.Rollout.State == rollout.Rolling || r.Rollout.State == rollout.Paused || r.Rollout.State == rollout.Complete
 		if r.Revoked || r.ExpiryRecorded || !serving || r.NotAfter.IsZero() || !r.Expired(now) {
 			continue
@@ -85,6 +91,7 @@ func (a *Autopilot) expiries(ctx context.Context, rels []rollout.Release, now ti
 			continue
 		}
 		c, err := a.change(ctx, r, ActionExpire, func(cur rollout.Release) (rollout.Release, error) {
+			cur = cur.WithNotAfter()
 			cur.ExpiryRecorded = true
 			return cur, nil
 		}, ev, func(cur, _ rollout.Release) string { return expiryReason(cur, ev) }, now)
