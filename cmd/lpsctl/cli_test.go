@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -66,11 +67,11 @@ func TestCompletionOffersWhatTheCommandCanMove(t *testing.T) {
 		publishDraft(t, srv, v)
 		for _, c := range cmds {
 			if c == "revoke" {
-				mustRun(t, with("revoke", v)...)
+				mustRun(t, with("revoke", "--reason", "test", v)...)
 				continue
 			}
-			mustRun(t, with("rollout", "set", v, "--percent", "5")...)
-			mustRun(t, with("rollout", c, v)...)
+			mustRun(t, with("rollout", "set", "--reason", "test", v, "--percent", "5")...)
+			mustRun(t, with("rollout", c, "--reason", "test", v)...)
 		}
 	}
 	offered := func(cmd string) []string {
@@ -135,13 +136,13 @@ func TestInterruptedChange(t *testing.T) {
 		cancel(interrupted{os.Interrupt})
 	}()
 	var out, errOut bytes.Buffer
-	code := run(ctx, append([]string{"rollout", "halt", "202604.01.3"}, srv.conn()...), &out, &errOut)
+	code := run(ctx, append([]string{"rollout", "halt", "--reason", "test", "202604.01.3"}, srv.conn()...), &out, &errOut)
 	if code != exitInterrupted || !strings.Contains(errOut.String(), "lpsctl rollout halt: interrupted: the change may or may not have been applied; check with 'lpsctl status' or 'lpsctl audit --target 202604.01.3'\n") {
 		t.Errorf("interrupted halt: exit %d, stderr %q", code, errOut.String())
 	}
 	// A change whose answer times out may have been applied too.
 	go func() { <-arrived }()
-	_, errOut2, code := lpsctl(t, append([]string{"rollout", "halt", "202604.01.3", "--timeout", "200ms"}, srv.conn()...)...)
+	_, errOut2, code := lpsctl(t, append([]string{"rollout", "halt", "--reason", "test", "202604.01.3", "--timeout", "200ms"}, srv.conn()...)...)
 	if code != exitError || !strings.Contains(errOut2, "(DeadlineExceeded): the change may or may not have been applied; check with 'lpsctl status' or 'lpsctl audit --target 202604.01.3' (a slow lpsd may need a longer --timeout)") {
 		t.Errorf("timed-out halt: exit %d, stderr %q", code, errOut2)
 	}
@@ -212,7 +213,7 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	publishDraft(t, srv, "202604.01.3")
 	publishDraft(t, srv, "202605.02.1")
 	mustRun(t, with("rollout", "set", "202604.01.3", "--percent", "5", "--reason", "ICM 1234: kubelet flag")...)
-	mustRun(t, with("rollout", "set", "202605.02.1", "--percent", "1")...)
+	mustRun(t, with("rollout", "set", "--reason", "test", "202605.02.1", "--percent", "1")...)
 	mustRun(t, with("rollout", "pause", "202605.02.1", "--reason", "wait")...)
 	mustRun(t, with("revoke", "202605.02.1", "--reason", "superseded")...)
 
@@ -224,7 +225,7 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	for _, e := range au.Entries {
 		got = append(got, e.Action+"/"+e.Reason)
 	}
-	if want := []string{"publish/", "rollout-set/ICM 1234: kubelet flag"}; !cmp.Equal(got, want) || au.More {
+	if want := []string{"publish/test", "rollout-set/ICM 1234: kubelet flag"}; !cmp.Equal(got, want) || au.More {
 		t.Errorf("audit --target = %v (more %v), want %v", got, au.More, want)
 	}
 	out := mustRun(t, with("audit", "--target", "202605.02.1")...)
@@ -254,7 +255,7 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	if want := []string{"rollout-set/202604.01.3", "rollout-set/202605.02.1"}; !cmp.Equal(got, want) {
 		t.Errorf("audit --action rollout-set = %v, want %v", got, want)
 	}
-	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, skip, pause, resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt; did you mean "revoke"?`) {
+	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, skip, pause, resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt, auto-pause, expire; did you mean "revoke"?`) {
 		t.Errorf("audit --action revokd: exit %d, %q", code, errOut)
 	}
 	out, errOut, code := lpsctl(t, with("audit", "--actor", "ops")...)
@@ -303,37 +304,37 @@ func TestNoDeadEnds(t *testing.T) {
 	with := func(args ...string) []string { return append(args, srv.conn()...) }
 	const v = "202604.01.3"
 	publishDraft(t, srv, v)
-	mustRun(t, with("rollout", "complete", v)...)
-	out := mustRun(t, with("rollout", "set", v, "--regions", "eastus,westus", "--subscription", subA)...)
+	mustRun(t, with("rollout", "complete", "--reason", "test", v)...)
+	out := mustRun(t, with("rollout", "set", "--reason", "test", v, "--regions", "eastus,westus", "--subscription", subA, "--allow-unseen")...)
 	if !strings.Contains(out, "complete at 100%, subscriptions "+subA+", regions eastus,westus") {
 		t.Errorf("scope change on complete: %q", out)
 	}
 	// The manual's "all subscriptions", copied: '' and "".
-	out = mustRun(t, with("rollout", "set", v, "--subscriptions", "", "--regions", "")...)
+	out = mustRun(t, with("rollout", "set", "--reason", "test", v, "--subscriptions", "", "--regions", "")...)
 	if !strings.Contains(out, "complete at 100%, subscriptions all, regions all") {
 		t.Errorf("scope reset on complete: %q", out)
 	}
 	// What gofmt once made of the manual's '': refused, naming it.
-	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--subscriptions", "”")...); code != exitError || !strings.Contains(errOut, "InvalidArgument") || !strings.Contains(errOut, "”") {
+	if _, errOut, code := lpsctl(t, with("rollout", "set", "--reason", "test", v, "--subscriptions", "”")...); code != exitError || !strings.Contains(errOut, "InvalidArgument") || !strings.Contains(errOut, "”") {
 		t.Errorf("a U+201D subscription: exit %d, %q", code, errOut)
 	}
-	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--regions", "east us")...); code != exitError || !strings.Contains(errOut, "InvalidArgument") {
+	if _, errOut, code := lpsctl(t, with("rollout", "set", "--reason", "test", v, "--regions", "east us")...); code != exitError || !strings.Contains(errOut, "InvalidArgument") {
 		t.Errorf("a bad region: exit %d, %q", code, errOut)
 	}
-	if _, errOut, code := lpsctl(t, with("rollout", "resume", v)...); code != exitRefused || strings.Contains(errOut, "`lpsctl rollout resume") || !strings.Contains(errOut, "`lpsctl rollout halt "+v+"`") {
+	if _, errOut, code := lpsctl(t, with("rollout", "resume", "--reason", "test", v)...); code != exitRefused || strings.Contains(errOut, "`lpsctl rollout resume") || !strings.Contains(errOut, "`lpsctl rollout halt "+v+"`") {
 		t.Errorf("resume a complete release: exit %d, %q (must not suggest resume)", code, errOut)
 	}
-	mustRun(t, with("rollout", "halt", v)...)
+	mustRun(t, with("rollout", "halt", "--reason", "test", v)...)
 	// A halted release's scope narrows before its resume, which then
 	// serves only the narrowed scope.
-	if out := mustRun(t, with("rollout", "set", v, "--regions", "eastus")...); !strings.Contains(out, "halted at 100%, subscriptions all, regions eastus") {
+	if out := mustRun(t, with("rollout", "set", "--reason", "test", v, "--regions", "eastus")...); !strings.Contains(out, "halted at 100%, subscriptions all, regions eastus") {
 		t.Errorf("scope change on halted: %q", out)
 	}
-	if out := mustRun(t, with("rollout", "set", v, "--regions", "eastus")...); !strings.Contains(out, "is already halted; nothing changed") {
+	if out := mustRun(t, with("rollout", "set", "--reason", "test", v, "--regions", "eastus")...); !strings.Contains(out, "is already halted; nothing changed") {
 		t.Errorf("the same scope again: %q", out)
 	}
-	mustRun(t, with("revoke", v)...)
-	if out := mustRun(t, with("revoke", v)...); !strings.Contains(out, "already revoked; nothing changed") {
+	mustRun(t, with("revoke", "--reason", "test", v)...)
+	if out := mustRun(t, with("revoke", "--reason", "test", v)...); !strings.Contains(out, "already revoked; nothing changed") {
 		t.Errorf("revoke twice: %q", out)
 	}
 }
@@ -433,5 +434,62 @@ func TestPlanDryRunAgainstOlderLPSD(t *testing.T) {
 	_, errOut, code := lpsctl(t, append([]string{"rollout", "plan", "202604.01.3", "--steps", "5:1h:10,100:1h:20", "--dry-run"}, srv.conn()...)...)
 	if code != exitError || !strings.Contains(errOut, "the plan was APPLIED") || !strings.Contains(errOut, "lpsctl rollout pause 202604.01.3") {
 		t.Errorf("plan --dry-run against an older lpsd: exit %d, %q; want a failure saying it was applied and how to stop it", code, errOut)
+	}
+}
+
+// TestEveryChangeNeedsAReason: every command that changes what lpsd
+// serves refuses to run without a reason (a usage error saying how to
+// give one, before anything is sent); $LPSCTL_REASON gives it for
+// scripts, and a dry run needs none. Not parallel: it sets the
+// environment.
+func TestEveryChangeNeedsAReason(t *testing.T) {
+	var changes []*cobra.Command
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		if c.Annotations[annotationChange] != "" {
+			changes = append(changes, c)
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(newRoot(&env{stdout: io.Discard, stderr: io.Discard}))
+	if len(changes) < 11 {
+		t.Fatalf("found %d change commands, want every one (publish, rollout set/plan/skip/pause/resume/halt/complete, revoke, ...)", len(changes))
+	}
+	// Nothing answers there: a call that were sent would fail otherwise.
+	dead := []string{"--server", "127.0.0.1:1", "--token-file", filepath.Join(t.TempDir(), "none")}
+	for _, c := range changes {
+		args := strings.Fields(c.CommandPath())[1:]
+		if strings.Contains(c.Use, "VERSION") {
+			args = append(args, "202604.01.3")
+		}
+		for _, reason := range []string{"", "  "} {
+			a := append(append(slices.Clone(args), dead...), "--reason", reason)
+			_, errOut, code := lpsctl(t, a...)
+			if code != exitUsage || !strings.Contains(errOut, "--reason is required") || !strings.Contains(errOut, "$LPSCTL_REASON") {
+				t.Errorf("lpsctl %s with --reason %q: exit %d, %q; want a usage error naming --reason and $LPSCTL_REASON", strings.Join(args, " "), reason, code, errOut)
+			}
+		}
+	}
+
+	srv := startServer(t)
+	publishDraft(t, srv, "202604.01.3")
+	t.Setenv("LPSCTL_REASON", "CHG 42: from the script's environment")
+	mustRun(t, append([]string{"rollout", "set", "202604.01.3", "--percent", "5"}, srv.conn()...)...)
+	if _, errOut, code := lpsctl(t, append([]string{"rollout", "plan", "202604.01.3", "--steps", "5:1h:10,100:1h:20", "--dry-run", "--reason", ""}, srv.conn()...)...); code != exitOK {
+		t.Errorf("a dry run without a reason: exit %d, %q; want it run (it changes nothing)", code, errOut)
+	}
+	mustRun(t, append([]string{"rollout", "pause", "202604.01.3", "--reason", "the flag wins"}, srv.conn()...)...)
+	var au auditJSON
+	if err := json.Unmarshal([]byte(mustRun(t, append([]string{"audit", "--target", "202604.01.3", "-o", "json"}, srv.conn()...)...)), &au); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range au.Entries {
+		got = append(got, e.Action+"/"+e.Reason)
+	}
+	if want := []string{"publish/test", "rollout-set/CHG 42: from the script's environment", "pause/the flag wins"}; !cmp.Equal(got, want) {
+		t.Errorf("audit = %v, want %v", got, want)
 	}
 }

@@ -30,9 +30,9 @@ func TestComponentFlow(t *testing.T) {
 		{"bad-name", []string{"component", "sign", "--key", priv, "--component", "local-dns", "--version", "1", "--config", cfg, "--valid-for", "30d", "--out", "-"}, exitUsage, "--component"},
 		{"not-an-object", []string{"component", "sign", "--key", priv, "--component", "localDNS", "--version", "1", "--config", writeFile(t, dir, "list.json", "[]"), "--valid-for", "30d", "--out", "-"}, exitUsage, "JSON object"},
 		{"no-version", []string{"component", "sign", "--key", priv, "--component", "localDNS", "--config", cfg, "--valid-for", "30d", "--out", "-"}, exitUsage, "--version"},
-		{"release-envelope", with("release", "publish", "--envelope", env), exitError, "wrong-type"},
-		{"judged-plan", with("rollout", "plan", "localDNS@3", "--steps", "10:1h", "--margin", "0.1"), exitUsage, "timed"},
-		{"bad-timed-step", with("rollout", "plan", "localDNS@3", "--steps", "10:1h:5"), exitUsage, "PERCENT:BAKE"},
+		{"release-envelope", with("release", "publish", "--reason", "test", "--envelope", env), exitError, "wrong-type"},
+		{"judged-plan", with("rollout", "plan", "--reason", "test", "localDNS@3", "--steps", "10:1h", "--margin", "0.1"), exitUsage, "timed"},
+		{"bad-timed-step", with("rollout", "plan", "--reason", "test", "localDNS@3", "--steps", "10:1h:5"), exitUsage, "PERCENT:BAKE"},
 	} {
 		if _, errOut, code := lpsctl(t, tc.args...); code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%s: exit %d, stderr %q; want %d and %q", tc.name, code, errOut, tc.code, tc.want)
@@ -44,7 +44,7 @@ func TestComponentFlow(t *testing.T) {
 		t.Errorf("publish output: %q", out)
 	}
 	var doc configJSON
-	out = mustRun(t, with("rollout", "set", "localDNS@3", "--percent", "100", "--deploy-envs", "Staging", "-o", "json")...)
+	out = mustRun(t, with("rollout", "set", "--reason", "test", "localDNS@3", "--percent", "100", "--deploy-envs", "Staging", "-o", "json")...)
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("rollout set -o json: %v\n%s", err, out)
 	}
@@ -60,7 +60,7 @@ func TestComponentFlow(t *testing.T) {
 	if !strings.Contains(out, "FAIL  deploy-env-in-scope") || !strings.Contains(out, "NotFound") {
 		t.Errorf("explain (prod):\n%s", out)
 	}
-	out = mustRun(t, with("rollout", "halt", "localDNS@3")...)
+	out = mustRun(t, with("rollout", "halt", "--reason", "test", "localDNS@3")...)
 	if !strings.Contains(out, "localDNS@3: halted") {
 		t.Errorf("halt: %q", out)
 	}

@@ -22,11 +22,13 @@ import (
 	"nodehotfix/internal/quote"
 )
 
-// Environment variables that supply connection flag defaults.
+// Environment variables that supply flag defaults: the connection's, and
+// a change's --reason for scripts.
 const (
 	envServer    = "LPSCTL_SERVER"
 	envTokenFile = "LPSCTL_TOKEN_FILE"
 	envCA        = "LPSCTL_CA"
+	envReason    = "LPSCTL_REASON"
 )
 
 // defaultTimeout bounds one admin call, connection included; admin calls
@@ -208,16 +210,28 @@ func (s *service) register(cmd *cobra.Command) {
 }
 
 // registerChange registers the flags of a command that changes what lpsd
-// serves, and marks it as one.
+// serves, and marks it as one. Every change needs a reason, for the audit
+// log: --reason, or $LPSCTL_REASON; a dry run (--dry-run) changes nothing
+// and needs none.
 func (s *service) registerChange(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&s.reason, "reason", "", "why, in words, for the audit log (at most 1024 bytes)")
+	cmd.Flags().StringVar(&s.reason, "reason", os.Getenv(envReason), "why, in words, for the audit log; required (at most 1024 bytes; $"+envReason+")")
 	s.register(cmd)
 	cmd.PreRunE = func(cmd *cobra.Command, _ []string) error {
 		if err := admin.CheckReason(s.reason); err != nil {
 			return usagef("--%v", err) // "--reason is 1025 bytes, ..."
 		}
+		if strings.TrimSpace(s.reason) == "" && !dryRun(cmd) {
+			return usagef(`--reason is required: every change says why in the audit log, e.g. --reason "ICM 1234: kubelet flag" (a script may set $%s instead)`, envReason)
+		}
 		return s.out.resolve(cmd.Flags())
 	}
 	cmd.Annotations = map[string]string{annotationChange: "true"}
 	cmd.ValidArgsFunction = completeVersions(&s.conn, nil)
+}
+
+// dryRun reports whether cmd was asked for a dry run (--dry-run), which
+// changes nothing.
+func dryRun(cmd *cobra.Command) bool {
+	f := cmd.Flags().Lookup("dry-run")
+	return f != nil && f.Value.String() == "true"
 }

@@ -142,15 +142,15 @@ step to skip to; never a revoked one.
 
 # Service commands
 
-	lpsctl release publish --envelope FILE
-	lpsctl component publish --envelope FILE
+	lpsctl release publish --envelope FILE --reason TEXT
+	lpsctl component publish --envelope FILE --reason TEXT
 	lpsctl component list
-	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...]
-	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D]
-	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,... [--dry-run]
+	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...] [--allow-unseen] --reason TEXT
+	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D] [--allow-unseen] --reason TEXT
+	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,... [--dry-run] --reason TEXT
 	lpsctl rollout skip VERSION --reason TEXT
-	lpsctl rollout pause|resume|halt|complete VERSION
-	lpsctl revoke VERSION
+	lpsctl rollout pause|resume|halt|complete VERSION --reason TEXT
+	lpsctl revoke VERSION --reason TEXT
 	lpsctl status [--watch [--interval D]]
 	lpsctl explain --vm-id ID --subscription ID [--region R] [--deploy-env E] [--component NAME]
 	lpsctl audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]
@@ -169,9 +169,14 @@ reasons worse than ok over every matching node (top_reasons in JSON:
 outcome, reason, nodes). An unknown --outcome is a usage error (exit 2);
 an unknown --release is not found (exit 5).
 
-Every command that changes something takes --reason TEXT (at most 1024
+Every command that changes something requires --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and
-shown by audit; rollout skip requires it. When a change's answer does not arrive (Ctrl-C, --timeout,
+shown by audit: release, component and keys publish, rollout set, plan,
+skip, pause, resume, halt and complete, and revoke. A script may set
+LPSCTL_REASON instead (--reason wins). Without either, or with a blank
+one, the command is a usage error (exit 2) saying how to give one, and
+nothing is sent; a dry run (rollout plan --dry-run) changes nothing and
+needs none. When a change's answer does not arrive (Ctrl-C, --timeout,
 a lost connection), stderr says it may or may not have been applied and how
 to check. The rollout commands take --if-revision REV: the change
 applies only if the release is still at the revision status showed, so two
@@ -195,6 +200,16 @@ variable would make. Repeating a flag adds to its list. A
 draft starts rolling. The scope of a paused or complete release changes
 without stopping it (--percent is then left out: it keeps its percentage).
 --subscription and --region are accepted for --subscriptions and --regions.
+A scope must match nodes that exist: a subscription no node of was seen in
+the last 24 h (no stored report or served record of it) or a region no
+live replica serves from (its lpsd --region; status lists them) is refused
+(exit 3), naming each such value and the nearest seen spelling
+(westeuropee: did you mean westeurope?), and nothing changes; --allow-unseen
+sets it anyway (a cluster not provisioned yet, a replica not started yet).
+Only the values the command sets are checked, so a change of --percent
+alone is not. rollout plan checks the release's scope the same way (a plan
+on a scope nobody falls in would wait for reports that cannot come) and
+takes --allow-unseen too.
 
 rollout plan puts a draft or rolling release on steps (e.g. --steps
 20n:30m:20,10:1h:100,100:2h:500: a canary of exactly 20 nodes, the first 20
@@ -269,12 +284,33 @@ works from the release's state.
 revoke stops serving a release for good and makes nodes remove staged
 copies; revoking again changes nothing.
 
-status lists releases, rollout states, expiry (NOT AFTER; EXPIRED once
-passed, when lpsd serves the release to nobody whatever its rollout says),
-the nodes' outcome reports per release (reported, ok, failed, fell back,
-silent), the control cohort per base, each planned release's step, health
-verdict and when its next step is due, and this lpsd instance's node
-request counts. --watch redraws it until interrupted.
+status lists the replicas serving from the store and the labels each
+carries (REGION, DEPLOY ENV: what region and deploy-environment scopes
+match; on a store one lpsd holds alone, that one), releases, rollout
+states, the autopilot's REASON for a pause or halt (stalled: a step's
+deadline passed and the release reached no node), expiry (NOT AFTER;
+EXPIRED once passed, when lpsd serves the release to nobody whatever its
+rollout says), the nodes' outcome reports per release (reported, ok,
+failed, fell back, silent), what is SERVED NOW, the control cohort per
+base, each planned release's step, health verdict and when its next step
+is due, and this lpsd instance's node request counts. --watch redraws it
+until interrupted.
+
+SERVED NOW is one table of what each part of each base's nodes gets now
+and why, from the snapshot lpsd serves and by the rules explain shows for
+one node: per cohort (NODES: the subscriptions the base's scopes name
+alike, or all or the other subscriptions, @ the replicas' labels serving
+them), each release of the base newest first and then the baked agent,
+with its SHARE of the cohort (a release's percentage of the nodes no newer
+release takes; percentages of different releases are independent),
+its ROLE (incumbent: complete; candidate: rolling or paused at N%, plus
+its canary seat holders; canary: seat holders only; superseded: a newer
+release serves every node it would; halted, draft, expired, revoked,
+out-of-scope: served to none of the cohort, WHY naming what its nodes get
+instead, the incumbent most often; baked), its FELL BACK count and its
+FAILURE RATE with the counts, whose definition follows the table:
+(failed + fell back + refused as signed) / judged nodes, as the health rule
+counts them.
 
 explain shows, release by release and rule by rule, what the node would be
 served, from the snapshot lpsd serves, and summarises the pointer document
@@ -290,7 +326,8 @@ other value is a usage error (exit 2), as it describes no node.
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
 lpsd), one action (--action: publish, rollout-set, plan, skip, pause,
-resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt; any other is a
+resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt,
+auto-pause, expire; any other is a
 usage error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
 page. An operator's actor carries its credential's kind: when --actor ops
@@ -306,8 +343,10 @@ Connection flags of every service command:
 	--server-name NAME   name to verify the server certificate for
 	--timeout DURATION   time limit of the call (default 30s)
 
-A token file holds one line, "TOKEN" or "NAME:TOKEN" (the name is ignored
-by the client), in the server's token file syntax; lines starting with '#'
+A token file holds one line, "TOKEN", "NAME:TOKEN" or
+"NAME:ROLE:TOKEN[:EXPIRES]" (all but the token are ignored by the client),
+in the server's token file syntax; a token past its expiry is refused
+(exit 4) with a message naming it and when it expired; lines starting with '#'
 are ignored. At least one of --token-file and --cert/--key is required. The
 connection is always TLS 1.3 and the token is never sent without it. A
 reader token or certificate can run status, explain and audit; changes need
@@ -435,7 +474,20 @@ status prints:
 	                                   // "counts"; a planned one with "plan",
 	                                   // "health" and "canary_seats"
 	 "control": [{"base": "202604.01", "counts": {...}}, ...],
-	 "requests": [{"outcome": "served", "count": 12}, ...]}
+	 "requests": [{"outcome": "served", "count": 12}, ...],
+	 "replicas": [{"id": "lpsd-7c9f-1", "region": "eastus", "deploy_env": "prod",
+	               "last_heartbeat": RFC3339 or null, "self": true}, ...],
+	 "served_now": [{"base": "202604.01", "omitted_cohorts": 0,
+	                 "cohorts": [{"subscriptions": [...], "other_subscriptions": true,
+	                              "places": [{"region": "eastus", "deploy_env": "prod"}],
+	                              "shares": [{"version": "202604.01.3" ("" the baked agent),
+	                                          "state": "rolling", "percent": 10,
+	                                          "role": "candidate", "why": "...",
+	                                          "instead": "" (for a share of 0: who gets its nodes),
+	                                          "canary_seats": 0, "fell_back": 2,
+	                                          "failures": 3, "judged": 50,
+	                                          "failure_rate": 0.06 or null}, ...]}]}, ...],
+	 "failure_rate_definition": "failure rate = ..."}
 
 A release's plan is
 
@@ -490,7 +542,7 @@ component sign prints {"out", "key_id", "id", "not_after", "config_bytes"}.
 audit prints:
 
 	{"entries": [{"seq": 1, "time": RFC3339, "actor": "token:ops",
-	              "action": "publish|rollout-set|plan|skip|pause|resume|halt|complete|revoke|auto-advance|auto-halt",
+	              "action": "publish|rollout-set|plan|skip|pause|resume|halt|complete|revoke|rotate-keys|auto-advance|auto-halt|auto-pause|expire",
 	              "target": "202604.01.3", "reason": "ICM 1234",
 	              "before": {release record} or null (publish),
 	              "after": {release record},
@@ -499,7 +551,15 @@ audit prints:
 
 Entries by actor "lpsd" are the autopilot's; only they carry evidence (the
 health verdict with its counts and numbers, the plan step, the rule), and
-the table prints their verdict after the change.
+the table prints their verdict after the change. An expire entry says a
+release's envelope passed its not_after while it was served: its before
+and after records (expiry_recorded set), its reason (the part of its
+base's nodes it was served to, and what they get now) and as evidence
+{"not_after", "cohorts": [{"subscriptions" (none: every other), "places":
+[{"region", "deploy_env"}], "before": [{"version", "percent"}], "after":
+[...]}]} ("baked" is the baked agent). lpsd writes it once per release:
+on etcd the elected replica, marking the release in the same
+compare-and-swap, so no replica or restart writes a second.
 
 log prints:
 
@@ -559,20 +619,20 @@ LPSCTL_SERVER, LPSCTL_TOKEN_FILE and LPSCTL_CA set):
 	    --artifact linux/amd64=./aks-node-controller,https://cdn.example/aks-node-controller-202604.01.3 \
 	    --valid-for 30d --out 202604.01.3.json
 	lpsctl release publish --envelope 202604.01.3.json --reason "ICM 1234: kubelet flag"
-	lpsctl release publish --envelope 202604.01.3.json
+	lpsctl release publish --envelope 202604.01.3.json --reason "ICM 1234: a retry"
 	lpsctl rollout set 202604.01.3 --percent 5 --regions eastus --reason "first region"
 	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --dry-run
-	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --silent-after 45m
+	lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --silent-after 45m --reason "ICM 1234"
 	lpsctl rollout skip 202604.01.3 --reason "10% looked fine for a day"
 	lpsctl status
 	lpsctl status -o yaml
 	lpsctl explain --vm-id 6f1c1a2e-3b4d-4e5f-8a9b-0c1d2e3f4a5b --subscription 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a
 	lpsctl rollout pause 202604.01.3 --reason "waiting for the weekend"
-	lpsctl rollout pause 202604.01.3
-	lpsctl rollout set 202604.01.3 --subscriptions 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a
-	lpsctl rollout resume 202604.01.3
-	lpsctl rollout complete 202604.01.3
-	lpsctl rollout set 202604.01.3 --subscriptions '' --regions ''
+	lpsctl rollout pause 202604.01.3 --reason "a pause again changes nothing"
+	lpsctl rollout set 202604.01.3 --subscriptions 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a --allow-unseen --reason "new cluster, not provisioned yet"
+	lpsctl rollout resume 202604.01.3 --reason "CHG 42: the weekend is over"
+	lpsctl rollout complete 202604.01.3 --reason "ICM 1234: healthy everywhere"
+	lpsctl rollout set 202604.01.3 --subscriptions '' --regions '' --reason "every subscription and region"
 	lpsctl rollout halt 202604.01.3 --reason "regression in westeurope"
 	lpsctl revoke 202604.01.3 --reason "superseded by 202604.01.4"
 	lpsctl audit --target 202604.01.3 --since 1h
@@ -589,12 +649,12 @@ named <component>@<version> wherever a command takes a VERSION:
 	lpsctl component sign --key release.key --component localDNS --version 3 \
 	    --config localdns.json --valid-for 30d --out localDNS-3.json
 	lpsctl component publish --envelope localDNS-3.json --reason "new resolver"
-	lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging
-	lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s
+	lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging --reason "staging first"
+	lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s --reason "then everyone"
 	lpsctl rollout skip localDNS@3 --reason "verified on staging"
 	lpsctl explain --component localDNS --vm-id ID --subscription ID
 	lpsctl component list
-	lpsctl rollout halt localDNS@3
+	lpsctl rollout halt localDNS@3 --reason "resolver errors"
 	lpsctl revoke localDNS@3 --reason "bad corefile"
 	lpsctl audit --target localDNS@3
 
@@ -623,13 +683,14 @@ nothing judges the rollout and nothing halts it but an operator.
 	1    error: a file could not be read or written, the server is
 	     unreachable or failed, or it rejected the input (InvalidArgument)
 	2    usage: unknown command, bad or missing flag or argument, no
-	     credentials
+	     credentials, a change without --reason (or $LPSCTL_REASON)
 	3    refused by the rollout state: a percentage decrease, a transition
 	     the state machine forbids, a plan whose start step the release is
 	     past (give --from-step), no plan step to skip, a revoked release,
-	     an envelope signed by fewer release keys than lpsd's threshold
-	     (FailedPrecondition); a concurrent change won, re-read and retry
-	     (Aborted)
+	     an envelope signed by fewer release keys than lpsd's threshold,
+	     a scope value no node or replica was seen with (give
+	     --allow-unseen) (FailedPrecondition); a concurrent change won,
+	     re-read and retry (Aborted)
 	4    authentication failed (Unauthenticated, PermissionDenied; a reader
 	     token or certificate asking for a change)
 	5    no such release (NotFound)
@@ -682,6 +743,6 @@ log's --state (replaced atomically), and log export's DIR.
 # Environment
 
 LPSCTL_SERVER, LPSCTL_TOKEN_FILE and LPSCTL_CA default --server, --token-file
-and --ca.
+and --ca. LPSCTL_REASON defaults --reason of every change, for scripts.
 */
 package main

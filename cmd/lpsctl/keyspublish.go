@@ -31,7 +31,7 @@ the byte-identical envelope again changes nothing and succeeds.`,
 		Example: "  lpsctl keys publish --envelope keyset-3.json --reason \"retire key 5e0c…, CHG 4711\"",
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := required(cmd, "envelope", "reason"); err != nil {
+			if err := required(cmd, "envelope"); err != nil {
 				return err
 			}
 			data, err := readEnvelope(envelope, release.MaxKeySetEnvelopeSize, func(data []byte) error {

@@ -229,11 +229,11 @@ func TestPublishBelowThreshold(t *testing.T) {
 	env := p("env.json")
 	mustRun(t, "release", "sign", "--key", p("b.key"), "--base", "202604.01", "--version", "202604.01.3",
 		"--artifact", "linux/amd64="+art+",https://b.example.com/a", "--valid-for", "30d", "--out", env)
-	_, errOut, code := lpsctl(t, append([]string{"release", "publish", "--envelope", env}, srv.conn()...)...)
+	_, errOut, code := lpsctl(t, append([]string{"release", "publish", "--reason", "test", "--envelope", env}, srv.conn()...)...)
 	if code != exitRefused || !strings.Contains(errOut, ids["b"]) || !strings.Contains(errOut, "1 more signature") ||
 		!strings.Contains(errOut, "lpsctl release sign --envelope "+env) {
 		t.Errorf("publish signed once: exit %d, stderr %q; want %d naming %s, the one missing and how to co-sign", code, errOut, exitRefused, ids["b"])
 	}
 	mustRun(t, "release", "sign", "--envelope", env, "--key", p("c.key"), "--out", env)
-	mustRun(t, append([]string{"release", "publish", "--envelope", env}, srv.conn()...)...)
+	mustRun(t, append([]string{"release", "publish", "--reason", "test", "--envelope", env}, srv.conn()...)...)
 }

@@ -18,7 +18,7 @@ func TestNodesCLI(t *testing.T) {
 	const v = "202604.01.3"
 	with := func(args ...string) []string { return append(args, srv.conn()...) }
 	publishDraft(t, srv, v)
-	mustRun(t, with("rollout", "set", v, "--percent", "100")...)
+	mustRun(t, with("rollout", "set", "--reason", "test", v, "--percent", "100")...)
 	now := time.Now()
 	if _, err := srv.store.PutReports(t.Context(), []store.Report{
 		{VMID: "vm-ok", Boot: "b", SubscriptionID: "sub-a", Base: "202604.01", HotfixVersion: v, Agent: "hotfix", AgentVersion: v, Time: now},

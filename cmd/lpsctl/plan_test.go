@@ -20,7 +20,7 @@ func publishDraft(t *testing.T, srv *testServer, version string) {
 	env := filepath.Join(dir, "release.json")
 	mustRun(t, "release", "sign", "--key", priv, "--base", version[:9], "--version", version,
 		"--artifact", "linux/amd64="+agent+",https://blob.example.com/anc/amd64", "--valid-for", "720h", "--out", env)
-	mustRun(t, append([]string{"release", "publish", "--envelope", env}, srv.conn()...)...)
+	mustRun(t, append([]string{"release", "publish", "--reason", "test", "--envelope", env}, srv.conn()...)...)
 }
 
 // TestRolloutPlanCanary: a plan with a canary of nodes is set, shown with
@@ -33,7 +33,7 @@ func TestRolloutPlanCanary(t *testing.T) {
 	publishDraft(t, srv, v)
 
 	var rel releaseJSON
-	out := mustRun(t, with("rollout", "plan", v, "--steps", "2n:10m:2, 50%:1h:10,100:1h:20", "--json")...)
+	out := mustRun(t, with("rollout", "plan", "--reason", "test", v, "--steps", "2n:10m:2, 50%:1h:10,100:1h:20", "--json")...)
 	if err := json.Unmarshal([]byte(out), &rel); err != nil {
 		t.Fatalf("rollout plan --json: %v\n%s", err, out)
 	}
@@ -80,7 +80,7 @@ func TestRolloutPlanCanary(t *testing.T) {
 		"5:1h:10,3n:1h:1":  "canary steps come first",
 		"3n:1h:4,100:1h:5": "it could never advance",
 	} {
-		_, errOut, code := lpsctl(t, with("rollout", "plan", v, "--steps", steps)...)
+		_, errOut, code := lpsctl(t, with("rollout", "plan", "--reason", "test", v, "--steps", steps)...)
 		if code == exitOK || !strings.Contains(errOut, want) {
 			t.Errorf("--steps %s: exit %d, stderr %q; want a refusal saying %q", steps, code, errOut, want)
 		}
@@ -98,9 +98,9 @@ func TestRolloutPlanSkipsNoCanary(t *testing.T) {
 	const steps = "20n:30m:20,10:1h:100,100:2h:500"
 	with := func(args ...string) []string { return append(args, srv.conn()...) }
 	publishDraft(t, srv, v)
-	mustRun(t, with("rollout", "set", v, "--percent", "5")...)
+	mustRun(t, with("rollout", "set", "--reason", "test", v, "--percent", "5")...)
 
-	_, errOut, code := lpsctl(t, with("rollout", "plan", v, "--steps", steps)...)
+	_, errOut, code := lpsctl(t, with("rollout", "plan", "--reason", "test", v, "--steps", steps)...)
 	if code != exitRefused || !strings.Contains(errOut, "past step 1 of the plan (a canary of 20 nodes)") || !strings.Contains(errOut, "add --from-step 2") {
 		t.Errorf("plan with a canary on a release at 5%%: exit %d, stderr %q; want exit %d naming the canary and --from-step 2", code, errOut, exitRefused)
 	}
@@ -147,7 +147,7 @@ func TestRolloutPlanSkipsNoCanary(t *testing.T) {
 		t.Errorf("after dry runs, status = %+v, want no plan at 5%%", r)
 	}
 
-	if _, errOut, code := lpsctl(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "4")...); code != exitUsage || !strings.Contains(errOut, "--steps has 3 steps") {
+	if _, errOut, code := lpsctl(t, with("rollout", "plan", "--reason", "test", v, "--steps", steps, "--from-step", "4")...); code != exitUsage || !strings.Contains(errOut, "--steps has 3 steps") {
 		t.Errorf("--from-step 4 of 3: exit %d, stderr %q; want a usage error", code, errOut)
 	}
 	out = mustRun(t, with("rollout", "plan", v, "--steps", steps, "--from-step", "2", "--reason", "canary run by hand")...)
@@ -185,15 +185,15 @@ func TestResumeAfterHaltCLI(t *testing.T) {
 	const v = "202604.01.5"
 	with := func(args ...string) []string { return append(args, srv.conn()...) }
 	publishDraft(t, srv, v)
-	mustRun(t, with("rollout", "complete", v)...)
+	mustRun(t, with("rollout", "complete", "--reason", "test", v)...)
 	var halted releaseJSON
-	if err := json.Unmarshal([]byte(mustRun(t, with("rollout", "halt", v, "--json")...)), &halted); err != nil {
+	if err := json.Unmarshal([]byte(mustRun(t, with("rollout", "halt", "--reason", "test", v, "--json")...)), &halted); err != nil {
 		t.Fatal(err)
 	}
 	if halted.HaltedFrom != "complete" || halted.EvidenceSince != nil {
 		t.Errorf("halt --json = %+v, want halted_from complete and no evidence window yet", halted)
 	}
-	out := mustRun(t, with("rollout", "resume", v)...)
+	out := mustRun(t, with("rollout", "resume", "--reason", "test", v)...)
 	if !strings.Contains(out, "complete at 100%") || !strings.Contains(out, "counting reports accepted since") {
 		t.Errorf("resume of a release halted while complete:\n%s\nwant it complete, counting reports from the resume", out)
 	}

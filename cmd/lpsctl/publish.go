@@ -28,7 +28,7 @@ published version is refused (exit 6): sign the change as a new patch.
 An envelope signed by fewer of lpsd's release keys than their threshold
 is refused (exit 3), naming who has signed and how many more must:
 co-sign it with release sign --envelope and publish the result.`,
-		Example: "  lpsctl release publish --envelope 202604.01.3.json",
+		Example: "  lpsctl release publish --envelope 202604.01.3.json --reason \"ICM 1234: kubelet flag\"",
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := required(cmd, "envelope"); err != nil {

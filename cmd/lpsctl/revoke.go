@@ -18,7 +18,7 @@ to remove staged copies, and no later change can serve it again. Sign a new
 patch version to ship a fix. VERSION may name a component configuration
 (localDNS@3): it is never served again; nodes are served the highest
 version still included, or NotFound.`,
-		Example: "  lpsctl revoke 202604.01.3 --reason \"ICM 1234: crashes on boot\"\n  lpsctl revoke 202604.01.3 --reason \"...\" --if-revision 7\n  lpsctl revoke localDNS@3 --reason \"bad corefile\"",
+		Example: "  lpsctl revoke 202604.01.3 --reason \"superseded by 202604.01.4\"\n  lpsctl revoke 202604.01.3 --reason \"...\" --if-revision 7\n  lpsctl revoke localDNS@3 --reason \"bad corefile\"",
 		GroupID: groupChange,
 		Args:    positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -32,6 +31,7 @@ func newRolloutSetCmd(e *env) *cobra.Command {
 	var c change
 	var percent int64
 	var subscriptions, regions, deployEnvs listFlag
+	var allowUnseen bool
 	cmd := &cobra.Command{
 		Use:   "set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...]",
 		Short: "grow a rollout's percentage and set its scope",
@@ -42,10 +42,10 @@ subscription, region or deploy-environment scope; an empty list
 paused or complete release can change without stopping it. VERSION may name
 a component configuration, <component>@<version> (localDNS@3), whose
 rollout works the same way.`,
-		Example: `  lpsctl rollout set 202604.01.3 --percent 10
-  lpsctl rollout set 202604.01.3 --percent 25 --regions eastus,westeurope
-  lpsctl rollout set 202604.01.3 --subscriptions ""
-  lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging`,
+		Example: `  lpsctl rollout set 202604.01.3 --percent 10 --reason "ICM 1234: kubelet flag"
+  lpsctl rollout set 202604.01.3 --percent 25 --regions eastus,westeurope --reason "ICM 1234: two regions"
+  lpsctl rollout set 202604.01.3 --subscriptions "" --reason "every subscription"
+  LPSCTL_REASON="CHG 42" lpsctl rollout set localDNS@3 --percent 10 --deploy-envs staging`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !cmd.Flags().Changed("percent") && !subscriptions.set && !regions.set && !deployEnvs.set {
@@ -63,6 +63,7 @@ rollout works the same way.`,
 				Reason:           c.reason,
 				DeployEnvs:       deployEnvs.vals,
 				SetDeployEnvs:    deployEnvs.set,
+				AllowUnseen:      allowUnseen,
 			}
 			var resp *adminv1.SetRolloutResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
@@ -83,6 +84,7 @@ rollout works the same way.`,
 	fs.Var(&subscriptions, "subscriptions", "comma-separated subscription `IDs` (GUIDs) in scope; \"\" for all (unset: keep)")
 	fs.Var(&regions, "regions", "comma-separated lpsd region `labels` in scope; \"\" for all (unset: keep)")
 	fs.Var(&deployEnvs, "deploy-envs", "comma-separated lpsd deploy-environment `labels` (lpsd --deploy-env) in scope; \"\" for all (unset: keep)")
+	fs.BoolVar(&allowUnseen, "allow-unseen", false, "set the scope even with a subscription no node of was seen in the last 24 h, or a region no replica serves (refused otherwise, naming the nearest seen one)")
 	fs.SetNormalizeFunc(aliases(map[string]string{"subscription": "subscriptions", "region": "regions", "deploy-env": "deploy-envs"}))
 	c.register(cmd)
 	return cmd
@@ -111,7 +113,7 @@ func newTransitionCmd(e *env, name string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     name + " VERSION",
 		Short:   t.short,
-		Example: fmt.Sprintf("  lpsctl rollout %s 202604.01.3", name),
+		Example: fmt.Sprintf("  lpsctl rollout %s 202604.01.3 --reason \"ICM 1234\"", name),
 		Args:    positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp *adminv1.TransitionResponse
@@ -142,7 +144,7 @@ func newRolloutPlanCmd(e *env) *cobra.Command {
 	var margin, ceiling, maxSilent, maxDelivery float64
 	var silentAfter, deadline time.Duration
 	var fromStep int64
-	var dryRun bool
+	var dryRun, allowUnseen bool
 	cmd := &cobra.Command{
 		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D] | plan COMPONENT@VERSION --steps PERCENT:BAKE,...",
 		Short: "put a release on steps lpsd advances while healthy and halts on a regression",
@@ -167,10 +169,10 @@ PERCENT:BAKE that lpsd advances once each bake has passed, and completes
 after the last. Nothing reports on a component, so nothing judges it:
 pause, halt or revoke it yourself.`,
 		Example: `  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --dry-run
-  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500
+  lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --reason "ICM 1234"
   lpsctl rollout plan 202604.01.3 --steps 20n:30m:20,10:1h:100,100:2h:500 --from-step 2 --reason "canary run by hand"
-  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02
-  lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s`,
+  lpsctl rollout plan 202604.01.3 --steps 5:1d:50,100:2d:500 --margin 0.02 --reason "ICM 1234: slow and strict"
+  lpsctl rollout plan localDNS@3 --steps 10:1h,50:2h,100:0s --reason "new resolver"`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := required(cmd, "steps"); err != nil {
@@ -196,7 +198,7 @@ pause, halt or revoke it yourself.`,
 			if int(fromStep) > len(plan.Steps) {
 				return usagef("--from-step %d: --steps has %d steps (1 to %d)", fromStep, len(plan.Steps), len(plan.Steps))
 			}
-			req := &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision, Reason: c.reason, FromStep: int32(fromStep), DryRun: dryRun}
+			req := &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision, Reason: c.reason, FromStep: int32(fromStep), DryRun: dryRun, AllowUnseen: allowUnseen}
 			var resp *adminv1.SetPlanResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 				resp, err = cl.SetPlan(ctx, req)
@@ -232,6 +234,7 @@ pause, halt or revoke it yourself.`,
 	fs.StringVar(&steps, "steps", "", "the steps, `SIZE:BAKE:REPORTS,...`: a percentage (10) or a canary of nodes (20n), least time at the step (30m, 1d), reports needed by its end")
 	newInt(fs, &fromStep, "from-step", 0, 1, 20, "start at step `N` (from 1), skipping the steps before it (unset: step 1; a step the release is past is refused)")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the steps, the baseline and the deadlines lpsd would use; change nothing")
+	fs.BoolVar(&allowUnseen, "allow-unseen", false, "plan the release even where its scope has a subscription no node of was seen in the last 24 h, or a region no replica serves (refused otherwise)")
 	fs.Float64Var(&margin, "margin", rollout.DefaultMargin, "how much the failure rate may exceed its base's incumbent's, as a fraction (0.05: five points)")
 	fs.Float64Var(&ceiling, "max-failure", rollout.DefaultMaxFailureRate, "absolute failure-rate ceiling, a fraction in (0, 1]")
 	fs.Float64Var(&maxSilent, "max-silent", rollout.DefaultMaxRate, "ceiling of the rate of nodes served the release that never report (silent), a fraction in [0, 1]")
@@ -257,9 +260,6 @@ records it as "skip". At the plan's last step there is nothing to skip to:
   lpsctl rollout skip 202604.01.3 --reason "..." --if-revision 7`,
 		Args: positional("VERSION"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(c.reason) == "" {
-				return usagef("--reason is required: a skip gives up the step's evidence, so the audit log says why")
-			}
 			var resp *adminv1.SkipStepResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 				resp, err = cl.SkipStep(ctx, &adminv1.SkipStepRequest{Version: args[0], IfRevision: c.ifRevision, Reason: c.reason})

@@ -122,6 +122,7 @@ func startServerKeys(t *testing.T, keys *release.KeySet, extra ...grpc.UnaryServ
 		Snapshots:   s.snap,
 		Counts:      func() map[string]uint64 { return map[string]uint64{"served": 3} },
 		Region:      "eastus",
+		ReplicaID:   "lpsd-1",
 		ReleaseKeys: keys,
 	}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -278,31 +279,31 @@ func TestOperatorFlow(t *testing.T) {
 		t.Errorf("release sign output:\n%s", out)
 	}
 
-	out = mustRun(t, with("release", "publish", "--envelope", envFile)...)
+	out = mustRun(t, with("release", "publish", "--reason", "test", "--envelope", envFile)...)
 	if !strings.Contains(out, v+" (base 202604.01): draft at 0%") {
 		t.Errorf("publish output: %q", out)
 	}
 	// A retry (a CI job run twice) succeeds; another envelope signed as
 	// the same version has its own exit code.
-	if out, errOut, code := lpsctl(t, with("release", "publish", "--envelope", envFile)...); code != exitOK || !strings.Contains(out, "is already published with this envelope; nothing changed") {
+	if out, errOut, code := lpsctl(t, with("release", "publish", "--reason", "test", "--envelope", envFile)...); code != exitOK || !strings.Contains(out, "is already published with this envelope; nothing changed") {
 		t.Errorf("publish again: exit %d, stdout %q, stderr %q; want 0 and nothing changed", code, out, errOut)
 	}
 	otherEnv := filepath.Join(dir, "other.json")
 	mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", v,
 		"--artifact", "linux/amd64="+amd64+",https://blob.example.com/anc/amd64-rebuilt", "--valid-for", "720h", "--out", otherEnv)
-	if _, errOut, code := lpsctl(t, with("release", "publish", "--envelope", otherEnv)...); code != exitConflict || !strings.Contains(errOut, "a different envelope is already published") {
+	if _, errOut, code := lpsctl(t, with("release", "publish", "--reason", "test", "--envelope", otherEnv)...); code != exitConflict || !strings.Contains(errOut, "a different envelope is already published") {
 		t.Errorf("publish a different envelope as %s: exit %d, stderr %q; want %d", v, code, errOut, exitConflict)
 	}
 
 	var rel releaseJSON
-	out = mustRun(t, with("rollout", "set", v, "--percent", "10", "--subscriptions", subA+","+strings.ToUpper(subB), "--json")...)
+	out = mustRun(t, with("rollout", "set", "--reason", "test", v, "--percent", "10", "--subscriptions", subA+","+strings.ToUpper(subB), "--json", "--allow-unseen")...)
 	if err := json.Unmarshal([]byte(out), &rel); err != nil {
 		t.Fatalf("rollout set --json: %v\n%s", err, out)
 	}
 	if rel.State != "rolling" || rel.Percent != 10 || !cmp.Equal(rel.Subscriptions, []string{subA, subB}) || len(rel.Regions) != 0 {
 		t.Errorf("rollout set --json = %+v, want rolling at 10%% for both subscriptions", rel)
 	}
-	if _, errOut, code := lpsctl(t, with("rollout", "set", v, "--percent", "5")...); code != exitRefused || !strings.Contains(errOut, "can only grow") {
+	if _, errOut, code := lpsctl(t, with("rollout", "set", "--reason", "test", v, "--percent", "5")...); code != exitRefused || !strings.Contains(errOut, "can only grow") {
 		t.Errorf("percent decrease: exit %d, stderr %q; want %d and a reason", code, errOut, exitRefused)
 	}
 
@@ -379,14 +380,14 @@ func TestOperatorFlow(t *testing.T) {
 		{"halt", "halted at 10%"},
 		{"halt", "is already halted; nothing changed"},
 	} {
-		if out := mustRun(t, with("rollout", step.cmd, v)...); !strings.Contains(out, step.want) {
+		if out := mustRun(t, with("rollout", step.cmd, "--reason", "test", v)...); !strings.Contains(out, step.want) {
 			t.Errorf("rollout %s output %q lacks %q", step.cmd, out, step.want)
 		}
 	}
-	if _, _, code := lpsctl(t, with("rollout", "pause", v)...); code != exitRefused {
+	if _, _, code := lpsctl(t, with("rollout", "pause", "--reason", "test", v)...); code != exitRefused {
 		t.Errorf("pause a halted rollout: exit %d, want %d", code, exitRefused)
 	}
-	if out := mustRun(t, with("revoke", v)...); !strings.Contains(out, "REVOKED") {
+	if out := mustRun(t, with("revoke", "--reason", "test", v)...); !strings.Contains(out, "REVOKED") {
 		t.Errorf("revoke output %q lacks REVOKED", out)
 	}
 
@@ -429,7 +430,7 @@ func TestMutualTLSActor(t *testing.T) {
 	mustRun(t, "release", "sign", "--key", priv, "--base", "202604.01", "--version", "202604.01.1",
 		"--artifact", "linux/amd64="+art+",https://b.example.com/a", "--valid-for", "1h", "--out", env)
 	mtls := []string{"--server", srv.addr, "--ca", srv.ca, "--server-name", "localhost", "--cert", srv.cert, "--key", srv.key}
-	mustRun(t, append([]string{"release", "publish", "--envelope", env}, mtls...)...)
+	mustRun(t, append([]string{"release", "publish", "--reason", "test", "--envelope", env}, mtls...)...)
 	entries, err := srv.store.Audit(t.Context(), 0, 10)
 	if err != nil || len(entries) != 1 || entries[0].Actor != "cert:alice" {
 		t.Errorf("audit after an mTLS publish = %+v, %v; want one entry by cert:alice", entries, err)
@@ -468,7 +469,7 @@ func TestErrors(t *testing.T) {
 		{"unknown-sub", []string{"rollout", "explode", "x"}, exitUsage, `lpsctl rollout: unknown command "explode"`},
 		{"bad-flag", []string{"status", "--bogus"}, exitUsage, "lpsctl status: unknown flag --bogus\nRun 'lpsctl status -h' for usage.\n"},
 		{"missing-version", append([]string{"rollout", "set", "--percent", "5"}, srv.conn()...), exitUsage, "lpsctl rollout set: missing argument VERSION"},
-		{"nothing-to-set", append([]string{"rollout", "set", "202604.01.1"}, srv.conn()...), exitUsage, "nothing to change: give --percent, --subscriptions, --regions or --deploy-envs"},
+		{"nothing-to-set", append([]string{"rollout", "set", "--reason", "test", "202604.01.1"}, srv.conn()...), exitUsage, "nothing to change: give --percent, --subscriptions, --regions or --deploy-envs"},
 		{"extra-arg", append([]string{"status", "extra"}, srv.conn()...), exitUsage, "unexpected arguments: extra"},
 		{"no-server", []string{"status", "--server", "", "--token-file", srv.token}, exitUsage, "--server (or $LPSCTL_SERVER) is required"},
 		{"no-credentials", []string{"status", "--server", srv.addr, "--token-file", ""}, exitUsage, "no credentials"},
@@ -478,10 +479,10 @@ func TestErrors(t *testing.T) {
 		{"wrong-token", append([]string{"status", "--token-file", wrongToken}, tls...), exitAuth, "invalid bearer token (Unauthenticated)"},
 		{"untrusted-server", []string{"status", "--server", srv.addr, "--server-name", "localhost", "--token-file", srv.token}, exitError, "certificate signed by unknown authority"},
 		{"unreachable", append([]string{"status", "--server", "127.0.0.1:1", "--timeout", "5s"}, srv.conn()[2:]...), exitError, "lpsd at 127.0.0.1:1: connection error"},
-		{"not-found", append([]string{"rollout", "pause", "202604.01.9"}, srv.conn()...), exitNotFound, "not found (NotFound)"},
-		{"bad-version", append([]string{"revoke", "nope"}, srv.conn()...), exitError, "InvalidArgument"},
-		{"bad-envelope", append([]string{"release", "publish", "--envelope", garbage}, srv.conn()...), exitError, "--envelope " + garbage + ": verify release: malformed"},
-		{"missing-envelope", append([]string{"release", "publish", "--envelope", missing}, srv.conn()...), exitError, "--envelope: open " + missing},
+		{"not-found", append([]string{"rollout", "pause", "--reason", "test", "202604.01.9"}, srv.conn()...), exitNotFound, "not found (NotFound)"},
+		{"bad-version", append([]string{"revoke", "--reason", "test", "nope"}, srv.conn()...), exitError, "InvalidArgument"},
+		{"bad-envelope", append([]string{"release", "publish", "--reason", "test", "--envelope", garbage}, srv.conn()...), exitError, "--envelope " + garbage + ": verify release: malformed"},
+		{"missing-envelope", append([]string{"release", "publish", "--reason", "test", "--envelope", missing}, srv.conn()...), exitError, "--envelope: open " + missing},
 		{"explain-no-vm", append([]string{"explain", "--subscription", "s"}, srv.conn()...), exitUsage, "--vm-id is required"},
 		{"explain-vm-not-guid", append([]string{"explain", "--vm-id", "not-a-guid", "--subscription", subA}, srv.conn()...), exitUsage, `--vm-id "not-a-guid": want a GUID`},
 		{"explain-sub-not-guid", append([]string{"explain", "--vm-id", subA, "--subscription", "sub-a"}, srv.conn()...), exitUsage, `--subscription "sub-a": want a GUID`},

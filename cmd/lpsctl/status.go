@@ -24,6 +24,12 @@ type statusJSON struct {
 	// Control counts, per base, the nodes with the hotfix path on that
 	// provisioned with the baked agent.
 	Control []controlJSON `json:"control"`
+	// Replicas are the live replicas serving from the store and their
+	// labels.
+	Replicas []replicaJSON `json:"replicas"`
+	// ServedNow is what the nodes of each base get now, and why.
+	ServedNow             []servedBaseJSON `json:"served_now"`
+	FailureRateDefinition string           `json:"failure_rate_definition"`
 }
 
 type controlJSON struct {
@@ -43,10 +49,14 @@ func newStatusCmd(e *env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [--watch [--interval D]]",
 		Short: "list releases, rollout states, outcome reports and request counts",
-		Long: `status lists releases, rollout states, the nodes' outcome reports per
-release (reported, ok, failed, fell back, silent), the control cohort per
-base, each planned release's step, health verdict and when its next step is
-due, and this lpsd instance's node request counts.`,
+		Long: `status lists the replicas and their labels (what region scopes match),
+releases, rollout states, the nodes' outcome reports per release (reported,
+ok, failed, fell back, silent), what each part of each base's nodes is
+served now and why (SERVED NOW: the incumbent, the candidate at its
+percentage, halted or superseded releases, fallbacks and failure rate),
+the control cohort per base, each planned release's step, health verdict
+and when its next step is due, and this lpsd instance's node request
+counts.`,
 		Example: `  lpsctl status
   lpsctl status --watch --interval 5s
   lpsctl status -o json | jq '.releases[] | {version, state, counts}'`,
@@ -130,6 +140,7 @@ func statusOnce(ctx context.Context, c *service, e *env) error {
 		for _, c := range st.GetControl() {
 			out.Control = append(out.Control, controlJSON{Base: c.GetBase(), Counts: toCountsJSON(c.GetCounts())})
 		}
+		out.Replicas, out.ServedNow, out.FailureRateDefinition = toReplicasJSON(st.GetReplicas()), toServedJSON(st.GetServedNow()), st.GetFailureRateDefinition()
 		return c.out.write(e.stdout, out)
 	}
 	return printStatus(e, st)
@@ -146,6 +157,7 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 	}
 	fmt.Fprintf(e.stdout, "region: %s\nserving snapshot: %s\n\n", region, snapshot)
 	tw := newTable(e.stdout)
+	printReplicas(tw, st.GetReplicas())
 	if len(st.GetReleases()) == 0 {
 		fmt.Fprintln(tw, "no releases")
 	} else {
@@ -159,6 +171,8 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 				r.GetRevision(), formatTime(r.GetUpdatedAt().AsTime()))
 		}
 		fmt.Fprintln(tw, "* requests this lpsd instance answered with the release; the nodes, one per vmId by its worst outcome, are the fleet's")
+		fmt.Fprintln(tw)
+		printServedNow(tw, st.GetServedNow(), st.GetFailureRateDefinition())
 	}
 	var planned []*adminv1.Release
 	for _, r := range st.GetReleases() {

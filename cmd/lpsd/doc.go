@@ -35,9 +35,12 @@ its bake time has passed and the release has the step's reports, unless the
 health rule (internal/health: ceilings on the failure, refused-as-signed,
 silent and refused-for-delivery rates, and a comparison with the base's
 incumbent) finds a regression, which halts the release at once; a step
-still short of evidence at its deadline pauses it (inconclusive). Every
+still short of evidence at its deadline pauses it (inconclusive, or stalled when the release reached no node:
+a scope or canary nobody falls in). Every
 automatic change is an audit entry with actor lpsd, its evidence and
-reason code. On etcd only the elected replica's autopilot decides
+reason code. lpsd_releases_stopped{state,reason} counts the paused and
+halted releases by that code, or operator (every pair exported, 0 when
+none), and lpsctl status shows each release's REASON. On etcd only the elected replica's autopilot decides
 (lpsd_autopilot_leader), and it steps down when its clock is more than
 30 s off the other replicas' heartbeats (lpsd_clock_skew_seconds); every
 change is a compare-and-swap besides, and an operator's pause, halt or
@@ -112,8 +115,16 @@ TLS and authentication:
 	--tls-cert, --tls-key  node-facing certificate; must cover --server-name
 	--server-name NAME     default aks-security-patch.data.mcr.microsoft.com
 	--admin-tls-cert, --admin-tls-key   admin certificate (default the node one)
-	--admin-token-file FILE  bearer tokens, one [name:[reader:]]token per line
-	                       (reader: status, explain and audit only)
+	--admin-token-file FILE  bearer tokens, one [name:[role:]]token or
+	                       name:role:token:expires per line; role operator
+	                       (the default) or reader (status, explain, audit and
+	                       nodes only); expires is RFC 3339
+	                       (2026-12-31T18:00:00Z) or a date (2026-12-31: from
+	                       that day's start, UTC), after which every call and
+	                       dashboard request with the token is Unauthenticated,
+	                       saying which token expired and when (never the
+	                       token); lpsd_admin_token_expiry_timestamp_seconds{name}
+	                       is each expiry, to alert on before it
 	--admin-client-ca FILE   CA for admin client certificates (mTLS)
 
 State:
@@ -134,7 +145,11 @@ State:
 	--release-keys FILE    only releases signed by these keys can be published
 	--region LABEL         this instance's region, matched by rollout scopes:
 	                       a letter, then letters and digits, at most 64
-	                       (eastus, westeurope2; case is ignored)
+	                       (eastus, westeurope2; case is ignored); the
+	                       replicas' labels are the regions a scope may
+	                       name (see below); the Kubernetes manifest takes
+	                       it from the pod's nodehotfix/region label, the
+	                       systemd unit from LPSD_REGION
 	--deploy-env LABEL     this instance's deploy environment (prod, staging),
 	                       matched by rollout deploy-environment scopes, as
 	                       the reference's toggle keys on the service's
@@ -185,14 +200,34 @@ something applies; NotFound when nothing does; Unauthenticated or
 PermissionDenied (no detail) when attestation fails; Unavailable before the
 first snapshot or when an intermediate cannot be fetched.
 A release whose signed envelope has expired (its not_after) is offered to no
-node, whatever its rollout state: nodes would refuse it. Such a skip is
+node, whatever its rollout state: nodes would refuse it. When that changes
+what nodes get (the release was rolling, paused or complete, not revoked,
+and served some of its base's nodes just before), the autopilot writes one
+audit entry, action expire, actor lpsd, with the record before and after,
+what each cohort of the base's nodes got and gets (its evidence) and a
+reason; on etcd only the elected replica does, and the release is marked
+(expiry_recorded) in the same compare-and-swap, so no replica or restart
+writes a second (with --autopilot-interval 0, none is written). Such a skip is
 counted in lpsd_release_expired_skipped_total{version}, and every release's
 expiry is exported as lpsd_release_not_after_timestamp_seconds{version,base} (Unix
 seconds) for alerting before it happens.
 
 lpsd is stateless apart from its store: run several replicas on one etcd
 behind any L4 balancer; each watches the store and swaps its snapshot
-atomically. SIGINT/SIGTERM drain: /readyz answers 503 for --drain-delay
+atomically. On etcd every replica joins the others as it starts (its
+autopilot off or not), under a lease of 15 s: its heartbeat (every 5 s) and
+its --region and --deploy-env labels; lpsctl status lists the live replicas
+and their labels (on bbolt or memory, the one replica). A rollout scope
+naming a region no live replica serves, or a subscription that no report or
+served record of the last 24 h has, is refused by SetRollout and SetPlan
+(FailedPrecondition naming the value and its nearest seen spelling) unless
+the request allows unseen values (lpsctl --allow-unseen): such a scope
+would match no node. The check reads what an autopilot look reads, no more
+(the reports and served records, only when subscriptions are named). Status
+also says, per base, what each part of the nodes gets now and why (the
+incumbent, the candidate at its percentage, a halted release's nodes on the
+one below it, superseded releases), from the snapshot nodes are served
+from, by the same rules as a node's answer. SIGINT/SIGTERM drain: /readyz answers 503 for --drain-delay
 (default 5s) while the listeners still serve, then they stop gracefully.
 SIGHUP reloads the node and admin certificates and the admin token file
 without dropping a connection: new handshakes present the new certificates,
@@ -202,7 +237,9 @@ yet valid (more than 5 minutes ahead of this clock) is refused (at start, a
 startup error; a stale certificate later in the chain file is a warning),
 and on SIGHUP so is a token file whose last line lacks its newline (a file
 caught mid-write: write it whole, then rename it over; at start such a file
-loads with a warning, there being nothing older to keep). On SIGHUP a
+loads with a warning, there being nothing older to keep). A token file with
+an expiry that does not parse is refused at start and on SIGHUP; a token
+already past its expiry loads with a warning, and is refused on use. On SIGHUP a
 refused file keeps its current value, the log says what was reloaded and what failed, and the
 failure is counted in lpsd_reload_failures_total{what} (node-certificate,
 admin-certificate, admin-tokens). lpsd_reload_successful is 1 when the last

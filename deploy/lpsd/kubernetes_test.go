@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
+
+	"nodehotfix/internal/rollout"
 )
 
 const manifestGlob = "kubernetes/*.yaml"
@@ -99,6 +101,41 @@ func lpsdContainer(t *testing.T, d *appsv1.Deployment) *corev1.Container {
 	}
 	t.Fatalf("Deployment %s has no container lpsd", d.Name)
 	return nil
+}
+
+// kubeletVar is a $(VAR) reference in a container's argument.
+var kubeletVar = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// expandArg expands the $(VAR) references of a container argument as the
+// kubelet does, from the container's env: a value, or one of the pod's
+// labels by the downward API.
+func expandArg(t *testing.T, pod corev1.PodTemplateSpec, c *corev1.Container, arg string) string {
+	t.Helper()
+	return kubeletVar.ReplaceAllStringFunc(arg, func(m string) string {
+		name := kubeletVar.FindStringSubmatch(m)[1]
+		for _, e := range c.Env {
+			if e.Name != name {
+				continue
+			}
+			if e.ValueFrom == nil {
+				return e.Value
+			}
+			if f := e.ValueFrom.FieldRef; f != nil {
+				if key, ok := strings.CutPrefix(f.FieldPath, "metadata.labels['"); ok {
+					key = strings.TrimSuffix(key, "']")
+					if v, ok := pod.Labels[key]; ok {
+						return v
+					}
+					t.Errorf("env %s: the pod has no label %s", name, key)
+					return ""
+				}
+			}
+			t.Errorf("env %s: a source this test does not resolve", name)
+			return ""
+		}
+		t.Errorf("argument %q: no env %s", arg, name)
+		return m
+	})
 }
 
 func selects(t *testing.T, sel *metav1.LabelSelector, podLabels map[string]string) bool {
@@ -256,6 +293,18 @@ func TestKubernetesFlags(t *testing.T) {
 		return l.flags[name].def
 	}
 
+	// Each replica's labels, which rollout scopes match, come from its
+	// pod's labels: set, and of the form lpsd takes.
+	for _, name := range []string{"region", "deploy-env"} {
+		v, ok := vals[name]
+		if !ok || !kubeletVar.MatchString(v) {
+			t.Errorf("--%s=%q: want it from the pod's labels by the downward API, $(VAR)", name, v)
+			continue
+		}
+		if got := expandArg(t, d.Spec.Template, c, v); !rollout.ValidRegion(got) {
+			t.Errorf("--%s=%s is %q: want a label (a letter, then letters and digits)", name, v, got)
+		}
+	}
 	if store := flag("store"); !strings.HasPrefix(store, "etcd:") {
 		t.Errorf("--store=%s: three replicas need the shared etcd store", store)
 	}

@@ -69,7 +69,7 @@ func TestIntegrationKubernetesPod(t *testing.T) {
 
 	vals := map[string]string{}
 	for _, a := range c.Args {
-		name, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		name, v, _ := strings.Cut(strings.TrimPrefix(expandArg(t, d.Spec.Template, c, a), "--"), "=")
 		vals[name] = v
 	}
 	password := hex.EncodeToString(randomBytes(t, 16))
@@ -137,7 +137,7 @@ func TestIntegrationKubernetesPod(t *testing.T) {
 	addrFile := filepath.Join(dir, "addr.json")
 	var args []string
 	for _, a := range c.Args {
-		name, v, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		name, v, _ := strings.Cut(strings.TrimPrefix(expandArg(t, d.Spec.Template, c, a), "--"), "=")
 		switch {
 		case name == "listen" || name == "admin-listen" || name == "http-listen":
 			host, _, _ := net.SplitHostPort(v)

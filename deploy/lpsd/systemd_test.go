@@ -96,15 +96,36 @@ func readUnit(t *testing.T) unit {
 	return u
 }
 
-// execStart returns the unit's ExecStart binary and arguments.
+// execStart returns the unit's ExecStart binary and arguments, with
+// ${VAR} expanded from its Environment= assignments as systemd does.
 func execStart(t *testing.T, u unit) (string, []string) {
 	t.Helper()
+	env := map[string]string{}
+	for _, line := range u["Service"]["Environment"] {
+		for _, kv := range strings.Fields(line) {
+			k, v, _ := strings.Cut(kv, "=")
+			env[k] = v
+		}
+	}
 	f := strings.Fields(u.get("Service", "ExecStart"))
 	if len(f) == 0 {
 		t.Fatalf("%s: no ExecStart", unitFile)
 	}
+	for i, a := range f {
+		f[i] = unitVar.ReplaceAllStringFunc(a, func(m string) string {
+			name := unitVar.FindStringSubmatch(m)[1]
+			v, ok := env[name]
+			if !ok {
+				t.Errorf("%s: ExecStart uses ${%s}, which no Environment= sets", unitFile, name)
+			}
+			return v
+		})
+	}
 	return f[0], f[1:]
 }
+
+// unitVar is a ${VAR} reference in a unit's command line.
+var unitVar = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 func TestSystemdUnitSettings(t *testing.T) {
 	u := readUnit(t)
@@ -178,6 +199,13 @@ func TestSystemdUnitFlags(t *testing.T) {
 	for _, f := range []string{"tls-cert", "tls-key", "store"} {
 		if vals[f] == "" {
 			t.Errorf("%s: ExecStart sets no --%s", unitFile, f)
+		}
+	}
+	// The labels rollout scopes match come from Environment=, so a
+	// drop-in sets them without repeating ExecStart.
+	for _, f := range []string{"region", "deploy-env"} {
+		if _, ok := vals[f]; !ok || !strings.Contains(u.get("Service", "ExecStart"), "--"+f+"=${") {
+			t.Errorf("%s: ExecStart sets no --%s from Environment=", unitFile, f)
 		}
 	}
 	configDir := "/etc/" + u.get("Service", "ConfigurationDirectory")

@@ -42,6 +42,9 @@ const (
 	// ActionPause: a step's deadline passed without the evidence to
 	// advance (reason inconclusive or stalled); never an advance.
 	ActionPause = "auto-pause"
+	// ActionExpire: a release's envelope expired while it was served, so
+	// what its nodes get changed; written once per release.
+	ActionExpire = "expire"
 )
 
 // DefaultInterval is how often the autopilot looks: reports arrive in
@@ -76,6 +79,10 @@ type Config struct {
 	// clock comparison (lpsd publishes them as metrics).
 	OnLeader func(bool)
 	OnSkew   func(time.Duration)
+	// Places, when set, returns where nodes are served from (the serving
+	// replicas' labels), which an expiry's audit entry says what changed
+	// for; nil, or none: the places each release's own scope names.
+	Places func(context.Context) []rollout.Place
 }
 
 // Autopilot steps the planned rollouts of one store.
@@ -177,17 +184,23 @@ var (
 
 // beat writes the heartbeat every BeatInterval until ctx ends or the
 // membership is lost.
-func (a *Autopilot) beat(ctx context.Context) {
+func (a *Autopilot) beat(ctx context.Context) { Beat(ctx, a.cfg.Replica, a.cfg.Now, a.cfg.Log) }
+
+// Beat writes rep's heartbeat, by the clock now, every BeatInterval until
+// ctx ends or the membership is lost, logging failures on log: what every
+// replica does while its autopilot runs, and what one without an
+// autopilot does to be seen by the others (its labels, its clock).
+func Beat(ctx context.Context, rep store.Replica, now func() time.Time, log *slog.Logger) {
 	t := time.NewTicker(BeatInterval)
 	defer t.Stop()
 	for {
-		if err := a.cfg.Replica.Beat(ctx, a.cfg.Now()); err != nil && ctx.Err() == nil {
-			a.cfg.Log.Warn("heartbeat failed", "err", err)
+		if err := rep.Beat(ctx, now()); err != nil && ctx.Err() == nil {
+			log.Warn("heartbeat failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-a.cfg.Replica.Done():
+		case <-rep.Done():
 			return
 		case <-t.C:
 		}
@@ -307,6 +320,7 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		return nil, fmt.Errorf("list releases: %w", err)
 	}
 	now := a.cfg.Now()
+	changes, errs := a.expiries(ctx, rels, now)
 	var planned []rollout.Release
 	for _, r := range rels {
 		// An expired release is served to no node: its reports stop
@@ -316,11 +330,11 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		}
 	}
 	if len(planned) == 0 && a.cfg.OnAssess == nil {
-		return nil, nil
+		return changes, errors.Join(errs...)
 	}
 	fleet, err := assess.Assess(ctx, a.st, rels, now)
 	if err != nil {
-		return nil, err
+		return changes, errors.Join(append(errs, err)...)
 	}
 	if a.cfg.OnAssess != nil {
 		a.cfg.OnAssess(fleet)
@@ -331,8 +345,6 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 			a.cfg.Log.Warn("the store holds records this lpsd cannot read; they are left out of every look", "unreadable", fleet.Unreadable, "err", errors.Join(fleet.Skipped...))
 		}
 	}
-	var changes []Change
-	var errs []error
 	for _, r := range planned {
 		p := *r.Rollout.Plan
 		got := fleet.Releases[r.Version]
@@ -365,7 +377,8 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 				return out, err
 			}
 		}
-		c, err := a.change(ctx, r, action, apply, ev, now)
+		c, err := a.change(ctx, r, action, apply, ev, func(cur, next rollout.Release) string { return reason(action, cur, next, ev) }, now)
+		c.Verdict = ev.Verdict
 		switch {
 		case errors.Is(err, errMoved):
 			a.cfg.Log.Info("autopilot left a release that changed meanwhile", "version", r.Version, "action", action)
@@ -396,6 +409,12 @@ func reason(action string, cur, next rollout.Release, ev Evidence) string {
 	if ev.Verdict.Detail != "" {
 		s += ": " + ev.Verdict.Detail
 	}
+	return s
+}
+
+// oneLine makes s an audit reason: at most 1024 bytes, graphic characters
+// only.
+func oneLine(s string) string {
 	return strings.Map(func(r rune) rune {
 		if unicode.IsGraphic(r) {
 			return r
@@ -420,9 +439,10 @@ func truncate(s string, n int) string {
 var errMoved = errors.New("release changed meanwhile")
 
 // changed reports whether cur differs from judged in anything the decision
-// rested on: its rollout (state, percentage, scope, plan) or revocation.
+// rested on: its rollout (state, percentage, scope, plan), revocation, or
+// recorded expiry.
 func changed(judged, cur rollout.Release) (bool, error) {
-	if judged.Revoked != cur.Revoked {
+	if judged.Revoked != cur.Revoked || judged.ExpiryRecorded != cur.ExpiryRecorded {
 		return true, nil
 	}
 	a, err := json.Marshal(judged.Rollout)
@@ -437,8 +457,9 @@ func changed(judged, cur rollout.Release) (bool, error) {
 }
 
 // change applies apply to the stored release if it is still the one judged,
-// with a compare-and-swap on its revision.
-func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action string, apply func(rollout.Release) (rollout.Release, error), ev Evidence, now time.Time) (Change, error) {
+// with a compare-and-swap on its revision, and audits it with evidence and
+// the reason why gives.
+func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action string, apply func(rollout.Release) (rollout.Release, error), ev any, why func(cur, next rollout.Release) string, now time.Time) (Change, error) {
 	cur, rev, err := a.st.Release(ctx, judged.Version)
 	if err != nil {
 		return Change{}, fmt.Errorf("read release %s: %w", judged.Version, err)
@@ -465,7 +486,7 @@ func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action s
 	}
 	_, err = a.st.PutRelease(ctx, next, rev, store.AuditEntry{
 		Time: now, Actor: Actor, Action: action, Target: cur.Version, Before: before, After: after, Evidence: evidence,
-		Reason: reason(action, cur, next, ev),
+		Reason: oneLine(why(cur, next)),
 	}, nil)
 	if errors.Is(err, store.ErrConflict) {
 		return Change{}, errMoved
@@ -473,8 +494,8 @@ func (a *Autopilot) change(ctx context.Context, judged rollout.Release, action s
 	if err != nil {
 		return Change{}, fmt.Errorf("%s %s: %w", action, cur.Version, err)
 	}
-	c := Change{Version: cur.Version, Action: action, From: cur.Rollout.Percent, To: next.Rollout.Percent, Verdict: ev.Verdict}
+	c := Change{Version: cur.Version, Action: action, From: cur.Rollout.Percent, To: next.Rollout.Percent}
 	a.cfg.Log.Info("autopilot changed a rollout", "version", c.Version, "action", action, "from", c.From, "to", c.To,
-		"state", next.Rollout.State, "verdict", ev.Verdict.Verdict, "rule", ev.Verdict.Rule, "detail", ev.Verdict.Detail)
+		"state", next.Rollout.State, "reason", oneLine(why(cur, next)))
 	return c, nil
 }

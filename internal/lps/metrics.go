@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"nodehotfix/internal/assess"
+	rule "nodehotfix/internal/health" // health is the gRPC health service here
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/tally"
@@ -414,6 +415,7 @@ func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
 		notAfterCollector{s},
 		seatsHeldCollector{s},
 		rolloutCollector{s},
+		stoppedCollector{s},
 	)
 }
 
@@ -464,6 +466,40 @@ func (c rolloutCollector) Collect(ch chan<- prometheus.Metric) {
 		if p := r.Rollout.Plan; p != nil && len(p.Steps) > 0 {
 			ch <- prometheus.MustNewConstMetric(rolloutStepDesc, prometheus.GaugeValue, float64(p.Step+1), r.Version, r.Base)
 			ch <- prometheus.MustNewConstMetric(rolloutStepsDesc, prometheus.GaugeValue, float64(len(p.Steps)), r.Version, r.Base)
+		}
+	}
+}
+
+var stoppedDesc = prometheus.NewDesc("lpsd_releases_stopped",
+	"Releases of the serving snapshot that are paused or halted (not revoked), by state and reason: the autopilot's reason code (regression, silent, refusedIntegrity, refusedDelivery, inconclusive; stalled: a step's deadline passed and it reached no node) or operator. Every pair is exported, 0 when none.",
+	[]string{"state", "reason"}, nil)
+
+// reasonOperator labels a release an operator paused or halted.
+const reasonOperator = "operator"
+
+// stoppedCollector counts the serving snapshot's paused and halted
+// releases at scrape time, by why.
+type stoppedCollector struct{ s snapshots }
+
+func (c stoppedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- stoppedDesc }
+
+func (c stoppedCollector) Collect(ch chan<- prometheus.Metric) {
+	counts := map[[2]string]int{}
+	if snap := c.s.Current(); snap != nil {
+		for _, r := range snap.Releases {
+			if r.Revoked || (r.Rollout.State != rollout.Paused && r.Rollout.State != rollout.Halted) {
+				continue
+			}
+			reason := r.Rollout.Reason
+			if reason == "" {
+				reason = reasonOperator
+			}
+			counts[[2]string{string(r.Rollout.State), reason}]++
+		}
+	}
+	for _, state := range []rollout.State{rollout.Paused, rollout.Halted} {
+		for _, reason := range append(slices.Clone(rule.Reasons), reasonOperator) {
+			ch <- prometheus.MustNewConstMetric(stoppedDesc, prometheus.GaugeValue, float64(counts[[2]string{string(state), reason}]), string(state), reason)
 		}
 	}
 }

@@ -70,6 +70,38 @@ func TestSnapshotGauges(t *testing.T) {
 	}
 }
 
+// TestStoppedReleases: paused and halted releases are counted by why, the
+// autopilot's reason code (a plan that reached no node pauses as stalled)
+// or an operator's hand, every pair exported; revoked ones are not.
+func TestStoppedReleases(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewPedanticRegistry()
+	m := NewMetrics(reg)
+	src := &staticSnapshots{}
+	m.registerSnapshots(src, time.Now)
+	stopped := func(version string, st rollout.State, reason string, revoked bool) rollout.Release {
+		return rollout.Release{Version: version, Base: version[:9], Revoked: revoked, Rollout: rollout.Rollout{State: st, Reason: reason}}
+	}
+	src.snap = &Snapshot{Releases: []rollout.Release{
+		stopped("202604.01.1", rollout.Paused, "stalled", false),
+		stopped("202604.01.2", rollout.Paused, "stalled", false),
+		stopped("202604.01.3", rollout.Halted, "regression", false),
+		stopped("202604.01.4", rollout.Halted, "", false),
+		stopped("202604.01.5", rollout.Halted, "silent", true),
+		stopped("202604.01.6", rollout.Rolling, "", false),
+	}}
+	got := labelled(t, reg, "lpsd_releases_stopped")
+	if len(got) != 14 {
+		t.Errorf("%d series, want every state and reason (2 × 7): %v", len(got), got)
+	}
+	// Keyed "reason,state", the labels' order.
+	for series, want := range map[string]float64{"stalled,paused": 2, "regression,halted": 1, "operator,halted": 1, "silent,halted": 0, "operator,paused": 0} {
+		if got[series] != want {
+			t.Errorf("lpsd_releases_stopped{%s} = %v, want %v", series, got[series], want)
+		}
+	}
+}
+
 // scalars gathers reg's unlabelled gauges and counters.
 func scalars(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()

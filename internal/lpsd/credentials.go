@@ -98,6 +98,11 @@ func loadCredentials(o options, now time.Time, reload bool, log *slog.Logger) cr
 		case !whole:
 			log.Warn("--admin-token-file: the last line does not end in a newline; a reload of such a file is refused as caught mid-write, so end it in one", "path", o.adminTokens)
 		}
+		for _, t := range c.tokens {
+			if t.Expired(now) {
+				log.Warn("--admin-token-file: a token has expired and is refused; remove its line or give it a later expiry", "name", t.Name, "expired", t.Expires.UTC().Format(time.RFC3339))
+			}
+		}
 		checkSecretFile(log, "--admin-token-file", o.adminTokens)
 	}
 	return c
@@ -185,6 +190,7 @@ type reloadMetrics struct {
 	successful  prometheus.Gauge
 	lastSuccess prometheus.Gauge
 	notAfter    *prometheus.GaugeVec
+	tokenExpiry *prometheus.GaugeVec
 }
 
 func newReloadMetrics(register func(prometheus.Collector)) *reloadMetrics {
@@ -205,11 +211,15 @@ func newReloadMetrics(register func(prometheus.Collector)) *reloadMetrics {
 			Name: "lpsd_certificate_not_after_timestamp_seconds",
 			Help: "When the certificate in use expires, in Unix seconds, by listener (node, admin). Alert on it minus time(); renew the files and send SIGHUP.",
 		}, []string{"listener"}),
+		tokenExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "lpsd_admin_token_expiry_timestamp_seconds",
+			Help: "When each admin token in use that has an expiry (the fourth field of its --admin-token-file line) is refused from, in Unix seconds, by its name; tokens without one are not listed. Alert on it minus time(); give the line a later expiry (or a new token) and send SIGHUP.",
+		}, []string{"name"}),
 	}
 	for _, name := range credentialNames {
 		m.failures.WithLabelValues(name)
 	}
-	for _, c := range []prometheus.Collector{m.failures, m.successful, m.lastSuccess, m.notAfter} {
+	for _, c := range []prometheus.Collector{m.failures, m.successful, m.lastSuccess, m.notAfter, m.tokenExpiry} {
 		register(c)
 	}
 	return m
@@ -231,5 +241,16 @@ func (m *reloadMetrics) loaded(now time.Time, failed []string, reload bool, inUs
 	}
 	for listener, c := range inUse {
 		m.notAfter.WithLabelValues(listener).Set(float64(c.Leaf.NotAfter.Unix()))
+	}
+}
+
+// tokensInUse records the expiries of the admin tokens swapped in, by name,
+// forgetting those of the tokens they replaced.
+func (m *reloadMetrics) tokensInUse(tokens []admin.Token) {
+	m.tokenExpiry.Reset()
+	for _, t := range tokens {
+		if !t.Expires.IsZero() {
+			m.tokenExpiry.WithLabelValues(t.Name).Set(float64(t.Expires.Unix()))
+		}
 	}
 }

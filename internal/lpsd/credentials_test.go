@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"nodehotfix/test/harness"
 )
 
@@ -133,6 +136,20 @@ func TestLoadCredentials(t *testing.T) {
 			fail: map[string]string{credTokens: "no tokens"}},
 		{name: "tokens-missing", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: filepath.Join(dir, "nope")},
 			fail: map[string]string{credTokens: "--admin-token-file: "}},
+		// An expiry that does not parse is refused at start and on a
+		// reload alike (where the tokens in use stay), naming the line.
+		{name: "tokens-malformed-expiry", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: token("bad-expiry", "ops:operator:0123456789abcdef0123:2026-13-01\n", 0o600)},
+			fail: map[string]string{credTokens: "line 1: expiry: want RFC 3339"}},
+		{name: "tokens-malformed-expiry-at-start", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: token("bad-expiry-start", "ops:operator:0123456789abcdef0123:tomorrow\n", 0o600)},
+			start: true, fail: map[string]string{credTokens: "line 1: expiry: want RFC 3339"}},
+		// An expiry without its role: the token would be read as a role,
+		// and is never echoed.
+		{name: "tokens-expiry-without-role", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: token("no-role", "ops:0123456789abcdef0123:2030-01-01\n", 0o600)},
+			fail: map[string]string{credTokens: "line 1: the second field is not a role"}},
+		// A token already past its expiry loads (it is refused on use),
+		// with a warning naming it.
+		{name: "tokens-expired", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: token("expired-token", "ops:reader:0123456789abcdef0123:2020-01-01\n", 0o600)},
+			warn: "a token has expired and is refused"},
 		{name: "tokens-group-readable", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: loose}, warn: "readable by its group or others"},
 		{name: "tokens-symlink-to-loose-file", o: options{tlsCert: goodCert, tlsKey: goodKey, adminTokens: link}, warn: "target=" + loose},
 	}
@@ -170,6 +187,11 @@ func TestLoadCredentials(t *testing.T) {
 			}
 			if got := log.String(); tt.warn == "" && got != "" || !strings.Contains(got, tt.warn) {
 				t.Errorf("log = %q, want a warning containing %q", got, tt.warn)
+			}
+			for _, err := range c.failed {
+				if strings.Contains(err.Error(), "0123456789abcdef0123") {
+					t.Errorf("error %q reveals the token", err)
+				}
 			}
 		})
 	}
@@ -309,6 +331,63 @@ func TestRunReloadRefusesBadCredentials(t *testing.T) {
 		if got := r.metric(t, `lpsd_reload_failures_total{what="`+what+`"}`); got != n {
 			t.Errorf("%s failures = %v, want %v", what, got, n)
 		}
+	}
+}
+
+// TestRunAdminTokenExpiry: a token past its expiry is refused on every
+// call with a message naming it and when it expired, never the token; each
+// token's expiry is a metric by name; a reload with an expiry that does not
+// parse keeps the tokens in use (and their metric), and a good one swaps in
+// the new expiries.
+func TestRunAdminTokenExpiry(t *testing.T) {
+	dir := t.TempDir()
+	now := time.Now()
+	cert, key := mintPair(t, dir, "lps", now.Add(-time.Hour), now.Add(24*time.Hour))
+	const live, dead = "0123456789abcdef0123", "fedcba9876543210fedc"
+	later := now.Add(30 * 24 * time.Hour).UTC().Truncate(time.Second)
+	tokens := filepath.Join(dir, "tokens")
+	writeFile(t, tokens, []byte("ops:operator:"+live+":"+later.Format(time.RFC3339)+"\nold:reader:"+dead+":2020-01-01\n"), 0o600)
+	r := start(t, "--tls-cert", cert, "--tls-key", key, "--admin-token-file", tokens, "--store", "mem:", "--drain-delay", "0s")
+
+	if err := r.status(t, live); err != nil {
+		t.Errorf("a token before its expiry: %v", err)
+	}
+	err := r.status(t, dead)
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), `admin token "old" expired at 2020-01-01T00:00:00Z`) || strings.Contains(err.Error(), dead) {
+		t.Errorf("an expired token: %v; want Unauthenticated naming token \"old\" and its expiry, not the token", err)
+	}
+	if got := r.metric(t, `lpsd_admin_token_expiry_timestamp_seconds{name="ops"}`); got != float64(later.Unix()) {
+		t.Errorf("ops's expiry metric = %v, want %v", got, later.Unix())
+	}
+	if got := r.metric(t, `lpsd_admin_token_expiry_timestamp_seconds{name="old"}`); got != float64(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).Unix()) {
+		t.Errorf("old's expiry metric = %v", got)
+	}
+	hup := func() { syscall.Kill(os.Getpid(), syscall.SIGHUP) }
+
+	writeFile(t, tokens, []byte("ops:operator:"+live+":someday\n"), 0o600)
+	hup()
+	r.waitMetric(t, `lpsd_reload_failures_total{what="admin-tokens"}`, 1)
+	if err := r.status(t, live); err != nil {
+		t.Errorf("the token in use after a reload refused for its expiry: %v", err)
+	}
+	if got := r.metric(t, `lpsd_admin_token_expiry_timestamp_seconds{name="ops"}`); got != float64(later.Unix()) {
+		t.Errorf("ops's expiry metric after a refused reload = %v, want it kept", got)
+	}
+
+	writeFile(t, tokens, []byte("ops:operator:"+live+":2021-06-01T12:00:00+02:00\nnew:"+dead+"\n"), 0o600)
+	hup()
+	r.waitMetric(t, "lpsd_reload_successful", 1)
+	if err := r.status(t, live); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), `admin token "ops" expired at 2021-06-01T10:00:00Z`) {
+		t.Errorf("a token a reload gave a past expiry: %v", err)
+	}
+	if err := r.status(t, dead); err != nil {
+		t.Errorf("a token without an expiry: %v", err)
+	}
+	if _, ok := r.scrape(t, `lpsd_admin_token_expiry_timestamp_seconds{name="old"}`); ok {
+		t.Error("the metric keeps the expiry of a token the reload removed")
+	}
+	if _, ok := r.scrape(t, `lpsd_admin_token_expiry_timestamp_seconds{name="new"}`); ok {
+		t.Error("the metric lists a token without an expiry")
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -143,7 +144,7 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.serverName, "server-name", lps.DefaultServerName, "name nodes verify the certificate for")
 	fs.StringVar(&o.adminCert, "admin-tls-cert", "", "PEM certificate `file` for the admin listener (default --tls-cert)")
 	fs.StringVar(&o.adminKey, "admin-tls-key", "", "PEM key `file` for --admin-tls-cert (default --tls-key)")
-	fs.StringVar(&o.adminTokens, "admin-token-file", "", "admin bearer tokens `file`, one [name:]token per line")
+	fs.StringVar(&o.adminTokens, "admin-token-file", "", "admin bearer tokens `file`, one [name:[role:]]token or name:role:token:expires per line")
 	fs.StringVar(&o.adminClientCA, "admin-client-ca", "", "PEM CA `file` verifying admin client certificates (mTLS)")
 	fs.StringVar(&o.storeSpec, "store", defaultStore, "state backend: bolt:PATH, etcd:HOST:PORT[,...] or mem:")
 	fs.StringVar(&o.imdsRoots, "imds-roots", "", "PEM `file` of attested-document roots (default: the embedded public roots)")
@@ -262,6 +263,8 @@ type Server struct {
 	// checkpointer keeps the log's cosigned checkpoint; nil without
 	// --log-key.
 	checkpointer *lps.Checkpointer
+	// id names this process among the replicas of a shared store.
+	id string
 }
 
 // Listeners are listeners a caller opened for lpsd (a supervisor passing
@@ -371,8 +374,9 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 			adminMetrics.UnaryServerInterceptor(), auth.Unary),
 		grpc.ChainStreamInterceptor(adminMetrics.StreamServerInterceptor(), auth.Stream),
 	)
+	id := replicaID()
 	adminAPI := admin.New(admin.Config{
-		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReleaseKeys: keys, Log: log,
+		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, Log: log,
 	})
 	adminv1.RegisterAdminServiceServer(adminSrv, adminAPI)
 	var dash *dashboard.Dashboard
@@ -400,7 +404,8 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	o.logf.warnLogPolicy(ctx, keys, st, log)
 	adminMetrics.InitializeMetrics(adminSrv)
 	reloads.loaded(started, nil, false, map[string]tls.Certificate{"node": cert, "admin": adminCert})
-	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp}, nil
+	reloads.tokensInUse(tokens)
+	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp, id: id}, nil
 }
 
 // Snapshot is the snapshot lpsd serves from, nil before the first.
@@ -504,8 +509,8 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 			}
 		}
 	})
+	goRun("autopilot", func() error { return s.runAutopilot(ctx, o.autopilotInterval, log.With("component", "autopilot")) })
 	if o.autopilotInterval > 0 {
-		goRun("autopilot", func() error { return s.runAutopilot(ctx, o.autopilotInterval, log.With("component", "autopilot")) })
 		// Timed plans of component configurations step on the same
 		// cadence; nothing judges them.
 		sched := schedule.New(s.st, schedule.Config{Interval: o.autopilotInterval, Log: log.With("component", "schedule")})
@@ -594,6 +599,7 @@ func (s *Server) reload(now time.Time) {
 			fail(credTokens, err)
 		} else {
 			s.auth.SetTokens(c.tokens)
+			s.reloads.tokensInUse(c.tokens)
 			names := make([]string, len(c.tokens))
 			for i, t := range c.tokens {
 				names[i] = t.Actor()
@@ -757,21 +763,25 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 	return nil
 }
 
-// runAutopilot runs the autopilot until ctx ends. On a store replicas
-// share (store.Joiner) it joins them, so that only the elected leader
-// decides, and joins again whenever the membership is lost (a partition
-// past the lease); a store this process holds alone needs no election.
+// runAutopilot runs the autopilot (with interval 0, none) until ctx
+// ends. On a store replicas share (store.Joiner) it joins them, labelled
+// with this replica's place, so that only the elected leader decides and
+// every replica's labels are seen; it joins again whenever the membership
+// is lost (a partition past the lease). Without an autopilot it still
+// joins and beats, never campaigning. A store this process holds alone
+// needs no election.
 func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
-	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew}
+	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew, Places: s.places}
 	j, shared := s.st.(store.Joiner)
 	if !shared {
+		if interval == 0 {
+			return nil
+		}
 		s.metrics.SetLeader(true)
 		return autopilot.New(s.st, cfg).Run(ctx)
 	}
-	host, _ := os.Hostname()
-	id := fmt.Sprintf("%s-%d", cmp.Or(strings.ReplaceAll(host, "/", "_"), "lpsd"), os.Getpid())
 	for ctx.Err() == nil {
-		rep, err := j.Join(ctx, id)
+		rep, err := j.Join(ctx, s.id, s.place())
 		if err != nil {
 			log.Warn("autopilot cannot join the replicas; trying again", "err", err)
 			select {
@@ -780,12 +790,53 @@ func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *
 			}
 			continue
 		}
-		cfg.Replica = rep
-		err = autopilot.New(s.st, cfg).Run(ctx)
+		if interval == 0 {
+			autopilot.Beat(ctx, rep, time.Now, log)
+		} else {
+			cfg.Replica = rep
+			err = autopilot.New(s.st, cfg).Run(ctx)
+		}
 		rep.Close()
-		if err != nil && ctx.Err() == nil {
-			log.Warn("autopilot left the replicas; joining again", "err", err)
+		if ctx.Err() == nil {
+			log.Warn("left the replicas; joining again", "err", err)
 		}
 	}
 	return nil
+}
+
+// replicaID names this process among the replicas: its host name and pid.
+func replicaID() string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", cmp.Or(strings.ReplaceAll(host, "/", "_"), "lpsd"), os.Getpid())
+}
+
+// place is where this replica serves nodes from: its labels.
+func (s *Server) place() rollout.Place {
+	return rollout.Place{Region: s.o.region, DeployEnv: s.o.deployEnv}
+}
+
+// replicaLister is a store replicas share that lists them (etcdstore).
+type replicaLister interface {
+	Replicas(ctx context.Context) ([]store.Heartbeat, error)
+}
+
+// places returns where the fleet's nodes are served from: this replica's
+// place and every live replica's the store lists, each once.
+func (s *Server) places(ctx context.Context) []rollout.Place {
+	out := []rollout.Place{s.place()}
+	rl, ok := s.st.(replicaLister)
+	if !ok {
+		return out
+	}
+	hs, err := rl.Replicas(ctx)
+	if err != nil {
+		s.log.Warn("list replicas: judging with this replica's labels only", "err", err)
+		return out
+	}
+	for _, h := range hs {
+		if !slices.Contains(out, h.Place) {
+			out = append(out, h.Place)
+		}
+	}
+	return out
 }

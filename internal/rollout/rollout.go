@@ -167,6 +167,10 @@ type Release struct {
 	// get it from WithNotAfter. Zero means unknown, which Includes treats
 	// as expired.
 	NotAfter time.Time `json:"not_after,omitzero"`
+	// ExpiryRecorded is set once lpsd has written the audit entry of
+	// NotAfter passing while the release was served (autopilot's action
+	// expire), so that no replica writes it twice, whenever it looks.
+	ExpiryRecorded bool `json:"expiry_recorded,omitempty"`
 	// PublishedAt and UpdatedAt are set by the service.
 	PublishedAt time.Time `json:"published_at"`
 	UpdatedAt   time.Time `json:"updated_at"`
@@ -508,6 +512,10 @@ const RuleDeployEnv = "deploy-env-in-scope"
 // expired: nodes would refuse it, so serving it would reach nobody.
 const RuleNotExpired = "not-expired"
 
+// RuleStateServing refuses a release whose rollout state serves nobody
+// (draft, halted).
+const RuleStateServing = "state-serving"
+
 func expiryText(notAfter, now time.Time) string {
 	switch {
 	case notAfter.IsZero():
@@ -523,52 +531,69 @@ func (r Release) Includes(n Node) (bool, []Rule) { return r.includes(n, true) }
 
 // includes is Includes, with the not-expired rule left out unless expiry.
 func (r Release) includes(n Node, expiry bool) (bool, []Rule) {
-	var rules []Rule
+	rules, decided, ok, limit := r.gate(n, expiry)
+	if decided {
+		return ok, rules
+	}
+	b := Bucket(n.VMID, r.Version)
+	ok = b < limit
+	return ok, append(rules, Rule{Rule: RulePercentage, Passed: ok, Detail: fmt.Sprintf("bucket=%d limit=%d (%d%%)", b, limit, r.Rollout.Percent)})
+}
+
+// RulePercentage is the last rule: the node's hash bucket against the
+// rollout's percentage (or complete: every node in scope).
+const RulePercentage = "percentage"
+
+// gate is the decision for n up to the node's own hash bucket, in the
+// order explain shows: every rule but the last, the percentage, whose
+// bucket limit it returns. decided is true when a rule settled it first
+// (then ok is the answer and rules end with that rule): a refusal, a
+// complete rollout, a canary seat n holds. Includes finishes it for one
+// node; Shares for the whole of a cohort, so both decide by one set of
+// rules.
+func (r Release) gate(n Node, expiry bool) (rules []Rule, decided, ok bool, limit int) {
 	add := func(name string, ok bool, detail string) bool {
 		rules = append(rules, Rule{Rule: name, Passed: ok, Detail: detail})
 		return ok
 	}
 	if !add("not-revoked", !r.Revoked, fmt.Sprintf("revoked=%v", r.Revoked)) {
-		return false, rules
+		return rules, true, false, 0
 	}
 	if expiry && !add(RuleNotExpired, !r.Expired(n.Now), expiryText(r.NotAfter, n.Now)) {
-		return false, rules
+		return rules, true, false, 0
 	}
 	serving := r.Rollout.State == Rolling || r.Rollout.State == Paused || r.Rollout.State == Complete
-	if !add("state-serving", serving, "state="+string(r.Rollout.State)) {
-		return false, rules
+	if !add(RuleStateServing, serving, "state="+string(r.Rollout.State)) {
+		return rules, true, false, 0
 	}
 	subOK := len(r.Rollout.Subscriptions) == 0 || slices.Contains(r.Rollout.Subscriptions, strings.ToLower(n.SubscriptionID))
 	if !add("subscription-in-scope", subOK, fmt.Sprintf("subscription=%s scope=%v", n.SubscriptionID, ScopeText(r.Rollout.Subscriptions))) {
-		return false, rules
+		return rules, true, false, 0
 	}
 	regionOK := len(r.Rollout.Regions) == 0 || slices.Contains(r.Rollout.Regions, strings.ToLower(n.Region))
 	if !add("region-in-scope", regionOK, fmt.Sprintf("region=%q scope=%v", n.Region, ScopeText(r.Rollout.Regions))) {
-		return false, rules
+		return rules, true, false, 0
 	}
 	// Only a rollout scoped by deploy environment has this rule, so the
 	// rules of one that is not read as before the scope existed.
 	if len(r.Rollout.DeployEnvs) > 0 && !add(RuleDeployEnv, r.Rollout.envInScope(n), fmt.Sprintf("deploy_env=%q scope=%v", n.DeployEnv, ScopeText(r.Rollout.DeployEnvs))) {
-		return false, rules
+		return rules, true, false, 0
 	}
 	if r.Rollout.State == Complete {
-		add("percentage", true, "complete: every node in scope")
-		return true, rules
+		add(RulePercentage, true, "complete: every node in scope")
+		return rules, true, true, Buckets
 	}
 	if slices.Contains(n.Seats, r.Version) {
-		return add(RuleCanarySeat, true, "holds a canary seat"), rules
+		add(RuleCanarySeat, true, "holds a canary seat")
+		return rules, true, true, Buckets
 	}
 	// At a canary step only seat holders are served, unless an operator
 	// set a percentage by hand: then that serves as well.
 	if r.atCanary() && r.Rollout.Percent == 0 {
-		return add(RuleCanarySeat, false, fmt.Sprintf("holds none of the canary's %d seats", r.Rollout.Plan.Current().Nodes)), rules
+		add(RuleCanarySeat, false, fmt.Sprintf("holds none of the canary's %d seats", r.Rollout.Plan.Current().Nodes))
+		return rules, true, false, 0
 	}
-	b := Bucket(n.VMID, r.Version)
-	limit := r.Rollout.Percent * Buckets / 100
-	if !add("percentage", b < limit, fmt.Sprintf("bucket=%d limit=%d (%d%%)", b, limit, r.Rollout.Percent)) {
-		return false, rules
-	}
-	return true, rules
+	return rules, false, false, r.Rollout.Percent * Buckets / 100
 }
 
 // unexpiredIncludes reports whether r would include n were it not expired.
@@ -822,8 +847,10 @@ func DescribeChange(beforeJSON, afterJSON string) string {
 	// Only the rollout is read, so a component configuration's records
 	// (Config) describe the same way.
 	var before, after struct {
-		Rollout Rollout `json:"rollout"`
-		Revoked bool    `json:"revoked"`
+		Rollout        Rollout   `json:"rollout"`
+		Revoked        bool      `json:"revoked"`
+		ExpiryRecorded bool      `json:"expiry_recorded"`
+		NotAfter       time.Time `json:"not_after"`
 	}
 	if json.Unmarshal([]byte(afterJSON), &after) != nil {
 		return "?"
@@ -863,6 +890,9 @@ func DescribeChange(beforeJSON, afterJSON string) string {
 	}
 	if !slices.Equal(b.DeployEnvs, a.DeployEnvs) {
 		parts = append(parts, fmt.Sprintf("deploy envs %s→%s", ScopeText(b.DeployEnvs), ScopeText(a.DeployEnvs)))
+	}
+	if !before.ExpiryRecorded && after.ExpiryRecorded {
+		parts = append(parts, fmt.Sprintf("expired at %s: served to no node since", after.NotAfter.UTC().Format(time.RFC3339)))
 	}
 	if before.Revoked != after.Revoked {
 		yes := map[bool]string{false: "no", true: "yes"}

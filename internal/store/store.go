@@ -180,7 +180,10 @@ func ValidateSeat(version, vmID string) error {
 // one process holds alone (bbolt, memory) is no Joiner: its one replica
 // always decides.
 type Joiner interface {
-	Join(ctx context.Context, id string) (Replica, error)
+	// Join starts the membership of replica id (unique among them),
+	// which serves nodes from place (its --region and --deploy-env
+	// labels, shown to the others with its heartbeat).
+	Join(ctx context.Context, id string, place rollout.Place) (Replica, error)
 }
 
 // Replica is one process's membership of the replicas sharing a store.
@@ -200,10 +203,12 @@ type Replica interface {
 	Close() error
 }
 
-// Heartbeat is a replica's last heartbeat: its wall clock when it wrote it.
+// Heartbeat is a replica's last heartbeat: its wall clock when it wrote
+// it, and the place it serves nodes from (its labels, as it joined).
 type Heartbeat struct {
-	ID   string
-	Time time.Time
+	ID    string
+	Time  time.Time
+	Place rollout.Place
 }
 
 // UnreadableError is returned, beside every record that could be read, by

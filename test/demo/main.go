@@ -188,7 +188,7 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	for _, args := range [][]string{
 		{"release", "publish", "--envelope", env, "--reason", "demo"},
-		{"rollout", "plan", hotfixVersion, "--steps", fmt.Sprintf("%d:0s:1,100:0s:2", canary)},
+		{"rollout", "plan", hotfixVersion, "--steps", fmt.Sprintf("%d:0s:1,100:0s:2", canary), "--reason", "demo: canary, then everyone"},
 	} {
 		if _, err := lpsd.Ctl(ctx, args...); err != nil {
 			return err
@@ -479,7 +479,7 @@ func (d *demo) publish(ctx context.Context, l *loop, env, version, steps string)
 	}
 	for _, args := range [][]string{
 		{"release", "publish", "--envelope", env, "--reason", "demo"},
-		{"rollout", "plan", version, "--steps", steps},
+		{"rollout", "plan", version, "--steps", steps, "--reason", "demo"},
 	} {
 		if _, err := l.lpsd.Ctl(ctx, args...); err != nil {
 			return err

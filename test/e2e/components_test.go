@@ -97,8 +97,8 @@ func componentScenario(t *testing.T, s *stack, serving *harness.LPSD) {
 		t.Errorf("drafts only: fetch-localdns-config exit %d, stdout %q; want 0 and notFound", code, out)
 	}
 
-	s.ctl("rollout", "set", "localDNS@2", "--percent", "100", "--deploy-envs", "prod")
-	s.ctl("rollout", "set", "localDNS@1", "--deploy-envs", "staging")
+	s.ctl("rollout", "set", "localDNS@2", "--percent", "100", "--deploy-envs", "prod", "--reason", "e2e: prod config")
+	s.ctl("rollout", "set", "localDNS@1", "--deploy-envs", "staging", "--reason", "e2e: staging scope")
 	s.ctl("rollout", "plan", "localDNS@1", "--steps", "1:1s,100:0s", "--reason", "e2e timed plan")
 	waitConfigState(t, s, "localDNS@1", "complete")
 	waitConfigsSynced(t, s, serving)

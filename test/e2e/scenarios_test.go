@@ -162,7 +162,7 @@ func TestIntegrationRolloutByBucket(t *testing.T) {
 		t.Errorf("explain does not show the bucket rule:\n%s", explain)
 	}
 
-	s.ctl("rollout", "set", hotfix1, "--percent", strconv.Itoa(above))
+	s.ctl("rollout", "set", hotfix1, "--percent", strconv.Itoa(above), "--reason", "e2e")
 	s.waitSynced(s.lpsd)
 	n2 := s.node(nodeOpts{})
 	expect(t, n2, s.launch(n2, "", ""), hotfix1, "lpsRead", "staged")
@@ -176,7 +176,7 @@ func TestIntegrationRevokedAfterStaging(t *testing.T) {
 	n := s.node(nodeOpts{})
 	expect(t, n, s.launch(n, "", ""), hotfix1, "lpsRead", "staged")
 
-	s.ctl("revoke", hotfix1)
+	s.ctl("revoke", hotfix1, "--reason", "e2e")
 	s.waitSynced(s.lpsd)
 	res := s.launch(n, "", "")
 	if _, ok := n.EventWith("DownloadHotfix", "outcome=revoked"); !ok {
@@ -402,7 +402,7 @@ func TestIntegrationClosedLoop(t *testing.T) {
 		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
 		s.publishDraft(crashingHotfix, "")
 		// A canary of exactly 3 nodes.
-		s.ctl("rollout", "plan", crashingHotfix, "--steps", "3n:1h:3,100:1h:10", "--max-failure", "0.2")
+		s.ctl("rollout", "plan", crashingHotfix, "--steps", "3n:1h:3,100:1h:10", "--max-failure", "0.2", "--reason", "e2e")
 		s.waitSynced(s.lpsd)
 		// Three VMs take the seats: each is one vote, whatever it reports.
 		for range 3 {
@@ -430,7 +430,7 @@ func TestIntegrationClosedLoop(t *testing.T) {
 		t.Parallel()
 		s := newStack(t, stackOpts{lpsdFlags: []string{"--autopilot-interval=100ms"}})
 		s.publishDraft(hotfix1, "")
-		s.ctl("rollout", "plan", hotfix1, "--steps", "50:0s:2,100:0s:3")
+		s.ctl("rollout", "plan", hotfix1, "--steps", "50:0s:2,100:0s:3", "--reason", "e2e")
 		s.waitSynced(s.lpsd)
 		// Two VMs in the canary's half of the buckets.
 		for range 2 {

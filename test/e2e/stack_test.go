@@ -79,7 +79,7 @@ func (s *stack) generateKeys(ctx context.Context) {
 func (s *stack) publish(version, key string, percent int) {
 	s.t.Helper()
 	s.publishDraft(version, key)
-	s.ctl("rollout", "set", version, "--percent", strconv.Itoa(percent))
+	s.ctl("rollout", "set", version, "--percent", strconv.Itoa(percent), "--reason", "e2e")
 	s.waitSynced(s.lpsd)
 }
 
@@ -95,7 +95,7 @@ func (s *stack) publishDraft(version, key string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	s.ctl("release", "publish", "--envelope", envelope)
+	s.ctl("release", "publish", "--envelope", envelope, "--reason", "e2e")
 }
 
 func (s *stack) ctl(args ...string) string {

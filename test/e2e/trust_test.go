@@ -173,7 +173,7 @@ func TestIntegrationReleaseTrust(t *testing.T) {
 	}
 	twice := ts.sign(t, hotfix1, "a", "b")
 	ts.ctl("release", "publish", "--envelope", twice, "--reason", "e2e")
-	ts.ctl("rollout", "set", hotfix1, "--percent", "100")
+	ts.ctl("rollout", "set", hotfix1, "--percent", "100", "--reason", "e2e")
 	ts.waitSynced(ts.lpsd)
 	ts.waitLogged(t, 1)
 
@@ -205,7 +205,7 @@ func TestIntegrationReleaseTrust(t *testing.T) {
 
 	// hotfix2 by d and e verifies only under v3.
 	ts.ctl("release", "publish", "--envelope", ts.sign(t, hotfix2, "d", "e"), "--reason", "e2e")
-	ts.ctl("rollout", "set", hotfix2, "--percent", "100")
+	ts.ctl("rollout", "set", hotfix2, "--percent", "100", "--reason", "e2e")
 	ts.waitSynced(ts.lpsd)
 	ts.waitLogged(t, 4) // hotfix1, v2, v3, hotfix2
 

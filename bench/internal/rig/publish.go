@@ -25,7 +25,7 @@ func PublishRelease(ctx context.Context, l *harness.LPSD, dir, version string) (
 	if err != nil {
 		return "", err
 	}
-	for _, args := range [][]string{{"release", "publish", "--envelope", envFile}, {"rollout", "set", version, "--percent", "100"}} {
+	for _, args := range [][]string{{"release", "publish", "--envelope", envFile, "--reason", "bench"}, {"rollout", "set", version, "--percent", "100", "--reason", "bench"}} {
 		if _, err := l.Ctl(ctx, args...); err != nil {
 			return "", err
 		}

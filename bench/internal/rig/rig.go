@@ -161,7 +161,7 @@ func (r *Rig) publish(l *harness.LPSD, dir string, envelopes [][]byte) (string, 
 		if err := os.WriteFile(f, env, 0o644); err != nil {
 			return "", err
 		}
-		for _, args := range [][]string{{"release", "publish", "--envelope", f}, {"rollout", "set", rel.Version, "--percent", "100"}} {
+		for _, args := range [][]string{{"release", "publish", "--envelope", f, "--reason", "bench"}, {"rollout", "set", rel.Version, "--percent", "100", "--reason", "bench"}} {
 			if _, err := l.Ctl(r.ctx, args...); err != nil {
 				return "", err
 			}

@@ -13,7 +13,9 @@ import (
 	"slices"
 	"strings"
 	"sync/atomic"
+	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -62,7 +64,15 @@ type Token struct {
 	Name string
 	// Role is the token's; operator unless the line says reader.
 	Role Role
-	sum  [sha256.Size]byte
+	// Expires is when the token stops being accepted (its line's fourth
+	// field); zero: never.
+	Expires time.Time
+	sum     [sha256.Size]byte
+}
+
+// Expired reports whether t is refused at now for its expiry.
+func (t Token) Expired(now time.Time) bool {
+	return !t.Expires.IsZero() && !now.Before(t.Expires)
 }
 
 // Actor kinds: every operator's audit identity starts with the kind of
@@ -92,7 +102,7 @@ func ParseTokens(data []byte) ([]Token, error) {
 	seenSum := make(map[[sha256.Size]byte]int)
 	seenName := make(map[string]int)
 	for _, l := range lines {
-		t := Token{Name: l.name, Role: l.role, sum: sha256.Sum256([]byte(l.token))}
+		t := Token{Name: l.name, Role: l.role, Expires: l.expires, sum: sha256.Sum256([]byte(l.token))}
 		if prev, dup := seenSum[t.sum]; dup {
 			return nil, fmt.Errorf("parse admin tokens: line %d: same token as line %d", l.n, prev)
 		}
@@ -123,6 +133,22 @@ type tokenLine struct {
 	n           int
 	name, token string
 	role        Role
+	expires     time.Time
+}
+
+// dateOnly is the expiry field's short form: that day's start, UTC.
+const dateOnly = "2006-01-02"
+
+// parseExpiry reads a token line's expiry: RFC 3339, or a date, which
+// means the start of that day in UTC (the token is refused from then on).
+func parseExpiry(s string) (time.Time, bool) {
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, true
+	}
+	if t, err := time.Parse(dateOnly, s); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
 }
 
 // tokenLines returns the token lines of a token file, at least one.
@@ -136,7 +162,9 @@ func tokenLines(data []byte) ([]tokenLine, error) {
 		if line == "" || line[0] == '#' {
 			continue
 		}
-		// [name:[role:]]token; tokens never hold ":".
+		// [name:[role:]]token or name:role:token:expires; tokens never
+		// hold ":", so the third ends the token and the expiry (RFC 3339,
+		// with colons of its own) is the rest.
 		role := RoleOperator
 		name, token, named := strings.Cut(line, ":")
 		if !named {
@@ -144,18 +172,33 @@ func tokenLines(data []byte) ([]tokenLine, error) {
 		} else if !validName(name) {
 			return nil, fmt.Errorf("line %d: name: want 1 to %d characters of [A-Za-z0-9._@-]", i+1, maxNameLength)
 		}
+		var expires time.Time
 		if r, rest, ok := strings.Cut(token, ":"); ok {
 			switch Role(r) {
 			case RoleOperator, RoleReader:
 				role, token = Role(r), rest
+			case "":
+				return nil, fmt.Errorf("line %d: role: empty; want operator or reader (name:role:token[:expires])", i+1)
 			default:
+				if len(r) >= minTokenLength {
+					// Long enough to be the token itself (a line without
+					// its role): never echoed.
+					return nil, fmt.Errorf("line %d: the second field is not a role: want name:role:token[:expires], the role operator or reader", i+1)
+				}
 				return nil, fmt.Errorf("line %d: role %q: want operator or reader", i+1, r)
+			}
+			if tok, exp, ok := strings.Cut(token, ":"); ok {
+				var valid bool
+				if expires, valid = parseExpiry(strings.TrimSpace(exp)); !valid {
+					return nil, fmt.Errorf("line %d: expiry: want RFC 3339 (2026-12-31T18:00:00Z) or a date (2026-12-31, that day's start in UTC)", i+1)
+				}
+				token = tok
 			}
 		}
 		if !validToken(token) {
 			return nil, fmt.Errorf("line %d: token: want %d to %d characters of [A-Za-z0-9._~+/=-]", i+1, minTokenLength, maxTokenLength)
 		}
-		out = append(out, tokenLine{n: i + 1, name: name, token: token, role: role})
+		out = append(out, tokenLine{n: i + 1, name: name, token: token, role: role, expires: expires})
 	}
 	if len(out) == 0 {
 		return nil, errors.New("no tokens")
@@ -259,14 +302,16 @@ func (a *Auth) Identify(state *tls.ConnectionState, authorization []string) (str
 
 // IdentifyToken returns the actor and role of a bearer token, or an
 // Unauthenticated status error: tokens only, whatever the connection's
-// certificate (the dashboard's sign-in form).
+// certificate (the dashboard's sign-in form). A token past its expiry is
+// refused with a message naming it (its actor) and when it expired, never
+// the token.
 func (a *Auth) IdentifyToken(token string) (string, Role, error) {
 	if len(token) > maxTokenLength {
 		return "", "", status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
-	actor, role, ok := a.LookupToken(sha256.Sum256([]byte(token)))
-	if !ok {
-		return "", "", status.Error(codes.Unauthenticated, "invalid bearer token")
+	actor, role, err := a.lookup(sha256.Sum256([]byte(token)), time.Now())
+	if err != nil {
+		return "", "", err
 	}
 	return actor, role, nil
 }
@@ -274,8 +319,16 @@ func (a *Auth) IdentifyToken(token string) (string, Role, error) {
 // LookupToken returns the actor and role of the token whose sha256 is sum
 // among the tokens accepted now, and whether there is one: a session
 // started with a token checks it again on every request, so a token
-// removed or demoted by a reload takes effect at once.
+// removed or demoted by a reload, or past its expiry, takes effect at
+// once.
 func (a *Auth) LookupToken(sum [sha256.Size]byte) (string, Role, bool) {
+	actor, role, err := a.lookup(sum, time.Now())
+	return actor, role, err == nil
+}
+
+// lookup is the one check of a token, by its sha256, against the tokens
+// accepted at now: every call and sign-in goes through it.
+func (a *Auth) lookup(sum [sha256.Size]byte, now time.Time) (string, Role, error) {
 	match := -1
 	// Compare against every token, without stopping early, so timing says
 	// nothing about which token (if any) nearly matched.
@@ -286,9 +339,34 @@ func (a *Auth) LookupToken(sum [sha256.Size]byte) (string, Role, bool) {
 		}
 	}
 	if match < 0 {
-		return "", "", false
+		return "", "", status.Error(codes.Unauthenticated, "invalid bearer token")
 	}
-	return tokens[match].Actor(), tokens[match].Role, true
+	t := tokens[match]
+	if t.Expired(now) {
+		// Only the holder of the secret gets here, so naming the token
+		// tells nobody anything new and tells its holder what to renew.
+		st := status.Newf(codes.Unauthenticated, "admin token %q expired at %s: ask for a new one (a line of lpsd's --admin-token-file with a later expiry, then SIGHUP)", t.Name, t.Expires.UTC().Format(time.RFC3339))
+		if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: ReasonTokenExpired, Domain: ErrorDomain, Metadata: map[string]string{"name": t.Name}}); err == nil {
+			st = d
+		}
+		return "", "", st.Err()
+	}
+	return t.Actor(), t.Role, nil
+}
+
+// ReasonTokenExpired is the ErrorInfo reason of a call refused for its
+// token's expiry. Metadata: "name", the token's.
+const ReasonTokenExpired = "TOKEN_EXPIRED"
+
+// TokenExpired reports whether err refused a token for its expiry, so a
+// caller may show its message (which names the token, never its secret).
+func TokenExpired(err error) bool {
+	for _, d := range status.Convert(err).Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == ErrorDomain && info.GetReason() == ReasonTokenExpired {
+			return true
+		}
+	}
+	return false
 }
 
 // certActor names a certificate holder: its subject CN, else its first DNS

@@ -2,11 +2,14 @@ package admin
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"strings"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -27,7 +30,7 @@ func TestParseTokens(t *testing.T) {
 		actors  []string
 		wantErr string
 	}{
-		{name: "named-unnamed-and-reader", in: tokenFile, actors: []string{"token:ops", must(ParseTokens([]byte(unnamedToken)))[0].Actor(), "token:watcher"}},
+		{name: "named-unnamed-and-reader", in: tokenFile, actors: []string{"token:ops", must(ParseTokens([]byte(unnamedToken)))[0].Actor(), "token:watcher", "token:former"}},
 		{name: "bad-role", in: "a:admin:" + secret, wantErr: `line 1: role "admin": want operator or reader`},
 		{name: "crlf-and-spaces", in: "  # c\r\n  ci.bot@example:" + secret + "  \r\n", actors: []string{"token:ci.bot@example"}},
 		{name: "empty", in: "# only a comment\n\n", wantErr: "no tokens"},
@@ -39,6 +42,13 @@ func TestParseTokens(t *testing.T) {
 		{name: "dup-token", in: "a:" + secret + "\nb:" + secret, wantErr: "line 2: same token as line 1"},
 		{name: "dup-name", in: "a:" + secret + "\na:" + secret + "x", wantErr: `line 2: name "a" already used on line 1`},
 		{name: "too-large", in: strings.Repeat("#", maxTokenFileSize+1), wantErr: "exceeds"},
+		{name: "expiry-rfc3339", in: "ci:operator:" + secret + ":2026-12-31T18:00:00+01:00", actors: []string{"token:ci"}},
+		{name: "expiry-date", in: "ci:reader:" + secret + ":2026-12-31\n", actors: []string{"token:ci"}},
+		{name: "expiry-malformed", in: "ci:operator:" + secret + ":2026-12-32", wantErr: "line 1: expiry: want RFC 3339"},
+		{name: "expiry-empty", in: "ci:operator:" + secret + ":", wantErr: "line 1: expiry"},
+		{name: "expiry-no-zone", in: "ci:operator:" + secret + ":2026-12-31T18:00:00", wantErr: "line 1: expiry"},
+		{name: "expiry-without-role", in: "ci:" + secret + ":2026-12-31", wantErr: "line 1: the second field is not a role"},
+		{name: "empty-role", in: "ci::" + secret, wantErr: "line 1: role: empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -67,6 +77,64 @@ func TestParseTokens(t *testing.T) {
 	}
 }
 
+// TestParseTokensExpiry: the fourth field is when the token is refused
+// from: RFC 3339 as written, a date as that day's start in UTC; none
+// means never.
+func TestParseTokensExpiry(t *testing.T) {
+	t.Parallel()
+	toks := must(ParseTokens([]byte("a:operator:" + opsToken + ":2026-12-31T18:00:00+01:00\nb:reader:" + readerToken + ":2026-12-31\nc:" + unnamedToken + "\n")))
+	want := []time.Time{time.Date(2026, 12, 31, 17, 0, 0, 0, time.UTC), time.Date(2026, 12, 31, 0, 0, 0, 0, time.UTC), {}}
+	for i, tok := range toks {
+		if !tok.Expires.Equal(want[i]) {
+			t.Errorf("token %s expires %v, want %v", tok.Name, tok.Expires, want[i])
+		}
+	}
+	if toks[0].Expired(want[0].Add(-time.Second)) || !toks[0].Expired(want[0]) || toks[2].Expired(time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Error("Expired: want false before the expiry, true from it on, never without one")
+	}
+	// A client's file may be a line cut from the server's, expiry and all.
+	if got, err := ClientToken([]byte("a:operator:" + opsToken + ":2026-12-31\n")); err != nil || got != opsToken {
+		t.Errorf("ClientToken of a line with an expiry = %q, %v", got, err)
+	}
+}
+
+// TestTokenExpiresMidSession: one lookup decides for calls, sign-ins and
+// sessions: a token is accepted until its expiry and refused from then on,
+// with a message naming it and when it expired, never the token; a
+// session it started ends with it. The bubble's clock moves; nothing waits.
+func TestTokenExpiresMidSession(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		expires := time.Now().Add(time.Hour)
+		a := NewAuth(must(ParseTokens([]byte("ops:operator:"+opsToken+":"+expires.UTC().Format(time.RFC3339)+"\nforever:"+unnamedToken+"\n"))), nil)
+		sum := sha256.Sum256([]byte(opsToken))
+		call := func() error {
+			_, _, err := a.Identify(&tls.ConnectionState{}, []string{"Bearer " + opsToken})
+			return err
+		}
+		if err := call(); err != nil {
+			t.Fatalf("a call before the expiry: %v", err)
+		}
+		if _, _, ok := a.LookupToken(sum); !ok {
+			t.Fatal("a session's lookup before the expiry: refused")
+		}
+		time.Sleep(time.Until(expires))
+		err := call()
+		if status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), `admin token "ops" expired at `+expires.UTC().Format(time.RFC3339)) || strings.Contains(err.Error(), opsToken) {
+			t.Errorf("a call at the expiry: %v; want Unauthenticated naming the token and when, not the token", err)
+		}
+		if _, _, err := a.IdentifyToken(opsToken); status.Code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "expired") {
+			t.Errorf("a sign-in at the expiry: %v", err)
+		}
+		if _, _, ok := a.LookupToken(sum); ok {
+			t.Error("a session's lookup after the expiry: accepted")
+		}
+		if actor, _, err := a.IdentifyToken(unnamedToken); err != nil || actor == "" {
+			t.Errorf("a token without an expiry: %q, %v", actor, err)
+		}
+	})
+}
+
 func TestClientToken(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string]string{
@@ -85,7 +153,7 @@ func TestClientToken(t *testing.T) {
 }
 
 func FuzzParseTokens(f *testing.F) {
-	for _, s := range []string{tokenFile, "a:" + opsToken, opsToken + "\n" + opsToken, "#\n", ":x", "a:b:c" + opsToken} {
+	for _, s := range []string{tokenFile, "a:" + opsToken, opsToken + "\n" + opsToken, "#\n", ":x", "a:b:c" + opsToken, "a:reader:" + opsToken + ":2026-12-31T18:00:00Z"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, in string) {
@@ -191,6 +259,7 @@ func TestEveryMethodRejectsUnauthenticated(t *testing.T) {
 		{name: "no-credentials"},
 		{name: "wrong-token", c: cred{token: "Bearer " + strings.Repeat("x", 32)}},
 		{name: "not-bearer", c: cred{token: opsToken}},
+		{name: "expired-token", c: cred{token: "Bearer " + expiredToken}},
 		{name: "rogue-cert", c: cred{cert: &h.pki.rogue}, handshake: true},
 		{name: "rogue-cert-with-wrong-token", c: cred{cert: &h.pki.rogue, token: "Bearer nope"}, handshake: true},
 	}
@@ -215,5 +284,9 @@ func TestEveryMethodRejectsUnauthenticated(t *testing.T) {
 	}
 	if entries, _ := h.store.Audit(t.Context(), 0, 10); len(entries) != 0 {
 		t.Errorf("audit log has %d entries after rejected calls, want 0", len(entries))
+	}
+	_, err := h.client(t, cred{token: "Bearer " + expiredToken}).Status(t.Context(), &adminv1.StatusRequest{})
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, `admin token "former" expired at 2020-01-01T00:00:00Z`) || strings.Contains(msg, expiredToken) {
+		t.Errorf("an expired token's refusal says %q; want its name and expiry, never the token", msg)
 	}
 }

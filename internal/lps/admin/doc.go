@@ -37,16 +37,26 @@
 // UTF-8 text of at most 64 KiB, one token per line:
 //
 //	# comment
-//	alice:3q2+7w…          a named token; the actor is token:alice
-//	grafana:reader:9c1…    a named token with the reader role
-//	Zm9vYmFyYmF6…          an unnamed token; the actor is token:sha256:<prefix>
+//	alice:3q2+7w…                          a named token; the actor is token:alice
+//	grafana:reader:9c1…                    a named token with the reader role
+//	ci:operator:4d7…:2026-12-31T18:00:00Z  a named token refused from that time on
+//	temp:reader:8e2…:2026-12-31            refused from 2026-12-31T00:00:00Z (UTC)
+//	Zm9vYmFyYmF6…                          an unnamed token; the actor is token:sha256:<prefix>
 //
 // Blank lines and lines starting with '#' are ignored; surrounding spaces
 // are trimmed. A name is 1 to 64 characters of [A-Za-z0-9._@-]; a token is
 // 16 to 4096 characters of [A-Za-z0-9._~+/=-] (base64, base64url or hex),
-// so the first ':' always ends the name and a second one the role
-// (operator, the default, or reader). Duplicate tokens or names, and a
-// file with no token, are errors; errors name the line, never its content.
+// so the first ':' always ends the name, a second one the role (operator,
+// the default, or reader) and a third the token, after which comes its
+// expiry: RFC 3339, or a date, meaning that day's start in UTC. An expiry
+// needs the name and the role before it. Duplicate tokens or names, an
+// expiry that does not parse, and a file with no token, are errors; errors
+// name the line, never its content.
+//
+// A token is checked on every call and every dashboard request
+// (Auth.LookupToken, the one lookup): from its expiry on it is
+// Unauthenticated with a message naming it and when it expired (never the
+// token), whatever session it started.
 // A client's token file uses the same syntax with exactly one token line
 // (ClientToken), so an operator's file can be one line cut from the
 // server's. Generate a token with "openssl rand -base64 32".
@@ -59,7 +69,9 @@
 // (JSON) before and after, and the caller's reason when one was given (at
 // most MaxReasonBytes of UTF-8 without control or format characters, since
 // every reader prints it; anything else is InvalidArgument). The autopilot's
-// entries (actor "lpsd") carry their evidence and a one-line reason.
+// entries (actor "lpsd": auto-advance, auto-halt, auto-pause, and expire
+// when a served release's envelope expired) carry their evidence and a
+// one-line reason.
 // Changes are compare-and-swap on the record's revision: a write that lost
 // a race fails with Aborted and changes nothing. A request that would change
 // nothing (a transition to the current state, a second revoke, the same
@@ -90,6 +102,19 @@
 // not_after; from then on the release is served to no node (explain's rule
 // not-expired). Deploy-environment scopes take labels of the region form
 // (rollout.CheckDeployEnvs).
+//
+// A well-formed scope may still match no node: SetRollout refuses a
+// subscription it sets that no report or served record of the last
+// SeenWindow has, and a region no live replica serves from (the replicas'
+// labels, from the store when several share it), and SetPlan the same of
+// the release's scope, with FailedPrecondition naming each value and the
+// nearest seen spelling (ErrorInfo ReasonUnseenScope), unless the request
+// sets allow_unseen. The check reads no more than an autopilot look.
+//
+// Status lists the replicas with their labels and, per base, what each
+// part of the nodes gets now and why (rollout.ServedNow over the serving
+// snapshot, at the replicas' places), with each release's fallbacks and
+// failure rate (FailureRateDefinition).
 //
 // # Component configurations
 //

@@ -52,7 +52,7 @@ const (
 // then the autopilot's, in the order the manuals list them.
 func Actions() []string {
 	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys,
-		autopilot.ActionAdvance, autopilot.ActionHalt}
+		autopilot.ActionAdvance, autopilot.ActionHalt, autopilot.ActionPause, autopilot.ActionExpire}
 }
 
 // Request limits.
@@ -102,6 +102,9 @@ type Config struct {
 	// DeployEnv is this instance's deploy-environment label, the default
 	// for Explain. Empty: none.
 	DeployEnv string
+	// ReplicaID is this instance's ID among the replicas of a shared
+	// store (what it joins them as), for Status to mark it. Empty: none.
+	ReplicaID string
 	// ReleaseKeys, when set, makes PublishRelease refuse every envelope
 	// they do not verify. nil: envelopes are only checked for form and
 	// expiry (nodes still verify them).
@@ -118,16 +121,17 @@ type Config struct {
 type Server struct {
 	adminv1.UnimplementedAdminServiceServer
 
-	store  store.Store
-	snaps  SnapshotSource
-	counts func() map[string]uint64
-	served func() map[string]uint64
-	trust  func() map[string]lps.TrustCounts
-	region string
-	env    string
-	keys   *release.KeySet
-	now    func() time.Time
-	log    *slog.Logger
+	store     store.Store
+	snaps     SnapshotSource
+	counts    func() map[string]uint64
+	served    func() map[string]uint64
+	trust     func() map[string]lps.TrustCounts
+	region    string
+	env       string
+	replicaID string
+	keys      *release.KeySet
+	now       func() time.Time
+	log       *slog.Logger
 }
 
 var _ adminv1.AdminServiceServer = (*Server)(nil)
@@ -138,16 +142,17 @@ func New(cfg Config) *Server {
 		panic("admin.New: nil Store")
 	}
 	s := &Server{
-		store:  cfg.Store,
-		snaps:  cfg.Snapshots,
-		counts: cfg.Counts,
-		served: cfg.Served,
-		trust:  cfg.Trust,
-		region: cfg.Region,
-		env:    cfg.DeployEnv,
-		keys:   cfg.ReleaseKeys,
-		now:    cfg.Now,
-		log:    cfg.Log,
+		store:     cfg.Store,
+		snaps:     cfg.Snapshots,
+		counts:    cfg.Counts,
+		served:    cfg.Served,
+		trust:     cfg.Trust,
+		region:    cfg.Region,
+		env:       cfg.DeployEnv,
+		replicaID: cfg.ReplicaID,
+		keys:      cfg.ReleaseKeys,
+		now:       cfg.Now,
+		log:       cfg.Log,
 	}
 	if s.now == nil {
 		s.now = time.Now
@@ -376,8 +381,18 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		p.Step = from - 1 // from_step counts from 1, the plan's index from 0
 	}
 	now := s.now()
+	// A plan on a scope that matches no node seen waits for reports that
+	// cannot come: refused like the scope itself.
+	seen := func(ro rollout.Rollout) error {
+		return s.checkSeen(ctx, ro.Subscriptions, ro.Regions, req.GetAllowUnseen())
+	}
 	if component, version, ok := rollout.ParseConfigID(req.GetVersion()); ok {
-		apply := func(c rollout.Config) (rollout.Config, error) { return c.SetPlan(p, now) }
+		apply := func(c rollout.Config) (rollout.Config, error) {
+			if err := seen(c.Rollout); err != nil {
+				return c, err
+			}
+			return c.SetPlan(p, now)
+		}
 		if req.GetDryRun() {
 			// A timed plan has no preview: only its steps' bake times.
 			cur, rev, err := s.store.Config(ctx, component, version)
@@ -396,7 +411,12 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		}
 		return &adminv1.SetPlanResponse{ComponentConfig: c}, nil
 	}
-	apply := func(r rollout.Release) (rollout.Release, error) { return r.SetPlan(p, now) }
+	apply := func(r rollout.Release) (rollout.Release, error) {
+		if err := seen(r.Rollout); err != nil {
+			return r, err
+		}
+		return r.SetPlan(p, now)
+	}
 	if req.GetDryRun() {
 		cur, rev, err := s.current(ctx, req.GetVersion(), req.GetIfRevision())
 		if err != nil {
@@ -594,6 +614,9 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 	}
 	if err := rollout.CheckDeployEnvs(envs); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if err := s.checkSeen(ctx, subs, regions, req.GetAllowUnseen()); err != nil {
+		return nil, err
 	}
 	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
 		c, same, err := s.changeConfig(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(c rollout.Config) (rollout.Config, error) {
@@ -910,10 +933,17 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		}
 		slices.SortFunc(resp.Requests, func(a, b *adminv1.OutcomeCount) int { return cmp.Compare(a.Outcome, b.Outcome) })
 	}
-	if snap := s.currentSnapshot(); snap != nil {
+	hs, err := s.replicas(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp.Replicas = replicasProto(hs, s.replicaID)
+	snap := s.currentSnapshot()
+	if snap != nil {
 		resp.SnapshotRevision = snap.Revision
 		resp.SnapshotTime = timestamppb.New(snap.Built)
 	}
+	resp.ServedNow, resp.FailureRateDefinition = servedNow(snap, places(hs), fleet), FailureRateDefinition
 	if err := s.statusConfigs(ctx, resp); err != nil {
 		return nil, err
 	}
@@ -1217,8 +1247,12 @@ func requireActor(ctx context.Context) (string, error) {
 	return actor, nil
 }
 
-// domainError converts a rollout rule's refusal.
+// domainError converts a rollout rule's refusal; a status error (a
+// refusal the server decided itself) passes as it is.
 func domainError(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
 	switch {
 	case errors.Is(err, rollout.ErrPercentDecrease),
 		errors.Is(err, rollout.ErrInvalidTransition),

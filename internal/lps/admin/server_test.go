@@ -42,6 +42,9 @@ import (
 	"nodehotfix/internal/store/memstore"
 )
 
+// testReplica is the test server's replica ID.
+const testReplica = "lpsd-test-1"
+
 // testNow is the server's clock in every test; TLS uses the real one.
 var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
@@ -55,7 +58,8 @@ const (
 	opsToken     = "ops-0123456789abcdef-token"
 	unnamedToken = "unnamed0123456789abcdefXYZ"
 	readerToken  = "reader-0123456789abcdef-token"
-	tokenFile    = "# admin tokens\nops:" + opsToken + "\n\n" + unnamedToken + "\nwatcher:reader:" + readerToken + "\n"
+	expiredToken = "expired-0123456789abcdef-token"
+	tokenFile    = "# admin tokens\nops:" + opsToken + "\n\n" + unnamedToken + "\nwatcher:reader:" + readerToken + "\nformer:operator:" + expiredToken + ":2020-01-01\n"
 )
 
 // pki is a server certificate, its roots, an admin client CA with one
@@ -174,6 +178,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		Snapshots:   h.snap,
 		Counts:      func() map[string]uint64 { return map[string]uint64{"served": 7, "not-found": 2} },
 		Region:      "eastus",
+		ReplicaID:   testReplica,
 		ReleaseKeys: o.keys,
 		Now:         func() time.Time { return testNow.Add(time.Duration(h.ahead.Load())) },
 	}
@@ -455,7 +460,7 @@ func TestRolloutChanges(t *testing.T) {
 	ctx := t.Context()
 
 	set := func(pct int32, subs ...string) (*adminv1.Release, error) {
-		resp, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: pct, Subscriptions: subs, SetSubscriptions: subs != nil})
+		resp, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: pct, Subscriptions: subs, SetSubscriptions: subs != nil, AllowUnseen: true})
 		return resp.GetRelease(), err
 	}
 	move := func(a adminv1.Action) (*adminv1.Release, error) {
@@ -486,7 +491,7 @@ func TestRolloutChanges(t *testing.T) {
 	if err != nil || r.GetRollout().GetPercent() != 20 || len(r.GetRollout().GetSubscriptions()) != 2 {
 		t.Errorf("SetRollout 20%% at the current revision = %v, %v; want 20%% with the scope kept", r.GetRollout(), err)
 	}
-	resp, err = c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 20, SetSubscriptions: true, Regions: []string{"WestUS"}, SetRegions: true})
+	resp, err = c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, Percent: 20, SetSubscriptions: true, Regions: []string{"WestUS"}, SetRegions: true, AllowUnseen: true})
 	r = resp.GetRelease()
 	if err != nil || len(r.GetRollout().GetSubscriptions()) != 0 || !cmp.Equal(r.GetRollout().GetRegions(), []string{"westus"}) {
 		t.Errorf("SetRollout clearing subscriptions = %v, %v; want every subscription, region westus", r.GetRollout(), err)
@@ -912,6 +917,7 @@ func setPct(ctx context.Context, c adminv1.AdminServiceClient, v string, pct int
 		Version: v, Percent: pct,
 		Subscriptions: subs, SetSubscriptions: subs != nil,
 		Regions: regions, SetRegions: regions != nil,
+		AllowUnseen: true, // these tests have no nodes
 	})
 	return err
 }
@@ -1127,7 +1133,7 @@ func TestScopeChangesWithoutDeadEnds(t *testing.T) {
 	const v = "202604.01.3"
 	publish(t, c, signed(t, priv, v))
 	scope := func(req *adminv1.SetRolloutRequest) (*adminv1.Rollout, error) {
-		req.Version = v
+		req.Version, req.AllowUnseen = v, true
 		resp, err := c.SetRollout(ctx, req)
 		return resp.GetRelease().GetRollout(), err
 	}
@@ -1155,7 +1161,7 @@ func TestScopeChangesWithoutDeadEnds(t *testing.T) {
 	}
 	_, err = scope(&adminv1.SetRolloutRequest{Percent: 20})
 	refused("grow a paused release", err, "`lpsctl rollout resume "+v+"`")
-	again, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, KeepPercent: true, Subscriptions: []string{subB, subA}, SetSubscriptions: true})
+	again, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, KeepPercent: true, Subscriptions: []string{subB, subA}, SetSubscriptions: true, AllowUnseen: true})
 	if err != nil || !again.GetUnchanged() {
 		t.Errorf("the same scope again = %v, %v; want unchanged", again, err)
 	}

@@ -956,6 +956,30 @@ func TestTokenSessionsFollowTheTokenFile(t *testing.T) {
 	}
 }
 
+// TestExpiredTokens: the sign-in and every session request check a token
+// with the admin API's one lookup: one past its expiry cannot sign in (the
+// page names the token and its expiry, never the token), and a session it
+// started ends once it is.
+func TestExpiredTokens(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	ops := f.signIn(t, opsToken)
+	waitFor(t, ops, f.srv.URL+"/", version)
+	expired, err := admin.ParseTokens([]byte("ops:operator:" + opsToken + ":2020-01-01\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.auth.SetTokens(expired)
+	if code, _ := get(t, ops, f.srv.URL+"/"); code != http.StatusSeeOther {
+		t.Errorf("a session of an expired token: %d, want a redirect to sign in", code)
+	}
+	code, body := post(t, f.browser(t), f.srv.URL+"/login", url.Values{"token": {opsToken}, "next": {"/"}}, f.srv.URL)
+	if code != http.StatusUnauthorized || !strings.Contains(body, "expired at 2020-01-01T00:00:00Z") || !strings.Contains(body, "&#34;ops&#34;") || strings.Contains(body, opsToken) {
+		t.Errorf("sign-in with an expired token: %d\n%.600s", code, body)
+	}
+}
+
 func TestLoginRefusesOtherSites(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)

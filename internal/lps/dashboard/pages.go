@@ -188,7 +188,11 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	actor, role, err := d.cfg.Auth.IdentifyToken(token)
 	if err != nil || token == "" {
 		d.cfg.Log.Warn("dashboard sign-in refused", "peer", r.RemoteAddr)
-		d.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: "that token is not an admin token of this lpsd", Data: next})
+		msg := "that token is not an admin token of this lpsd"
+		if admin.TokenExpired(err) {
+			msg = status.Convert(err).Message() // its name and expiry, never the token
+		}
+		d.render(w, r, http.StatusUnauthorized, "login", page{Title: "Sign in", Error: msg, Data: next})
 		return
 	}
 	if c, err := r.Cookie(sessionCookie); err == nil {

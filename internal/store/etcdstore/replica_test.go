@@ -5,6 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/etcdstore/etcdtest"
 )
 
@@ -18,17 +22,25 @@ func TestIntegrationReplicasElectOneLeader(t *testing.T) {
 	t.Parallel()
 	endpoints := etcdtest.Start(t)
 	a, b := mustOpen(t, endpoints, "/elect/"), mustOpen(t, endpoints, "/elect/")
-	ra, err := a.Join(t.Context(), "a")
+	east, west := rollout.Place{Region: "eastus", DeployEnv: "prod"}, rollout.Place{Region: "westeurope"}
+	ra, err := a.Join(t.Context(), "a", east)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := b.Join(t.Context(), "b")
+	rb, err := b.Join(t.Context(), "b", west)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer rb.Close()
-	if _, err := a.Join(t.Context(), "a/b"); err == nil {
+	if _, err := a.Join(t.Context(), "a/b", east); err == nil {
 		t.Error("Join with an id holding \"/\" = nil error")
+	}
+	// Joined, not yet beaten: listed with its labels, not a peer yet.
+	if hs, err := a.Replicas(t.Context()); err != nil || !cmp.Equal(hs, []store.Heartbeat{{ID: "a", Place: east}, {ID: "b", Place: west}}) {
+		t.Errorf("Replicas before any heartbeat = %+v, %v", hs, err)
+	}
+	if peers, err := ra.Peers(t.Context()); err != nil || len(peers) != 0 {
+		t.Errorf("a's Peers before b's first heartbeat = %+v, %v; want none", peers, err)
 	}
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	if err := ra.Beat(t.Context(), at); err != nil {
@@ -37,8 +49,11 @@ func TestIntegrationReplicasElectOneLeader(t *testing.T) {
 	if err := rb.Beat(t.Context(), at.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if peers, err := ra.Peers(t.Context()); err != nil || len(peers) != 1 || peers[0].ID != "b" || !peers[0].Time.Equal(at.Add(time.Second)) {
-		t.Errorf("a's Peers = %+v, %v; want b's heartbeat", peers, err)
+	if peers, err := ra.Peers(t.Context()); err != nil || !cmp.Equal(peers, []store.Heartbeat{{ID: "b", Time: at.Add(time.Second), Place: west}}) {
+		t.Errorf("a's Peers = %+v, %v; want b's heartbeat and labels", peers, err)
+	}
+	if hs, err := b.Replicas(t.Context()); err != nil || len(hs) != 2 || !hs[0].Time.Equal(at) || hs[0].Place != east {
+		t.Errorf("Replicas = %+v, %v; want both, with heartbeats and labels", hs, err)
 	}
 
 	if err := ra.Campaign(t.Context()); err != nil {
@@ -82,6 +97,9 @@ func TestIntegrationReplicasElectOneLeader(t *testing.T) {
 	}
 	if peers, err := ra.Peers(t.Context()); err != nil || len(peers) != 0 {
 		t.Errorf("a's Peers after b closed = %+v, %v; want none", peers, err)
+	}
+	if hs, err := a.Replicas(t.Context()); err != nil || len(hs) != 1 || hs[0].ID != "a" {
+		t.Errorf("Replicas after b closed = %+v, %v; want a alone (b's labels go with its lease)", hs, err)
 	}
 	if err := ra.Close(); err != nil {
 		t.Fatal(err)

@@ -1356,6 +1356,12 @@ type SetRolloutRequest struct {
 	DeployEnvs []string `protobuf:"bytes,10,rep,name=deploy_envs,json=deployEnvs,proto3" json:"deploy_envs,omitempty"`
 	// Whether to replace the deploy-environment scope.
 	SetDeployEnvs bool `protobuf:"varint,11,opt,name=set_deploy_envs,json=setDeployEnvs,proto3" json:"set_deploy_envs,omitempty"`
+	// Set the scope even where it matches no node seen: without it, a
+	// subscription that no stored report or served record of the last 24 h
+	// has, or a region no live replica serves from (its --region), is
+	// FailedPrecondition, naming the value and the nearest seen spelling
+	// (ErrorInfo reason UNSEEN_SCOPE).
+	AllowUnseen   bool `protobuf:"varint,12,opt,name=allow_unseen,json=allowUnseen,proto3" json:"allow_unseen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1467,6 +1473,13 @@ func (x *SetRolloutRequest) GetSetDeployEnvs() bool {
 	return false
 }
 
+func (x *SetRolloutRequest) GetAllowUnseen() bool {
+	if x != nil {
+		return x.AllowUnseen
+	}
+	return false
+}
+
 // SetRolloutResponse returns the updated record.
 type SetRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1557,7 +1570,11 @@ type SetPlanRequest struct {
 	// Validate and answer with the release as the plan would leave it, and
 	// its preview, by the same rules, without changing anything or writing
 	// an audit entry.
-	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Plan the release even where its scope matches no node seen (see
+	// SetRolloutRequest.allow_unseen): a plan on such a scope would wait
+	// for reports that cannot come.
+	AllowUnseen   bool `protobuf:"varint,7,opt,name=allow_unseen,json=allowUnseen,proto3" json:"allow_unseen,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1630,6 +1647,13 @@ func (x *SetPlanRequest) GetFromStep() int32 {
 func (x *SetPlanRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *SetPlanRequest) GetAllowUnseen() bool {
+	if x != nil {
+		return x.AllowUnseen
 	}
 	return false
 }
@@ -2399,9 +2423,17 @@ type StatusResponse struct {
 	// Every component configuration, by component, then version.
 	ComponentConfigs []*ComponentConfig `protobuf:"bytes,7,rep,name=component_configs,json=componentConfigs,proto3" json:"component_configs,omitempty"`
 	// This instance's deploy-environment label.
-	DeployEnv     string `protobuf:"bytes,8,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	DeployEnv string `protobuf:"bytes,8,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
+	// The live replicas serving from the store and their labels, by ID:
+	// this one alone on a store it holds alone (bbolt, memory).
+	Replicas []*Replica `protobuf:"bytes,9,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// What the nodes of each base get now, from the serving snapshot, by
+	// base.
+	ServedNow []*ServedBase `protobuf:"bytes,10,rep,name=served_now,json=servedNow,proto3" json:"served_now,omitempty"`
+	// How ServedShare's failure rate is counted, in words.
+	FailureRateDefinition string `protobuf:"bytes,11,opt,name=failure_rate_definition,json=failureRateDefinition,proto3" json:"failure_rate_definition,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -2490,6 +2522,440 @@ func (x *StatusResponse) GetDeployEnv() string {
 	return ""
 }
 
+func (x *StatusResponse) GetReplicas() []*Replica {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetServedNow() []*ServedBase {
+	if x != nil {
+		return x.ServedNow
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetFailureRateDefinition() string {
+	if x != nil {
+		return x.FailureRateDefinition
+	}
+	return ""
+}
+
+// Replica is one lpsd serving from the store.
+type Replica struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its ID among the replicas (host name and pid).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Its --region and --deploy-env labels, which rollout scopes match.
+	Region    string `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	DeployEnv string `protobuf:"bytes,3,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
+	// Its last heartbeat, by its own clock; unset on a store one lpsd holds
+	// alone, or before its first.
+	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
+	// The replica that answered.
+	Self          bool `protobuf:"varint,5,opt,name=self,proto3" json:"self,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Replica) Reset() {
+	*x = Replica{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Replica) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Replica) ProtoMessage() {}
+
+func (x *Replica) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Replica.ProtoReflect.Descriptor instead.
+func (*Replica) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Replica) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Replica) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *Replica) GetDeployEnv() string {
+	if x != nil {
+		return x.DeployEnv
+	}
+	return ""
+}
+
+func (x *Replica) GetLastHeartbeat() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastHeartbeat
+	}
+	return nil
+}
+
+func (x *Replica) GetSelf() bool {
+	if x != nil {
+		return x.Self
+	}
+	return false
+}
+
+// ServedBase is what the nodes of one image base get now, cohort by
+// cohort (internal/rollout ServedNow: the rules explain shows, for a part
+// of the fleet rather than one node).
+type ServedBase struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Image base YYYYMM.DD.
+	Base string `protobuf:"bytes,1,opt,name=base,proto3" json:"base,omitempty"`
+	// The cohorts: sets of the base's nodes the rollouts treat alike.
+	Cohorts []*ServedCohort `protobuf:"bytes,2,rep,name=cohorts,proto3" json:"cohorts,omitempty"`
+	// Cohorts left out: more distinct subscription sets than a status
+	// shows.
+	OmittedCohorts int32 `protobuf:"varint,3,opt,name=omitted_cohorts,json=omittedCohorts,proto3" json:"omitted_cohorts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ServedBase) Reset() {
+	*x = ServedBase{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedBase) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedBase) ProtoMessage() {}
+
+func (x *ServedBase) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedBase.ProtoReflect.Descriptor instead.
+func (*ServedBase) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ServedBase) GetBase() string {
+	if x != nil {
+		return x.Base
+	}
+	return ""
+}
+
+func (x *ServedBase) GetCohorts() []*ServedCohort {
+	if x != nil {
+		return x.Cohorts
+	}
+	return nil
+}
+
+func (x *ServedBase) GetOmittedCohorts() int32 {
+	if x != nil {
+		return x.OmittedCohorts
+	}
+	return 0
+}
+
+// ServedCohort is a set of a base's nodes and what each part of them
+// gets.
+type ServedCohort struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its subscriptions, named alike by the base's serving scopes; empty
+	// when other_subscriptions.
+	Subscriptions []string `protobuf:"bytes,1,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	// Every subscription no serving scope of the base names (all of them
+	// when none is scoped).
+	OtherSubscriptions bool `protobuf:"varint,2,opt,name=other_subscriptions,json=otherSubscriptions,proto3" json:"other_subscriptions,omitempty"`
+	// The replicas' labels whose nodes of these subscriptions get these
+	// shares.
+	Places []*Place `protobuf:"bytes,3,rep,name=places,proto3" json:"places,omitempty"`
+	// Every release of the base, newest first, then the baked agent; the
+	// fractions sum to 1.
+	Shares        []*ServedShare `protobuf:"bytes,4,rep,name=shares,proto3" json:"shares,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedCohort) Reset() {
+	*x = ServedCohort{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedCohort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedCohort) ProtoMessage() {}
+
+func (x *ServedCohort) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedCohort.ProtoReflect.Descriptor instead.
+func (*ServedCohort) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ServedCohort) GetSubscriptions() []string {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+func (x *ServedCohort) GetOtherSubscriptions() bool {
+	if x != nil {
+		return x.OtherSubscriptions
+	}
+	return false
+}
+
+func (x *ServedCohort) GetPlaces() []*Place {
+	if x != nil {
+		return x.Places
+	}
+	return nil
+}
+
+func (x *ServedCohort) GetShares() []*ServedShare {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
+// Place is a serving replica's labels.
+type Place struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	DeployEnv     string                 `protobuf:"bytes,2,opt,name=deploy_env,json=deployEnv,proto3" json:"deploy_env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Place) Reset() {
+	*x = Place{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Place) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Place) ProtoMessage() {}
+
+func (x *Place) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Place.ProtoReflect.Descriptor instead.
+func (*Place) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Place) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *Place) GetDeployEnv() string {
+	if x != nil {
+		return x.DeployEnv
+	}
+	return ""
+}
+
+// ServedShare is the part of a cohort one release (or the baked agent)
+// gets now, and why.
+type ServedShare struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The release's version; empty for the baked agent.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// Its rollout state; empty for the baked agent.
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// The part of the cohort's nodes that get it now, 0 to 1: its own
+	// percentage (or all, complete) of the nodes no newer release took.
+	Fraction float64 `protobuf:"fixed64,3,opt,name=fraction,proto3" json:"fraction,omitempty"`
+	// incumbent, candidate, canary, superseded, out-of-scope, revoked,
+	// expired, baked, or a state that serves nobody (draft, halted).
+	Role string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	// Why, in words.
+	Why string `protobuf:"bytes,5,opt,name=why,proto3" json:"why,omitempty"`
+	// For one that gets none of the cohort: the version that does in its
+	// place (for superseded, the newer release taking all its nodes);
+	// empty for the baked agent.
+	Instead string `protobuf:"bytes,6,opt,name=instead,proto3" json:"instead,omitempty"`
+	// Canary seat holders served it besides its fraction.
+	CanarySeats int32 `protobuf:"varint,7,opt,name=canary_seats,json=canarySeats,proto3" json:"canary_seats,omitempty"`
+	// The release's nodes, fleet-wide, one per vmId (tally), that fell
+	// back to the baked agent; and its failure rate's numerator (failed,
+	// fell back, refused as signed) and denominator (judged: served, less
+	// pending and not applicable). Zero for the baked agent.
+	FellBack      uint64 `protobuf:"varint,8,opt,name=fell_back,json=fellBack,proto3" json:"fell_back,omitempty"`
+	Failures      uint64 `protobuf:"varint,9,opt,name=failures,proto3" json:"failures,omitempty"`
+	Judged        uint64 `protobuf:"varint,10,opt,name=judged,proto3" json:"judged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ServedShare) Reset() {
+	*x = ServedShare{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ServedShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ServedShare) ProtoMessage() {}
+
+func (x *ServedShare) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ServedShare.ProtoReflect.Descriptor instead.
+func (*ServedShare) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ServedShare) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ServedShare) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ServedShare) GetFraction() float64 {
+	if x != nil {
+		return x.Fraction
+	}
+	return 0
+}
+
+func (x *ServedShare) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ServedShare) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *ServedShare) GetInstead() string {
+	if x != nil {
+		return x.Instead
+	}
+	return ""
+}
+
+func (x *ServedShare) GetCanarySeats() int32 {
+	if x != nil {
+		return x.CanarySeats
+	}
+	return 0
+}
+
+func (x *ServedShare) GetFellBack() uint64 {
+	if x != nil {
+		return x.FellBack
+	}
+	return 0
+}
+
+func (x *ServedShare) GetFailures() uint64 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *ServedShare) GetJudged() uint64 {
+	if x != nil {
+		return x.Judged
+	}
+	return 0
+}
+
 // OutcomeCount is a request counter.
 type OutcomeCount struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2503,7 +2969,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2515,7 +2981,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2528,7 +2994,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -2567,7 +3033,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +3045,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +3058,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -2650,7 +3116,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2662,7 +3128,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2675,7 +3141,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -2733,7 +3199,7 @@ type BaseTrust struct {
 
 func (x *BaseTrust) Reset() {
 	*x = BaseTrust{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2745,7 +3211,7 @@ func (x *BaseTrust) String() string {
 func (*BaseTrust) ProtoMessage() {}
 
 func (x *BaseTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2758,7 +3224,7 @@ func (x *BaseTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseTrust.ProtoReflect.Descriptor instead.
 func (*BaseTrust) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BaseTrust) GetBase() string {
@@ -2829,7 +3295,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +3307,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +3320,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Decision) GetVersion() string {
@@ -2907,7 +3373,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2919,7 +3385,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2932,7 +3398,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Rule) GetRule() string {
@@ -2984,7 +3450,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2996,7 +3462,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3009,7 +3475,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -3071,7 +3537,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3083,7 +3549,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3096,7 +3562,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -3151,7 +3617,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3629,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3642,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -3273,7 +3739,7 @@ type ComponentConfig struct {
 
 func (x *ComponentConfig) Reset() {
 	*x = ComponentConfig{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3751,7 @@ func (x *ComponentConfig) String() string {
 func (*ComponentConfig) ProtoMessage() {}
 
 func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3764,7 @@ func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentConfig.ProtoReflect.Descriptor instead.
 func (*ComponentConfig) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ComponentConfig) GetComponent() string {
@@ -3384,7 +3850,7 @@ type PublishComponentConfigRequest struct {
 
 func (x *PublishComponentConfigRequest) Reset() {
 	*x = PublishComponentConfigRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3396,7 +3862,7 @@ func (x *PublishComponentConfigRequest) String() string {
 func (*PublishComponentConfigRequest) ProtoMessage() {}
 
 func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3409,7 +3875,7 @@ func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigRequest.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PublishComponentConfigRequest) GetEnvelopeJson() string {
@@ -3439,7 +3905,7 @@ type PublishComponentConfigResponse struct {
 
 func (x *PublishComponentConfigResponse) Reset() {
 	*x = PublishComponentConfigResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3451,7 +3917,7 @@ func (x *PublishComponentConfigResponse) String() string {
 func (*PublishComponentConfigResponse) ProtoMessage() {}
 
 func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3464,7 +3930,7 @@ func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigResponse.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PublishComponentConfigResponse) GetComponentConfig() *ComponentConfig {
@@ -3509,7 +3975,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3521,7 +3987,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3534,7 +4000,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListNodesRequest) GetRelease() string {
@@ -3605,7 +4071,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +4083,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +4096,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeOutcome {
@@ -3676,7 +4142,7 @@ type ReasonCount struct {
 
 func (x *ReasonCount) Reset() {
 	*x = ReasonCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3688,7 +4154,7 @@ func (x *ReasonCount) String() string {
 func (*ReasonCount) ProtoMessage() {}
 
 func (x *ReasonCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3701,7 +4167,7 @@ func (x *ReasonCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
 func (*ReasonCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReasonCount) GetOutcome() string {
@@ -3755,7 +4221,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3767,7 +4233,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3780,7 +4246,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeOutcome) GetVmId() string {
@@ -3962,7 +4428,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"n\n" +
 	"\x16PublishReleaseResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xfa\x02\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x9d\x03\n" +
 	"\x11SetRolloutRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -3978,11 +4444,12 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vdeploy_envs\x18\n" +
 	" \x03(\tR\n" +
 	"deployEnvs\x12&\n" +
-	"\x0fset_deploy_envs\x18\v \x01(\bR\rsetDeployEnvs\"\xbb\x01\n" +
+	"\x0fset_deploy_envs\x18\v \x01(\bR\rsetDeployEnvs\x12!\n" +
+	"\fallow_unseen\x18\f \x01(\bR\vallowUnseen\"\xbb\x01\n" +
 	"\x12SetRolloutResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
-	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xc8\x01\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xeb\x01\n" +
 	"\x0eSetPlanRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
 	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +
@@ -3990,7 +4457,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"ifRevision\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tfrom_step\x18\x05 \x01(\x05R\bfromStep\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\xef\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12!\n" +
+	"\fallow_unseen\x18\a \x01(\bR\vallowUnseen\"\xef\x01\n" +
 	"\x0fSetPlanResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12:\n" +
@@ -4041,7 +4509,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
 	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x0f\n" +
-	"\rStatusRequest\"\xbf\x03\n" +
+	"\rStatusRequest\"\xf1\x04\n" +
 	"\x0eStatusResponse\x128\n" +
 	"\breleases\x18\x01 \x03(\v2\x1c.nodehotfix.admin.v1.ReleaseR\breleases\x12=\n" +
 	"\brequests\x18\x02 \x03(\v2!.nodehotfix.admin.v1.OutcomeCountR\brequests\x12\x16\n" +
@@ -4051,7 +4519,45 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\acontrol\x18\x06 \x03(\v2\".nodehotfix.admin.v1.ControlCohortR\acontrol\x12Q\n" +
 	"\x11component_configs\x18\a \x03(\v2$.nodehotfix.admin.v1.ComponentConfigR\x10componentConfigs\x12\x1d\n" +
 	"\n" +
-	"deploy_env\x18\b \x01(\tR\tdeployEnv\">\n" +
+	"deploy_env\x18\b \x01(\tR\tdeployEnv\x128\n" +
+	"\breplicas\x18\t \x03(\v2\x1c.nodehotfix.admin.v1.ReplicaR\breplicas\x12>\n" +
+	"\n" +
+	"served_now\x18\n" +
+	" \x03(\v2\x1f.nodehotfix.admin.v1.ServedBaseR\tservedNow\x126\n" +
+	"\x17failure_rate_definition\x18\v \x01(\tR\x15failureRateDefinition\"\xa7\x01\n" +
+	"\aReplica\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12\x1d\n" +
+	"\n" +
+	"deploy_env\x18\x03 \x01(\tR\tdeployEnv\x12A\n" +
+	"\x0elast_heartbeat\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12\x12\n" +
+	"\x04self\x18\x05 \x01(\bR\x04self\"\x86\x01\n" +
+	"\n" +
+	"ServedBase\x12\x12\n" +
+	"\x04base\x18\x01 \x01(\tR\x04base\x12;\n" +
+	"\acohorts\x18\x02 \x03(\v2!.nodehotfix.admin.v1.ServedCohortR\acohorts\x12'\n" +
+	"\x0fomitted_cohorts\x18\x03 \x01(\x05R\x0eomittedCohorts\"\xd3\x01\n" +
+	"\fServedCohort\x12$\n" +
+	"\rsubscriptions\x18\x01 \x03(\tR\rsubscriptions\x12/\n" +
+	"\x13other_subscriptions\x18\x02 \x01(\bR\x12otherSubscriptions\x122\n" +
+	"\x06places\x18\x03 \x03(\v2\x1a.nodehotfix.admin.v1.PlaceR\x06places\x128\n" +
+	"\x06shares\x18\x04 \x03(\v2 .nodehotfix.admin.v1.ServedShareR\x06shares\">\n" +
+	"\x05Place\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1d\n" +
+	"\n" +
+	"deploy_env\x18\x02 \x01(\tR\tdeployEnv\"\x8d\x02\n" +
+	"\vServedShare\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x1a\n" +
+	"\bfraction\x18\x03 \x01(\x01R\bfraction\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12\x10\n" +
+	"\x03why\x18\x05 \x01(\tR\x03why\x12\x18\n" +
+	"\ainstead\x18\x06 \x01(\tR\ainstead\x12!\n" +
+	"\fcanary_seats\x18\a \x01(\x05R\vcanarySeats\x12\x1b\n" +
+	"\tfell_back\x18\b \x01(\x04R\bfellBack\x12\x1a\n" +
+	"\bfailures\x18\t \x01(\x04R\bfailures\x12\x16\n" +
+	"\x06judged\x18\n" +
+	" \x01(\x04R\x06judged\">\n" +
 	"\fOutcomeCount\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\x04R\x05count\"\xa3\x01\n" +
@@ -4198,7 +4704,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
 	(*KeySet)(nil),                         // 1: nodehotfix.admin.v1.KeySet
@@ -4230,115 +4736,126 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*RevokeResponse)(nil),                 // 27: nodehotfix.admin.v1.RevokeResponse
 	(*StatusRequest)(nil),                  // 28: nodehotfix.admin.v1.StatusRequest
 	(*StatusResponse)(nil),                 // 29: nodehotfix.admin.v1.StatusResponse
-	(*OutcomeCount)(nil),                   // 30: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),                 // 31: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),                // 32: nodehotfix.admin.v1.ExplainResponse
-	(*BaseTrust)(nil),                      // 33: nodehotfix.admin.v1.BaseTrust
-	(*Decision)(nil),                       // 34: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                           // 35: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),               // 36: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 37: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),                     // 38: nodehotfix.admin.v1.AuditEntry
-	(*ComponentConfig)(nil),                // 39: nodehotfix.admin.v1.ComponentConfig
-	(*PublishComponentConfigRequest)(nil),  // 40: nodehotfix.admin.v1.PublishComponentConfigRequest
-	(*PublishComponentConfigResponse)(nil), // 41: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*ListNodesRequest)(nil),               // 42: nodehotfix.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),              // 43: nodehotfix.admin.v1.ListNodesResponse
-	(*ReasonCount)(nil),                    // 44: nodehotfix.admin.v1.ReasonCount
-	(*NodeOutcome)(nil),                    // 45: nodehotfix.admin.v1.NodeOutcome
-	(*timestamppb.Timestamp)(nil),          // 46: google.protobuf.Timestamp
+	(*Replica)(nil),                        // 30: nodehotfix.admin.v1.Replica
+	(*ServedBase)(nil),                     // 31: nodehotfix.admin.v1.ServedBase
+	(*ServedCohort)(nil),                   // 32: nodehotfix.admin.v1.ServedCohort
+	(*Place)(nil),                          // 33: nodehotfix.admin.v1.Place
+	(*ServedShare)(nil),                    // 34: nodehotfix.admin.v1.ServedShare
+	(*OutcomeCount)(nil),                   // 35: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),                 // 36: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),                // 37: nodehotfix.admin.v1.ExplainResponse
+	(*BaseTrust)(nil),                      // 38: nodehotfix.admin.v1.BaseTrust
+	(*Decision)(nil),                       // 39: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                           // 40: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),               // 41: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 42: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 43: nodehotfix.admin.v1.AuditEntry
+	(*ComponentConfig)(nil),                // 44: nodehotfix.admin.v1.ComponentConfig
+	(*PublishComponentConfigRequest)(nil),  // 45: nodehotfix.admin.v1.PublishComponentConfigRequest
+	(*PublishComponentConfigResponse)(nil), // 46: nodehotfix.admin.v1.PublishComponentConfigResponse
+	(*ListNodesRequest)(nil),               // 47: nodehotfix.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 48: nodehotfix.admin.v1.ListNodesResponse
+	(*ReasonCount)(nil),                    // 49: nodehotfix.admin.v1.ReasonCount
+	(*NodeOutcome)(nil),                    // 50: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 51: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	46, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
+	51, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
 	1,  // 1: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
 	1,  // 2: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
 	1,  // 3: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
 	9,  // 4: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	46, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	46, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	51, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	51, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	7,  // 7: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	46, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	51, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	7,  // 9: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	10, // 10: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	12, // 11: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	46, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	51, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
 	11, // 13: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	46, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	46, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	51, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	51, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
 	7,  // 16: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	46, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	51, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
 	6,  // 18: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
 	6,  // 19: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	39, // 20: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 20: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	10, // 21: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
 	6,  // 22: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
 	19, // 23: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
-	39, // 24: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 24: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	20, // 25: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	46, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	51, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
 	21, // 27: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	46, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	46, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	46, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	51, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	51, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	51, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
 	6,  // 31: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	39, // 32: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 32: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	0,  // 33: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
 	6,  // 34: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	39, // 35: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 35: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	6,  // 36: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	39, // 37: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	44, // 37: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	6,  // 38: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	30, // 39: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	46, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	35, // 39: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	51, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
 	8,  // 41: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	39, // 42: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
-	34, // 43: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	33, // 44: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
-	35, // 45: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	46, // 46: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	38, // 47: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	46, // 48: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	9,  // 49: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	46, // 50: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	46, // 51: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	46, // 52: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
-	39, // 53: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	46, // 54: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
-	45, // 55: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
-	44, // 56: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
-	46, // 57: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
-	46, // 58: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
-	13, // 59: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	15, // 60: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	17, // 61: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	24, // 62: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	22, // 63: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	26, // 64: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	28, // 65: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	31, // 66: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	36, // 67: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	40, // 68: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	42, // 69: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
-	2,  // 70: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
-	4,  // 71: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
-	14, // 72: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	16, // 73: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	18, // 74: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	25, // 75: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	23, // 76: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	27, // 77: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	29, // 78: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	32, // 79: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	37, // 80: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	41, // 81: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	43, // 82: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
-	3,  // 83: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
-	5,  // 84: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
-	72, // [72:85] is the sub-list for method output_type
-	59, // [59:72] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	44, // 42: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	30, // 43: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
+	31, // 44: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
+	51, // 45: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
+	32, // 46: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
+	33, // 47: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
+	34, // 48: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
+	39, // 49: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	38, // 50: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
+	40, // 51: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	51, // 52: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	43, // 53: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	51, // 54: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	9,  // 55: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	51, // 56: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	51, // 57: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	51, // 58: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	44, // 59: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	51, // 60: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	50, // 61: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	49, // 62: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
+	51, // 63: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	51, // 64: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	13, // 65: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	15, // 66: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	17, // 67: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	24, // 68: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	22, // 69: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	26, // 70: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	28, // 71: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	36, // 72: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	41, // 73: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	45, // 74: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	47, // 75: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	2,  // 76: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
+	4,  // 77: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
+	14, // 78: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	16, // 79: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	18, // 80: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	25, // 81: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	23, // 82: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	27, // 83: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	29, // 84: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	37, // 85: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	42, // 86: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	46, // 87: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	48, // 88: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	3,  // 89: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
+	5,  // 90: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
+	78, // [78:91] is the sub-list for method output_type
+	65, // [65:78] is the sub-list for method input_type
+	65, // [65:65] is the sub-list for extension type_name
+	65, // [65:65] is the sub-list for extension extendee
+	0,  // [0:65] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -4352,7 +4869,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
