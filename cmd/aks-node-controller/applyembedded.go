@@ -23,7 +23,7 @@ func runApplyEmbedded(ctx context.Context, args []string, e *env) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "apply-embedded-hotfix", fs.Args())
-	res := applyEmbeddedTask().run(ctx, root, log, func(context.Context) embedhotfix.Result {
+	res := embedhotfix.Task().Run(ctx, recorder(root, log), func(context.Context) embedhotfix.Result {
 		return embedhotfix.Apply(root, embedhotfix.Payloads())
 	})
 	if res.Failed() {

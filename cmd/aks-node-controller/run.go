@@ -7,11 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"time"
 
 	"nodehotfix/internal/node/agentlog"
-	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/task"
 )
 
 // Exit codes; doc.go is the table.
@@ -123,14 +122,10 @@ func logger(root layout.Root, e *env) (*slog.Logger, func()) {
 	return slog.New(slog.NewJSONHandler(w, nil)), closeFn
 }
 
-// emit writes a telemetry event; a failure to write one is logged, never
-// fatal.
-func emit(root layout.Root, log *slog.Logger, task, level, msg string, start, end time.Time) {
-	if _, err := event.Write(root.EventsDir(), event.Event{
-		Task: task, Level: level, Message: msg + event.Timing(start, end), Start: start, End: end, Version: version,
-	}); err != nil {
-		log.Warn("write event", "task", task, "err", err)
-	}
+// recorder is where a command's task records: the agent log and the
+// events directory under root, as this agent's version.
+func recorder(root layout.Root, log *slog.Logger) task.Recorder {
+	return task.Recorder{Root: root, Log: log, Version: version}
 }
 
 func warnExtraArgs(log *slog.Logger, cmd string, args []string) {

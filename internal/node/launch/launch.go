@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/checkhotfix"
+	"nodehotfix/internal/node/downloadhotfix"
 	"nodehotfix/internal/node/embedhotfix"
 	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/facts"
@@ -64,8 +66,7 @@ const (
 	startPoll = 100 * time.Millisecond
 )
 
-// Config configures a launch. Root, Version and the three step functions
-// are required.
+// Config configures a launch. Root and Version are required.
 type Config struct {
 	Root layout.Root
 	// Version is this agent's version: launch runs as the baked agent.
@@ -84,6 +85,18 @@ type Config struct {
 	ConfigPath, NBCCmdPath, FeaturesPath string
 	// ReleaseKeys is the trusted key file; empty means the default.
 	ReleaseKeys string
+	// ArtifactCA is an extra CA bundle file trusted for artifact downloads
+	// (download-hotfix's --artifact-ca); empty means none. An unreadable
+	// one fails download-hotfix, never the launch.
+	ArtifactCA string
+	// IMDSURL and LPSAddr are the metadata service's base URL and the
+	// live-patching service's host:port, for check-hotfix and the reports;
+	// empty means their defaults (lpsclient.Node).
+	IMDSURL, LPSAddr string
+	// CheckBudget and DownloadBudget bound check-hotfix and
+	// download-hotfix; zero means checkhotfix.DefaultBudget and
+	// downloadhotfix.DefaultBudget.
+	CheckBudget, DownloadBudget time.Duration
 	// LaunchID identifies this launch (the shim passes its own); empty
 	// means one is made up.
 	LaunchID string
@@ -100,25 +113,9 @@ type Config struct {
 	// Log receives progress; nil discards.
 	Log *slog.Logger
 
-	// CheckHotfix and DownloadHotfix run those commands in this process,
-	// each behind its own budget and panic guard, and say how they ended.
-	CheckHotfix, DownloadHotfix func(ctx context.Context) report.Step
-	// Provision provisions with the baked agent in this process; env is
-	// added to the bootstrap's environment, fallback says why the baked
-	// agent provisions after a hotfix failed ("" when it was the choice).
-	// It returns the exit code.
-	Provision func(ctx context.Context, p Provision) int
-	// Event records the launcher's telemetry event; nil records none.
-	Event func(level, message string)
-	// Report sends the outcome report after provisioning, when the hotfix
-	// flag is on; it bounds itself and cannot change the exit code. Nil
-	// sends none.
-	Report func(ctx context.Context, o report.Outcome)
-	// Started sends the started report, when the hotfix flag is on, just
-	// before the hotfix agent first runs. Launch runs it concurrently and
-	// never waits for it before running the agent, only before the outcome
-	// report; it bounds itself (report.Timeout). Nil sends none.
-	Started func(ctx context.Context, s report.Start)
+	// steps are the trip's steps that leave launch; nil: the real ones
+	// (newSteps). Launch's tests swap them.
+	steps *steps
 }
 
 // Provision is what the baked agent's in-process provision gets.
@@ -170,15 +167,35 @@ func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	if c.Event == nil {
-		c.Event = func(string, string) {}
+	if c.CheckBudget == 0 {
+		c.CheckBudget = checkhotfix.DefaultBudget
 	}
+	if c.DownloadBudget == 0 {
+		c.DownloadBudget = downloadhotfix.DefaultBudget
+	}
+}
+
+// withSteps returns cfg, defaulted, with its steps, and a function that
+// closes what the steps hold.
+func (c Config) withSteps() (Config, func()) {
+	c.defaults()
+	done := func() {}
+	if c.steps == nil {
+		c.steps, done = newSteps(c)
+	}
+	if c.steps.event == nil {
+		st := *c.steps
+		st.event = func(string, string) {}
+		c.steps = &st
+	}
+	return c, done
 }
 
 // Run launches and returns the exit code: provision's, or 0 when the node
 // has neither a config nor a bootstrap command.
 func Run(ctx context.Context, cfg Config) int {
-	cfg.defaults()
+	cfg, done := cfg.withSteps()
+	defer done()
 	waitForHostname(ctx, cfg.Root, cfg.HostnameWait, cfg.Stdout)
 	hasConfig, hasNBC := isFile(cfg.ConfigPath), isFile(cfg.NBCCmdPath)
 	if !hasConfig && !hasNBC {
@@ -206,8 +223,8 @@ func Run(ctx context.Context, cfg Config) int {
 	out.ExitCode, out.Provision = code, time.Since(start)
 	// Nodes with the flag on report, the control cohort (baked chosen)
 	// included; the flag off sends nothing anywhere.
-	if f.features.HotfixEnabled() && cfg.Report != nil {
-		cfg.Report(ctx, out.Outcome)
+	if f.features.HotfixEnabled() && cfg.steps.report != nil {
+		cfg.steps.report(ctx, out.Outcome)
 	}
 	return code
 }
@@ -234,7 +251,8 @@ type Selection struct {
 // step is, and the choice falls to the baked agent unless Select accepts the
 // hotfix.
 func SelectAgent(ctx context.Context, cfg Config) Selection {
-	cfg.defaults()
+	cfg, done := cfg.withSteps()
+	defer done()
 	f := hotfixFlow(ctx, cfg)
 	sel := Selection{Path: cfg.BakedPath, Decision: f.decision, Env: f.features.Env()}
 	announce(cfg, f.decision)
@@ -262,7 +280,7 @@ func hotfixFlow(ctx context.Context, cfg Config) flow {
 	f.features = readFeatures(cfg.FeaturesPath, cfg.Stdout)
 	if f.features.HotfixEnabled() {
 		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer")
-		f.out.Check = cfg.CheckHotfix(ctx)
+		f.out.Check = cfg.steps.checkHotfix(ctx)
 		if f.out.Check.Failed {
 			say(cfg.Stdout, "ANC check-hotfix failed; continuing (fail-open)")
 		} else {
@@ -273,7 +291,7 @@ func hotfixFlow(ctx context.Context, cfg Config) flow {
 	}
 	if isFile(cfg.PointerPath) {
 		say(cfg.Stdout, "Found ANC hotfix config at %s; running download-hotfix", cfg.PointerPath)
-		f.out.Download = cfg.DownloadHotfix(ctx)
+		f.out.Download = cfg.steps.downloadHotfix(ctx)
 		if f.out.Download.Failed {
 			say(cfg.Stdout, "ANC download-hotfix failed; binary selection follows")
 		} else {
@@ -300,14 +318,14 @@ type launched struct {
 // sendStarted starts the started report of d's hotfix, if launch reports,
 // and returns at once: the agent runs while it is sent.
 func sendStarted(ctx context.Context, cfg Config, d hotfix.Decision, out *launched) {
-	if !out.reports || cfg.Started == nil {
+	if !out.reports || cfg.steps.started == nil {
 		return
 	}
 	out.started = make(chan struct{})
 	s := report.Start{Baked: cfg.Version, Hotfix: d.Target.String(), Check: out.Check.Elapsed, Download: out.Download.Elapsed}
 	go func() {
 		defer close(out.started)
-		cfg.Started(ctx, s)
+		cfg.steps.started(ctx, s)
 	}()
 }
 
@@ -322,13 +340,13 @@ func announce(cfg Config, d hotfix.Decision) {
 			say(cfg.Stdout, "No hotfix to run: %s", quote.Text(d.Detail))
 		}
 		say(cfg.Stdout, "Using VHD-baked binary: %s", cfg.BakedPath)
-		cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
+		cfg.steps.event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
 		cfg.Log.Info("launch chose the baked agent", "reason", string(d.Reason), "detail", d.Detail)
 		return
 	}
 	say(cfg.Stdout, "Hotfix binary accepted: %s", quote.Text(d.Detail))
 	say(cfg.Stdout, "Using hotfix binary: %s", cfg.HotfixPath)
-	cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=hotfix version=%s reason=%s", d.Target, d.Reason))
+	cfg.steps.event(event.LevelInformational, fmt.Sprintf("launcher choice=hotfix version=%s reason=%s", d.Target, d.Reason))
 	cfg.Log.Info("launch chose the hotfix agent", "version", d.Target.String(), "path", cfg.HotfixPath)
 }
 
@@ -344,7 +362,7 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provisi
 		}
 		out.handedOver = true
 		out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
-		return sayDone(cfg.Stdout, cfg.Provision(ctx, p))
+		return sayDone(cfg.Stdout, cfg.steps.provision(ctx, p))
 	}
 	if !handOver(cfg, hotfix.AgentHotfix) {
 		return provision.ExitFailFast
@@ -360,12 +378,12 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provisi
 		return code
 	}
 	say(cfg.Stdout, "Hotfix agent failed before provisioning started (%s); falling back to VHD-baked binary: %s", why, cfg.BakedPath)
-	cfg.Event(event.LevelError, fmt.Sprintf("launcher choice=baked fallback=true version=%s reason=%s", d.Target, why))
+	cfg.steps.event(event.LevelError, fmt.Sprintf("launcher choice=baked fallback=true version=%s reason=%s", d.Target, why))
 	log.Error("hotfix agent failed before the bootstrap started; the baked agent provisions", "version", d.Target.String(), "reason", why)
 	p.Fallback = why
 	out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
 	out.Fallback, out.FallbackReason = true, why
-	return sayDone(cfg.Stdout, cfg.Provision(ctx, p))
+	return sayDone(cfg.Stdout, cfg.steps.provision(ctx, p))
 }
 
 // sayDone prints the reference launcher's last line for provision's exit

@@ -21,9 +21,11 @@ import (
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	nodeconfigv1 "nodehotfix/internal/gen/nodeconfig/v1"
+	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/nodeconfig"
 	"nodehotfix/internal/node/proc"
+	"nodehotfix/internal/node/task"
 )
 
 // ExitFailFast is the exit code recorded when provisioning cannot start
@@ -170,6 +172,22 @@ func Run(ctx context.Context, cfg Config) (code int) {
 	}
 	log.Info("provision finished", "exitCode", exit, "err", err)
 	return exit
+}
+
+// RunTask runs Run as the agent's provision task: a Starting event, then
+// one with its result. Run recovers its own panics, because it must record
+// them in provision.json.
+func RunTask(ctx context.Context, cfg Config) int {
+	rec := task.Recorder{Root: cfg.Root, Log: cfg.Log, Version: cfg.AgentVersion}
+	start := time.Now()
+	rec.Event(event.TaskProvision, event.LevelInformational, "Starting", start, start)
+	code := Run(ctx, cfg)
+	if code == 0 {
+		rec.Event(event.TaskProvision, event.LevelInformational, "Completed", start, time.Now())
+	} else {
+		rec.Event(event.TaskProvision, event.LevelError, fmt.Sprintf("aks-node-controller exited with error %d", code), start, time.Now())
+	}
+	return code
 }
 
 // recordStart writes provision-started.json.
