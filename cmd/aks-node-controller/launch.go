@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"nodehotfix/internal/node/checkhotfix"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/launch"
 	"nodehotfix/internal/node/layout"
 )
@@ -73,7 +74,7 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 		LPSAddr:        nf.lpsAddr,
 		CheckBudget:    *checkBudget,
 		DownloadBudget: df.budget,
-		LaunchID:       os.Getenv(launch.EnvLaunchID),
+		LaunchID:       os.Getenv(handover.EnvLaunchID),
 		HostnameWait:   wait,
 		Stdout:         e.stdout,
 		Stderr:         e.stderr,

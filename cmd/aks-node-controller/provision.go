@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/node/event"
-	"nodehotfix/internal/node/launch"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
 )
@@ -34,10 +34,10 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 		Stderr:          e.stderr,
 		Log:             log,
 		AgentVersion:    version,
-		// Set by launch for a hotfix agent child (internal/node/launch).
-		LaunchID:        os.Getenv(launch.EnvLaunchID),
-		Agent:           os.Getenv(launch.EnvAgent),
-		FallbackFollows: os.Getenv(launch.EnvBakedFallback) == "1",
+		// Set by launch for a hotfix agent child (internal/node/handover).
+		LaunchID:        os.Getenv(handover.EnvLaunchID),
+		Agent:           os.Getenv(handover.EnvAgent),
+		FallbackFollows: os.Getenv(handover.EnvBakedFallback) == "1",
 	})
 }
 

@@ -31,26 +31,12 @@ import (
 	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/features"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/node/provision"
 	"nodehotfix/internal/node/report"
 	"nodehotfix/internal/quote"
-)
-
-// Environment a hotfix agent child receives from launch; its provision
-// command reads them.
-const (
-	// EnvLaunchID identifies this launch; provision records it when the
-	// bootstrap starts, which is how launch (and the shell shim) tell a
-	// failed bootstrap from an agent that died before it.
-	EnvLaunchID = "AKS_NODE_CONTROLLER_LAUNCH_ID"
-	// EnvAgent says which agent provision runs as ("hotfix").
-	EnvAgent = "AKS_NODE_CONTROLLER_AGENT"
-	// EnvBakedFallback, "1", tells provision that the baked agent provisions
-	// if it fails before the bootstrap starts, so it leaves the status files
-	// that provision-wait watches to that run.
-	EnvBakedFallback = "AKS_NODE_CONTROLLER_BAKED_FALLBACK"
 )
 
 const (
@@ -402,7 +388,7 @@ func sayDone(w io.Writer, code int) int {
 // recorded launch provisions nothing: the shim, seeing no record, runs the
 // baked agent's provision once itself.
 func handOver(cfg Config, agent hotfix.Agent) bool {
-	err := provision.WriteRecord(cfg.Root.LaunchRecord(), provision.Start{LaunchID: cfg.LaunchID, Agent: string(agent), AgentVersion: cfg.Version})
+	err := handover.Write(handover.LaunchFile(cfg.Root), handover.Record{LaunchID: cfg.LaunchID, Agent: string(agent), AgentVersion: cfg.Version})
 	if err != nil {
 		say(cfg.Stdout, "Cannot record the handover to provisioning (%s); leaving provisioning to the launcher's fallback", quote.Text(err.Error()))
 		cfg.Log.Error("record the handover to provisioning; the launcher shim provisions", "err", err)
@@ -475,9 +461,9 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision, record
 	if string(cfg.Root) != "/" {
 		argv = append(argv, "--root", string(cfg.Root))
 	}
-	env := slices.Concat(p.Env, []string{EnvLaunchID + "=" + p.LaunchID, EnvAgent + "=" + string(hotfix.AgentHotfix), EnvBakedFallback + "=1"})
+	env := slices.Concat(p.Env, []string{handover.EnvLaunchID + "=" + p.LaunchID, handover.EnvAgent + "=" + string(hotfix.AgentHotfix), handover.EnvBakedFallback + "=1"})
 	say(cfg.Stdout, "Launching %s", strings.Join(argv, " "))
-	mark := provision.MarkStatus(cfg.Root)
+	mark := handover.MarkStatus(cfg.Root)
 	childCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watched := make(chan struct{})
@@ -487,7 +473,7 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision, record
 	res, err := proc.Run(childCtx, proc.Cmd{Args: argv, Env: env, Stdout: cfg.Stdout, Stderr: cfg.Stderr, Linger: true, Passthrough: true})
 	cancel(nil)
 	<-watched
-	started := provision.Started(cfg.Root, p.LaunchID) || mark.Changed(cfg.Root)
+	started := handover.Started(cfg.Root, p.LaunchID) || mark.Changed(cfg.Root)
 	switch {
 	case err == nil && started:
 		say(cfg.Stdout, "aks-node-controller completed successfully")
@@ -557,16 +543,16 @@ func watchPreflight(ctx context.Context, cfg Config, id string, records bool, ca
 		case <-unrecorded:
 			// Read once more: a record written since the last tick puts
 			// the child under the preflight's deadline instead.
-			if _, ok := provision.ReadRecord(cfg.Root.ProvisionStarted(), id); !ok {
+			if _, ok := handover.Read(handover.StartFile(cfg.Root), id); !ok {
 				cancel(errNoRecord)
 				return
 			}
 			unrecorded = nil
 		case <-tick.C:
 		}
-		s, ok := provision.ReadRecord(cfg.Root.ProvisionStarted(), id)
+		s, ok := handover.Read(handover.StartFile(cfg.Root), id)
 		switch {
-		case ok && s.Phase == provision.PhaseBootstrap:
+		case ok && s.Phase == handover.PhaseBootstrap:
 			return
 		case ok && deadline == nil:
 			deadline, unrecorded = time.After(cfg.StartTimeout), nil

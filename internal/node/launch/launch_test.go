@@ -21,6 +21,7 @@ import (
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/explain"
 	"nodehotfix/internal/node/facts"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
 	"nodehotfix/internal/node/report"
@@ -357,13 +358,13 @@ func TestRunHandover(t *testing.T) {
 	if code := n.launch(); code != 0 {
 		t.Fatalf("Run = %d", code)
 	}
-	data, err := os.ReadFile(n.root.LaunchRecord())
+	data, err := os.ReadFile(handover.LaunchFile(n.root))
 	if err != nil || !strings.Contains(string(data), `"Agent":"baked"`) {
 		t.Errorf("launch.json = %s, %v", data, err)
 	}
 
 	m := newNode(t)
-	if err := os.MkdirAll(m.root.LaunchRecord(), 0o755); err != nil {
+	if err := os.MkdirAll(handover.LaunchFile(m.root), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if code := m.launch(); code != provision.ExitFailFast || len(m.provided) != 0 {
@@ -547,7 +548,7 @@ func TestSelectAgent(t *testing.T) {
 			if len(n.reports) != 0 {
 				t.Errorf("sent %d reports, want none", len(n.reports))
 			}
-			if _, err := os.Stat(n.root.LaunchRecord()); err == nil {
+			if _, err := os.Stat(handover.LaunchFile(n.root)); err == nil {
 				t.Error("recorded a handover; the caller's launcher provisions")
 			}
 			data, _ := os.ReadFile(calls)
