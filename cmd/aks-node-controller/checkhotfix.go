@@ -7,7 +7,7 @@ import (
 	"nodehotfix/internal/node/layout"
 )
 
-func runCheckHotfix(ctx context.Context, args []string, e *env) int {
+func runCheckHotfix(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("check-hotfix", e)
 	nf.register(fs, true)

@@ -26,7 +26,7 @@ func (f *downloadFlags) register(fs *flag.FlagSet, budgetFlag string) {
 	fs.DurationVar(&f.budget, budgetFlag, downloadhotfix.DefaultBudget, "download-hotfix's overall time budget")
 }
 
-func runDownloadHotfix(ctx context.Context, args []string, e *env) int {
+func runDownloadHotfix(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	var df downloadFlags
 	fs := newFlagSet("download-hotfix", e)

@@ -15,7 +15,7 @@ import (
 	"nodehotfix/internal/node/layout"
 )
 
-func runLaunch(ctx context.Context, args []string, e *env) int {
+func runLaunch(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	var df downloadFlags
 	fs := newFlagSet("launch", e)
@@ -110,7 +110,7 @@ func openResult(fd int) (*os.File, error) {
 // then "selected PATH". Records are the helper's only input, kept apart
 // from the log lines on stdout. A path with a newline cannot be a record
 // and is left out: the helper then keeps the baked agent.
-func writeSelection(e *env, result *os.File, sel launch.Selection) int {
+func writeSelection(e *stdio, result *os.File, sel launch.Selection) int {
 	if result == nil {
 		if sel.Path != "" {
 			if _, err := fmt.Fprintln(e.stdout, sel.Path); err != nil {

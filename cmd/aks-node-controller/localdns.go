@@ -30,7 +30,7 @@ const (
 // Corefile it selects, print the outcome (applied, alreadyCurrent,
 // notFound, noCorefileData, failed) as the last line of stdout, and exit 0
 // whatever happened: its bootstrap caller is fail-open and reads the line.
-func runFetchLocalDNSConfig(ctx context.Context, args []string, e *env) int {
+func runFetchLocalDNSConfig(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("fetch-localdns-config", e)
 	nf.register(fs, true)
@@ -62,7 +62,7 @@ func runFetchLocalDNSConfig(ctx context.Context, args []string, e *env) int {
 // a localDNS config given in a file (--config) or on stdin (- or no
 // --config) as fetch-localdns-config applies a served one, and print the
 // outcome line. Exit 1 when the outcome is failed, else 0.
-func runApplyLocalDNSConfig(ctx context.Context, args []string, e *env) int {
+func runApplyLocalDNSConfig(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("apply-localdns-config", e)
 	nf.register(fs, false)

@@ -13,7 +13,7 @@ import (
 	"nodehotfix/internal/node/provision"
 )
 
-func runProvision(ctx context.Context, args []string, e *env) int {
+func runProvision(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("provision", e)
 	nf.register(fs, false)
@@ -41,7 +41,7 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 	})
 }
 
-func runProvisionWait(ctx context.Context, args []string, e *env) int {
+func runProvisionWait(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("provision-wait", e)
 	nf.register(fs, false)

@@ -23,7 +23,7 @@ const (
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, args []string, env *env) int
+	run     func(ctx context.Context, args []string, e *stdio) int
 }
 
 func commands() []command {
@@ -43,13 +43,13 @@ func commands() []command {
 	}
 }
 
-// env is what every subcommand gets: its output streams.
-type env struct {
+// stdio is what every subcommand gets: its output streams.
+type stdio struct {
 	stdout, stderr io.Writer
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr}
+	e := &stdio{stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -80,7 +80,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'aks-node-controller <command> -h' for a command's flags.")
 }
 
-func runVersion(_ context.Context, _ []string, e *env) int {
+func runVersion(_ context.Context, _ []string, e *stdio) int {
 	fmt.Fprintln(e.stdout, version)
 	return exitOK
 }
@@ -100,7 +100,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet, network bool) {
 	}
 }
 
-func newFlagSet(name string, e *env) *flag.FlagSet {
+func newFlagSet(name string, e *stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet("aks-node-controller "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	return fs
@@ -110,7 +110,7 @@ func newFlagSet(name string, e *env) *flag.FlagSet {
 // stderr, and a function that closes the log file. When the log file cannot
 // be opened the agent carries on with stderr alone: logging must never be
 // the reason provisioning stops.
-func logger(root layout.Root, e *env) (*slog.Logger, func()) {
+func logger(root layout.Root, e *stdio) (*slog.Logger, func()) {
 	var w io.Writer = e.stderr
 	closeFn := func() {}
 	if f, err := agentlog.Open(root.LogFile()); err == nil {
