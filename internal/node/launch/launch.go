@@ -8,6 +8,12 @@
 // timeout keeps the node from provisioning. Feature flags are data: they
 // never enter this process's environment, only the bootstrap's (and a
 // hotfix agent child's, which hands them on to the bootstrap).
+//
+// Launch runs the whole trip itself (steps.go): check-hotfix and
+// download-hotfix in this process, each in its task lifecycle, the baked
+// agent's provision, the started and outcome reports on check-hotfix's
+// connection. What it hands over, and how the launcher shim sees that, is
+// package handover's contract.
 package launch
 
 import (
