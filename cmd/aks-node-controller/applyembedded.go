@@ -12,7 +12,7 @@ import (
 // arguments after choosing the hotfix agent and ignores a failure; launch
 // does the same. Exit 0 when it applied or had nothing to apply, 1 when the
 // payload was bad or could not be written (nothing of a bad payload is).
-func runApplyEmbedded(ctx context.Context, args []string, e *env) int {
+func runApplyEmbedded(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("apply-embedded-hotfix", e)
 	nf.register(fs, false)
@@ -23,7 +23,7 @@ func runApplyEmbedded(ctx context.Context, args []string, e *env) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "apply-embedded-hotfix", fs.Args())
-	res := applyEmbeddedTask().run(ctx, root, log, func(context.Context) embedhotfix.Result {
+	res := embedhotfix.Task().Run(ctx, recorder(root, log), func(context.Context) embedhotfix.Result {
 		return embedhotfix.Apply(root, embedhotfix.Payloads())
 	})
 	if res.Failed() {

@@ -4,12 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"time"
 
-	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/node/downloadhotfix"
 	"nodehotfix/internal/node/layout"
 )
@@ -29,7 +26,7 @@ func (f *downloadFlags) register(fs *flag.FlagSet, budgetFlag string) {
 	fs.DurationVar(&f.budget, budgetFlag, downloadhotfix.DefaultBudget, "download-hotfix's overall time budget")
 }
 
-func runDownloadHotfix(ctx context.Context, args []string, e *env) int {
+func runDownloadHotfix(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	var df downloadFlags
 	fs := newFlagSet("download-hotfix", e)
@@ -47,28 +44,16 @@ func runDownloadHotfix(ctx context.Context, args []string, e *env) int {
 	root := layout.Root(nf.root)
 	log, closeLog := logger(root, e)
 	defer closeLog()
-	res, err := downloadHotfix(ctx, root, log, df, e.stderr)
+	caPEM, err := downloadhotfix.ReadArtifactCA(df.artifactCA)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "aks-node-controller: %v\n", err)
+		fmt.Fprintf(e.stderr, "aks-node-controller: --artifact-ca: %v\n", err)
 		return exitUsage
 	}
+	res := downloadhotfix.Task(df.budget).Run(ctx, recorder(root, log), func(ctx context.Context) downloadhotfix.Result {
+		return downloadhotfix.Run(ctx, downloadhotfix.Config{
+			Root: root, Version: version, ReleaseKeys: df.keys, ArtifactCAPEM: caPEM, PackageOutput: e.stderr, Log: log,
+		})
+	})
 	fmt.Fprintln(e.stdout, res.Message())
 	return res.ExitCode()
-}
-
-// downloadHotfix runs download-hotfix in its lifecycle; launch calls it
-// in-process. The error is a usage error (an unreadable --artifact-ca).
-func downloadHotfix(ctx context.Context, root layout.Root, log *slog.Logger, df downloadFlags, pkgOut io.Writer) (downloadhotfix.Result, error) {
-	var caPEM []byte
-	if df.artifactCA != "" {
-		var err error
-		if caPEM, err = capfile.Read(df.artifactCA, 1<<20); err != nil {
-			return downloadhotfix.Result{}, fmt.Errorf("--artifact-ca: %w", err)
-		}
-	}
-	return downloadHotfixTask(df.budget).run(ctx, root, log, func(ctx context.Context) downloadhotfix.Result {
-		return downloadhotfix.Run(ctx, downloadhotfix.Config{
-			Root: root, Version: version, ReleaseKeys: df.keys, ArtifactCAPEM: caPEM, PackageOutput: pkgOut, Log: log,
-		})
-	}), nil
 }

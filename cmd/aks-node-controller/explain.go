@@ -10,7 +10,7 @@ import (
 	"nodehotfix/internal/quote"
 )
 
-func runExplain(ctx context.Context, args []string, e *env) int {
+func runExplain(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("explain", e)
 	nf.register(fs, false)

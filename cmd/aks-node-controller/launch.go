@@ -3,25 +3,19 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"os"
 	"strings"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 
-	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/checkhotfix"
-	"nodehotfix/internal/node/event"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/launch"
 	"nodehotfix/internal/node/layout"
-	"nodehotfix/internal/node/lpsclient"
-	"nodehotfix/internal/node/provision"
-	"nodehotfix/internal/node/report"
 )
 
-func runLaunch(ctx context.Context, args []string, e *env) int {
+func runLaunch(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	var df downloadFlags
 	fs := newFlagSet("launch", e)
@@ -65,54 +59,26 @@ func runLaunch(ctx context.Context, args []string, e *env) int {
 	if wait == 0 {
 		wait = -1 // launch.Config: negative means no wait
 	}
-	// One connection for check-hotfix and the started report after it.
-	sess := new(lpsclient.Session)
-	defer sess.Close()
 	cfg := launch.Config{
-		Root:         root,
-		Version:      version,
-		BakedPath:    *binPath,
-		HotfixPath:   *hotfixBin,
-		PointerPath:  *pointer,
-		ConfigPath:   *configPath,
-		NBCCmdPath:   *nbcCmd,
-		FeaturesPath: *featuresPath,
-		ReleaseKeys:  df.keys,
-		LaunchID:     os.Getenv(launch.EnvLaunchID),
-		HostnameWait: wait,
-		Stdout:       e.stdout,
-		Stderr:       e.stderr,
-		Log:          log,
-		CheckHotfix: func(ctx context.Context) report.Step {
-			start := time.Now()
-			res := checkHotfix(ctx, root, log, nf, df.keys, *checkBudget, sess)
-			return report.Step{Outcome: string(res.Outcome), Elapsed: time.Since(start), Failed: res.Failed()}
-		},
-		DownloadHotfix: func(ctx context.Context) report.Step {
-			start := time.Now()
-			res, err := downloadHotfix(ctx, root, log, df, e.stderr)
-			if err != nil {
-				log.Warn("download-hotfix not run", "err", err)
-			}
-			return report.Step{Outcome: string(res.Outcome), Route: string(res.Route), Elapsed: time.Since(start), Failed: err != nil || res.Failed()}
-		},
-		Report: func(ctx context.Context, o report.Outcome) {
-			sendReport(ctx, root, log, nf, o)
-		},
-		Started: func(ctx context.Context, s report.Start) {
-			sendStarted(ctx, root, log, nf, sess, s)
-		},
-		Provision: func(ctx context.Context, p launch.Provision) int {
-			return provisionTask(ctx, root, log, provision.Config{
-				Root: root, ProvisionConfig: p.ConfigPath, NBCCmd: p.NBCCmdPath,
-				Stdout: e.stdout, Stderr: e.stderr, Log: log, AgentVersion: version,
-				Env: p.Env, LaunchID: p.LaunchID, Agent: string(hotfix.AgentBaked), Fallback: p.Fallback,
-			})
-		},
-		Event: func(level, msg string) {
-			now := time.Now()
-			emit(root, log, event.TaskLauncher, level, msg, now, now)
-		},
+		Root:           root,
+		Version:        version,
+		BakedPath:      *binPath,
+		HotfixPath:     *hotfixBin,
+		PointerPath:    *pointer,
+		ConfigPath:     *configPath,
+		NBCCmdPath:     *nbcCmd,
+		FeaturesPath:   *featuresPath,
+		ReleaseKeys:    df.keys,
+		ArtifactCA:     df.artifactCA,
+		IMDSURL:        nf.imdsURL,
+		LPSAddr:        nf.lpsAddr,
+		CheckBudget:    *checkBudget,
+		DownloadBudget: df.budget,
+		LaunchID:       os.Getenv(handover.EnvLaunchID),
+		HostnameWait:   wait,
+		Stdout:         e.stdout,
+		Stderr:         e.stderr,
+		Log:            log,
 	}
 	if *selectOnly {
 		return writeSelection(e, result, launch.SelectAgent(ctx, cfg))
@@ -144,7 +110,7 @@ func openResult(fd int) (*os.File, error) {
 // then "selected PATH". Records are the helper's only input, kept apart
 // from the log lines on stdout. A path with a newline cannot be a record
 // and is left out: the helper then keeps the baked agent.
-func writeSelection(e *env, result *os.File, sel launch.Selection) int {
+func writeSelection(e *stdio, result *os.File, sel launch.Selection) int {
 	if result == nil {
 		if sel.Path != "" {
 			if _, err := fmt.Fprintln(e.stdout, sel.Path); err != nil {
@@ -166,48 +132,4 @@ func writeSelection(e *env, result *os.File, sel launch.Selection) int {
 		return exitError
 	}
 	return exitOK
-}
-
-// sendReport sends the outcome report within report.Timeout, and keeps it
-// for report-resend if the service did not acknowledge it. It is
-// telemetry: a failure is logged and changes nothing.
-func sendReport(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, o report.Outcome) {
-	ctx, cancel := context.WithTimeout(ctx, report.Timeout)
-	defer cancel()
-	start := time.Now()
-	first, err := report.Send(ctx, report.Config{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}, o)
-	if err != nil {
-		log.Warn("outcome report not delivered (fail-open)", "err", err, "durationMs", time.Since(start).Milliseconds(), "kept", keep(ctx, root, log, start, err, &o, nil))
-		return
-	}
-	log.Info("outcome report delivered", "first", first, "durationMs", time.Since(start).Milliseconds())
-}
-
-// keep puts a report the service did not acknowledge in the outbox, for
-// report-resend, when the error says it may take it later; it says whether
-// it did. Fail-open: a disk error loses the report, and is logged.
-func keep(ctx context.Context, root layout.Root, log *slog.Logger, sent time.Time, err error, o *report.Outcome, s *report.Start) bool {
-	if !report.Retryable(err) {
-		return false
-	}
-	if kerr := report.Keep(context.WithoutCancel(ctx), root, sent, o, s); kerr != nil {
-		log.Warn("report not kept for a resend (fail-open)", "err", kerr)
-		return false
-	}
-	return true
-}
-
-// sendStarted sends the started report within report.Timeout, on the
-// session's connection when check-hotfix left one open. Telemetry, like
-// the outcome: a failure is logged and changes nothing.
-func sendStarted(ctx context.Context, root layout.Root, log *slog.Logger, nf nodeFlags, sess *lpsclient.Session, s report.Start) {
-	ctx, cancel := context.WithTimeout(ctx, report.Timeout)
-	defer cancel()
-	start := time.Now()
-	first, err := report.SendStarted(ctx, report.Config{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}, sess, s)
-	if err != nil {
-		log.Warn("started report not delivered (fail-open)", "version", s.Hotfix, "err", err, "durationMs", time.Since(start).Milliseconds(), "kept", keep(ctx, root, log, start, err, nil, &s))
-		return
-	}
-	log.Info("started report delivered", "version", s.Hotfix, "first", first, "durationMs", time.Since(start).Milliseconds())
 }

@@ -23,7 +23,7 @@ const defaultLivePatchingTimeout = 30 * time.Second
 // nothing for an empty one. It is an operator's probe, not fail-open: every
 // failure, NotFound and the other codes check-hotfix treats as benign
 // included, exits 1 with the reason on stderr.
-func runLivePatching(ctx context.Context, args []string, e *env) int {
+func runLivePatching(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("live-patching", e)
 	nf.register(fs, true)

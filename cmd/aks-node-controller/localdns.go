@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"nodehotfix/internal/capfile"
-	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/localdns"
 	"nodehotfix/internal/node/lpsclient"
@@ -31,7 +30,7 @@ const (
 // Corefile it selects, print the outcome (applied, alreadyCurrent,
 // notFound, noCorefileData, failed) as the last line of stdout, and exit 0
 // whatever happened: its bootstrap caller is fail-open and reads the line.
-func runFetchLocalDNSConfig(ctx context.Context, args []string, e *env) int {
+func runFetchLocalDNSConfig(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("fetch-localdns-config", e)
 	nf.register(fs, true)
@@ -52,7 +51,7 @@ func runFetchLocalDNSConfig(ctx context.Context, args []string, e *env) int {
 		budget = defaultFetchLocalDNSTimeout
 	}
 	cfg := localdns.Config{Root: root, Output: *output, ReleaseKeys: *keys}
-	res := localDNSTask("fetch-localdns-config", event.TaskFetchLocalDNSConfig, budget).run(ctx, root, log, func(ctx context.Context) localdns.Result {
+	res := localdns.FetchTask(budget).Run(ctx, recorder(root, log), func(ctx context.Context) localdns.Result {
 		return localdns.Fetch(ctx, cfg, lpsclient.Node{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr})
 	})
 	fmt.Fprintln(e.stdout, res.Outcome)
@@ -63,7 +62,7 @@ func runFetchLocalDNSConfig(ctx context.Context, args []string, e *env) int {
 // a localDNS config given in a file (--config) or on stdin (- or no
 // --config) as fetch-localdns-config applies a served one, and print the
 // outcome line. Exit 1 when the outcome is failed, else 0.
-func runApplyLocalDNSConfig(ctx context.Context, args []string, e *env) int {
+func runApplyLocalDNSConfig(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("apply-localdns-config", e)
 	nf.register(fs, false)
@@ -78,7 +77,7 @@ func runApplyLocalDNSConfig(ctx context.Context, args []string, e *env) int {
 	defer closeLog()
 	warnExtraArgs(log, "apply-localdns-config", fs.Args())
 	cfg := localdns.Config{Root: root, Output: *output, ReleaseKeys: *keys}
-	res := localDNSTask("apply-localdns-config", event.TaskApplyLocalDNSConfig, applyLocalDNSBudget).run(ctx, root, log, func(ctx context.Context) localdns.Result {
+	res := localdns.ApplyTask(applyLocalDNSBudget).Run(ctx, recorder(root, log), func(ctx context.Context) localdns.Result {
 		text, err := readConfig(ctx, *config, os.Stdin)
 		if err != nil {
 			return localdns.Result{Outcome: localdns.Failed, Err: err}

@@ -4,17 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"time"
 
 	"nodehotfix/internal/node/event"
-	"nodehotfix/internal/node/launch"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
 )
 
-func runProvision(ctx context.Context, args []string, e *env) int {
+func runProvision(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("provision", e)
 	nf.register(fs, false)
@@ -27,7 +26,7 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "provision", fs.Args())
-	return provisionTask(ctx, root, log, provision.Config{
+	return provision.RunTask(ctx, provision.Config{
 		Root:            root,
 		ProvisionConfig: *configPath,
 		NBCCmd:          *nbcCmd,
@@ -35,29 +34,14 @@ func runProvision(ctx context.Context, args []string, e *env) int {
 		Stderr:          e.stderr,
 		Log:             log,
 		AgentVersion:    version,
-		// Set by launch for a hotfix agent child (internal/node/launch).
-		LaunchID:        os.Getenv(launch.EnvLaunchID),
-		Agent:           os.Getenv(launch.EnvAgent),
-		FallbackFollows: os.Getenv(launch.EnvBakedFallback) == "1",
+		// Set by launch for a hotfix agent child (internal/node/handover).
+		LaunchID:        os.Getenv(handover.EnvLaunchID),
+		Agent:           os.Getenv(handover.EnvAgent),
+		FallbackFollows: os.Getenv(handover.EnvBakedFallback) == "1",
 	})
 }
 
-// provisionTask runs provision with its telemetry: a Starting event, then
-// one with its result. provision.Run recovers its own panics, because it
-// must record them in provision.json.
-func provisionTask(ctx context.Context, root layout.Root, log *slog.Logger, cfg provision.Config) int {
-	start := time.Now()
-	emit(root, log, event.TaskProvision, event.LevelInformational, "Starting", start, start)
-	code := provision.Run(ctx, cfg)
-	if code == 0 {
-		emit(root, log, event.TaskProvision, event.LevelInformational, "Completed", start, time.Now())
-	} else {
-		emit(root, log, event.TaskProvision, event.LevelError, fmt.Sprintf("aks-node-controller exited with error %d", code), start, time.Now())
-	}
-	return code
-}
-
-func runProvisionWait(ctx context.Context, args []string, e *env) int {
+func runProvisionWait(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("provision-wait", e)
 	nf.register(fs, false)
@@ -73,6 +57,7 @@ func runProvisionWait(ctx context.Context, args []string, e *env) int {
 		ctx, cancel = context.WithTimeout(ctx, *timeout)
 		defer cancel()
 	}
+	rec := recorder(root, log)
 	start := time.Now()
 	raw, _, err := provision.Wait(ctx, root)
 	if raw != nil {
@@ -81,14 +66,14 @@ func runProvisionWait(ctx context.Context, args []string, e *env) int {
 	var se *provision.StatusError
 	switch {
 	case err == nil:
-		emit(root, log, event.TaskProvisionWait, event.LevelInformational, "provision completed", start, time.Now())
+		rec.Event(event.TaskProvisionWait, event.LevelInformational, "provision completed", start, time.Now())
 		return exitOK
 	case errors.As(err, &se):
-		emit(root, log, event.TaskProvisionWait, event.LevelError, se.Error(), start, time.Now())
+		rec.Event(event.TaskProvisionWait, event.LevelError, se.Error(), start, time.Now())
 		fmt.Fprintln(e.stderr, "aks-node-controller:", err)
 		return se.Code()
 	default:
-		emit(root, log, event.TaskProvisionWait, event.LevelError, err.Error(), start, time.Now())
+		rec.Event(event.TaskProvisionWait, event.LevelError, err.Error(), start, time.Now())
 		fmt.Fprintln(e.stderr, "aks-node-controller:", err)
 		return exitError
 	}

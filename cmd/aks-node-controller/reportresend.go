@@ -16,7 +16,7 @@ const reportResendBudget = 20 * time.Second
 // runReportResend resends the reports the outbox keeps (report.Resend).
 // The node's timer runs it; like the reports themselves it is fail-open
 // and always exits 0, the reason of a failure on stderr and in the log.
-func runReportResend(ctx context.Context, args []string, e *env) int {
+func runReportResend(ctx context.Context, args []string, e *stdio) int {
 	var nf nodeFlags
 	fs := newFlagSet("report-resend", e)
 	nf.register(fs, true)

@@ -7,11 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"time"
 
 	"nodehotfix/internal/node/agentlog"
-	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/task"
 )
 
 // Exit codes; doc.go is the table.
@@ -24,7 +23,7 @@ const (
 type command struct {
 	name    string
 	summary string
-	run     func(ctx context.Context, args []string, env *env) int
+	run     func(ctx context.Context, args []string, e *stdio) int
 }
 
 func commands() []command {
@@ -44,13 +43,13 @@ func commands() []command {
 	}
 }
 
-// env is what every subcommand gets: its output streams.
-type env struct {
+// stdio is what every subcommand gets: its output streams.
+type stdio struct {
 	stdout, stderr io.Writer
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	e := &env{stdout: stdout, stderr: stderr}
+	e := &stdio{stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
@@ -81,7 +80,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'aks-node-controller <command> -h' for a command's flags.")
 }
 
-func runVersion(_ context.Context, _ []string, e *env) int {
+func runVersion(_ context.Context, _ []string, e *stdio) int {
 	fmt.Fprintln(e.stdout, version)
 	return exitOK
 }
@@ -101,7 +100,7 @@ func (f *nodeFlags) register(fs *flag.FlagSet, network bool) {
 	}
 }
 
-func newFlagSet(name string, e *env) *flag.FlagSet {
+func newFlagSet(name string, e *stdio) *flag.FlagSet {
 	fs := flag.NewFlagSet("aks-node-controller "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	return fs
@@ -111,7 +110,7 @@ func newFlagSet(name string, e *env) *flag.FlagSet {
 // stderr, and a function that closes the log file. When the log file cannot
 // be opened the agent carries on with stderr alone: logging must never be
 // the reason provisioning stops.
-func logger(root layout.Root, e *env) (*slog.Logger, func()) {
+func logger(root layout.Root, e *stdio) (*slog.Logger, func()) {
 	var w io.Writer = e.stderr
 	closeFn := func() {}
 	if f, err := agentlog.Open(root.LogFile()); err == nil {
@@ -123,14 +122,10 @@ func logger(root layout.Root, e *env) (*slog.Logger, func()) {
 	return slog.New(slog.NewJSONHandler(w, nil)), closeFn
 }
 
-// emit writes a telemetry event; a failure to write one is logged, never
-// fatal.
-func emit(root layout.Root, log *slog.Logger, task, level, msg string, start, end time.Time) {
-	if _, err := event.Write(root.EventsDir(), event.Event{
-		Task: task, Level: level, Message: msg + event.Timing(start, end), Start: start, End: end, Version: version,
-	}); err != nil {
-		log.Warn("write event", "task", task, "err", err)
-	}
+// recorder is where a command's task records: the agent log and the
+// events directory under root, as this agent's version.
+func recorder(root layout.Root, log *slog.Logger) task.Recorder {
+	return task.Recorder{Root: root, Log: log, Version: version}
 }
 
 func warnExtraArgs(log *slog.Logger, cmd string, args []string) {

@@ -14,6 +14,7 @@ bin="${BIN_PATH:-$dir/aks-node-controller}"
 config="${CONFIG_PATH:-$dir/aks-node-controller-config.json}"
 nbc="${NBC_CMD_PATH:-$dir/aks-node-controller-nbc-cmd.sh}"
 # launch records this ID before it provisions; from then on provisioning (and any fallback) is its.
+# The ID's name, the record's path and its LaunchID field are internal/node/handover's; its tests pin them.
 id="${EPOCHREALTIME:-${RANDOM}${RANDOM}}" # bash < 5 has no EPOCHREALTIME
 export AKS_NODE_CONTROLLER_LAUNCH_ID="${id/[.,]/}-$$"
 handover="${root%/}/var/log/azure/aks/launch.json"

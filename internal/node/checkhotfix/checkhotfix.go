@@ -20,11 +20,13 @@ import (
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/nodeconfig"
 	"nodehotfix/internal/node/report"
+	"nodehotfix/internal/node/task"
 	"nodehotfix/internal/node/trust"
 )
 
@@ -116,6 +118,15 @@ func (r Result) Message() string {
 
 // Failed reports whether the run ended in the Failed outcome.
 func (r Result) Failed() bool { return r.Outcome == Failed }
+
+// Task is check-hotfix's lifecycle within budget, in a process of its own
+// or in launch's: a panic becomes a Failed result that carries it.
+func Task(budget time.Duration) task.Task[Result] {
+	return task.Task[Result]{
+		Name: "check-hotfix", Event: event.TaskCheckHotfix, Budget: budget,
+		OnPanic: func(v any) Result { return Result{Outcome: Failed, Panic: v} },
+	}
+}
 
 // Run performs check-hotfix under ctx, which carries the command's budget
 // (DefaultBudget unless the operator set one). It never fails: every problem

@@ -31,6 +31,7 @@ import (
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/fetch"
 	"nodehotfix/internal/node/layout"
@@ -38,6 +39,7 @@ import (
 	"nodehotfix/internal/node/pkgrepo"
 	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/node/scripts"
+	"nodehotfix/internal/node/task"
 	"nodehotfix/internal/node/trust"
 	"nodehotfix/internal/release"
 )
@@ -165,6 +167,29 @@ func (r Result) Message() string {
 		fmt.Fprintf(&b, " error=%v", r.Err)
 	}
 	return b.String()
+}
+
+// Task is download-hotfix's lifecycle within budget, in a process of its
+// own or in launch's: a panic becomes a Failed result with no route.
+func Task(budget time.Duration) task.Task[Result] {
+	return task.Task[Result]{
+		Name: "download-hotfix", Event: event.TaskDownloadHotfix, Budget: budget,
+		OnPanic: func(v any) Result {
+			return Result{Outcome: Failed, Route: RouteNone, Err: fmt.Errorf("panic: %v", v)}
+		},
+	}
+}
+
+// maxArtifactCA caps the --artifact-ca bundle: a few CA certificates.
+const maxArtifactCA = 1 << 20
+
+// ReadArtifactCA reads the extra CA bundle for ArtifactCAPEM from path;
+// "" is none (nil).
+func ReadArtifactCA(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	return capfile.Read(path, maxArtifactCA)
 }
 
 // Run performs download-hotfix under ctx, which carries the run's budget.

@@ -25,9 +25,11 @@ import (
 	"time"
 
 	"nodehotfix/internal/atomicfile"
+	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/osrelease"
 	"nodehotfix/internal/node/scripts"
+	"nodehotfix/internal/node/task"
 )
 
 // embedded is the agent's own payload directory, as built.
@@ -126,6 +128,15 @@ func (r Result) Message() string {
 
 // Failed reports an Error-level outcome.
 func (r Result) Failed() bool { return r.Outcome == Failed }
+
+// Task is apply-embedded-hotfix's lifecycle within Budget: a panic becomes
+// a Failed result.
+func Task() task.Task[Result] {
+	return task.Task[Result]{
+		Name: "apply-embedded-hotfix", Event: event.TaskApplyEmbedded, Budget: Budget,
+		OnPanic: func(v any) Result { return Result{Outcome: Failed, Err: fmt.Errorf("panic: %v", v)} },
+	}
+}
 
 // maxActiveSize caps the marker.
 const maxActiveSize = 64

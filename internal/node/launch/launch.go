@@ -8,6 +8,12 @@
 // timeout keeps the node from provisioning. Feature flags are data: they
 // never enter this process's environment, only the bootstrap's (and a
 // hotfix agent child's, which hands them on to the bootstrap).
+//
+// Launch runs the whole trip itself (steps.go): check-hotfix and
+// download-hotfix in this process, each in its task lifecycle, the baked
+// agent's provision, the started and outcome reports on check-hotfix's
+// connection. What it hands over, and how the launcher shim sees that, is
+// package handover's contract.
 package launch
 
 import (
@@ -25,30 +31,18 @@ import (
 	"time"
 
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/node/checkhotfix"
+	"nodehotfix/internal/node/downloadhotfix"
 	"nodehotfix/internal/node/embedhotfix"
 	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/facts"
 	"nodehotfix/internal/node/features"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/proc"
 	"nodehotfix/internal/node/provision"
 	"nodehotfix/internal/node/report"
 	"nodehotfix/internal/quote"
-)
-
-// Environment a hotfix agent child receives from launch; its provision
-// command reads them.
-const (
-	// EnvLaunchID identifies this launch; provision records it when the
-	// bootstrap starts, which is how launch (and the shell shim) tell a
-	// failed bootstrap from an agent that died before it.
-	EnvLaunchID = "AKS_NODE_CONTROLLER_LAUNCH_ID"
-	// EnvAgent says which agent provision runs as ("hotfix").
-	EnvAgent = "AKS_NODE_CONTROLLER_AGENT"
-	// EnvBakedFallback, "1", tells provision that the baked agent provisions
-	// if it fails before the bootstrap starts, so it leaves the status files
-	// that provision-wait watches to that run.
-	EnvBakedFallback = "AKS_NODE_CONTROLLER_BAKED_FALLBACK"
 )
 
 const (
@@ -64,8 +58,7 @@ const (
 	startPoll = 100 * time.Millisecond
 )
 
-// Config configures a launch. Root, Version and the three step functions
-// are required.
+// Config configures a launch. Root and Version are required.
 type Config struct {
 	Root layout.Root
 	// Version is this agent's version: launch runs as the baked agent.
@@ -84,6 +77,18 @@ type Config struct {
 	ConfigPath, NBCCmdPath, FeaturesPath string
 	// ReleaseKeys is the trusted key file; empty means the default.
 	ReleaseKeys string
+	// ArtifactCA is an extra CA bundle file trusted for artifact downloads
+	// (download-hotfix's --artifact-ca); empty means none. An unreadable
+	// one fails download-hotfix, never the launch.
+	ArtifactCA string
+	// IMDSURL and LPSAddr are the metadata service's base URL and the
+	// live-patching service's host:port, for check-hotfix and the reports;
+	// empty means their defaults (lpsclient.Node).
+	IMDSURL, LPSAddr string
+	// CheckBudget and DownloadBudget bound check-hotfix and
+	// download-hotfix; zero means checkhotfix.DefaultBudget and
+	// downloadhotfix.DefaultBudget.
+	CheckBudget, DownloadBudget time.Duration
 	// LaunchID identifies this launch (the shim passes its own); empty
 	// means one is made up.
 	LaunchID string
@@ -100,25 +105,9 @@ type Config struct {
 	// Log receives progress; nil discards.
 	Log *slog.Logger
 
-	// CheckHotfix and DownloadHotfix run those commands in this process,
-	// each behind its own budget and panic guard, and say how they ended.
-	CheckHotfix, DownloadHotfix func(ctx context.Context) report.Step
-	// Provision provisions with the baked agent in this process; env is
-	// added to the bootstrap's environment, fallback says why the baked
-	// agent provisions after a hotfix failed ("" when it was the choice).
-	// It returns the exit code.
-	Provision func(ctx context.Context, p Provision) int
-	// Event records the launcher's telemetry event; nil records none.
-	Event func(level, message string)
-	// Report sends the outcome report after provisioning, when the hotfix
-	// flag is on; it bounds itself and cannot change the exit code. Nil
-	// sends none.
-	Report func(ctx context.Context, o report.Outcome)
-	// Started sends the started report, when the hotfix flag is on, just
-	// before the hotfix agent first runs. Launch runs it concurrently and
-	// never waits for it before running the agent, only before the outcome
-	// report; it bounds itself (report.Timeout). Nil sends none.
-	Started func(ctx context.Context, s report.Start)
+	// steps are the trip's steps that leave launch; nil: the real ones
+	// (newSteps). Launch's tests swap them.
+	steps *steps
 }
 
 // Provision is what the baked agent's in-process provision gets.
@@ -170,15 +159,35 @@ func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
 	}
-	if c.Event == nil {
-		c.Event = func(string, string) {}
+	if c.CheckBudget == 0 {
+		c.CheckBudget = checkhotfix.DefaultBudget
 	}
+	if c.DownloadBudget == 0 {
+		c.DownloadBudget = downloadhotfix.DefaultBudget
+	}
+}
+
+// withSteps returns cfg, defaulted, with its steps, and a function that
+// closes what the steps hold.
+func (c Config) withSteps() (Config, func()) {
+	c.defaults()
+	done := func() {}
+	if c.steps == nil {
+		c.steps, done = newSteps(c)
+	}
+	if c.steps.event == nil {
+		st := *c.steps
+		st.event = func(string, string) {}
+		c.steps = &st
+	}
+	return c, done
 }
 
 // Run launches and returns the exit code: provision's, or 0 when the node
 // has neither a config nor a bootstrap command.
 func Run(ctx context.Context, cfg Config) int {
-	cfg.defaults()
+	cfg, done := cfg.withSteps()
+	defer done()
 	waitForHostname(ctx, cfg.Root, cfg.HostnameWait, cfg.Stdout)
 	hasConfig, hasNBC := isFile(cfg.ConfigPath), isFile(cfg.NBCCmdPath)
 	if !hasConfig && !hasNBC {
@@ -206,8 +215,8 @@ func Run(ctx context.Context, cfg Config) int {
 	out.ExitCode, out.Provision = code, time.Since(start)
 	// Nodes with the flag on report, the control cohort (baked chosen)
 	// included; the flag off sends nothing anywhere.
-	if f.features.HotfixEnabled() && cfg.Report != nil {
-		cfg.Report(ctx, out.Outcome)
+	if f.features.HotfixEnabled() && cfg.steps.report != nil {
+		cfg.steps.report(ctx, out.Outcome)
 	}
 	return code
 }
@@ -234,7 +243,8 @@ type Selection struct {
 // step is, and the choice falls to the baked agent unless Select accepts the
 // hotfix.
 func SelectAgent(ctx context.Context, cfg Config) Selection {
-	cfg.defaults()
+	cfg, done := cfg.withSteps()
+	defer done()
 	f := hotfixFlow(ctx, cfg)
 	sel := Selection{Path: cfg.BakedPath, Decision: f.decision, Env: f.features.Env()}
 	announce(cfg, f.decision)
@@ -262,7 +272,7 @@ func hotfixFlow(ctx context.Context, cfg Config) flow {
 	f.features = readFeatures(cfg.FeaturesPath, cfg.Stdout)
 	if f.features.HotfixEnabled() {
 		say(cfg.Stdout, "ENABLE_PROVISIONING_HOTFIX=true; running check-hotfix to refresh hotfix pointer")
-		f.out.Check = cfg.CheckHotfix(ctx)
+		f.out.Check = cfg.steps.checkHotfix(ctx)
 		if f.out.Check.Failed {
 			say(cfg.Stdout, "ANC check-hotfix failed; continuing (fail-open)")
 		} else {
@@ -273,7 +283,7 @@ func hotfixFlow(ctx context.Context, cfg Config) flow {
 	}
 	if isFile(cfg.PointerPath) {
 		say(cfg.Stdout, "Found ANC hotfix config at %s; running download-hotfix", cfg.PointerPath)
-		f.out.Download = cfg.DownloadHotfix(ctx)
+		f.out.Download = cfg.steps.downloadHotfix(ctx)
 		if f.out.Download.Failed {
 			say(cfg.Stdout, "ANC download-hotfix failed; binary selection follows")
 		} else {
@@ -300,14 +310,14 @@ type launched struct {
 // sendStarted starts the started report of d's hotfix, if launch reports,
 // and returns at once: the agent runs while it is sent.
 func sendStarted(ctx context.Context, cfg Config, d hotfix.Decision, out *launched) {
-	if !out.reports || cfg.Started == nil {
+	if !out.reports || cfg.steps.started == nil {
 		return
 	}
 	out.started = make(chan struct{})
 	s := report.Start{Baked: cfg.Version, Hotfix: d.Target.String(), Check: out.Check.Elapsed, Download: out.Download.Elapsed}
 	go func() {
 		defer close(out.started)
-		cfg.Started(ctx, s)
+		cfg.steps.started(ctx, s)
 	}()
 }
 
@@ -322,13 +332,13 @@ func announce(cfg Config, d hotfix.Decision) {
 			say(cfg.Stdout, "No hotfix to run: %s", quote.Text(d.Detail))
 		}
 		say(cfg.Stdout, "Using VHD-baked binary: %s", cfg.BakedPath)
-		cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
+		cfg.steps.event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
 		cfg.Log.Info("launch chose the baked agent", "reason", string(d.Reason), "detail", d.Detail)
 		return
 	}
 	say(cfg.Stdout, "Hotfix binary accepted: %s", quote.Text(d.Detail))
 	say(cfg.Stdout, "Using hotfix binary: %s", cfg.HotfixPath)
-	cfg.Event(event.LevelInformational, fmt.Sprintf("launcher choice=hotfix version=%s reason=%s", d.Target, d.Reason))
+	cfg.steps.event(event.LevelInformational, fmt.Sprintf("launcher choice=hotfix version=%s reason=%s", d.Target, d.Reason))
 	cfg.Log.Info("launch chose the hotfix agent", "version", d.Target.String(), "path", cfg.HotfixPath)
 }
 
@@ -344,7 +354,7 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provisi
 		}
 		out.handedOver = true
 		out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
-		return sayDone(cfg.Stdout, cfg.Provision(ctx, p))
+		return sayDone(cfg.Stdout, cfg.steps.provision(ctx, p))
 	}
 	if !handOver(cfg, hotfix.AgentHotfix) {
 		return provision.ExitFailFast
@@ -360,12 +370,12 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provisi
 		return code
 	}
 	say(cfg.Stdout, "Hotfix agent failed before provisioning started (%s); falling back to VHD-baked binary: %s", why, cfg.BakedPath)
-	cfg.Event(event.LevelError, fmt.Sprintf("launcher choice=baked fallback=true version=%s reason=%s", d.Target, why))
+	cfg.steps.event(event.LevelError, fmt.Sprintf("launcher choice=baked fallback=true version=%s reason=%s", d.Target, why))
 	log.Error("hotfix agent failed before the bootstrap started; the baked agent provisions", "version", d.Target.String(), "reason", why)
 	p.Fallback = why
 	out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
 	out.Fallback, out.FallbackReason = true, why
-	return sayDone(cfg.Stdout, cfg.Provision(ctx, p))
+	return sayDone(cfg.Stdout, cfg.steps.provision(ctx, p))
 }
 
 // sayDone prints the reference launcher's last line for provision's exit
@@ -384,7 +394,7 @@ func sayDone(w io.Writer, code int) int {
 // recorded launch provisions nothing: the shim, seeing no record, runs the
 // baked agent's provision once itself.
 func handOver(cfg Config, agent hotfix.Agent) bool {
-	err := provision.WriteRecord(cfg.Root.LaunchRecord(), provision.Start{LaunchID: cfg.LaunchID, Agent: string(agent), AgentVersion: cfg.Version})
+	err := handover.Write(handover.LaunchFile(cfg.Root), handover.Record{LaunchID: cfg.LaunchID, Agent: string(agent), AgentVersion: cfg.Version})
 	if err != nil {
 		say(cfg.Stdout, "Cannot record the handover to provisioning (%s); leaving provisioning to the launcher's fallback", quote.Text(err.Error()))
 		cfg.Log.Error("record the handover to provisioning; the launcher shim provisions", "err", err)
@@ -457,9 +467,9 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision, record
 	if string(cfg.Root) != "/" {
 		argv = append(argv, "--root", string(cfg.Root))
 	}
-	env := slices.Concat(p.Env, []string{EnvLaunchID + "=" + p.LaunchID, EnvAgent + "=" + string(hotfix.AgentHotfix), EnvBakedFallback + "=1"})
+	env := slices.Concat(p.Env, []string{handover.EnvLaunchID + "=" + p.LaunchID, handover.EnvAgent + "=" + string(hotfix.AgentHotfix), handover.EnvBakedFallback + "=1"})
 	say(cfg.Stdout, "Launching %s", strings.Join(argv, " "))
-	mark := provision.MarkStatus(cfg.Root)
+	mark := handover.MarkStatus(cfg.Root)
 	childCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watched := make(chan struct{})
@@ -469,7 +479,7 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision, record
 	res, err := proc.Run(childCtx, proc.Cmd{Args: argv, Env: env, Stdout: cfg.Stdout, Stderr: cfg.Stderr, Linger: true, Passthrough: true})
 	cancel(nil)
 	<-watched
-	started := provision.Started(cfg.Root, p.LaunchID) || mark.Changed(cfg.Root)
+	started := handover.Started(cfg.Root, p.LaunchID) || mark.Changed(cfg.Root)
 	switch {
 	case err == nil && started:
 		say(cfg.Stdout, "aks-node-controller completed successfully")
@@ -539,16 +549,16 @@ func watchPreflight(ctx context.Context, cfg Config, id string, records bool, ca
 		case <-unrecorded:
 			// Read once more: a record written since the last tick puts
 			// the child under the preflight's deadline instead.
-			if _, ok := provision.ReadRecord(cfg.Root.ProvisionStarted(), id); !ok {
+			if _, ok := handover.Read(handover.StartFile(cfg.Root), id); !ok {
 				cancel(errNoRecord)
 				return
 			}
 			unrecorded = nil
 		case <-tick.C:
 		}
-		s, ok := provision.ReadRecord(cfg.Root.ProvisionStarted(), id)
+		s, ok := handover.Read(handover.StartFile(cfg.Root), id)
 		switch {
-		case ok && s.Phase == provision.PhaseBootstrap:
+		case ok && s.Phase == handover.PhaseBootstrap:
 			return
 		case ok && deadline == nil:
 			deadline, unrecorded = time.After(cfg.StartTimeout), nil

@@ -21,6 +21,7 @@ import (
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/explain"
 	"nodehotfix/internal/node/facts"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/provision"
 	"nodehotfix/internal/node/report"
@@ -32,7 +33,7 @@ const (
 	target = "202604.01.1"
 )
 
-// node is a node root with recording step functions.
+// node is a node root with recording steps.
 type node struct {
 	t        *testing.T
 	root     layout.Root
@@ -103,21 +104,23 @@ func (n *node) launch() int {
 func (n *node) config() Config {
 	return Config{
 		Root: n.root, Version: baked, HostnameWait: -1, Stdout: &n.out, Stderr: &n.out, StartTimeout: 300 * time.Millisecond,
-		CheckHotfix: func(context.Context) report.Step {
-			n.calls = append(n.calls, "check-hotfix")
-			return report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond}
+		steps: &steps{
+			checkHotfix: func(context.Context) report.Step {
+				n.calls = append(n.calls, "check-hotfix")
+				return report.Step{Outcome: "noHotfixAvailable", Elapsed: 3 * time.Millisecond}
+			},
+			downloadHotfix: func(context.Context) report.Step {
+				n.calls = append(n.calls, "download-hotfix")
+				return report.Step{Outcome: "alreadyStaged", Route: "none"}
+			},
+			report: func(_ context.Context, o report.Outcome) { n.reports = append(n.reports, o) },
+			provision: func(_ context.Context, p Provision) int {
+				n.calls = append(n.calls, "baked-provision")
+				n.provided = append(n.provided, p)
+				return 0
+			},
+			event: func(level, msg string) { n.events = append(n.events, level+" "+msg) },
 		},
-		DownloadHotfix: func(context.Context) report.Step {
-			n.calls = append(n.calls, "download-hotfix")
-			return report.Step{Outcome: "alreadyStaged", Route: "none"}
-		},
-		Report: func(_ context.Context, o report.Outcome) { n.reports = append(n.reports, o) },
-		Provision: func(_ context.Context, p Provision) int {
-			n.calls = append(n.calls, "baked-provision")
-			n.provided = append(n.provided, p)
-			return 0
-		},
-		Event: func(level, msg string) { n.events = append(n.events, level+" "+msg) },
 	}
 }
 
@@ -355,13 +358,13 @@ func TestRunHandover(t *testing.T) {
 	if code := n.launch(); code != 0 {
 		t.Fatalf("Run = %d", code)
 	}
-	data, err := os.ReadFile(n.root.LaunchRecord())
+	data, err := os.ReadFile(handover.LaunchFile(n.root))
 	if err != nil || !strings.Contains(string(data), `"Agent":"baked"`) {
 		t.Errorf("launch.json = %s, %v", data, err)
 	}
 
 	m := newNode(t)
-	if err := os.MkdirAll(m.root.LaunchRecord(), 0o755); err != nil {
+	if err := os.MkdirAll(handover.LaunchFile(m.root), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if code := m.launch(); code != provision.ExitFailFast || len(m.provided) != 0 {
@@ -545,7 +548,7 @@ func TestSelectAgent(t *testing.T) {
 			if len(n.reports) != 0 {
 				t.Errorf("sent %d reports, want none", len(n.reports))
 			}
-			if _, err := os.Stat(n.root.LaunchRecord()); err == nil {
+			if _, err := os.Stat(handover.LaunchFile(n.root)); err == nil {
 				t.Error("recorded a handover; the caller's launcher provisions")
 			}
 			data, _ := os.ReadFile(calls)
@@ -598,9 +601,9 @@ func TestRunReferenceLogLines(t *testing.T) {
 			n.write(n.root.EnabledFeatures(), "ENABLE_PROVISIONING_HOTFIX=true\n", 0o600)
 			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
 			cfg := n.config()
-			cfg.CheckHotfix = func(context.Context) report.Step { return report.Step{Outcome: "x", Failed: tt.checkFails} }
-			cfg.DownloadHotfix = func(context.Context) report.Step { return report.Step{Outcome: "y", Failed: tt.dlFails} }
-			cfg.Provision = func(context.Context, Provision) int { return tt.provisionCode }
+			cfg.steps.checkHotfix = func(context.Context) report.Step { return report.Step{Outcome: "x", Failed: tt.checkFails} }
+			cfg.steps.downloadHotfix = func(context.Context) report.Step { return report.Step{Outcome: "y", Failed: tt.dlFails} }
+			cfg.steps.provision = func(context.Context, Provision) int { return tt.provisionCode }
 			if code := Run(n.t.Context(), cfg); code != tt.provisionCode {
 				t.Fatalf("Run = %d, want %d", code, tt.provisionCode)
 			}
@@ -653,7 +656,7 @@ func TestRunStartedReport(t *testing.T) {
 			var order []string
 			var got []report.Start
 			cfg := n.config()
-			cfg.Started = func(ctx context.Context, s report.Start) {
+			cfg.steps.started = func(ctx context.Context, s report.Start) {
 				got = append(got, s)
 				// The agent runs while this report is still out.
 				deadline := time.Now().Add(10 * time.Second)
@@ -669,8 +672,8 @@ func TestRunStartedReport(t *testing.T) {
 					time.Sleep(5 * time.Millisecond)
 				}
 			}
-			sendOutcome := cfg.Report
-			cfg.Report = func(ctx context.Context, o report.Outcome) {
+			sendOutcome := cfg.steps.report
+			cfg.steps.report = func(ctx context.Context, o report.Outcome) {
 				order = append(order, "outcome")
 				sendOutcome(ctx, o)
 			}

@@ -47,7 +47,7 @@ func BenchmarkStartedReportExecDelay(b *testing.B) {
 		run     bool
 	}{{"none", nil, true}, {"session", onSession, true}, {"own-connection", started, true}, {"return", started, false}} {
 		b.Run(tc.name, func(b *testing.B) {
-			cfg := Config{Started: tc.started}
+			cfg := Config{steps: &steps{started: tc.started}}
 			for b.Loop() {
 				out := &launched{reports: true}
 				sendStarted(b.Context(), cfg, d, out)

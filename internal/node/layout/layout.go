@@ -68,14 +68,6 @@ func (r Root) ProvisionComplete() string { return r.join(containers + "/provisio
 // ProvisionJSON holds provisioning's exit code, error and output tail.
 func (r Root) ProvisionJSON() string { return r.join("var/log/azure/aks/provision.json") }
 
-// ProvisionStarted records that the bootstrap started, by which agent and
-// for which launch; written just before the bootstrap runs.
-func (r Root) ProvisionStarted() string { return r.join("var/log/azure/aks/provision-started.json") }
-
-// LaunchRecord records that launch handed the node over to a provision, for
-// which launch ID: after that, the launcher shim never provisions again.
-func (r Root) LaunchRecord() string { return r.join("var/log/azure/aks/launch.json") }
-
 // ReportOutbox holds the reports the live-patching service did not
 // acknowledge, until they are resent (report.Keep, report.Resend).
 func (r Root) ReportOutbox() string { return r.join("var/log/azure/aks/report-outbox.json") }

@@ -29,9 +29,11 @@ import (
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	"nodehotfix/internal/node/component"
+	"nodehotfix/internal/node/event"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/nodeconfig"
+	"nodehotfix/internal/node/task"
 	"nodehotfix/internal/release"
 )
 
@@ -93,6 +95,24 @@ func (r Result) Message() string {
 
 // Failed reports an Error-level outcome.
 func (r Result) Failed() bool { return r.Outcome == Failed }
+
+// FetchTask is fetch-localdns-config's lifecycle within budget, ApplyTask
+// apply-localdns-config's: a panic becomes a Failed result.
+func FetchTask(budget time.Duration) task.Task[Result] {
+	return lifecycle("fetch-localdns-config", event.TaskFetchLocalDNSConfig, budget)
+}
+
+// ApplyTask: see FetchTask.
+func ApplyTask(budget time.Duration) task.Task[Result] {
+	return lifecycle("apply-localdns-config", event.TaskApplyLocalDNSConfig, budget)
+}
+
+func lifecycle(name, ev string, budget time.Duration) task.Task[Result] {
+	return task.Task[Result]{
+		Name: name, Event: ev, Budget: budget,
+		OnPanic: func(v any) Result { return Result{Outcome: Failed, Err: fmt.Errorf("panic: %v", v)} },
+	}
+}
 
 type entry struct {
 	CorefileVersion   string          `json:"corefileVersion"`

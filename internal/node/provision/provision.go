@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -21,9 +20,12 @@ import (
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
 	nodeconfigv1 "nodehotfix/internal/gen/nodeconfig/v1"
+	"nodehotfix/internal/node/event"
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/nodeconfig"
 	"nodehotfix/internal/node/proc"
+	"nodehotfix/internal/node/task"
 )
 
 // ExitFailFast is the exit code recorded when provisioning cannot start
@@ -50,27 +52,6 @@ type Status struct {
 	// Fallback is why the baked agent provisioned after a hotfix agent
 	// failed before the bootstrap started.
 	Fallback string `json:"Fallback,omitempty"`
-}
-
-// Phases of a Start record.
-const (
-	PhasePreflight = "preflight"
-	PhaseBootstrap = "bootstrap"
-)
-
-// Start is provision-started.json, written just before the bootstrap
-// starts: from then on a failure is the bootstrap's, which is not
-// idempotent and must not run twice.
-type Start struct {
-	// LaunchID is the launch this provision ran under; empty outside one.
-	LaunchID string `json:"LaunchID"`
-	// Phase is PhasePreflight once a provision under launch has begun,
-	// PhaseBootstrap once the bootstrap is about to start.
-	Phase        string `json:"Phase,omitempty"`
-	Agent        string `json:"Agent,omitempty"`
-	AgentVersion string `json:"AgentVersion"`
-	Pid          int    `json:"Pid"`
-	Time         string `json:"Time"` // RFC 3339, UTC
 }
 
 // Config says what to provision.
@@ -142,7 +123,7 @@ func Run(ctx context.Context, cfg Config) (code int) {
 	if cfg.FallbackFollows {
 		// Tells launch this agent keeps the protocol, so it may bound the
 		// preflight (a hang here gets the baked agent, not a stuck node).
-		if err := recordStart(cfg, PhasePreflight); err != nil {
+		if err := recordStart(cfg, handover.PhasePreflight); err != nil {
 			log.Warn("record the preflight", "err", err)
 		}
 	}
@@ -152,7 +133,7 @@ func Run(ctx context.Context, cfg Config) (code int) {
 		log.Error("provision cannot start", "err", err)
 		return ExitFailFast
 	}
-	if err := recordStart(cfg, PhaseBootstrap); err != nil {
+	if err := recordStart(cfg, handover.PhaseBootstrap); err != nil {
 		if cfg.FallbackFollows {
 			st.Error = err.Error()
 			log.Error("provision cannot record the bootstrap's start; not starting it", "err", err)
@@ -172,83 +153,25 @@ func Run(ctx context.Context, cfg Config) (code int) {
 	return exit
 }
 
+// RunTask runs Run as the agent's provision task: a Starting event, then
+// one with its result. Run recovers its own panics, because it must record
+// them in provision.json.
+func RunTask(ctx context.Context, cfg Config) int {
+	rec := task.Recorder{Root: cfg.Root, Log: cfg.Log, Version: cfg.AgentVersion}
+	start := time.Now()
+	rec.Event(event.TaskProvision, event.LevelInformational, "Starting", start, start)
+	code := Run(ctx, cfg)
+	if code == 0 {
+		rec.Event(event.TaskProvision, event.LevelInformational, "Completed", start, time.Now())
+	} else {
+		rec.Event(event.TaskProvision, event.LevelError, fmt.Sprintf("aks-node-controller exited with error %d", code), start, time.Now())
+	}
+	return code
+}
+
 // recordStart writes provision-started.json.
 func recordStart(cfg Config, phase string) error {
-	return WriteRecord(cfg.Root.ProvisionStarted(), Start{LaunchID: cfg.LaunchID, Phase: phase, Agent: cfg.Agent, AgentVersion: cfg.AgentVersion})
-}
-
-// WriteRecord writes a Start record to path (provision-started.json, or
-// launch's launch.json), filling in the pid and the time. It is for this
-// boot only, so an atomic rename without fsync is enough.
-func WriteRecord(path string, s Start) error {
-	s.Pid, s.Time = os.Getpid(), time.Now().UTC().Format(time.RFC3339Nano)
-	data, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", filepath.Base(path), err)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create status directory: %w", err)
-	}
-	if err := atomicfile.Replace(path, data, 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(path), err)
-	}
-	return nil
-}
-
-// maxStartRecord caps a start record; ours are about 150 bytes.
-const maxStartRecord = 4 << 10
-
-// Started reports whether the bootstrap started under the launch launchID,
-// as provision recorded it.
-func Started(root layout.Root, launchID string) bool {
-	s, ok := ReadRecord(root.ProvisionStarted(), launchID)
-	return ok && s.Phase == PhaseBootstrap
-}
-
-// ReadRecord returns the Start record at path if it is launchID's. A
-// symlink, FIFO or oversized file there is no record.
-func ReadRecord(path, launchID string) (Start, bool) {
-	if launchID == "" {
-		return Start{}, false
-	}
-	data, err := capfile.ReadNoFollow(path, maxStartRecord)
-	if err != nil {
-		return Start{}, false
-	}
-	var s Start
-	if json.Unmarshal(data, &s) != nil || s.LaunchID != launchID {
-		return Start{}, false
-	}
-	return s, true
-}
-
-// StatusMark identifies provision.complete as it is at one moment.
-type StatusMark struct {
-	exists bool
-	ino    uint64
-	mtime  int64 // ns
-	size   int64
-}
-
-// MarkStatus returns provision.complete's mark now.
-func MarkStatus(root layout.Root) StatusMark {
-	fi, err := os.Lstat(root.ProvisionComplete())
-	if err != nil {
-		return StatusMark{}
-	}
-	m := StatusMark{exists: true, mtime: fi.ModTime().UnixNano(), size: fi.Size()}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		m.ino = st.Ino
-	}
-	return m
-}
-
-// Changed reports whether provision.complete was written since m was taken,
-// by any agent (one that keeps no start record, such as the reference's,
-// included). It compares the file's identity, not the clock, which may
-// jump while a node boots.
-func (m StatusMark) Changed(root layout.Root) bool {
-	return MarkStatus(root) != m
+	return handover.Write(handover.StartFile(cfg.Root), handover.Record{LaunchID: cfg.LaunchID, Phase: phase, Agent: cfg.Agent, AgentVersion: cfg.AgentVersion})
 }
 
 // Abandon records a provisioning whose agent died after the bootstrap

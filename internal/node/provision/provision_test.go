@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"nodehotfix/internal/node/handover"
 	"nodehotfix/internal/node/layout"
 )
 
@@ -226,7 +227,7 @@ func TestRunRecordsStartUnderLaunch(t *testing.T) {
 	root := layout.Root(t.TempDir())
 	nbc := filepath.Join(string(root), "nbc.sh")
 	// The bootstrap sees the record already written.
-	writeScript(t, nbc, `cat `+root.ProvisionStarted())
+	writeScript(t, nbc, `cat `+handover.StartFile(root))
 	code := Run(t.Context(), Config{Root: root, NBCCmd: nbc, AgentVersion: "202604.01.1", LaunchID: "42-7", Agent: "hotfix", Fallback: ""})
 	if code != 0 {
 		t.Fatalf("Run = %d", code)
@@ -238,7 +239,7 @@ func TestRunRecordsStartUnderLaunch(t *testing.T) {
 	if st.Agent != "hotfix" || st.AgentVersion != "202604.01.1" {
 		t.Errorf("provision.json agent = %q %q", st.Agent, st.AgentVersion)
 	}
-	if !Started(root, "42-7") || Started(root, "42-8") || Started(root, "") {
+	if !handover.Started(root, "42-7") || handover.Started(root, "42-8") || handover.Started(root, "") {
 		t.Error("Started does not match exactly the recorded launch ID")
 	}
 }
@@ -260,7 +261,7 @@ func TestRunFallbackFollows(t *testing.T) {
 				t.Errorf("%s exists (%v); the fallback writes the status", p, err)
 			}
 		}
-		if s, ok := ReadRecord(root.ProvisionStarted(), "1-1"); !ok || s.Phase != PhasePreflight || Started(root, "1-1") {
+		if s, ok := handover.Read(handover.StartFile(root), "1-1"); !ok || s.Phase != handover.PhasePreflight || handover.Started(root, "1-1") {
 			t.Errorf("start record = %+v, %v; want the preflight only", s, ok)
 		}
 	})
@@ -271,7 +272,7 @@ func TestRunFallbackFollows(t *testing.T) {
 		nbc := filepath.Join(string(root), "nbc.sh")
 		writeScript(t, nbc, "touch "+marker)
 		// A directory where the record goes: it cannot be replaced.
-		if err := os.MkdirAll(root.ProvisionStarted(), 0o755); err != nil {
+		if err := os.MkdirAll(handover.StartFile(root), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		if code := Run(t.Context(), Config{Root: root, NBCCmd: nbc, LaunchID: "1-1", FallbackFollows: true}); code != ExitFailFast {
@@ -290,7 +291,7 @@ func TestRunFallbackFollows(t *testing.T) {
 		marker := filepath.Join(string(root), "bootstrap-ran")
 		nbc := filepath.Join(string(root), "nbc.sh")
 		writeScript(t, nbc, "touch "+marker)
-		if err := os.MkdirAll(root.ProvisionStarted(), 0o755); err != nil {
+		if err := os.MkdirAll(handover.StartFile(root), 0o755); err != nil {
 			t.Fatal(err)
 		}
 		// No fallback follows (the baked agent): provisioning is never
@@ -321,7 +322,7 @@ func TestAbandon(t *testing.T) {
 func TestStatusMark(t *testing.T) {
 	t.Parallel()
 	root := layout.Root(t.TempDir())
-	before := MarkStatus(root)
+	before := handover.MarkStatus(root)
 	if before.Changed(root) {
 		t.Fatal("an absent status changed by itself")
 	}
@@ -331,7 +332,7 @@ func TestStatusMark(t *testing.T) {
 	if !before.Changed(root) {
 		t.Error("a written status is not a change")
 	}
-	again := MarkStatus(root)
+	again := handover.MarkStatus(root)
 	if err := WriteStatus(root, Status{ExitCode: "1"}); err != nil {
 		t.Fatal(err)
 	}

@@ -124,7 +124,7 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	if len(kept) == 0 {
 		return res, removeOutbox(cfg.Root)
 	}
-	t, token, _, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
+	t, token, _, err := cfg.Resolve(ctx)
 	if err != nil {
 		res.Kept = len(kept)
 		return res, errors.Join(fmt.Errorf("resend reports: %w", err), writeOutbox(cfg.Root, kept))

@@ -65,14 +65,9 @@ type Step struct {
 	Failed bool
 }
 
-// Config says where to send.
-type Config struct {
-	Root layout.Root
-	// IMDSURL is the metadata service; empty means imds.DefaultURL.
-	IMDSURL string
-	// LPSAddr overrides where to dial; TLS verification is unaffected.
-	LPSAddr string
-}
+// Config says where to send: the node's way to the service, the one
+// check-hotfix takes.
+type Config = lpsclient.Node
 
 // Send reports o within ctx and returns whether the service had no
 // earlier report of this boot. An answer that says the service may take
@@ -84,7 +79,7 @@ func Send(ctx context.Context, cfg Config, o Outcome) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	t, token, _, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
+	t, token, _, err := cfg.Resolve(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -172,7 +167,7 @@ func SendStarted(ctx context.Context, cfg Config, sess *lpsclient.Session, s Sta
 			})
 		}
 	}
-	t, token, _, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
+	t, token, _, err := cfg.Resolve(ctx)
 	if err != nil {
 		return false, err
 	}

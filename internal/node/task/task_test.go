@@ -1,4 +1,4 @@
-package main
+package task_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"nodehotfix/internal/node/checkhotfix"
 	"nodehotfix/internal/node/layout"
+	"nodehotfix/internal/node/task"
 )
 
 // panicHandler is a slog handler that panics on one message: a failpoint
@@ -35,9 +36,11 @@ func TestTaskRecoversPanic(t *testing.T) {
 	t.Parallel()
 	root := layout.Root(t.TempDir())
 	log := slog.New(panicHandler{on: "aks-node-controller check-hotfix started"})
-	res := checkHotfix(t.Context(), root, log, nodeFlags{root: string(root)}, "", time.Second, nil)
+	res := checkhotfix.Task(time.Second).Run(t.Context(), task.Recorder{Root: root, Log: log}, func(ctx context.Context) checkhotfix.Result {
+		return checkhotfix.Run(ctx, checkhotfix.Config{Root: root, Log: log})
+	})
 	if res.Outcome != checkhotfix.Failed || res.Panic == nil {
-		t.Fatalf("checkHotfix = %+v, want failed with the panic", res)
+		t.Fatalf("check-hotfix = %+v, want failed with the panic", res)
 	}
 	files, _ := filepath.Glob(filepath.Join(root.EventsDir(), "*.json"))
 	if len(files) != 1 {
@@ -59,7 +62,7 @@ func TestTaskBudget(t *testing.T) {
 	t.Parallel()
 	root := layout.Root(t.TempDir())
 	var deadline time.Time
-	checkHotfixTask(42*time.Second).run(t.Context(), root, slog.New(slog.DiscardHandler), func(ctx context.Context) checkhotfix.Result {
+	checkhotfix.Task(42*time.Second).Run(t.Context(), task.Recorder{Root: root}, func(ctx context.Context) checkhotfix.Result {
 		deadline, _ = ctx.Deadline()
 		return checkhotfix.Result{Outcome: checkhotfix.NoHotfixAvailable}
 	})
