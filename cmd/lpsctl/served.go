@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -121,12 +120,8 @@ func printServedNow(tw *tabwriter.Writer, bs []*adminv1.ServedBase, definition s
 	}
 	fmt.Fprintln(tw, "SERVED NOW\tNODES\tSHARE\tGETS\tROLE\tFELL BACK\tFAILURE RATE*\tWHY")
 	for _, b := range bs {
-		scoped := false
 		for _, c := range b.GetCohorts() {
-			scoped = scoped || len(c.GetSubscriptions()) > 0
-		}
-		for _, c := range b.GetCohorts() {
-			nodes := cohortText(c, scoped)
+			nodes := quote.Text(c.GetNodes())
 			for _, s := range c.GetShares() {
 				gets, fell, rate := quote.Text(s.GetVersion()), "-", "-"
 				if gets == "" {
@@ -151,39 +146,4 @@ func printServedNow(tw *tabwriter.Writer, bs []*adminv1.ServedBase, definition s
 	if definition != "" {
 		fmt.Fprintln(tw, "* "+quote.Text(definition))
 	}
-}
-
-// cohortText names a cohort's nodes: its subscriptions (the others, when
-// some cohort of the base is scoped) and the labels of the replicas
-// serving them.
-func cohortText(c *adminv1.ServedCohort, scoped bool) string {
-	subs := "all subscriptions"
-	switch {
-	case len(c.GetSubscriptions()) > 3:
-		subs = fmt.Sprintf("subscriptions %s and %d more", strings.Join(quoteAll(c.GetSubscriptions()[:3]), ","), len(c.GetSubscriptions())-3)
-	case len(c.GetSubscriptions()) > 0:
-		subs = "subscriptions " + strings.Join(quoteAll(c.GetSubscriptions()), ",")
-	case scoped:
-		subs = "other subscriptions"
-	}
-	var at []string
-	for _, p := range c.GetPlaces() {
-		l := quote.Text(p.GetRegion())
-		if l == "" {
-			l = "(no region)"
-		}
-		if e := quote.Text(p.GetDeployEnv()); e != "" {
-			l += "/" + e
-		}
-		at = append(at, l)
-	}
-	return subs + " @ " + strings.Join(at, ",")
-}
-
-func quoteAll(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = quote.Text(s)
-	}
-	return out
 }

@@ -33,11 +33,16 @@ func servedNow(snap *lps.Snapshot, at []rollout.Place, fleet assess.Fleet) []*ad
 	for _, base := range rollout.Bases(snap.Releases) {
 		cohorts, omitted := rollout.ServedNow(snap.Releases, base, at, fleet.Now)
 		sb := &adminv1.ServedBase{Base: base, OmittedCohorts: int32(omitted)}
+		scoped := false
+		for _, c := range cohorts {
+			scoped = scoped || len(c.Subscriptions) > 0
+		}
 		for _, c := range cohorts {
 			pc := &adminv1.ServedCohort{Subscriptions: c.Subscriptions, OtherSubscriptions: c.Subscriptions == nil}
 			for _, p := range c.Places {
 				pc.Places = append(pc.Places, &adminv1.Place{Region: p.Region, DeployEnv: p.DeployEnv})
 			}
+			pc.Nodes = cohortText(c, scoped)
 			for _, sh := range c.Shares {
 				r := byVersion[sh.Version]
 				ps := &adminv1.ServedShare{Version: sh.Version, State: string(sh.State), Fraction: sh.Fraction, Role: sh.Role, Instead: sh.Instead}
@@ -56,6 +61,33 @@ func servedNow(snap *lps.Snapshot, at []rollout.Place, fleet assess.Fleet) []*ad
 		out = append(out, sb)
 	}
 	return out
+}
+
+// cohortText names a cohort's nodes: its subscriptions (the others, when
+// some cohort of the base is scoped) and the labels of the replicas
+// serving them. Callers quote it for their medium.
+func cohortText(c rollout.Cohort, scoped bool) string {
+	subs := "all subscriptions"
+	switch {
+	case len(c.Subscriptions) > 3:
+		subs = fmt.Sprintf("subscriptions %s and %d more", strings.Join(c.Subscriptions[:3], ","), len(c.Subscriptions)-3)
+	case len(c.Subscriptions) > 0:
+		subs = "subscriptions " + strings.Join(c.Subscriptions, ",")
+	case scoped:
+		subs = "other subscriptions"
+	}
+	var at []string
+	for _, p := range c.Places {
+		l := p.Region
+		if l == "" {
+			l = "(no region)"
+		}
+		if p.DeployEnv != "" {
+			l += "/" + p.DeployEnv
+		}
+		at = append(at, l)
+	}
+	return subs + " @ " + strings.Join(at, ",")
 }
 
 // why says, for people, why a cohort gets sh of release r (the zero

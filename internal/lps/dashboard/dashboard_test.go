@@ -75,9 +75,11 @@ func newFixtureRefresh(t *testing.T, refresh time.Duration) *fixture {
 	f.auth = admin.NewAuth(tokens, nil)
 	f.dash = New(Config{Admin: f.api, Auth: f.auth, Refresh: refresh})
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { f.dash.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	done := make(chan struct{}, 2)
+	// The serving snapshot, as lpsd keeps one: served-now reads it.
+	go func() { f.snaps.Run(ctx); done <- struct{}{} }()
+	go func() { f.dash.Run(ctx); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done })
 	f.srv = httptest.NewUnstartedServer(f.dash)
 	f.srv.EnableHTTP2 = true
 	f.ca, f.caKey = newCA(t)
@@ -314,8 +316,13 @@ func TestReleasesShowTheFleet(t *testing.T) {
 	f.report(t, version, 0, 40, false)
 	f.report(t, version, 40, 2, true)
 	c := f.signIn(t, readerToken)
-	body := waitFor(t, c, f.srv.URL+"/", `<td class="num">42</td><td class="num">40</td><td class="num">2</td>`)
-	for _, want := range []string{version, `state-complete`, "4.8%", "Served document size per base", "202604.01"} {
+	// Served now reads the serving snapshot, which may load after the
+	// counts: wait for both.
+	body := waitFor(t, c, f.srv.URL+"/", `4.8% (2/42)`)
+	for _, want := range []string{version, `state-complete`, `<td class="num">42</td><td class="num">40</td><td class="num">2</td>`, "4.8%", "Served document size per base", "202604.01",
+		// What the base's nodes get now: the complete release, with its
+		// fallbacks and failure rate beside the rate's definition.
+		"Served now", `<td class="num">100%</td>`, `role-incumbent`, "4.8% (2/42)", "all subscriptions @ eastus", "* failure rate = "} {
 		if !strings.Contains(body, want) {
 			t.Errorf("releases page lacks %q", want)
 		}

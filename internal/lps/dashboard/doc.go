@@ -1,4 +1,6 @@
-// Package dashboard serves lpsd's operator dashboard: the releases with
+// Package dashboard serves lpsd's operator dashboard: per base, what each
+// part of its nodes is served now and why (the admin API's served-now
+// table, as lpsctl status prints it); the releases with
 // their rollout state, plan step and next step's time; per release the
 // nodes' outcome reports against the base's control cohort, as numbers and
 // as a chart over time, and the nodes themselves (worst first, with their

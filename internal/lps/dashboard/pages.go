@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -58,6 +59,12 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 			return fmt.Sprintf("%d B", n)
 		}
 		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	},
+	// share is a fraction of a cohort, as a percentage.
+	"share": func(f float64) string { return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + "%" },
+	// ratio is a rate with its counts: 4.2% (2/48).
+	"ratio": func(n, d uint64) string {
+		return fmt.Sprintf("%.1f%% (%d/%d)", 100*float64(n)/float64(d), n, d)
 	},
 	"evidence":   evidenceText,
 	"actions":    func(r *adminv1.Release) []offer { return actionsFor(r, time.Now()) },

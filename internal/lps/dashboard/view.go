@@ -30,6 +30,10 @@ type view struct {
 	Sizes    []sizeView
 	Expiring []releaseView
 	Budget   int
+	// ServedNow is what each part of each base's nodes gets now, and
+	// why; RateDefinition how its failure rate is counted.
+	ServedNow      []*adminv1.ServedBase
+	RateDefinition string
 }
 
 type releaseView struct {
@@ -51,7 +55,8 @@ type sizeView struct {
 }
 
 func buildView(st *adminv1.StatusResponse, now time.Time) *view {
-	v := &view{Built: now, Region: st.GetRegion(), Requests: st.GetRequests(), Control: map[string]*adminv1.Counts{}, Budget: lps.ServedBudget}
+	v := &view{Built: now, Region: st.GetRegion(), Requests: st.GetRequests(), Control: map[string]*adminv1.Counts{}, Budget: lps.ServedBudget,
+		ServedNow: st.GetServedNow(), RateDefinition: st.GetFailureRateDefinition()}
 	for _, c := range st.GetControl() {
 		v.Control[c.GetBase()] = c.GetCounts()
 	}

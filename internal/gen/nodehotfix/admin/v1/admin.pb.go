@@ -2707,7 +2707,10 @@ type ServedCohort struct {
 	Places []*Place `protobuf:"bytes,3,rep,name=places,proto3" json:"places,omitempty"`
 	// Every release of the base, newest first, then the baked agent; the
 	// fractions sum to 1.
-	Shares        []*ServedShare `protobuf:"bytes,4,rep,name=shares,proto3" json:"shares,omitempty"`
+	Shares []*ServedShare `protobuf:"bytes,4,rep,name=shares,proto3" json:"shares,omitempty"`
+	// The cohort in words, as status and the dashboard show it ("all
+	// subscriptions @ eastus", "other subscriptions @ (no region)").
+	Nodes         string `protobuf:"bytes,5,opt,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2768,6 +2771,13 @@ func (x *ServedCohort) GetShares() []*ServedShare {
 		return x.Shares
 	}
 	return nil
+}
+
+func (x *ServedCohort) GetNodes() string {
+	if x != nil {
+		return x.Nodes
+	}
+	return ""
 }
 
 // Place is a serving replica's labels.
@@ -4536,12 +4546,13 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"ServedBase\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x12;\n" +
 	"\acohorts\x18\x02 \x03(\v2!.nodehotfix.admin.v1.ServedCohortR\acohorts\x12'\n" +
-	"\x0fomitted_cohorts\x18\x03 \x01(\x05R\x0eomittedCohorts\"\xd3\x01\n" +
+	"\x0fomitted_cohorts\x18\x03 \x01(\x05R\x0eomittedCohorts\"\xe9\x01\n" +
 	"\fServedCohort\x12$\n" +
 	"\rsubscriptions\x18\x01 \x03(\tR\rsubscriptions\x12/\n" +
 	"\x13other_subscriptions\x18\x02 \x01(\bR\x12otherSubscriptions\x122\n" +
 	"\x06places\x18\x03 \x03(\v2\x1a.nodehotfix.admin.v1.PlaceR\x06places\x128\n" +
-	"\x06shares\x18\x04 \x03(\v2 .nodehotfix.admin.v1.ServedShareR\x06shares\">\n" +
+	"\x06shares\x18\x04 \x03(\v2 .nodehotfix.admin.v1.ServedShareR\x06shares\x12\x14\n" +
+	"\x05nodes\x18\x05 \x01(\tR\x05nodes\">\n" +
 	"\x05Place\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1d\n" +
 	"\n" +
