@@ -154,6 +154,16 @@ State:
 	                       matched by rollout deploy-environment scopes, as
 	                       the reference's toggle keys on the service's
 	                       environment; the same form as a region label
+	--advance-window "DAYS HH:MM-HH:MM ZONE"  when the autopilot may
+	                       advance a healthy plan step, as operators' change
+	                       windows do ("Mon-Fri 09:00-17:00 Europe/Dublin";
+	                       days a day, a range or a comma list; a span
+	                       crossing midnight ends the next morning; an IANA
+	                       zone, daylight saving included); a step due
+	                       outside it waits for the next opening, while
+	                       halts and pauses are never held back (default:
+	                       any time); lpsctl rollout plan --dry-run's
+	                       windows do not include it
 
 Attestation (see internal/imds/attest):
 

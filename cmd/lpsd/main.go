@@ -9,6 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// --advance-window names IANA time zones, which the distroless image
+	// has no files for.
+	_ "time/tzdata"
 
 	"nodehotfix/internal/lpsd"
 )

@@ -83,6 +83,9 @@ type Config struct {
 	// replicas' labels), which an expiry's audit entry says what changed
 	// for; nil, or none: the places each release's own scope names.
 	Places func(context.Context) []rollout.Place
+	// AdvanceWindow is when a healthy step may advance (the zero Window:
+	// always); halts and pauses are never held back.
+	AdvanceWindow Window
 }
 
 // Autopilot steps the planned rollouts of one store.
@@ -356,6 +359,9 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		case v.Verdict == health.Regressing:
 			action, ev.Reason = ActionHalt, v.Reason
 			apply = func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Halted) }
+		case v.Verdict == health.Healthy && !now.Before(p.Due()) && !a.cfg.AdvanceWindow.Open(now):
+			// Due, outside the operators' window: wait for it.
+			continue
 		case v.Verdict == health.Healthy && !now.Before(p.Due()):
 			action, apply = ActionAdvance, func(r rollout.Release) (rollout.Release, error) { return r.Advance(now) }
 		case v.Verdict == health.Insufficient && now.After(p.StepDeadline()):

@@ -76,6 +76,7 @@ type options struct {
 	maxHandshakesPerPeer            int
 	maxConnsPerPeer                 int
 	autopilotInterval               time.Duration
+	advanceWindow                   autopilot.Window
 	drainDelay                      time.Duration
 	etcd                            etcdFlags
 	logf                            logFlags
@@ -159,6 +160,7 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.releaseKeys, "release-keys", "", "release public keys `file`; when set, only releases signed by them can be published")
 	fs.IntVar(&o.maxConns, "max-connections", 0, "cap on open node connections (0: the default, 4096)")
 	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted, and component configurations' timed plans stepped (0: never)")
+	fs.Var(&o.advanceWindow, "advance-window", "when the autopilot may advance a healthy plan step: `\"DAYS HH:MM-HH:MM ZONE\"` (\"Mon-Fri 09:00-17:00 Europe/Dublin\"; a span crossing midnight ends the next day); halts and pauses are never held back (default: any time)")
 	o.etcd.register(fs)
 	o.logf.register(fs)
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
@@ -771,7 +773,7 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 // joins and beats, never campaigning. A store this process holds alone
 // needs no election.
 func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
-	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew, Places: s.places}
+	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew, Places: s.places, AdvanceWindow: s.o.advanceWindow}
 	j, shared := s.st.(store.Joiner)
 	if !shared {
 		if interval == 0 {

@@ -141,6 +141,22 @@ func TestRunVersion(t *testing.T) {
 	}
 }
 
+// TestAdvanceWindowFlag: --advance-window is checked as lpsd starts: a
+// window it cannot read is a usage error (exit 2) saying what is wrong,
+// before anything opens.
+func TestAdvanceWindowFlag(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []struct{ value, want string }{
+		{"Mon-Fri 09:00-17:00", "want DAYS HH:MM-HH:MM ZONE"},
+		{"Mon-Fri 09:00-17:00 Europe/Dubln", `time zone "Europe/Dubln"`},
+	} {
+		var stderr bytes.Buffer
+		if code := run(t.Context(), []string{"--advance-window", bad.value, "--tls-cert", "x", "--tls-key", "y"}, io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), bad.want) {
+			t.Errorf("--advance-window %q: exit %d, %q; want 2 and %q", bad.value, code, stderr.String(), bad.want)
+		}
+	}
+}
+
 // TestRunReloadsOnSIGHUP: SIGHUP swaps in new certificates and admin
 // tokens while lpsd keeps running: the next handshake presents the new
 // certificate, the new token is accepted and the old one refused. A file
