@@ -146,7 +146,7 @@ step to skip to; never a revoked one.
 	lpsctl component publish --envelope FILE --reason TEXT
 	lpsctl component list
 	lpsctl rollout set VERSION [--percent N] [--subscriptions ID,...] [--regions R,...] [--deploy-envs E,...] [--allow-unseen] --reason TEXT
-	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D] [--allow-unseen] --reason TEXT
+	lpsctl rollout plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D] --reason TEXT
 	lpsctl rollout plan COMPONENT@VERSION --steps PERCENT:BAKE,... [--dry-run] --reason TEXT
 	lpsctl rollout skip VERSION --reason TEXT
 	lpsctl rollout pause|resume|halt|complete VERSION --reason TEXT
@@ -207,9 +207,8 @@ live replica serves from (its lpsd --region; status lists them) is refused
 (westeuropee: did you mean westeurope?), and nothing changes; --allow-unseen
 sets it anyway (a cluster not provisioned yet, a replica not started yet).
 Only the values the command sets are checked, so a change of --percent
-alone is not. rollout plan checks the release's scope the same way (a plan
-on a scope nobody falls in would wait for reports that cannot come) and
-takes --allow-unseen too.
+alone is not. rollout plan sets no scope, so it checks none: a plan
+whose scope reaches nobody is paused (stalled) at its step's deadline.
 
 rollout plan puts a draft or rolling release on steps (e.g. --steps
 20n:30m:20,10:1h:100,100:2h:500: a canary of exactly 20 nodes, the first 20

@@ -144,7 +144,7 @@ func newRolloutPlanCmd(e *env) *cobra.Command {
 	var margin, ceiling, maxSilent, maxDelivery float64
 	var silentAfter, deadline time.Duration
 	var fromStep int64
-	var dryRun, allowUnseen bool
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "plan VERSION --steps SIZE:BAKE:REPORTS,... [--from-step N] [--dry-run] [--margin M] [--max-failure F] [--max-silent F] [--max-delivery F] [--silent-after D] [--deadline D] | plan COMPONENT@VERSION --steps PERCENT:BAKE,...",
 		Short: "put a release on steps lpsd advances while healthy and halts on a regression",
@@ -198,7 +198,7 @@ pause, halt or revoke it yourself.`,
 			if int(fromStep) > len(plan.Steps) {
 				return usagef("--from-step %d: --steps has %d steps (1 to %d)", fromStep, len(plan.Steps), len(plan.Steps))
 			}
-			req := &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision, Reason: c.reason, FromStep: int32(fromStep), DryRun: dryRun, AllowUnseen: allowUnseen}
+			req := &adminv1.SetPlanRequest{Version: args[0], Plan: plan, IfRevision: c.ifRevision, Reason: c.reason, FromStep: int32(fromStep), DryRun: dryRun}
 			var resp *adminv1.SetPlanResponse
 			err = c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
 				resp, err = cl.SetPlan(ctx, req)
@@ -234,7 +234,6 @@ pause, halt or revoke it yourself.`,
 	fs.StringVar(&steps, "steps", "", "the steps, `SIZE:BAKE:REPORTS,...`: a percentage (10) or a canary of nodes (20n), least time at the step (30m, 1d), reports needed by its end")
 	newInt(fs, &fromStep, "from-step", 0, 1, 20, "start at step `N` (from 1), skipping the steps before it (unset: step 1; a step the release is past is refused)")
 	fs.BoolVar(&dryRun, "dry-run", false, "print the steps, the baseline and the deadlines lpsd would use; change nothing")
-	fs.BoolVar(&allowUnseen, "allow-unseen", false, "plan the release even where its scope has a subscription no node of was seen in the last 24 h, or a region no replica serves (refused otherwise)")
 	fs.Float64Var(&margin, "margin", rollout.DefaultMargin, "how much the failure rate may exceed its base's incumbent's, as a fraction (0.05: five points)")
 	fs.Float64Var(&ceiling, "max-failure", rollout.DefaultMaxFailureRate, "absolute failure-rate ceiling, a fraction in (0, 1]")
 	fs.Float64Var(&maxSilent, "max-silent", rollout.DefaultMaxRate, "ceiling of the rate of nodes served the release that never report (silent), a fraction in [0, 1]")

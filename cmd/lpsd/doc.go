@@ -229,8 +229,8 @@ autopilot off or not), under a lease of 15 s: its heartbeat (every 5 s) and
 its --region and --deploy-env labels; lpsctl status lists the live replicas
 and their labels (on bbolt or memory, the one replica). A rollout scope
 naming a region no live replica serves, or a subscription that no report or
-served record of the last 24 h has, is refused by SetRollout and SetPlan
-(FailedPrecondition naming the value and its nearest seen spelling) unless
+served record of the last 24 h has, is refused by SetRollout when it sets
+it (FailedPrecondition naming the value and its nearest seen spelling) unless
 the request allows unseen values (lpsctl --allow-unseen): such a scope
 would match no node. The check reads what an autopilot look reads, no more
 (the reports and served records, only when subscriptions are named). Status

@@ -421,7 +421,7 @@ func (m *Metrics) registerSnapshots(s snapshots, now func() time.Time) {
 
 var (
 	rolloutStateDesc = prometheus.NewDesc("lpsd_rollout_state",
-		"1 for each release's rollout state as the serving snapshot holds it (the same on every replica): state is draft, rolling, paused, halted, complete or revoked; reason is an automatic pause or halt's reason code (regression, silent, refusedIntegrity, refusedDelivery, inconclusive, stalled, ...), empty otherwise. Every release not yet halted, complete or revoked, and the "+fmt.Sprint(rolloutTerminalKept)+" highest-versioned others.",
+		"1 for each release's rollout state as the serving snapshot holds it (the same on every replica): state is draft, rolling, paused, halted, complete or revoked; reason is an automatic pause or halt's reason code (regression, silent, refusedIntegrity, refusedDelivery, inconclusive, stalled, ...), empty otherwise. Every rolling, paused or halted release, and the "+fmt.Sprint(rolloutTerminalKept)+" highest-versioned drafts and as many complete or revoked ones.",
 		[]string{"version", "base", "state", "reason"}, nil)
 	rolloutPercentDesc = prometheus.NewDesc("lpsd_rollout_percent",
 		"The percentage of its scope each release of lpsd_rollout_state is rolled out to.",
@@ -434,9 +434,10 @@ var (
 		[]string{"version", "base"}, nil)
 )
 
-// rolloutTerminalKept is how many halted, complete or revoked releases
-// the rollout gauges keep besides every live one, newest first: enough to
-// graph what just ended, bounded however long the history.
+// rolloutTerminalKept is how many drafts, and how many complete or
+// revoked releases, the rollout gauges keep besides every live one,
+// newest first: enough to graph what just ended, bounded however long the
+// history.
 const rolloutTerminalKept = 20
 
 // rolloutCollector serves each release's rollout from the serving
@@ -505,20 +506,27 @@ func (c stoppedCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // rolloutsShown returns the releases the rollout gauges show: every one
-// still live (draft, rolling, paused, not revoked), and the
-// rolloutTerminalKept highest-versioned of the rest.
+// that still needs a person or is moving (rolling, paused, halted, not
+// revoked), and the rolloutTerminalKept highest-versioned drafts and of
+// the ended ones (complete, revoked), so neither a CI publishing every
+// build nor a long history grows the series.
 func rolloutsShown(rels []rollout.Release) []rollout.Release {
-	var live, ended []rollout.Release
+	var live, drafts, ended []rollout.Release
 	for _, r := range rels {
 		switch {
-		case r.Revoked, r.Rollout.State == rollout.Halted, r.Rollout.State == rollout.Complete:
+		case r.Revoked, r.Rollout.State == rollout.Complete:
 			ended = append(ended, r)
+		case r.Rollout.State == rollout.Draft:
+			drafts = append(drafts, r)
 		default:
 			live = append(live, r)
 		}
 	}
-	slices.SortFunc(ended, func(a, b rollout.Release) int { return rollout.Compare(b, a) })
-	return append(live, ended[:min(len(ended), rolloutTerminalKept)]...)
+	newest := func(rs []rollout.Release) []rollout.Release {
+		slices.SortFunc(rs, func(a, b rollout.Release) int { return rollout.Compare(b, a) })
+		return rs[:min(len(rs), rolloutTerminalKept)]
+	}
+	return slices.Concat(live, newest(drafts), newest(ended))
 }
 
 var seatsHeldDesc = prometheus.NewDesc("lpsd_canary_seats_held",
@@ -641,6 +649,11 @@ func (m *Metrics) SetLeader(leads bool) {
 	v := 0.0
 	if leads {
 		v = 1
+	} else {
+		// Only the leader's looks are current: a replica that stopped
+		// leading exports no assessment, so a rule over the replicas
+		// never mixes a stale one into the leader's.
+		m.SetAssess(assess.Fleet{})
 	}
 	m.leader.Set(v)
 }

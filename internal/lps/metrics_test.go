@@ -165,6 +165,18 @@ func TestFleetMetrics(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fleet metrics (-want +got):\n%s", diff)
 	}
+	// A replica that stops leading exports no assessment: only the
+	// leader's looks are current.
+	m.SetLeader(false)
+	families, err = m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if n := f.GetName(); (n == "lpsd_release_nodes" || n == "lpsd_control_nodes") && len(f.GetMetric()) > 0 {
+			t.Errorf("%s still exported after the replica stopped leading: %v", n, f.GetMetric())
+		}
+	}
 }
 
 // TestCanarySeatMetrics: nodes' seat requests are counted by result, and
@@ -212,9 +224,10 @@ func TestTrustByBase(t *testing.T) {
 }
 
 // TestRolloutMetrics: each release's state (revoked as its own), reason,
-// percent and plan step come from the serving snapshot; every live
-// release is shown, and of the ended ones only the newest
-// rolloutTerminalKept, so the series stay bounded however long the history.
+// percent and plan step come from the serving snapshot; every rolling,
+// paused or halted release is shown however old (a halt pages until it is
+// resumed or revoked), and of the drafts and of the complete or revoked
+// ones only the newest rolloutTerminalKept, so the series stay bounded.
 func TestRolloutMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
@@ -228,41 +241,39 @@ func TestRolloutMetrics(t *testing.T) {
 	rels := []rollout.Release{
 		{Version: "202604.01.40", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Rolling, Percent: 50, Plan: plan}},
 		{Version: "202604.01.41", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Paused, Percent: 5, Reason: "inconclusive"}},
-		{Version: "202604.01.42", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Draft}},
+		// The oldest of all, halted: shown whatever came after it.
+		{Version: "202601.01.1", Base: "202601.01", Rollout: rollout.Rollout{State: rollout.Halted, Reason: "regression"}},
 	}
-	// Gathered label values come in label-name order: base, reason,
-	// state, version. 25 ended releases: halted, complete and revoked; patches 1 to 25.
+	// 25 complete or revoked releases (patches 1 to 25) and 25 drafts
+	// (patches 101 to 125).
 	for i := 1; i <= 25; i++ {
-		r := rollout.Release{Version: fmt.Sprintf("202604.01.%d", i), Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}}
-		switch i % 3 {
-		case 0:
-			r.Rollout = rollout.Rollout{State: rollout.Halted, Reason: "regression"}
-		case 1:
-			r.Revoked = true
-		}
-		rels = append(rels, r)
+		r := rollout.Release{Version: fmt.Sprintf("202604.01.%d", i), Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}, Revoked: i%2 == 1}
+		d := rollout.Release{Version: fmt.Sprintf("202604.01.%d", 100+i), Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Draft}}
+		rels = append(rels, r, d)
 	}
 	src.snap = &Snapshot{Releases: rels}
+	// Gathered label values come in label-name order: base, reason,
+	// state, version.
 	state := labelled(t, reg, "lpsd_rollout_state")
 	for _, want := range []string{
-		"202604.01,,rolling,202604.01.40", "202604.01,inconclusive,paused,202604.01.41", "202604.01,,draft,202604.01.42",
-		"202604.01,,revoked,202604.01.25", "202604.01,regression,halted,202604.01.24", "202604.01,,complete,202604.01.23",
-		"202604.01,regression,halted,202604.01.6",
+		"202604.01,,rolling,202604.01.40", "202604.01,inconclusive,paused,202604.01.41", "202601.01,regression,halted,202601.01.1",
+		"202604.01,,revoked,202604.01.25", "202604.01,,complete,202604.01.24", "202604.01,,complete,202604.01.6",
+		"202604.01,,draft,202604.01.125", "202604.01,,draft,202604.01.106",
 	} {
 		if state[want] != 1 {
 			t.Errorf("lpsd_rollout_state{%s} = %v, want 1", want, state[want])
 		}
 	}
-	if len(state) != 3+rolloutTerminalKept {
-		t.Errorf("%d lpsd_rollout_state series, want the 3 live and %d ended: %v", len(state), rolloutTerminalKept, state)
+	if len(state) != 3+2*rolloutTerminalKept {
+		t.Errorf("%d lpsd_rollout_state series, want the 3 live, %d drafts and %d ended: %v", len(state), rolloutTerminalKept, rolloutTerminalKept, state)
 	}
-	for _, old := range []string{"202604.01,,revoked,202604.01.5", "202604.01,,revoked,202604.01.1"} {
+	for _, old := range []string{"202604.01,,revoked,202604.01.5", "202604.01,,revoked,202604.01.1", "202604.01,,draft,202604.01.105"} {
 		if _, ok := state[old]; ok {
-			t.Errorf("lpsd_rollout_state{%s} shown, want only the %d newest ended releases", old, rolloutTerminalKept)
+			t.Errorf("lpsd_rollout_state{%s} shown, want only the %d newest of its kind", old, rolloutTerminalKept)
 		}
 	}
 	pct := labelled(t, reg, "lpsd_rollout_percent")
-	if pct["202604.01,202604.01.40"] != 50 || pct["202604.01,202604.01.41"] != 5 || len(pct) != 3+rolloutTerminalKept {
+	if pct["202604.01,202604.01.40"] != 50 || pct["202604.01,202604.01.41"] != 5 || len(pct) != 3+2*rolloutTerminalKept {
 		t.Errorf("lpsd_rollout_percent = %v", pct)
 	}
 	step, steps := labelled(t, reg, "lpsd_rollout_step"), labelled(t, reg, "lpsd_rollout_steps")

@@ -142,13 +142,19 @@ const dateOnly = "2006-01-02"
 // parseExpiry reads a token line's expiry: RFC 3339, or a date, which
 // means the start of that day in UTC (the token is refused from then on).
 func parseExpiry(s string) (time.Time, bool) {
-	if t, err := time.Parse(time.RFC3339, s); err == nil {
-		return t, true
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		if t, err = time.Parse(dateOnly, s); err != nil {
+			return time.Time{}, false
+		}
 	}
-	if t, err := time.Parse(dateOnly, s); err == nil {
-		return t, true
+	// A year before 2000 is a placeholder, not an expiry (0001-01-01 is
+	// the zero time, which means "never expires" inside): refused, so a
+	// line meant to retire a token cannot keep it valid forever.
+	if t.Year() < 2000 {
+		return time.Time{}, false
 	}
-	return time.Time{}, false
+	return t, true
 }
 
 // tokenLines returns the token lines of a token file, at least one.

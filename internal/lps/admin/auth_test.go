@@ -47,6 +47,10 @@ func TestParseTokens(t *testing.T) {
 		{name: "expiry-malformed", in: "ci:operator:" + secret + ":2026-12-32", wantErr: "line 1: expiry: want RFC 3339"},
 		{name: "expiry-empty", in: "ci:operator:" + secret + ":", wantErr: "line 1: expiry"},
 		{name: "expiry-no-zone", in: "ci:operator:" + secret + ":2026-12-31T18:00:00", wantErr: "line 1: expiry"},
+		// The zero time means no expiry inside: a line meant to retire a
+		// token must never keep it valid forever.
+		{name: "expiry-zero-date", in: "ci:operator:" + secret + ":0001-01-01", wantErr: "line 1: expiry"},
+		{name: "expiry-zero-instant", in: "ci:operator:" + secret + ":0001-01-01T00:00:00Z", wantErr: "line 1: expiry"},
 		{name: "expiry-without-role", in: "ci:" + secret + ":2026-12-31", wantErr: "line 1: the second field is not a role"},
 		{name: "empty-role", in: "ci::" + secret, wantErr: "line 1: role: empty"},
 	}

@@ -380,19 +380,12 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 	if from > 0 {
 		p.Step = from - 1 // from_step counts from 1, the plan's index from 0
 	}
+	// A plan changes no scope, so it is not checked against the nodes
+	// seen (SetRollout checks a scope when it is set): a plan whose scope
+	// reaches nobody is paused as stalled at its step's deadline.
 	now := s.now()
-	// A plan on a scope that matches no node seen waits for reports that
-	// cannot come: refused like the scope itself.
-	seen := func(ro rollout.Rollout) error {
-		return s.checkSeen(ctx, ro.Subscriptions, ro.Regions, req.GetAllowUnseen())
-	}
 	if component, version, ok := rollout.ParseConfigID(req.GetVersion()); ok {
-		apply := func(c rollout.Config) (rollout.Config, error) {
-			if err := seen(c.Rollout); err != nil {
-				return c, err
-			}
-			return c.SetPlan(p, now)
-		}
+		apply := func(c rollout.Config) (rollout.Config, error) { return c.SetPlan(p, now) }
 		if req.GetDryRun() {
 			// A timed plan has no preview: only its steps' bake times.
 			cur, rev, err := s.store.Config(ctx, component, version)
@@ -411,12 +404,7 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		}
 		return &adminv1.SetPlanResponse{ComponentConfig: c}, nil
 	}
-	apply := func(r rollout.Release) (rollout.Release, error) {
-		if err := seen(r.Rollout); err != nil {
-			return r, err
-		}
-		return r.SetPlan(p, now)
-	}
+	apply := func(r rollout.Release) (rollout.Release, error) { return r.SetPlan(p, now) }
 	if req.GetDryRun() {
 		cur, rev, err := s.current(ctx, req.GetVersion(), req.GetIfRevision())
 		if err != nil {

@@ -190,15 +190,23 @@ func walk(root release.KeySet, kept, served []json.RawMessage, now time.Time) (l
 	}
 	links = slices.Clone(kept)
 	// The service is asked only for the links past the declared version,
-	// so the served chain is first walked as it came; only when that
-	// fails are the links the node already holds dropped from it and the
-	// rest walked, so a well-formed answer is decoded once.
+	// so the served chain is first walked as it came, decoded once. When
+	// that fails, or it is too long, a chain that does start at the next
+	// version is refused for it, as served; only one that starts at or
+	// below what the node holds (it declared less than it kept) has those
+	// links dropped, and the rest walked.
 	fresh, next := served, cur
 	var asServed error
 	if len(served) > 0 && len(served) <= release.MaxChain {
 		next, asServed = walkLinks(cur, served, true, now)
 	}
 	if len(served) > release.MaxChain || asServed != nil {
+		if d, err := release.InspectKeySet(served[0]); err == nil && d.Version == cur.Version()+1 {
+			if asServed == nil {
+				asServed = fmt.Errorf("%d links past version %d, at most %d", len(served), cur.Version(), release.MaxChain)
+			}
+			return nil, root, keptErr, fmt.Errorf("release key-set chain: %w", asServed)
+		}
 		if fresh, err = pastKept(cur, served); err != nil {
 			return nil, root, keptErr, err
 		}

@@ -387,3 +387,33 @@ func TestDeclared(t *testing.T) {
 		})
 	}
 }
+
+// TestServedChainFromTheNextVersionIsTakenAsServed: a served chain that
+// starts at the version after the one the node holds is walked exactly as
+// served: a repeated or badly signed link in it, or more than
+// release.MaxChain links, refuse it whole, rather than being dropped as
+// links the node already holds.
+func TestServedChainFromTheNextVersionIsTakenAsServed(t *testing.T) {
+	t.Parallel()
+	c := newChain(t)
+	v2, v3 := c.link(2), c.link(3)
+	oldOnly := sign(t, c.doc(2), c.set[1][0], c.set[1][1])
+	long := []json.RawMessage{c.link(2)}
+	for v := int64(3); v <= release.MaxChain+2; v++ {
+		long = append(long, c.link(v))
+	}
+	for name, served := range map[string][]json.RawMessage{
+		"a repeated link":          {v2, v2, v3},
+		"a link its own keys skip": {v2, oldOnly, v3},
+		"more than MaxChain links": long,
+	} {
+		v := Evaluate(c.root(), State{}, hotfix.Pointer{KeySets: served}, testNow)
+		if v.Err == nil {
+			t.Errorf("%s: accepted at key-set version %d, want the chain refused", name, v.KeySetVersion())
+		}
+	}
+	// As served, it walks.
+	if v := Evaluate(c.root(), State{}, hotfix.Pointer{KeySets: []json.RawMessage{v2, v3}}, testNow); v.Err != nil || v.KeySetVersion() != 3 {
+		t.Errorf("v2, v3: %v at version %d, want version 3", v.Err, v.KeySetVersion())
+	}
+}

@@ -1570,11 +1570,7 @@ type SetPlanRequest struct {
 	// Validate and answer with the release as the plan would leave it, and
 	// its preview, by the same rules, without changing anything or writing
 	// an audit entry.
-	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
-	// Plan the release even where its scope matches no node seen (see
-	// SetRolloutRequest.allow_unseen): a plan on such a scope would wait
-	// for reports that cannot come.
-	AllowUnseen   bool `protobuf:"varint,7,opt,name=allow_unseen,json=allowUnseen,proto3" json:"allow_unseen,omitempty"`
+	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1647,13 +1643,6 @@ func (x *SetPlanRequest) GetFromStep() int32 {
 func (x *SetPlanRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
-	}
-	return false
-}
-
-func (x *SetPlanRequest) GetAllowUnseen() bool {
-	if x != nil {
-		return x.AllowUnseen
 	}
 	return false
 }
@@ -4459,7 +4448,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x12SetRolloutResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
-	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xeb\x01\n" +
+	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xdc\x01\n" +
 	"\x0eSetPlanRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12-\n" +
 	"\x04plan\x18\x02 \x01(\v2\x19.nodehotfix.admin.v1.PlanR\x04plan\x12\x1f\n" +
@@ -4467,8 +4456,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"ifRevision\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tfrom_step\x18\x05 \x01(\x05R\bfromStep\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12!\n" +
-	"\fallow_unseen\x18\a \x01(\bR\vallowUnseen\"\xef\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRunJ\x04\b\a\x10\bR\fallow_unseen\"\xef\x01\n" +
 	"\x0fSetPlanResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12:\n" +
