@@ -76,6 +76,10 @@ type Config struct {
 	// clock comparison (lpsd publishes them as metrics).
 	OnLeader func(bool)
 	OnSkew   func(time.Duration)
+	// Lead, when set, runs beside the looks while this replica looks
+	// (leads, or has no Replica), with a ctx that ends when it stops
+	// looking; lpsd prunes the stored history there (internal/retention).
+	Lead func(ctx context.Context)
 }
 
 // Autopilot steps the planned rollouts of one store.
@@ -115,7 +119,7 @@ func New(st Store, cfg Config) *Autopilot {
 func (a *Autopilot) Run(ctx context.Context) error {
 	rep := a.cfg.Replica
 	if rep == nil {
-		return a.looks(ctx, nil)
+		return a.lead(ctx, nil)
 	}
 	go a.beat(ctx)
 	for {
@@ -132,7 +136,7 @@ func (a *Autopilot) Run(ctx context.Context) error {
 		}
 		a.cfg.Log.Info("autopilot leads: this replica decides every rollout's steps")
 		a.cfg.OnLeader(true)
-		err := a.looks(ctx, rep)
+		err := a.lead(ctx, rep)
 		a.cfg.OnLeader(false)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if rerr := rep.Resign(rctx); rerr != nil && ctx.Err() == nil {
@@ -192,6 +196,23 @@ func (a *Autopilot) beat(ctx context.Context) {
 		case <-t.C:
 		}
 	}
+}
+
+// lead runs looks and, beside it, Lead, until looks returns.
+func (a *Autopilot) lead(ctx context.Context, rep store.Replica) error {
+	if a.cfg.Lead == nil {
+		return a.looks(ctx, rep)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		a.cfg.Lead(lctx)
+	}()
+	err := a.looks(ctx, rep)
+	cancel()
+	<-done
+	return err
 }
 
 // looks looks every Interval until ctx ends, or, with rep, until the

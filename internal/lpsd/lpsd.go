@@ -46,6 +46,7 @@ import (
 	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/lps/dashboard"
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/retention"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/schedule"
 	"nodehotfix/internal/store"
@@ -78,6 +79,7 @@ type options struct {
 	drainDelay                      time.Duration
 	etcd                            etcdFlags
 	logf                            logFlags
+	retention                       retentionFlags
 	// version is the build's (Main's), for lpsd_build_info.
 	version string
 }
@@ -160,6 +162,7 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.autopilotInterval, "autopilot-interval", autopilot.DefaultInterval, "how often planned rollouts are judged on the nodes' reports and advanced or halted, and component configurations' timed plans stepped (0: never)")
 	o.etcd.register(fs)
 	o.logf.register(fs)
+	o.retention.register(fs)
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
 	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
 	fs.DurationVar(&o.dashboardRefresh, "dashboard-refresh", dashboard.DefaultRefresh, "how often the dashboard rebuilds its view (at least ten times as long as a rebuild takes)")
@@ -262,6 +265,9 @@ type Server struct {
 	// checkpointer keeps the log's cosigned checkpoint; nil without
 	// --log-key.
 	checkpointer *lps.Checkpointer
+	// retention prunes the stored history while the autopilot runs here;
+	// nil when the flags prune nothing or the store cannot.
+	retention *retention.Retention
 }
 
 // Listeners are listeners a caller opened for lpsd (a supervisor passing
@@ -297,6 +303,10 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	}
 	if o.deployEnv != "" && !rollout.ValidRegion(o.deployEnv) {
 		return nil, usagef("--deploy-env %q: want a label (a letter, then letters and digits, at most %d, like prod)", o.deployEnv, rollout.MaxRegionLength)
+	}
+	retain, err := o.retention.config()
+	if err != nil {
+		return nil, err
 	}
 	started := time.Now()
 	creds := loadCredentials(o, started, false, log)
@@ -344,6 +354,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	metrics := lps.NewMetrics(nil)
 	metrics.RegisterBuildInfo(o.version)
 	reloads := newReloadMetrics(metrics.Register)
+	retainMetrics := newRetentionMetrics(metrics.Register)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	nodeCfg := lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, DeployEnv: o.deployEnv, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
@@ -400,7 +411,12 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	o.logf.warnLogPolicy(ctx, keys, st, log)
 	adminMetrics.InitializeMetrics(adminSrv)
 	reloads.loaded(started, nil, false, map[string]tls.Certificate{"node": cert, "admin": adminCert})
-	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp}, nil
+	var ret *retention.Retention
+	if p, ok := st.(store.Pruner); ok && o.retention.on() {
+		retain.Log, retain.OnPrune = log.With("component", "retention"), retainMetrics.set
+		ret = retention.New(p, retain)
+	}
+	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp, retention: ret}, nil
 }
 
 // Snapshot is the snapshot lpsd serves from, nil before the first.
@@ -763,6 +779,9 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 // past the lease); a store this process holds alone needs no election.
 func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew}
+	if s.retention != nil {
+		cfg.Lead = s.retention.Run
+	}
 	j, shared := s.st.(store.Joiner)
 	if !shared {
 		s.metrics.SetLeader(true)
