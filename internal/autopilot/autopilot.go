@@ -22,6 +22,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -78,8 +79,10 @@ type Config struct {
 	OnSkew   func(time.Duration)
 	// Lead, when set, runs beside the looks while this replica looks
 	// (leads, or has no Replica), with a ctx that ends when it stops
-	// looking; lpsd prunes the stored history there (internal/retention).
-	Lead func(ctx context.Context)
+	// looking. The first look waits until Lead calls ready (or returns):
+	// lpsd prunes the stored history there (internal/retention), so that
+	// a look after a restart never reads the backlog a prune is removing.
+	Lead func(ctx context.Context, ready func())
 }
 
 // Autopilot steps the planned rollouts of one store.
@@ -198,21 +201,35 @@ func (a *Autopilot) beat(ctx context.Context) {
 	}
 }
 
-// lead runs looks and, beside it, Lead, until looks returns.
+// lead runs Lead and, once it is ready, looks, until looks returns.
 func (a *Autopilot) lead(ctx context.Context, rep store.Replica) error {
 	if a.cfg.Lead == nil {
 		return a.looks(ctx, rep)
 	}
 	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
+	ready, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
 	go func() {
 		defer close(done)
-		a.cfg.Lead(lctx)
+		a.cfg.Lead(lctx, func() { once.Do(func() { close(ready) }) })
 	}()
-	err := a.looks(ctx, rep)
-	cancel()
-	<-done
-	return err
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var lost <-chan struct{}
+	if rep != nil {
+		lost = rep.Done()
+	}
+	select {
+	case <-ready:
+	case <-done:
+	case <-ctx.Done():
+		return nil
+	case <-lost:
+		return errMembershipLost
+	}
+	return a.looks(ctx, rep)
 }
 
 // looks looks every Interval until ctx ends, or, with rep, until the

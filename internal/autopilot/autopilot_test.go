@@ -490,8 +490,9 @@ func TestLeadRunsWhileLeading(t *testing.T) {
 	f := newFixture(t)
 	rep := newFakeReplica()
 	started, ended := make(chan struct{}, 1), make(chan struct{}, 1)
-	ap := New(f.st, Config{Interval: time.Hour, Now: func() time.Time { return f.now }, Replica: rep, Lead: func(ctx context.Context) {
+	ap := New(f.st, Config{Interval: time.Hour, Now: func() time.Time { return f.now }, Replica: rep, Lead: func(ctx context.Context, ready func()) {
 		started <- struct{}{}
+		ready()
 		<-ctx.Done()
 		ended <- struct{}{}
 	}})

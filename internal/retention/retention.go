@@ -131,14 +131,15 @@ func New(st store.Pruner, cfg Config) *Retention {
 	return &Retention{st: st, cfg: cfg, over: map[string]bool{}}
 }
 
-// Run prunes at once, then every Interval, until ctx ends; a failed prune
-// is logged and the next one tries again. Run on one replica at a time
+// Run prunes at once, calls ready (nil: none) when that first prune is
+// over, then prunes every Interval, until ctx ends; a failed prune is
+// logged and the next one tries again. Run on one replica at a time
 // (lpsd: the one whose autopilot leads), though two at once only do the
 // work twice.
-func (r *Retention) Run(ctx context.Context) {
+func (r *Retention) Run(ctx context.Context, ready func()) {
 	t := time.NewTicker(r.cfg.Interval)
 	defer t.Stop()
-	for {
+	for first := true; ; first = false {
 		pctx, cancel := context.WithTimeout(ctx, runTimeout)
 		res, err := r.Prune(pctx)
 		cancel()
@@ -150,6 +151,9 @@ func (r *Retention) Run(ctx context.Context) {
 		default:
 			r.cfg.Log.Info("pruned reports and served records", "reportsDeleted", res.Reports.Deleted, "reportsStored", res.Reports.Stored,
 				"servedDeleted", res.Served.Deleted, "servedStored", res.Served.Stored, "reportsCutoff", res.Reports.Cutoff, "servedCutoff", res.Served.Cutoff)
+		}
+		if first && ready != nil {
+			ready()
 		}
 		select {
 		case <-ctx.Done():
