@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -99,7 +100,7 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	fmt.Fprintf(out, "lookcost: n reports and n served records of one release, spread over the month before retention's protected %v; lpsd --autopilot-interval %v, its defaults otherwise\n",
 		retention.Protected, o.interval)
 	fmt.Fprintf(out, "retention after: lpsd's defaults, --retention-age %v --retention-records %d\n\n", retention.DefaultMaxAge, retention.DefaultMaxRecords)
-	fmt.Fprintf(out, "%-5s %9s | %12s %10s %10s | %12s %10s | %s\n", "store", "stored", "look before", "x 10k", "lpsd HWM", "look after", "lpsd HWM", "after the prune: kept, pruning took")
+	fmt.Fprintf(out, "%-5s %9s | %12s %7s %21s | %12s %21s | %s\n", "store", "stored", "look before", "x 10k", "lpsd HWM / peak anon", "look after", "lpsd HWM / peak anon", "after the prune: kept, pruning took")
 	for _, kind := range []string{"bolt", "etcd"} {
 		ns := o.boltSizes
 		if kind == "etcd" {
@@ -123,8 +124,8 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 			if base10k > 0 {
 				ratio = fmt.Sprintf("%.1fx", float64(row.lookBefore)/float64(base10k))
 			}
-			fmt.Fprintf(out, "%-5s %9d | %12s %10s %10s | %12s %10s | %d reports, %d served, %s\n", kind, n,
-				ms(row.lookBefore), ratio, procstat.MiB(row.hwmBefore), ms(row.lookAfter), procstat.MiB(row.hwmAfter),
+			fmt.Fprintf(out, "%-5s %9d | %12s %7s %10s / %9s | %12s %10s / %9s | %d reports, %d served, %s\n", kind, n,
+				ms(row.lookBefore), ratio, procstat.MiB(row.memBefore.hwm), procstat.MiB(row.memBefore.anon), ms(row.lookAfter), procstat.MiB(row.memAfter.hwm), procstat.MiB(row.memAfter.anon),
 				row.keptReports, row.keptServed, row.pruneTook.Round(time.Millisecond))
 		}
 	}
@@ -154,7 +155,7 @@ func newBackend(ctx context.Context, kind, dir string) (*backend, error) {
 
 type row struct {
 	lookBefore, lookAfter time.Duration
-	hwmBefore, hwmAfter   int64
+	memBefore, memAfter   mem
 	keptReports           int
 	keptServed            int
 	pruneTook             time.Duration
@@ -180,10 +181,10 @@ func measure(ctx context.Context, o options, b *backend, n int, dir string, bins
 		st.Close()
 	}
 	lpsdArgs := []string{"--autopilot-interval", o.interval.String()}
-	if r.hwmBefore, _, err = idle(ctx, o, b, n, dir, bins, tlsFiles, append(lpsdArgs, "--retention-age", "0", "--retention-records", "0"), false); err != nil {
+	if r.memBefore, _, err = idle(ctx, o, b, n, dir, bins, tlsFiles, append(lpsdArgs, "--retention-age", "0", "--retention-records", "0"), false); err != nil {
 		return r, err
 	}
-	if r.hwmAfter, r.pruneTook, err = idle(ctx, o, b, n, dir, bins, tlsFiles, lpsdArgs, true); err != nil {
+	if r.memAfter, r.pruneTook, err = idle(ctx, o, b, n, dir, bins, tlsFiles, lpsdArgs, true); err != nil {
 		return r, err
 	}
 	if b.exclusive {
@@ -260,39 +261,70 @@ func looks(ctx context.Context, st store.Store, k int) (time.Duration, error) {
 // idle runs lpsd on b with extra flags until its autopilot has looked
 // o.looks times (after its first prune, when pruned is set) and returns
 // its VmHWM and how long from its start the prune took.
-func idle(ctx context.Context, o options, b *backend, n int, dir string, bins harness.Binaries, tlsFiles harness.TLSFiles, extra []string, pruned bool) (int64, time.Duration, error) {
+func idle(ctx context.Context, o options, b *backend, n int, dir string, bins harness.Binaries, tlsFiles harness.TLSFiles, extra []string, pruned bool) (mem, time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
 	t0 := time.Now()
 	l, err := harness.StartLPSD(ctx, bins, dir, harness.LPSDOptions{Store: b.spec, TLS: tlsFiles, Name: "lpsd-" + b.name, Extra: extra})
 	if err != nil {
-		return 0, 0, err
+		return mem{}, 0, err
 	}
 	defer l.Stop(10 * time.Second)
+	anon := &anonSampler{pid: l.Pid()}
 	var took time.Duration
 	if pruned {
-		if err := waitMetric(ctx, l, "lpsd_retention_last_prune_timestamp_seconds", true); err != nil {
-			return 0, 0, fmt.Errorf("%w\n%s", err, l.Log())
+		if err := waitMetric(ctx, l, "lpsd_retention_last_prune_timestamp_seconds", true, anon); err != nil {
+			return mem{}, 0, fmt.Errorf("%w\n%s", err, l.Log())
 		}
 		took = time.Since(t0)
 	}
-	if err := waitMetric(ctx, l, `lpsd_release_nodes{`, n > 0); err != nil {
-		return 0, 0, fmt.Errorf("%w\n%s", err, l.Log())
+	if err := waitMetric(ctx, l, `lpsd_release_nodes{`, n > 0, anon); err != nil {
+		return mem{}, 0, fmt.Errorf("%w\n%s", err, l.Log())
 	}
 	// The first look is done; the next ones come every interval.
-	select {
-	case <-ctx.Done():
-		return 0, 0, ctx.Err()
-	case <-time.After(time.Duration(o.looks) * o.interval):
+	for end := time.Now().Add(time.Duration(o.looks) * o.interval); time.Now().Before(end); {
+		select {
+		case <-ctx.Done():
+			return mem{}, 0, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+		anon.sample()
 	}
 	m, err := procstat.ReadMemory(l.Pid())
-	return m.HWM, took, err
+	return mem{hwm: m.HWM, anon: anon.peak}, took, err
+}
+
+// mem is what idle reads of lpsd's memory.
+type mem struct{ hwm, anon int64 }
+
+// anonSampler keeps the highest RssAnon of a process seen: VmHWM counts
+// the pages of files it maps too (bbolt maps its whole file), which the
+// kernel can reclaim under a memory limit, anonymous memory it cannot.
+type anonSampler struct {
+	pid  int
+	peak int64
+}
+
+func (a *anonSampler) sample() {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.pid))
+	if err != nil {
+		return
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err == nil && kb<<10 > a.peak {
+				a.peak = kb << 10
+			}
+		}
+	}
 }
 
 // waitMetric waits until lpsd's /metrics has series starting with prefix
 // (their sum positive, when positive is set).
-func waitMetric(ctx context.Context, l *harness.LPSD, prefix string, positive bool) error {
+func waitMetric(ctx context.Context, l *harness.LPSD, prefix string, positive bool, anon *anonSampler) error {
 	for {
+		anon.sample()
 		if v, ok := scrape(ctx, l.HTTPAddr, prefix); ok && (v > 0 || !positive) {
 			return nil
 		}

@@ -126,7 +126,7 @@ State:
 	--retention-age D      delete reports and served records older than D
 	                       (default 30d; 0: none by age; at least 48h)
 	--retention-records N  keep at most N reports and N served records, the
-	                       newest (default 50000, which keeps an idle lpsd
+	                       newest (default 20000, which keeps an idle lpsd
 	                       well inside the shipped 256 MiB limit: see
 	                       bench/README.md "look cost"; 0: no bound; at most
 	                       10000000); never the last 48 h's

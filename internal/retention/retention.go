@@ -54,7 +54,7 @@ const (
 	// DefaultMaxRecords bounds each kind (reports, served records) so an
 	// idle lpsd reading every record stays well inside the shipped 256 MiB
 	// memory limit (bench/README.md, "look cost").
-	DefaultMaxRecords = 50_000
+	DefaultMaxRecords = 20_000
 	// DefaultInterval is how often the leader prunes after the prune at
 	// start: an hour of a fleet's reports is small beside the bound.
 	DefaultInterval = time.Hour
