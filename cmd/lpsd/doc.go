@@ -128,7 +128,7 @@ State:
 	--retention-records N  keep at most N reports and N served records, the
 	                       newest (default 20000, which keeps an idle lpsd
 	                       well inside the shipped 256 MiB limit: see
-	                       bench/README.md "look cost"; 0: no bound; at most
+	                       bench/README.md "Look cost"; 0: no bound; at most
 	                       10000000); never the last 48 h's
 	--retention-interval D how often the pruning replica prunes (default 1h)
 	--release-keys FILE    only releases signed by these keys can be published
