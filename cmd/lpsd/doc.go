@@ -60,7 +60,9 @@ they are kept, lpsd_retention_over_limit{kind} is 1 and one warning is
 logged (one line again when it clears). Served records go up to the
 reports' cutoff, so a node whose report was pruned is never counted silent.
 What is pruned is gone: a rollout longer than the kept history is judged on
-what is kept. Metrics: lpsd_retention_pruned_total{kind},
+what is kept. The dashboard and admin reads wait for no prune: after a
+restart on a store far over the bound, they read it whole until the first
+prune ends. Metrics: lpsd_retention_pruned_total{kind},
 lpsd_retention_stored_records{kind}, lpsd_retention_last_prune_timestamp_seconds.
 
 Components other than aksNodeController (localDNS, say) are answered from

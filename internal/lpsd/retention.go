@@ -21,7 +21,7 @@ func (f *retentionFlags) register(fs *flag.FlagSet) {
 	f.maxAge, f.maxRecords, f.interval = retention.DefaultMaxAge, retention.DefaultMaxRecords, retention.DefaultInterval
 	fs.Var(durationValue{&f.maxAge}, "retention-age", "delete nodes' reports and served records older than this `duration` (30d, 72h; 0: none by age; never the last 48 h)")
 	fs.IntVar(&f.maxRecords, "retention-records", f.maxRecords, "keep at most this many reports, and as many served records, deleting the oldest (0: no bound; never the last 48 h's)")
-	fs.Var(durationValue{&f.interval}, "retention-interval", "how often the replica running the autopilot prunes, after the prune at its start (`duration`)")
+	fs.Var(durationValue{&f.interval}, "retention-interval", "`duration` between the prunes of the replica running the autopilot, after its prune at start")
 }
 
 // config is the retention.Config the flags give, or a usage error.
