@@ -54,10 +54,29 @@ on every replica: lpsd_rollout_state{version,base,state,reason} (1 for the
 state it is in, revoked as a state of its own, reason an automatic pause
 or halt's code), lpsd_rollout_percent, lpsd_rollout_step and
 lpsd_rollout_steps (planned releases; the step 1-based, as lpsctl shows
-it), for every release not yet halted, complete or revoked and the 20
-highest-versioned that are. Alerting rules for these and for credentials,
+it), for every rolling, paused or halted release and the 20
+highest-versioned drafts and as many complete or revoked ones. Alerting rules for these and for credentials,
 the store and the log ship in deploy/lpsd/prometheus/lpsd-alerts.yaml,
 tested with promtool (lpsd-alerts.test.yaml).
+
+Every look (the autopilot's, status, explain, the dashboard's) reads every
+stored report and served record, so lpsd bounds them (internal/retention):
+the replica whose autopilot runs (the elected one on etcd, the only one on
+bbolt or memory; none with --autopilot-interval 0) prunes at its start,
+before its first look, and every --retention-interval after, deleting the
+records older than --retention-age and then, of each kind, the oldest
+beyond --retention-records. It never deletes a record of the last 48 h
+(a baseline's 24 h window; a plan's longest silent-after, 24 h, plus the
+24 h an outage may stretch silence), so a canary's evidence and silence
+detection stay whole; when those alone are more than --retention-records
+they are kept, lpsd_retention_over_limit{kind} is 1 and one warning is
+logged (one line again when it clears). Served records go up to the
+reports' cutoff, so a node whose report was pruned is never counted silent.
+What is pruned is gone: a rollout longer than the kept history is judged on
+what is kept. The dashboard and admin reads wait for no prune: after a
+restart on a store far over the bound, they read it whole until the first
+prune ends. Metrics: lpsd_retention_pruned_total{kind},
+lpsd_retention_stored_records{kind}, lpsd_retention_last_prune_timestamp_seconds.
 
 Components other than aksNodeController (localDNS, say) are answered from
 component configurations an operator signed with the release keys and
@@ -142,6 +161,14 @@ State:
 	                       otherwise: anyone on that network could read and
 	                       change every release); a password is never sent
 	                       in plain text off this host
+	--retention-age D      delete reports and served records older than D
+	                       (default 30d; 0: none by age; at least 48h)
+	--retention-records N  keep at most N reports and N served records, the
+	                       newest (default 20000, which keeps an idle lpsd
+	                       well inside the shipped 256 MiB limit: see
+	                       bench/README.md "Look cost"; 0: no bound; at most
+	                       10000000); never the last 48 h's
+	--retention-interval D how often the pruning replica prunes (default 1h)
 	--release-keys FILE    only releases signed by these keys can be published
 	--region LABEL         this instance's region, matched by rollout scopes:
 	                       a letter, then letters and digits, at most 64

@@ -22,6 +22,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -86,6 +87,12 @@ type Config struct {
 	// AdvanceWindow is when a healthy step may advance (the zero Window:
 	// always); halts and pauses are never held back.
 	AdvanceWindow Window
+	// Lead, when set, runs beside the looks while this replica looks
+	// (leads, or has no Replica), with a ctx that ends when it stops
+	// looking. The first look waits until Lead calls ready (or returns):
+	// lpsd prunes the stored history there (internal/retention), so that
+	// a look after a restart never reads the backlog a prune is removing.
+	Lead func(ctx context.Context, ready func())
 }
 
 // Autopilot steps the planned rollouts of one store.
@@ -125,7 +132,7 @@ func New(st Store, cfg Config) *Autopilot {
 func (a *Autopilot) Run(ctx context.Context) error {
 	rep := a.cfg.Replica
 	if rep == nil {
-		return a.looks(ctx, nil)
+		return a.lead(ctx, nil)
 	}
 	go a.beat(ctx)
 	for {
@@ -142,7 +149,7 @@ func (a *Autopilot) Run(ctx context.Context) error {
 		}
 		a.cfg.Log.Info("autopilot leads: this replica decides every rollout's steps")
 		a.cfg.OnLeader(true)
-		err := a.looks(ctx, rep)
+		err := a.lead(ctx, rep)
 		a.cfg.OnLeader(false)
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if rerr := rep.Resign(rctx); rerr != nil && ctx.Err() == nil {
@@ -208,6 +215,37 @@ func Beat(ctx context.Context, rep store.Replica, now func() time.Time, log *slo
 		case <-t.C:
 		}
 	}
+}
+
+// lead runs Lead and, once it is ready, looks, until looks returns.
+func (a *Autopilot) lead(ctx context.Context, rep store.Replica) error {
+	if a.cfg.Lead == nil {
+		return a.looks(ctx, rep)
+	}
+	lctx, cancel := context.WithCancel(ctx)
+	ready, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(done)
+		a.cfg.Lead(lctx, func() { once.Do(func() { close(ready) }) })
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	var lost <-chan struct{}
+	if rep != nil {
+		lost = rep.Done()
+	}
+	select {
+	case <-ready:
+	case <-done:
+	case <-ctx.Done():
+		return nil
+	case <-lost:
+		return errMembershipLost
+	}
+	return a.looks(ctx, rep)
 }
 
 // looks looks every Interval until ctx ends, or, with rep, until the

@@ -483,3 +483,44 @@ func TestOnlyTheLeaderLooks(t *testing.T) {
 		t.Fatal("Run did not return after the membership was lost")
 	}
 }
+
+// TestLeadRunsWhileLeading: Config.Lead starts only once the replica
+// leads, and its ctx ends when the leadership does.
+func TestLeadRunsWhileLeading(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	rep := newFakeReplica()
+	started, ended := make(chan struct{}, 1), make(chan struct{}, 1)
+	ap := New(f.st, Config{Interval: time.Hour, Now: func() time.Time { return f.now }, Replica: rep, Lead: func(ctx context.Context, ready func()) {
+		started <- struct{}{}
+		ready()
+		<-ctx.Done()
+		ended <- struct{}{}
+	}})
+	done := make(chan error, 1)
+	go func() { done <- ap.Run(t.Context()) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for rep.campaigns.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case <-started:
+		t.Fatal("Lead ran before the replica led")
+	default:
+	}
+	rep.leads <- struct{}{}
+	wait := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatal(what)
+		}
+	}
+	wait(started, "Lead did not start once the replica led")
+	close(rep.done)
+	wait(ended, "Lead's ctx did not end with the leadership")
+	if err := <-done; err == nil {
+		t.Error("Run after the membership was lost = nil, want an error")
+	}
+}

@@ -47,6 +47,7 @@ import (
 	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/lps/dashboard"
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/retention"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/schedule"
 	"nodehotfix/internal/store"
@@ -80,6 +81,7 @@ type options struct {
 	drainDelay                      time.Duration
 	etcd                            etcdFlags
 	logf                            logFlags
+	retention                       retentionFlags
 	// version is the build's (Main's), for lpsd_build_info.
 	version string
 }
@@ -163,6 +165,7 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	fs.Var(&o.advanceWindow, "advance-window", "when the autopilot may advance a healthy plan step: `\"DAYS HH:MM-HH:MM ZONE\"` (\"Mon-Fri 09:00-17:00 Europe/Dublin\"; a span crossing midnight ends the next day); halts and pauses are never held back (default: any time)")
 	o.etcd.register(fs)
 	o.logf.register(fs)
+	o.retention.register(fs)
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
 	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
 	fs.DurationVar(&o.dashboardRefresh, "dashboard-refresh", dashboard.DefaultRefresh, "how often the dashboard rebuilds its view (at least ten times as long as a rebuild takes)")
@@ -267,6 +270,9 @@ type Server struct {
 	checkpointer *lps.Checkpointer
 	// id names this process among the replicas of a shared store.
 	id string
+	// retention prunes the stored history while the autopilot runs here;
+	// nil when the flags prune nothing or the store cannot.
+	retention *retention.Retention
 }
 
 // Listeners are listeners a caller opened for lpsd (a supervisor passing
@@ -302,6 +308,10 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	}
 	if o.deployEnv != "" && !rollout.ValidRegion(o.deployEnv) {
 		return nil, usagef("--deploy-env %q: want a label (a letter, then letters and digits, at most %d, like prod)", o.deployEnv, rollout.MaxRegionLength)
+	}
+	retain, err := o.retention.config()
+	if err != nil {
+		return nil, err
 	}
 	started := time.Now()
 	creds := loadCredentials(o, started, false, log)
@@ -349,6 +359,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	metrics := lps.NewMetrics(nil)
 	metrics.RegisterBuildInfo(o.version)
 	reloads := newReloadMetrics(metrics.Register)
+	retainMetrics := newRetentionMetrics(metrics.Register)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
 	nodeCfg := lps.ServerConfig{
 		Certificate: cert, ServerName: o.serverName, Region: o.region, DeployEnv: o.deployEnv, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
@@ -407,7 +418,12 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	adminMetrics.InitializeMetrics(adminSrv)
 	reloads.loaded(started, nil, false, map[string]tls.Certificate{"node": cert, "admin": adminCert})
 	reloads.tokensInUse(tokens)
-	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp, id: id}, nil
+	var ret *retention.Retention
+	if p, ok := st.(store.Pruner); ok && o.retention.on() {
+		retain.Log, retain.OnPrune = log.With("component", "retention"), retainMetrics.set
+		ret = retention.New(p, retain)
+	}
+	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp, id: id, retention: ret}, nil
 }
 
 // Snapshot is the snapshot lpsd serves from, nil before the first.
@@ -774,6 +790,9 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 // needs no election.
 func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew, Places: s.places, AdvanceWindow: s.o.advanceWindow}
+	if s.retention != nil {
+		cfg.Lead = s.retention.Run
+	}
 	j, shared := s.st.(store.Joiner)
 	if !shared {
 		if interval == 0 {

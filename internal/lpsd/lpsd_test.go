@@ -55,6 +55,11 @@ func TestRunRefusesUnsafeConfigurations(t *testing.T) {
 		{"bad region", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--region", "east-us"}, 2, "--region \"east-us\""},
 		{"etcd off host in plain text", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "etcd:10.1.2.3:2379"}, 2, "--etcd-allow-plaintext"},
 		{"bad roots", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--imds-roots", tokens}, 1, "--imds-roots"},
+		{"retention age within the protected window", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--retention-age", "1d"}, 2, "--retention-age 1d"},
+		{"retention records negative", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--retention-records", "-1"}, 2, "want 0 (no bound) to 10000000"},
+		{"retention interval zero", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--retention-interval", "0s"}, 2, "--retention-interval 0s: want a positive duration"},
+		{"retention age not a duration", []string{"--retention-age", "a month"}, 2, `invalid value "a month" for flag -retention-age`},
+		{"retention flag typo", []string{"--retention-recrods", "5"}, 2, "did you mean --retention-records?"},
 		{"debug listener off loopback", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--debug-listen", "0.0.0.0:6060"}, 2, "--debug-listen \"0.0.0.0:6060\""},
 		{"certificate without the service name", []string{"--tls-cert", tlsFiles.CertFile, "--tls-key", tlsFiles.KeyFile, "--admin-token-file", tokens, "--store", "mem:", "--server-name", "other.example.com"}, 1, "other.example.com"},
 	}

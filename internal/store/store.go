@@ -451,3 +451,128 @@ type Store interface {
 	// Close releases the backend's resources.
 	Close() error
 }
+
+// Pruner is an optional capability of a Store, checked by type assertion:
+// it deletes old reports and served records, so that what a look reads
+// (every report and served record) stays bounded as history grows. Every
+// backend here has it. Neither method ever holds every record in memory:
+// they scan in pages, keeping at most Prune.Keep times, and delete in
+// bounded transactions, each a write of its own. A record written or
+// replaced while a prune runs is never deleted for its earlier time.
+// Safe across replicas, though lpsd prunes on the autopilot's replica only.
+type Pruner interface {
+	// PruneReports deletes the reports p selects by their Time. ErrClosed
+	// after Close; ctx's error when it ends first, with what was deleted
+	// by then staying deleted.
+	PruneReports(ctx context.Context, p Prune) (Pruned, error)
+	// PruneServed deletes the served records p selects, as PruneReports.
+	PruneServed(ctx context.Context, p Prune) (Pruned, error)
+}
+
+// Prune selects the records of one kind to delete: those older than
+// Before, then the oldest beyond Keep, but never one at or after Floor.
+type Prune struct {
+	// Before deletes every record whose Time is before it; zero: none
+	// by age.
+	Before time.Time
+	// Keep, when positive, deletes the oldest records beyond that many:
+	// every record older than the Keep-th newest (records of the same
+	// Time as it stay, so a few more may). 0: no bound by count.
+	Keep int
+	// Floor protects the recent records: none at or after it is deleted,
+	// whatever Before and Keep say. Zero protects nothing.
+	Floor time.Time
+}
+
+// Pruned is what a prune did.
+type Pruned struct {
+	// Deleted is how many records it deleted; Stored how many it left
+	// (undecodable ones included: a prune never deletes what it cannot
+	// read).
+	Deleted, Stored int
+	// Cutoff is the Time it deleted records before (zero: it deleted by
+	// no time).
+	Cutoff time.Time
+	// OverKeep says the records at or after Floor alone are more than
+	// Keep: they were kept, and so more than Keep stay.
+	OverKeep bool
+}
+
+// Cutoff is the first pass of a backend's prune: fed every record's Time
+// (Add), it finds the time to delete records before (Time). It holds at
+// most Prune.Keep times, and none without Keep. Not safe for concurrent
+// use.
+type Cutoff struct {
+	p Prune
+	n int
+	// newest is a min-heap of the Keep newest times (Unix nanoseconds).
+	newest []int64
+}
+
+// NewCutoff returns a Cutoff for p.
+func NewCutoff(p Prune) *Cutoff { return &Cutoff{p: p} }
+
+// Scans reports whether Time needs every record's Time first: only a
+// bound by count does.
+func (c *Cutoff) Scans() bool { return c.p.Keep > 0 }
+
+// Add counts one record of time t.
+func (c *Cutoff) Add(t time.Time) {
+	c.n++
+	if c.p.Keep <= 0 {
+		return
+	}
+	v := t.UnixNano()
+	h := c.newest
+	if len(h) < c.p.Keep {
+		h = append(h, v)
+		for i := len(h) - 1; i > 0; {
+			parent := (i - 1) / 2
+			if h[parent] <= h[i] {
+				break
+			}
+			h[parent], h[i] = h[i], h[parent]
+			i = parent
+		}
+		c.newest = h
+		return
+	}
+	if v <= h[0] {
+		return
+	}
+	h[0] = v
+	for i := 0; ; {
+		l, r, least := 2*i+1, 2*i+2, i
+		if l < len(h) && h[l] < h[least] {
+			least = l
+		}
+		if r < len(h) && h[r] < h[least] {
+			least = r
+		}
+		if least == i {
+			break
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+}
+
+// Time returns the time to delete records before (zero: none), and
+// whether Floor kept more than Keep records.
+func (c *Cutoff) Time() (cut time.Time, overKeep bool) {
+	cut = c.p.Before
+	if c.p.Keep > 0 && c.n > c.p.Keep {
+		// The Keep-th newest: everything older goes.
+		if k := time.Unix(0, c.newest[0]); k.After(cut) {
+			cut = k
+		}
+	}
+	if !c.p.Floor.IsZero() && cut.After(c.p.Floor) {
+		overKeep = c.p.Keep > 0 && c.n > c.p.Keep && time.Unix(0, c.newest[0]).After(c.p.Floor)
+		cut = c.p.Floor
+	}
+	return cut, overKeep
+}
+
+// Deletes reports whether a record of time t goes under cut (Cutoff.Time).
+func Deletes(cut, t time.Time) bool { return !cut.IsZero() && t.Before(cut) }

@@ -181,3 +181,62 @@ func TestOpenUnreachableFailsFast(t *testing.T) {
 		t.Errorf("Open(unreachable) took %v, want about %v", d, dialTimeout)
 	}
 }
+
+// TestIntegrationPruneReplicas: two replicas prune the same reports at
+// once while a third replaces some of them with new ones: every old
+// report is deleted exactly once between them, and no replaced one is.
+func TestIntegrationPruneReplicas(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	endpoints := etcdtest.Start(t)
+	a, b, w := mustOpen(t, endpoints, "/prune/"), mustOpen(t, endpoints, "/prune/"), mustOpen(t, endpoints, "/prune/")
+	t0 := time.Date(2026, 4, 2, 10, 0, 0, 0, time.UTC)
+	const n = 1500
+	var old []store.Report
+	for i := range n {
+		r := storetest.Report(fmt.Sprintf("vm-%04d", i), "boot-1")
+		r.Time = t0
+		old = append(old, r)
+	}
+	storetest.MustPutReports(t, w, old...)
+	var replaced []store.Report
+	for i := 0; i < n; i += 10 {
+		r := old[i]
+		r.Time = t0.Add(48 * time.Hour)
+		replaced = append(replaced, r)
+	}
+	cut := store.Prune{Before: t0.Add(time.Hour)}
+	var wg sync.WaitGroup
+	deleted := make([]int, 2)
+	errs := make([]error, 3)
+	for i, p := range []*etcdstore.Store{a, b} {
+		wg.Go(func() {
+			got, err := p.PruneReports(t.Context(), cut)
+			deleted[i], errs[i] = got.Deleted, err
+		})
+	}
+	wg.Go(func() { _, errs[2] = w.PutReports(t.Context(), replaced) })
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatalf("prune or put: %v", err)
+		}
+	}
+	// A replaced report deleted before its replacement was put is back.
+	got, err := w.Reports(t.Context())
+	if err != nil {
+		t.Fatalf("Reports = %v", err)
+	}
+	for _, r := range got {
+		if !r.Time.Equal(replaced[0].Time) {
+			t.Errorf("report %s of %v stayed, want only the replaced ones", r.VMID, r.Time)
+		}
+	}
+	if len(got) != len(replaced) {
+		t.Errorf("%d reports stayed, want the %d replaced", len(got), len(replaced))
+	}
+	if sum, max := deleted[0]+deleted[1], n; sum > max || sum < n-len(replaced) {
+		t.Errorf("the replicas deleted %d + %d, want between %d and %d in all, each report once", deleted[0], deleted[1], n-len(replaced), max)
+	}
+}

@@ -412,3 +412,49 @@ func (s *Store) Beats(ctx context.Context, from time.Time) ([]time.Time, error) 
 	slices.SortFunc(out, time.Time.Compare)
 	return out, nil
 }
+
+var _ store.Pruner = (*Store)(nil)
+
+// PruneReports implements store.Pruner under one lock.
+func (s *Store) PruneReports(ctx context.Context, p store.Prune) (store.Pruned, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Pruned{}, fmt.Errorf("prune reports: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Pruned{}, fmt.Errorf("prune reports: %w", err)
+	}
+	return prune(s.reports, p, func(r store.Report) time.Time { return r.Time }), nil
+}
+
+// PruneServed implements store.Pruner under one lock.
+func (s *Store) PruneServed(ctx context.Context, p store.Prune) (store.Pruned, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Pruned{}, fmt.Errorf("prune served: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Pruned{}, fmt.Errorf("prune served: %w", err)
+	}
+	return prune(s.served, p, func(sv store.Served) time.Time { return sv.Time }), nil
+}
+
+// prune deletes from records what p selects; the caller holds s.mu.
+func prune[K comparable, V any](records map[K]V, p store.Prune, at func(V) time.Time) store.Pruned {
+	c := store.NewCutoff(p)
+	for _, v := range records {
+		c.Add(at(v))
+	}
+	cut, over := c.Time()
+	out := store.Pruned{Cutoff: cut, OverKeep: over}
+	for k, v := range records {
+		if store.Deletes(cut, at(v)) {
+			delete(records, k)
+			out.Deleted++
+		}
+	}
+	out.Stored = len(records)
+	return out
+}

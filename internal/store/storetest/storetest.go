@@ -73,7 +73,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"configs-apart-from-releases", testConfigsApart},
 		{"close", testClose},
 	}
-	for _, tt := range append(tests, logTests...) {
+	for _, tt := range slices.Concat(tests, logTests, pruneTests) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			s := open(t)

@@ -1,0 +1,142 @@
+package retention_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"nodehotfix/internal/retention"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/memstore"
+	"nodehotfix/internal/store/storetest"
+)
+
+var now = time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// put stores, for each age, one report and one served record of a VM of
+// its own, the report a second after the served record.
+func put(t *testing.T, s store.Store, ages ...time.Duration) {
+	t.Helper()
+	for i, age := range ages {
+		vm := fmt.Sprintf("vm-%02d", i)
+		sv := storetest.Served("202604.01.2", vm, "boot-1")
+		sv.Time = now.Add(-age)
+		if err := s.PutServed(t.Context(), []store.Served{sv}); err != nil {
+			t.Fatal(err)
+		}
+		r := storetest.Report(vm, "boot-1")
+		r.Time = sv.Time.Add(time.Second)
+		storetest.MustPutReports(t, s, r)
+	}
+}
+
+func stored(t *testing.T, s store.Store) (reports, served []string) {
+	t.Helper()
+	rs, err := s.Reports(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		reports = append(reports, r.VMID)
+	}
+	for _, sv := range storetest.MustServed(t, s) {
+		served = append(served, sv.VMID)
+	}
+	return reports, served
+}
+
+func TestPrune(t *testing.T) {
+	h := time.Hour
+	tests := []struct {
+		name      string
+		cfg       retention.Config
+		ages      []time.Duration
+		want      []string // the VMs whose report and served record stay
+		overLimit bool
+		// wantServed, when set, are the VMs whose served record stays:
+		// served records go up to a minute past the reports' cutoff.
+		wantServed []string
+	}{
+		{"none", retention.Config{}, []time.Duration{1000 * h, h}, []string{"vm-00", "vm-01"}, false, nil},
+		{"age", retention.Config{MaxAge: 72 * h}, []time.Duration{100 * h, 73 * h, 71 * h, h}, []string{"vm-02", "vm-03"}, false, nil},
+		{"count", retention.Config{MaxRecords: 2}, []time.Duration{100 * h, 90 * h, 80 * h, h}, []string{"vm-02", "vm-03"}, false, []string{"vm-03"}},
+		{"protected", retention.Config{MaxRecords: 1}, []time.Duration{100 * h, 47 * h, 2 * h, h}, []string{"vm-01", "vm-02", "vm-03"}, true, nil},
+		{"protected-edge", retention.Config{MaxRecords: 1, MaxAge: 48 * h}, []time.Duration{49 * h, 48*h - time.Minute, h}, []string{"vm-01", "vm-02"}, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := memstore.New()
+			defer s.Close()
+			put(t, s, tt.ages...)
+			cfg := tt.cfg
+			cfg.Now = func() time.Time { return now }
+			var got []retention.Result
+			cfg.OnPrune = func(r retention.Result) { got = append(got, r) }
+			res, err := retention.New(s, cfg).Prune(t.Context())
+			if err != nil {
+				t.Fatalf("Prune = %v", err)
+			}
+			reports, served := stored(t, s)
+			wantServed := tt.want
+			if tt.wantServed != nil {
+				wantServed = tt.wantServed
+			}
+			if !slices.Equal(reports, tt.want) || !slices.Equal(served, wantServed) {
+				t.Errorf("Prune left reports of %v, served records of %v; want %v, %v", reports, served, tt.want, wantServed)
+			}
+			if res.Reports.OverKeep != tt.overLimit {
+				t.Errorf("Prune reports' OverKeep = %v, want %v", res.Reports.OverKeep, tt.overLimit)
+			}
+			if len(got) != 1 || got[0].Reports.Stored != len(tt.want) {
+				t.Errorf("OnPrune got %+v, want one result of %d reports stored", got, len(tt.want))
+			}
+		})
+	}
+}
+
+// TestPruneServedFollowsReports: a served record whose report a count
+// prune deleted goes too, though served records are within their bound.
+func TestPruneServedFollowsReports(t *testing.T) {
+	s := memstore.New()
+	defer s.Close()
+	put(t, s, 100*time.Hour, 90*time.Hour, time.Hour)
+	for i, age := range []time.Duration{3 * time.Hour, 2 * time.Hour} {
+		r := storetest.Report(fmt.Sprintf("vm-x%d", i), "boot-1")
+		r.Time = now.Add(-age)
+		storetest.MustPutReports(t, s, r)
+	}
+	res, err := retention.New(s, retention.Config{MaxRecords: 3, Now: func() time.Time { return now }}).Prune(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports, served := stored(t, s)
+	if want := []string{"vm-02", "vm-x0", "vm-x1"}; !slices.Equal(reports, want) {
+		t.Errorf("after Prune: reports %v, want %v", reports, want)
+	}
+	if want := []string{"vm-02"}; !slices.Equal(served, want) {
+		t.Errorf("after Prune: served records %v, want %v", served, want)
+	}
+	if res.Served.Deleted != 2 {
+		t.Errorf("Prune deleted %d served records, want 2", res.Served.Deleted)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []retention.Config{
+		{MaxAge: 24 * time.Hour},
+		{MaxAge: -time.Hour},
+		{MaxRecords: -1},
+		{MaxRecords: retention.MaxRecordsLimit + 1},
+		{Interval: -time.Second},
+	} {
+		if err := c.Validate(); err == nil {
+			t.Errorf("Validate(%+v) = nil, want an error", c)
+		}
+	}
+	for _, c := range []retention.Config{{}, {MaxAge: retention.Protected, MaxRecords: retention.MaxRecordsLimit}, {MaxAge: retention.DefaultMaxAge, MaxRecords: retention.DefaultMaxRecords}} {
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate(%+v) = %v, want nil", c, err)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package boltstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/storecodec"
+)
+
+// pruneBatch is how many keys one transaction of a prune visits: a read
+// transaction held for a page, not the whole bucket, so the file can grow
+// (bbolt remaps it only with no reader open), and a write transaction of
+// at most this many deletes.
+const pruneBatch = 1000
+
+var _ store.Pruner = (*Store)(nil)
+
+// PruneReports implements store.Pruner in transactions of pruneBatch keys.
+func (s *Store) PruneReports(ctx context.Context, p store.Prune) (store.Pruned, error) {
+	out, err := s.prune(ctx, reportsBucket, p, func(v []byte) (time.Time, error) {
+		r, err := storecodec.DecodeReport(v)
+		return r.Time, err
+	})
+	if err != nil {
+		return out, fmt.Errorf("prune reports: %w", err)
+	}
+	return out, nil
+}
+
+// PruneServed implements store.Pruner as PruneReports does.
+func (s *Store) PruneServed(ctx context.Context, p store.Prune) (store.Pruned, error) {
+	out, err := s.prune(ctx, servedBucket, p, func(v []byte) (time.Time, error) {
+		sv, err := storecodec.DecodeServed(v)
+		return sv.Time, err
+	})
+	if err != nil {
+		return out, fmt.Errorf("prune served: %w", err)
+	}
+	return out, nil
+}
+
+// prune deletes the records of bucket p selects, at reading each one's
+// time: a first pass of read transactions finds the cutoff (only with
+// p.Keep), a second of write transactions deletes, each record's time read
+// again in the transaction that deletes it.
+func (s *Store) prune(ctx context.Context, bucket string, p store.Prune, at func([]byte) (time.Time, error)) (store.Pruned, error) {
+	c := store.NewCutoff(p)
+	if c.Scans() {
+		err := s.pages(ctx, bucket, s.view, func(b *bolt.Bucket, k, v []byte) error {
+			if t, err := at(v); err == nil {
+				c.Add(t)
+			}
+			return nil
+		})
+		if err != nil {
+			return store.Pruned{}, err
+		}
+	}
+	cut, over := c.Time()
+	out := store.Pruned{Cutoff: cut, OverKeep: over}
+	if cut.IsZero() {
+		err := s.view(func(tx *bolt.Tx) error {
+			out.Stored = tx.Bucket([]byte(bucket)).Stats().KeyN
+			return nil
+		})
+		return out, mapErr(err)
+	}
+	var dels [][]byte
+	err := s.pages(ctx, bucket, s.update, func(b *bolt.Bucket, k, v []byte) error {
+		if t, err := at(v); err == nil && store.Deletes(cut, t) {
+			dels = append(dels, k)
+			return nil
+		}
+		out.Stored++
+		return nil
+	}, func(b *bolt.Bucket) error {
+		for _, k := range dels {
+			if err := b.Delete(k); err != nil {
+				return fmt.Errorf("delete %q: %w", k, err)
+			}
+		}
+		out.Deleted += len(dels)
+		dels = dels[:0]
+		return nil
+	})
+	return out, err
+}
+
+// pages calls each for every key of bucket, pruneBatch keys per
+// transaction (tx: s.view or s.update), then, in the same transaction,
+// every end; keys handed to each are copies, valid after it.
+func (s *Store) pages(ctx context.Context, bucket string, tx func(func(*bolt.Tx) error) error, each func(b *bolt.Bucket, k, v []byte) error, end ...func(*bolt.Bucket) error) error {
+	var after []byte
+	for done := false; !done; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := tx(func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte(bucket))
+			cur := b.Cursor()
+			k, v := cur.First()
+			if after != nil {
+				if k, v = cur.Seek(after); k != nil && bytes.Equal(k, after) {
+					k, v = cur.Next()
+				}
+			}
+			for n := 0; k != nil && n < pruneBatch; k, v = cur.Next() {
+				n++
+				after = bytes.Clone(k)
+				if err := each(b, after, v); err != nil {
+					return err
+				}
+			}
+			done = k == nil
+			for _, f := range end {
+				if err := f(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return mapErr(err)
+		}
+	}
+	return nil
+}
