@@ -104,6 +104,17 @@ func (f *fixture) publish(t *testing.T, version string) {
 	if _, err := f.api.Transition(opsCtx(t), &adminv1.TransitionRequest{Version: version, Action: adminv1.Action_ACTION_COMPLETE}); err != nil {
 		t.Fatal(err)
 	}
+	f.loadSnapshot(t)
+}
+
+// loadSnapshot loads the serving snapshot now: Run reloads on the store's
+// change signals, and one sent before its watch began is only picked up
+// at the next resync.
+func (f *fixture) loadSnapshot(t *testing.T) {
+	t.Helper()
+	if err := f.snaps.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // publishDraft publishes version as a draft.
@@ -124,6 +135,7 @@ func (f *fixture) publishDraft(t *testing.T, version string) {
 	if _, err := f.api.PublishRelease(opsCtx(t), &adminv1.PublishReleaseRequest{EnvelopeJson: string(env)}); err != nil {
 		t.Fatal(err)
 	}
+	f.loadSnapshot(t)
 }
 
 // report stores n outcome reports for version (failed ones when failed).
