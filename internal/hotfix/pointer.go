@@ -142,8 +142,10 @@ func (p Pointer) MarshalJSON() ([]byte, error) {
 	var b bytes.Buffer
 	// The raw members are most of the document: one allocation for them.
 	n := 256 + len(p.Log)
-	for _, r := range slices.Concat(p.Releases, p.KeySets) {
-		n += len(r) + 1
+	for _, rs := range [][]json.RawMessage{p.Releases, p.KeySets} {
+		for _, r := range rs {
+			n += len(r) + 1
+		}
 	}
 	b.Grow(n)
 	enc := json.NewEncoder(&b)

@@ -67,6 +67,16 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
+// ParseOutcome returns the outcome String names, and whether it names one.
+func ParseOutcome(name string) (Outcome, bool) {
+	for o := Pending; int(o) < len(outcomeNames); o++ {
+		if outcomeNames[o] == name {
+			return o, true
+		}
+	}
+	return 0, false
+}
+
 // Counts are a cohort's nodes, one per vmId, by outcome.
 type Counts struct {
 	OK               uint64 `json:"ok"`

@@ -353,3 +353,18 @@ func TestOfSilenceCountsUptime(t *testing.T) {
 		t.Errorf("NewUptime without marks is not wall-clock time (nil)")
 	}
 }
+
+// TestParseOutcome: every outcome's name reads back to it; nothing else does.
+func TestParseOutcome(t *testing.T) {
+	t.Parallel()
+	for o := Pending; o <= Failed; o++ {
+		if got, ok := ParseOutcome(o.String()); !ok || got != o {
+			t.Errorf("ParseOutcome(%q) = %v, %v", o.String(), got, ok)
+		}
+	}
+	for _, bad := range []string{"", "unknown", "OK", "refused"} {
+		if _, ok := ParseOutcome(bad); ok {
+			t.Errorf("ParseOutcome(%q) accepted", bad)
+		}
+	}
+}

@@ -150,7 +150,7 @@ func nodeHistory(nodes []*adminv1.NodeOutcome, silentAfter time.Duration, now ti
 	}
 	var evs []event
 	for _, n := range nodes {
-		o, ok := outcomeByName[n.GetOutcome()]
+		o, ok := tally.ParseOutcome(n.GetOutcome())
 		if !ok {
 			continue
 		}
@@ -215,15 +215,6 @@ func nodeHistory(nodes []*adminv1.NodeOutcome, silentAfter time.Duration, now ti
 	}
 	return out
 }
-
-// outcomeByName reads the admin API's outcome names back.
-var outcomeByName = func() map[string]tally.Outcome {
-	m := map[string]tally.Outcome{}
-	for o := tally.Pending; o <= tally.Failed; o++ {
-		m[o.String()] = o
-	}
-	return m
-}()
 
 // historyCache keeps each release page's history for one view, so a page
 // refreshing itself costs one read of the release's nodes per view.

@@ -22,10 +22,7 @@ var _ store.Pruner = (*Store)(nil)
 
 // PruneReports implements store.Pruner in transactions of pruneBatch keys.
 func (s *Store) PruneReports(ctx context.Context, p store.Prune) (store.Pruned, error) {
-	out, err := s.prune(ctx, reportsBucket, p, func(v []byte) (time.Time, error) {
-		r, err := storecodec.DecodeReport(v)
-		return r.Time, err
-	})
+	out, err := s.prune(ctx, reportsBucket, p, storecodec.ReportTime)
 	if err != nil {
 		return out, fmt.Errorf("prune reports: %w", err)
 	}
@@ -34,10 +31,7 @@ func (s *Store) PruneReports(ctx context.Context, p store.Prune) (store.Pruned, 
 
 // PruneServed implements store.Pruner as PruneReports does.
 func (s *Store) PruneServed(ctx context.Context, p store.Prune) (store.Pruned, error) {
-	out, err := s.prune(ctx, servedBucket, p, func(v []byte) (time.Time, error) {
-		sv, err := storecodec.DecodeServed(v)
-		return sv.Time, err
-	})
+	out, err := s.prune(ctx, servedBucket, p, storecodec.ServedTime)
 	if err != nil {
 		return out, fmt.Errorf("prune served: %w", err)
 	}

@@ -20,10 +20,7 @@ var _ store.Pruner = (*Store)(nil)
 // report replaced meanwhile (by any replica) stays. Every read and
 // transaction is bounded by the request timeout.
 func (s *Store) PruneReports(ctx context.Context, p store.Prune) (store.Pruned, error) {
-	out, err := s.prune(ctx, s.reportsPrefix(), p, func(v []byte) (time.Time, error) {
-		r, err := storecodec.DecodeReport(v)
-		return r.Time, err
-	})
+	out, err := s.prune(ctx, s.reportsPrefix(), p, storecodec.ReportTime)
 	if err != nil {
 		return out, fmt.Errorf("prune reports: %w", err)
 	}
@@ -32,10 +29,7 @@ func (s *Store) PruneReports(ctx context.Context, p store.Prune) (store.Pruned, 
 
 // PruneServed implements store.Pruner as PruneReports does.
 func (s *Store) PruneServed(ctx context.Context, p store.Prune) (store.Pruned, error) {
-	out, err := s.prune(ctx, s.servedPrefix(), p, func(v []byte) (time.Time, error) {
-		sv, err := storecodec.DecodeServed(v)
-		return sv.Time, err
-	})
+	out, err := s.prune(ctx, s.servedPrefix(), p, storecodec.ServedTime)
 	if err != nil {
 		return out, fmt.Errorf("prune served: %w", err)
 	}

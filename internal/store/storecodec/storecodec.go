@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"golang.org/x/mod/sumdb/tlog"
 
@@ -149,6 +150,19 @@ func EncodeConfig(c rollout.Config, rev int64) ([]byte, error) {
 	rec := configRecord{V: version, Rev: rev, Config: c, Envelope: c.Envelope}
 	rec.Config.Envelope = nil
 	return json.Marshal(rec)
+}
+
+// ReportTime is the time of the report encoded in v (DecodeReport's),
+// which is what retention prunes by.
+func ReportTime(v []byte) (time.Time, error) {
+	r, err := DecodeReport(v)
+	return r.Time, err
+}
+
+// ServedTime is the time of the served record encoded in v.
+func ServedTime(v []byte) (time.Time, error) {
+	sv, err := DecodeServed(v)
+	return sv.Time, err
 }
 
 // DecodeConfig reads what EncodeConfig wrote.
