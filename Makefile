@@ -58,16 +58,8 @@ test-short: ## fast Go tests only (skips integration tests)
 	go test -short -count=1 ./...
 
 .PHONY: fuzz
-fuzz: ## run every fuzz target briefly (FUZZTIME=10s each)
-	@go list -f '{{.ImportPath}} {{.Dir}}' ./... | while read -r pkg dir; do \
-		for f in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$$dir"/*_test.go 2>/dev/null | sed 's/^func //'); do \
-			echo "fuzz $$pkg $$f"; \
-			go test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s "$$pkg" >/dev/null || { \
-				echo "  $$f failed; retrying once (a crasher it found is replayed first and fails again;" \
-				     "a bare 'context deadline exceeded' is the fuzzing engine, golang/go#75804)"; \
-				go test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=1s "$$pkg" || exit 1; }; \
-		done; \
-	done
+fuzz: ## run every fuzz target briefly (FUZZTIME=10s each; test/fuzz.sh)
+	FUZZTIME=$(FUZZTIME) test/fuzz.sh
 
 .PHONY: lint
 lint: tools ## go vet, staticcheck, gofmt, go.mod tidiness, buf lint and buf format
@@ -83,8 +75,8 @@ shellcheck: ## shellcheck every shell script
 	shellcheck -x $$(git ls-files '*.sh' '*.bats' '.ci/run')
 
 .PHONY: bats
-bats: ## launcher tests
-	@if [ -d test/launcher ]; then bats test/launcher; fi
+bats: ## launcher and fuzz-runner tests
+	bats test/launcher test/fuzz.bats
 
 .PHONY: generate
 generate: tools ## regenerate protobuf and gRPC code
