@@ -25,9 +25,9 @@ import (
 	"sync"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"nodehotfix/internal/assess"
+	"nodehotfix/internal/clip"
 	"nodehotfix/internal/health"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -464,18 +464,7 @@ func oneLine(s string) string {
 			return r
 		}
 		return ' '
-	}, truncate(s, 1024))
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	}, clip.Bytes(s, 1024))
 }
 
 // errMoved: the release changed between the look and the write (another

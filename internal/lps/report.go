@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nodehotfix/internal/clip"
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/imds/attest"
@@ -141,7 +142,7 @@ func (s *reportService) validateStarted(ctx context.Context, id attest.Identity,
 		return store.Report{}, s.refuse(codes.InvalidArgument, "invalid", fmt.Errorf("started report: "+format, a...))
 	}
 	if _, ok := uuid.Canonical(req.GetBootId()); !ok {
-		return bad("boot_id %q is not a UUID", clip(req.GetBootId()))
+		return bad("boot_id %q is not a UUID", clipped(req.GetBootId()))
 	}
 	baked, err := hotfix.ParseVersion(req.GetBakedVersion())
 	if err != nil {
@@ -149,7 +150,7 @@ func (s *reportService) validateStarted(ctx context.Context, id attest.Identity,
 	}
 	v, err := hotfix.ParseVersion(req.GetHotfixVersion())
 	if err != nil || !hotfix.IsUpgrade(baked, v) {
-		return bad("hotfix_version %q is not a newer patch of %s", clip(req.GetHotfixVersion()), baked)
+		return bad("hotfix_version %q is not a newer patch of %s", clipped(req.GetHotfixVersion()), baked)
 	}
 	for _, ms := range []int64{req.GetCheckHotfixMs(), req.GetDownloadHotfixMs()} {
 		if ms < 0 || ms > maxReportMS {
@@ -183,7 +184,7 @@ func (s *reportService) validate(ctx context.Context, id attest.Identity, req *n
 		return store.Report{}, s.refuse(codes.InvalidArgument, "invalid", fmt.Errorf("report: "+format, a...))
 	}
 	if _, ok := uuid.Canonical(req.GetBootId()); !ok {
-		return bad("boot_id %q is not a UUID", clip(req.GetBootId()))
+		return bad("boot_id %q is not a UUID", clipped(req.GetBootId()))
 	}
 	baked, err := hotfix.ParseVersion(req.GetBakedVersion())
 	if err != nil {
@@ -236,7 +237,7 @@ func (s *reportService) validate(ctx context.Context, id attest.Identity, req *n
 	case nodev1.Agent_AGENT_HOTFIX:
 		r.Agent = string(hotfix.AgentHotfix)
 		if r.Fallback || req.GetHotfixVersion() != agentVersion.String() {
-			return bad("the hotfix agent %s is not the chosen hotfix %q", agentVersion, clip(req.GetHotfixVersion()))
+			return bad("the hotfix agent %s is not the chosen hotfix %q", agentVersion, clipped(req.GetHotfixVersion()))
 		}
 	default:
 		return bad("agent %v", req.GetAgent())
@@ -244,7 +245,7 @@ func (s *reportService) validate(ctx context.Context, id attest.Identity, req *n
 	if hv := req.GetHotfixVersion(); hv != "" {
 		v, err := hotfix.ParseVersion(hv)
 		if err != nil || !hotfix.IsUpgrade(baked, v) {
-			return bad("hotfix_version %q is not a newer patch of %s", clip(hv), baked)
+			return bad("hotfix_version %q is not a newer patch of %s", clipped(hv), baked)
 		}
 		r.HotfixVersion = v.String()
 		switch offered, err := s.offered(ctx, id, v.String()); {
@@ -300,14 +301,9 @@ func (s *reportService) offered(ctx context.Context, id attest.Identity, version
 	return false, nil
 }
 
-// clip shortens a node-supplied string for an error message.
-func clip(s string) string {
-	const most = 64
-	if len(s) > most {
-		return s[:most] + "…"
-	}
-	return s
-}
+// clipped shortens a node-supplied string for an error message (on a rune
+// boundary).
+func clipped(s string) string { return clip.Ellipsis(s, 64) }
 
 // bootLimit remembers, per vmId, the boots this replica accepted reports
 // for. It holds at most bootsTracked vmIds; past that a random one is

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/lpswire"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/uuid"
@@ -41,12 +42,14 @@ const seatTimeout = time.Second
 //     is taken to hold version 1, the baked root);
 //   - LogSizeMetadata: the size of the last log checkpoint the node kept,
 //     so it is served a proof that the served checkpoint extends it.
+//
+// The keys are defined once, in lpswire, for node and service.
 const (
-	BaseMetadata    = "nodehotfix-base"
-	ReportsMetadata = "nodehotfix-reports"
-	BootMetadata    = "nodehotfix-boot"
-	KeySetMetadata  = "nodehotfix-keyset-version"
-	LogSizeMetadata = "nodehotfix-log-size"
+	BaseMetadata    = lpswire.BaseMetadata
+	ReportsMetadata = lpswire.ReportsMetadata
+	BootMetadata    = lpswire.BootMetadata
+	KeySetMetadata  = lpswire.KeySetMetadata
+	LogSizeMetadata = lpswire.LogSizeMetadata
 )
 
 // caller is what a node declared in its request's metadata.

@@ -22,6 +22,7 @@ import (
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
+	"nodehotfix/internal/lpswire"
 )
 
 // Wire constants shared with the service (and pinned by the reference).
@@ -77,13 +78,13 @@ type Target struct {
 
 // Metadata keys of Target.Base, Target.Reports, Target.Boot,
 // Target.KeySetVersion and Target.LogSize (the same names in lps on the
-// service).
+// service), defined once in lpswire.
 const (
-	BaseMetadata    = "nodehotfix-base"
-	ReportsMetadata = "nodehotfix-reports"
-	BootMetadata    = "nodehotfix-boot"
-	KeySetMetadata  = "nodehotfix-keyset-version"
-	LogSizeMetadata = "nodehotfix-log-size"
+	BaseMetadata    = lpswire.BaseMetadata
+	ReportsMetadata = lpswire.ReportsMetadata
+	BootMetadata    = lpswire.BootMetadata
+	KeySetMetadata  = lpswire.KeySetMetadata
+	LogSizeMetadata = lpswire.LogSizeMetadata
 )
 
 // Class says how a fetch failure should be treated by a fail-open caller.

@@ -17,6 +17,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"nodehotfix/internal/clip"
 	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/node/layout"
@@ -192,13 +193,13 @@ func request(boot string, o Outcome) *nodev1.ReportOutcomeRequest {
 		Agent:                 agent,
 		AgentVersion:          o.AgentVersion,
 		HotfixVersion:         o.Hotfix,
-		RequestedVersion:      truncate(o.Requested, 64),
+		RequestedVersion:      clip.Bytes(o.Requested, 64),
 		Decision:              string(o.Decision),
 		CheckHotfixOutcome:    o.Check.Outcome,
 		DownloadHotfixOutcome: o.Download.Outcome,
 		Route:                 o.Download.Route,
 		Fallback:              o.Fallback,
-		FallbackReason:        truncate(o.FallbackReason, 256),
+		FallbackReason:        clip.Bytes(o.FallbackReason, 256),
 		ProvisionExitCode:     int32(o.ExitCode),
 		CheckHotfixMs:         o.Check.Elapsed.Milliseconds(),
 		DownloadHotfixMs:      o.Download.Elapsed.Milliseconds(),
@@ -225,15 +226,4 @@ func BootID(root layout.Root) (string, error) {
 		return "", fmt.Errorf("read boot id: %w: %s holds %q, not a UUID", ErrBootID, path, id)
 	}
 	return id, nil
-}
-
-// truncate cuts s to at most n bytes on a rune boundary.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }
