@@ -28,7 +28,9 @@ func TestAgentDependencies(t *testing.T) {
 	}
 	for _, dep := range strings.Fields(string(out)) {
 		for _, f := range forbidden {
-			if strings.HasPrefix(dep, f) {
+			// A forbidden package forbids its subpackages, not its
+			// namesakes (internal/lps, not internal/lpswire).
+			if dep == f || strings.HasPrefix(dep, strings.TrimSuffix(f, "/")+"/") {
 				t.Errorf("aks-node-controller depends on %s", dep)
 			}
 		}
