@@ -25,32 +25,22 @@ import (
 // 3 s, and attestation and the answer need well under the other 2.
 const seatTimeout = time.Second
 
-// Metadata our node client sends with GetComponentConfig (the node
-// client's lpsclient.BaseMetadata and ReportsMetadata; the reference sends
-// neither):
+// Metadata our node client sends with GetComponentConfig (the keys are
+// lpswire's, shared with the node client; the reference sends none):
 //
-//   - BaseMetadata: the node's image base, so it is served only that base's
+//   - lpswire.BaseMetadata: the node's image base, so it is served only that base's
 //     release and revocations (rollout.Node.Base);
-//   - ReportsMetadata "1": the node reports its outcome afterwards (launch),
+//   - lpswire.ReportsMetadata "1": the node reports its outcome afterwards (launch),
 //     so it may take a canary seat of its base's release: a node that never
 //     reports would hold a seat it can only fill with silence;
-//   - BootMetadata, with ReportsMetadata: the kernel boot ID its report will
+//   - lpswire.BootMetadata, with lpswire.ReportsMetadata: the kernel boot ID its report will
 //     carry, so the service records that it served that boot (store.Served)
 //     and the node counts for the release whether its report arrives or not;
-//   - KeySetMetadata: the newest release key-set version the node verified,
+//   - lpswire.KeySetMetadata: the newest release key-set version the node verified,
 //     so it is served the chain's links after it (a node that sends none
 //     is taken to hold version 1, the baked root);
-//   - LogSizeMetadata: the size of the last log checkpoint the node kept,
+//   - lpswire.LogSizeMetadata: the size of the last log checkpoint the node kept,
 //     so it is served a proof that the served checkpoint extends it.
-//
-// The keys are defined once, in lpswire, for node and service.
-const (
-	BaseMetadata    = lpswire.BaseMetadata
-	ReportsMetadata = lpswire.ReportsMetadata
-	BootMetadata    = lpswire.BootMetadata
-	KeySetMetadata  = lpswire.KeySetMetadata
-	LogSizeMetadata = lpswire.LogSizeMetadata
-)
 
 // caller is what a node declared in its request's metadata.
 type caller struct {
@@ -66,20 +56,20 @@ type caller struct {
 func declared(ctx context.Context) caller {
 	var c caller
 	md, _ := metadata.FromIncomingContext(ctx)
-	if v := md.Get(BaseMetadata); len(v) == 1 {
+	if v := md.Get(lpswire.BaseMetadata); len(v) == 1 {
 		if b, err := hotfix.ParseBase(v[0]); err == nil {
 			c.base = b
 		}
 	}
-	r := md.Get(ReportsMetadata)
+	r := md.Get(lpswire.ReportsMetadata)
 	c.reports = len(r) == 1 && r[0] == "1"
-	if v := md.Get(BootMetadata); c.reports && len(v) == 1 {
+	if v := md.Get(lpswire.BootMetadata); c.reports && len(v) == 1 {
 		if _, ok := uuid.Canonical(v[0]); ok {
 			c.boot = v[0]
 		}
 	}
-	c.keySet = positive(md.Get(KeySetMetadata))
-	c.logSize = positive(md.Get(LogSizeMetadata))
+	c.keySet = positive(md.Get(lpswire.KeySetMetadata))
+	c.logSize = positive(md.Get(lpswire.LogSizeMetadata))
 	return c
 }
 

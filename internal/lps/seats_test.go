@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"nodehotfix/internal/lpswire"
 	"slices"
 	"strings"
 	"sync"
@@ -60,7 +61,7 @@ func newReplica(t *testing.T, st store.Store) *replica {
 func (r *replica) served(t *testing.T, vm string) bool {
 	t.Helper()
 	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, "202501.15", ReportsMetadata, "1"))
+	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, "202501.15", lpswire.ReportsMetadata, "1"))
 	_, err := r.svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.Fatalf("GetComponentConfig(%s): %v", vm, err)
@@ -176,7 +177,7 @@ func (h *hungSeats) Seats(ctx context.Context, _ string) ([]store.Seat, error) {
 // that it reports.
 func declaring(t *testing.T, vm, base string) context.Context {
 	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
-	return metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, base, ReportsMetadata, "1"))
+	return metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, base, lpswire.ReportsMetadata, "1"))
 }
 
 // TestCanarySeatFaults: a failing or hung seat store serves the node as
@@ -235,7 +236,7 @@ func TestSeatsAskOnlyForTheChosenRelease(t *testing.T) {
 	call(declaring(t, testVMID, "202501.15")) // 202501.15.9 serves it: no seat needed
 	call(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}))
 	// check-hotfix run by a reference launcher: its base, but no report.
-	call(metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), metadata.Pairs(BaseMetadata, "202501.17")))
+	call(metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), metadata.Pairs(lpswire.BaseMetadata, "202501.17")))
 	if len(hung.calls()) != 0 {
 		t.Fatalf("%d seat requests for a node already served a higher patch, one that declared no base and one that does not report, want 0", len(hung.calls()))
 	}
@@ -359,7 +360,7 @@ func TestServedBudget(t *testing.T) {
 		}
 		return p
 	}
-	mine := get(metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), metadata.Pairs(BaseMetadata, "202501.01")))
+	mine := get(metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}), metadata.Pairs(lpswire.BaseMetadata, "202501.01")))
 	if len(mine.Hotfixes) != 1 || mine.Hotfixes["202501.01"] != "202501.01.1" || len(mine.Releases) != 1 || !slices.Equal(mine.Revoked, []string{"202501.01.0"}) {
 		t.Errorf("a node of 202501.01 was served %d hotfixes %v, %d envelopes, revoked %v; want its base's release in full and its revocation", len(mine.Hotfixes), mine.Hotfixes["202501.01"], len(mine.Releases), mine.Revoked)
 	}
@@ -417,17 +418,17 @@ func TestDeclared(t *testing.T) {
 		md   metadata.MD
 		want caller
 	}{
-		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "1"), caller{base: "202604.01", reports: true}},
-		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "1", BootMetadata, boot), caller{base: "202604.01", reports: true, boot: boot}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01", lpswire.ReportsMetadata, "1"), caller{base: "202604.01", reports: true}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01", lpswire.ReportsMetadata, "1", lpswire.BootMetadata, boot), caller{base: "202604.01", reports: true, boot: boot}},
 		// A boot without reports, a boot that is not a UUID, two boots: none.
-		{metadata.Pairs(BaseMetadata, "202604.01", BootMetadata, boot), caller{base: "202604.01"}},
-		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "1", BootMetadata, "../x"), caller{base: "202604.01", reports: true}},
-		{metadata.Pairs(ReportsMetadata, "1", BootMetadata, boot, BootMetadata, boot), caller{reports: true}},
-		{metadata.Pairs(BaseMetadata, "202604.01"), caller{base: "202604.01"}},
-		{metadata.Pairs(BaseMetadata, "202604.01/../x"), caller{}},
-		{metadata.Pairs(BaseMetadata, "202604.01.1"), caller{}},
-		{metadata.Pairs(BaseMetadata, "202604.01", BaseMetadata, "202605.01"), caller{}},
-		{metadata.Pairs(BaseMetadata, "202604.01", ReportsMetadata, "yes"), caller{base: "202604.01"}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01", lpswire.BootMetadata, boot), caller{base: "202604.01"}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01", lpswire.ReportsMetadata, "1", lpswire.BootMetadata, "../x"), caller{base: "202604.01", reports: true}},
+		{metadata.Pairs(lpswire.ReportsMetadata, "1", lpswire.BootMetadata, boot, lpswire.BootMetadata, boot), caller{reports: true}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01"), caller{base: "202604.01"}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01/../x"), caller{}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01.1"), caller{}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01", lpswire.BaseMetadata, "202605.01"), caller{}},
+		{metadata.Pairs(lpswire.BaseMetadata, "202604.01", lpswire.ReportsMetadata, "yes"), caller{base: "202604.01"}},
 		{metadata.MD{}, caller{}},
 	} {
 		if got := declared(metadata.NewIncomingContext(t.Context(), tt.md)); got != tt.want {
@@ -458,7 +459,7 @@ func TestCanarySeatsSpreadOverSubscriptions(t *testing.T) {
 	ask := func(vm int, sub string) bool {
 		t.Helper()
 		ctx := withIdentity(t.Context(), attest.Identity{VMID: vmName(vm), SubscriptionID: sub})
-		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(BaseMetadata, r.Base, ReportsMetadata, "1"))
+		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, r.Base, lpswire.ReportsMetadata, "1"))
 		_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 		if err != nil && status.Code(err) != codes.NotFound {
 			t.Fatal(err)
@@ -554,7 +555,7 @@ func TestServedRecordsBoundedPerVM(t *testing.T) {
 	for i := range maxBootsPerVM + 4 {
 		boot := fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
 		c := metadata.NewIncomingContext(withIdentity(t.Context(), attest.Identity{VMID: testVMID, SubscriptionID: testSub}),
-			metadata.Pairs(BaseMetadata, relServed.Base, ReportsMetadata, "1", BootMetadata, boot))
+			metadata.Pairs(lpswire.BaseMetadata, relServed.Base, lpswire.ReportsMetadata, "1", lpswire.BootMetadata, boot))
 		if _, err := svc.GetComponentConfig(c, &lpsv1.GetComponentConfigRequest{ComponentName: Component}); err != nil {
 			t.Fatalf("boot %d: %v", i, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"nodehotfix/internal/lpswire"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,7 +18,6 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
-	"nodehotfix/internal/node/lpsclient"
 	"nodehotfix/internal/node/lpsclient/lpstest"
 	"nodehotfix/internal/node/trust"
 	"nodehotfix/internal/release"
@@ -124,10 +124,10 @@ func TestRunDeclaresTrust(t *testing.T) {
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			if v := strings.Join(got.Get(lpsclient.KeySetMetadata), ","); v != tt.wantKeys {
+			if v := strings.Join(got.Get(lpswire.KeySetMetadata), ","); v != tt.wantKeys {
 				t.Errorf("declared key-set version %q, want %q", v, tt.wantKeys)
 			}
-			if v := strings.Join(got.Get(lpsclient.LogSizeMetadata), ","); v != tt.log {
+			if v := strings.Join(got.Get(lpswire.LogSizeMetadata), ","); v != tt.log {
 				t.Errorf("declared log size %q, want %q", v, tt.log)
 			}
 		})

@@ -51,23 +51,23 @@ type Target struct {
 	// Roots is the cluster CA pool, the only trust anchor.
 	Roots *x509.CertPool
 	// Base, when set, is the node's image base, sent with GetComponentConfig
-	// in BaseMetadata: the service then serves that base's release and
+	// in lpswire.BaseMetadata: the service then serves that base's release and
 	// revocations only. The reference sends none and gets every base's.
 	Base string
 	// Reports says the node reports its provisioning outcome afterwards
-	// (launch), sent as ReportsMetadata "1" with Base: such a node may take
+	// (launch), sent as lpswire.ReportsMetadata "1" with Base: such a node may take
 	// a seat of a canary of its base's release.
 	Reports bool
 	// Boot, with Reports, is the kernel boot ID the outcome report will
-	// carry, sent as BootMetadata: the service records that it served this
+	// carry, sent as lpswire.BootMetadata: the service records that it served this
 	// boot a release, so the node counts for it whether its report
 	// arrives or not.
 	Boot string
 	// KeySetVersion, when non-zero, is the version of the newest release
 	// key set the node verified (internal/node/trust), sent as
-	// KeySetMetadata: the service serves the key-set chain's links after
+	// lpswire.KeySetMetadata: the service serves the key-set chain's links after
 	// it. LogSize is the size of the last transparency-log checkpoint the
-	// node kept, sent as LogSizeMetadata when non-zero: the service proves
+	// node kept, sent as lpswire.LogSizeMetadata when non-zero: the service proves
 	// its checkpoint consistent with it. Reference nodes send neither.
 	KeySetVersion int64
 	LogSize       int64
@@ -75,17 +75,6 @@ type Target struct {
 	// empty means Component, the agent's.
 	Component string
 }
-
-// Metadata keys of Target.Base, Target.Reports, Target.Boot,
-// Target.KeySetVersion and Target.LogSize (the same names in lps on the
-// service), defined once in lpswire.
-const (
-	BaseMetadata    = lpswire.BaseMetadata
-	ReportsMetadata = lpswire.ReportsMetadata
-	BootMetadata    = lpswire.BootMetadata
-	KeySetMetadata  = lpswire.KeySetMetadata
-	LogSizeMetadata = lpswire.LogSizeMetadata
-)
 
 // Class says how a fetch failure should be treated by a fail-open caller.
 type Class int
@@ -155,19 +144,19 @@ func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetCompo
 
 func fetchOn(ctx context.Context, conn *grpc.ClientConn, vr *verifyRecorder, t Target) (*lpsv1.GetComponentConfigResponse, error) {
 	if t.Base != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, BaseMetadata, t.Base)
+		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.BaseMetadata, t.Base)
 		if t.Reports {
-			ctx = metadata.AppendToOutgoingContext(ctx, ReportsMetadata, "1")
+			ctx = metadata.AppendToOutgoingContext(ctx, lpswire.ReportsMetadata, "1")
 			if t.Boot != "" {
-				ctx = metadata.AppendToOutgoingContext(ctx, BootMetadata, t.Boot)
+				ctx = metadata.AppendToOutgoingContext(ctx, lpswire.BootMetadata, t.Boot)
 			}
 		}
 	}
 	if t.KeySetVersion > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, KeySetMetadata, strconv.FormatInt(t.KeySetVersion, 10))
+		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.KeySetMetadata, strconv.FormatInt(t.KeySetVersion, 10))
 	}
 	if t.LogSize > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, LogSizeMetadata, strconv.FormatInt(t.LogSize, 10))
+		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.LogSizeMetadata, strconv.FormatInt(t.LogSize, 10))
 	}
 	component := t.Component
 	if component == "" {
