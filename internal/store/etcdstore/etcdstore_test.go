@@ -4,15 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/snapshot"
+	etcdutlsnapshot "go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.uber.org/zap"
 
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/etcdstore"
+	"nodehotfix/internal/store/etcdstore/etcdembed"
 	"nodehotfix/internal/store/etcdstore/etcdtest"
 	"nodehotfix/internal/store/storetest"
 )
@@ -36,6 +42,55 @@ func TestIntegrationStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store {
 		return mustOpen(t, endpoints, fmt.Sprintf("/storetest/%d/", n.Add(1)))
 	})
+}
+
+// TestIntegrationRestore runs storetest.RunRestore with a backup made as
+// docs/transparency-log.md tells operators: a snapshot of the running
+// cluster (etcdctl snapshot save), then, with lpsd and etcd stopped, the
+// snapshot restored into a new data directory (etcdutl snapshot restore)
+// and etcd started on it.
+func TestIntegrationRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	var cluster *etcdembed.Cluster // the cluster the current store is on
+	snapshotPath := filepath.Join(t.TempDir(), "etcd.db")
+	storetest.RunRestore(t,
+		func(t *testing.T) store.Store {
+			cluster = etcdtest.StartCluster(t, 1)
+			return mustOpen(t, cluster.Endpoints(), "")
+		},
+		func(t *testing.T, s store.Store) (store.Store, func(*testing.T, store.Store) store.Store) {
+			// etcdctl snapshot save does this, while lpsd writes on.
+			cfg := clientv3.Config{Endpoints: []string{cluster.Members[0].Endpoint}, DialTimeout: 5 * time.Second}
+			if _, err := snapshot.SaveWithVersion(t.Context(), zap.NewNop(), cfg, snapshotPath); err != nil {
+				t.Fatalf("snapshot save: %v", err)
+			}
+			restore := func(t *testing.T, current store.Store) store.Store {
+				if err := current.Close(); err != nil { // lpsd stopped
+					t.Fatal(err)
+				}
+				cluster.Stop()
+				c, err := etcdembed.StartRestored(t.TempDir(), 1, etcdembed.Options{NoFsync: true}, func(b etcdembed.Bootstrap) error {
+					return etcdutlsnapshot.NewV3(zap.NewNop()).Restore(etcdutlsnapshot.RestoreConfig{
+						SnapshotPath:        snapshotPath,
+						Name:                b.Name,
+						OutputDataDir:       b.DataDir,
+						PeerURLs:            []string{b.PeerURL},
+						InitialCluster:      b.InitialCluster,
+						InitialClusterToken: b.InitialClusterToken,
+					})
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(c.Stop)
+				cluster = c
+				return mustOpen(t, c.Endpoints(), "")
+			}
+			return s, restore
+		})
 }
 
 // TestIntegrationReplicasConverge checks that two lpsd replicas on one etcd

@@ -95,20 +95,41 @@ func (c *Cluster) Leader() *Member {
 // dir, and waits until it has a leader and every member serves. Servers log
 // nothing. The caller stops it.
 func Start(dir string, n int, o Options) (*Cluster, error) {
+	return startRetrying(dir, n, o, nil)
+}
+
+// Bootstrap is what a member's data directory must be made with for the
+// member to start on it: the flags etcdutl snapshot restore takes (--name,
+// --data-dir, --initial-advertise-peer-urls, --initial-cluster,
+// --initial-cluster-token).
+type Bootstrap struct {
+	Name, DataDir, PeerURL, InitialCluster, InitialClusterToken string
+}
+
+// StartRestored starts an n-member cluster as Start does, each member on a
+// data directory that restore makes (from a snapshot, as etcdutl snapshot
+// restore does) before the member starts. The ports are only known then, and
+// a retried start picks others, so restore is given them and may be called
+// again for the same member, each time with a new, absent DataDir.
+func StartRestored(dir string, n int, o Options, restore func(Bootstrap) error) (*Cluster, error) {
+	return startRetrying(dir, n, o, restore)
+}
+
+func startRetrying(dir string, n int, o Options, restore func(Bootstrap) error) (*Cluster, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("start embedded etcd: %d members, want at least one", n)
 	}
 	var err error
 	for attempt := range startAttempts {
 		var c *Cluster
-		if c, err = start(filepath.Join(dir, fmt.Sprintf("attempt-%d", attempt)), n, o); err == nil {
+		if c, err = start(filepath.Join(dir, fmt.Sprintf("attempt-%d", attempt)), n, o, restore); err == nil {
 			return c, nil
 		}
 	}
 	return nil, fmt.Errorf("start embedded etcd: %w", err)
 }
 
-func start(dir string, n int, o Options) (*Cluster, error) {
+func start(dir string, n int, o Options, restore func(Bootstrap) error) (*Cluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -137,6 +158,15 @@ func start(dir string, n int, o Options) (*Cluster, error) {
 	c := &Cluster{}
 	for _, cfg := range cfgs {
 		cfg.InitialCluster = strings.Join(initial, ",")
+		if restore != nil {
+			// A member restarting on existing data takes its cluster from
+			// there, so the data must be made with this config's values.
+			b := Bootstrap{Name: cfg.Name, DataDir: cfg.Dir, PeerURL: cfg.AdvertisePeerUrls[0].String(), InitialCluster: cfg.InitialCluster, InitialClusterToken: cfg.InitialClusterToken}
+			if err := restore(b); err != nil {
+				c.Stop()
+				return nil, fmt.Errorf("restore member %s: %w", cfg.Name, err)
+			}
+		}
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
 			c.Stop()
