@@ -39,6 +39,8 @@ type Witness struct {
 type CheckpointerConfig struct {
 	// Signer is the log's key; its name is the log's origin. Required.
 	Signer note.Signer
+	// Verifier is Signer's public half (translog.LogVerifierOf). Required.
+	Verifier note.Verifier
 	// Witnesses cosign every checkpoint kept.
 	Witnesses []Witness
 	// Quorum is how many witnesses must cosign before a checkpoint
@@ -85,15 +87,19 @@ type Checkpointer struct {
 	// verified is how many records' stored hashes were recomputed
 	// (verify), under mu.
 	verified int64
-	cosigns  *prometheus.CounterVec
-	size     prometheus.Gauge
-	signed   prometheus.Gauge
+	cosigns       *prometheus.CounterVec
+	size          prometheus.Gauge
+	signed        prometheus.Gauge
+	witnessedSize prometheus.Gauge
 }
 
 // NewCheckpointer returns a Checkpointer of st's log.
 func NewCheckpointer(st checkpointStore, cfg CheckpointerConfig) (*Checkpointer, error) {
 	if cfg.Signer == nil {
 		return nil, errors.New("checkpointer: no log key")
+	}
+	if cfg.Verifier == nil || cfg.Verifier.Name() != cfg.Signer.Name() || cfg.Verifier.KeyHash() != cfg.Signer.KeyHash() {
+		return nil, errors.New("checkpointer: no verifier of the log key")
 	}
 	if cfg.Quorum <= 0 || cfg.Quorum > len(cfg.Witnesses) {
 		cfg.Quorum = len(cfg.Witnesses)
@@ -124,11 +130,16 @@ func NewCheckpointer(st checkpointStore, cfg CheckpointerConfig) (*Checkpointer,
 			Name: "lpsd_log_checkpoint_timestamp_seconds",
 			Help: "When this replica last kept a cosigned checkpoint (Unix seconds); nodes refuse cosignatures older than their max_checkpoint_age.",
 		}),
+		witnessedSize: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lpsd_log_witnessed_size",
+			Help: "Largest tree size a witness has said it cosigned; above lpsd_snapshot_log_size, the store is behind (restored from a backup) and appends are refused until the log is restored.",
+		}),
 	}
 	if cfg.Register != nil {
 		cfg.Register(c.cosigns)
 		cfg.Register(c.size)
 		cfg.Register(c.signed)
+		cfg.Register(c.witnessedSize)
 	}
 	return c, nil
 }
@@ -307,7 +318,19 @@ func (c *Checkpointer) addCheckpoint(ctx context.Context, hr tlog.HashReader, w 
 		}
 		line, err := translog.AddCheckpoint(ctx, c.cfg.HTTP, w.URL, w.Key, old, proof, signed)
 		var we *translog.WitnessError
-		if errors.As(err, &we) && we.StatusCode == http.StatusConflict && we.Size >= 0 && we.Size <= size && we.Size != old && attempt == 0 {
+		if errors.As(err, &we) && we.StatusCode == http.StatusConflict && we.Size > size {
+			// The witness cosigned a larger tree than the store holds: the
+			// store was restored from a backup, or lost writes. Remembered,
+			// so appends are refused until the log is whole again
+			// (Witnessed): one appended now would fork it for good.
+			c.mu.Lock()
+			c.sizes[w.URL] = we.Size
+			c.mu.Unlock()
+			c.witnessedSize.Set(float64(c.witnessedMax()))
+			c.log.Error("transparency log: a witness has cosigned a larger tree than the store holds; appends are refused until the missing records are restored (lpsctl log restore)", "witness", w.URL, "witnessed_size", we.Size, "log_size", size)
+			return nil, err
+		}
+		if errors.As(err, &we) && we.StatusCode == http.StatusConflict && we.Size >= 0 && we.Size != old && attempt == 0 {
 			old = we.Size
 			continue
 		}
@@ -317,6 +340,32 @@ func (c *Checkpointer) addCheckpoint(ctx context.Context, hr tlog.HashReader, w 
 		c.mu.Lock()
 		c.sizes[w.URL] = size
 		c.mu.Unlock()
+		c.witnessedSize.Set(float64(c.witnessedMax()))
 		return line, nil
 	}
 }
+
+// Witnessed returns the largest tree size a witness has said it cosigned
+// (by cosigning it for this replica, or in a refusal naming its size),
+// and that witness's URL; 0 and "" before any answer. A log smaller than
+// that is behind what nodes may have been shown: appending to it would
+// fork the log, so the admin API refuses to until it is restored.
+func (c *Checkpointer) Witnessed() (size int64, witness string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for url, n := range c.sizes {
+		if n > size || n == size && url < witness {
+			size, witness = n, url
+		}
+	}
+	return size, witness
+}
+
+func (c *Checkpointer) witnessedMax() int64 {
+	n, _ := c.Witnessed()
+	return n
+}
+
+// Verifier returns the verifier of the log key the checkpointer signs
+// with.
+func (c *Checkpointer) Verifier() note.Verifier { return c.cfg.Verifier }

@@ -72,7 +72,7 @@ func TestCheckpointerServesProvenReleases(t *testing.T) {
 	ctx := t.Context()
 	fx := newLogFixture(t)
 	st := memstore.New()
-	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Witnesses: []Witness{fx.wit}})
+	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Verifier: fx.policy.Log, Witnesses: []Witness{fx.wit}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestCheckpointerNeedsItsQuorum(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	down.Close()
 	st := memstore.New()
-	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Witnesses: []Witness{{URL: down.URL, Key: fx.wit.Key}}})
+	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Verifier: fx.policy.Log, Witnesses: []Witness{{URL: down.URL, Key: fx.wit.Key}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestCheckpointerRefusesDamagedHashes(t *testing.T) {
 	if _, err := st.PutRelease(ctx, r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: r.Version}, r.Envelope); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Witnesses: []Witness{fx.wit}})
+	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Verifier: fx.policy.Log, Witnesses: []Witness{fx.wit}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestCheckpointerRunRefreshes(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Witnesses: []Witness{fx.wit}, Refresh: time.Hour, Now: now})
+	cp, err := NewCheckpointer(st, CheckpointerConfig{Signer: fx.signer, Verifier: fx.policy.Log, Witnesses: []Witness{fx.wit}, Refresh: time.Hour, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,5 +267,66 @@ func TestCheckpointerRunRefreshes(t *testing.T) {
 		clock.Add(int64(time.Hour))
 		st.ch <- struct{}{}
 		wantPuts(2 + i)
+	}
+}
+
+// TestCheckpointerLearnsTheWitnessIsAhead: a replica whose store holds
+// fewer records than its witness cosigned (restored from a backup) keeps
+// no checkpoint, and Witnessed then reports the witness's size, which the
+// admin API refuses appends on; once the store holds that tree again, the
+// witness cosigns and Witnessed follows.
+func TestCheckpointerLearnsTheWitnessIsAhead(t *testing.T) {
+	ctx := t.Context()
+	fx := newLogFixture(t)
+	put := func(st store.Store, v string) {
+		t.Helper()
+		r := release(v, rollout.Rollout{State: rollout.Complete}, false)
+		if _, err := st.PutRelease(ctx, r, 0, store.AuditEntry{Actor: "test", Action: "publish", Target: r.Version}, r.Envelope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := memstore.New()
+	for _, v := range []string{"202604.01.1", "202604.01.2", "202604.01.3"} {
+		put(served, v)
+	}
+	first, err := NewCheckpointer(served, CheckpointerConfig{Signer: fx.signer, Verifier: fx.policy.Log, Witnesses: []Witness{fx.wit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kept, err := first.Step(ctx, false); err != nil || !kept {
+		t.Fatalf("Step on the served log = %v, %v; want kept", kept, err)
+	}
+	if size, who := first.Witnessed(); size != 3 || who != fx.wit.URL {
+		t.Errorf("Witnessed = %d, %q; want 3 from %s", size, who, fx.wit.URL)
+	}
+
+	restored := memstore.New()
+	put(restored, "202604.01.1")
+	cp, err := NewCheckpointer(restored, CheckpointerConfig{Signer: fx.signer, Verifier: fx.policy.Log, Witnesses: []Witness{fx.wit}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size, _ := cp.Witnessed(); size != 0 {
+		t.Errorf("Witnessed before any answer = %d, want 0", size)
+	}
+	if kept, err := cp.Step(ctx, true); err == nil || kept {
+		t.Errorf("Step on the restored log = %v, %v; want refused by the witness", kept, err)
+	}
+	if size, who := cp.Witnessed(); size != 3 || who != fx.wit.URL {
+		t.Errorf("Witnessed after the refusal = %d, %q; want 3 from %s", size, who, fx.wit.URL)
+	}
+	put(restored, "202604.01.2")
+	put(restored, "202604.01.3")
+	if kept, err := cp.Step(ctx, false); err != nil || !kept {
+		t.Errorf("Step once the log is whole = %v, %v; want kept", kept, err)
+	}
+	if size, _ := cp.Witnessed(); size != 3 {
+		t.Errorf("Witnessed once whole = %d, want 3", size)
+	}
+	if v := cp.Verifier(); v.Name() != fx.signer.Name() {
+		t.Errorf("Verifier = %s, want the log key's %s", v.Name(), fx.signer.Name())
+	}
+	if _, err := NewCheckpointer(restored, CheckpointerConfig{Signer: fx.signer}); err == nil {
+		t.Error("NewCheckpointer without the log key's verifier: accepted")
 	}
 }

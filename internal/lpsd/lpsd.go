@@ -388,8 +388,16 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		grpc.ChainStreamInterceptor(adminMetrics.StreamServerInterceptor(), auth.Stream),
 	)
 	id := replicaID()
+	cp, err := o.logf.checkpointer(st, log, metrics.Register)
+	if err != nil {
+		return nil, err
+	}
+	var logs admin.LogKeeper // a nil *Checkpointer is not a nil interface
+	if cp != nil {
+		logs = cp
+	}
 	adminAPI := admin.New(admin.Config{
-		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, Log: log,
+		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, TransparencyLog: logs, Log: log,
 	})
 	adminv1.RegisterAdminServiceServer(adminSrv, adminAPI)
 	var dash *dashboard.Dashboard
@@ -409,10 +417,6 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		ReadTimeout: 30 * time.Second,
 		IdleTimeout: time.Minute,
 		ErrorLog:    slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	cp, err := o.logf.checkpointer(st, log, metrics.Register)
-	if err != nil {
-		return nil, err
 	}
 	o.logf.warnLogPolicy(ctx, keys, st, log)
 	adminMetrics.InitializeMetrics(adminSrv)

@@ -59,8 +59,12 @@ func (f logFlags) checkpointer(st store.Store, log *slog.Logger, register func(p
 	if err != nil {
 		return nil, fmt.Errorf("--log-key %s: %w", f.key, err)
 	}
+	verifier, err := translog.LogVerifierOf(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("--log-key %s: %w", f.key, err)
+	}
 	cfg := lps.CheckpointerConfig{
-		Signer: signer, Quorum: f.quorum, Refresh: f.refresh, Log: log.With("component", "checkpointer"), Register: register,
+		Signer: signer, Verifier: verifier, Quorum: f.quorum, Refresh: f.refresh, Log: log.With("component", "checkpointer"), Register: register,
 		HTTP: &http.Client{Timeout: 20 * time.Second},
 	}
 	if f.refresh <= 0 || f.refresh > translog.DefaultMaxAge {

@@ -93,6 +93,30 @@ func NewLogSigner(skey string) (note.Signer, error) {
 	return s, nil
 }
 
+// LogVerifierOf returns the verifier of the log's skey (as NewLogSigner
+// takes it): lpsd checks a checkpoint it is handed back (a monitor's
+// export, to restore the log from) with the key it signs with, so its
+// operator does not pass the public half a second time, or a wrong one.
+func LogVerifierOf(skey string) (*LogVerifier, error) {
+	s := strings.TrimSpace(skey)
+	if len(s) > maxKeyText {
+		return nil, errors.New("log signer key: too long")
+	}
+	rest, ok := strings.CutPrefix(s, "PRIVATE+KEY+")
+	if !ok {
+		return nil, errors.New(`log signer key: want "PRIVATE+KEY+<name>+<hash>+<key>"`)
+	}
+	name, hash, seed, err := parseKeyText(rest, algEd25519, ed25519.SeedSize)
+	if err != nil {
+		return nil, fmt.Errorf("log signer key: %w", err)
+	}
+	pub := ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey)
+	if keyHash(name, algEd25519, pub) != hash {
+		return nil, fmt.Errorf("log signer key: key hash %08x does not match the key", hash)
+	}
+	return ParseLogKey(formatVKey(name, hash, algEd25519, pub))
+}
+
 // CosignatureVerifier is a witness's public key: a note.Verifier for
 // tlog-cosignature cosignature/v1 signatures. Safe for concurrent use.
 type CosignatureVerifier struct {

@@ -116,3 +116,51 @@ func TestParseKeyRefuses(t *testing.T) {
 		t.Error("GenerateLogKey accepted a name with a plus")
 	}
 }
+
+// TestLogVerifierOf: the verifier derived from the log's skey is the
+// vkey GenerateLogKey gave, and verifies what the skey signs; a witness
+// skey, a renamed one and text that is no skey are refused.
+func TestLogVerifierOf(t *testing.T) {
+	t.Parallel()
+	skey, vkey, err := GenerateLogKey("restore.example/log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := LogVerifierOf(" " + skey + "\n")
+	if err != nil {
+		t.Fatalf("LogVerifierOf = %v", err)
+	}
+	want, err := ParseLogKey(vkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.Name() != want.Name() || v.KeyHash() != want.KeyHash() || !v.PublicKey().Equal(want.PublicKey()) {
+		t.Errorf("LogVerifierOf = %s+%08x, want the vkey %s", v.Name(), v.KeyHash(), vkey)
+	}
+	signer, err := NewLogSigner(skey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signed, err := Checkpoint{Origin: "restore.example/log", Size: 1}.Sign(signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := Open(signed, Policy{Log: v}, testNow); err != nil {
+		t.Errorf("a checkpoint the skey signed does not open with its derived verifier: %v", err)
+	}
+	witSKey, _, err := GenerateWitnessKey("witness.example")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, bad := range map[string]string{
+		"witness skey": witSKey,
+		"renamed":      strings.Replace(skey, "restore.example/log", "other.example/log", 1),
+		"vkey":         vkey,
+		"empty":        "",
+		"too long":     "PRIVATE+KEY+" + strings.Repeat("a", 600),
+	} {
+		if _, err := LogVerifierOf(bad); err == nil {
+			t.Errorf("LogVerifierOf(%s) accepted it", name)
+		}
+	}
+}

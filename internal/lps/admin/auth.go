@@ -56,6 +56,7 @@ var readOnly = map[string]bool{
 	"/nodehotfix.admin.v1.AdminService/ListAudit":   true,
 	"/nodehotfix.admin.v1.AdminService/ListNodes":   true,
 	"/nodehotfix.admin.v1.AdminService/ListKeySets": true,
+	"/nodehotfix.admin.v1.AdminService/GetLog":      true,
 }
 
 // Token is one accepted admin bearer token. Only its sha256 is kept.
@@ -416,7 +417,7 @@ func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 func (a *Auth) authenticate(ctx context.Context, method string) (string, error) {
 	actor, role, err := a.Authenticate(ctx)
 	if err == nil && !Allowed(role, method) {
-		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain, ListAudit, ListNodes and ListKeySets only; changes need an operator token or certificate", actor)
+		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain, ListAudit, ListNodes, ListKeySets and GetLog only; changes need an operator token or certificate", actor)
 	}
 	if err != nil {
 		addr := ""

@@ -124,6 +124,9 @@ func (s *Server) PublishKeySet(ctx context.Context, req *adminv1.PublishKeySetRe
 	}
 	rec := store.KeySetRecord{Version: next.Version(), Envelope: compact.Bytes()}
 	target := "keyset@" + strconv.FormatInt(rec.Version, 10)
+	if err := s.checkAppend(ctx, "publish "+target, ""); err != nil {
+		return nil, err
+	}
 	e := store.AuditEntry{Time: s.now(), Actor: actor, Action: ActionRotateKeys, Target: target, Reason: req.GetReason()}
 	if e.After, err = json.Marshal(keySetSummary(next)); err != nil {
 		return nil, s.internal("encode key set", err)

@@ -51,7 +51,7 @@ const (
 // Actions returns every action the audit log records, the operators' and
 // then the autopilot's, in the order the manuals list them.
 func Actions() []string {
-	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys,
+	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys, ActionRestoreLog,
 		autopilot.ActionAdvance, autopilot.ActionHalt, autopilot.ActionPause, autopilot.ActionExpire}
 }
 
@@ -109,6 +109,10 @@ type Config struct {
 	// they do not verify. nil: envelopes are only checked for form and
 	// expiry (nodes still verify them).
 	ReleaseKeys *release.KeySet
+	// TransparencyLog is this replica's keeper of the log's checkpoints
+	// (lps.Checkpointer). nil (no --log-key): RestoreLog is refused and
+	// appends are not checked against what witnesses cosigned.
+	TransparencyLog LogKeeper
 	// Now returns the current time. nil: time.Now.
 	Now func() time.Time
 	// Log records changes and internal errors. nil: discard.
@@ -130,6 +134,7 @@ type Server struct {
 	env       string
 	replicaID string
 	keys      *release.KeySet
+	logs      LogKeeper
 	now       func() time.Time
 	log       *slog.Logger
 }
@@ -151,6 +156,7 @@ func New(cfg Config) *Server {
 		env:       cfg.DeployEnv,
 		replicaID: cfg.ReplicaID,
 		keys:      cfg.ReleaseKeys,
+		logs:      cfg.TransparencyLog,
 		now:       cfg.Now,
 		log:       cfg.Log,
 	}
@@ -199,6 +205,9 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 		return nil, status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
 	}
 	if err := s.checkBudget(ctx, r, now); err != nil {
+		return nil, err
+	}
+	if err := s.checkAppend(ctx, "publish "+r.Version, ""); err != nil {
 		return nil, err
 	}
 	var cur rollout.Release
@@ -793,6 +802,10 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 		// and a withheld one is a visible lie.
 		if rec, err = (translog.RevocationRecord{Version: version, Time: now}).Marshal(); err != nil {
 			return nil, false, s.internal("encode revocation record", err)
+		}
+		// A halt is not on the log: it stops the serving at once.
+		if err := s.checkAppend(ctx, "revoke "+version, "; meanwhile halt it (lpsctl rollout halt), which stops serving it and appends nothing"); err != nil {
+			return nil, false, err
 		}
 	}
 	newRev, err := s.write(ctx, "release", cur, next, rev, store.AuditEntry{

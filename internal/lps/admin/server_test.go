@@ -161,6 +161,7 @@ type harnessOpts struct {
 	store       store.Store // nil: the harness's memstore
 	noSnapshot  bool
 	requireMTLS bool
+	logs        LogKeeper
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -174,13 +175,14 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	h.snap = lps.NewSnapshotter(st, nil, nil)
 	cfg := Config{
-		Store:       st,
-		Snapshots:   h.snap,
-		Counts:      func() map[string]uint64 { return map[string]uint64{"served": 7, "not-found": 2} },
-		Region:      "eastus",
-		ReplicaID:   testReplica,
-		ReleaseKeys: o.keys,
-		Now:         func() time.Time { return testNow.Add(time.Duration(h.ahead.Load())) },
+		Store:           st,
+		Snapshots:       h.snap,
+		Counts:          func() map[string]uint64 { return map[string]uint64{"served": 7, "not-found": 2} },
+		Region:          "eastus",
+		ReplicaID:       testReplica,
+		ReleaseKeys:     o.keys,
+		TransparencyLog: o.logs,
+		Now:             func() time.Time { return testNow.Add(time.Duration(h.ahead.Load())) },
 	}
 	if o.noSnapshot {
 		cfg.Snapshots = nil
@@ -968,6 +970,11 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 			return err
 		},
 		"ListKeySets": func() error { _, err := s.ListKeySets(ctx, &adminv1.ListKeySetsRequest{}); return err },
+		"GetLog":      func() error { _, err := s.GetLog(ctx, &adminv1.GetLogRequest{}); return err },
+		"RestoreLog": func() error {
+			_, err := s.RestoreLog(ctx, &adminv1.RestoreLogRequest{Records: [][]byte{[]byte("r")}, Reason: "r"})
+			return err
+		},
 	}
 	for _, m := range adminv1.AdminService_ServiceDesc.Methods {
 		call, ok := calls[m.MethodName]

@@ -90,6 +90,341 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+// GetLogRequest has no fields.
+type GetLogRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLogRequest) Reset() {
+	*x = GetLogRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLogRequest) ProtoMessage() {}
+
+func (x *GetLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLogRequest.ProtoReflect.Descriptor instead.
+func (*GetLogRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+// GetLogResponse is the transparency log's state.
+type GetLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The log's origin (its key's name); "" when lpsd has no --log-key.
+	Origin string `protobuf:"bytes,1,opt,name=origin,proto3" json:"origin,omitempty"`
+	// How many records the store's log holds.
+	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// The tree size of the kept (cosigned) checkpoint; 0 when none is kept.
+	CheckpointSize int64 `protobuf:"varint,3,opt,name=checkpoint_size,json=checkpointSize,proto3" json:"checkpoint_size,omitempty"`
+	// The largest tree size a witness has told this replica it cosigned,
+	// and that witness's URL; 0 and "" before any answer.
+	WitnessedSize int64  `protobuf:"varint,4,opt,name=witnessed_size,json=witnessedSize,proto3" json:"witnessed_size,omitempty"`
+	Witness       string `protobuf:"bytes,5,opt,name=witness,proto3" json:"witness,omitempty"`
+	// witnessed_size is over size: every append (publish, revoke, key-set
+	// publish) is refused until RestoreLog brings the log back to it.
+	AppendsRefused bool `protobuf:"varint,6,opt,name=appends_refused,json=appendsRefused,proto3" json:"appends_refused,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *GetLogResponse) Reset() {
+	*x = GetLogResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLogResponse) ProtoMessage() {}
+
+func (x *GetLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLogResponse.ProtoReflect.Descriptor instead.
+func (*GetLogResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetLogResponse) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *GetLogResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *GetLogResponse) GetCheckpointSize() int64 {
+	if x != nil {
+		return x.CheckpointSize
+	}
+	return 0
+}
+
+func (x *GetLogResponse) GetWitnessedSize() int64 {
+	if x != nil {
+		return x.WitnessedSize
+	}
+	return 0
+}
+
+func (x *GetLogResponse) GetWitness() string {
+	if x != nil {
+		return x.Witness
+	}
+	return ""
+}
+
+func (x *GetLogResponse) GetAppendsRefused() bool {
+	if x != nil {
+		return x.AppendsRefused
+	}
+	return false
+}
+
+// RestoreLogRequest carries records to re-append at the log's end.
+type RestoreLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The log size the records start at (GetLog's size): a request for
+	// another size is refused, so two restores cannot interleave.
+	From int64 `protobuf:"varint,1,opt,name=from,proto3" json:"from,omitempty"`
+	// Records from, from+1, …: at most 32, each exactly the bytes the log
+	// held.
+	Records [][]byte `protobuf:"bytes,2,rep,name=records,proto3" json:"records,omitempty"`
+	// A checkpoint signed by lpsd's log key of a tree at least from plus
+	// the records (the export's checkpoint, cosignatures and all).
+	Checkpoint string `protobuf:"bytes,3,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
+	// The consistency proof from the tree the records end at to the
+	// checkpoint's (32-byte hashes, tlog.ProveTree); empty when they end at
+	// the checkpoint's size.
+	Proof [][]byte `protobuf:"bytes,4,rep,name=proof,proto3" json:"proof,omitempty"`
+	// Why, for the audit log.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreLogRequest) Reset() {
+	*x = RestoreLogRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreLogRequest) ProtoMessage() {}
+
+func (x *RestoreLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreLogRequest.ProtoReflect.Descriptor instead.
+func (*RestoreLogRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *RestoreLogRequest) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *RestoreLogRequest) GetRecords() [][]byte {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *RestoreLogRequest) GetCheckpoint() string {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return ""
+}
+
+func (x *RestoreLogRequest) GetProof() [][]byte {
+	if x != nil {
+		return x.Proof
+	}
+	return nil
+}
+
+func (x *RestoreLogRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// RestoreLogResponse says what was re-appended.
+type RestoreLogResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The log's size after the call.
+	Size int64 `protobuf:"varint,1,opt,name=size,proto3" json:"size,omitempty"`
+	// Each record re-appended, in order.
+	Restored      []*RestoredRecord `protobuf:"bytes,2,rep,name=restored,proto3" json:"restored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoreLogResponse) Reset() {
+	*x = RestoreLogResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoreLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoreLogResponse) ProtoMessage() {}
+
+func (x *RestoreLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoreLogResponse.ProtoReflect.Descriptor instead.
+func (*RestoreLogResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RestoreLogResponse) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *RestoreLogResponse) GetRestored() []*RestoredRecord {
+	if x != nil {
+		return x.Restored
+	}
+	return nil
+}
+
+// RestoredRecord is one record RestoreLog re-appended.
+type RestoredRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Its index in the log.
+	Index int64 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// "release", "revocation" or "keyset".
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The audit target it changed: a release version, or keyset@<version>.
+	Target        string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RestoredRecord) Reset() {
+	*x = RestoredRecord{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RestoredRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RestoredRecord) ProtoMessage() {}
+
+func (x *RestoredRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RestoredRecord.ProtoReflect.Descriptor instead.
+func (*RestoredRecord) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RestoredRecord) GetIndex() int64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *RestoredRecord) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RestoredRecord) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
 // KeySet is one version of the release key set.
 type KeySet struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -119,7 +454,7 @@ type KeySet struct {
 
 func (x *KeySet) Reset() {
 	*x = KeySet{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -131,7 +466,7 @@ func (x *KeySet) String() string {
 func (*KeySet) ProtoMessage() {}
 
 func (x *KeySet) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -144,7 +479,7 @@ func (x *KeySet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySet.ProtoReflect.Descriptor instead.
 func (*KeySet) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KeySet) GetVersion() int64 {
@@ -230,7 +565,7 @@ type PublishKeySetRequest struct {
 
 func (x *PublishKeySetRequest) Reset() {
 	*x = PublishKeySetRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -242,7 +577,7 @@ func (x *PublishKeySetRequest) String() string {
 func (*PublishKeySetRequest) ProtoMessage() {}
 
 func (x *PublishKeySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -255,7 +590,7 @@ func (x *PublishKeySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishKeySetRequest.ProtoReflect.Descriptor instead.
 func (*PublishKeySetRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PublishKeySetRequest) GetEnvelopeJson() string {
@@ -284,7 +619,7 @@ type PublishKeySetResponse struct {
 
 func (x *PublishKeySetResponse) Reset() {
 	*x = PublishKeySetResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -296,7 +631,7 @@ func (x *PublishKeySetResponse) String() string {
 func (*PublishKeySetResponse) ProtoMessage() {}
 
 func (x *PublishKeySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -309,7 +644,7 @@ func (x *PublishKeySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishKeySetResponse.ProtoReflect.Descriptor instead.
 func (*PublishKeySetResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PublishKeySetResponse) GetKeySet() *KeySet {
@@ -335,7 +670,7 @@ type ListKeySetsRequest struct {
 
 func (x *ListKeySetsRequest) Reset() {
 	*x = ListKeySetsRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -347,7 +682,7 @@ func (x *ListKeySetsRequest) String() string {
 func (*ListKeySetsRequest) ProtoMessage() {}
 
 func (x *ListKeySetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -360,7 +695,7 @@ func (x *ListKeySetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySetsRequest.ProtoReflect.Descriptor instead.
 func (*ListKeySetsRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 // ListKeySetsResponse is the chain, oldest first.
@@ -376,7 +711,7 @@ type ListKeySetsResponse struct {
 
 func (x *ListKeySetsResponse) Reset() {
 	*x = ListKeySetsResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +723,7 @@ func (x *ListKeySetsResponse) String() string {
 func (*ListKeySetsResponse) ProtoMessage() {}
 
 func (x *ListKeySetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +736,7 @@ func (x *ListKeySetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySetsResponse.ProtoReflect.Descriptor instead.
 func (*ListKeySetsResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListKeySetsResponse) GetRoot() *KeySet {
@@ -453,7 +788,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -465,7 +800,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -478,7 +813,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Release) GetVersion() string {
@@ -589,7 +924,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +936,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +949,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Counts) GetReported() uint64 {
@@ -695,7 +1030,7 @@ type ControlCohort struct {
 
 func (x *ControlCohort) Reset() {
 	*x = ControlCohort{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +1042,7 @@ func (x *ControlCohort) String() string {
 func (*ControlCohort) ProtoMessage() {}
 
 func (x *ControlCohort) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +1055,7 @@ func (x *ControlCohort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlCohort.ProtoReflect.Descriptor instead.
 func (*ControlCohort) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ControlCohort) GetBase() string {
@@ -778,7 +1113,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +1125,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +1138,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Rollout) GetState() string {
@@ -917,7 +1252,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -929,7 +1264,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -942,7 +1277,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Plan) GetSteps() []*PlanStep {
@@ -1033,7 +1368,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1045,7 +1380,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1058,7 +1393,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PlanStep) GetPercent() int32 {
@@ -1120,7 +1455,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1132,7 +1467,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1145,7 +1480,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Health) GetVerdict() string {
@@ -1224,7 +1559,7 @@ type PublishReleaseRequest struct {
 
 func (x *PublishReleaseRequest) Reset() {
 	*x = PublishReleaseRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1236,7 +1571,7 @@ func (x *PublishReleaseRequest) String() string {
 func (*PublishReleaseRequest) ProtoMessage() {}
 
 func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1249,7 +1584,7 @@ func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseRequest.ProtoReflect.Descriptor instead.
 func (*PublishReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PublishReleaseRequest) GetEnvelopeJson() string {
@@ -1279,7 +1614,7 @@ type PublishReleaseResponse struct {
 
 func (x *PublishReleaseResponse) Reset() {
 	*x = PublishReleaseResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1291,7 +1626,7 @@ func (x *PublishReleaseResponse) String() string {
 func (*PublishReleaseResponse) ProtoMessage() {}
 
 func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1304,7 +1639,7 @@ func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseResponse.ProtoReflect.Descriptor instead.
 func (*PublishReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PublishReleaseResponse) GetRelease() *Release {
@@ -1368,7 +1703,7 @@ type SetRolloutRequest struct {
 
 func (x *SetRolloutRequest) Reset() {
 	*x = SetRolloutRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1715,7 @@ func (x *SetRolloutRequest) String() string {
 func (*SetRolloutRequest) ProtoMessage() {}
 
 func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1728,7 @@ func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*SetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SetRolloutRequest) GetVersion() string {
@@ -1495,7 +1830,7 @@ type SetRolloutResponse struct {
 
 func (x *SetRolloutResponse) Reset() {
 	*x = SetRolloutResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1842,7 @@ func (x *SetRolloutResponse) String() string {
 func (*SetRolloutResponse) ProtoMessage() {}
 
 func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1855,7 @@ func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutResponse.ProtoReflect.Descriptor instead.
 func (*SetRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SetRolloutResponse) GetRelease() *Release {
@@ -1577,7 +1912,7 @@ type SetPlanRequest struct {
 
 func (x *SetPlanRequest) Reset() {
 	*x = SetPlanRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1924,7 @@ func (x *SetPlanRequest) String() string {
 func (*SetPlanRequest) ProtoMessage() {}
 
 func (x *SetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1937,7 @@ func (x *SetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPlanRequest.ProtoReflect.Descriptor instead.
 func (*SetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SetPlanRequest) GetVersion() string {
@@ -1667,7 +2002,7 @@ type SetPlanResponse struct {
 
 func (x *SetPlanResponse) Reset() {
 	*x = SetPlanResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +2014,7 @@ func (x *SetPlanResponse) String() string {
 func (*SetPlanResponse) ProtoMessage() {}
 
 func (x *SetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +2027,7 @@ func (x *SetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPlanResponse.ProtoReflect.Descriptor instead.
 func (*SetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetPlanResponse) GetRelease() *Release {
@@ -1742,7 +2077,7 @@ type PlanPreview struct {
 
 func (x *PlanPreview) Reset() {
 	*x = PlanPreview{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1754,7 +2089,7 @@ func (x *PlanPreview) String() string {
 func (*PlanPreview) ProtoMessage() {}
 
 func (x *PlanPreview) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1767,7 +2102,7 @@ func (x *PlanPreview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPreview.ProtoReflect.Descriptor instead.
 func (*PlanPreview) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PlanPreview) GetSteps() []*StepWindow {
@@ -1808,7 +2143,7 @@ type StepWindow struct {
 
 func (x *StepWindow) Reset() {
 	*x = StepWindow{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +2155,7 @@ func (x *StepWindow) String() string {
 func (*StepWindow) ProtoMessage() {}
 
 func (x *StepWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +2168,7 @@ func (x *StepWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepWindow.ProtoReflect.Descriptor instead.
 func (*StepWindow) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StepWindow) GetEarliestStart() *timestamppb.Timestamp {
@@ -1884,7 +2219,7 @@ type Baseline struct {
 
 func (x *Baseline) Reset() {
 	*x = Baseline{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2231,7 @@ func (x *Baseline) String() string {
 func (*Baseline) ProtoMessage() {}
 
 func (x *Baseline) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2244,7 @@ func (x *Baseline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Baseline.ProtoReflect.Descriptor instead.
 func (*Baseline) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Baseline) GetMaxFailureRate() float64 {
@@ -1977,7 +2312,7 @@ type SkipStepRequest struct {
 
 func (x *SkipStepRequest) Reset() {
 	*x = SkipStepRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2324,7 @@ func (x *SkipStepRequest) String() string {
 func (*SkipStepRequest) ProtoMessage() {}
 
 func (x *SkipStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2337,7 @@ func (x *SkipStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipStepRequest.ProtoReflect.Descriptor instead.
 func (*SkipStepRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SkipStepRequest) GetVersion() string {
@@ -2042,7 +2377,7 @@ type SkipStepResponse struct {
 
 func (x *SkipStepResponse) Reset() {
 	*x = SkipStepResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2389,7 @@ func (x *SkipStepResponse) String() string {
 func (*SkipStepResponse) ProtoMessage() {}
 
 func (x *SkipStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2402,7 @@ func (x *SkipStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipStepResponse.ProtoReflect.Descriptor instead.
 func (*SkipStepResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SkipStepResponse) GetRelease() *Release {
@@ -2108,7 +2443,7 @@ type TransitionRequest struct {
 
 func (x *TransitionRequest) Reset() {
 	*x = TransitionRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2455,7 @@ func (x *TransitionRequest) String() string {
 func (*TransitionRequest) ProtoMessage() {}
 
 func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2468,7 @@ func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionRequest.ProtoReflect.Descriptor instead.
 func (*TransitionRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *TransitionRequest) GetVersion() string {
@@ -2179,7 +2514,7 @@ type TransitionResponse struct {
 
 func (x *TransitionResponse) Reset() {
 	*x = TransitionResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2526,7 @@ func (x *TransitionResponse) String() string {
 func (*TransitionResponse) ProtoMessage() {}
 
 func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2539,7 @@ func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionResponse.ProtoReflect.Descriptor instead.
 func (*TransitionResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TransitionResponse) GetRelease() *Release {
@@ -2244,7 +2579,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2591,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2604,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RevokeRequest) GetVersion() string {
@@ -2308,7 +2643,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2655,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2668,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RevokeResponse) GetRelease() *Release {
@@ -2366,7 +2701,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2713,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2726,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 // StatusResponse describes the service's state.
@@ -2427,7 +2762,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2774,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2787,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatusResponse) GetReleases() []*Release {
@@ -2551,7 +2886,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2563,7 +2898,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2576,7 +2911,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Replica) GetId() string {
@@ -2632,7 +2967,7 @@ type ServedBase struct {
 
 func (x *ServedBase) Reset() {
 	*x = ServedBase{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2979,7 @@ func (x *ServedBase) String() string {
 func (*ServedBase) ProtoMessage() {}
 
 func (x *ServedBase) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2992,7 @@ func (x *ServedBase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedBase.ProtoReflect.Descriptor instead.
 func (*ServedBase) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ServedBase) GetBase() string {
@@ -2706,7 +3041,7 @@ type ServedCohort struct {
 
 func (x *ServedCohort) Reset() {
 	*x = ServedCohort{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2718,7 +3053,7 @@ func (x *ServedCohort) String() string {
 func (*ServedCohort) ProtoMessage() {}
 
 func (x *ServedCohort) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2731,7 +3066,7 @@ func (x *ServedCohort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedCohort.ProtoReflect.Descriptor instead.
 func (*ServedCohort) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ServedCohort) GetSubscriptions() []string {
@@ -2780,7 +3115,7 @@ type Place struct {
 
 func (x *Place) Reset() {
 	*x = Place{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3127,7 @@ func (x *Place) String() string {
 func (*Place) ProtoMessage() {}
 
 func (x *Place) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3140,7 @@ func (x *Place) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Place.ProtoReflect.Descriptor instead.
 func (*Place) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Place) GetRegion() string {
@@ -2857,7 +3192,7 @@ type ServedShare struct {
 
 func (x *ServedShare) Reset() {
 	*x = ServedShare{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +3204,7 @@ func (x *ServedShare) String() string {
 func (*ServedShare) ProtoMessage() {}
 
 func (x *ServedShare) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3217,7 @@ func (x *ServedShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedShare.ProtoReflect.Descriptor instead.
 func (*ServedShare) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServedShare) GetVersion() string {
@@ -2968,7 +3303,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2980,7 +3315,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2993,7 +3328,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -3032,7 +3367,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3044,7 +3379,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3057,7 +3392,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -3115,7 +3450,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3462,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3475,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -3198,7 +3533,7 @@ type BaseTrust struct {
 
 func (x *BaseTrust) Reset() {
 	*x = BaseTrust{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3545,7 @@ func (x *BaseTrust) String() string {
 func (*BaseTrust) ProtoMessage() {}
 
 func (x *BaseTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3558,7 @@ func (x *BaseTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseTrust.ProtoReflect.Descriptor instead.
 func (*BaseTrust) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BaseTrust) GetBase() string {
@@ -3294,7 +3629,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3641,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3654,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Decision) GetVersion() string {
@@ -3372,7 +3707,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3719,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3732,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Rule) GetRule() string {
@@ -3449,7 +3784,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3461,7 +3796,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3474,7 +3809,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -3536,7 +3871,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3883,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3896,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -3616,7 +3951,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3628,7 +3963,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3641,7 +3976,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -3738,7 +4073,7 @@ type ComponentConfig struct {
 
 func (x *ComponentConfig) Reset() {
 	*x = ComponentConfig{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3750,7 +4085,7 @@ func (x *ComponentConfig) String() string {
 func (*ComponentConfig) ProtoMessage() {}
 
 func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3763,7 +4098,7 @@ func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentConfig.ProtoReflect.Descriptor instead.
 func (*ComponentConfig) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ComponentConfig) GetComponent() string {
@@ -3849,7 +4184,7 @@ type PublishComponentConfigRequest struct {
 
 func (x *PublishComponentConfigRequest) Reset() {
 	*x = PublishComponentConfigRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3861,7 +4196,7 @@ func (x *PublishComponentConfigRequest) String() string {
 func (*PublishComponentConfigRequest) ProtoMessage() {}
 
 func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3874,7 +4209,7 @@ func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigRequest.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PublishComponentConfigRequest) GetEnvelopeJson() string {
@@ -3904,7 +4239,7 @@ type PublishComponentConfigResponse struct {
 
 func (x *PublishComponentConfigResponse) Reset() {
 	*x = PublishComponentConfigResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3916,7 +4251,7 @@ func (x *PublishComponentConfigResponse) String() string {
 func (*PublishComponentConfigResponse) ProtoMessage() {}
 
 func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3929,7 +4264,7 @@ func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigResponse.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PublishComponentConfigResponse) GetComponentConfig() *ComponentConfig {
@@ -3974,7 +4309,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3986,7 +4321,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3999,7 +4334,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListNodesRequest) GetRelease() string {
@@ -4070,7 +4405,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4082,7 +4417,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4095,7 +4430,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeOutcome {
@@ -4141,7 +4476,7 @@ type ReasonCount struct {
 
 func (x *ReasonCount) Reset() {
 	*x = ReasonCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4488,7 @@ func (x *ReasonCount) String() string {
 func (*ReasonCount) ProtoMessage() {}
 
 func (x *ReasonCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4501,7 @@ func (x *ReasonCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
 func (*ReasonCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReasonCount) GetOutcome() string {
@@ -4220,7 +4555,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4232,7 +4567,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4245,7 +4580,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeOutcome) GetVmId() string {
@@ -4329,7 +4664,30 @@ var File_nodehotfix_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf2\x02\n" +
+	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\rGetLogRequest\"\xcf\x01\n" +
+	"\x0eGetLogResponse\x12\x16\n" +
+	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12'\n" +
+	"\x0fcheckpoint_size\x18\x03 \x01(\x03R\x0echeckpointSize\x12%\n" +
+	"\x0ewitnessed_size\x18\x04 \x01(\x03R\rwitnessedSize\x12\x18\n" +
+	"\awitness\x18\x05 \x01(\tR\awitness\x12'\n" +
+	"\x0fappends_refused\x18\x06 \x01(\bR\x0eappendsRefused\"\x8f\x01\n" +
+	"\x11RestoreLogRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x18\n" +
+	"\arecords\x18\x02 \x03(\fR\arecords\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x03 \x01(\tR\n" +
+	"checkpoint\x12\x14\n" +
+	"\x05proof\x18\x04 \x03(\fR\x05proof\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"i\n" +
+	"\x12RestoreLogResponse\x12\x12\n" +
+	"\x04size\x18\x01 \x01(\x03R\x04size\x12?\n" +
+	"\brestored\x18\x02 \x03(\v2#.nodehotfix.admin.v1.RestoredRecordR\brestored\"R\n" +
+	"\x0eRestoredRecord\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\"\xf2\x02\n" +
 	"\x06KeySet\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x1c\n" +
 	"\tthreshold\x18\x02 \x01(\x05R\tthreshold\x12\x17\n" +
@@ -4672,7 +5030,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
 	"\rACTION_RESUME\x10\x02\x12\x0f\n" +
 	"\vACTION_HALT\x10\x03\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x042\xe8\t\n" +
+	"\x0fACTION_COMPLETE\x10\x042\x9a\v\n" +
 	"\fAdminService\x12i\n" +
 	"\x0ePublishRelease\x12*.nodehotfix.admin.v1.PublishReleaseRequest\x1a+.nodehotfix.admin.v1.PublishReleaseResponse\x12]\n" +
 	"\n" +
@@ -4688,7 +5046,10 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x16PublishComponentConfig\x122.nodehotfix.admin.v1.PublishComponentConfigRequest\x1a3.nodehotfix.admin.v1.PublishComponentConfigResponse\x12Z\n" +
 	"\tListNodes\x12%.nodehotfix.admin.v1.ListNodesRequest\x1a&.nodehotfix.admin.v1.ListNodesResponse\x12f\n" +
 	"\rPublishKeySet\x12).nodehotfix.admin.v1.PublishKeySetRequest\x1a*.nodehotfix.admin.v1.PublishKeySetResponse\x12`\n" +
-	"\vListKeySets\x12'.nodehotfix.admin.v1.ListKeySetsRequest\x1a(.nodehotfix.admin.v1.ListKeySetsResponseB5Z3nodehotfix/internal/gen/nodehotfix/admin/v1;adminv1b\x06proto3"
+	"\vListKeySets\x12'.nodehotfix.admin.v1.ListKeySetsRequest\x1a(.nodehotfix.admin.v1.ListKeySetsResponse\x12Q\n" +
+	"\x06GetLog\x12\".nodehotfix.admin.v1.GetLogRequest\x1a#.nodehotfix.admin.v1.GetLogResponse\x12]\n" +
+	"\n" +
+	"RestoreLog\x12&.nodehotfix.admin.v1.RestoreLogRequest\x1a'.nodehotfix.admin.v1.RestoreLogResponseB5Z3nodehotfix/internal/gen/nodehotfix/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_nodehotfix_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -4703,158 +5064,168 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
-	(*KeySet)(nil),                         // 1: nodehotfix.admin.v1.KeySet
-	(*PublishKeySetRequest)(nil),           // 2: nodehotfix.admin.v1.PublishKeySetRequest
-	(*PublishKeySetResponse)(nil),          // 3: nodehotfix.admin.v1.PublishKeySetResponse
-	(*ListKeySetsRequest)(nil),             // 4: nodehotfix.admin.v1.ListKeySetsRequest
-	(*ListKeySetsResponse)(nil),            // 5: nodehotfix.admin.v1.ListKeySetsResponse
-	(*Release)(nil),                        // 6: nodehotfix.admin.v1.Release
-	(*Counts)(nil),                         // 7: nodehotfix.admin.v1.Counts
-	(*ControlCohort)(nil),                  // 8: nodehotfix.admin.v1.ControlCohort
-	(*Rollout)(nil),                        // 9: nodehotfix.admin.v1.Rollout
-	(*Plan)(nil),                           // 10: nodehotfix.admin.v1.Plan
-	(*PlanStep)(nil),                       // 11: nodehotfix.admin.v1.PlanStep
-	(*Health)(nil),                         // 12: nodehotfix.admin.v1.Health
-	(*PublishReleaseRequest)(nil),          // 13: nodehotfix.admin.v1.PublishReleaseRequest
-	(*PublishReleaseResponse)(nil),         // 14: nodehotfix.admin.v1.PublishReleaseResponse
-	(*SetRolloutRequest)(nil),              // 15: nodehotfix.admin.v1.SetRolloutRequest
-	(*SetRolloutResponse)(nil),             // 16: nodehotfix.admin.v1.SetRolloutResponse
-	(*SetPlanRequest)(nil),                 // 17: nodehotfix.admin.v1.SetPlanRequest
-	(*SetPlanResponse)(nil),                // 18: nodehotfix.admin.v1.SetPlanResponse
-	(*PlanPreview)(nil),                    // 19: nodehotfix.admin.v1.PlanPreview
-	(*StepWindow)(nil),                     // 20: nodehotfix.admin.v1.StepWindow
-	(*Baseline)(nil),                       // 21: nodehotfix.admin.v1.Baseline
-	(*SkipStepRequest)(nil),                // 22: nodehotfix.admin.v1.SkipStepRequest
-	(*SkipStepResponse)(nil),               // 23: nodehotfix.admin.v1.SkipStepResponse
-	(*TransitionRequest)(nil),              // 24: nodehotfix.admin.v1.TransitionRequest
-	(*TransitionResponse)(nil),             // 25: nodehotfix.admin.v1.TransitionResponse
-	(*RevokeRequest)(nil),                  // 26: nodehotfix.admin.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 27: nodehotfix.admin.v1.RevokeResponse
-	(*StatusRequest)(nil),                  // 28: nodehotfix.admin.v1.StatusRequest
-	(*StatusResponse)(nil),                 // 29: nodehotfix.admin.v1.StatusResponse
-	(*Replica)(nil),                        // 30: nodehotfix.admin.v1.Replica
-	(*ServedBase)(nil),                     // 31: nodehotfix.admin.v1.ServedBase
-	(*ServedCohort)(nil),                   // 32: nodehotfix.admin.v1.ServedCohort
-	(*Place)(nil),                          // 33: nodehotfix.admin.v1.Place
-	(*ServedShare)(nil),                    // 34: nodehotfix.admin.v1.ServedShare
-	(*OutcomeCount)(nil),                   // 35: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),                 // 36: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),                // 37: nodehotfix.admin.v1.ExplainResponse
-	(*BaseTrust)(nil),                      // 38: nodehotfix.admin.v1.BaseTrust
-	(*Decision)(nil),                       // 39: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                           // 40: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),               // 41: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 42: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),                     // 43: nodehotfix.admin.v1.AuditEntry
-	(*ComponentConfig)(nil),                // 44: nodehotfix.admin.v1.ComponentConfig
-	(*PublishComponentConfigRequest)(nil),  // 45: nodehotfix.admin.v1.PublishComponentConfigRequest
-	(*PublishComponentConfigResponse)(nil), // 46: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*ListNodesRequest)(nil),               // 47: nodehotfix.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),              // 48: nodehotfix.admin.v1.ListNodesResponse
-	(*ReasonCount)(nil),                    // 49: nodehotfix.admin.v1.ReasonCount
-	(*NodeOutcome)(nil),                    // 50: nodehotfix.admin.v1.NodeOutcome
-	(*timestamppb.Timestamp)(nil),          // 51: google.protobuf.Timestamp
+	(*GetLogRequest)(nil),                  // 1: nodehotfix.admin.v1.GetLogRequest
+	(*GetLogResponse)(nil),                 // 2: nodehotfix.admin.v1.GetLogResponse
+	(*RestoreLogRequest)(nil),              // 3: nodehotfix.admin.v1.RestoreLogRequest
+	(*RestoreLogResponse)(nil),             // 4: nodehotfix.admin.v1.RestoreLogResponse
+	(*RestoredRecord)(nil),                 // 5: nodehotfix.admin.v1.RestoredRecord
+	(*KeySet)(nil),                         // 6: nodehotfix.admin.v1.KeySet
+	(*PublishKeySetRequest)(nil),           // 7: nodehotfix.admin.v1.PublishKeySetRequest
+	(*PublishKeySetResponse)(nil),          // 8: nodehotfix.admin.v1.PublishKeySetResponse
+	(*ListKeySetsRequest)(nil),             // 9: nodehotfix.admin.v1.ListKeySetsRequest
+	(*ListKeySetsResponse)(nil),            // 10: nodehotfix.admin.v1.ListKeySetsResponse
+	(*Release)(nil),                        // 11: nodehotfix.admin.v1.Release
+	(*Counts)(nil),                         // 12: nodehotfix.admin.v1.Counts
+	(*ControlCohort)(nil),                  // 13: nodehotfix.admin.v1.ControlCohort
+	(*Rollout)(nil),                        // 14: nodehotfix.admin.v1.Rollout
+	(*Plan)(nil),                           // 15: nodehotfix.admin.v1.Plan
+	(*PlanStep)(nil),                       // 16: nodehotfix.admin.v1.PlanStep
+	(*Health)(nil),                         // 17: nodehotfix.admin.v1.Health
+	(*PublishReleaseRequest)(nil),          // 18: nodehotfix.admin.v1.PublishReleaseRequest
+	(*PublishReleaseResponse)(nil),         // 19: nodehotfix.admin.v1.PublishReleaseResponse
+	(*SetRolloutRequest)(nil),              // 20: nodehotfix.admin.v1.SetRolloutRequest
+	(*SetRolloutResponse)(nil),             // 21: nodehotfix.admin.v1.SetRolloutResponse
+	(*SetPlanRequest)(nil),                 // 22: nodehotfix.admin.v1.SetPlanRequest
+	(*SetPlanResponse)(nil),                // 23: nodehotfix.admin.v1.SetPlanResponse
+	(*PlanPreview)(nil),                    // 24: nodehotfix.admin.v1.PlanPreview
+	(*StepWindow)(nil),                     // 25: nodehotfix.admin.v1.StepWindow
+	(*Baseline)(nil),                       // 26: nodehotfix.admin.v1.Baseline
+	(*SkipStepRequest)(nil),                // 27: nodehotfix.admin.v1.SkipStepRequest
+	(*SkipStepResponse)(nil),               // 28: nodehotfix.admin.v1.SkipStepResponse
+	(*TransitionRequest)(nil),              // 29: nodehotfix.admin.v1.TransitionRequest
+	(*TransitionResponse)(nil),             // 30: nodehotfix.admin.v1.TransitionResponse
+	(*RevokeRequest)(nil),                  // 31: nodehotfix.admin.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 32: nodehotfix.admin.v1.RevokeResponse
+	(*StatusRequest)(nil),                  // 33: nodehotfix.admin.v1.StatusRequest
+	(*StatusResponse)(nil),                 // 34: nodehotfix.admin.v1.StatusResponse
+	(*Replica)(nil),                        // 35: nodehotfix.admin.v1.Replica
+	(*ServedBase)(nil),                     // 36: nodehotfix.admin.v1.ServedBase
+	(*ServedCohort)(nil),                   // 37: nodehotfix.admin.v1.ServedCohort
+	(*Place)(nil),                          // 38: nodehotfix.admin.v1.Place
+	(*ServedShare)(nil),                    // 39: nodehotfix.admin.v1.ServedShare
+	(*OutcomeCount)(nil),                   // 40: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),                 // 41: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),                // 42: nodehotfix.admin.v1.ExplainResponse
+	(*BaseTrust)(nil),                      // 43: nodehotfix.admin.v1.BaseTrust
+	(*Decision)(nil),                       // 44: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                           // 45: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),               // 46: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 47: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 48: nodehotfix.admin.v1.AuditEntry
+	(*ComponentConfig)(nil),                // 49: nodehotfix.admin.v1.ComponentConfig
+	(*PublishComponentConfigRequest)(nil),  // 50: nodehotfix.admin.v1.PublishComponentConfigRequest
+	(*PublishComponentConfigResponse)(nil), // 51: nodehotfix.admin.v1.PublishComponentConfigResponse
+	(*ListNodesRequest)(nil),               // 52: nodehotfix.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 53: nodehotfix.admin.v1.ListNodesResponse
+	(*ReasonCount)(nil),                    // 54: nodehotfix.admin.v1.ReasonCount
+	(*NodeOutcome)(nil),                    // 55: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 56: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	51, // 0: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
-	1,  // 1: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
-	1,  // 2: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
-	1,  // 3: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
-	9,  // 4: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	51, // 5: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	51, // 6: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 7: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	51, // 8: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
-	7,  // 9: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
-	10, // 10: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
-	12, // 11: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	51, // 12: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
-	11, // 13: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	51, // 14: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	51, // 15: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
-	7,  // 16: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	51, // 17: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
-	6,  // 18: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	6,  // 19: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	44, // 20: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	10, // 21: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
-	6,  // 22: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
-	19, // 23: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
-	44, // 24: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	20, // 25: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	51, // 26: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
-	21, // 27: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	51, // 28: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	51, // 29: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	51, // 30: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
-	6,  // 31: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	44, // 32: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	0,  // 33: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	6,  // 34: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	44, // 35: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	6,  // 36: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	44, // 37: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	6,  // 38: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	35, // 39: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	51, // 40: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	8,  // 41: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	44, // 42: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
-	30, // 43: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
-	31, // 44: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
-	51, // 45: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
-	32, // 46: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
-	33, // 47: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
-	34, // 48: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
-	39, // 49: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	38, // 50: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
-	40, // 51: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	51, // 52: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	43, // 53: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	51, // 54: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	9,  // 55: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	51, // 56: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	51, // 57: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	51, // 58: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
-	44, // 59: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	51, // 60: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
-	50, // 61: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
-	49, // 62: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
-	51, // 63: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
-	51, // 64: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
-	13, // 65: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	15, // 66: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	17, // 67: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	24, // 68: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	22, // 69: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	26, // 70: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	28, // 71: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	36, // 72: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	41, // 73: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	45, // 74: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	47, // 75: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
-	2,  // 76: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
-	4,  // 77: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
-	14, // 78: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	16, // 79: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	18, // 80: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	25, // 81: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	23, // 82: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	27, // 83: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	29, // 84: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	37, // 85: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	42, // 86: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	46, // 87: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	48, // 88: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
-	3,  // 89: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
-	5,  // 90: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
-	78, // [78:91] is the sub-list for method output_type
-	65, // [65:78] is the sub-list for method input_type
-	65, // [65:65] is the sub-list for extension type_name
-	65, // [65:65] is the sub-list for extension extendee
-	0,  // [0:65] is the sub-list for field type_name
+	5,  // 0: nodehotfix.admin.v1.RestoreLogResponse.restored:type_name -> nodehotfix.admin.v1.RestoredRecord
+	56, // 1: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
+	6,  // 2: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
+	6,  // 3: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
+	6,  // 4: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
+	14, // 5: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	56, // 6: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	56, // 7: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 8: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
+	56, // 9: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	12, // 10: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
+	15, // 11: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
+	17, // 12: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
+	56, // 13: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	16, // 14: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
+	56, // 15: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	56, // 16: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	12, // 17: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
+	56, // 18: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	11, // 19: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	11, // 20: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	49, // 21: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	15, // 22: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	11, // 23: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	24, // 24: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
+	49, // 25: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	25, // 26: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
+	56, // 27: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	26, // 28: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
+	56, // 29: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	56, // 30: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	56, // 31: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	11, // 32: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
+	49, // 33: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	0,  // 34: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	11, // 35: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	49, // 36: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	11, // 37: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	49, // 38: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	11, // 39: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	40, // 40: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	56, // 41: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	13, // 42: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	49, // 43: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	35, // 44: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
+	36, // 45: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
+	56, // 46: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
+	37, // 47: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
+	38, // 48: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
+	39, // 49: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
+	44, // 50: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	43, // 51: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
+	45, // 52: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	56, // 53: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	48, // 54: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	56, // 55: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	14, // 56: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	56, // 57: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	56, // 58: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	56, // 59: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	49, // 60: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	56, // 61: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	55, // 62: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	54, // 63: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
+	56, // 64: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	56, // 65: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	18, // 66: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	20, // 67: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	22, // 68: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	29, // 69: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	27, // 70: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	31, // 71: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	33, // 72: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	41, // 73: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	46, // 74: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	50, // 75: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	52, // 76: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	7,  // 77: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
+	9,  // 78: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
+	1,  // 79: nodehotfix.admin.v1.AdminService.GetLog:input_type -> nodehotfix.admin.v1.GetLogRequest
+	3,  // 80: nodehotfix.admin.v1.AdminService.RestoreLog:input_type -> nodehotfix.admin.v1.RestoreLogRequest
+	19, // 81: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	21, // 82: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	23, // 83: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	30, // 84: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	28, // 85: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	32, // 86: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	34, // 87: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	42, // 88: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	47, // 89: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	51, // 90: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	53, // 91: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	8,  // 92: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
+	10, // 93: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
+	2,  // 94: nodehotfix.admin.v1.AdminService.GetLog:output_type -> nodehotfix.admin.v1.GetLogResponse
+	4,  // 95: nodehotfix.admin.v1.AdminService.RestoreLog:output_type -> nodehotfix.admin.v1.RestoreLogResponse
+	81, // [81:96] is the sub-list for method output_type
+	66, // [66:81] is the sub-list for method input_type
+	66, // [66:66] is the sub-list for extension type_name
+	66, // [66:66] is the sub-list for extension extendee
+	0,  // [0:66] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -4868,7 +5239,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,8 @@ const (
 	AdminService_ListNodes_FullMethodName              = "/nodehotfix.admin.v1.AdminService/ListNodes"
 	AdminService_PublishKeySet_FullMethodName          = "/nodehotfix.admin.v1.AdminService/PublishKeySet"
 	AdminService_ListKeySets_FullMethodName            = "/nodehotfix.admin.v1.AdminService/ListKeySets"
+	AdminService_GetLog_FullMethodName                 = "/nodehotfix.admin.v1.AdminService/GetLog"
+	AdminService_RestoreLog_FullMethodName             = "/nodehotfix.admin.v1.AdminService/RestoreLog"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -88,6 +90,18 @@ type AdminServiceClient interface {
 	// ListKeySets lists the release key-set chain: lpsd's root (its
 	// --release-keys) and every published link.
 	ListKeySets(ctx context.Context, in *ListKeySetsRequest, opts ...grpc.CallOption) (*ListKeySetsResponse, error)
+	// GetLog returns the transparency log's state as this replica sees it,
+	// and whether it refuses appends because a witness has cosigned a larger
+	// tree than the store holds (the store was restored from a backup).
+	GetLog(ctx context.Context, in *GetLogRequest, opts ...grpc.CallOption) (*GetLogResponse, error)
+	// RestoreLog re-appends records a restored store lost, byte for byte as
+	// a monitor's export holds them (lpsctl log restore), with the change
+	// each records: a release envelope publishes its release as a draft, a
+	// revocation revokes its release, a key-set envelope publishes its
+	// version. The records must extend the log to a checkpoint lpsd's log
+	// key signed, so a restore cannot fork the log (audit action
+	// "restore-log").
+	RestoreLog(ctx context.Context, in *RestoreLogRequest, opts ...grpc.CallOption) (*RestoreLogResponse, error)
 }
 
 type adminServiceClient struct {
@@ -228,6 +242,26 @@ func (c *adminServiceClient) ListKeySets(ctx context.Context, in *ListKeySetsReq
 	return out, nil
 }
 
+func (c *adminServiceClient) GetLog(ctx context.Context, in *GetLogRequest, opts ...grpc.CallOption) (*GetLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLogResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RestoreLog(ctx context.Context, in *RestoreLogRequest, opts ...grpc.CallOption) (*RestoreLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RestoreLogResponse)
+	err := c.cc.Invoke(ctx, AdminService_RestoreLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -277,6 +311,18 @@ type AdminServiceServer interface {
 	// ListKeySets lists the release key-set chain: lpsd's root (its
 	// --release-keys) and every published link.
 	ListKeySets(context.Context, *ListKeySetsRequest) (*ListKeySetsResponse, error)
+	// GetLog returns the transparency log's state as this replica sees it,
+	// and whether it refuses appends because a witness has cosigned a larger
+	// tree than the store holds (the store was restored from a backup).
+	GetLog(context.Context, *GetLogRequest) (*GetLogResponse, error)
+	// RestoreLog re-appends records a restored store lost, byte for byte as
+	// a monitor's export holds them (lpsctl log restore), with the change
+	// each records: a release envelope publishes its release as a draft, a
+	// revocation revokes its release, a key-set envelope publishes its
+	// version. The records must extend the log to a checkpoint lpsd's log
+	// key signed, so a restore cannot fork the log (audit action
+	// "restore-log").
+	RestoreLog(context.Context, *RestoreLogRequest) (*RestoreLogResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -325,6 +371,12 @@ func (UnimplementedAdminServiceServer) PublishKeySet(context.Context, *PublishKe
 }
 func (UnimplementedAdminServiceServer) ListKeySets(context.Context, *ListKeySetsRequest) (*ListKeySetsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListKeySets not implemented")
+}
+func (UnimplementedAdminServiceServer) GetLog(context.Context, *GetLogRequest) (*GetLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLog not implemented")
+}
+func (UnimplementedAdminServiceServer) RestoreLog(context.Context, *RestoreLogRequest) (*RestoreLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RestoreLog not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -581,6 +633,42 @@ func _AdminService_ListKeySets_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetLog(ctx, req.(*GetLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RestoreLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RestoreLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RestoreLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RestoreLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RestoreLog(ctx, req.(*RestoreLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -639,6 +727,14 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListKeySets",
 			Handler:    _AdminService_ListKeySets_Handler,
+		},
+		{
+			MethodName: "GetLog",
+			Handler:    _AdminService_GetLog_Handler,
+		},
+		{
+			MethodName: "RestoreLog",
+			Handler:    _AdminService_RestoreLog_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
