@@ -86,7 +86,7 @@ type Checkpointer struct {
 	sizes  map[string]int64 // witness URL → size it last cosigned
 	// verified is how many records' stored hashes were recomputed
 	// (verify), under mu.
-	verified int64
+	verified      int64
 	cosigns       *prometheus.CounterVec
 	size          prometheus.Gauge
 	signed        prometheus.Gauge
