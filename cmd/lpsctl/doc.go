@@ -325,8 +325,8 @@ other value is a usage error (exit 2), as it describes no node.
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
 lpsd), one action (--action: publish, rollout-set, plan, skip, pause,
-resume, halt, complete, revoke, rotate-keys, auto-advance, auto-halt,
-auto-pause, expire; any other is a
+resume, halt, complete, revoke, rotate-keys, restore-log, auto-advance,
+auto-halt, auto-pause, expire; any other is a
 usage error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
 page. An operator's actor carries its credential's kind: when --actor ops
@@ -427,6 +427,25 @@ serve and log --dir reads. Every tile and bundle is verified before it is
 written and the checkpoint is written last; each file is replaced
 atomically. When DIR holds an earlier export, the log must extend it (a fork
 exits 7 and writes nothing) and only the new tiles are written.
+
+log status asks the lpsd replica --server reaches for its log: the records
+its store holds, the size of the cosigned checkpoint it keeps, and the
+largest tree a witness has told it it cosigned. A witness ahead of the
+store means the store was restored from an older backup, or lost writes:
+lpsd then refuses every publish, revoke and key-set publish (exit 3, with
+ErrorInfo reason LOG_BEHIND), since each would append a record and fork the
+log at a size witnesses and nodes already know. Halting a release appends
+nothing and stays allowed. A reader may run it.
+
+log restore re-appends, from an export (log export, run from cron), the
+records the restored store lost: it verifies the export as log --dir does,
+asks lpsd its log's size, and sends the records from there to the export's
+end, 32 a call, each call with the proof that they lead to the export's
+checkpoint; lpsd appends nothing unless they extend its log to a tree its
+log key signed (exit 3 otherwise, nothing appended). Each record is
+appended with its change (a release as a draft, a revocation, a key-set
+version) and an audit entry, action restore-log. Run again, it goes on
+where it stopped; with --dry-run it lists the records and changes nothing.
 
 # Output
 
@@ -591,6 +610,12 @@ On a fork (exit 7) it prints instead {"fork": {"reason": "...",
 "kept": {"origin", "size", "root_hash", "note"}, "served": {...}}}, each
 with its signed note. log export prints {"dir", "origin", "size",
 "root_hash", "previous_size" (null on a first export), "tiles", "bundles"}.
+log status prints {"origin" ("" without a log key), "size",
+"checkpoint_size", "witnessed_size", "witness" (its URL, when one
+answered), "appends_refused"}. log restore prints {"origin", "from" (the
+log's size before), "size" (after), "checkpoint_size" (the export's),
+"dry_run", "records": [{"index", "kind": "release|revocation|keyset",
+"target": "202604.01.3|keyset@2"}, ...]}.
 
 keys generate prints {"key_id", "private_key", "public_key"} (the paths);
 release sign prints {"out", "key_id", "base", "version", "not_after",

@@ -71,7 +71,7 @@ checkpoints and exits 7.`,
 	fs.StringVar(&o.state, "state", "", "`file` keeping the last verified checkpoint (created on first use)")
 	newInt(fs, &o.since, "since", 0, 0, 1<<62, "list records from this `index` on (all are still verified)")
 	o.out.register(fs)
-	cmd.AddCommand(newLogExportCmd(e))
+	cmd.AddCommand(newLogExportCmd(e), newLogStatusCmd(e), newLogRestoreCmd(e))
 	return cmd
 }
 

@@ -86,6 +86,20 @@ func (c *Client) CheckConsistent(ctx context.Context, kept, cp translog.Checkpoi
 	return err
 }
 
+// TreeProof returns the proof that cp's tree extends its first n records
+// (tlog.ProveTree), from cp's authenticated tiles: what a restore that
+// re-appends records up to n sends so lpsd can check they lead to cp.
+func (c *Client) TreeProof(ctx context.Context, cp translog.Checkpoint, n int64) (tlog.TreeProof, error) {
+	if n < 1 || n > cp.Size {
+		return nil, fmt.Errorf("tree proof from %d: want 1 to the checkpoint's %d", n, cp.Size)
+	}
+	proof, err := tlog.ProveTree(cp.Size, n, c.hashReader(ctx, cp))
+	if err != nil {
+		return nil, c.tileErr(err)
+	}
+	return proof, nil
+}
+
 // Records calls fn with each record of cp's tree from index start on, in
 // order, after checking it against the tree's leaf hash: fn never sees a
 // record the log key does not vouch for. It stops at fn's first error and

@@ -293,3 +293,36 @@ func TestNewHTTPFetcherRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestClientTreeProof: the proof from the served tiles that a tree of
+// 600 extends its first n records checks against both roots, and sizes
+// outside the tree are refused.
+func TestClientTreeProof(t *testing.T) {
+	t.Parallel()
+	s, v := newLogKey(t)
+	src := newLog(t, 600, s)
+	c := serve(t, Handler(src), v)
+	ctx := t.Context()
+	cp, err := checkpoint(c, ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int64{1, 255, 256, 257, 599, 600} {
+		proof, err := c.TreeProof(ctx, cp, n)
+		if err != nil {
+			t.Fatalf("TreeProof(%d): %v", n, err)
+		}
+		old, err := tlog.TreeHash(n, tlog.HashReaderFunc(func(idx []int64) ([]tlog.Hash, error) { return src.readHashes(idx) }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tlog.CheckTree(proof, cp.Size, cp.Hash, n, old); err != nil {
+			t.Errorf("TreeProof(%d) does not check: %v", n, err)
+		}
+	}
+	for _, n := range []int64{0, -1, 601} {
+		if _, err := c.TreeProof(ctx, cp, n); err == nil {
+			t.Errorf("TreeProof(%d) of a tree of 600: accepted", n)
+		}
+	}
+}
