@@ -132,7 +132,7 @@ func NewCheckpointer(st checkpointStore, cfg CheckpointerConfig) (*Checkpointer,
 		}),
 		witnessedSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lpsd_log_witnessed_size",
-			Help: "Largest tree size a witness has said it cosigned; above lpsd_snapshot_log_size, the store is behind (restored from a backup) and appends are refused until the log is restored.",
+			Help: "Largest tree size a witness has said it cosigned. Above lpsd_snapshot_log_size for long, the store is behind the log nodes were shown (restored from a backup): appends are refused until it is restored (lpsctl log restore).",
 		}),
 	}
 	if cfg.Register != nil {
