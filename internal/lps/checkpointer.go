@@ -21,10 +21,7 @@ import (
 
 // checkpointStore is the store's half a Checkpointer uses.
 type checkpointStore interface {
-	logStore
-	LogSize(ctx context.Context) (int64, error)
-	Checkpoint(ctx context.Context) (int64, []byte, error)
-	PutCheckpoint(ctx context.Context, size int64, note []byte) error
+	store.Log
 	Watch(ctx context.Context) <-chan struct{}
 }
 

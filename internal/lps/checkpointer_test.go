@@ -330,3 +330,11 @@ func TestCheckpointerLearnsTheWitnessIsAhead(t *testing.T) {
 		t.Error("NewCheckpointer without the log key's verifier: accepted")
 	}
 }
+
+// TestCheckpointCapsAgree: the store keeps no checkpoint larger than what
+// nodes and monitors read (translog.MaxNoteSize).
+func TestCheckpointCapsAgree(t *testing.T) {
+	if store.MaxCheckpointBytes != translog.MaxNoteSize {
+		t.Errorf("store.MaxCheckpointBytes = %d, translog.MaxNoteSize = %d: a checkpoint between them is kept and refused by every reader", store.MaxCheckpointBytes, translog.MaxNoteSize)
+	}
+}

@@ -95,24 +95,12 @@ func (f logFlags) checkpointer(st store.Store, log *slog.Logger, register func(p
 	return lps.NewCheckpointer(st, cfg)
 }
 
-// tileSource serves the store's log as C2SP tlog-tiles: the store says
-// ErrNotFound before the first checkpoint, the handler wants no note.
-type tileSource struct{ store.Store }
-
-func (s tileSource) Checkpoint(ctx context.Context) (int64, []byte, error) {
-	size, note, err := s.Store.Checkpoint(ctx)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, nil
-	}
-	return size, note, err
-}
-
-var _ tiles.Source = tileSource{}
+var _ tiles.Source = store.TileSource{}
 
 // logHandler serves the log read-only under /log/ on the HTTP listener:
 // anyone may monitor it (lpsctl log --url http://ADDR/log/).
 func logHandler(st store.Store) http.Handler {
-	return http.StripPrefix("/log", tiles.Handler(tileSource{st}))
+	return http.StripPrefix("/log", tiles.Handler(store.TileSource{Log: st}))
 }
 
 // warnLogPolicy says at start when lpsd's log flags cannot satisfy the log

@@ -20,8 +20,9 @@ const (
 	// about 2·log₂ n.
 	MaxLogHashes = 1024
 	// MaxCheckpointBytes bounds a stored checkpoint note, cosignatures
-	// included.
-	MaxCheckpointBytes = 16 << 10
+	// included: what every reader of one accepts (translog.MaxNoteSize),
+	// so the store keeps no checkpoint nodes and monitors would refuse.
+	MaxCheckpointBytes = 8 << 10
 )
 
 // Errors of the transparency log, returned (wrapped) by every backend.
@@ -148,6 +149,20 @@ func CheckHashIndexes(size int64, indexes []int64) error {
 		}
 	}
 	return nil
+}
+
+// TileSource is l as serving it as C2SP tlog-tiles reads it (the
+// translog/tiles Source interface): a log with no checkpoint yet has a nil
+// note, not ErrNotFound.
+type TileSource struct{ Log }
+
+// Checkpoint returns the kept checkpoint; 0 and a nil note when none is.
+func (s TileSource) Checkpoint(ctx context.Context) (int64, []byte, error) {
+	size, note, err := s.Log.Checkpoint(ctx)
+	if errors.Is(err, ErrNotFound) {
+		return 0, nil, nil
+	}
+	return size, note, err
 }
 
 // HashReader returns l's LogHashes as a tlog.HashReader, for tlog.TreeHash,

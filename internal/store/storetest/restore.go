@@ -1,7 +1,6 @@
 package storetest
 
 import (
-	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -219,7 +218,7 @@ func (l *restoreLog) mustCosign(t *testing.T, old int64, c signedCheckpoint, pro
 // export writes s's log to dir as tiles.Export does from lpsd's /log/.
 func (l *restoreLog) export(t *testing.T, s store.Store, dir string) {
 	t.Helper()
-	srv := httptest.NewServer(tiles.Handler(tileSource{s}))
+	srv := httptest.NewServer(tiles.Handler(store.TileSource{Log: s}))
 	t.Cleanup(srv.Close)
 	f, err := tiles.NewHTTPFetcher(srv.URL, srv.Client())
 	if err != nil {
@@ -253,15 +252,4 @@ func (l *restoreLog) exported(t *testing.T, dir string, start int64) [][]byte {
 		t.Fatal(err)
 	}
 	return out
-}
-
-// tileSource serves a store's log as tiles: no checkpoint is no note.
-type tileSource struct{ store.Store }
-
-func (s tileSource) Checkpoint(ctx context.Context) (int64, []byte, error) {
-	size, note, err := s.Store.Checkpoint(ctx)
-	if errors.Is(err, store.ErrNotFound) {
-		return 0, nil, nil
-	}
-	return size, note, err
 }
