@@ -151,12 +151,14 @@ them. Still unacknowledged, it is kept in
 var/log/azure/aks/report-outbox.json (at most 8 reports and 32 KiB; an
 outcome replaces its boot's started report) for `report-resend`, which the
 timer aks-node-controller-report-resend.timer runs every minute while the
-file exists: it sends each kept report once (each within 2 s, all within
-20 s), drops it once delivered or refused (InvalidArgument,
+file exists: it sends each kept report that is due once (each within 2 s,
+all within 20 s), waits 1, 2, 4, 8, 16 and then 30 minutes between the
+attempts at one report, drops it once delivered or refused (InvalidArgument,
 FailedPrecondition, Unimplemented, a certificate the node refuses), and
-drops every report 30 minutes after it was first sent: the node does not
-know the release's plan, and 30 minutes is the default --silent-after, past
-which the node counts as silent anyway. Every disk fault fails open: the
+drops every report 48 hours after it was first sent: the node knows
+neither the release's plan nor the service's outages, and no report counts
+later (the longest --silent-after, 24 h, stretched by the longest outage
+lpsd forgives, 24 h). Every disk fault fails open: the
 report is lost and logged, provisioning is never affected. report-resend
 takes the common flags (--root, --imds-url, --lps-addr) and prints
 "delivered N, dropped N, kept N".

@@ -146,6 +146,9 @@ func (s PlanStep) whyPassed(percent int) string {
 // any more (provisioning's own limits are well inside it).
 const DefaultSilentAfter = 30 * time.Minute
 
+// MaxSilentAfter is the longest SilentAfter a plan may set.
+const MaxSilentAfter = 24 * time.Hour
+
 // SilenceDeadline returns p's SilentAfter, or its default.
 func (p Plan) SilenceDeadline() time.Duration {
 	if p.SilentAfter == 0 {
@@ -214,7 +217,7 @@ func (p Plan) Validate() error {
 	if !(p.MaxFailureRate > 0 && p.MaxFailureRate <= 1) {
 		return bad("max failure rate %v out of range (0, 1]", p.MaxFailureRate)
 	}
-	if p.SilentAfter != 0 && (p.SilentAfter < time.Minute || p.SilentAfter > 24*time.Hour) {
+	if p.SilentAfter != 0 && (p.SilentAfter < time.Minute || p.SilentAfter > MaxSilentAfter) {
 		return bad("silent-after %v out of range 1m..24h", p.SilentAfter)
 	}
 	for _, c := range []struct {

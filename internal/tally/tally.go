@@ -478,8 +478,9 @@ func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) 
 const MaxStretch = 24 * time.Hour
 
 // UptimeWindow is how far back Uptime needs marks: the longest
-// silent-after (rollout's limit, 24 h) plus MaxStretch.
-const UptimeWindow = 24*time.Hour + MaxStretch
+// silent-after (rollout.MaxSilentAfter) plus MaxStretch: how long a node
+// keeps resending a report (lpswire.ReportDeadline).
+const UptimeWindow = rollout.MaxSilentAfter + MaxStretch
 
 // Uptime is lpsd's uptime over a window, from the minutes in which some
 // replica marked itself up (store.Beats). A minute before the window's

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"nodehotfix/internal/lpswire"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
@@ -366,5 +367,14 @@ func TestParseOutcome(t *testing.T) {
 		if _, ok := ParseOutcome(bad); ok {
 			t.Errorf("ParseOutcome(%q) accepted", bad)
 		}
+	}
+}
+
+// TestNodesResendAsLongAsReportsCount: a node keeps resending a report as
+// long as one can turn its boot's silence into an outcome, the longest
+// silent-after stretched by the longest outage forgiven; no longer.
+func TestNodesResendAsLongAsReportsCount(t *testing.T) {
+	if lpswire.ReportDeadline != UptimeWindow {
+		t.Errorf("nodes resend reports for %v, silence is decided within %v (silent-after up to %v, stretched up to %v): they must agree", lpswire.ReportDeadline, UptimeWindow, rollout.MaxSilentAfter, MaxStretch)
 	}
 }

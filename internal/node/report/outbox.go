@@ -14,17 +14,24 @@ import (
 
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/capfile"
+	"nodehotfix/internal/lpswire"
 	"nodehotfix/internal/node/layout"
 	"nodehotfix/internal/node/lpsclient"
 )
 
 const (
 	// MaxKeep is how long a report the service did not acknowledge is
-	// kept and resent, from when it was first sent: the default silence
-	// deadline of a plan (rollout.DefaultSilentAfter). The node does not
-	// know the plan; past it the node counts as silent anyway, and a
-	// report that late would only turn a silent vote into its outcome.
-	MaxKeep = 30 * time.Minute
+	// kept and resent, from when it was first sent: as long as it can
+	// still count (lpswire.ReportDeadline). The node does not know its
+	// release's plan or lpsd's outages, so it keeps it for the longest.
+	MaxKeep = lpswire.ReportDeadline
+	// firstBackoff and maxBackoff space the resends of a kept report:
+	// the first one at the timer's next run (a replica restart costs a
+	// minute), then twice as long after each failed one, up to half an
+	// hour, so a node does not knock every minute through a long outage
+	// (about a hundred attempts in MaxKeep, not 2880).
+	firstBackoff = time.Minute
+	maxBackoff   = 30 * time.Minute
 	// maxKept bounds the reports kept: a node sends two per boot (started,
 	// outcome) and boots rarely; the oldest go first.
 	maxKept = 8
@@ -47,6 +54,25 @@ type Kept struct {
 	Outcome  *Outcome  `json:"outcome,omitempty"`
 	Start    *Start    `json:"start,omitempty"`
 	Attempts int       `json:"attempts"`
+	// Next is when Resend tries it again; zero (and outboxes written
+	// before it was kept): at once.
+	Next time.Time `json:"next,omitzero"`
+}
+
+// due reports whether k is to be sent at now. A Next further away than
+// maxBackoff is not one this node wrote (a clock stepped back, a damaged
+// file): it is due, not held.
+func (k Kept) due(now time.Time) bool {
+	return !k.Next.After(now) || k.Next.Sub(now) > maxBackoff
+}
+
+// backoff is the wait after the nth failed attempt (the first send is 1).
+func backoff(n int) time.Duration {
+	d := firstBackoff
+	for i := 2; i < n && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
 }
 
 type outbox struct {
@@ -97,11 +123,12 @@ type Resent struct {
 	Delivered, Dropped, Kept int
 }
 
-// Resend sends every report the outbox under cfg.Root keeps, once each
-// within ctx (each attempt within Timeout), and keeps those that failed
-// with a Retryable error until MaxKeep after they were first sent. It
-// returns what it did and the first error; an outbox that cannot be read
-// is removed (its reports are lost: fail-open).
+// Resend sends every report the outbox under cfg.Root keeps that is due,
+// once each within ctx (each attempt within Timeout), and keeps those that
+// failed with a Retryable error, to be tried again after a backoff, until
+// MaxKeep after they were first sent. Reports not due yet are kept as
+// they are. It returns what it did and the first error; an outbox that
+// cannot be read is removed (its reports are lost: fail-open).
 func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	var res Resent
 	if _, err := os.Lstat(cfg.Root.ReportOutbox()); errors.Is(err, fs.ErrNotExist) {
@@ -124,6 +151,13 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	if len(kept) == 0 {
 		return res, removeOutbox(cfg.Root)
 	}
+	if !slices.ContainsFunc(kept, func(k Kept) bool { return k.due(now) }) {
+		res.Kept = len(kept)
+		if res.Dropped == 0 {
+			return res, nil // nothing due, nothing changed: no write
+		}
+		return res, writeOutbox(cfg.Root, kept)
+	}
 	t, token, _, err := cfg.Resolve(ctx)
 	if err != nil {
 		res.Kept = len(kept)
@@ -132,12 +166,17 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	var first error
 	left := kept[:0]
 	for _, k := range kept {
+		if !k.due(now) {
+			left = append(left, k)
+			continue
+		}
 		err := resend(ctx, t, token, k)
 		switch {
 		case err == nil:
 			res.Delivered++
 		case Retryable(err):
 			k.Attempts++
+			k.Next = now.Add(backoff(k.Attempts))
 			left = append(left, k)
 		default:
 			res.Dropped++

@@ -184,6 +184,69 @@ func TestKeepAndResend(t *testing.T) {
 			t.Errorf("%d calls for an expired report, want none", calls)
 		}
 	})
+	t.Run("kept-through-a-long-outage-with-backoff", func(t *testing.T) {
+		t.Parallel()
+		root, ca := nodeRoot(t, testBoot)
+		svc := &service{answers: []error{unavailable}}
+		cfg := Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}
+		if err := Keep(t.Context(), root, now, &o, nil); err != nil {
+			t.Fatal(err)
+		}
+		// The timer runs every minute for 10 hours of outage: the
+		// report is tried at 1 min, then 1, 2, 4, 8, 16 and every 30
+		// minutes after, and kept all along.
+		at := now
+		for range 10 * 60 {
+			at = at.Add(time.Minute)
+			if res, _ := Resend(t.Context(), cfg, at); res.Kept != 1 {
+				t.Fatalf("Resend at +%v = %+v, want the report kept", at.Sub(now), res)
+			}
+		}
+		// At minutes 1, 2, 4, 8, 16 and 32, then every 30 to 572.
+		if calls, _, _ := svc.counts(); calls != 6+18 {
+			t.Errorf("%d resend attempts in 10 hours of outage, want %d (backoff from 1 to 30 minutes)", calls, 6+18)
+		}
+		kept, err := readOutbox(root)
+		if err != nil || len(kept) != 1 || !kept[0].Next.After(at) || kept[0].Next.Sub(at) > maxBackoff {
+			t.Fatalf("outbox = %+v, %v; want the report with its next attempt within %v", kept, err, maxBackoff)
+		}
+		// The service is back after 40 hours: still within MaxKeep, the
+		// report goes at its next attempt.
+		svc.mu.Lock()
+		svc.answers = []error{nil}
+		svc.calls = 0
+		svc.mu.Unlock()
+		back := now.Add(40 * time.Hour)
+		res, err := Resend(t.Context(), cfg, back)
+		if err != nil || res != (Resent{Delivered: 1}) {
+			t.Fatalf("Resend after a 40-hour outage = %+v, %v; want delivered", res, err)
+		}
+	})
+	t.Run("not-due-not-sent", func(t *testing.T) {
+		t.Parallel()
+		root, ca := nodeRoot(t, testBoot)
+		svc := &service{}
+		cfg := Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}
+		Keep(t.Context(), root, now, &o, nil)
+		kept, _ := readOutbox(root)
+		kept[0].Next = now.Add(10 * time.Minute)
+		if err := writeOutbox(root, kept); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := Resend(t.Context(), cfg, now.Add(time.Minute)); err != nil || res != (Resent{Kept: 1}) {
+			t.Errorf("Resend before the report is due = %+v, %v; want it kept unsent", res, err)
+		}
+		if calls, _, _ := svc.counts(); calls != 0 {
+			t.Errorf("%d calls before the report was due, want none", calls)
+		}
+		// A next attempt further away than the longest backoff is not
+		// one this node wrote (a clock stepped back): due.
+		kept[0].Next = now.Add(10 * time.Hour)
+		writeOutbox(root, kept)
+		if res, err := Resend(t.Context(), cfg, now.Add(time.Minute)); err != nil || res != (Resent{Delivered: 1}) {
+			t.Errorf("Resend of a report held 10 hours = %+v, %v; want it sent", res, err)
+		}
+	})
 	t.Run("capped", func(t *testing.T) {
 		t.Parallel()
 		root, _ := nodeRoot(t, testBoot)
