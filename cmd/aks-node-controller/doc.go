@@ -110,7 +110,9 @@ CSE's timeout alone. A bootstrap that
 started is never run again (it is not idempotent): its exit code stands. If
 the hotfix agent is killed by a signal after the bootstrap started, launch
 records that in provision.json (exit code 128+signal) so provision-wait does
-not wait out its timeout. The hotfix agent writes to launch's own stdout and
+not wait out its timeout; killed after it wrote its own provision.json and
+provision.complete (lingering once done), its status stands and launch
+exits with the code it recorded. The hotfix agent writes to launch's own stdout and
 stderr, not a pipe, so its bootstrap outlives a launch that dies.
 
 Outcome report. With ENABLE_PROVISIONING_HOTFIX=true, launch reports once,
@@ -345,7 +347,7 @@ Exit codes:
 	2    usage error (unknown command or flag)
 	N    launch and provision: the bootstrap's exit code (240 when it could
 	     not start; 128+signal when a hotfix agent was killed after it
-	     started); provision-wait: the recorded ExitCode; download-hotfix: the
+	     started and before it recorded its status); provision-wait: the recorded ExitCode; download-hotfix: the
 	     package manager's exit code (255 if it was killed)
 
 Files (under --root):

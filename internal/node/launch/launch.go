@@ -500,6 +500,12 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision, record
 	case ctx.Err() != nil:
 		// Stopped from outside (shutdown): nothing more runs.
 		return 128 + int(syscall.SIGTERM), ""
+	case started && killed && mark.Changed(cfg.Root):
+		// It wrote its status, then was killed lingering (an OOM kill, a
+		// helper it waited on): the status it wrote stands.
+		code := provision.RecordedExit(cfg.Root, 128+int(sig))
+		say(cfg.Stdout, "aks-node-controller (hotfix) killed by %v after it recorded its provisioning (exit code %d)", sig, code)
+		return code, ""
 	case started && killed:
 		// The bootstrap may still be running, orphaned; its result is
 		// unknown. Recording the failure beats provision-wait waiting out

@@ -203,6 +203,9 @@ func TestRunHotfixAndFallback(t *testing.T) {
 		{name: "could-not-start", body: "exit 240", wantFallback: "exited with code 240"},
 		{name: "killed-before-bootstrap", body: "kill -9 $$", wantFallback: "killed by killed"},
 		{name: "killed-after-bootstrap", body: startsBootstrap("kill -9 $$"), wantCode: 137, wantStatus: "137"},
+		// Its status written, then killed lingering (an OOM kill, a
+		// helper it waited on): the status it wrote stands.
+		{name: "killed-after-its-status", body: startsBootstrap(`mkdir -p "$root/opt/azure/containers"; echo '{"ExitCode":"0"}' >"$root/var/log/azure/aks/provision.json"; : >"$root/opt/azure/containers/provision.complete"; kill -9 $$`), wantCode: 0, wantStatus: "0"},
 		{name: "reference-style-bootstrap-failed", body: `mkdir -p "$root/opt/azure/containers"; echo '{"ExitCode":"5"}' >"$root/var/log/azure/aks/provision.json"; : >"$root/opt/azure/containers/provision.complete"; exit 5`, wantCode: 5},
 		{name: "reference-style-crash", body: "exit 2", wantFallback: "exited with code 2"},
 		{name: "hung-in-preflight", body: `printf '{"LaunchID":"%s","Phase":"preflight"}' "$AKS_NODE_CONTROLLER_LAUNCH_ID" >"$root/var/log/azure/aks/provision-started.json"; exec sleep 600`, wantFallback: "did not start the bootstrap within 300ms"},

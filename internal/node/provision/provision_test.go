@@ -340,3 +340,37 @@ func TestStatusMark(t *testing.T) {
 		t.Error("a rewritten status (same content) is not a change")
 	}
 }
+
+// TestRecordedExit: the exit code provision.json records, or the
+// fallback for a status that is missing, unparsable or no exit code.
+func TestRecordedExit(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, status string
+		want         int
+	}{
+		{"none", "", 99},
+		{"zero", `{"ExitCode":"0"}`, 0},
+		{"failed", `{"ExitCode":"5","Error":"x"}`, 5},
+		{"not-json", `{"ExitCode":`, 99},
+		{"not-a-number", `{"ExitCode":"five"}`, 99},
+		{"negative", `{"ExitCode":"-1"}`, 99},
+		{"too-large", `{"ExitCode":"256"}`, 99},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			root := layout.Root(t.TempDir())
+			if tt.status != "" {
+				if err := os.MkdirAll(filepath.Dir(root.ProvisionJSON()), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(root.ProvisionJSON(), []byte(tt.status), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := RecordedExit(root, 99); got != tt.want {
+				t.Errorf("RecordedExit(%s) = %d, want %d", tt.status, got, tt.want)
+			}
+		})
+	}
+}

@@ -70,6 +70,24 @@ func Wait(ctx context.Context, root layout.Root) ([]byte, Status, error) {
 	return raw, st, nil
 }
 
+// RecordedExit returns the exit code provision.json under root records,
+// or otherwise when it holds none that parses.
+func RecordedExit(root layout.Root, otherwise int) int {
+	raw, err := capfile.Read(root.ProvisionJSON(), maxStatusSize)
+	if err != nil {
+		return otherwise
+	}
+	var st Status
+	if json.Unmarshal(raw, &st) != nil {
+		return otherwise
+	}
+	n, err := strconv.Atoi(st.ExitCode)
+	if err != nil || n < 0 || n > 255 {
+		return otherwise
+	}
+	return n
+}
+
 func waitForFile(ctx context.Context, path string) error {
 	var events <-chan fsnotify.Event
 	if w, err := fsnotify.NewWatcher(); err == nil {
