@@ -48,6 +48,9 @@ type Store struct {
 	configs map[string]entry[rollout.Config]
 	// log is the transparency log and the key sets and checkpoint beside it.
 	log memLog
+	// freeze holds the fleet-wide freeze under freezeKey, made on first
+	// write; its writes move rev too.
+	freeze map[string]entry[store.Freeze]
 }
 
 type subscriptionKey struct{ version, subscription string }
