@@ -51,7 +51,7 @@ const (
 // Actions returns every action the audit log records, the operators' and
 // then the autopilot's, in the order the manuals list them.
 func Actions() []string {
-	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys, ActionRestoreLog,
+	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys, ActionRestoreLog, ActionFreeze, ActionUnfreeze,
 		autopilot.ActionAdvance, autopilot.ActionHalt, autopilot.ActionPause, autopilot.ActionExpire}
 }
 
@@ -382,6 +382,11 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "plan: %v", err)
 	}
+	if !req.GetDryRun() {
+		if err := s.checkFrozen(ctx, "plan "+req.GetVersion()); err != nil {
+			return nil, err
+		}
+	}
 	from := int(req.GetFromStep())
 	if from < 0 || from > len(p.Steps) {
 		return nil, status.Errorf(codes.InvalidArgument, "from_step %d: the plan has steps 1 to %d (0: the first)", from, len(p.Steps))
@@ -502,6 +507,9 @@ func (s *Server) SkipStep(ctx context.Context, req *adminv1.SkipStepRequest) (*a
 	if err := checkReason(req.GetReason()); err != nil {
 		return nil, err
 	}
+	if err := s.checkFrozen(ctx, "skip "+req.GetVersion()); err != nil {
+		return nil, err
+	}
 	now := s.now()
 	var left int
 	if _, _, ok := rollout.ParseConfigID(req.GetVersion()); ok {
@@ -583,6 +591,9 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 	pct := req.GetPercent()
 	if pct < 0 || pct > 100 {
 		return nil, status.Errorf(codes.InvalidArgument, "percent %d out of range 0..100", pct)
+	}
+	if err := s.checkFrozen(ctx, "rollout set "+req.GetVersion()); err != nil {
+		return nil, err
 	}
 	var subs, regions []string
 	if req.GetSetSubscriptions() {
@@ -693,6 +704,9 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 				already = true
 				return c, nil
 			}
+			if err := s.checkStart(ctx, a.name, req.GetVersion(), a.to); err != nil {
+				return c, err
+			}
 			if a.to == rollout.Rolling {
 				return c.Resume(s.now())
 			}
@@ -709,6 +723,9 @@ func (s *Server) Transition(ctx context.Context, req *adminv1.TransitionRequest)
 		if r.Rollout.State == a.to && !r.Revoked {
 			already = true
 			return r, nil
+		}
+		if err := s.checkStart(ctx, a.name, req.GetVersion(), a.to); err != nil {
+			return r, err
 		}
 		if a.to == rollout.Rolling {
 			return r.Resume(s.now())
@@ -893,6 +910,13 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		return nil, s.storeError("list releases", err)
 	}
 	resp := &adminv1.StatusResponse{Region: s.region}
+	if _, ok := s.store.(store.Freezer); ok {
+		f, rev, err := s.freeze(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp.Freeze = freezeProto(f, rev)
+	}
 	var read []rollout.Release // per resp.Releases entry
 	// Releases carries no per-record revision; read each record so the
 	// revision shown is the one a compare-and-swap must name.

@@ -971,6 +971,10 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 		},
 		"ListKeySets": func() error { _, err := s.ListKeySets(ctx, &adminv1.ListKeySetsRequest{}); return err },
 		"GetLog":      func() error { _, err := s.GetLog(ctx, &adminv1.GetLogRequest{}); return err },
+		"SetFreeze": func() error {
+			_, err := s.SetFreeze(ctx, &adminv1.SetFreezeRequest{Frozen: true, Reason: "r"})
+			return err
+		},
 		"RestoreLog": func() error {
 			_, err := s.RestoreLog(ctx, &adminv1.RestoreLogRequest{Records: [][]byte{[]byte("r")}, Reason: "r"})
 			return err

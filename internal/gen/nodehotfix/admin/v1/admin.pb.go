@@ -90,6 +90,202 @@ func (Action) EnumDescriptor() ([]byte, []int) {
 	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{0}
 }
 
+// Freeze is the fleet-wide rollout freeze.
+type Freeze struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Frozen bool                   `protobuf:"varint,1,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// The change that froze or thawed it: why, who, when.
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Actor  string                 `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	Since  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// The record's revision, for SetFreezeRequest.if_revision.
+	Revision      int64 `protobuf:"varint,5,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Freeze) Reset() {
+	*x = Freeze{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Freeze) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Freeze) ProtoMessage() {}
+
+func (x *Freeze) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
+func (*Freeze) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *Freeze) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
+}
+
+func (x *Freeze) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Freeze) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *Freeze) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *Freeze) GetRevision() int64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+// SetFreezeRequest freezes (frozen) or thaws every rollout.
+type SetFreezeRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Frozen bool                   `protobuf:"varint,1,opt,name=frozen,proto3" json:"frozen,omitempty"`
+	// Why, for the audit log; required.
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Expected freeze revision; 0 means the current one.
+	IfRevision    int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFreezeRequest) Reset() {
+	*x = SetFreezeRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFreezeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFreezeRequest) ProtoMessage() {}
+
+func (x *SetFreezeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFreezeRequest.ProtoReflect.Descriptor instead.
+func (*SetFreezeRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetFreezeRequest) GetFrozen() bool {
+	if x != nil {
+		return x.Frozen
+	}
+	return false
+}
+
+func (x *SetFreezeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SetFreezeRequest) GetIfRevision() int64 {
+	if x != nil {
+		return x.IfRevision
+	}
+	return 0
+}
+
+// SetFreezeResponse returns the freeze as stored.
+type SetFreezeResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Freeze *Freeze                `protobuf:"bytes,1,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	// It was already so: nothing changed.
+	Unchanged     bool `protobuf:"varint,2,opt,name=unchanged,proto3" json:"unchanged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFreezeResponse) Reset() {
+	*x = SetFreezeResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFreezeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFreezeResponse) ProtoMessage() {}
+
+func (x *SetFreezeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFreezeResponse.ProtoReflect.Descriptor instead.
+func (*SetFreezeResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SetFreezeResponse) GetFreeze() *Freeze {
+	if x != nil {
+		return x.Freeze
+	}
+	return nil
+}
+
+func (x *SetFreezeResponse) GetUnchanged() bool {
+	if x != nil {
+		return x.Unchanged
+	}
+	return false
+}
+
 // GetLogRequest has no fields.
 type GetLogRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -99,7 +295,7 @@ type GetLogRequest struct {
 
 func (x *GetLogRequest) Reset() {
 	*x = GetLogRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -111,7 +307,7 @@ func (x *GetLogRequest) String() string {
 func (*GetLogRequest) ProtoMessage() {}
 
 func (x *GetLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[0]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -124,7 +320,7 @@ func (x *GetLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogRequest.ProtoReflect.Descriptor instead.
 func (*GetLogRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 // GetLogResponse is the transparency log's state.
@@ -149,7 +345,7 @@ type GetLogResponse struct {
 
 func (x *GetLogResponse) Reset() {
 	*x = GetLogResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -161,7 +357,7 @@ func (x *GetLogResponse) String() string {
 func (*GetLogResponse) ProtoMessage() {}
 
 func (x *GetLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[1]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -174,7 +370,7 @@ func (x *GetLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLogResponse.ProtoReflect.Descriptor instead.
 func (*GetLogResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{1}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetLogResponse) GetOrigin() string {
@@ -243,7 +439,7 @@ type RestoreLogRequest struct {
 
 func (x *RestoreLogRequest) Reset() {
 	*x = RestoreLogRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +451,7 @@ func (x *RestoreLogRequest) String() string {
 func (*RestoreLogRequest) ProtoMessage() {}
 
 func (x *RestoreLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[2]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +464,7 @@ func (x *RestoreLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreLogRequest.ProtoReflect.Descriptor instead.
 func (*RestoreLogRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RestoreLogRequest) GetFrom() int64 {
@@ -319,7 +515,7 @@ type RestoreLogResponse struct {
 
 func (x *RestoreLogResponse) Reset() {
 	*x = RestoreLogResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +527,7 @@ func (x *RestoreLogResponse) String() string {
 func (*RestoreLogResponse) ProtoMessage() {}
 
 func (x *RestoreLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[3]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +540,7 @@ func (x *RestoreLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoreLogResponse.ProtoReflect.Descriptor instead.
 func (*RestoreLogResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RestoreLogResponse) GetSize() int64 {
@@ -376,7 +572,7 @@ type RestoredRecord struct {
 
 func (x *RestoredRecord) Reset() {
 	*x = RestoredRecord{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +584,7 @@ func (x *RestoredRecord) String() string {
 func (*RestoredRecord) ProtoMessage() {}
 
 func (x *RestoredRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[4]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +597,7 @@ func (x *RestoredRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RestoredRecord.ProtoReflect.Descriptor instead.
 func (*RestoredRecord) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RestoredRecord) GetIndex() int64 {
@@ -454,7 +650,7 @@ type KeySet struct {
 
 func (x *KeySet) Reset() {
 	*x = KeySet{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +662,7 @@ func (x *KeySet) String() string {
 func (*KeySet) ProtoMessage() {}
 
 func (x *KeySet) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[5]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +675,7 @@ func (x *KeySet) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySet.ProtoReflect.Descriptor instead.
 func (*KeySet) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KeySet) GetVersion() int64 {
@@ -565,7 +761,7 @@ type PublishKeySetRequest struct {
 
 func (x *PublishKeySetRequest) Reset() {
 	*x = PublishKeySetRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +773,7 @@ func (x *PublishKeySetRequest) String() string {
 func (*PublishKeySetRequest) ProtoMessage() {}
 
 func (x *PublishKeySetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[6]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +786,7 @@ func (x *PublishKeySetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishKeySetRequest.ProtoReflect.Descriptor instead.
 func (*PublishKeySetRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PublishKeySetRequest) GetEnvelopeJson() string {
@@ -619,7 +815,7 @@ type PublishKeySetResponse struct {
 
 func (x *PublishKeySetResponse) Reset() {
 	*x = PublishKeySetResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -631,7 +827,7 @@ func (x *PublishKeySetResponse) String() string {
 func (*PublishKeySetResponse) ProtoMessage() {}
 
 func (x *PublishKeySetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[7]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -644,7 +840,7 @@ func (x *PublishKeySetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishKeySetResponse.ProtoReflect.Descriptor instead.
 func (*PublishKeySetResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *PublishKeySetResponse) GetKeySet() *KeySet {
@@ -670,7 +866,7 @@ type ListKeySetsRequest struct {
 
 func (x *ListKeySetsRequest) Reset() {
 	*x = ListKeySetsRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +878,7 @@ func (x *ListKeySetsRequest) String() string {
 func (*ListKeySetsRequest) ProtoMessage() {}
 
 func (x *ListKeySetsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[8]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +891,7 @@ func (x *ListKeySetsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySetsRequest.ProtoReflect.Descriptor instead.
 func (*ListKeySetsRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{11}
 }
 
 // ListKeySetsResponse is the chain, oldest first.
@@ -711,7 +907,7 @@ type ListKeySetsResponse struct {
 
 func (x *ListKeySetsResponse) Reset() {
 	*x = ListKeySetsResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +919,7 @@ func (x *ListKeySetsResponse) String() string {
 func (*ListKeySetsResponse) ProtoMessage() {}
 
 func (x *ListKeySetsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[9]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +932,7 @@ func (x *ListKeySetsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListKeySetsResponse.ProtoReflect.Descriptor instead.
 func (*ListKeySetsResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListKeySetsResponse) GetRoot() *KeySet {
@@ -788,7 +984,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -800,7 +996,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[10]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -813,7 +1009,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{10}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Release) GetVersion() string {
@@ -924,7 +1120,7 @@ type Counts struct {
 
 func (x *Counts) Reset() {
 	*x = Counts{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1132,7 @@ func (x *Counts) String() string {
 func (*Counts) ProtoMessage() {}
 
 func (x *Counts) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[11]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1145,7 @@ func (x *Counts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Counts.ProtoReflect.Descriptor instead.
 func (*Counts) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{11}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Counts) GetReported() uint64 {
@@ -1030,7 +1226,7 @@ type ControlCohort struct {
 
 func (x *ControlCohort) Reset() {
 	*x = ControlCohort{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1042,7 +1238,7 @@ func (x *ControlCohort) String() string {
 func (*ControlCohort) ProtoMessage() {}
 
 func (x *ControlCohort) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[12]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1055,7 +1251,7 @@ func (x *ControlCohort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlCohort.ProtoReflect.Descriptor instead.
 func (*ControlCohort) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{12}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ControlCohort) GetBase() string {
@@ -1113,7 +1309,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1321,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[13]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1334,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{13}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Rollout) GetState() string {
@@ -1252,7 +1448,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1460,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[14]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1473,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{14}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Plan) GetSteps() []*PlanStep {
@@ -1368,7 +1564,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1576,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[15]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1589,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{15}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PlanStep) GetPercent() int32 {
@@ -1455,7 +1651,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1663,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[16]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1676,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{16}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Health) GetVerdict() string {
@@ -1559,7 +1755,7 @@ type PublishReleaseRequest struct {
 
 func (x *PublishReleaseRequest) Reset() {
 	*x = PublishReleaseRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1571,7 +1767,7 @@ func (x *PublishReleaseRequest) String() string {
 func (*PublishReleaseRequest) ProtoMessage() {}
 
 func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1584,7 +1780,7 @@ func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseRequest.ProtoReflect.Descriptor instead.
 func (*PublishReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PublishReleaseRequest) GetEnvelopeJson() string {
@@ -1614,7 +1810,7 @@ type PublishReleaseResponse struct {
 
 func (x *PublishReleaseResponse) Reset() {
 	*x = PublishReleaseResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1822,7 @@ func (x *PublishReleaseResponse) String() string {
 func (*PublishReleaseResponse) ProtoMessage() {}
 
 func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1835,7 @@ func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseResponse.ProtoReflect.Descriptor instead.
 func (*PublishReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PublishReleaseResponse) GetRelease() *Release {
@@ -1703,7 +1899,7 @@ type SetRolloutRequest struct {
 
 func (x *SetRolloutRequest) Reset() {
 	*x = SetRolloutRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1911,7 @@ func (x *SetRolloutRequest) String() string {
 func (*SetRolloutRequest) ProtoMessage() {}
 
 func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1924,7 @@ func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*SetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *SetRolloutRequest) GetVersion() string {
@@ -1830,7 +2026,7 @@ type SetRolloutResponse struct {
 
 func (x *SetRolloutResponse) Reset() {
 	*x = SetRolloutResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1842,7 +2038,7 @@ func (x *SetRolloutResponse) String() string {
 func (*SetRolloutResponse) ProtoMessage() {}
 
 func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1855,7 +2051,7 @@ func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutResponse.ProtoReflect.Descriptor instead.
 func (*SetRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SetRolloutResponse) GetRelease() *Release {
@@ -1912,7 +2108,7 @@ type SetPlanRequest struct {
 
 func (x *SetPlanRequest) Reset() {
 	*x = SetPlanRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2120,7 @@ func (x *SetPlanRequest) String() string {
 func (*SetPlanRequest) ProtoMessage() {}
 
 func (x *SetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2133,7 @@ func (x *SetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPlanRequest.ProtoReflect.Descriptor instead.
 func (*SetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetPlanRequest) GetVersion() string {
@@ -2002,7 +2198,7 @@ type SetPlanResponse struct {
 
 func (x *SetPlanResponse) Reset() {
 	*x = SetPlanResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2210,7 @@ func (x *SetPlanResponse) String() string {
 func (*SetPlanResponse) ProtoMessage() {}
 
 func (x *SetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2223,7 @@ func (x *SetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPlanResponse.ProtoReflect.Descriptor instead.
 func (*SetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetPlanResponse) GetRelease() *Release {
@@ -2077,7 +2273,7 @@ type PlanPreview struct {
 
 func (x *PlanPreview) Reset() {
 	*x = PlanPreview{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2089,7 +2285,7 @@ func (x *PlanPreview) String() string {
 func (*PlanPreview) ProtoMessage() {}
 
 func (x *PlanPreview) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2102,7 +2298,7 @@ func (x *PlanPreview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPreview.ProtoReflect.Descriptor instead.
 func (*PlanPreview) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PlanPreview) GetSteps() []*StepWindow {
@@ -2143,7 +2339,7 @@ type StepWindow struct {
 
 func (x *StepWindow) Reset() {
 	*x = StepWindow{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2351,7 @@ func (x *StepWindow) String() string {
 func (*StepWindow) ProtoMessage() {}
 
 func (x *StepWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2364,7 @@ func (x *StepWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepWindow.ProtoReflect.Descriptor instead.
 func (*StepWindow) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StepWindow) GetEarliestStart() *timestamppb.Timestamp {
@@ -2219,7 +2415,7 @@ type Baseline struct {
 
 func (x *Baseline) Reset() {
 	*x = Baseline{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2231,7 +2427,7 @@ func (x *Baseline) String() string {
 func (*Baseline) ProtoMessage() {}
 
 func (x *Baseline) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2244,7 +2440,7 @@ func (x *Baseline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Baseline.ProtoReflect.Descriptor instead.
 func (*Baseline) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Baseline) GetMaxFailureRate() float64 {
@@ -2312,7 +2508,7 @@ type SkipStepRequest struct {
 
 func (x *SkipStepRequest) Reset() {
 	*x = SkipStepRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +2520,7 @@ func (x *SkipStepRequest) String() string {
 func (*SkipStepRequest) ProtoMessage() {}
 
 func (x *SkipStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2533,7 @@ func (x *SkipStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipStepRequest.ProtoReflect.Descriptor instead.
 func (*SkipStepRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SkipStepRequest) GetVersion() string {
@@ -2377,7 +2573,7 @@ type SkipStepResponse struct {
 
 func (x *SkipStepResponse) Reset() {
 	*x = SkipStepResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2389,7 +2585,7 @@ func (x *SkipStepResponse) String() string {
 func (*SkipStepResponse) ProtoMessage() {}
 
 func (x *SkipStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2402,7 +2598,7 @@ func (x *SkipStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipStepResponse.ProtoReflect.Descriptor instead.
 func (*SkipStepResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SkipStepResponse) GetRelease() *Release {
@@ -2443,7 +2639,7 @@ type TransitionRequest struct {
 
 func (x *TransitionRequest) Reset() {
 	*x = TransitionRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2651,7 @@ func (x *TransitionRequest) String() string {
 func (*TransitionRequest) ProtoMessage() {}
 
 func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2664,7 @@ func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionRequest.ProtoReflect.Descriptor instead.
 func (*TransitionRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *TransitionRequest) GetVersion() string {
@@ -2514,7 +2710,7 @@ type TransitionResponse struct {
 
 func (x *TransitionResponse) Reset() {
 	*x = TransitionResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2722,7 @@ func (x *TransitionResponse) String() string {
 func (*TransitionResponse) ProtoMessage() {}
 
 func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2735,7 @@ func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionResponse.ProtoReflect.Descriptor instead.
 func (*TransitionResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *TransitionResponse) GetRelease() *Release {
@@ -2579,7 +2775,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2591,7 +2787,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2604,7 +2800,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RevokeRequest) GetVersion() string {
@@ -2643,7 +2839,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2851,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2864,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RevokeResponse) GetRelease() *Release {
@@ -2701,7 +2897,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2909,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2922,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 // StatusResponse describes the service's state.
@@ -2756,13 +2952,15 @@ type StatusResponse struct {
 	ServedNow []*ServedBase `protobuf:"bytes,10,rep,name=served_now,json=servedNow,proto3" json:"served_now,omitempty"`
 	// How ServedShare's failure rate is counted, in words.
 	FailureRateDefinition string `protobuf:"bytes,11,opt,name=failure_rate_definition,json=failureRateDefinition,proto3" json:"failure_rate_definition,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The fleet-wide freeze; unset when the store cannot keep one.
+	Freeze        *Freeze `protobuf:"bytes,12,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2972,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +2985,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StatusResponse) GetReleases() []*Release {
@@ -2867,6 +3065,13 @@ func (x *StatusResponse) GetFailureRateDefinition() string {
 	return ""
 }
 
+func (x *StatusResponse) GetFreeze() *Freeze {
+	if x != nil {
+		return x.Freeze
+	}
+	return nil
+}
+
 // Replica is one lpsd serving from the store.
 type Replica struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2886,7 +3091,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +3103,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3116,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Replica) GetId() string {
@@ -2967,7 +3172,7 @@ type ServedBase struct {
 
 func (x *ServedBase) Reset() {
 	*x = ServedBase{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2979,7 +3184,7 @@ func (x *ServedBase) String() string {
 func (*ServedBase) ProtoMessage() {}
 
 func (x *ServedBase) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2992,7 +3197,7 @@ func (x *ServedBase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedBase.ProtoReflect.Descriptor instead.
 func (*ServedBase) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ServedBase) GetBase() string {
@@ -3041,7 +3246,7 @@ type ServedCohort struct {
 
 func (x *ServedCohort) Reset() {
 	*x = ServedCohort{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3053,7 +3258,7 @@ func (x *ServedCohort) String() string {
 func (*ServedCohort) ProtoMessage() {}
 
 func (x *ServedCohort) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3066,7 +3271,7 @@ func (x *ServedCohort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedCohort.ProtoReflect.Descriptor instead.
 func (*ServedCohort) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ServedCohort) GetSubscriptions() []string {
@@ -3115,7 +3320,7 @@ type Place struct {
 
 func (x *Place) Reset() {
 	*x = Place{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3332,7 @@ func (x *Place) String() string {
 func (*Place) ProtoMessage() {}
 
 func (x *Place) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3345,7 @@ func (x *Place) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Place.ProtoReflect.Descriptor instead.
 func (*Place) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Place) GetRegion() string {
@@ -3192,7 +3397,7 @@ type ServedShare struct {
 
 func (x *ServedShare) Reset() {
 	*x = ServedShare{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3204,7 +3409,7 @@ func (x *ServedShare) String() string {
 func (*ServedShare) ProtoMessage() {}
 
 func (x *ServedShare) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3217,7 +3422,7 @@ func (x *ServedShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedShare.ProtoReflect.Descriptor instead.
 func (*ServedShare) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ServedShare) GetVersion() string {
@@ -3303,7 +3508,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3315,7 +3520,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3328,7 +3533,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -3367,7 +3572,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3584,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3597,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -3450,7 +3655,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3462,7 +3667,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3475,7 +3680,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -3533,7 +3738,7 @@ type BaseTrust struct {
 
 func (x *BaseTrust) Reset() {
 	*x = BaseTrust{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3545,7 +3750,7 @@ func (x *BaseTrust) String() string {
 func (*BaseTrust) ProtoMessage() {}
 
 func (x *BaseTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3558,7 +3763,7 @@ func (x *BaseTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseTrust.ProtoReflect.Descriptor instead.
 func (*BaseTrust) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BaseTrust) GetBase() string {
@@ -3629,7 +3834,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3846,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3859,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Decision) GetVersion() string {
@@ -3707,7 +3912,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3719,7 +3924,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3732,7 +3937,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Rule) GetRule() string {
@@ -3784,7 +3989,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3796,7 +4001,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3809,7 +4014,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -3871,7 +4076,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3883,7 +4088,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3896,7 +4101,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -3951,7 +4156,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3963,7 +4168,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3976,7 +4181,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -4073,7 +4278,7 @@ type ComponentConfig struct {
 
 func (x *ComponentConfig) Reset() {
 	*x = ComponentConfig{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4085,7 +4290,7 @@ func (x *ComponentConfig) String() string {
 func (*ComponentConfig) ProtoMessage() {}
 
 func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4098,7 +4303,7 @@ func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentConfig.ProtoReflect.Descriptor instead.
 func (*ComponentConfig) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ComponentConfig) GetComponent() string {
@@ -4184,7 +4389,7 @@ type PublishComponentConfigRequest struct {
 
 func (x *PublishComponentConfigRequest) Reset() {
 	*x = PublishComponentConfigRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4196,7 +4401,7 @@ func (x *PublishComponentConfigRequest) String() string {
 func (*PublishComponentConfigRequest) ProtoMessage() {}
 
 func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4209,7 +4414,7 @@ func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigRequest.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PublishComponentConfigRequest) GetEnvelopeJson() string {
@@ -4239,7 +4444,7 @@ type PublishComponentConfigResponse struct {
 
 func (x *PublishComponentConfigResponse) Reset() {
 	*x = PublishComponentConfigResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4251,7 +4456,7 @@ func (x *PublishComponentConfigResponse) String() string {
 func (*PublishComponentConfigResponse) ProtoMessage() {}
 
 func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4264,7 +4469,7 @@ func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigResponse.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *PublishComponentConfigResponse) GetComponentConfig() *ComponentConfig {
@@ -4309,7 +4514,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4321,7 +4526,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4334,7 +4539,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListNodesRequest) GetRelease() string {
@@ -4405,7 +4610,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4417,7 +4622,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4430,7 +4635,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeOutcome {
@@ -4476,7 +4681,7 @@ type ReasonCount struct {
 
 func (x *ReasonCount) Reset() {
 	*x = ReasonCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4488,7 +4693,7 @@ func (x *ReasonCount) String() string {
 func (*ReasonCount) ProtoMessage() {}
 
 func (x *ReasonCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4501,7 +4706,7 @@ func (x *ReasonCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
 func (*ReasonCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ReasonCount) GetOutcome() string {
@@ -4555,7 +4760,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4567,7 +4772,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4580,7 +4785,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *NodeOutcome) GetVmId() string {
@@ -4664,7 +4869,21 @@ var File_nodehotfix_admin_v1_admin_proto protoreflect.FileDescriptor
 
 const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x0f\n" +
+	"\x1fnodehotfix/admin/v1/admin.proto\x12\x13nodehotfix.admin.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9c\x01\n" +
+	"\x06Freeze\x12\x16\n" +
+	"\x06frozen\x18\x01 \x01(\bR\x06frozen\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\x120\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1a\n" +
+	"\brevision\x18\x05 \x01(\x03R\brevision\"c\n" +
+	"\x10SetFreezeRequest\x12\x16\n" +
+	"\x06frozen\x18\x01 \x01(\bR\x06frozen\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vif_revision\x18\x03 \x01(\x03R\n" +
+	"ifRevision\"f\n" +
+	"\x11SetFreezeResponse\x123\n" +
+	"\x06freeze\x18\x01 \x01(\v2\x1b.nodehotfix.admin.v1.FreezeR\x06freeze\x12\x1c\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x0f\n" +
 	"\rGetLogRequest\"\xcf\x01\n" +
 	"\x0eGetLogResponse\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x12\n" +
@@ -4865,7 +5084,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
 	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x0f\n" +
-	"\rStatusRequest\"\xf1\x04\n" +
+	"\rStatusRequest\"\xa6\x05\n" +
 	"\x0eStatusResponse\x128\n" +
 	"\breleases\x18\x01 \x03(\v2\x1c.nodehotfix.admin.v1.ReleaseR\breleases\x12=\n" +
 	"\brequests\x18\x02 \x03(\v2!.nodehotfix.admin.v1.OutcomeCountR\brequests\x12\x16\n" +
@@ -4880,7 +5099,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"served_now\x18\n" +
 	" \x03(\v2\x1f.nodehotfix.admin.v1.ServedBaseR\tservedNow\x126\n" +
-	"\x17failure_rate_definition\x18\v \x01(\tR\x15failureRateDefinition\"\xa7\x01\n" +
+	"\x17failure_rate_definition\x18\v \x01(\tR\x15failureRateDefinition\x123\n" +
+	"\x06freeze\x18\f \x01(\v2\x1b.nodehotfix.admin.v1.FreezeR\x06freeze\"\xa7\x01\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x1d\n" +
@@ -5030,7 +5250,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
 	"\rACTION_RESUME\x10\x02\x12\x0f\n" +
 	"\vACTION_HALT\x10\x03\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x042\x9a\v\n" +
+	"\x0fACTION_COMPLETE\x10\x042\xf6\v\n" +
 	"\fAdminService\x12i\n" +
 	"\x0ePublishRelease\x12*.nodehotfix.admin.v1.PublishReleaseRequest\x1a+.nodehotfix.admin.v1.PublishReleaseResponse\x12]\n" +
 	"\n" +
@@ -5049,7 +5269,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vListKeySets\x12'.nodehotfix.admin.v1.ListKeySetsRequest\x1a(.nodehotfix.admin.v1.ListKeySetsResponse\x12Q\n" +
 	"\x06GetLog\x12\".nodehotfix.admin.v1.GetLogRequest\x1a#.nodehotfix.admin.v1.GetLogResponse\x12]\n" +
 	"\n" +
-	"RestoreLog\x12&.nodehotfix.admin.v1.RestoreLogRequest\x1a'.nodehotfix.admin.v1.RestoreLogResponseB5Z3nodehotfix/internal/gen/nodehotfix/admin/v1;adminv1b\x06proto3"
+	"RestoreLog\x12&.nodehotfix.admin.v1.RestoreLogRequest\x1a'.nodehotfix.admin.v1.RestoreLogResponse\x12Z\n" +
+	"\tSetFreeze\x12%.nodehotfix.admin.v1.SetFreezeRequest\x1a&.nodehotfix.admin.v1.SetFreezeResponseB5Z3nodehotfix/internal/gen/nodehotfix/admin/v1;adminv1b\x06proto3"
 
 var (
 	file_nodehotfix_admin_v1_admin_proto_rawDescOnce sync.Once
@@ -5064,168 +5285,176 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
-	(*GetLogRequest)(nil),                  // 1: nodehotfix.admin.v1.GetLogRequest
-	(*GetLogResponse)(nil),                 // 2: nodehotfix.admin.v1.GetLogResponse
-	(*RestoreLogRequest)(nil),              // 3: nodehotfix.admin.v1.RestoreLogRequest
-	(*RestoreLogResponse)(nil),             // 4: nodehotfix.admin.v1.RestoreLogResponse
-	(*RestoredRecord)(nil),                 // 5: nodehotfix.admin.v1.RestoredRecord
-	(*KeySet)(nil),                         // 6: nodehotfix.admin.v1.KeySet
-	(*PublishKeySetRequest)(nil),           // 7: nodehotfix.admin.v1.PublishKeySetRequest
-	(*PublishKeySetResponse)(nil),          // 8: nodehotfix.admin.v1.PublishKeySetResponse
-	(*ListKeySetsRequest)(nil),             // 9: nodehotfix.admin.v1.ListKeySetsRequest
-	(*ListKeySetsResponse)(nil),            // 10: nodehotfix.admin.v1.ListKeySetsResponse
-	(*Release)(nil),                        // 11: nodehotfix.admin.v1.Release
-	(*Counts)(nil),                         // 12: nodehotfix.admin.v1.Counts
-	(*ControlCohort)(nil),                  // 13: nodehotfix.admin.v1.ControlCohort
-	(*Rollout)(nil),                        // 14: nodehotfix.admin.v1.Rollout
-	(*Plan)(nil),                           // 15: nodehotfix.admin.v1.Plan
-	(*PlanStep)(nil),                       // 16: nodehotfix.admin.v1.PlanStep
-	(*Health)(nil),                         // 17: nodehotfix.admin.v1.Health
-	(*PublishReleaseRequest)(nil),          // 18: nodehotfix.admin.v1.PublishReleaseRequest
-	(*PublishReleaseResponse)(nil),         // 19: nodehotfix.admin.v1.PublishReleaseResponse
-	(*SetRolloutRequest)(nil),              // 20: nodehotfix.admin.v1.SetRolloutRequest
-	(*SetRolloutResponse)(nil),             // 21: nodehotfix.admin.v1.SetRolloutResponse
-	(*SetPlanRequest)(nil),                 // 22: nodehotfix.admin.v1.SetPlanRequest
-	(*SetPlanResponse)(nil),                // 23: nodehotfix.admin.v1.SetPlanResponse
-	(*PlanPreview)(nil),                    // 24: nodehotfix.admin.v1.PlanPreview
-	(*StepWindow)(nil),                     // 25: nodehotfix.admin.v1.StepWindow
-	(*Baseline)(nil),                       // 26: nodehotfix.admin.v1.Baseline
-	(*SkipStepRequest)(nil),                // 27: nodehotfix.admin.v1.SkipStepRequest
-	(*SkipStepResponse)(nil),               // 28: nodehotfix.admin.v1.SkipStepResponse
-	(*TransitionRequest)(nil),              // 29: nodehotfix.admin.v1.TransitionRequest
-	(*TransitionResponse)(nil),             // 30: nodehotfix.admin.v1.TransitionResponse
-	(*RevokeRequest)(nil),                  // 31: nodehotfix.admin.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 32: nodehotfix.admin.v1.RevokeResponse
-	(*StatusRequest)(nil),                  // 33: nodehotfix.admin.v1.StatusRequest
-	(*StatusResponse)(nil),                 // 34: nodehotfix.admin.v1.StatusResponse
-	(*Replica)(nil),                        // 35: nodehotfix.admin.v1.Replica
-	(*ServedBase)(nil),                     // 36: nodehotfix.admin.v1.ServedBase
-	(*ServedCohort)(nil),                   // 37: nodehotfix.admin.v1.ServedCohort
-	(*Place)(nil),                          // 38: nodehotfix.admin.v1.Place
-	(*ServedShare)(nil),                    // 39: nodehotfix.admin.v1.ServedShare
-	(*OutcomeCount)(nil),                   // 40: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),                 // 41: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),                // 42: nodehotfix.admin.v1.ExplainResponse
-	(*BaseTrust)(nil),                      // 43: nodehotfix.admin.v1.BaseTrust
-	(*Decision)(nil),                       // 44: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                           // 45: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),               // 46: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 47: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),                     // 48: nodehotfix.admin.v1.AuditEntry
-	(*ComponentConfig)(nil),                // 49: nodehotfix.admin.v1.ComponentConfig
-	(*PublishComponentConfigRequest)(nil),  // 50: nodehotfix.admin.v1.PublishComponentConfigRequest
-	(*PublishComponentConfigResponse)(nil), // 51: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*ListNodesRequest)(nil),               // 52: nodehotfix.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),              // 53: nodehotfix.admin.v1.ListNodesResponse
-	(*ReasonCount)(nil),                    // 54: nodehotfix.admin.v1.ReasonCount
-	(*NodeOutcome)(nil),                    // 55: nodehotfix.admin.v1.NodeOutcome
-	(*timestamppb.Timestamp)(nil),          // 56: google.protobuf.Timestamp
+	(*Freeze)(nil),                         // 1: nodehotfix.admin.v1.Freeze
+	(*SetFreezeRequest)(nil),               // 2: nodehotfix.admin.v1.SetFreezeRequest
+	(*SetFreezeResponse)(nil),              // 3: nodehotfix.admin.v1.SetFreezeResponse
+	(*GetLogRequest)(nil),                  // 4: nodehotfix.admin.v1.GetLogRequest
+	(*GetLogResponse)(nil),                 // 5: nodehotfix.admin.v1.GetLogResponse
+	(*RestoreLogRequest)(nil),              // 6: nodehotfix.admin.v1.RestoreLogRequest
+	(*RestoreLogResponse)(nil),             // 7: nodehotfix.admin.v1.RestoreLogResponse
+	(*RestoredRecord)(nil),                 // 8: nodehotfix.admin.v1.RestoredRecord
+	(*KeySet)(nil),                         // 9: nodehotfix.admin.v1.KeySet
+	(*PublishKeySetRequest)(nil),           // 10: nodehotfix.admin.v1.PublishKeySetRequest
+	(*PublishKeySetResponse)(nil),          // 11: nodehotfix.admin.v1.PublishKeySetResponse
+	(*ListKeySetsRequest)(nil),             // 12: nodehotfix.admin.v1.ListKeySetsRequest
+	(*ListKeySetsResponse)(nil),            // 13: nodehotfix.admin.v1.ListKeySetsResponse
+	(*Release)(nil),                        // 14: nodehotfix.admin.v1.Release
+	(*Counts)(nil),                         // 15: nodehotfix.admin.v1.Counts
+	(*ControlCohort)(nil),                  // 16: nodehotfix.admin.v1.ControlCohort
+	(*Rollout)(nil),                        // 17: nodehotfix.admin.v1.Rollout
+	(*Plan)(nil),                           // 18: nodehotfix.admin.v1.Plan
+	(*PlanStep)(nil),                       // 19: nodehotfix.admin.v1.PlanStep
+	(*Health)(nil),                         // 20: nodehotfix.admin.v1.Health
+	(*PublishReleaseRequest)(nil),          // 21: nodehotfix.admin.v1.PublishReleaseRequest
+	(*PublishReleaseResponse)(nil),         // 22: nodehotfix.admin.v1.PublishReleaseResponse
+	(*SetRolloutRequest)(nil),              // 23: nodehotfix.admin.v1.SetRolloutRequest
+	(*SetRolloutResponse)(nil),             // 24: nodehotfix.admin.v1.SetRolloutResponse
+	(*SetPlanRequest)(nil),                 // 25: nodehotfix.admin.v1.SetPlanRequest
+	(*SetPlanResponse)(nil),                // 26: nodehotfix.admin.v1.SetPlanResponse
+	(*PlanPreview)(nil),                    // 27: nodehotfix.admin.v1.PlanPreview
+	(*StepWindow)(nil),                     // 28: nodehotfix.admin.v1.StepWindow
+	(*Baseline)(nil),                       // 29: nodehotfix.admin.v1.Baseline
+	(*SkipStepRequest)(nil),                // 30: nodehotfix.admin.v1.SkipStepRequest
+	(*SkipStepResponse)(nil),               // 31: nodehotfix.admin.v1.SkipStepResponse
+	(*TransitionRequest)(nil),              // 32: nodehotfix.admin.v1.TransitionRequest
+	(*TransitionResponse)(nil),             // 33: nodehotfix.admin.v1.TransitionResponse
+	(*RevokeRequest)(nil),                  // 34: nodehotfix.admin.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 35: nodehotfix.admin.v1.RevokeResponse
+	(*StatusRequest)(nil),                  // 36: nodehotfix.admin.v1.StatusRequest
+	(*StatusResponse)(nil),                 // 37: nodehotfix.admin.v1.StatusResponse
+	(*Replica)(nil),                        // 38: nodehotfix.admin.v1.Replica
+	(*ServedBase)(nil),                     // 39: nodehotfix.admin.v1.ServedBase
+	(*ServedCohort)(nil),                   // 40: nodehotfix.admin.v1.ServedCohort
+	(*Place)(nil),                          // 41: nodehotfix.admin.v1.Place
+	(*ServedShare)(nil),                    // 42: nodehotfix.admin.v1.ServedShare
+	(*OutcomeCount)(nil),                   // 43: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),                 // 44: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),                // 45: nodehotfix.admin.v1.ExplainResponse
+	(*BaseTrust)(nil),                      // 46: nodehotfix.admin.v1.BaseTrust
+	(*Decision)(nil),                       // 47: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                           // 48: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),               // 49: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 50: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 51: nodehotfix.admin.v1.AuditEntry
+	(*ComponentConfig)(nil),                // 52: nodehotfix.admin.v1.ComponentConfig
+	(*PublishComponentConfigRequest)(nil),  // 53: nodehotfix.admin.v1.PublishComponentConfigRequest
+	(*PublishComponentConfigResponse)(nil), // 54: nodehotfix.admin.v1.PublishComponentConfigResponse
+	(*ListNodesRequest)(nil),               // 55: nodehotfix.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 56: nodehotfix.admin.v1.ListNodesResponse
+	(*ReasonCount)(nil),                    // 57: nodehotfix.admin.v1.ReasonCount
+	(*NodeOutcome)(nil),                    // 58: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 59: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	5,  // 0: nodehotfix.admin.v1.RestoreLogResponse.restored:type_name -> nodehotfix.admin.v1.RestoredRecord
-	56, // 1: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
-	6,  // 2: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
-	6,  // 3: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
-	6,  // 4: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
-	14, // 5: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	56, // 6: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	56, // 7: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 8: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	56, // 9: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
-	12, // 10: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
-	15, // 11: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
-	17, // 12: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	56, // 13: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
-	16, // 14: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	56, // 15: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	56, // 16: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
-	12, // 17: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	56, // 18: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
-	11, // 19: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	11, // 20: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	49, // 21: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	15, // 22: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
-	11, // 23: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
-	24, // 24: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
-	49, // 25: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	25, // 26: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	56, // 27: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
-	26, // 28: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	56, // 29: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	56, // 30: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	56, // 31: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
-	11, // 32: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	49, // 33: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	0,  // 34: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	11, // 35: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	49, // 36: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	11, // 37: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	49, // 38: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	11, // 39: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	40, // 40: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	56, // 41: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	13, // 42: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	49, // 43: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
-	35, // 44: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
-	36, // 45: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
-	56, // 46: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
-	37, // 47: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
-	38, // 48: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
-	39, // 49: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
-	44, // 50: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	43, // 51: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
-	45, // 52: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	56, // 53: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	48, // 54: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	56, // 55: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	14, // 56: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	56, // 57: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	56, // 58: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	56, // 59: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
-	49, // 60: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	56, // 61: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
-	55, // 62: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
-	54, // 63: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
-	56, // 64: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
-	56, // 65: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
-	18, // 66: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	20, // 67: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	22, // 68: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	29, // 69: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	27, // 70: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	31, // 71: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	33, // 72: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	41, // 73: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	46, // 74: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	50, // 75: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	52, // 76: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
-	7,  // 77: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
-	9,  // 78: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
-	1,  // 79: nodehotfix.admin.v1.AdminService.GetLog:input_type -> nodehotfix.admin.v1.GetLogRequest
-	3,  // 80: nodehotfix.admin.v1.AdminService.RestoreLog:input_type -> nodehotfix.admin.v1.RestoreLogRequest
-	19, // 81: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	21, // 82: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	23, // 83: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	30, // 84: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	28, // 85: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	32, // 86: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	34, // 87: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	42, // 88: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	47, // 89: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	51, // 90: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	53, // 91: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
-	8,  // 92: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
-	10, // 93: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
-	2,  // 94: nodehotfix.admin.v1.AdminService.GetLog:output_type -> nodehotfix.admin.v1.GetLogResponse
-	4,  // 95: nodehotfix.admin.v1.AdminService.RestoreLog:output_type -> nodehotfix.admin.v1.RestoreLogResponse
-	81, // [81:96] is the sub-list for method output_type
-	66, // [66:81] is the sub-list for method input_type
-	66, // [66:66] is the sub-list for extension type_name
-	66, // [66:66] is the sub-list for extension extendee
-	0,  // [0:66] is the sub-list for field type_name
+	59, // 0: nodehotfix.admin.v1.Freeze.since:type_name -> google.protobuf.Timestamp
+	1,  // 1: nodehotfix.admin.v1.SetFreezeResponse.freeze:type_name -> nodehotfix.admin.v1.Freeze
+	8,  // 2: nodehotfix.admin.v1.RestoreLogResponse.restored:type_name -> nodehotfix.admin.v1.RestoredRecord
+	59, // 3: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
+	9,  // 4: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
+	9,  // 5: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
+	9,  // 6: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
+	17, // 7: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	59, // 8: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	59, // 9: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 10: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
+	59, // 11: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	15, // 12: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
+	18, // 13: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
+	20, // 14: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
+	59, // 15: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	19, // 16: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
+	59, // 17: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	59, // 18: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	15, // 19: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
+	59, // 20: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	14, // 21: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	14, // 22: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	52, // 23: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	18, // 24: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	14, // 25: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	27, // 26: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
+	52, // 27: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	28, // 28: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
+	59, // 29: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	29, // 30: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
+	59, // 31: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	59, // 32: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	59, // 33: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	14, // 34: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
+	52, // 35: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	0,  // 36: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	14, // 37: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	52, // 38: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	14, // 39: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	52, // 40: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	14, // 41: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	43, // 42: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	59, // 43: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	16, // 44: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	52, // 45: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	38, // 46: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
+	39, // 47: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
+	1,  // 48: nodehotfix.admin.v1.StatusResponse.freeze:type_name -> nodehotfix.admin.v1.Freeze
+	59, // 49: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
+	40, // 50: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
+	41, // 51: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
+	42, // 52: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
+	47, // 53: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	46, // 54: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
+	48, // 55: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	59, // 56: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	51, // 57: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	59, // 58: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	17, // 59: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	59, // 60: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	59, // 61: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	59, // 62: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	52, // 63: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	59, // 64: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	58, // 65: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	57, // 66: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
+	59, // 67: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	59, // 68: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	21, // 69: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	23, // 70: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	25, // 71: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	32, // 72: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	30, // 73: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	34, // 74: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	36, // 75: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	44, // 76: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	49, // 77: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	53, // 78: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	55, // 79: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	10, // 80: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
+	12, // 81: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
+	4,  // 82: nodehotfix.admin.v1.AdminService.GetLog:input_type -> nodehotfix.admin.v1.GetLogRequest
+	6,  // 83: nodehotfix.admin.v1.AdminService.RestoreLog:input_type -> nodehotfix.admin.v1.RestoreLogRequest
+	2,  // 84: nodehotfix.admin.v1.AdminService.SetFreeze:input_type -> nodehotfix.admin.v1.SetFreezeRequest
+	22, // 85: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	24, // 86: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	26, // 87: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	33, // 88: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	31, // 89: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	35, // 90: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	37, // 91: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	45, // 92: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	50, // 93: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	54, // 94: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	56, // 95: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	11, // 96: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
+	13, // 97: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
+	5,  // 98: nodehotfix.admin.v1.AdminService.GetLog:output_type -> nodehotfix.admin.v1.GetLogResponse
+	7,  // 99: nodehotfix.admin.v1.AdminService.RestoreLog:output_type -> nodehotfix.admin.v1.RestoreLogResponse
+	3,  // 100: nodehotfix.admin.v1.AdminService.SetFreeze:output_type -> nodehotfix.admin.v1.SetFreezeResponse
+	85, // [85:101] is the sub-list for method output_type
+	69, // [69:85] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -5239,7 +5468,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,7 @@ const (
 	AdminService_ListKeySets_FullMethodName            = "/nodehotfix.admin.v1.AdminService/ListKeySets"
 	AdminService_GetLog_FullMethodName                 = "/nodehotfix.admin.v1.AdminService/GetLog"
 	AdminService_RestoreLog_FullMethodName             = "/nodehotfix.admin.v1.AdminService/RestoreLog"
+	AdminService_SetFreeze_FullMethodName              = "/nodehotfix.admin.v1.AdminService/SetFreeze"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -102,6 +103,12 @@ type AdminServiceClient interface {
 	// key signed, so a restore cannot fork the log (audit action
 	// "restore-log").
 	RestoreLog(ctx context.Context, in *RestoreLogRequest, opts ...grpc.CallOption) (*RestoreLogResponse, error)
+	// SetFreeze freezes or thaws every rollout fleet-wide (audit actions
+	// "freeze" and "unfreeze"). While frozen, nothing starts or advances:
+	// SetRollout, SetPlan, SkipStep and the resume and complete transitions
+	// are refused, and the autopilot advances no step. Halts, pauses and
+	// revocations go on, and nodes keep being served what they are.
+	SetFreeze(ctx context.Context, in *SetFreezeRequest, opts ...grpc.CallOption) (*SetFreezeResponse, error)
 }
 
 type adminServiceClient struct {
@@ -262,6 +269,16 @@ func (c *adminServiceClient) RestoreLog(ctx context.Context, in *RestoreLogReque
 	return out, nil
 }
 
+func (c *adminServiceClient) SetFreeze(ctx context.Context, in *SetFreezeRequest, opts ...grpc.CallOption) (*SetFreezeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetFreezeResponse)
+	err := c.cc.Invoke(ctx, AdminService_SetFreeze_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -323,6 +340,12 @@ type AdminServiceServer interface {
 	// key signed, so a restore cannot fork the log (audit action
 	// "restore-log").
 	RestoreLog(context.Context, *RestoreLogRequest) (*RestoreLogResponse, error)
+	// SetFreeze freezes or thaws every rollout fleet-wide (audit actions
+	// "freeze" and "unfreeze"). While frozen, nothing starts or advances:
+	// SetRollout, SetPlan, SkipStep and the resume and complete transitions
+	// are refused, and the autopilot advances no step. Halts, pauses and
+	// revocations go on, and nodes keep being served what they are.
+	SetFreeze(context.Context, *SetFreezeRequest) (*SetFreezeResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -377,6 +400,9 @@ func (UnimplementedAdminServiceServer) GetLog(context.Context, *GetLogRequest) (
 }
 func (UnimplementedAdminServiceServer) RestoreLog(context.Context, *RestoreLogRequest) (*RestoreLogResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RestoreLog not implemented")
+}
+func (UnimplementedAdminServiceServer) SetFreeze(context.Context, *SetFreezeRequest) (*SetFreezeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetFreeze not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -669,6 +695,24 @@ func _AdminService_RestoreLog_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_SetFreeze_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetFreezeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).SetFreeze(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_SetFreeze_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).SetFreeze(ctx, req.(*SetFreezeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -735,6 +779,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RestoreLog",
 			Handler:    _AdminService_RestoreLog_Handler,
+		},
+		{
+			MethodName: "SetFreeze",
+			Handler:    _AdminService_SetFreeze_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
