@@ -87,6 +87,9 @@ type Config struct {
 	// AdvanceWindow is when a healthy step may advance (the zero Window:
 	// always); halts and pauses are never held back.
 	AdvanceWindow Window
+	// OnFreeze, when set, receives every look's reading of the fleet-wide
+	// freeze (lpsd publishes it as a metric).
+	OnFreeze func(frozen bool)
 	// Lead, when set, runs beside the looks while this replica looks
 	// (leads, or has no Replica), with a ctx that ends when it stops
 	// looking. The first look waits until Lead calls ready (or returns):
@@ -361,7 +364,14 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		return nil, fmt.Errorf("list releases: %w", err)
 	}
 	now := a.cfg.Now()
+	frozen, err := a.frozen(ctx)
+	if a.cfg.OnFreeze != nil {
+		a.cfg.OnFreeze(frozen)
+	}
 	changes, errs := a.expiries(ctx, rels, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	var planned []rollout.Release
 	for _, r := range rels {
 		// An expired release is served to no node: its reports stop
@@ -397,8 +407,9 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		case v.Verdict == health.Regressing:
 			action, ev.Reason = ActionHalt, v.Reason
 			apply = func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Halted) }
-		case v.Verdict == health.Healthy && !now.Before(p.Due()) && !a.cfg.AdvanceWindow.Open(now):
-			// Due, outside the operators' window: wait for it.
+		case v.Verdict == health.Healthy && !now.Before(p.Due()) && (frozen || !a.cfg.AdvanceWindow.Open(now)):
+			// Due, but every rollout is frozen, or outside the
+			// operators' window: wait.
 			continue
 		case v.Verdict == health.Healthy && !now.Before(p.Due()):
 			action, apply = ActionAdvance, func(r rollout.Release) (rollout.Release, error) { return r.Advance(now) }
@@ -433,6 +444,23 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		}
 	}
 	return changes, errors.Join(errs...)
+}
+
+// frozen reports whether every rollout is frozen (store.Freezer). A
+// freeze it cannot read counts as one: it must not let a step advance.
+func (a *Autopilot) frozen(ctx context.Context) (bool, error) {
+	fz, ok := a.st.(store.Freezer)
+	if !ok {
+		return false, nil
+	}
+	f, _, err := fz.Freeze(ctx)
+	if ue := (*store.UnreadableError)(nil); errors.As(err, &ue) {
+		return true, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("read the freeze (no step advances this look): %w", err)
+	}
+	return f.Frozen, nil
 }
 
 // reason summarises an automatic change for the audit log's reason, in

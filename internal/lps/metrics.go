@@ -94,6 +94,7 @@ type Metrics struct {
 	expiredRelease *prometheus.CounterVec
 	trimmed        prometheus.Counter
 	leader         prometheus.Gauge
+	frozen         prometheus.Gauge
 	skew           prometheus.Gauge
 	fleet          fleetCollector
 	// shed counts connections closed for want of a handshake slot.
@@ -152,6 +153,10 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 			Name: "lpsd_autopilot_leader",
 			Help: "1 while this replica's autopilot is the elected one that steps rollouts (always 1 on a store one process holds), else 0. Across replicas the sum should be 1; 0 everywhere means no replica decides (their clocks disagree, or etcd is unreachable).",
 		}),
+		frozen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lpsd_rollouts_frozen",
+			Help: "1 while every rollout is frozen (lpsctl freeze), as the autopilot leader read it at its last look; 0 on the other replicas. Nothing starts or advances while frozen.",
+		}),
 		skew: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lpsd_clock_skew_seconds",
 			Help: "The leader's estimate of how far its clock is ahead of the other replicas' heartbeats (negative: behind); past 30 s either way it steps down.",
@@ -193,7 +198,7 @@ func NewMetrics(reg *prometheus.Registry) *Metrics {
 	for _, r := range []string{closedSilent, closedPeerHandshakes, closedPeerConnections} {
 		m.closedConns.WithLabelValues(r)
 	}
-	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.servedRecs, m.leader, m.skew, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.trustRelease, m.expiredRelease, &m.fleet,
+	reg.MustRegister(m.closedConns, m.requests, m.verify, m.storeErrors, m.reports, m.servedRecs, m.leader, m.frozen, m.skew, m.seats, m.servedBytes, m.trimmed, m.servedRelease, m.trustRelease, m.expiredRelease, &m.fleet,
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "lpsd_connections_shed_total",
 			Help: "Node connections closed unanswered because no TLS handshake slot freed within 2 s (overload).",
@@ -654,8 +659,18 @@ func (m *Metrics) SetLeader(leads bool) {
 		// leading exports no assessment, so a rule over the replicas
 		// never mixes a stale one into the leader's.
 		m.SetAssess(assess.Fleet{})
+		m.frozen.Set(0)
 	}
 	m.leader.Set(v)
+}
+
+// SetFrozen records the leader's last reading of the fleet-wide freeze.
+func (m *Metrics) SetFrozen(frozen bool) {
+	v := 0.0
+	if frozen {
+		v = 1
+	}
+	m.frozen.Set(v)
 }
 
 // SetClockSkew records the leader's last clock comparison.

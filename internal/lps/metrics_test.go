@@ -55,18 +55,26 @@ func TestSnapshotGauges(t *testing.T) {
 		"lpsd_snapshot_loaded": 0, "lpsd_snapshot_age_seconds": 0, "lpsd_snapshot_revision": 0, "lpsd_store_errors_total": 1,
 		"lpsd_connections_shed_total": 0, "lpsd_served_pointer_bytes": 0, "lpsd_served_pointer_trimmed_total": 0,
 		"lpsd_autopilot_leader": 0, "lpsd_clock_skew_seconds": 0, "lpsd_snapshot_log_size": 0, "lpsd_snapshot_keyset_version": 0,
+		"lpsd_rollouts_frozen": 0,
 	}, scalars(t, reg)); diff != "" {
 		t.Errorf("before the first snapshot (-want +got):\n%s", diff)
 	}
 	m.SetLeader(true)
+	m.SetFrozen(true)
 	m.SetClockSkew(-1500 * time.Millisecond)
 	src.snap = &Snapshot{Revision: 42, Built: now.Add(-90 * time.Second), log: &servedLog{size: 7, keySets: []store.KeySetRecord{{Version: 2}, {Version: 3}}}}
 	if diff := cmp.Diff(map[string]float64{
 		"lpsd_snapshot_loaded": 1, "lpsd_snapshot_age_seconds": 90, "lpsd_snapshot_revision": 42, "lpsd_store_errors_total": 1,
 		"lpsd_connections_shed_total": 0, "lpsd_served_pointer_bytes": 0, "lpsd_served_pointer_trimmed_total": 0,
 		"lpsd_autopilot_leader": 1, "lpsd_clock_skew_seconds": -1.5, "lpsd_snapshot_log_size": 7, "lpsd_snapshot_keyset_version": 3,
+		"lpsd_rollouts_frozen": 1,
 	}, scalars(t, reg)); diff != "" {
 		t.Errorf("with a snapshot (-want +got):\n%s", diff)
+	}
+	// A replica that stops leading no longer speaks for the freeze.
+	m.SetLeader(false)
+	if got := scalars(t, reg)["lpsd_rollouts_frozen"]; got != 0 {
+		t.Errorf("lpsd_rollouts_frozen after leading = %v, want 0", got)
 	}
 }
 

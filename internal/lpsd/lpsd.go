@@ -793,7 +793,7 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 // joins and beats, never campaigning. A store this process holds alone
 // needs no election.
 func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
-	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew, Places: s.places, AdvanceWindow: s.o.advanceWindow}
+	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew, OnFreeze: s.metrics.SetFrozen, Places: s.places, AdvanceWindow: s.o.advanceWindow}
 	if s.retention != nil {
 		cfg.Lead = s.retention.Run
 	}
