@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -255,7 +256,7 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	if want := []string{"rollout-set/202604.01.3", "rollout-set/202605.02.1"}; !cmp.Equal(got, want) {
 		t.Errorf("audit --action rollout-set = %v, want %v", got, want)
 	}
-	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, skip, pause, resume, halt, complete, revoke, rotate-keys, restore-log, auto-advance, auto-halt, auto-pause, expire; did you mean "revoke"?`) {
+	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, skip, pause, resume, halt, complete, revoke, rotate-keys, restore-log, freeze, unfreeze, auto-advance, auto-halt, auto-pause, expire; did you mean "revoke"?`) {
 		t.Errorf("audit --action revokd: exit %d, %q", code, errOut)
 	}
 	out, errOut, code := lpsctl(t, with("audit", "--actor", "ops")...)
@@ -491,5 +492,47 @@ func TestEveryChangeNeedsAReason(t *testing.T) {
 	}
 	if want := []string{"publish/test", "rollout-set/CHG 42: from the script's environment", "pause/the flag wins"}; !cmp.Equal(got, want) {
 		t.Errorf("audit = %v, want %v", got, want)
+	}
+}
+
+// TestFreezeAndUnfreeze: a frozen fleet refuses a rollout change with exit
+// 3 naming the freeze and how to thaw it, status says FROZEN with who and
+// why, a second freeze changes nothing, and unfreeze lets the change
+// through.
+func TestFreezeAndUnfreeze(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	publishDraft(t, srv, "202604.01.3")
+	if out := mustRun(t, with("freeze", "--reason", "CHG 5120: holiday freeze")...); !strings.Contains(out, "FROZEN") || !strings.Contains(out, "CHG 5120") {
+		t.Errorf("freeze printed %q, want FROZEN and the reason", out)
+	}
+	if out := mustRun(t, with("freeze", "--reason", "again")...); !strings.Contains(out, "nothing changed") {
+		t.Errorf("freeze again printed %q, want nothing changed", out)
+	}
+	_, errOut, code := lpsctl(t, with("rollout", "set", "202604.01.3", "--percent", "5", "--reason", "test")...)
+	if code != exitRefused || !strings.Contains(errOut, "frozen") || !strings.Contains(errOut, "lpsctl unfreeze") {
+		t.Errorf("rollout set while frozen: exit %d, %q; want %d naming the freeze and lpsctl unfreeze", code, errOut, exitRefused)
+	}
+	if out := mustRun(t, with("status")...); !strings.Contains(out, "FROZEN") || !strings.Contains(out, "token:ops") {
+		t.Errorf("status while frozen lacks the freeze:\n%s", out)
+	}
+	var st struct {
+		Freeze *struct {
+			Frozen   bool  `json:"frozen"`
+			Revision int64 `json:"revision"`
+		} `json:"freeze"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, with("status", "-o", "json")...)), &st); err != nil || st.Freeze == nil || !st.Freeze.Frozen {
+		t.Fatalf("status -o json freeze = %+v, %v; want frozen", st.Freeze, err)
+	}
+	_, errOut, code = lpsctl(t, with("unfreeze", "--reason", "over", "--if-revision", fmt.Sprint(st.Freeze.Revision-1))...)
+	if code != exitRefused {
+		t.Errorf("unfreeze at a stale revision: exit %d, %q; want %d", code, errOut, exitRefused)
+	}
+	mustRun(t, with("unfreeze", "--reason", "CHG 5120: over", "--if-revision", fmt.Sprint(st.Freeze.Revision))...)
+	mustRun(t, with("rollout", "set", "202604.01.3", "--percent", "5", "--reason", "test")...)
+	if out := mustRun(t, with("audit", "--target", "fleet")...); !strings.Contains(out, "freeze") || !strings.Contains(out, "unfreeze") {
+		t.Errorf("audit --target fleet lacks the freeze and the thaw:\n%s", out)
 	}
 }

@@ -283,6 +283,20 @@ works from the release's state.
 revoke stops serving a release for good and makes nodes remove staged
 copies; revoking again changes nothing.
 
+freeze holds every rollout of the fleet (releases and component
+configurations) until unfreeze: lpsd refuses rollout set, plan, skip,
+resume and complete (exit 3, ErrorInfo reason FROZEN, naming who froze it,
+since when and why, and how to thaw), and its autopilot advances no plan
+step; halts, pauses and revocations go on, the autopilot still halts a
+regressing release, publishing drafts and dry runs work, and nodes keep
+being served what they are served. A freeze lpsd cannot read counts as
+one. Both need --reason and are audited (actions freeze and unfreeze,
+target fleet); --if-revision takes the freeze's revision from status.
+status prints FROZEN under its header while frozen, the dashboard a banner
+on every page, and lpsd_rollouts_frozen is 1 (alert LpsdRolloutsFrozen
+after a day). After unfreeze, each plan step that came due meanwhile
+advances at the autopilot's next look.
+
 status lists the replicas serving from the store and the labels each
 carries (REGION, DEPLOY ENV: what region and deploy-environment scopes
 match; on a store one lpsd holds alone, that one), releases, rollout
@@ -325,8 +339,8 @@ other value is a usage error (exit 2), as it describes no node.
 audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
 lpsd), one action (--action: publish, rollout-set, plan, skip, pause,
-resume, halt, complete, revoke, rotate-keys, restore-log, auto-advance,
-auto-halt, auto-pause, expire; any other is a
+resume, halt, complete, revoke, rotate-keys, restore-log, freeze,
+unfreeze, auto-advance, auto-halt, auto-pause, expire; any other is a
 usage error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
 page. An operator's actor carries its credential's kind: when --actor ops
@@ -505,7 +519,11 @@ status prints:
 	                                          "canary_seats": 0, "fell_back": 2,
 	                                          "failures": 3, "judged": 50,
 	                                          "failure_rate": 0.06 or null}, ...]}]}, ...],
-	 "failure_rate_definition": "failure rate = ..."}
+	 "failure_rate_definition": "failure rate = ...",
+	 "freeze": {"frozen": false, "reason": "...", "actor": "token:ops",
+	            "since": RFC3339, "revision": 9} or null (a store without one)}
+
+freeze and unfreeze print {"freeze": {...as above}, "unchanged": false}.
 
 A release's plan is
 
@@ -713,8 +731,11 @@ nothing judges the rollout and nothing halts it but an operator.
 	     past (give --from-step), no plan step to skip, a revoked release,
 	     an envelope signed by fewer release keys than lpsd's threshold,
 	     a scope value no node or replica was seen with (give
-	     --allow-unseen) (FailedPrecondition); a concurrent change won,
-	     re-read and retry (Aborted)
+	     --allow-unseen), a change that would start or advance a rollout
+	     while every rollout is frozen (unfreeze first), an append to the
+	     transparency log while its store is behind what a witness cosigned
+	     (lpsctl log restore) (FailedPrecondition); a concurrent change
+	     won, re-read and retry (Aborted)
 	4    authentication failed (Unauthenticated, PermissionDenied; a reader
 	     token or certificate asking for a change)
 	5    no such release (NotFound)

@@ -176,7 +176,7 @@ the signed configurations of other components (localDNS@3). The manual is
 		ro.AddCommand(newTransitionCmd(e, t))
 	}
 	root.AddCommand(keys, rel, ro, newComponentGroup(e),
-		newRevokeCmd(e),
+		newRevokeCmd(e), newFreezeCmd(e, true), newFreezeCmd(e, false),
 		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e), newNodesCmd(e), newLogCmd(e),
 		newCustomDataCmd(e),
 		newVersionCmd(e),

@@ -30,6 +30,8 @@ type statusJSON struct {
 	// ServedNow is what the nodes of each base get now, and why.
 	ServedNow             []servedBaseJSON `json:"served_now"`
 	FailureRateDefinition string           `json:"failure_rate_definition"`
+	// Freeze is the fleet-wide freeze; null when the store keeps none.
+	Freeze *freezeJSON `json:"freeze"`
 }
 
 type controlJSON struct {
@@ -141,6 +143,10 @@ func statusOnce(ctx context.Context, c *service, e *env) error {
 			out.Control = append(out.Control, controlJSON{Base: c.GetBase(), Counts: toCountsJSON(c.GetCounts())})
 		}
 		out.Replicas, out.ServedNow, out.FailureRateDefinition = toReplicasJSON(st.GetReplicas()), toServedJSON(st.GetServedNow()), st.GetFailureRateDefinition()
+		if f := st.GetFreeze(); f != nil {
+			j := toFreezeJSON(f)
+			out.Freeze = &j
+		}
 		return c.out.write(e.stdout, out)
 	}
 	return printStatus(e, st)
@@ -155,7 +161,13 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 	if st.GetSnapshotTime() != nil {
 		snapshot = fmt.Sprintf("revision %d built %s", st.GetSnapshotRevision(), formatTime(st.GetSnapshotTime().AsTime()))
 	}
-	fmt.Fprintf(e.stdout, "region: %s\nserving snapshot: %s\n\n", region, snapshot)
+	fmt.Fprintf(e.stdout, "region: %s\nserving snapshot: %s\n", region, snapshot)
+	if f := st.GetFreeze(); f.GetFrozen() {
+		if err := printFreeze(e.stdout, toFreezeJSON(f)); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(e.stdout)
 	tw := newTable(e.stdout)
 	printReplicas(tw, st.GetReplicas())
 	if len(st.GetReleases()) == 0 {

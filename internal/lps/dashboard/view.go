@@ -34,6 +34,8 @@ type view struct {
 	// why; RateDefinition how its failure rate is counted.
 	ServedNow      []*adminv1.ServedBase
 	RateDefinition string
+	// Freeze is the fleet-wide freeze; nil on a store without one.
+	Freeze *adminv1.Freeze
 }
 
 type releaseView struct {
@@ -56,7 +58,7 @@ type sizeView struct {
 
 func buildView(st *adminv1.StatusResponse, now time.Time) *view {
 	v := &view{Built: now, Region: st.GetRegion(), Requests: st.GetRequests(), Control: map[string]*adminv1.Counts{}, Budget: lps.ServedBudget,
-		ServedNow: st.GetServedNow(), RateDefinition: st.GetFailureRateDefinition()}
+		ServedNow: st.GetServedNow(), RateDefinition: st.GetFailureRateDefinition(), Freeze: st.GetFreeze()}
 	for _, c := range st.GetControl() {
 		v.Control[c.GetBase()] = c.GetCounts()
 	}
