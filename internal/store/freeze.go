@@ -36,3 +36,13 @@ type Freezer interface {
 	// grow. It signals Watch. ErrClosed after Close.
 	PutFreeze(ctx context.Context, f Freeze, ifRev int64, a AuditEntry) (int64, error)
 }
+
+// UnreadableFreeze is what a backend's Freeze returns for a stored freeze
+// record it cannot decode (err says why, with its key): frozen, so that
+// rollouts stay stopped until someone reads or replaces the record, and an
+// *UnreadableError of kind "freeze".
+func UnreadableFreeze(err error) (Freeze, error) {
+	bad := NewUnreadable("freeze")
+	bad.Add(err)
+	return Freeze{Frozen: true, Reason: "the stored freeze record cannot be read: " + err.Error()}, bad.Err()
+}

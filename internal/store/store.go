@@ -215,9 +215,10 @@ type Heartbeat struct {
 // a list of records (Reports, Served) in which some could not be decoded: a
 // newer encoding written mid-upgrade, another writer of the prefix, a bit
 // flip. The list is usable; the caller counts and logs what was skipped,
-// and never lets one bad record stop what the others decide.
+// and never lets one bad record stop what the others decide. (Freezer's
+// Freeze returns one beside the frozen stand-in for its one record.)
 type UnreadableError struct {
-	Kind  string // "release", "report", "served record" or "key set"
+	Kind  string // "release", "report", "served record", "key set" or "freeze"
 	Count int
 	First error // the first record's decode error, with its key
 	// Keys are the unreadable records' keys where the caller needs them

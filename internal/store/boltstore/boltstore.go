@@ -52,8 +52,8 @@ const (
 	// minute in which lpsd was up (store.Beats).
 	beatsBucket = "beats"
 	// revisionKey (in metaBucket) is the store-wide revision, 8-byte big
-	// endian, incremented by every release and component configuration
-	// write.
+	// endian, incremented by every release, component configuration and
+	// freeze write.
 	revisionKey = "revision"
 	// logRecordsBucket maps a log record's index n (8-byte big endian,
 	// from 0) to its stored form (storecodec.EncodeLogRecord).
@@ -70,6 +70,15 @@ const (
 	// checkpointKey (in metaBucket) is the kept checkpoint's stored form
 	// (storecodec); absent for none.
 	checkpointKey = "log-checkpoint"
+	// freezeKey (in metaBucket) is the fleet-wide freeze's stored form
+	// (storecodec); absent while none was ever put, as in every file from
+	// before the freeze.
+	freezeKey = "freeze"
+	// freezeRevisionKey (in metaBucket) is the freeze's revision, 8-byte
+	// big endian, written with it. It is a key of its own, not a field of
+	// the record, so that a record nobody can decode still has the
+	// revision a write replacing it compares against.
+	freezeRevisionKey = "freeze-revision"
 )
 
 // lockTimeout bounds the wait for the file lock, so a second lpsd on the

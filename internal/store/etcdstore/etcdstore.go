@@ -17,12 +17,15 @@
 //	<prefix>log/records/<n>         log record n from 0: a version byte (1), then its exact bytes; 20-digit
 //	<prefix>log/hashes/<i>          stored hash i (tlog.StoredHashIndex): its 32 bytes; 20-digit
 //	<prefix>log/checkpoint          the kept checkpoint: its size and note (JSON, "v")
+//	<prefix>freeze                  the fleet-wide rollout freeze (JSON, "v")
 //
 // A release's revision is its key's ModRevision, and the store-wide
 // revision is the highest ModRevision under releases/ (release keys are
 // never deleted), so writes to other keys, such as reports or another
 // prefix's, do not move it. Component configurations are the same under
-// configs/, with their own highest ModRevision; Watch follows both. A release write is one transaction that
+// configs/, with their own highest ModRevision; Watch follows both. The
+// freeze's revision is its key's ModRevision (it moves neither of those),
+// and Watch follows that key too. A release write is one transaction that
 // compares the release's ModRevision and the audit-seq counter's, then puts
 // the release, its audit entry and the counter. A canary seat is taken by
 // creating both its slot key, numbered by the count of slots, and its vmId
@@ -805,7 +808,8 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 	return out, nil
 }
 
-// Watch implements store.Store with an etcd watch on the releases, so it
+// Watch implements store.Store with etcd watches on the releases (and
+// the other records whose changes it signals, the freeze among them), so it
 // reports writes from every Store on the same prefix. Besides changes, the
 // channel receives a value whenever changes may have been missed: when the
 // watch is re-established after an error, and after a compaction. It is
@@ -834,13 +838,16 @@ func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 	go func() {
 		defer s.wg.Done()
 		defer close(out)
-		// Releases, component configurations, key sets and the kept
-		// checkpoint (a prefix matching its one key), each on its own watch;
-		// when one ends, so does the other, and the consumer re-watches.
+		// Releases, component configurations, key sets, the kept
+		// checkpoint and the freeze (the last two a prefix matching their
+		// one key), each on its own watch; when one ends, so do the others,
+		// and the consumer re-watches. The freeze must be among them: it
+		// is how a replica learns that another one froze (or thawed) the
+		// fleet, and without it the autopilot here would go on advancing.
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var wg sync.WaitGroup
-		for _, prefix := range []string{s.releasesPrefix(), s.configsPrefix(), s.keySetsPrefix(), s.checkpointKey()} {
+		for _, prefix := range []string{s.releasesPrefix(), s.configsPrefix(), s.keySetsPrefix(), s.checkpointKey(), s.freezeKey()} {
 			wg.Go(func() {
 				defer cancel()
 				s.watch(ctx, out, next, prefix)

@@ -44,6 +44,17 @@ func TestIntegrationStore(t *testing.T) {
 	})
 }
 
+func TestIntegrationFreeze(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	endpoints := etcdtest.Start(t)
+	var n atomic.Int64
+	storetest.RunFreeze(t, func(t *testing.T) store.Store {
+		return mustOpen(t, endpoints, fmt.Sprintf("/freezetest/%d/", n.Add(1)))
+	})
+}
+
 // TestIntegrationRestore runs storetest.RunRestore with a backup made as
 // docs/transparency-log.md tells operators: a snapshot of the running
 // cluster (etcdctl snapshot save), then, with lpsd and etcd stopped, the

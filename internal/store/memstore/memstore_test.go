@@ -11,3 +11,7 @@ import (
 func TestStore(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Store { return memstore.New() })
 }
+
+func TestFreeze(t *testing.T) {
+	storetest.RunFreeze(t, func(t *testing.T) store.Store { return memstore.New() })
+}

@@ -261,3 +261,28 @@ func DecodeCheckpoint(v []byte) (int64, []byte, error) {
 	}
 	return rec.Size, rec.Note, nil
 }
+
+type freezeRecord struct {
+	V      int          `json:"v"`
+	Freeze store.Freeze `json:"freeze"`
+}
+
+// EncodeFreeze returns the stored form of the fleet-wide freeze f. Its
+// revision is kept beside it by the backend (a bbolt key of its own, the
+// etcd key's ModRevision), so that a record nobody can decode still has
+// one to compare a replacing write against.
+func EncodeFreeze(f store.Freeze) ([]byte, error) {
+	return json.Marshal(freezeRecord{V: version, Freeze: f})
+}
+
+// DecodeFreeze reads what EncodeFreeze wrote.
+func DecodeFreeze(v []byte) (store.Freeze, error) {
+	var rec freezeRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return store.Freeze{}, fmt.Errorf("decode freeze record: %w", err)
+	}
+	if rec.V != version {
+		return store.Freeze{}, fmt.Errorf("freeze record encoding version %d, want %d", rec.V, version)
+	}
+	return rec.Freeze, nil
+}

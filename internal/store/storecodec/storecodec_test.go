@@ -172,3 +172,20 @@ func TestKeySetAndCheckpointRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestFreezeRoundTrip(t *testing.T) {
+	want := store.Freeze{Frozen: true, Reason: "INC-77", Actor: "op@example", Since: time.Date(2026, 4, 2, 8, 0, 0, 1, time.FixedZone("UTC+2", 2*3600))}
+	b, err := EncodeFreeze(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeFreeze(b)
+	if err != nil || !cmp.Equal(got, want) {
+		t.Errorf("DecodeFreeze(EncodeFreeze(f)) = %+v, %v; want %+v", got, err, want)
+	}
+	for _, v := range []string{`{"v":2,"freeze":{"frozen":false}}`, `{"freeze":{}}`, `not json`, ""} {
+		if _, err := DecodeFreeze([]byte(v)); err == nil || !strings.Contains(err.Error(), "freeze record") {
+			t.Errorf("DecodeFreeze(%q) = %v, want a freeze record error", v, err)
+		}
+	}
+}
