@@ -1046,3 +1046,45 @@ func TestSessionLimits(t *testing.T) {
 		t.Errorf("%d sessions; the other actor's kept: %v", len(s.m), s.get(other.ID, now) != nil)
 	}
 }
+
+// TestFrozenBanner: while every rollout is frozen every page says so, who
+// froze it and why, and how to thaw it; after the thaw the banner is
+// gone.
+func TestFrozenBanner(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	ctx := t.Context()
+	rev, err := f.st.PutFreeze(ctx, store.Freeze{Frozen: true, Reason: "CHG 5120: holiday freeze", Actor: "token:ops", Since: time.Now()}, 0, store.AuditEntry{Actor: "token:ops", Action: admin.ActionFreeze, Target: admin.FreezeTarget})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := f.signIn(t, readerToken)
+	for _, path := range []string{"/", "/releases/" + version} {
+		body := waitFor(t, c, f.srv.URL+path, "Every rollout is frozen")
+		for _, want := range []string{"CHG 5120: holiday freeze", "token:ops", "lpsctl unfreeze"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s while frozen lacks %q", path, want)
+			}
+		}
+	}
+	if _, err := f.st.PutFreeze(ctx, store.Freeze{Frozen: false, Reason: "over", Actor: "token:ops", Since: time.Now()}, rev, store.AuditEntry{Actor: "token:ops", Action: admin.ActionUnfreeze, Target: admin.FreezeTarget}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := c.Get(f.srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(b), "Every rollout is frozen") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the banner stayed after the thaw")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
