@@ -2,12 +2,16 @@ package lps
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -79,15 +83,52 @@ type Checkpointer struct {
 	origin string
 	log    *slog.Logger
 	hashes *hashCache
-	mu     sync.Mutex
-	sizes  map[string]int64 // witness URL → size it last cosigned
+	// mu guards verified, which is held across store reads; witnesses
+	// has a lock of its own, since the admin API reads it on every append.
+	mu sync.Mutex
 	// verified is how many records' stored hashes were recomputed
 	// (verify), under mu.
-	verified      int64
-	cosigns       *prometheus.CounterVec
-	size          prometheus.Gauge
-	signed        prometheus.Gauge
-	witnessedSize prometheus.Gauge
+	verified       int64
+	witnesses      witnessSizes
+	cosigns        *prometheus.CounterVec
+	size           prometheus.Gauge
+	signed         prometheus.Gauge
+	witnessedSize  prometheus.Gauge
+	appendsRefused prometheus.Gauge
+}
+
+// witnessSizes is what each witness last told this process it cosigned.
+type witnessSizes struct {
+	mu    sync.Mutex
+	sizes map[string]int64 // witness URL → the size it last cosigned
+}
+
+func (w *witnessSizes) get(url string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.sizes[url]
+}
+
+func (w *witnessSizes) set(url string, size int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.sizes[url] = size
+}
+
+// LogFloor is what a replica's witnesses say of the log nodes may have
+// been shown (Checkpointer.Floor).
+type LogFloor struct {
+	// Verified: enough witnesses answered since this process started to
+	// bound that log (Answered of Witnesses, at quorum Quorum). Until
+	// then lpsd cannot tell whether its store is behind it.
+	Verified                    bool
+	Answered, Witnesses, Quorum int
+	// Size is a size every tree nodes may have been shown is at most:
+	// with Verified, appends to a log smaller than it would fork it.
+	// Witness is the witness whose answer it is (its URL, password
+	// removed).
+	Size    int64
+	Witness string
 }
 
 // NewCheckpointer returns a Checkpointer of st's log.
@@ -114,7 +155,7 @@ func NewCheckpointer(st checkpointStore, cfg CheckpointerConfig) (*Checkpointer,
 		cfg.Now = time.Now
 	}
 	c := &Checkpointer{
-		st: st, cfg: cfg, origin: cfg.Signer.Name(), log: cfg.Log, hashes: newHashCache(st), sizes: make(map[string]int64),
+		st: st, cfg: cfg, origin: cfg.Signer.Name(), log: cfg.Log, hashes: newHashCache(st), witnesses: witnessSizes{sizes: make(map[string]int64)},
 		cosigns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_log_cosignatures_total",
 			Help: "Witness cosignature requests by witness URL and result (cosigned, refused, failed).",
@@ -129,7 +170,11 @@ func NewCheckpointer(st checkpointStore, cfg CheckpointerConfig) (*Checkpointer,
 		}),
 		witnessedSize: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "lpsd_log_witnessed_size",
-			Help: "Largest tree size a witness has said it cosigned. Above lpsd_snapshot_log_size for long, the store is behind the log nodes were shown (restored from a backup): appends are refused until it is restored (lpsctl log restore).",
+			Help: "A tree size the witnesses' answers bound the log nodes may have been shown by (the quorum-th largest they said they cosigned); 0 until enough answered.",
+		}),
+		appendsRefused: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "lpsd_log_appends_refused",
+			Help: "1 while this replica refuses to append to the transparency log (publish, revoke, key-set publish): its store holds fewer records than its witnesses cosigned (restored from an older backup: lpsctl log restore), or too few witnesses answered since it started to tell.",
 		}),
 	}
 	if cfg.Register != nil {
@@ -137,7 +182,9 @@ func NewCheckpointer(st checkpointStore, cfg CheckpointerConfig) (*Checkpointer,
 		cfg.Register(c.size)
 		cfg.Register(c.signed)
 		cfg.Register(c.witnessedSize)
+		cfg.Register(c.appendsRefused)
 	}
+	c.appendsRefused.Set(boolGauge(len(cfg.Witnesses) > 0))
 	return c, nil
 }
 
@@ -220,6 +267,19 @@ func (c *Checkpointer) Step(ctx context.Context, refresh bool) (bool, error) {
 		return false, err
 	}
 	cosigned, n := c.cosign(ctx, hr, size, signed)
+	fl, stored := c.Floor(), size
+	if fl.Verified && fl.Size > stored {
+		// Another replica may have appended (and had it cosigned) since
+		// size was read: only the store's size now says it is behind.
+		if now, err := c.st.LogSize(ctx); err == nil {
+			stored = now
+		}
+	}
+	c.witnessedSize.Set(float64(fl.Size))
+	c.appendsRefused.Set(boolGauge(!fl.Verified || fl.Size > stored))
+	if fl.Verified && fl.Size > stored {
+		c.log.Error("transparency log: the store holds fewer records than its witnesses cosigned (restored from an older backup?); appends are refused until the missing records are restored (lpsctl log restore)", "witness", fl.Witness, "witnessed_size", fl.Size, "log_size", stored)
+	}
 	if n < c.cfg.Quorum {
 		return false, fmt.Errorf("checkpoint at size %d: %d of the %d witness cosignatures needed", size, n, c.cfg.Quorum)
 	}
@@ -302,9 +362,13 @@ func (c *Checkpointer) cosign(ctx context.Context, hr tlog.HashReader, size int6
 // addCheckpoint submits signed to w with a proof from the size w last
 // cosigned, learning that size from a 409 when it is not known.
 func (c *Checkpointer) addCheckpoint(ctx context.Context, hr tlog.HashReader, w Witness, size int64, signed []byte) ([]byte, error) {
-	c.mu.Lock()
-	old := c.sizes[w.URL]
-	c.mu.Unlock()
+	old := c.witnesses.get(w.URL)
+	if old > size {
+		// Asked from a size above the one signed, a witness answers 400,
+		// never its size: ask from nothing, so it says what it holds now
+		// (reset since, or still ahead of this store).
+		old = 0
+	}
 	for attempt := 0; ; attempt++ {
 		var proof tlog.TreeProof
 		if old > 0 && old < size {
@@ -320,11 +384,8 @@ func (c *Checkpointer) addCheckpoint(ctx context.Context, hr tlog.HashReader, w 
 			// store was restored from a backup, or lost writes. Remembered,
 			// so appends are refused until the log is whole again
 			// (Witnessed): one appended now would fork it for good.
-			c.mu.Lock()
-			c.sizes[w.URL] = we.Size
-			c.mu.Unlock()
-			c.witnessedSize.Set(float64(c.witnessedMax()))
-			c.log.Error("transparency log: a witness has cosigned a larger tree than the store holds; appends are refused until the missing records are restored (lpsctl log restore)", "witness", w.URL, "witnessed_size", we.Size, "log_size", size)
+			c.witnesses.set(w.URL, we.Size)
+			c.log.Warn("transparency log: a witness has cosigned a larger tree than the store holds", "witness", redactURL(w.URL), "witnessed_size", we.Size, "log_size", size)
 			return nil, err
 		}
 		if errors.As(err, &we) && we.StatusCode == http.StatusConflict && we.Size >= 0 && we.Size != old && attempt == 0 {
@@ -334,33 +395,58 @@ func (c *Checkpointer) addCheckpoint(ctx context.Context, hr tlog.HashReader, w 
 		if err != nil {
 			return nil, err
 		}
-		c.mu.Lock()
-		c.sizes[w.URL] = size
-		c.mu.Unlock()
-		c.witnessedSize.Set(float64(c.witnessedMax()))
+		c.witnesses.set(w.URL, size)
 		return line, nil
 	}
 }
 
-// Witnessed returns the largest tree size a witness has said it cosigned
-// (by cosigning it for this replica, or in a refusal naming its size),
-// and that witness's URL; 0 and "" before any answer. A log smaller than
-// that is behind what nodes may have been shown: appending to it would
-// fork the log, so the admin API refuses to until it is restored.
-func (c *Checkpointer) Witnessed() (size int64, witness string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for url, n := range c.sizes {
-		if n > size || n == size && url < witness {
-			size, witness = n, url
-		}
+// Floor returns what the witnesses told this process of the log nodes
+// may have been shown. A checkpoint nodes accept carries Quorum of the
+// Witnesses' cosignatures, so of those that answered (cosigned for this
+// process, or refused naming the size they hold) at least k = Quorum -
+// (Witnesses - Answered) cosigned every tree nodes were shown, and the
+// k-th largest size they name bounds it. It is Verified when k is at
+// least 1. With k at least 2 no single witness can raise it by lying.
+func (c *Checkpointer) Floor() LogFloor {
+	f := LogFloor{Witnesses: len(c.cfg.Witnesses), Quorum: c.cfg.Quorum}
+	if f.Witnesses == 0 {
+		// No one to ask: lpsd cannot tell, and has never been able to.
+		return LogFloor{Verified: true}
 	}
-	return size, witness
+	c.witnesses.mu.Lock()
+	type answer struct {
+		url  string
+		size int64
+	}
+	var answers []answer
+	for url, n := range c.witnesses.sizes {
+		answers = append(answers, answer{url, n})
+	}
+	c.witnesses.mu.Unlock()
+	f.Answered = len(answers)
+	k := f.Quorum - (f.Witnesses - f.Answered)
+	if k < 1 {
+		return f
+	}
+	slices.SortFunc(answers, func(a, b answer) int { return cmp.Or(cmp.Compare(b.size, a.size), strings.Compare(a.url, b.url)) })
+	f.Verified, f.Size, f.Witness = true, answers[k-1].size, redactURL(answers[k-1].url)
+	return f
 }
 
-func (c *Checkpointer) witnessedMax() int64 {
-	n, _ := c.Witnessed()
-	return n
+// redactURL is url without a password, for messages and the admin API.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Verifier returns the verifier of the log key the checkpointer signs

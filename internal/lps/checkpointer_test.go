@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -272,9 +273,9 @@ func TestCheckpointerRunRefreshes(t *testing.T) {
 
 // TestCheckpointerLearnsTheWitnessIsAhead: a replica whose store holds
 // fewer records than its witness cosigned (restored from a backup) keeps
-// no checkpoint, and Witnessed then reports the witness's size, which the
+// no checkpoint, and Floor then reports the witness's size, which the
 // admin API refuses appends on; once the store holds that tree again, the
-// witness cosigns and Witnessed follows.
+// witness cosigns and Floor follows.
 func TestCheckpointerLearnsTheWitnessIsAhead(t *testing.T) {
 	ctx := t.Context()
 	fx := newLogFixture(t)
@@ -296,8 +297,8 @@ func TestCheckpointerLearnsTheWitnessIsAhead(t *testing.T) {
 	if kept, err := first.Step(ctx, false); err != nil || !kept {
 		t.Fatalf("Step on the served log = %v, %v; want kept", kept, err)
 	}
-	if size, who := first.Witnessed(); size != 3 || who != fx.wit.URL {
-		t.Errorf("Witnessed = %d, %q; want 3 from %s", size, who, fx.wit.URL)
+	if f := first.Floor(); !f.Verified || f.Size != 3 || f.Witness != fx.wit.URL || f.Answered != 1 {
+		t.Errorf("Floor = %+v; want 3 from %s, verified", f, fx.wit.URL)
 	}
 
 	restored := memstore.New()
@@ -306,22 +307,22 @@ func TestCheckpointerLearnsTheWitnessIsAhead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if size, _ := cp.Witnessed(); size != 0 {
-		t.Errorf("Witnessed before any answer = %d, want 0", size)
+	if f := cp.Floor(); f.Verified || f.Size != 0 {
+		t.Errorf("Floor before any answer = %+v, want unverified", f)
 	}
 	if kept, err := cp.Step(ctx, true); err == nil || kept {
 		t.Errorf("Step on the restored log = %v, %v; want refused by the witness", kept, err)
 	}
-	if size, who := cp.Witnessed(); size != 3 || who != fx.wit.URL {
-		t.Errorf("Witnessed after the refusal = %d, %q; want 3 from %s", size, who, fx.wit.URL)
+	if f := cp.Floor(); !f.Verified || f.Size != 3 || f.Witness != fx.wit.URL {
+		t.Errorf("Floor after the refusal = %+v; want 3 from %s", f, fx.wit.URL)
 	}
 	put(restored, "202604.01.2")
 	put(restored, "202604.01.3")
 	if kept, err := cp.Step(ctx, false); err != nil || !kept {
 		t.Errorf("Step once the log is whole = %v, %v; want kept", kept, err)
 	}
-	if size, _ := cp.Witnessed(); size != 3 {
-		t.Errorf("Witnessed once whole = %d, want 3", size)
+	if f := cp.Floor(); f.Size != 3 {
+		t.Errorf("Floor once whole = %+v, want 3", f)
 	}
 	if v := cp.Verifier(); v.Name() != fx.signer.Name() {
 		t.Errorf("Verifier = %s, want the log key's %s", v.Name(), fx.signer.Name())
@@ -336,5 +337,41 @@ func TestCheckpointerLearnsTheWitnessIsAhead(t *testing.T) {
 func TestCheckpointCapsAgree(t *testing.T) {
 	if store.MaxCheckpointBytes != translog.MaxNoteSize {
 		t.Errorf("store.MaxCheckpointBytes = %d, translog.MaxNoteSize = %d: a checkpoint between them is kept and refused by every reader", store.MaxCheckpointBytes, translog.MaxNoteSize)
+	}
+}
+
+// TestFloorCountsWitnessesThatDidNotAnswer: of the witnesses, those that
+// did not answer may hold the largest trees, so the floor is the
+// (quorum - unanswered)-th largest answer, unverified below 1; a URL's
+// password never shows.
+func TestFloorCountsWitnessesThatDidNotAnswer(t *testing.T) {
+	ws := []Witness{{URL: "https://u:secret@w1.example"}, {URL: "https://w2.example"}, {URL: "https://w3.example"}}
+	for _, tt := range []struct {
+		name     string
+		quorum   int
+		answers  map[string]int64
+		verified bool
+		size     int64
+	}{
+		{"none answered", 2, nil, false, 0},
+		{"one of three at quorum 2", 2, map[string]int64{"https://w2.example": 9}, false, 0},
+		{"two of three at quorum 2", 2, map[string]int64{"https://w2.example": 9, "https://w3.example": 4}, true, 9},
+		{"all at quorum 2", 2, map[string]int64{"https://u:secret@w1.example": 99, "https://w2.example": 9, "https://w3.example": 4}, true, 9},
+		{"one of three at quorum 3", 3, map[string]int64{"https://w3.example": 4}, true, 4},
+		{"all at quorum 3", 3, map[string]int64{"https://u:secret@w1.example": 99, "https://w2.example": 9, "https://w3.example": 4}, true, 4},
+		{"two of three at quorum 1", 1, map[string]int64{"https://w2.example": 9, "https://w3.example": 4}, false, 0},
+		{"all at quorum 1", 1, map[string]int64{"https://u:secret@w1.example": 99, "https://w2.example": 9, "https://w3.example": 4}, true, 99},
+	} {
+		c := &Checkpointer{cfg: CheckpointerConfig{Witnesses: ws, Quorum: tt.quorum}, witnesses: witnessSizes{sizes: map[string]int64{}}}
+		for u, n := range tt.answers {
+			c.witnesses.set(u, n)
+		}
+		f := c.Floor()
+		if f.Verified != tt.verified || f.Size != tt.size || f.Answered != len(tt.answers) {
+			t.Errorf("%s: Floor = %+v, want verified %v at %d", tt.name, f, tt.verified, tt.size)
+		}
+		if strings.Contains(f.Witness, "secret") {
+			t.Errorf("%s: Floor names %q, with its password", tt.name, f.Witness)
+		}
 	}
 }

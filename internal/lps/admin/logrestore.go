@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/translog"
@@ -26,10 +28,15 @@ type LogKeeper interface {
 	// Verifier is the log key's public half: a restore must end at a
 	// checkpoint it signed.
 	Verifier() note.Verifier
-	// Witnessed is the largest tree a witness has said it cosigned, and
-	// which witness said so.
-	Witnessed() (size int64, witness string)
+	// Floor is what the witnesses told this process of the log nodes
+	// may have been shown.
+	Floor() lps.LogFloor
 }
+
+// appendWait bounds how long an append waits, just after lpsd started,
+// for its witnesses' first answers (the checkpointer asks them at once;
+// on loopback they answer in milliseconds).
+const appendWait = 5 * time.Second
 
 // ActionRestoreLog is the audit action of each record RestoreLog
 // re-appends.
@@ -39,43 +46,73 @@ const ActionRestoreLog = "restore-log"
 // of at most store.MaxRecordBytes stay under gRPC's 4 MiB message limit.
 const MaxRestoreRecords = 32
 
-// ReasonLogBehind is the ErrorInfo reason of an append refused because a
-// witness has cosigned a larger tree than the store holds. Metadata:
-// "size", "witnessed_size" (decimal) and "witness" (its URL).
-const ReasonLogBehind = "LOG_BEHIND"
+// ErrorInfo reasons of a refused append. ReasonLogBehind: the witnesses
+// cosigned a larger tree than the store holds; metadata "size",
+// "witnessed_size" (decimal) and "witness" (its URL). ReasonLogUnverified:
+// too few witnesses answered since lpsd started to tell; metadata
+// "answered", "witnesses", "quorum".
+const (
+	ReasonLogBehind     = "LOG_BEHIND"
+	ReasonLogUnverified = "LOG_UNVERIFIED"
+)
 
 // checkAppend refuses a change that appends to the log (what: "publish",
-// "revoke", …) while a witness has cosigned a larger tree than the store
-// holds: the store was restored from an older backup or lost writes, and a
+// "revoke", …) while the store holds fewer records than the log nodes may
+// have been shown: restored from an older backup or having lost writes, a
 // record appended now would give the log, at a size witnesses and nodes
-// already know, another root: a fork, which nobody can undo. Without a
-// log key, or before any witness answered, nothing is refused.
+// already know, another root: a fork, which nobody can undo. That log is
+// bounded by what the witnesses told this process (lps.Checkpointer.Floor)
+// and by the checkpoints RestoreLog verified; until enough witnesses
+// answered since lpsd started (it waits appendWait for them), it cannot be
+// told, and the append is refused too. Without a log key nothing is
+// refused: there are no witnesses to ask.
 func (s *Server) checkAppend(ctx context.Context, what, hint string) error {
 	if s.logs == nil {
 		return nil
 	}
-	witnessed, who := s.logs.Witnessed()
-	if witnessed == 0 {
+	f := s.logs.Floor()
+	if !f.Verified {
+		wait := time.NewTimer(appendWait)
+		defer wait.Stop()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for !f.Verified {
+			select {
+			case <-ctx.Done():
+				return status.FromContextError(ctx.Err()).Err()
+			case <-wait.C:
+				return withInfo(status.Newf(codes.FailedPrecondition, "%s refused: %d of the %d witnesses answered this lpsd since it started, and with a quorum of %d it needs %d to tell whether its store is behind the log nodes were shown (a store restored from a backup is, and an append to it would fork the log for good); check the witnesses (lpsctl log status)%s",
+					what, f.Answered, f.Witnesses, f.Quorum, f.Witnesses-f.Quorum+1, hint), ReasonLogUnverified, map[string]string{
+					"answered": strconv.Itoa(f.Answered), "witnesses": strconv.Itoa(f.Witnesses), "quorum": strconv.Itoa(f.Quorum),
+				})
+			case <-tick.C:
+				f = s.logs.Floor()
+			}
+		}
+	}
+	floor, who := f.Size, "witness "+f.Witness
+	if r := s.restored.Load(); r > floor {
+		floor, who = r, "the checkpoint a restore verified"
+	}
+	if floor == 0 {
 		return nil
 	}
 	size, err := s.store.LogSize(ctx)
 	if err != nil {
 		return s.storeError("read the log size", err)
 	}
-	if size >= witnessed {
+	if size >= floor {
 		return nil
 	}
-	st := status.Newf(codes.FailedPrecondition, "%s refused: the transparency log holds %d records but witness %s has cosigned a tree of %d, so the store was restored from an older backup or lost writes, and a record appended now would fork the log for good; re-append the missing records from a monitor's export first (lpsctl log restore --dir DIR), then retry%s",
-		what, size, who, witnessed, hint)
-	if d, derr := st.WithDetails(&errdetails.ErrorInfo{
-		Reason: ReasonLogBehind,
-		Domain: ErrorDomain,
-		Metadata: map[string]string{
-			"size":           strconv.FormatInt(size, 10),
-			"witnessed_size": strconv.FormatInt(witnessed, 10),
-			"witness":        who,
-		},
-	}); derr == nil {
+	return withInfo(status.Newf(codes.FailedPrecondition, "%s refused: the transparency log holds %d records but %s covers %d, so the store was restored from an older backup or lost writes, and a record appended now would fork the log for good; re-append the missing records from a monitor's export first (lpsctl log restore --dir DIR), then retry%s",
+		what, size, who, floor, hint), ReasonLogBehind, map[string]string{
+		"size": strconv.FormatInt(size, 10), "witnessed_size": strconv.FormatInt(floor, 10), "witness": f.Witness,
+	})
+}
+
+// withInfo returns st with an ErrorInfo of reason and metadata.
+func withInfo(st *status.Status, reason string, metadata map[string]string) error {
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: metadata}); err == nil {
 		st = d
 	}
 	return st.Err()
@@ -98,9 +135,11 @@ func (s *Server) GetLog(ctx context.Context, _ *adminv1.GetLogRequest) (*adminv1
 		return nil, s.storeError("read the checkpoint", err)
 	}
 	if s.logs != nil {
+		f := s.logs.Floor()
 		resp.Origin = s.logs.Verifier().Name()
-		resp.WitnessedSize, resp.Witness = s.logs.Witnessed()
-		resp.AppendsRefused = resp.WitnessedSize > size
+		resp.WitnessedSize, resp.Witness = max(f.Size, s.restored.Load()), f.Witness
+		resp.Witnesses, resp.WitnessQuorum, resp.WitnessesAnswered, resp.Verified = int32(f.Witnesses), int32(f.Quorum), int32(f.Answered), f.Verified
+		resp.AppendsRefused = !f.Verified || resp.WitnessedSize > size
 	}
 	return resp, nil
 }
@@ -135,6 +174,14 @@ func (s *Server) RestoreLog(ctx context.Context, req *adminv1.RestoreLogRequest)
 	if err != nil {
 		return nil, err
 	}
+	// The log nodes may have been shown is at least this checkpoint's
+	// tree: no append but the restore's may land below it.
+	for {
+		r := s.restored.Load()
+		if cp.Size <= r || s.restored.CompareAndSwap(r, cp.Size) {
+			break
+		}
+	}
 	size, err := s.store.LogSize(ctx)
 	if err != nil {
 		return nil, s.storeError("read the log size", err)
@@ -168,6 +215,9 @@ func (s *Server) RestoreLog(ctx context.Context, req *adminv1.RestoreLogRequest)
 	if err := tlog.CheckTree(proof, cp.Size, cp.Hash, end, want); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "the log with these records appended at %d is not a prefix of the checkpoint's tree of %d (%v): the export is not of this log, or the store is not a backup of it; nothing was appended", size, cp.Size, err)
 	}
+	if err := s.checkRestorable(ctx, size, recs); err != nil {
+		return nil, err
+	}
 	resp := &adminv1.RestoreLogResponse{Size: size}
 	for i, r := range recs {
 		index := size + int64(i)
@@ -181,13 +231,16 @@ func (s *Server) RestoreLog(ctx context.Context, req *adminv1.RestoreLogRequest)
 	// Whether another writer appended meanwhile: the guard keeps this
 	// replica's admin API out, not a replica that never heard a witness.
 	got, err := s.store.LogSize(ctx)
-	if err == nil && got == end {
+	if err == nil && got >= end {
+		// Another append right after the last record is no harm: only
+		// the tree at end says whether the records landed where they
+		// belong.
 		var th tlog.Hash
 		if th, err = tlog.TreeHash(end, store.HashReader(ctx, s.store)); err == nil && th != want {
 			err = fmt.Errorf("tree hash %s at %d, want %s", th, end, want)
 		}
 	} else if err == nil {
-		err = fmt.Errorf("the log holds %d records, want %d", got, end)
+		err = fmt.Errorf("the log holds %d records, want at least %d", got, end)
 	}
 	if err != nil {
 		s.log.Error("transparency log: appended to during a restore; it may have forked", "from", size, "end", end, "err", err)
@@ -195,6 +248,74 @@ func (s *Server) RestoreLog(ctx context.Context, req *adminv1.RestoreLogRequest)
 	}
 	s.log.Info("transparency log restored", "actor", actor, "from", size, "size", end, "checkpoint_size", cp.Size)
 	return resp, nil
+}
+
+// checkRestorable checks, before anything is appended, that every record
+// from index from is one lpsd appends and that the store can take the
+// change it records in order: a release not stored yet, a revocation of
+// a release stored (or restored before it) and not revoked, the next
+// key-set version. A batch is applied whole or, cut short by a fault, up
+// to a record; never stopped midway by its own content.
+func (s *Server) checkRestorable(ctx context.Context, from int64, recs [][]byte) error {
+	links, err := s.store.KeySets(ctx)
+	if err != nil {
+		return s.storeError("list key sets", err)
+	}
+	next := int64(0) // the key-set version the next link must have; 0: any
+	if len(links) > 0 {
+		next = links[len(links)-1].Version + 1
+	}
+	released, revoked := map[string]bool{}, map[string]bool{}
+	known := func(v string) (exists, isRevoked bool, err error) {
+		if released[v] {
+			return true, revoked[v], nil
+		}
+		r, _, err := s.store.Release(ctx, v)
+		if errors.Is(err, store.ErrNotFound) {
+			return false, false, nil
+		}
+		if err != nil {
+			return false, false, s.storeError("read release "+v, err)
+		}
+		return true, r.Revoked || revoked[v], nil
+	}
+	for i, rec := range recs {
+		en := tiles.Describe(from+int64(i), rec)
+		bad := func(format string, a ...any) error {
+			return status.Errorf(codes.FailedPrecondition, "record %d (%s %s): %s; nothing was appended", en.Index, en.Kind, en.Version, fmt.Sprintf(format, a...))
+		}
+		switch en.Kind {
+		case tiles.KindRelease:
+			exists, _, err := known(en.Version)
+			if err != nil {
+				return err
+			}
+			if exists {
+				return bad("the store holds that release already")
+			}
+			released[en.Version] = true
+		case tiles.KindRevocation:
+			exists, isRevoked, err := known(en.Version)
+			switch {
+			case err != nil:
+				return err
+			case !exists:
+				return bad("the store holds no release it revokes")
+			case isRevoked:
+				return bad("the store holds it revoked already")
+			}
+			released[en.Version], revoked[en.Version] = true, true
+		case tiles.KindKeySet:
+			v, err := strconv.ParseInt(en.Version, 10, 64)
+			if err != nil || next != 0 && v != next {
+				return bad("the next key-set version is %d", next)
+			}
+			next = v + 1
+		default:
+			return status.Errorf(codes.FailedPrecondition, "record %d: %s; lpsd appends none such (an export of a newer lpsd? restore with it); nothing was appended", en.Index, en.Problem)
+		}
+	}
+	return nil
 }
 
 // restoreCheckpoint opens the request's checkpoint with the log key. Its

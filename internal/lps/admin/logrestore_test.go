@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps"
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -26,8 +27,10 @@ type witnessedLog struct {
 	size atomic.Int64
 }
 
-func (w *witnessedLog) Verifier() note.Verifier    { return w.v }
-func (w *witnessedLog) Witnessed() (int64, string) { return w.size.Load(), "https://witness.example" }
+func (w *witnessedLog) Verifier() note.Verifier { return w.v }
+func (w *witnessedLog) Floor() lps.LogFloor {
+	return lps.LogFloor{Verified: true, Answered: 1, Witnesses: 1, Quorum: 1, Size: w.size.Load(), Witness: "https://witness.example"}
+}
 
 // TestRestoreLog: a store restored from a backup taken at 3 records, while
 // the served log grew to 7 (a release, a revocation, a key set, a

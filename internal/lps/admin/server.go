@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -135,8 +136,11 @@ type Server struct {
 	replicaID string
 	keys      *release.KeySet
 	logs      LogKeeper
-	now       func() time.Time
-	log       *slog.Logger
+	// restored is the largest checkpoint RestoreLog verified: the log
+	// nodes may have been shown is at least that large.
+	restored atomic.Int64
+	now      func() time.Time
+	log      *slog.Logger
 }
 
 var _ adminv1.AdminServiceServer = (*Server)(nil)
@@ -206,6 +210,11 @@ func (s *Server) PublishRelease(ctx context.Context, req *adminv1.PublishRelease
 	}
 	if err := s.checkBudget(ctx, r, now); err != nil {
 		return nil, err
+	}
+	// A retried publish of the stored envelope is done already, even
+	// while appends are refused.
+	if cur, rev, err := s.store.Release(ctx, r.Version); err == nil && bytes.Equal(cur.Envelope, r.Envelope) {
+		return &adminv1.PublishReleaseResponse{Release: toProto(cur, rev), Unchanged: true}, nil
 	}
 	if err := s.checkAppend(ctx, "publish "+r.Version, ""); err != nil {
 		return nil, err

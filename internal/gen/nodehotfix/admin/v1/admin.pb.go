@@ -332,15 +332,26 @@ type GetLogResponse struct {
 	Size int64 `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
 	// The tree size of the kept (cosigned) checkpoint; 0 when none is kept.
 	CheckpointSize int64 `protobuf:"varint,3,opt,name=checkpoint_size,json=checkpointSize,proto3" json:"checkpoint_size,omitempty"`
-	// The largest tree size a witness has told this replica it cosigned,
-	// and that witness's URL; 0 and "" before any answer.
+	// The size the witnesses' answers bound the log nodes may have been
+	// shown by (the quorum-th largest they said they cosigned, counting
+	// those that did not answer as larger), and whose answer it is; 0 and
+	// "" until enough answered.
 	WitnessedSize int64  `protobuf:"varint,4,opt,name=witnessed_size,json=witnessedSize,proto3" json:"witnessed_size,omitempty"`
 	Witness       string `protobuf:"bytes,5,opt,name=witness,proto3" json:"witness,omitempty"`
-	// witnessed_size is over size: every append (publish, revoke, key-set
-	// publish) is refused until RestoreLog brings the log back to it.
+	// Every append (publish, revoke, key-set publish) is refused: the
+	// witnesses bound the log nodes were shown by witnessed_size, over
+	// size (RestoreLog brings the log back to it), or too few answered
+	// since this replica started to tell (verified false).
 	AppendsRefused bool `protobuf:"varint,6,opt,name=appends_refused,json=appendsRefused,proto3" json:"appends_refused,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The witnesses lpsd asks, how many of them must cosign, and how many
+	// answered this replica since it started.
+	Witnesses         int32 `protobuf:"varint,7,opt,name=witnesses,proto3" json:"witnesses,omitempty"`
+	WitnessQuorum     int32 `protobuf:"varint,8,opt,name=witness_quorum,json=witnessQuorum,proto3" json:"witness_quorum,omitempty"`
+	WitnessesAnswered int32 `protobuf:"varint,9,opt,name=witnesses_answered,json=witnessesAnswered,proto3" json:"witnesses_answered,omitempty"`
+	// Enough witnesses answered to bound the log nodes were shown.
+	Verified      bool `protobuf:"varint,10,opt,name=verified,proto3" json:"verified,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetLogResponse) Reset() {
@@ -411,6 +422,34 @@ func (x *GetLogResponse) GetWitness() string {
 func (x *GetLogResponse) GetAppendsRefused() bool {
 	if x != nil {
 		return x.AppendsRefused
+	}
+	return false
+}
+
+func (x *GetLogResponse) GetWitnesses() int32 {
+	if x != nil {
+		return x.Witnesses
+	}
+	return 0
+}
+
+func (x *GetLogResponse) GetWitnessQuorum() int32 {
+	if x != nil {
+		return x.WitnessQuorum
+	}
+	return 0
+}
+
+func (x *GetLogResponse) GetWitnessesAnswered() int32 {
+	if x != nil {
+		return x.WitnessesAnswered
+	}
+	return 0
+}
+
+func (x *GetLogResponse) GetVerified() bool {
+	if x != nil {
+		return x.Verified
 	}
 	return false
 }
@@ -4884,14 +4923,19 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x11SetFreezeResponse\x123\n" +
 	"\x06freeze\x18\x01 \x01(\v2\x1b.nodehotfix.admin.v1.FreezeR\x06freeze\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x0f\n" +
-	"\rGetLogRequest\"\xcf\x01\n" +
+	"\rGetLogRequest\"\xdf\x02\n" +
 	"\x0eGetLogResponse\x12\x16\n" +
 	"\x06origin\x18\x01 \x01(\tR\x06origin\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12'\n" +
 	"\x0fcheckpoint_size\x18\x03 \x01(\x03R\x0echeckpointSize\x12%\n" +
 	"\x0ewitnessed_size\x18\x04 \x01(\x03R\rwitnessedSize\x12\x18\n" +
 	"\awitness\x18\x05 \x01(\tR\awitness\x12'\n" +
-	"\x0fappends_refused\x18\x06 \x01(\bR\x0eappendsRefused\"\x8f\x01\n" +
+	"\x0fappends_refused\x18\x06 \x01(\bR\x0eappendsRefused\x12\x1c\n" +
+	"\twitnesses\x18\a \x01(\x05R\twitnesses\x12%\n" +
+	"\x0ewitness_quorum\x18\b \x01(\x05R\rwitnessQuorum\x12-\n" +
+	"\x12witnesses_answered\x18\t \x01(\x05R\x11witnessesAnswered\x12\x1a\n" +
+	"\bverified\x18\n" +
+	" \x01(\bR\bverified\"\x8f\x01\n" +
 	"\x11RestoreLogRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\x03R\x04from\x12\x18\n" +
 	"\arecords\x18\x02 \x03(\fR\arecords\x12\x1e\n" +
