@@ -443,13 +443,15 @@ atomically. When DIR holds an earlier export, the log must extend it (a fork
 exits 7 and writes nothing) and only the new tiles are written.
 
 log status asks the lpsd replica --server reaches for its log: the records
-its store holds, the size of the cosigned checkpoint it keeps, and the
-largest tree a witness has told it it cosigned. A witness ahead of the
-store means the store was restored from an older backup, or lost writes:
-lpsd then refuses every publish, revoke and key-set publish (exit 3, with
-ErrorInfo reason LOG_BEHIND), since each would append a record and fork the
-log at a size witnesses and nodes already know. Halting a release appends
-nothing and stays allowed. A reader may run it.
+its store holds, the size of the cosigned checkpoint it keeps, how many of
+its witnesses answered since it started, and the size their answers bound
+the log nodes were shown by. While too few answered to tell (UNVERIFIED),
+or the store holds fewer records than that (BEHIND: restored from an older
+backup, or lost writes), lpsd refuses every publish, revoke and key-set
+publish (exit 3, ErrorInfo reason LOG_UNVERIFIED or LOG_BEHIND), since each
+would append a record and could fork the log at a size witnesses and nodes
+already know. Halting a release appends nothing and stays allowed. A
+reader may run it.
 
 log restore re-appends, from an export (log export, run from cron), the
 records the restored store lost: it verifies the export as log --dir does,
@@ -460,6 +462,10 @@ log key signed (exit 3 otherwise, nothing appended). Each record is
 appended with its change (a release as a draft, a revocation, a key-set
 version) and an audit entry, action restore-log. Run again, it goes on
 where it stopped; with --dry-run it lists the records and changes nothing.
+When lpsd still refuses appends after the whole export is in (the export is
+older than what the witnesses cosigned), it exits 3 and says so: find a
+newer export, or see "When records are lost" in docs/transparency-log.md.
+An export of another log (another origin) exits 1.
 
 # Output
 
@@ -629,8 +635,9 @@ On a fork (exit 7) it prints instead {"fork": {"reason": "...",
 with its signed note. log export prints {"dir", "origin", "size",
 "root_hash", "previous_size" (null on a first export), "tiles", "bundles"}.
 log status prints {"origin" ("" without a log key), "size",
-"checkpoint_size", "witnessed_size", "witness" (its URL, when one
-answered), "appends_refused"}. log restore prints {"origin", "from" (the
+"checkpoint_size", "witnesses", "witness_quorum", "witnesses_answered",
+"verified", "witnessed_size", "witness" (whose answer it is), and
+"appends_refused"}. log restore prints {"origin", "from" (the
 log's size before), "size" (after), "checkpoint_size" (the export's),
 "dry_run", "records": [{"index", "kind": "release|revocation|keyset",
 "target": "202604.01.3|keyset@2"}, ...]}.

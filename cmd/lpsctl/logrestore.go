@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps/admin"
@@ -39,10 +40,7 @@ run it.`,
 			if err != nil {
 				return err
 			}
-			doc := logStatusJSON{
-				Origin: resp.GetOrigin(), Size: resp.GetSize(), CheckpointSize: resp.GetCheckpointSize(),
-				WitnessedSize: resp.GetWitnessedSize(), Witness: resp.GetWitness(), AppendsRefused: resp.GetAppendsRefused(),
-			}
+			doc := toLogStatusJSON(resp)
 			if c.out.structured() {
 				return c.out.write(e.stdout, doc)
 			}
@@ -56,12 +54,24 @@ run it.`,
 
 // logStatusJSON is log status's -o json document (schema in doc.go).
 type logStatusJSON struct {
-	Origin         string `json:"origin"`
-	Size           int64  `json:"size"`
-	CheckpointSize int64  `json:"checkpoint_size"`
-	WitnessedSize  int64  `json:"witnessed_size"`
-	Witness        string `json:"witness,omitempty"`
-	AppendsRefused bool   `json:"appends_refused"`
+	Origin            string `json:"origin"`
+	Size              int64  `json:"size"`
+	CheckpointSize    int64  `json:"checkpoint_size"`
+	Witnesses         int    `json:"witnesses"`
+	WitnessQuorum     int    `json:"witness_quorum"`
+	WitnessesAnswered int    `json:"witnesses_answered"`
+	Verified          bool   `json:"verified"`
+	WitnessedSize     int64  `json:"witnessed_size"`
+	Witness           string `json:"witness,omitempty"`
+	AppendsRefused    bool   `json:"appends_refused"`
+}
+
+func toLogStatusJSON(r *adminv1.GetLogResponse) logStatusJSON {
+	return logStatusJSON{
+		Origin: r.GetOrigin(), Size: r.GetSize(), CheckpointSize: r.GetCheckpointSize(),
+		Witnesses: int(r.GetWitnesses()), WitnessQuorum: int(r.GetWitnessQuorum()), WitnessesAnswered: int(r.GetWitnessesAnswered()), Verified: r.GetVerified(),
+		WitnessedSize: r.GetWitnessedSize(), Witness: r.GetWitness(), AppendsRefused: r.GetAppendsRefused(),
+	}
 }
 
 func printLogStatus(w io.Writer, d logStatusJSON) error {
@@ -70,16 +80,29 @@ func printLogStatus(w io.Writer, d logStatusJSON) error {
 		origin = "log " + quote.Text(d.Origin)
 	}
 	fmt.Fprintf(w, "%s: %d records, kept checkpoint of %d\n", origin, d.Size, d.CheckpointSize)
+	if d.Origin == "" {
+		return nil
+	}
+	fmt.Fprintf(w, "witnesses: %d of %d answered this replica since it started (quorum %d)\n", d.WitnessesAnswered, d.Witnesses, d.WitnessQuorum)
 	switch {
+	case d.Witnesses > 0 && !d.Verified:
+		fmt.Fprintf(w, "UNVERIFIED: %d must have answered to tell whether the store is behind the log nodes were shown; publish, revoke and key-set publish are refused meanwhile (check the witnesses; halt appends nothing)\n", d.Witnesses-d.WitnessQuorum+1)
 	case d.AppendsRefused:
-		fmt.Fprintf(w, "BEHIND: witness %s has cosigned a tree of %d; publish, revoke and key-set publish are refused until the %d missing records are restored (lpsctl log restore --dir EXPORT)\n",
-			quote.Text(d.Witness), d.WitnessedSize, d.WitnessedSize-d.Size)
+		fmt.Fprintf(w, "BEHIND: %s covers %d records, %d more than the store holds; publish, revoke and key-set publish are refused until they are restored (lpsctl log restore --dir EXPORT; if it says the records do not extend the log, the log forked: docs/transparency-log.md)\n",
+			witnessOr(d.Witness), d.WitnessedSize, d.WitnessedSize-d.Size)
 	case d.WitnessedSize > 0:
-		fmt.Fprintf(w, "witnesses: %s last cosigned %d (this replica's latest answer)\n", quote.Text(d.Witness), d.WitnessedSize)
-	case d.Origin != "":
-		fmt.Fprintln(w, "witnesses: none answered this replica yet")
+		fmt.Fprintf(w, "not behind: the witnesses' answers cover %d records\n", d.WitnessedSize)
 	}
 	return nil
+}
+
+// witnessOr names whose answer a size is: a witness, or a restore's
+// checkpoint.
+func witnessOr(url string) string {
+	if url == "" {
+		return "the checkpoint a restore verified"
+	}
+	return "witness " + quote.Text(url)
 }
 
 type logRestoreOpts struct {
@@ -110,8 +133,10 @@ restore cut short is resumed by running it again. With --dry-run it lists
 what it would re-append and changes nothing.
 
 Refused (exit 3): records that do not extend lpsd's log to the export's
-checkpoint (the export is of another log, or the store is not a backup of
-it), or a change the store already holds.`,
+checkpoint (the store is not a backup of this log), or a change the store
+already holds; also exit 3 when lpsd still refuses appends after the whole
+export is in (the export is older than what the witnesses cosigned: find a
+newer one). An export of another log exits 1.`,
 		Example: "  lpsctl log restore --dir /srv/www/log --log-key \"$(cat log.vkey)\" --reason \"restore after disk loss, INC 88\" --dry-run\n" +
 			"  lpsctl log restore --dir /srv/www/log --log-key \"$(cat log.vkey)\" --reason \"restore after disk loss, INC 88\"",
 		Args: positional(),
@@ -182,10 +207,32 @@ func logRestore(cmd *cobra.Command, o logRestoreOpts, dir string, e *env) error 
 			doc.Size = cp.Size
 		}
 	}
-	if o.out.structured() {
-		return o.out.write(e.stdout, doc)
+	var after *adminv1.GetLogResponse
+	if !o.dryRun {
+		if err := o.conn.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+			after, err = cl.GetLog(ctx, &adminv1.GetLogRequest{})
+			return err
+		}); err != nil {
+			return err
+		}
 	}
-	return printLogRestore(e.stdout, doc)
+	if o.out.structured() {
+		if err := o.out.write(e.stdout, doc); err != nil {
+			return err
+		}
+	} else if err := printLogRestore(e.stdout, doc); err != nil {
+		return err
+	}
+	if after.GetAppendsRefused() && !after.GetVerified() {
+		return &rpcError{code: codes.FailedPrecondition, msg: fmt.Sprintf("restored, but lpsd still refuses appends: %d of its %d witnesses answered since it started, too few to tell whether its store is behind (lpsctl log status)", after.GetWitnessesAnswered(), after.GetWitnesses())}
+	}
+	if after.GetAppendsRefused() {
+		// Restored all the export holds, and lpsd still cannot append:
+		// the export is older than the log nodes were shown.
+		return &rpcError{code: codes.FailedPrecondition, msg: fmt.Sprintf("lpsd still refuses appends: the export ends at %d records but %s covers %d; restore from a newer export (another monitor's), or, if none holds them, those records are lost: see \"When records are lost\" in docs/transparency-log.md",
+			cp.Size, witnessOr(after.GetWitness()), after.GetWitnessedSize())}
+	}
+	return nil
 }
 
 // restoreRecords sends the export's records from from to cp's end to lpsd

@@ -14,10 +14,12 @@ import (
 // TestIntegrationLogRestore is docs/transparency-log.md's backup and
 // restore, on real processes: lpsd on a bbolt file with a log key and a
 // witness (its own process), the file copied with lpsd stopped at 2
-// records; the log grows to 4 (a release, a revocation) and a monitor
-// exports it; the backup is copied back. The restarted lpsd learns from
-// the witness that it is behind and refuses to publish (which would fork
-// the log); lpsctl log restore re-appends the 2 records from the export,
+// records; the log grows to 4 (a release, exported then by a monitor, and
+// a revocation, exported by the next run) and the backup is copied back.
+// The restarted lpsd learns from the witness that it is behind and
+// refuses to publish (which would fork the log); lpsctl log restore from
+// the older export re-appends its one record and exits 3, as lpsd still
+// refuses appends; from the newer export it re-appends the revocation,
 // after which the witness cosigns the same tree again, the revocation
 // holds, and publishing goes on.
 func TestIntegrationLogRestore(t *testing.T) {
@@ -90,6 +92,13 @@ func TestIntegrationLogRestore(t *testing.T) {
 
 	l = start()
 	mustPublish(l, "202604.01.3")
+	if err := l.WaitLogged(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	// A monitor's export from before the revocation: older than the log
+	// nodes are shown next.
+	older := filepath.Join(dir, "export-older")
+	ctl(l, "log", "export", "--url", "http://"+l.HTTPAddr+"/log/", "--log-key", tr.LogVKey, older)
 	ctl(l, "revoke", "202604.01.2", "--reason", "e2e: bad")
 	if err := l.WaitLogged(ctx, 4); err != nil {
 		t.Fatalf("%v\nwitness log:\n%s", err, tr.Witness.Log())
@@ -127,9 +136,15 @@ func TestIntegrationLogRestore(t *testing.T) {
 	ctl(l, "rollout", "set", "202604.01.2", "--percent", "5", "--reason", "e2e")
 	ctl(l, "rollout", "halt", "202604.01.2", "--reason", "e2e: revoked before the disk loss")
 
+	// The older export holds one of the two records: re-appended, and
+	// lpsctl says lpsd still refuses appends, and what to do (exit 3).
+	out, err = l.Ctl(ctx, "log", "restore", "--dir", older, "--log-key", tr.LogVKey, "--reason", "e2e: restore from the older export")
+	if err == nil || !strings.Contains(err.Error(), "exit status 3") || !strings.Contains(err.Error(), "still refuses appends") || !strings.Contains(err.Error(), "newer export") {
+		t.Fatalf("restore from an export older than the witness's tree = %v, %s; want exit 3 saying appends are still refused", err, out)
+	}
 	dry := ctl(l, "log", "restore", "--dir", export, "--log-key", tr.LogVKey, "--dry-run")
-	if !strings.Contains(dry, "revocation") || !strings.Contains(dry, "202604.01.3") {
-		t.Errorf("restore --dry-run = %q, want records 2 (release 202604.01.3) and 3 (revocation)", dry)
+	if !strings.Contains(dry, "revocation") || strings.Contains(dry, "202604.01.3") {
+		t.Errorf("restore --dry-run = %q, want record 3 (the revocation) alone: the older export restored record 2", dry)
 	}
 	var res struct {
 		From, Size int64
@@ -141,8 +156,8 @@ func TestIntegrationLogRestore(t *testing.T) {
 	if err := json.Unmarshal([]byte(ctl(l, "log", "restore", "--dir", export, "--log-key", tr.LogVKey, "--reason", "e2e: restore", "-o", "json")), &res); err != nil {
 		t.Fatal(err)
 	}
-	if res.From != 2 || res.Size != 4 || len(res.Records) != 2 || res.Records[1].Kind != "revocation" || res.Records[1].Target != "202604.01.2" {
-		t.Fatalf("restore = %+v, want records 2 and 3 re-appended, the second revoking 202604.01.2", res)
+	if res.From != 3 || res.Size != 4 || len(res.Records) != 1 || res.Records[0].Kind != "revocation" || res.Records[0].Target != "202604.01.2" {
+		t.Fatalf("restore = %+v, want record 3 re-appended, revoking 202604.01.2", res)
 	}
 	if again := ctl(l, "log", "restore", "--dir", export, "--log-key", tr.LogVKey, "--reason", "e2e: again"); !strings.Contains(again, "nothing to restore") {
 		t.Errorf("restore again = %q, want nothing to restore", again)
