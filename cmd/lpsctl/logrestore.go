@@ -32,11 +32,7 @@ run it.`,
 		Example: "  lpsctl log status -o json",
 		Args:    positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var resp *adminv1.GetLogResponse
-			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.GetLog(ctx, &adminv1.GetLogRequest{})
-				return err
-			})
+			resp, err := getLog(cmd.Context(), &c.conn)
 			if err != nil {
 				return err
 			}
@@ -50,6 +46,15 @@ run it.`,
 	c.register(cmd)
 	cmd.ValidArgsFunction = cobra.NoFileCompletions
 	return cmd
+}
+
+// getLog asks lpsd for its log's state.
+func getLog(ctx context.Context, c *connFlags) (resp *adminv1.GetLogResponse, err error) {
+	err = c.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) error {
+		resp, err = cl.GetLog(ctx, &adminv1.GetLogRequest{})
+		return err
+	})
+	return resp, err
 }
 
 // logStatusJSON is log status's -o json document (schema in doc.go).
@@ -188,11 +193,8 @@ func logRestore(cmd *cobra.Command, o logRestoreOpts, dir string, e *env) error 
 	if err != nil {
 		return fmt.Errorf("the export: %w", err)
 	}
-	var state *adminv1.GetLogResponse
-	if err := o.conn.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-		state, err = cl.GetLog(ctx, &adminv1.GetLogRequest{})
-		return err
-	}); err != nil {
+	state, err := getLog(ctx, &o.conn)
+	if err != nil {
 		return err
 	}
 	if state.GetOrigin() != "" && state.GetOrigin() != cp.Origin {
@@ -209,10 +211,7 @@ func logRestore(cmd *cobra.Command, o logRestoreOpts, dir string, e *env) error 
 	}
 	var after *adminv1.GetLogResponse
 	if !o.dryRun {
-		if err := o.conn.call(ctx, func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-			after, err = cl.GetLog(ctx, &adminv1.GetLogRequest{})
-			return err
-		}); err != nil {
+		if after, err = getLog(ctx, &o.conn); err != nil {
 			return err
 		}
 	}
