@@ -377,4 +377,14 @@ func TestBrowser(t *testing.T) {
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("audit = %q, %v; want %q", got, err, want)
 	}
+
+	// Frozen (lpsctl freeze): every page says so.
+	if _, err := f.st.PutFreeze(t.Context(), store.Freeze{Frozen: true, Reason: "CHG 5120: holiday change freeze", Actor: "token:ops", Since: time.Now()}, 0, store.AuditEntry{Actor: "token:ops", Action: "freeze", Target: "fleet"}); err != nil {
+		t.Fatal(err)
+	}
+	do(ctx, "frozen releases page", chromedp.Navigate(u+"/"), chromedp.WaitVisible(chromedp.CSS(".banner.frozen")))
+	if got := text(ctx, ".banner.frozen"); !strings.Contains(got, "Every rollout is frozen") || !strings.Contains(got, "CHG 5120") {
+		t.Errorf("frozen banner = %q", got)
+	}
+	viewShot(t, ctx, "frozen.png")
 }
