@@ -662,6 +662,12 @@ func keepSnapshot(ctx context.Context, snaps *lps.Snapshotter, log *slog.Logger)
 	return snaps.Run(ctx)
 }
 
+// maxPEMBundle caps a certificate bundle lpsd reads (--imds-roots,
+// --imds-intermediates, --client-ca): a few hundred certificates, which
+// no deployment comes near, while a wrong path (a log, a device) is
+// refused before it is read whole.
+const maxPEMBundle = 1 << 20
+
 func newVerifier(o options) (*attest.Verifier, error) {
 	cfg := attest.Config{
 		Roots:                azureroots.Pool(),
@@ -672,7 +678,7 @@ func newVerifier(o options) (*attest.Verifier, error) {
 		MaxUses:              o.maxUses,
 	}
 	if o.imdsRoots != "" {
-		data, err := capfile.Read(o.imdsRoots, 1<<20)
+		data, err := capfile.Read(o.imdsRoots, maxPEMBundle)
 		if err != nil {
 			return nil, fmt.Errorf("--imds-roots: %w", err)
 		}
@@ -681,7 +687,7 @@ func newVerifier(o options) (*attest.Verifier, error) {
 		}
 	}
 	if o.imdsIntermediates != "" {
-		data, err := capfile.Read(o.imdsIntermediates, 1<<20)
+		data, err := capfile.Read(o.imdsIntermediates, maxPEMBundle)
 		if err != nil {
 			return nil, fmt.Errorf("--imds-intermediates: %w", err)
 		}
@@ -697,7 +703,7 @@ func newVerifier(o options) (*attest.Verifier, error) {
 }
 
 func loadPool(path string) (*x509.CertPool, error) {
-	data, err := capfile.Read(path, 1<<20)
+	data, err := capfile.Read(path, maxPEMBundle)
 	if err != nil {
 		return nil, err
 	}
