@@ -663,9 +663,9 @@ func keepSnapshot(ctx context.Context, snaps *lps.Snapshotter, log *slog.Logger)
 }
 
 // maxPEMBundle caps a certificate bundle lpsd reads (--imds-roots,
-// --imds-intermediates, --client-ca): a few hundred certificates, which
-// no deployment comes near, while a wrong path (a log, a device) is
-// refused before it is read whole.
+// --imds-intermediates, the admin client and etcd CAs): a few hundred
+// certificates, which no deployment comes near, while a wrong path (a
+// log, a device) is refused before it is read whole.
 const maxPEMBundle = 1 << 20
 
 func newVerifier(o options) (*attest.Verifier, error) {
