@@ -248,7 +248,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) Result {
 	if f.PointerErr == nil {
 		res.Scripts = applyScripts(cfg, f.Pointer, log)
 	}
-	d := hotfix.Select(f.Input)
+	d := f.Decision
 	res.Version = d.Requested
 	if !d.Target.IsZero() {
 		res.Version = d.Target.String()

@@ -97,7 +97,7 @@ func Run(ctx context.Context, cfg Config) Report {
 	}
 
 	f := facts.Gather(ctx, facts.Config{Root: cfg.Root, Baked: cfg.Version, ReleaseKeys: cfg.ReleaseKeys, Now: cfg.Now})
-	d := hotfix.Select(f.Input)
+	d := f.Decision
 	r.Binary, r.Reason = d.Agent, d.Reason
 	if !d.Target.IsZero() {
 		r.Target = d.Target.String()

@@ -91,6 +91,9 @@ type Facts struct {
 	// against, which download-hotfix moves forward (View.Next).
 	View *trust.View
 	Kept trust.State
+	// Decision is hotfix.Select on Input as Gather leaves it: what
+	// launch, explain and download-hotfix act on, decided once.
+	Decision hotfix.Decision
 }
 
 // Gather reads the node. It never fails: every problem is a fact Select
@@ -114,10 +117,13 @@ func Gather(ctx context.Context, cfg Config) Facts {
 	}
 	path := cfg.HotfixPath()
 	f.Staged = inspect(path)
-	if d := hotfix.Select(f.Input); d.Reason == hotfix.ReasonStagedMismatch {
+	f.Decision = hotfix.Select(f.Input)
+	if f.Decision.Reason == hotfix.ReasonStagedMismatch {
 		// A present, safe file that nothing was probed on yet: the pointer
-		// and the keys would let the target run, so look at it.
-		f.Staged = probe(ctx, path, f.Staged, d.SHA256)
+		// and the keys would let the target run, so look at it, and
+		// decide on what it is.
+		f.Staged = probe(ctx, path, f.Staged, f.Decision.SHA256)
+		f.Decision = hotfix.Select(f.Input)
 	}
 	return f
 }

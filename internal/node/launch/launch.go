@@ -403,10 +403,10 @@ func handOver(cfg Config, agent hotfix.Agent) bool {
 	return true
 }
 
-// Choose is launch's decision on the node as it stands: the one Select, on
-// the facts Gather reads, that explain reports too.
+// Choose is launch's decision on the node as it stands: the one Gather
+// takes on the facts it reads (hotfix.Select), which explain reports too.
 func Choose(ctx context.Context, c facts.Config) hotfix.Decision {
-	return hotfix.Select(facts.Gather(ctx, c).Input)
+	return facts.Gather(ctx, c).Decision
 }
 
 // errNoBootstrap ends a hotfix agent that began its preflight but did not
