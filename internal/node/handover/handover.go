@@ -119,31 +119,50 @@ func Started(root layout.Root, launchID string) bool {
 	return ok && r.Phase == PhaseBootstrap
 }
 
-// StatusMark identifies provision.complete as it is at one moment.
+// StatusMark identifies provision.complete and provision.json as they
+// are at one moment.
 type StatusMark struct {
+	complete, status fileMark
+}
+
+// fileMark identifies one file: whether it exists, and its identity.
+type fileMark struct {
 	exists bool
 	ino    uint64
 	mtime  int64 // ns
 	size   int64
 }
 
-// MarkStatus returns provision.complete's mark now.
-func MarkStatus(root layout.Root) StatusMark {
-	fi, err := os.Lstat(root.ProvisionComplete())
+func markFile(path string) fileMark {
+	fi, err := os.Lstat(path)
 	if err != nil {
-		return StatusMark{}
+		return fileMark{}
 	}
-	m := StatusMark{exists: true, mtime: fi.ModTime().UnixNano(), size: fi.Size()}
+	m := fileMark{exists: true, mtime: fi.ModTime().UnixNano(), size: fi.Size()}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		m.ino = st.Ino
 	}
 	return m
 }
 
-// Changed reports whether provision.complete was written since m was taken,
-// by any agent (one that keeps no start record, such as the reference's,
-// included). It compares the file's identity, not the clock, which may
-// jump while a node boots.
+// MarkStatus returns the status files' mark now.
+func MarkStatus(root layout.Root) StatusMark {
+	return StatusMark{complete: markFile(root.ProvisionComplete()), status: markFile(root.ProvisionJSON())}
+}
+
+// Changed reports whether provision.complete was written (or removed)
+// since m was taken, by any agent (one that keeps no start record, such
+// as the reference's, included). It compares the file's identity, not
+// the clock, which may jump while a node boots.
 func (m StatusMark) Changed(root layout.Root) bool {
-	return MarkStatus(root) != m
+	return markFile(root.ProvisionComplete()) != m.complete
+}
+
+// Written reports whether an agent recorded its provisioning since m was
+// taken: provision.json and provision.complete both exist and are both
+// not the files m saw. A stale provision.complete removed, or one
+// written beside an old provision.json, is not a record.
+func (m StatusMark) Written(root layout.Root) bool {
+	c, s := markFile(root.ProvisionComplete()), markFile(root.ProvisionJSON())
+	return c.exists && s.exists && c != m.complete && s != m.status
 }

@@ -500,10 +500,10 @@ func runHotfix(ctx context.Context, cfg Config, path string, p Provision, record
 	case ctx.Err() != nil:
 		// Stopped from outside (shutdown): nothing more runs.
 		return 128 + int(syscall.SIGTERM), ""
-	case started && killed && mark.Changed(cfg.Root):
+	case started && killed && mark.Written(cfg.Root) && provision.RecordedExit(cfg.Root, -1) >= 0:
 		// It wrote its status, then was killed lingering (an OOM kill, a
 		// helper it waited on): the status it wrote stands.
-		code := provision.RecordedExit(cfg.Root, 128+int(sig))
+		code := provision.RecordedExit(cfg.Root, -1)
 		say(cfg.Stdout, "aks-node-controller (hotfix) killed by %v after it recorded its provisioning (exit code %d)", sig, code)
 		return code, ""
 	case started && killed:

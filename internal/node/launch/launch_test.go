@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -761,6 +762,47 @@ func TestRunBoundsAHotfixThatWritesNoRecord(t *testing.T) {
 			}
 			if d := time.Since(start); d > 10*time.Second {
 				t.Errorf("launch took %v", d)
+			}
+		})
+	}
+}
+
+// TestRunKilledAfterBootstrapStatusRecords: a hotfix agent killed after
+// its bootstrap started keeps the status it wrote only when it wrote one
+// (a new provision.json that parses, and a new provision.complete); a
+// stale status it removed, or one that does not parse, is replaced by
+// launch's record of the kill, so provision-wait never waits out its
+// timeout nor reads an earlier boot's result.
+func TestRunKilledAfterBootstrapStatusRecords(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name, body string
+		stale      bool
+	}{
+		{"stale-status-removed", `rm -f "$root/opt/azure/containers/provision.complete"; kill -9 $$`, true},
+		{"stale-status-left", `kill -9 $$`, true},
+		{"status-that-does-not-parse", `mkdir -p "$root/opt/azure/containers"; echo 'garbage' >"$root/var/log/azure/aks/provision.json"; : >"$root/opt/azure/containers/provision.complete"; kill -9 $$`, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			n := newNode(t)
+			n.pointer(hotfix.Pointer{Hotfixes: map[string]string{"202604.01": target}})
+			if tt.stale {
+				for _, p := range []string{n.root.ProvisionJSON(), n.root.ProvisionComplete()} {
+					if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+						t.Fatal(err)
+					}
+				}
+				n.write(n.root.ProvisionJSON(), `{"ExitCode":"0"}`, 0o600)
+				n.write(n.root.ProvisionComplete(), "", 0o600)
+			}
+			n.stageHotfix(startsBootstrap(tt.body))
+			if code := n.launch(); code != 137 || len(n.provided) != 0 {
+				t.Errorf("Run = %d with %d baked provisions, want 137 and none (the bootstrap started)\n%s", code, len(n.provided), n.out.String())
+			}
+			_, st, err := provision.Wait(t.Context(), n.root)
+			if se := (*provision.StatusError)(nil); !errors.As(err, &se) || st.ExitCode != "137" {
+				t.Errorf("provision-wait reads %+v, %v; want launch's record of the kill, ExitCode 137", st, err)
 			}
 		})
 	}
