@@ -90,8 +90,11 @@ func printFreeze(w io.Writer, f freezeJSON) error {
 		state = "FROZEN: no rollout starts or advances (halts, pauses and revocations go on)"
 	}
 	var by string
-	if f.Since != nil {
+	switch {
+	case f.Since != nil:
 		by = fmt.Sprintf(", since %s by %s: %s", formatTime(*f.Since), quote.Text(f.Actor), quote.Text(f.Reason))
+	case f.Reason != "":
+		by = ": " + quote.Text(f.Reason) // an unreadable record says so
 	}
 	_, err := fmt.Fprintf(w, "%s%s (revision %d)\n", state, by, f.Revision)
 	return err

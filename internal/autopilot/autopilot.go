@@ -364,7 +364,7 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		return nil, fmt.Errorf("list releases: %w", err)
 	}
 	now := a.cfg.Now()
-	frozen, err := a.frozen(ctx)
+	frozen, err := Frozen(ctx, a.st)
 	if a.cfg.OnFreeze != nil {
 		a.cfg.OnFreeze(frozen)
 	}
@@ -424,6 +424,14 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		default:
 			continue
 		}
+		if action == ActionAdvance {
+			// Read again just before the write: a freeze committed since
+			// the look began (the evidence takes a while to read) holds
+			// this advance. The store cannot make the two one write.
+			if f, _ := Frozen(ctx, a.st); f {
+				continue
+			}
+		}
 		if ev.Reason != "" {
 			inner := apply
 			apply = func(r rollout.Release) (rollout.Release, error) {
@@ -446,10 +454,12 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 	return changes, errors.Join(errs...)
 }
 
-// frozen reports whether every rollout is frozen (store.Freezer). A
-// freeze it cannot read counts as one: it must not let a step advance.
-func (a *Autopilot) frozen(ctx context.Context) (bool, error) {
-	fz, ok := a.st.(store.Freezer)
+// Frozen reports whether every rollout is frozen, when st keeps a freeze
+// (store.Freezer); the autopilot and the components' schedule both hold
+// their advances on it. A freeze that cannot be read counts as one: it
+// must not let a step advance.
+func Frozen(ctx context.Context, st any) (bool, error) {
+	fz, ok := st.(store.Freezer)
 	if !ok {
 		return false, nil
 	}

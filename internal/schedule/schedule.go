@@ -99,6 +99,12 @@ func (s *Schedule) Step(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("list component configs: %w", err)
 	}
 	now := s.cfg.Now()
+	frozen, err := autopilot.Frozen(ctx, s.st)
+	if frozen {
+		// Every rollout is frozen (or the freeze cannot be read): no
+		// timed step advances, as no planned one does.
+		return nil, err
+	}
 	var advanced []string
 	var errs []error
 	for _, c := range configs {
@@ -149,6 +155,9 @@ func (s *Schedule) advance(ctx context.Context, listed rollout.Config, now time.
 		return fmt.Errorf("advance component config %s: %w", cur.ID(), err)
 	}
 	reason := fmt.Sprintf("timed plan: step %d/%d baked until %s; now at %d%%", p.Step+1, len(p.Steps), p.Due().UTC().Format(time.RFC3339), next.Rollout.Percent)
+	if f, _ := autopilot.Frozen(ctx, s.st); f {
+		return errMoved // frozen since the look began
+	}
 	newRev, err := s.st.PutConfig(ctx, next, rev, store.AuditEntry{
 		Time: now, Actor: autopilot.Actor, Action: autopilot.ActionAdvance, Target: cur.ID(),
 		Before: before, After: after, Evidence: evidence, Reason: reason,

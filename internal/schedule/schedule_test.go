@@ -8,6 +8,7 @@ import (
 
 	"nodehotfix/internal/autopilot"
 	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/memstore"
 	"nodehotfix/internal/store/storetest"
 )
@@ -68,5 +69,39 @@ func TestStepAdvancesWhenBaked(t *testing.T) {
 	}
 	if auto != 3 {
 		t.Errorf("%d audited advances, want 3", auto)
+	}
+}
+
+// TestStepHoldsWhileFrozen: a timed plan set before a freeze does not
+// advance while every rollout is frozen, and advances at the first look
+// after the thaw.
+func TestStepHoldsWhileFrozen(t *testing.T) {
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	ctx := t.Context()
+	start := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	c := storetest.Config("localDNS", 3)
+	c, err := c.SetPlan(rollout.Plan{Timed: true, Steps: []rollout.PlanStep{{Percent: 10, Bake: time.Hour}, {Percent: 100}}}, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.MustPutConfig(t, st, c, 0)
+	rev, err := st.PutFreeze(ctx, store.Freeze{Frozen: true, Reason: "incident", Actor: "op", Since: start.Add(time.Minute)}, 0, store.AuditEntry{Actor: "op", Action: "freeze", Target: "fleet"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := start.Add(2 * time.Hour)
+	s := New(st, Config{Now: func() time.Time { return now }})
+	if got, err := s.Step(ctx); err != nil || len(got) != 0 {
+		t.Errorf("Step while frozen = %v, %v; want nothing advanced", got, err)
+	}
+	if cur, _, _ := st.Config(ctx, "localDNS", 3); cur.Rollout.Percent != 10 {
+		t.Errorf("while frozen localDNS@3 is at %d%%, want 10%%", cur.Rollout.Percent)
+	}
+	if _, err := st.PutFreeze(ctx, store.Freeze{Frozen: false, Reason: "over", Actor: "op", Since: now}, rev, store.AuditEntry{Actor: "op", Action: "unfreeze", Target: "fleet"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Step(ctx); err != nil || len(got) != 1 {
+		t.Errorf("Step after the thaw = %v, %v; want localDNS@3 advanced", got, err)
 	}
 }

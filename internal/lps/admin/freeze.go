@@ -71,6 +71,13 @@ func (s *Server) SetFreeze(ctx context.Context, req *adminv1.SetFreezeRequest) (
 		return nil, s.internal("encode the freeze", err)
 	}
 	newRev, err := fz.PutFreeze(ctx, next, rev, e)
+	if errors.Is(err, store.ErrConflict) && req.GetIfRevision() == 0 {
+		// Another operator froze (or thawed) at once: done, if it is
+		// what this one asked for.
+		if now, nowRev, rerr := fz.Freeze(ctx); rerr == nil && now.Frozen == next.Frozen {
+			return &adminv1.SetFreezeResponse{Freeze: freezeProto(now, nowRev), Unchanged: true}, nil
+		}
+	}
 	if errors.Is(err, store.ErrConflict) {
 		return nil, freezeConflict(rev)
 	}

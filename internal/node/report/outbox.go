@@ -59,11 +59,23 @@ type Kept struct {
 	Next time.Time `json:"next,omitzero"`
 }
 
+// dueSlack is how early a report counts as due: the timer's runs drift
+// by up to its RandomizedDelaySec (20 s), and a minute's backoff must
+// not become two.
+const dueSlack = 30 * time.Second
+
 // due reports whether k is to be sent at now. A Next further away than
 // maxBackoff is not one this node wrote (a clock stepped back, a damaged
 // file): it is due, not held.
 func (k Kept) due(now time.Time) bool {
-	return !k.Next.After(now) || k.Next.Sub(now) > maxBackoff
+	return !k.Next.After(now.Add(dueSlack)) || k.Next.Sub(now) > maxBackoff
+}
+
+// failed is k after an attempt at now that may succeed later.
+func (k Kept) failed(now time.Time) Kept {
+	k.Attempts++
+	k.Next = now.Add(backoff(k.Attempts))
+	return k
 }
 
 // backoff is the wait after the nth failed attempt (the first send is 1).
@@ -160,6 +172,13 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	}
 	t, token, _, err := cfg.Resolve(ctx)
 	if err != nil {
+		// The metadata service or the node's config is not there yet:
+		// an attempt that failed, backed off like one.
+		for i, k := range kept {
+			if k.due(now) {
+				kept[i] = k.failed(now)
+			}
+		}
 		res.Kept = len(kept)
 		return res, errors.Join(fmt.Errorf("resend reports: %w", err), writeOutbox(cfg.Root, kept))
 	}
@@ -175,9 +194,7 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 		case err == nil:
 			res.Delivered++
 		case Retryable(err):
-			k.Attempts++
-			k.Next = now.Add(backoff(k.Attempts))
-			left = append(left, k)
+			left = append(left, k.failed(now))
 		default:
 			res.Dropped++
 		}
@@ -206,11 +223,14 @@ func resend(ctx context.Context, t lpsclient.Target, token string, k Kept) error
 }
 
 // fresh returns the kept reports first sent less than MaxKeep before now,
-// with a boot ID and a report: the file is the node's, but a report in it
-// goes out under the node's attested identity, so nothing odd is sent.
+// and those never resent (a clock that stepped forward by more than
+// MaxKeep must not cost a report its one resend), with a boot ID and a
+// report: the file is the node's, but a report in it goes out under the
+// node's attested identity, so nothing odd is sent.
 func fresh(kept []Kept, now time.Time) []Kept {
 	return slices.DeleteFunc(kept, func(k Kept) bool {
-		return !k.Since.Add(MaxKeep).After(now) || k.Since.After(now.Add(MaxKeep)) ||
+		expired := !k.Since.Add(MaxKeep).After(now) && k.Attempts > 1
+		return expired || k.Since.After(now.Add(MaxKeep)) ||
 			len(k.Boot) != 36 || (k.Outcome == nil) == (k.Start == nil)
 	})
 }

@@ -171,11 +171,28 @@ func TestKeepAndResend(t *testing.T) {
 			t.Errorf("Resend of a refused report = %+v, want it dropped", res)
 		}
 	})
+	t.Run("never-resent-gets-its-resend", func(t *testing.T) {
+		t.Parallel()
+		// The node's clock stepped forward past MaxKeep since the report
+		// was kept: it still gets its one resend.
+		root, ca := nodeRoot(t, testBoot)
+		svc := &service{}
+		Keep(t.Context(), root, now, &o, nil)
+		res, err := Resend(t.Context(), Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}, now.Add(MaxKeep+time.Hour))
+		if err != nil || res != (Resent{Delivered: 1}) {
+			t.Errorf("Resend of a never-resent report past MaxKeep = %+v, %v; want it delivered", res, err)
+		}
+	})
 	t.Run("expired-dropped-unsent", func(t *testing.T) {
 		t.Parallel()
 		root, ca := nodeRoot(t, testBoot)
 		svc := &service{}
 		Keep(t.Context(), root, now, &o, nil)
+		kept, _ := readOutbox(root)
+		kept[0].Attempts = 5 // resent, in vain, since
+		if err := writeOutbox(root, kept); err != nil {
+			t.Fatal(err)
+		}
 		res, err := Resend(t.Context(), Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}, now.Add(MaxKeep))
 		if err != nil || res != (Resent{Dropped: 1}) {
 			t.Errorf("Resend past MaxKeep = %+v, %v; want it dropped", res, err)
@@ -220,6 +237,35 @@ func TestKeepAndResend(t *testing.T) {
 		res, err := Resend(t.Context(), cfg, back)
 		if err != nil || res != (Resent{Delivered: 1}) {
 			t.Fatalf("Resend after a 40-hour outage = %+v, %v; want delivered", res, err)
+		}
+	})
+	t.Run("unresolvable-backs-off", func(t *testing.T) {
+		t.Parallel()
+		// No node config to find the service with: each due report is
+		// an attempt that failed, backed off, not rewritten every minute.
+		root, _ := nodeRoot(t, testBoot)
+		if err := os.Remove(root.NodeConfig()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			t.Fatal(err)
+		}
+		cfg := Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: "127.0.0.1:1"}
+		Keep(t.Context(), root, now, &o, nil)
+		var writes int
+		last, _ := os.Stat(root.ReportOutbox())
+		at := now
+		for range 30 {
+			at = at.Add(time.Minute)
+			Resend(t.Context(), cfg, at)
+			if fi, err := os.Stat(root.ReportOutbox()); err == nil && !os.SameFile(fi, last) {
+				writes++
+				last = fi
+			}
+		}
+		kept, err := readOutbox(root)
+		if err != nil || len(kept) != 1 || kept[0].Attempts < 4 || !kept[0].Next.After(at.Add(-maxBackoff)) {
+			t.Fatalf("outbox = %+v, %v; want the report kept, backed off", kept, err)
+		}
+		if writes > 6 {
+			t.Errorf("%d outbox rewrites in 30 minutes of a service it cannot resolve, want one per attempt (1, 2, 4, 8, 16 minutes)", writes)
 		}
 	})
 	t.Run("not-due-not-sent", func(t *testing.T) {
