@@ -146,47 +146,20 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	if _, err := os.Lstat(cfg.Root.ReportOutbox()); errors.Is(err, fs.ErrNotExist) {
 		return res, nil // the usual case: nothing kept, nothing written
 	}
-	unlock, err := lockOutbox(ctx, cfg.Root)
-	if err != nil {
+	due, err := takeDue(ctx, cfg.Root, now, &res)
+	if err != nil || len(due) == 0 {
 		return res, err
 	}
-	defer unlock()
-	all, err := readOutbox(cfg.Root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return res, nil
-	}
-	if err != nil {
-		return res, errors.Join(err, removeOutbox(cfg.Root))
-	}
-	kept := fresh(all, now)
-	res.Dropped = len(all) - len(kept)
-	if len(kept) == 0 {
-		return res, removeOutbox(cfg.Root)
-	}
-	if !slices.ContainsFunc(kept, func(k Kept) bool { return k.due(now) }) {
-		res.Kept = len(kept)
-		if res.Dropped == 0 {
-			return res, nil // nothing due, nothing changed: no write
-		}
-		return res, writeOutbox(cfg.Root, kept)
-	}
-	t, token, _, err := cfg.Resolve(ctx)
-	if err != nil {
-		// The metadata service or the node's config is not there yet:
-		// an attempt that failed, backed off like one.
-		for i, k := range kept {
-			if k.due(now) {
-				kept[i] = k.failed(now)
-			}
-		}
-		res.Kept = len(kept)
-		return res, errors.Join(fmt.Errorf("resend reports: %w", err), writeOutbox(cfg.Root, kept))
-	}
+	// The lock is not held while the service is asked (up to Timeout a
+	// report): a launch keeping a report meanwhile waits only lockWait.
+	outcome := make([]Kept, len(due)) // what to keep of each; Boot "" drops it
+	t, token, _, rerr := cfg.Resolve(ctx)
 	var first error
-	left := kept[:0]
-	for _, k := range kept {
-		if !k.due(now) {
-			left = append(left, k)
+	for i, k := range due {
+		if rerr != nil {
+			// The metadata service or the node's config is not there
+			// yet: an attempt that failed, backed off like one.
+			outcome[i], first = k.failed(now), fmt.Errorf("resend reports: %w", rerr)
 			continue
 		}
 		err := resend(ctx, t, token, k)
@@ -194,7 +167,7 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 		case err == nil:
 			res.Delivered++
 		case Retryable(err):
-			left = append(left, k.failed(now))
+			outcome[i] = k.failed(now)
 		default:
 			res.Dropped++
 		}
@@ -202,11 +175,78 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 			first = err
 		}
 	}
-	res.Kept = len(left)
-	if len(left) == 0 {
-		return res, errors.Join(first, removeOutbox(cfg.Root))
+	n, err := settle(ctx, cfg.Root, due, outcome)
+	res.Kept = n
+	return res, errors.Join(first, err)
+}
+
+// takeDue drops the outbox's expired reports and returns those due at
+// now, counting the dropped and the kept that are not due in res.
+func takeDue(ctx context.Context, root layout.Root, now time.Time, res *Resent) ([]Kept, error) {
+	unlock, err := lockOutbox(ctx, root)
+	if err != nil {
+		return nil, err
 	}
-	return res, errors.Join(first, writeOutbox(cfg.Root, left))
+	defer unlock()
+	all, err := readOutbox(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, errors.Join(err, removeOutbox(root))
+	}
+	kept := fresh(all, now)
+	res.Dropped = len(all) - len(kept)
+	if len(kept) == 0 {
+		return nil, removeOutbox(root)
+	}
+	due := slices.DeleteFunc(slices.Clone(kept), func(k Kept) bool { return !k.due(now) })
+	if len(due) == 0 {
+		res.Kept = len(kept)
+	}
+	if res.Dropped == 0 {
+		return due, nil // nothing dropped: no write
+	}
+	return due, writeOutbox(root, kept)
+}
+
+// settle writes what came of the due reports into the outbox as it is
+// now (Keep may have added or replaced reports meanwhile): each one that
+// is still there is replaced by its outcome, or dropped when that is
+// empty. It returns how many reports the outbox keeps.
+func settle(ctx context.Context, root layout.Root, due, outcome []Kept) (int, error) {
+	unlock, err := lockOutbox(ctx, root)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	cur, err := readOutbox(root)
+	if errors.Is(err, fs.ErrNotExist) {
+		cur, err = nil, nil
+	}
+	if err != nil {
+		return 0, errors.Join(err, removeOutbox(root))
+	}
+	left := cur[:0]
+	for _, k := range cur {
+		i := slices.IndexFunc(due, func(d Kept) bool { return d.same(k) })
+		switch {
+		case i < 0:
+			left = append(left, k) // kept since, or not due
+		case outcome[i].Boot != "":
+			left = append(left, outcome[i])
+		}
+	}
+	if len(left) == 0 {
+		return 0, removeOutbox(root)
+	}
+	return len(left), writeOutbox(root, left)
+}
+
+// same reports whether k and o are one kept report: the same boot, kind
+// and first send.
+func (k Kept) same(o Kept) bool {
+	return k.Boot == o.Boot && (k.Outcome == nil) == (o.Outcome == nil) && k.Since.Equal(o.Since)
 }
 
 func resend(ctx context.Context, t lpsclient.Target, token string, k Kept) error {

@@ -268,6 +268,38 @@ func TestKeepAndResend(t *testing.T) {
 			t.Errorf("%d outbox rewrites in 30 minutes of a service it cannot resolve, want one per attempt (1, 2, 4, 8, 16 minutes)", writes)
 		}
 	})
+	t.Run("keep-during-a-resend", func(t *testing.T) {
+		t.Parallel()
+		// A launch keeps a report while a resend waits on a hung
+		// replica: it does not wait for the resend, and neither report
+		// is lost.
+		root, ca := nodeRoot(t, testBoot)
+		svc := &service{hang: true}
+		cfg := Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}
+		Keep(t.Context(), root, now, &o, nil)
+		done := make(chan Resent)
+		go func() {
+			res, _ := Resend(t.Context(), cfg, now.Add(time.Minute))
+			done <- res
+		}()
+		for calls, _, _ := svc.counts(); calls == 0; calls, _, _ = svc.counts() {
+			time.Sleep(5 * time.Millisecond)
+		}
+		other := testBoot[:35] + "f"
+		if err := os.WriteFile(root.BootID(), []byte(other+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := Keep(t.Context(), root, now.Add(time.Minute), &o, nil); err != nil {
+			t.Errorf("Keep during a resend = %v, want it kept at once", err)
+		}
+		if res := <-done; res != (Resent{Kept: 2}) {
+			t.Errorf("Resend = %+v, want both kept (the hung one to try again, the new one)", res)
+		}
+		kept, err := readOutbox(root)
+		if err != nil || len(kept) != 2 {
+			t.Errorf("outbox = %+v, %v; want both reports", kept, err)
+		}
+	})
 	t.Run("not-due-not-sent", func(t *testing.T) {
 		t.Parallel()
 		root, ca := nodeRoot(t, testBoot)
