@@ -348,11 +348,11 @@ func (c *Checkpointer) cosign(ctx context.Context, hr tlog.HashReader, size int6
 			if errors.As(err, &we) {
 				result = "refused"
 			}
-			c.cosigns.WithLabelValues(w.URL, result).Inc()
-			c.log.Warn("witness did not cosign", "witness", w.URL, "size", size, "err", err)
+			c.cosigns.WithLabelValues(redactURL(w.URL), result).Inc()
+			c.log.Warn("witness did not cosign", "witness", redactURL(w.URL), "size", size, "err", err)
 			continue
 		}
-		c.cosigns.WithLabelValues(w.URL, "cosigned").Inc()
+		c.cosigns.WithLabelValues(redactURL(w.URL), "cosigned").Inc()
 		out = append(out, line...)
 		n++
 	}
