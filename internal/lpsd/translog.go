@@ -77,6 +77,11 @@ func (f logFlags) checkpointer(st store.Store, log *slog.Logger, register func(p
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, usagef("--witness %q: want \"URL VKEY\" with an http:// or https:// URL", w)
 		}
+		if u.Scheme == "http" && !loopback(u.Hostname()) {
+			// Cosignatures are signed, a refusal's size is not: whoever is
+			// on the path can claim a larger tree and hold appends back.
+			log.Warn("--witness over plain http: anyone on the network path can forge its answers' tree size and hold publishing back; use https", "witness", u.Redacted())
+		}
 		key, err := translog.ParseWitnessKey(fields[1])
 		if err != nil {
 			return nil, usagef("--witness %q: %v (the witness's cosignature key: lpsctl witness keygen --kind witness)", w, err)
