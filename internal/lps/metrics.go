@@ -665,13 +665,7 @@ func (m *Metrics) SetLeader(leads bool) {
 }
 
 // SetFrozen records the leader's last reading of the fleet-wide freeze.
-func (m *Metrics) SetFrozen(frozen bool) {
-	v := 0.0
-	if frozen {
-		v = 1
-	}
-	m.frozen.Set(v)
-}
+func (m *Metrics) SetFrozen(frozen bool) { m.frozen.Set(boolGauge(frozen)) }
 
 // SetClockSkew records the leader's last clock comparison.
 func (m *Metrics) SetClockSkew(d time.Duration) { m.skew.Set(d.Seconds()) }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -113,16 +112,9 @@ func (s *Server) checkFrozen(ctx context.Context, what string) error {
 	if err != nil || !f.Frozen {
 		return err
 	}
-	st := status.Newf(codes.FailedPrecondition, "%s refused: every rollout is frozen (since %s, by %s: %q); halts, pauses and revocations go on; thaw with lpsctl unfreeze --reason TEXT",
-		what, f.Since.UTC().Format(time.RFC3339), f.Actor, f.Reason)
-	if d, derr := st.WithDetails(&errdetails.ErrorInfo{
-		Reason:   ReasonFrozen,
-		Domain:   ErrorDomain,
-		Metadata: map[string]string{"actor": f.Actor, "since": f.Since.UTC().Format(time.RFC3339)},
-	}); derr == nil {
-		st = d
-	}
-	return st.Err()
+	since := f.Since.UTC().Format(time.RFC3339)
+	return withInfo(status.Newf(codes.FailedPrecondition, "%s refused: every rollout is frozen (since %s, by %s: %q); halts, pauses and revocations go on; thaw with lpsctl unfreeze --reason TEXT",
+		what, since, f.Actor, f.Reason), ReasonFrozen, map[string]string{"actor": f.Actor, "since": since})
 }
 
 func freezeConflict(rev int64) error {

@@ -16,6 +16,7 @@ import (
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps"
+	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/translog"
@@ -215,13 +216,14 @@ func (s *Server) RestoreLog(ctx context.Context, req *adminv1.RestoreLogRequest)
 	if err := tlog.CheckTree(proof, cp.Size, cp.Hash, end, want); err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "the log with these records appended at %d is not a prefix of the checkpoint's tree of %d (%v): the export is not of this log, or the store is not a backup of it; nothing was appended", size, cp.Size, err)
 	}
-	if err := s.checkRestorable(ctx, size, recs); err != nil {
+	entries, err := s.checkRestorable(ctx, size, recs)
+	if err != nil {
 		return nil, err
 	}
 	resp := &adminv1.RestoreLogResponse{Size: size}
 	for i, r := range recs {
 		index := size + int64(i)
-		done, err := s.reappend(ctx, actor, req.GetReason(), index, r)
+		done, err := s.reappend(ctx, actor, req.GetReason(), entries[i], r)
 		if err != nil {
 			return nil, err
 		}
@@ -255,11 +257,12 @@ func (s *Server) RestoreLog(ctx context.Context, req *adminv1.RestoreLogRequest)
 // change it records in order: a release not stored yet, a revocation of
 // a release stored (or restored before it) and not revoked, the next
 // key-set version. A batch is applied whole or, cut short by a fault, up
-// to a record; never stopped midway by its own content.
-func (s *Server) checkRestorable(ctx context.Context, from int64, recs [][]byte) error {
+// to a record; never stopped midway by its own content. It returns each
+// record's description, which reappend applies.
+func (s *Server) checkRestorable(ctx context.Context, from int64, recs [][]byte) ([]tiles.Entry, error) {
 	links, err := s.store.KeySets(ctx)
 	if err != nil {
-		return s.storeError("list key sets", err)
+		return nil, s.storeError("list key sets", err)
 	}
 	next := int64(0) // the key-set version the next link must have; 0: any
 	if len(links) > 0 {
@@ -279,8 +282,10 @@ func (s *Server) checkRestorable(ctx context.Context, from int64, recs [][]byte)
 		}
 		return true, r.Revoked || revoked[v], nil
 	}
+	entries := make([]tiles.Entry, len(recs))
 	for i, rec := range recs {
 		en := tiles.Describe(from+int64(i), rec)
+		entries[i] = en
 		bad := func(format string, a ...any) error {
 			return status.Errorf(codes.FailedPrecondition, "record %d (%s %s): %s; nothing was appended", en.Index, en.Kind, en.Version, fmt.Sprintf(format, a...))
 		}
@@ -288,34 +293,34 @@ func (s *Server) checkRestorable(ctx context.Context, from int64, recs [][]byte)
 		case tiles.KindRelease:
 			exists, _, err := known(en.Version)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if exists {
-				return bad("the store holds that release already")
+				return nil, bad("the store holds that release already")
 			}
 			released[en.Version] = true
 		case tiles.KindRevocation:
 			exists, isRevoked, err := known(en.Version)
 			switch {
 			case err != nil:
-				return err
+				return nil, err
 			case !exists:
-				return bad("the store holds no release it revokes")
+				return nil, bad("the store holds no release it revokes")
 			case isRevoked:
-				return bad("the store holds it revoked already")
+				return nil, bad("the store holds it revoked already")
 			}
 			released[en.Version], revoked[en.Version] = true, true
 		case tiles.KindKeySet:
 			v, err := strconv.ParseInt(en.Version, 10, 64)
 			if err != nil || next != 0 && v != next {
-				return bad("the next key-set version is %d", next)
+				return nil, bad("the next key-set version is %d", next)
 			}
 			next = v + 1
 		default:
-			return status.Errorf(codes.FailedPrecondition, "record %d: %s; lpsd appends none such (an export of a newer lpsd? restore with it); nothing was appended", en.Index, en.Problem)
+			return nil, status.Errorf(codes.FailedPrecondition, "record %d: %s; lpsd appends none such (an export of a newer lpsd? restore with it); nothing was appended", en.Index, en.Problem)
 		}
 	}
-	return nil
+	return entries, nil
 }
 
 // restoreCheckpoint opens the request's checkpoint with the log key. Its
@@ -332,9 +337,10 @@ func (s *Server) restoreCheckpoint(req *adminv1.RestoreLogRequest) (translog.Che
 	return cp, nil
 }
 
-// reappend appends rec at index with the change it records.
-func (s *Server) reappend(ctx context.Context, actor, reason string, index int64, rec []byte) (*adminv1.RestoredRecord, error) {
-	en := tiles.Describe(index, rec)
+// reappend appends rec, described by en (checkRestorable), with the
+// change it records.
+func (s *Server) reappend(ctx context.Context, actor, reason string, en tiles.Entry, rec []byte) (*adminv1.RestoredRecord, error) {
+	index := en.Index
 	done := &adminv1.RestoredRecord{Index: index, Kind: string(en.Kind)}
 	e := store.AuditEntry{Time: s.now(), Actor: actor, Action: ActionRestoreLog, Reason: reason}
 	var err error
@@ -361,18 +367,17 @@ func (s *Server) reappend(ctx context.Context, actor, reason string, index int64
 			return s.store.PutRelease(ctx, next, rev, e, rec)
 		})
 	case tiles.KindKeySet:
-		v, perr := strconv.ParseInt(en.Version, 10, 64)
-		if perr != nil {
-			return nil, s.internal("key-set version", perr)
+		d, derr := release.InspectKeySet(rec)
+		ks, kerr := d.KeySet()
+		if derr != nil || kerr != nil {
+			return nil, s.internal("decode key set", errors.Join(derr, kerr))
 		}
 		done.Target = "keyset@" + en.Version
 		e.Target = done.Target
-		if e.After, err = json.Marshal(map[string]any{"version": v, "threshold": en.Threshold, "keys": en.Keys, "log_required": en.Log.Required}); err != nil {
+		if e.After, err = json.Marshal(keySetSummary(ks)); err != nil {
 			return nil, s.internal("encode key set", err)
 		}
-		err = s.store.PutKeySet(ctx, store.KeySetRecord{Version: v, Envelope: rec}, e)
-	default:
-		return nil, status.Errorf(codes.FailedPrecondition, "record %d: %s; lpsd appends none such, so it is not re-appended (records before it were)", index, en.Problem)
+		err = s.store.PutKeySet(ctx, store.KeySetRecord{Version: d.Version, Envelope: rec}, e)
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {

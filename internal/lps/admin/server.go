@@ -18,7 +18,6 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -341,20 +340,12 @@ func envelopeError(err error, keys *release.KeySet) error {
 	if !errors.As(err, &ve) || ve.Reason != release.ReasonBelowThreshold || keys == nil {
 		return status.Errorf(codes.InvalidArgument, "envelope rejected: %v", err)
 	}
-	st := status.Newf(codes.FailedPrecondition, "envelope signed by %d of the %d distinct release keys lpsd requires (signed: %s); %d more signature(s) needed: co-sign it and publish again",
-		len(ve.Signers), keys.Threshold(), strings.Join(ve.Signers, ", "), ve.Missing)
-	if d, derr := st.WithDetails(&errdetails.ErrorInfo{
-		Reason: ReasonBelowThreshold,
-		Domain: ErrorDomain,
-		Metadata: map[string]string{
-			"signers":   strings.Join(ve.Signers, ","),
-			"missing":   strconv.Itoa(ve.Missing),
-			"threshold": strconv.Itoa(keys.Threshold()),
-		},
-	}); derr == nil {
-		st = d
-	}
-	return st.Err()
+	return withInfo(status.Newf(codes.FailedPrecondition, "envelope signed by %d of the %d distinct release keys lpsd requires (signed: %s); %d more signature(s) needed: co-sign it and publish again",
+		len(ve.Signers), keys.Threshold(), strings.Join(ve.Signers, ", "), ve.Missing), ReasonBelowThreshold, map[string]string{
+		"signers":   strings.Join(ve.Signers, ","),
+		"missing":   strconv.Itoa(ve.Missing),
+		"threshold": strconv.Itoa(keys.Threshold()),
+	})
 }
 
 // checkEnvelope returns the release env signs: verified by keys (the
