@@ -270,6 +270,12 @@ func waitFor(t *testing.T, c *http.Client, u, want string) string {
 	}
 }
 
+// completeState is a release page's heading once the release is complete:
+// the dashboard renders from the Status it last refreshed, so a page
+// built between publish and complete would offer its actions at the
+// draft's revision, which the server then refuses as stale.
+const completeState = `<span class="state state-complete">complete</span>`
+
 func TestSignIn(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -367,7 +373,7 @@ func TestActions(t *testing.T) {
 	f := newFixture(t)
 	f.publish(t, version)
 	ops := f.signIn(t, opsToken)
-	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, "halt "+version)
+	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, completeState)
 	csrf, rev := csrfOf(t, page), revisionOf(t, page)
 	act := f.srv.URL + "/releases/" + version + "/halt"
 
@@ -794,7 +800,7 @@ func TestEscapes(t *testing.T) {
 	f := newFixture(t)
 	f.publish(t, version)
 	ops := f.signIn(t, opsToken)
-	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, "halt "+version)
+	page := waitFor(t, ops, f.srv.URL+"/releases/"+version, completeState)
 	if code, _ := f.act(t, ops, page, version, "halt", url.Values{"reason": {`<script>alert(1)</script>`}}); code != http.StatusSeeOther {
 		t.Fatalf("halt: %d", code)
 	}
