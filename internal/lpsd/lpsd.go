@@ -82,6 +82,7 @@ type options struct {
 	etcd                            etcdFlags
 	logf                            logFlags
 	retention                       retentionFlags
+	policy                          policyFlags
 	// version is the build's (Main's), for lpsd_build_info.
 	version string
 }
@@ -166,6 +167,7 @@ func flagSet(o *options, output io.Writer) *flag.FlagSet {
 	o.etcd.register(fs)
 	o.logf.register(fs)
 	o.retention.register(fs)
+	o.policy.register(fs)
 	fs.DurationVar(&o.drainDelay, "drain-delay", 5*time.Second, "on SIGTERM or SIGINT, how long /readyz answers 503 before the listeners close, so balancers stop sending new connections first")
 	fs.BoolVar(&o.dashboard, "dashboard", true, "serve the operator dashboard on the admin listener (https://ADMIN-ADDRESS/)")
 	fs.DurationVar(&o.dashboardRefresh, "dashboard-refresh", dashboard.DefaultRefresh, "how often the dashboard rebuilds its view (at least ten times as long as a rebuild takes)")
@@ -313,6 +315,10 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	if err != nil {
 		return nil, err
 	}
+	policy, err := o.policy.policy()
+	if err != nil {
+		return nil, err
+	}
 	started := time.Now()
 	creds := loadCredentials(o, started, false, log)
 	if err := creds.err(); err != nil {
@@ -397,7 +403,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		logs = cp
 	}
 	adminAPI := admin.New(admin.Config{
-		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, TransparencyLog: logs, Log: log,
+		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, TransparencyLog: logs, Policy: policy, Log: log,
 	})
 	adminv1.RegisterAdminServiceServer(adminSrv, adminAPI)
 	var dash *dashboard.Dashboard
@@ -500,7 +506,7 @@ func (s *Server) Serve(ctx context.Context, ln Listeners) error {
 		}
 	}
 	log.Info("lpsd serving", "grpc", nodeLn.Addr().String(), "admin", adminLn.Addr().String(), "http", httpLn.Addr().String(),
-		"store", storeKind(o.storeSpec), "region", o.region, "deployEnv", o.deployEnv, "serverName", o.serverName)
+		"store", storeKind(o.storeSpec), "region", o.region, "deployEnv", o.deployEnv, "serverName", o.serverName, "rolloutPolicy", o.policy.p.String())
 
 	// The servers run until the drain is over, not until the signal.
 	signalled := ctx

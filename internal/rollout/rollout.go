@@ -139,6 +139,9 @@ type Rollout struct {
 	// or halt (regression, silent, refusedIntegrity, refusedDelivery,
 	// inconclusive, stalled); empty after an operator's change.
 	Reason string `json:"reason,omitempty"`
+	// Approval is a change waiting for a second operator (Policy's
+	// TwoPerson rule); nil when none. Any operator's change clears it.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // Counts reports whether evidence from t counts for the release: a report

@@ -51,7 +51,7 @@ const (
 // Actions returns every action the audit log records, the operators' and
 // then the autopilot's, in the order the manuals list them.
 func Actions() []string {
-	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys, ActionRestoreLog, ActionFreeze, ActionUnfreeze,
+	return []string{ActionPublish, ActionRolloutSet, ActionPlan, ActionSkip, ActionPause, ActionResume, ActionHalt, ActionComplete, ActionRevoke, ActionRotateKeys, ActionRestoreLog, ActionFreeze, ActionUnfreeze, ActionRequestApproval,
 		autopilot.ActionAdvance, autopilot.ActionHalt, autopilot.ActionPause, autopilot.ActionExpire}
 }
 
@@ -113,6 +113,10 @@ type Config struct {
 	// (lps.Checkpointer). nil (no --log-key): RestoreLog is refused and
 	// appends are not checked against what witnesses cosigned.
 	TransparencyLog LogKeeper
+	// Policy is what every operator's change to a release's rollout must
+	// comply with (rollout.Policy), and its two-person rule. Zero:
+	// nothing is enforced.
+	Policy rollout.Policy
 	// Now returns the current time. nil: time.Now.
 	Now func() time.Time
 	// Log records changes and internal errors. nil: discard.
@@ -135,6 +139,7 @@ type Server struct {
 	replicaID string
 	keys      *release.KeySet
 	logs      LogKeeper
+	policy    rollout.Policy
 	// restored is the largest checkpoint RestoreLog verified: the log
 	// nodes may have been shown is at least that large.
 	restored atomic.Int64
@@ -160,6 +165,7 @@ func New(cfg Config) *Server {
 		replicaID: cfg.ReplicaID,
 		keys:      cfg.ReleaseKeys,
 		logs:      cfg.TransparencyLog,
+		policy:    cfg.Policy,
 		now:       cfg.Now,
 		log:       cfg.Log,
 	}
@@ -427,6 +433,9 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		next, err := apply(cur)
 		if err != nil {
 			return nil, domainError(err)
+		}
+		if err := s.policy.Check(cur, next, false); err != nil {
+			return nil, policyError(err)
 		}
 		pv, err := s.preview(ctx, next)
 		if err != nil {
@@ -812,7 +821,15 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 		return toProto(cur, rev), true, nil
 	}
 	now := s.now()
+	approval, err := s.approve(ctx, actor, action, reason, cur, next, rev, now)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := s.policy.Check(cur, next, approval != nil); err != nil {
+		return nil, false, policyError(err)
+	}
 	next.UpdatedAt = now
+	next.Rollout.Approval = nil
 	var rec []byte
 	if next.Revoked && !cur.Revoked {
 		// A revocation is on the log too: whoever monitors it sees it,
@@ -825,9 +842,13 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 			return nil, false, err
 		}
 	}
-	newRev, err := s.write(ctx, "release", cur, next, rev, store.AuditEntry{
-		Time: now, Actor: actor, Action: action, Target: version, Reason: reason,
-	}, func(ctx context.Context, e store.AuditEntry) (int64, error) {
+	e := store.AuditEntry{Time: now, Actor: actor, Action: action, Target: version, Reason: reason}
+	if approval != nil {
+		if e.Evidence, err = json.Marshal(approvedEvidence{Approval: *approval}); err != nil {
+			return nil, false, s.internal("encode the approval", err)
+		}
+	}
+	newRev, err := s.write(ctx, "release", cur, next, rev, e, func(ctx context.Context, e store.AuditEntry) (int64, error) {
 		return s.store.PutRelease(ctx, next, rev, e, rec)
 	})
 	if err != nil {
@@ -909,7 +930,8 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 	if err != nil {
 		return nil, s.storeError("list releases", err)
 	}
-	resp := &adminv1.StatusResponse{Region: s.region}
+	now := s.now()
+	resp := &adminv1.StatusResponse{Region: s.region, Policy: policyProto(s.policy)}
 	if _, ok := s.store.(store.Freezer); ok {
 		f, rev, err := s.freeze(ctx)
 		if err != nil {
@@ -928,10 +950,12 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		if err != nil {
 			return nil, s.storeError("read release "+listed.Version, err)
 		}
-		resp.Releases = append(resp.Releases, toProto(r, rev))
+		p := toProto(r, rev)
+		p.Rollout.Approval = approvalProto(r, now)
+		resp.Releases = append(resp.Releases, p)
 		read = append(read, r)
 	}
-	fleet, err := assess.Assess(ctx, s.store, read, s.now())
+	fleet, err := assess.Assess(ctx, s.store, read, now)
 	if err != nil {
 		return nil, s.storeError("assess releases", err)
 	}

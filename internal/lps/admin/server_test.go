@@ -162,6 +162,7 @@ type harnessOpts struct {
 	noSnapshot  bool
 	requireMTLS bool
 	logs        LogKeeper
+	policy      rollout.Policy
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -182,6 +183,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		ReplicaID:       testReplica,
 		ReleaseKeys:     o.keys,
 		TransparencyLog: o.logs,
+		Policy:          o.policy,
 		Now:             func() time.Time { return testNow.Add(time.Duration(h.ahead.Load())) },
 	}
 	if o.noSnapshot {

@@ -1341,7 +1341,10 @@ type Rollout struct {
 	// stalled; empty after an operator's change.
 	Reason string `protobuf:"bytes,20,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Deploy-environment scope (lpsd --deploy-env labels); empty means all.
-	DeployEnvs    []string `protobuf:"bytes,10,rep,name=deploy_envs,json=deployEnvs,proto3" json:"deploy_envs,omitempty"`
+	DeployEnvs []string `protobuf:"bytes,10,rep,name=deploy_envs,json=deployEnvs,proto3" json:"deploy_envs,omitempty"`
+	// A change waiting for a second operator under the two-person rule
+	// (Status only); unset when none stands.
+	Approval      *Approval `protobuf:"bytes,21,opt,name=approval,proto3" json:"approval,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1453,6 +1456,183 @@ func (x *Rollout) GetDeployEnvs() []string {
 	return nil
 }
 
+func (x *Rollout) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+// Approval is a change waiting for a second operator (lpsd
+// --policy-two-person): another operator approves it by asking for the
+// same change before it expires.
+type Approval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The audit action asked for: skip, complete, resume, rollout-set or
+	// plan.
+	Action string `protobuf:"bytes,1,opt,name=action,proto3" json:"action,omitempty"`
+	// The actor who asked for it.
+	RequestedBy string `protobuf:"bytes,2,opt,name=requested_by,json=requestedBy,proto3" json:"requested_by,omitempty"`
+	// Their reason.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// When it was asked for.
+	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
+	// When it stops standing.
+	Expires       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires,proto3" json:"expires,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Approval) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *Approval) GetRequestedBy() string {
+	if x != nil {
+		return x.RequestedBy
+	}
+	return ""
+}
+
+func (x *Approval) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Approval) GetRequestedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RequestedAt
+	}
+	return nil
+}
+
+func (x *Approval) GetExpires() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Expires
+	}
+	return nil
+}
+
+// Policy is what lpsd enforces on every operator's change to a release's
+// rollout, whoever asks (lpsd --policy-* flags); zero fields enforce
+// nothing.
+type Policy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The smallest canary a release may start with, in nodes.
+	MinCanaryNodes int32 `protobuf:"varint,1,opt,name=min_canary_nodes,json=minCanaryNodes,proto3" json:"min_canary_nodes,omitempty"`
+	// The most points one change or plan step may raise a percentage by.
+	MaxStepPercent int32 `protobuf:"varint,2,opt,name=max_step_percent,json=maxStepPercent,proto3" json:"max_step_percent,omitempty"`
+	// The shortest bake of a plan step, in seconds.
+	MinBakeSeconds int64 `protobuf:"varint,3,opt,name=min_bake_seconds,json=minBakeSeconds,proto3" json:"min_bake_seconds,omitempty"`
+	// Whether leaving a canary early, completing a release no canary ran
+	// and resuming after an automatic halt wait for a second operator.
+	TwoPerson bool `protobuf:"varint,4,opt,name=two_person,json=twoPerson,proto3" json:"two_person,omitempty"`
+	// The policy in words ("none" when it enforces nothing).
+	Summary       string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Policy) Reset() {
+	*x = Policy{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Policy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Policy) ProtoMessage() {}
+
+func (x *Policy) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Policy.ProtoReflect.Descriptor instead.
+func (*Policy) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *Policy) GetMinCanaryNodes() int32 {
+	if x != nil {
+		return x.MinCanaryNodes
+	}
+	return 0
+}
+
+func (x *Policy) GetMaxStepPercent() int32 {
+	if x != nil {
+		return x.MaxStepPercent
+	}
+	return 0
+}
+
+func (x *Policy) GetMinBakeSeconds() int64 {
+	if x != nil {
+		return x.MinBakeSeconds
+	}
+	return 0
+}
+
+func (x *Policy) GetTwoPerson() bool {
+	if x != nil {
+		return x.TwoPerson
+	}
+	return false
+}
+
+func (x *Policy) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
 // Plan is a rollout in steps (see rollout.Plan).
 type Plan struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1487,7 +1667,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1679,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[17]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1692,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{17}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Plan) GetSteps() []*PlanStep {
@@ -1603,7 +1783,7 @@ type PlanStep struct {
 
 func (x *PlanStep) Reset() {
 	*x = PlanStep{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1615,7 +1795,7 @@ func (x *PlanStep) String() string {
 func (*PlanStep) ProtoMessage() {}
 
 func (x *PlanStep) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[18]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1628,7 +1808,7 @@ func (x *PlanStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanStep.ProtoReflect.Descriptor instead.
 func (*PlanStep) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{18}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PlanStep) GetPercent() int32 {
@@ -1690,7 +1870,7 @@ type Health struct {
 
 func (x *Health) Reset() {
 	*x = Health{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1882,7 @@ func (x *Health) String() string {
 func (*Health) ProtoMessage() {}
 
 func (x *Health) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[19]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1895,7 @@ func (x *Health) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Health.ProtoReflect.Descriptor instead.
 func (*Health) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{19}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Health) GetVerdict() string {
@@ -1794,7 +1974,7 @@ type PublishReleaseRequest struct {
 
 func (x *PublishReleaseRequest) Reset() {
 	*x = PublishReleaseRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1806,7 +1986,7 @@ func (x *PublishReleaseRequest) String() string {
 func (*PublishReleaseRequest) ProtoMessage() {}
 
 func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[20]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1819,7 +1999,7 @@ func (x *PublishReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseRequest.ProtoReflect.Descriptor instead.
 func (*PublishReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{20}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PublishReleaseRequest) GetEnvelopeJson() string {
@@ -1849,7 +2029,7 @@ type PublishReleaseResponse struct {
 
 func (x *PublishReleaseResponse) Reset() {
 	*x = PublishReleaseResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +2041,7 @@ func (x *PublishReleaseResponse) String() string {
 func (*PublishReleaseResponse) ProtoMessage() {}
 
 func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[21]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +2054,7 @@ func (x *PublishReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishReleaseResponse.ProtoReflect.Descriptor instead.
 func (*PublishReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{21}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PublishReleaseResponse) GetRelease() *Release {
@@ -1938,7 +2118,7 @@ type SetRolloutRequest struct {
 
 func (x *SetRolloutRequest) Reset() {
 	*x = SetRolloutRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2130,7 @@ func (x *SetRolloutRequest) String() string {
 func (*SetRolloutRequest) ProtoMessage() {}
 
 func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[22]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2143,7 @@ func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*SetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{22}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetRolloutRequest) GetVersion() string {
@@ -2065,7 +2245,7 @@ type SetRolloutResponse struct {
 
 func (x *SetRolloutResponse) Reset() {
 	*x = SetRolloutResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2257,7 @@ func (x *SetRolloutResponse) String() string {
 func (*SetRolloutResponse) ProtoMessage() {}
 
 func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[23]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2270,7 @@ func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutResponse.ProtoReflect.Descriptor instead.
 func (*SetRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{23}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SetRolloutResponse) GetRelease() *Release {
@@ -2147,7 +2327,7 @@ type SetPlanRequest struct {
 
 func (x *SetPlanRequest) Reset() {
 	*x = SetPlanRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2339,7 @@ func (x *SetPlanRequest) String() string {
 func (*SetPlanRequest) ProtoMessage() {}
 
 func (x *SetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[24]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2352,7 @@ func (x *SetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPlanRequest.ProtoReflect.Descriptor instead.
 func (*SetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{24}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *SetPlanRequest) GetVersion() string {
@@ -2237,7 +2417,7 @@ type SetPlanResponse struct {
 
 func (x *SetPlanResponse) Reset() {
 	*x = SetPlanResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2429,7 @@ func (x *SetPlanResponse) String() string {
 func (*SetPlanResponse) ProtoMessage() {}
 
 func (x *SetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[25]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2442,7 @@ func (x *SetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPlanResponse.ProtoReflect.Descriptor instead.
 func (*SetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{25}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *SetPlanResponse) GetRelease() *Release {
@@ -2312,7 +2492,7 @@ type PlanPreview struct {
 
 func (x *PlanPreview) Reset() {
 	*x = PlanPreview{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2324,7 +2504,7 @@ func (x *PlanPreview) String() string {
 func (*PlanPreview) ProtoMessage() {}
 
 func (x *PlanPreview) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[26]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2337,7 +2517,7 @@ func (x *PlanPreview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanPreview.ProtoReflect.Descriptor instead.
 func (*PlanPreview) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{26}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PlanPreview) GetSteps() []*StepWindow {
@@ -2378,7 +2558,7 @@ type StepWindow struct {
 
 func (x *StepWindow) Reset() {
 	*x = StepWindow{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2570,7 @@ func (x *StepWindow) String() string {
 func (*StepWindow) ProtoMessage() {}
 
 func (x *StepWindow) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[27]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2583,7 @@ func (x *StepWindow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StepWindow.ProtoReflect.Descriptor instead.
 func (*StepWindow) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{27}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StepWindow) GetEarliestStart() *timestamppb.Timestamp {
@@ -2454,7 +2634,7 @@ type Baseline struct {
 
 func (x *Baseline) Reset() {
 	*x = Baseline{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2646,7 @@ func (x *Baseline) String() string {
 func (*Baseline) ProtoMessage() {}
 
 func (x *Baseline) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[28]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2659,7 @@ func (x *Baseline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Baseline.ProtoReflect.Descriptor instead.
 func (*Baseline) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{28}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Baseline) GetMaxFailureRate() float64 {
@@ -2547,7 +2727,7 @@ type SkipStepRequest struct {
 
 func (x *SkipStepRequest) Reset() {
 	*x = SkipStepRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2739,7 @@ func (x *SkipStepRequest) String() string {
 func (*SkipStepRequest) ProtoMessage() {}
 
 func (x *SkipStepRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[29]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2752,7 @@ func (x *SkipStepRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipStepRequest.ProtoReflect.Descriptor instead.
 func (*SkipStepRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{29}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SkipStepRequest) GetVersion() string {
@@ -2612,7 +2792,7 @@ type SkipStepResponse struct {
 
 func (x *SkipStepResponse) Reset() {
 	*x = SkipStepResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2624,7 +2804,7 @@ func (x *SkipStepResponse) String() string {
 func (*SkipStepResponse) ProtoMessage() {}
 
 func (x *SkipStepResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[30]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2637,7 +2817,7 @@ func (x *SkipStepResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SkipStepResponse.ProtoReflect.Descriptor instead.
 func (*SkipStepResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{30}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SkipStepResponse) GetRelease() *Release {
@@ -2678,7 +2858,7 @@ type TransitionRequest struct {
 
 func (x *TransitionRequest) Reset() {
 	*x = TransitionRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2690,7 +2870,7 @@ func (x *TransitionRequest) String() string {
 func (*TransitionRequest) ProtoMessage() {}
 
 func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[31]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2703,7 +2883,7 @@ func (x *TransitionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionRequest.ProtoReflect.Descriptor instead.
 func (*TransitionRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{31}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *TransitionRequest) GetVersion() string {
@@ -2749,7 +2929,7 @@ type TransitionResponse struct {
 
 func (x *TransitionResponse) Reset() {
 	*x = TransitionResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2941,7 @@ func (x *TransitionResponse) String() string {
 func (*TransitionResponse) ProtoMessage() {}
 
 func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[32]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2954,7 @@ func (x *TransitionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransitionResponse.ProtoReflect.Descriptor instead.
 func (*TransitionResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{32}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TransitionResponse) GetRelease() *Release {
@@ -2814,7 +2994,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2826,7 +3006,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[33]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2839,7 +3019,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{33}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RevokeRequest) GetVersion() string {
@@ -2878,7 +3058,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2890,7 +3070,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[34]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2903,7 +3083,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{34}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RevokeResponse) GetRelease() *Release {
@@ -2936,7 +3116,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3128,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[35]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3141,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{35}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
 }
 
 // StatusResponse describes the service's state.
@@ -2992,14 +3172,16 @@ type StatusResponse struct {
 	// How ServedShare's failure rate is counted, in words.
 	FailureRateDefinition string `protobuf:"bytes,11,opt,name=failure_rate_definition,json=failureRateDefinition,proto3" json:"failure_rate_definition,omitempty"`
 	// The fleet-wide freeze; unset when the store cannot keep one.
-	Freeze        *Freeze `protobuf:"bytes,12,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	Freeze *Freeze `protobuf:"bytes,12,opt,name=freeze,proto3" json:"freeze,omitempty"`
+	// The rollout policy this replica enforces.
+	Policy        *Policy `protobuf:"bytes,13,opt,name=policy,proto3" json:"policy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3011,7 +3193,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[36]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3024,7 +3206,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{36}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StatusResponse) GetReleases() []*Release {
@@ -3111,6 +3293,13 @@ func (x *StatusResponse) GetFreeze() *Freeze {
 	return nil
 }
 
+func (x *StatusResponse) GetPolicy() *Policy {
+	if x != nil {
+		return x.Policy
+	}
+	return nil
+}
+
 // Replica is one lpsd serving from the store.
 type Replica struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3130,7 +3319,7 @@ type Replica struct {
 
 func (x *Replica) Reset() {
 	*x = Replica{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3142,7 +3331,7 @@ func (x *Replica) String() string {
 func (*Replica) ProtoMessage() {}
 
 func (x *Replica) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[37]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3155,7 +3344,7 @@ func (x *Replica) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replica.ProtoReflect.Descriptor instead.
 func (*Replica) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{37}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Replica) GetId() string {
@@ -3211,7 +3400,7 @@ type ServedBase struct {
 
 func (x *ServedBase) Reset() {
 	*x = ServedBase{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3223,7 +3412,7 @@ func (x *ServedBase) String() string {
 func (*ServedBase) ProtoMessage() {}
 
 func (x *ServedBase) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[38]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3236,7 +3425,7 @@ func (x *ServedBase) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedBase.ProtoReflect.Descriptor instead.
 func (*ServedBase) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{38}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ServedBase) GetBase() string {
@@ -3285,7 +3474,7 @@ type ServedCohort struct {
 
 func (x *ServedCohort) Reset() {
 	*x = ServedCohort{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3486,7 @@ func (x *ServedCohort) String() string {
 func (*ServedCohort) ProtoMessage() {}
 
 func (x *ServedCohort) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[39]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3499,7 @@ func (x *ServedCohort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedCohort.ProtoReflect.Descriptor instead.
 func (*ServedCohort) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{39}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ServedCohort) GetSubscriptions() []string {
@@ -3359,7 +3548,7 @@ type Place struct {
 
 func (x *Place) Reset() {
 	*x = Place{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3371,7 +3560,7 @@ func (x *Place) String() string {
 func (*Place) ProtoMessage() {}
 
 func (x *Place) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[40]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3384,7 +3573,7 @@ func (x *Place) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Place.ProtoReflect.Descriptor instead.
 func (*Place) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{40}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Place) GetRegion() string {
@@ -3436,7 +3625,7 @@ type ServedShare struct {
 
 func (x *ServedShare) Reset() {
 	*x = ServedShare{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3448,7 +3637,7 @@ func (x *ServedShare) String() string {
 func (*ServedShare) ProtoMessage() {}
 
 func (x *ServedShare) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[41]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3461,7 +3650,7 @@ func (x *ServedShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServedShare.ProtoReflect.Descriptor instead.
 func (*ServedShare) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{41}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ServedShare) GetVersion() string {
@@ -3547,7 +3736,7 @@ type OutcomeCount struct {
 
 func (x *OutcomeCount) Reset() {
 	*x = OutcomeCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3559,7 +3748,7 @@ func (x *OutcomeCount) String() string {
 func (*OutcomeCount) ProtoMessage() {}
 
 func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[42]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3572,7 +3761,7 @@ func (x *OutcomeCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutcomeCount.ProtoReflect.Descriptor instead.
 func (*OutcomeCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{42}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *OutcomeCount) GetOutcome() string {
@@ -3611,7 +3800,7 @@ type ExplainRequest struct {
 
 func (x *ExplainRequest) Reset() {
 	*x = ExplainRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3623,7 +3812,7 @@ func (x *ExplainRequest) String() string {
 func (*ExplainRequest) ProtoMessage() {}
 
 func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[43]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3636,7 +3825,7 @@ func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
 func (*ExplainRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{43}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ExplainRequest) GetVmId() string {
@@ -3694,7 +3883,7 @@ type ExplainResponse struct {
 
 func (x *ExplainResponse) Reset() {
 	*x = ExplainResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3706,7 +3895,7 @@ func (x *ExplainResponse) String() string {
 func (*ExplainResponse) ProtoMessage() {}
 
 func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[44]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3719,7 +3908,7 @@ func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
 func (*ExplainResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{44}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ExplainResponse) GetDecisions() []*Decision {
@@ -3777,7 +3966,7 @@ type BaseTrust struct {
 
 func (x *BaseTrust) Reset() {
 	*x = BaseTrust{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3789,7 +3978,7 @@ func (x *BaseTrust) String() string {
 func (*BaseTrust) ProtoMessage() {}
 
 func (x *BaseTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[45]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3802,7 +3991,7 @@ func (x *BaseTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BaseTrust.ProtoReflect.Descriptor instead.
 func (*BaseTrust) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{45}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BaseTrust) GetBase() string {
@@ -3873,7 +4062,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3885,7 +4074,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[46]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3898,7 +4087,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{46}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Decision) GetVersion() string {
@@ -3951,7 +4140,7 @@ type Rule struct {
 
 func (x *Rule) Reset() {
 	*x = Rule{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3963,7 +4152,7 @@ func (x *Rule) String() string {
 func (*Rule) ProtoMessage() {}
 
 func (x *Rule) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[47]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3976,7 +4165,7 @@ func (x *Rule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rule.ProtoReflect.Descriptor instead.
 func (*Rule) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{47}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Rule) GetRule() string {
@@ -4028,7 +4217,7 @@ type ListAuditRequest struct {
 
 func (x *ListAuditRequest) Reset() {
 	*x = ListAuditRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4040,7 +4229,7 @@ func (x *ListAuditRequest) String() string {
 func (*ListAuditRequest) ProtoMessage() {}
 
 func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[48]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4053,7 +4242,7 @@ func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{48}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListAuditRequest) GetAfterSeq() int64 {
@@ -4115,7 +4304,7 @@ type ListAuditResponse struct {
 
 func (x *ListAuditResponse) Reset() {
 	*x = ListAuditResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4127,7 +4316,7 @@ func (x *ListAuditResponse) String() string {
 func (*ListAuditResponse) ProtoMessage() {}
 
 func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[49]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4140,7 +4329,7 @@ func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{49}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListAuditResponse) GetEntries() []*AuditEntry {
@@ -4195,7 +4384,7 @@ type AuditEntry struct {
 
 func (x *AuditEntry) Reset() {
 	*x = AuditEntry{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4207,7 +4396,7 @@ func (x *AuditEntry) String() string {
 func (*AuditEntry) ProtoMessage() {}
 
 func (x *AuditEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[50]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4220,7 +4409,7 @@ func (x *AuditEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEntry.ProtoReflect.Descriptor instead.
 func (*AuditEntry) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{50}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AuditEntry) GetSeq() int64 {
@@ -4317,7 +4506,7 @@ type ComponentConfig struct {
 
 func (x *ComponentConfig) Reset() {
 	*x = ComponentConfig{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4329,7 +4518,7 @@ func (x *ComponentConfig) String() string {
 func (*ComponentConfig) ProtoMessage() {}
 
 func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[51]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4342,7 +4531,7 @@ func (x *ComponentConfig) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ComponentConfig.ProtoReflect.Descriptor instead.
 func (*ComponentConfig) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{51}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ComponentConfig) GetComponent() string {
@@ -4428,7 +4617,7 @@ type PublishComponentConfigRequest struct {
 
 func (x *PublishComponentConfigRequest) Reset() {
 	*x = PublishComponentConfigRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4440,7 +4629,7 @@ func (x *PublishComponentConfigRequest) String() string {
 func (*PublishComponentConfigRequest) ProtoMessage() {}
 
 func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[52]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4453,7 +4642,7 @@ func (x *PublishComponentConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigRequest.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{52}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PublishComponentConfigRequest) GetEnvelopeJson() string {
@@ -4483,7 +4672,7 @@ type PublishComponentConfigResponse struct {
 
 func (x *PublishComponentConfigResponse) Reset() {
 	*x = PublishComponentConfigResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4495,7 +4684,7 @@ func (x *PublishComponentConfigResponse) String() string {
 func (*PublishComponentConfigResponse) ProtoMessage() {}
 
 func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[53]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4508,7 +4697,7 @@ func (x *PublishComponentConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishComponentConfigResponse.ProtoReflect.Descriptor instead.
 func (*PublishComponentConfigResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{53}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PublishComponentConfigResponse) GetComponentConfig() *ComponentConfig {
@@ -4553,7 +4742,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4565,7 +4754,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[54]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4578,7 +4767,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{54}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListNodesRequest) GetRelease() string {
@@ -4649,7 +4838,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4661,7 +4850,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[55]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4674,7 +4863,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{55}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeOutcome {
@@ -4720,7 +4909,7 @@ type ReasonCount struct {
 
 func (x *ReasonCount) Reset() {
 	*x = ReasonCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4732,7 +4921,7 @@ func (x *ReasonCount) String() string {
 func (*ReasonCount) ProtoMessage() {}
 
 func (x *ReasonCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4745,7 +4934,7 @@ func (x *ReasonCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
 func (*ReasonCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ReasonCount) GetOutcome() string {
@@ -4799,7 +4988,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4811,7 +5000,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4824,7 +5013,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *NodeOutcome) GetVmId() string {
@@ -4999,7 +5188,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\apending\x18\t \x01(\x04R\apending\"X\n" +
 	"\rControlCohort\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x123\n" +
-	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\x9d\x03\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\"\xd8\x03\n" +
 	"\aRollout\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\apercent\x18\x02 \x01(\x05R\apercent\x12$\n" +
@@ -5014,7 +5203,21 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x14 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vdeploy_envs\x18\n" +
 	" \x03(\tR\n" +
-	"deployEnvs\"\x93\x03\n" +
+	"deployEnvs\x129\n" +
+	"\bapproval\x18\x15 \x01(\v2\x1d.nodehotfix.admin.v1.ApprovalR\bapproval\"\xd2\x01\n" +
+	"\bApproval\x12\x16\n" +
+	"\x06action\x18\x01 \x01(\tR\x06action\x12!\n" +
+	"\frequested_by\x18\x02 \x01(\tR\vrequestedBy\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12=\n" +
+	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x124\n" +
+	"\aexpires\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"\xbf\x01\n" +
+	"\x06Policy\x12(\n" +
+	"\x10min_canary_nodes\x18\x01 \x01(\x05R\x0eminCanaryNodes\x12(\n" +
+	"\x10max_step_percent\x18\x02 \x01(\x05R\x0emaxStepPercent\x12(\n" +
+	"\x10min_bake_seconds\x18\x03 \x01(\x03R\x0eminBakeSeconds\x12\x1d\n" +
+	"\n" +
+	"two_person\x18\x04 \x01(\bR\ttwoPerson\x12\x18\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\"\x93\x03\n" +
 	"\x04Plan\x123\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
 	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12(\n" +
@@ -5128,7 +5331,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\x12O\n" +
 	"\x10component_config\x18\x03 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\x0f\n" +
-	"\rStatusRequest\"\xa6\x05\n" +
+	"\rStatusRequest\"\xdb\x05\n" +
 	"\x0eStatusResponse\x128\n" +
 	"\breleases\x18\x01 \x03(\v2\x1c.nodehotfix.admin.v1.ReleaseR\breleases\x12=\n" +
 	"\brequests\x18\x02 \x03(\v2!.nodehotfix.admin.v1.OutcomeCountR\brequests\x12\x16\n" +
@@ -5144,7 +5347,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"served_now\x18\n" +
 	" \x03(\v2\x1f.nodehotfix.admin.v1.ServedBaseR\tservedNow\x126\n" +
 	"\x17failure_rate_definition\x18\v \x01(\tR\x15failureRateDefinition\x123\n" +
-	"\x06freeze\x18\f \x01(\v2\x1b.nodehotfix.admin.v1.FreezeR\x06freeze\"\xa7\x01\n" +
+	"\x06freeze\x18\f \x01(\v2\x1b.nodehotfix.admin.v1.FreezeR\x06freeze\x123\n" +
+	"\x06policy\x18\r \x01(\v2\x1b.nodehotfix.admin.v1.PolicyR\x06policy\"\xa7\x01\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x1d\n" +
@@ -5329,7 +5533,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
 	(*Freeze)(nil),                         // 1: nodehotfix.admin.v1.Freeze
@@ -5349,156 +5553,162 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*Counts)(nil),                         // 15: nodehotfix.admin.v1.Counts
 	(*ControlCohort)(nil),                  // 16: nodehotfix.admin.v1.ControlCohort
 	(*Rollout)(nil),                        // 17: nodehotfix.admin.v1.Rollout
-	(*Plan)(nil),                           // 18: nodehotfix.admin.v1.Plan
-	(*PlanStep)(nil),                       // 19: nodehotfix.admin.v1.PlanStep
-	(*Health)(nil),                         // 20: nodehotfix.admin.v1.Health
-	(*PublishReleaseRequest)(nil),          // 21: nodehotfix.admin.v1.PublishReleaseRequest
-	(*PublishReleaseResponse)(nil),         // 22: nodehotfix.admin.v1.PublishReleaseResponse
-	(*SetRolloutRequest)(nil),              // 23: nodehotfix.admin.v1.SetRolloutRequest
-	(*SetRolloutResponse)(nil),             // 24: nodehotfix.admin.v1.SetRolloutResponse
-	(*SetPlanRequest)(nil),                 // 25: nodehotfix.admin.v1.SetPlanRequest
-	(*SetPlanResponse)(nil),                // 26: nodehotfix.admin.v1.SetPlanResponse
-	(*PlanPreview)(nil),                    // 27: nodehotfix.admin.v1.PlanPreview
-	(*StepWindow)(nil),                     // 28: nodehotfix.admin.v1.StepWindow
-	(*Baseline)(nil),                       // 29: nodehotfix.admin.v1.Baseline
-	(*SkipStepRequest)(nil),                // 30: nodehotfix.admin.v1.SkipStepRequest
-	(*SkipStepResponse)(nil),               // 31: nodehotfix.admin.v1.SkipStepResponse
-	(*TransitionRequest)(nil),              // 32: nodehotfix.admin.v1.TransitionRequest
-	(*TransitionResponse)(nil),             // 33: nodehotfix.admin.v1.TransitionResponse
-	(*RevokeRequest)(nil),                  // 34: nodehotfix.admin.v1.RevokeRequest
-	(*RevokeResponse)(nil),                 // 35: nodehotfix.admin.v1.RevokeResponse
-	(*StatusRequest)(nil),                  // 36: nodehotfix.admin.v1.StatusRequest
-	(*StatusResponse)(nil),                 // 37: nodehotfix.admin.v1.StatusResponse
-	(*Replica)(nil),                        // 38: nodehotfix.admin.v1.Replica
-	(*ServedBase)(nil),                     // 39: nodehotfix.admin.v1.ServedBase
-	(*ServedCohort)(nil),                   // 40: nodehotfix.admin.v1.ServedCohort
-	(*Place)(nil),                          // 41: nodehotfix.admin.v1.Place
-	(*ServedShare)(nil),                    // 42: nodehotfix.admin.v1.ServedShare
-	(*OutcomeCount)(nil),                   // 43: nodehotfix.admin.v1.OutcomeCount
-	(*ExplainRequest)(nil),                 // 44: nodehotfix.admin.v1.ExplainRequest
-	(*ExplainResponse)(nil),                // 45: nodehotfix.admin.v1.ExplainResponse
-	(*BaseTrust)(nil),                      // 46: nodehotfix.admin.v1.BaseTrust
-	(*Decision)(nil),                       // 47: nodehotfix.admin.v1.Decision
-	(*Rule)(nil),                           // 48: nodehotfix.admin.v1.Rule
-	(*ListAuditRequest)(nil),               // 49: nodehotfix.admin.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),              // 50: nodehotfix.admin.v1.ListAuditResponse
-	(*AuditEntry)(nil),                     // 51: nodehotfix.admin.v1.AuditEntry
-	(*ComponentConfig)(nil),                // 52: nodehotfix.admin.v1.ComponentConfig
-	(*PublishComponentConfigRequest)(nil),  // 53: nodehotfix.admin.v1.PublishComponentConfigRequest
-	(*PublishComponentConfigResponse)(nil), // 54: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*ListNodesRequest)(nil),               // 55: nodehotfix.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),              // 56: nodehotfix.admin.v1.ListNodesResponse
-	(*ReasonCount)(nil),                    // 57: nodehotfix.admin.v1.ReasonCount
-	(*NodeOutcome)(nil),                    // 58: nodehotfix.admin.v1.NodeOutcome
-	(*timestamppb.Timestamp)(nil),          // 59: google.protobuf.Timestamp
+	(*Approval)(nil),                       // 18: nodehotfix.admin.v1.Approval
+	(*Policy)(nil),                         // 19: nodehotfix.admin.v1.Policy
+	(*Plan)(nil),                           // 20: nodehotfix.admin.v1.Plan
+	(*PlanStep)(nil),                       // 21: nodehotfix.admin.v1.PlanStep
+	(*Health)(nil),                         // 22: nodehotfix.admin.v1.Health
+	(*PublishReleaseRequest)(nil),          // 23: nodehotfix.admin.v1.PublishReleaseRequest
+	(*PublishReleaseResponse)(nil),         // 24: nodehotfix.admin.v1.PublishReleaseResponse
+	(*SetRolloutRequest)(nil),              // 25: nodehotfix.admin.v1.SetRolloutRequest
+	(*SetRolloutResponse)(nil),             // 26: nodehotfix.admin.v1.SetRolloutResponse
+	(*SetPlanRequest)(nil),                 // 27: nodehotfix.admin.v1.SetPlanRequest
+	(*SetPlanResponse)(nil),                // 28: nodehotfix.admin.v1.SetPlanResponse
+	(*PlanPreview)(nil),                    // 29: nodehotfix.admin.v1.PlanPreview
+	(*StepWindow)(nil),                     // 30: nodehotfix.admin.v1.StepWindow
+	(*Baseline)(nil),                       // 31: nodehotfix.admin.v1.Baseline
+	(*SkipStepRequest)(nil),                // 32: nodehotfix.admin.v1.SkipStepRequest
+	(*SkipStepResponse)(nil),               // 33: nodehotfix.admin.v1.SkipStepResponse
+	(*TransitionRequest)(nil),              // 34: nodehotfix.admin.v1.TransitionRequest
+	(*TransitionResponse)(nil),             // 35: nodehotfix.admin.v1.TransitionResponse
+	(*RevokeRequest)(nil),                  // 36: nodehotfix.admin.v1.RevokeRequest
+	(*RevokeResponse)(nil),                 // 37: nodehotfix.admin.v1.RevokeResponse
+	(*StatusRequest)(nil),                  // 38: nodehotfix.admin.v1.StatusRequest
+	(*StatusResponse)(nil),                 // 39: nodehotfix.admin.v1.StatusResponse
+	(*Replica)(nil),                        // 40: nodehotfix.admin.v1.Replica
+	(*ServedBase)(nil),                     // 41: nodehotfix.admin.v1.ServedBase
+	(*ServedCohort)(nil),                   // 42: nodehotfix.admin.v1.ServedCohort
+	(*Place)(nil),                          // 43: nodehotfix.admin.v1.Place
+	(*ServedShare)(nil),                    // 44: nodehotfix.admin.v1.ServedShare
+	(*OutcomeCount)(nil),                   // 45: nodehotfix.admin.v1.OutcomeCount
+	(*ExplainRequest)(nil),                 // 46: nodehotfix.admin.v1.ExplainRequest
+	(*ExplainResponse)(nil),                // 47: nodehotfix.admin.v1.ExplainResponse
+	(*BaseTrust)(nil),                      // 48: nodehotfix.admin.v1.BaseTrust
+	(*Decision)(nil),                       // 49: nodehotfix.admin.v1.Decision
+	(*Rule)(nil),                           // 50: nodehotfix.admin.v1.Rule
+	(*ListAuditRequest)(nil),               // 51: nodehotfix.admin.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),              // 52: nodehotfix.admin.v1.ListAuditResponse
+	(*AuditEntry)(nil),                     // 53: nodehotfix.admin.v1.AuditEntry
+	(*ComponentConfig)(nil),                // 54: nodehotfix.admin.v1.ComponentConfig
+	(*PublishComponentConfigRequest)(nil),  // 55: nodehotfix.admin.v1.PublishComponentConfigRequest
+	(*PublishComponentConfigResponse)(nil), // 56: nodehotfix.admin.v1.PublishComponentConfigResponse
+	(*ListNodesRequest)(nil),               // 57: nodehotfix.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 58: nodehotfix.admin.v1.ListNodesResponse
+	(*ReasonCount)(nil),                    // 59: nodehotfix.admin.v1.ReasonCount
+	(*NodeOutcome)(nil),                    // 60: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 61: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	59, // 0: nodehotfix.admin.v1.Freeze.since:type_name -> google.protobuf.Timestamp
+	61, // 0: nodehotfix.admin.v1.Freeze.since:type_name -> google.protobuf.Timestamp
 	1,  // 1: nodehotfix.admin.v1.SetFreezeResponse.freeze:type_name -> nodehotfix.admin.v1.Freeze
 	8,  // 2: nodehotfix.admin.v1.RestoreLogResponse.restored:type_name -> nodehotfix.admin.v1.RestoredRecord
-	59, // 3: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
+	61, // 3: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
 	9,  // 4: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
 	9,  // 5: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
 	9,  // 6: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
 	17, // 7: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	59, // 8: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	59, // 9: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	61, // 8: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	61, // 9: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	15, // 10: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	59, // 11: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	61, // 11: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	15, // 12: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
-	18, // 13: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
-	20, // 14: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	59, // 15: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
-	19, // 16: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	59, // 17: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	59, // 18: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
-	15, // 19: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	59, // 20: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
-	14, // 21: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
-	14, // 22: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
-	52, // 23: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	18, // 24: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
-	14, // 25: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
-	27, // 26: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
-	52, // 27: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	28, // 28: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	59, // 29: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
-	29, // 30: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	59, // 31: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	59, // 32: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	59, // 33: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
-	14, // 34: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
-	52, // 35: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	0,  // 36: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
-	14, // 37: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
-	52, // 38: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	14, // 39: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
-	52, // 40: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	14, // 41: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
-	43, // 42: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	59, // 43: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	16, // 44: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
-	52, // 45: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
-	38, // 46: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
-	39, // 47: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
-	1,  // 48: nodehotfix.admin.v1.StatusResponse.freeze:type_name -> nodehotfix.admin.v1.Freeze
-	59, // 49: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
-	40, // 50: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
-	41, // 51: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
-	42, // 52: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
-	47, // 53: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
-	46, // 54: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
-	48, // 55: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	59, // 56: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
-	51, // 57: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	59, // 58: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
-	17, // 59: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	59, // 60: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	59, // 61: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	59, // 62: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
-	52, // 63: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	59, // 64: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
-	58, // 65: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
-	57, // 66: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
-	59, // 67: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
-	59, // 68: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
-	21, // 69: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	23, // 70: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	25, // 71: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	32, // 72: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	30, // 73: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	34, // 74: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	36, // 75: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	44, // 76: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	49, // 77: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	53, // 78: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	55, // 79: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
-	10, // 80: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
-	12, // 81: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
-	4,  // 82: nodehotfix.admin.v1.AdminService.GetLog:input_type -> nodehotfix.admin.v1.GetLogRequest
-	6,  // 83: nodehotfix.admin.v1.AdminService.RestoreLog:input_type -> nodehotfix.admin.v1.RestoreLogRequest
-	2,  // 84: nodehotfix.admin.v1.AdminService.SetFreeze:input_type -> nodehotfix.admin.v1.SetFreezeRequest
-	22, // 85: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	24, // 86: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	26, // 87: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	33, // 88: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	31, // 89: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	35, // 90: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	37, // 91: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	45, // 92: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	50, // 93: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	54, // 94: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	56, // 95: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
-	11, // 96: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
-	13, // 97: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
-	5,  // 98: nodehotfix.admin.v1.AdminService.GetLog:output_type -> nodehotfix.admin.v1.GetLogResponse
-	7,  // 99: nodehotfix.admin.v1.AdminService.RestoreLog:output_type -> nodehotfix.admin.v1.RestoreLogResponse
-	3,  // 100: nodehotfix.admin.v1.AdminService.SetFreeze:output_type -> nodehotfix.admin.v1.SetFreezeResponse
-	85, // [85:101] is the sub-list for method output_type
-	69, // [69:85] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	20, // 13: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
+	22, // 14: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
+	61, // 15: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	18, // 16: nodehotfix.admin.v1.Rollout.approval:type_name -> nodehotfix.admin.v1.Approval
+	61, // 17: nodehotfix.admin.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
+	61, // 18: nodehotfix.admin.v1.Approval.expires:type_name -> google.protobuf.Timestamp
+	21, // 19: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
+	61, // 20: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	61, // 21: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	15, // 22: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
+	61, // 23: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	14, // 24: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
+	14, // 25: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
+	54, // 26: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	20, // 27: nodehotfix.admin.v1.SetPlanRequest.plan:type_name -> nodehotfix.admin.v1.Plan
+	14, // 28: nodehotfix.admin.v1.SetPlanResponse.release:type_name -> nodehotfix.admin.v1.Release
+	29, // 29: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
+	54, // 30: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	30, // 31: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
+	61, // 32: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	31, // 33: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
+	61, // 34: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	61, // 35: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	61, // 36: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	14, // 37: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
+	54, // 38: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	0,  // 39: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
+	14, // 40: nodehotfix.admin.v1.TransitionResponse.release:type_name -> nodehotfix.admin.v1.Release
+	54, // 41: nodehotfix.admin.v1.TransitionResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	14, // 42: nodehotfix.admin.v1.RevokeResponse.release:type_name -> nodehotfix.admin.v1.Release
+	54, // 43: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	14, // 44: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
+	45, // 45: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
+	61, // 46: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	16, // 47: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
+	54, // 48: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
+	40, // 49: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
+	41, // 50: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
+	1,  // 51: nodehotfix.admin.v1.StatusResponse.freeze:type_name -> nodehotfix.admin.v1.Freeze
+	19, // 52: nodehotfix.admin.v1.StatusResponse.policy:type_name -> nodehotfix.admin.v1.Policy
+	61, // 53: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
+	42, // 54: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
+	43, // 55: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
+	44, // 56: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
+	49, // 57: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
+	48, // 58: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
+	50, // 59: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
+	61, // 60: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	53, // 61: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
+	61, // 62: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	17, // 63: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
+	61, // 64: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	61, // 65: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	61, // 66: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	54, // 67: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
+	61, // 68: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	60, // 69: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	59, // 70: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
+	61, // 71: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	61, // 72: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	23, // 73: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	25, // 74: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	27, // 75: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	34, // 76: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	32, // 77: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	36, // 78: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	38, // 79: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	46, // 80: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	51, // 81: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	55, // 82: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	57, // 83: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	10, // 84: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
+	12, // 85: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
+	4,  // 86: nodehotfix.admin.v1.AdminService.GetLog:input_type -> nodehotfix.admin.v1.GetLogRequest
+	6,  // 87: nodehotfix.admin.v1.AdminService.RestoreLog:input_type -> nodehotfix.admin.v1.RestoreLogRequest
+	2,  // 88: nodehotfix.admin.v1.AdminService.SetFreeze:input_type -> nodehotfix.admin.v1.SetFreezeRequest
+	24, // 89: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	26, // 90: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	28, // 91: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	35, // 92: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	33, // 93: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	37, // 94: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	39, // 95: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	47, // 96: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	52, // 97: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	56, // 98: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	58, // 99: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	11, // 100: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
+	13, // 101: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
+	5,  // 102: nodehotfix.admin.v1.AdminService.GetLog:output_type -> nodehotfix.admin.v1.GetLogResponse
+	7,  // 103: nodehotfix.admin.v1.AdminService.RestoreLog:output_type -> nodehotfix.admin.v1.RestoreLogResponse
+	3,  // 104: nodehotfix.admin.v1.AdminService.SetFreeze:output_type -> nodehotfix.admin.v1.SetFreezeResponse
+	89, // [89:105] is the sub-list for method output_type
+	73, // [73:89] is the sub-list for method input_type
+	73, // [73:73] is the sub-list for extension type_name
+	73, // [73:73] is the sub-list for extension extendee
+	0,  // [0:73] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -5512,7 +5722,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   58,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

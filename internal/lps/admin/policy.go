@@ -1,0 +1,133 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+)
+
+// ActionRequestApproval is the audit action of a change that waits for a
+// second operator under the two-person rule: its Evidence names the action
+// asked for and why it waits (requestEvidence).
+const ActionRequestApproval = "request-approval"
+
+// ErrorInfo reasons of the rollout policy.
+const (
+	// ReasonPolicy: a change the rollout policy (lpsd --policy-*) refuses
+	// whoever asks. Metadata: none; the message names the rule.
+	ReasonPolicy = "POLICY"
+	// ReasonApprovalRequired: a change that waits for a second operator
+	// (lpsd --policy-two-person). Metadata: "action", "requested_by" and
+	// "expires" (RFC 3339) of the standing request.
+	ReasonApprovalRequired = "APPROVAL_REQUIRED"
+)
+
+// requestEvidence is the Evidence of a request-approval audit entry.
+type requestEvidence struct {
+	Action string `json:"action"`
+	Why    string `json:"why"`
+}
+
+// approvedEvidence is the Evidence of a change a second operator
+// approved: the request it approved, with who asked for it.
+type approvedEvidence struct {
+	Approval rollout.Approval `json:"approved_request"`
+}
+
+// approve applies the two-person rule to actor's change of a release from
+// cur (at revision rev) to next, audit action action. It returns the
+// standing request of another operator that the change approves, nil when
+// the change needs no approval, or an error: the policy refuses the change
+// even approved, or it waits for a second operator. A change that waits is
+// recorded as a request (audit request-approval, on the release record)
+// and refused with ReasonApprovalRequired; the same change asked for by
+// another actor while the request stands approves it.
+func (s *Server) approve(ctx context.Context, actor, action, reason string, cur, next rollout.Release, rev int64, now time.Time) (*rollout.Approval, error) {
+	why, needs := s.policy.NeedsApproval(cur, next)
+	if !needs {
+		return nil, nil
+	}
+	// A change the policy refuses even approved is refused now, rather
+	// than asked of a second operator who could not approve it.
+	if err := s.policy.Check(cur, next, true); err != nil {
+		return nil, policyError(err)
+	}
+	if p := cur.Rollout.Approval; p != nil && p.Action == action && p.Stands(cur, now) {
+		if p.Actor != actor {
+			return p, nil
+		}
+		return nil, approvalRequired(cur.Version, why, *p, true)
+	}
+	req := rollout.NewApproval(cur, action, actor, reason, now)
+	upd := cur
+	upd.Rollout.Approval = &req
+	upd.UpdatedAt = now
+	e := store.AuditEntry{Time: now, Actor: actor, Action: ActionRequestApproval, Target: cur.Version, Reason: reason}
+	var err error
+	if e.Evidence, err = json.Marshal(requestEvidence{Action: action, Why: why}); err != nil {
+		return nil, s.internal("encode the request", err)
+	}
+	if _, err := s.write(ctx, "release", cur, upd, rev, e, func(ctx context.Context, e store.AuditEntry) (int64, error) {
+		return s.store.PutRelease(ctx, upd, rev, e, nil)
+	}); err != nil {
+		return nil, err
+	}
+	s.log.Info("change waits for a second operator", "action", action, "version", cur.Version, "actor", actor, "why", why)
+	return nil, approvalRequired(cur.Version, why, req, false)
+}
+
+// approvalRequired is the refusal of a change that waits for a second
+// operator: req is the standing request, again says the asker had asked
+// already.
+func approvalRequired(version, why string, req rollout.Approval, again bool) error {
+	asked := fmt.Sprintf("recorded as a request by %s (audit %s)", req.Actor, ActionRequestApproval)
+	if again {
+		asked = fmt.Sprintf("you asked for it at %s already", req.Time.UTC().Format(time.RFC3339))
+	}
+	expires := req.Expires().UTC().Format(time.RFC3339)
+	return withInfo(status.Newf(codes.FailedPrecondition,
+		"%s %s waits for a second operator (lpsd --policy-two-person): %s; %s. Another operator approves it by asking for the same change (the same lpsctl command, or the dashboard's) before %s",
+		req.Action, version, why, asked, expires),
+		ReasonApprovalRequired, map[string]string{"action": req.Action, "requested_by": req.Actor, "expires": expires})
+}
+
+// policyError is err (wrapping rollout.ErrPolicy) as the RPC's refusal.
+func policyError(err error) error {
+	return withInfo(status.New(codes.FailedPrecondition, err.Error()+" (lpsd --policy-* flags; lpsctl status shows the policy)"), ReasonPolicy, nil)
+}
+
+func policyProto(p rollout.Policy) *adminv1.Policy {
+	out := &adminv1.Policy{
+		MinCanaryNodes: int32(p.MinCanaryNodes),
+		MaxStepPercent: int32(p.MaxStepPercent),
+		TwoPerson:      p.TwoPerson,
+		Summary:        p.String(),
+	}
+	out.MinBakeSeconds = int64(p.MinBake / time.Second)
+	return out
+}
+
+// approvalProto is r's request for a second operator, if one stands at
+// now.
+func approvalProto(r rollout.Release, now time.Time) *adminv1.Approval {
+	a := r.Rollout.Approval
+	if a == nil || !a.Stands(r, now) {
+		return nil
+	}
+	return &adminv1.Approval{
+		Action:      a.Action,
+		RequestedBy: a.Actor,
+		Reason:      a.Reason,
+		RequestedAt: timestamppb.New(a.Time),
+		Expires:     timestamppb.New(a.Expires()),
+	}
+}
