@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/rollout"
 )
 
 func TestCompletion(t *testing.T) {
@@ -534,5 +535,50 @@ func TestFreezeAndUnfreeze(t *testing.T) {
 	mustRun(t, with("rollout", "set", "202604.01.3", "--percent", "5", "--reason", "test")...)
 	if out := mustRun(t, with("audit", "--target", "fleet")...); !strings.Contains(out, "freeze") || !strings.Contains(out, "unfreeze") {
 		t.Errorf("audit --target fleet lacks the freeze and the thaw:\n%s", out)
+	}
+}
+
+// TestTwoPersonRuleCLI: under lpsd's two-person rule, skipping a canary
+// asked for by one operator exits 3 saying it waits for a second one;
+// status shows the request; the same command by another actor (here the
+// client certificate's) makes the change. The policy shows in status.
+func TestTwoPersonRuleCLI(t *testing.T) {
+	t.Parallel()
+	srv := startServerPolicy(t, nil, rollout.Policy{MinCanaryNodes: 5, TwoPerson: true})
+	with := func(args ...string) []string { return append(args, srv.conn()...) }
+	const v = "202604.01.3"
+	publishDraft(t, srv, v)
+	_, errOut, code := lpsctl(t, with("rollout", "set", v, "--percent", "5", "--reason", "test")...)
+	if code != exitRefused || !strings.Contains(errOut, "a canary of at least 5 nodes") {
+		t.Errorf("rollout set on a draft: exit %d, %q; want %d naming the policy", code, errOut, exitRefused)
+	}
+	mustRun(t, with("rollout", "plan", v, "--steps", "5n:1h:5,50:1h:5,100:0s:5", "--reason", "canary")...)
+	_, errOut, code = lpsctl(t, with("rollout", "skip", v, "--reason", "INC 7: canary is fine")...)
+	if code != exitRefused || !strings.Contains(errOut, "waits for a second operator") || !strings.Contains(errOut, "token:ops") {
+		t.Errorf("skip by one operator: exit %d, %q; want %d saying it waits for a second operator", code, errOut, exitRefused)
+	}
+	out := mustRun(t, with("status")...)
+	for _, want := range []string{"rollout policy:", "a canary of at least 5 nodes", "AWAITING A SECOND OPERATOR", "INC 7: canary is fine"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	var st struct {
+		Policy *struct {
+			TwoPerson bool `json:"two_person"`
+		} `json:"policy"`
+		Releases []struct {
+			Approval *struct {
+				RequestedBy string `json:"requested_by"`
+			} `json:"approval"`
+		} `json:"releases"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, with("status", "-o", "json")...)), &st); err != nil || st.Policy == nil || !st.Policy.TwoPerson || len(st.Releases) != 1 || st.Releases[0].Approval == nil || st.Releases[0].Approval.RequestedBy != "token:ops" {
+		t.Fatalf("status -o json = %+v, %v; want the policy and the request", st, err)
+	}
+	mtls := []string{"--server", srv.addr, "--ca", srv.ca, "--server-name", "localhost", "--cert", srv.cert, "--key", srv.key}
+	mustRun(t, append([]string{"rollout", "skip", v, "--reason", "approved: INC 7"}, mtls...)...)
+	if out := mustRun(t, with("status")...); strings.Contains(out, "AWAITING") || !strings.Contains(out, "50%") {
+		t.Errorf("status after the approval:\n%s", out)
 	}
 }

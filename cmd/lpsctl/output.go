@@ -51,6 +51,9 @@ type releaseJSON struct {
 	// (regression, silent, refusedIntegrity, refusedDelivery,
 	// inconclusive, stalled); empty otherwise.
 	Reason string `json:"reason,omitempty"`
+	// Approval is a change waiting for a second operator (lpsd
+	// --policy-two-person; status only).
+	Approval *approvalJSON `json:"approval,omitempty"`
 	// Unchanged says a change was already in effect (changes only).
 	Unchanged bool `json:"unchanged,omitempty"`
 	// DryRun says nothing changed: the release is as the plan would
@@ -216,7 +219,40 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 		EvidenceSince: timeOrNil(r.GetRollout().GetEvidenceSince()),
 		HaltedFrom:    r.GetRollout().GetHaltedFrom(),
 		Reason:        r.GetRollout().GetReason(),
+		Approval:      toApprovalJSON(r.GetRollout().GetApproval()),
 	}
+}
+
+// approvalJSON is a change waiting for a second operator.
+type approvalJSON struct {
+	Action      string    `json:"action"`
+	RequestedBy string    `json:"requested_by"`
+	Reason      string    `json:"reason"`
+	RequestedAt time.Time `json:"requested_at"`
+	Expires     time.Time `json:"expires"`
+}
+
+func toApprovalJSON(a *adminv1.Approval) *approvalJSON {
+	if a == nil {
+		return nil
+	}
+	return &approvalJSON{Action: a.GetAction(), RequestedBy: a.GetRequestedBy(), Reason: a.GetReason(), RequestedAt: a.GetRequestedAt().AsTime(), Expires: a.GetExpires().AsTime()}
+}
+
+// policyJSON is the rollout policy lpsd enforces.
+type policyJSON struct {
+	MinCanaryNodes int32  `json:"min_canary_nodes"`
+	MaxStepPercent int32  `json:"max_step_percent"`
+	MinBakeSeconds int64  `json:"min_bake_seconds"`
+	TwoPerson      bool   `json:"two_person"`
+	Summary        string `json:"summary"`
+}
+
+func toPolicyJSON(p *adminv1.Policy) *policyJSON {
+	if p == nil {
+		return nil // an lpsd from before the policy
+	}
+	return &policyJSON{MinCanaryNodes: p.GetMinCanaryNodes(), MaxStepPercent: p.GetMaxStepPercent(), MinBakeSeconds: p.GetMinBakeSeconds(), TwoPerson: p.GetTwoPerson(), Summary: p.GetSummary()}
 }
 
 // unchangedAs returns what printRelease or printConfig says a release or

@@ -92,6 +92,12 @@ func startServerWith(t *testing.T, extra ...grpc.UnaryServerInterceptor) *testSe
 // verify (nil: any well-formed one).
 func startServerKeys(t *testing.T, keys *release.KeySet, extra ...grpc.UnaryServerInterceptor) *testServer {
 	t.Helper()
+	return startServerPolicy(t, keys, rollout.Policy{}, extra...)
+}
+
+// startServerPolicy starts a test server that enforces policy.
+func startServerPolicy(t *testing.T, keys *release.KeySet, policy rollout.Policy, extra ...grpc.UnaryServerInterceptor) *testServer {
+	t.Helper()
 	dir := t.TempDir()
 	serverCA, serverCAKey := newCA(t, "server CA")
 	clientCA, clientCAKey := newCA(t, "admin client CA")
@@ -124,6 +130,7 @@ func startServerKeys(t *testing.T, keys *release.KeySet, extra ...grpc.UnaryServ
 		Region:      "eastus",
 		ReplicaID:   "lpsd-1",
 		ReleaseKeys: keys,
+		Policy:      policy,
 	}))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -32,6 +32,9 @@ type statusJSON struct {
 	FailureRateDefinition string           `json:"failure_rate_definition"`
 	// Freeze is the fleet-wide freeze; null when the store keeps none.
 	Freeze *freezeJSON `json:"freeze"`
+	// Policy is the rollout policy lpsd enforces; null from an lpsd
+	// older than the policy.
+	Policy *policyJSON `json:"policy"`
 }
 
 type controlJSON struct {
@@ -143,6 +146,7 @@ func statusOnce(ctx context.Context, c *service, e *env) error {
 			out.Control = append(out.Control, controlJSON{Base: c.GetBase(), Counts: toCountsJSON(c.GetCounts())})
 		}
 		out.Replicas, out.ServedNow, out.FailureRateDefinition = toReplicasJSON(st.GetReplicas()), toServedJSON(st.GetServedNow()), st.GetFailureRateDefinition()
+		out.Policy = toPolicyJSON(st.GetPolicy())
 		if f := st.GetFreeze(); f != nil {
 			j := toFreezeJSON(f)
 			out.Freeze = &j
@@ -166,6 +170,9 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 		if err := printFreeze(e.stdout, toFreezeJSON(f)); err != nil {
 			return err
 		}
+	}
+	if p := st.GetPolicy(); p != nil && p.GetSummary() != "none" {
+		fmt.Fprintf(e.stdout, "rollout policy: %s\n", quote.Text(p.GetSummary()))
 	}
 	fmt.Fprintln(e.stdout)
 	tw := newTable(e.stdout)
@@ -218,6 +225,7 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", quote.Text(r.GetVersion()), step, dash(verdict), dash(baseline), due, deadline, quote.Text(h.GetDetail()))
 		}
 	}
+	printApprovals(tw, st.GetReleases())
 	fmt.Fprintln(tw)
 	if len(st.GetControl()) == 0 {
 		fmt.Fprintln(tw, "no control-cohort reports yet (nodes with the hotfix flag on that ran the baked agent, served no release)")
@@ -238,6 +246,27 @@ func printStatus(e *env, st *adminv1.StatusResponse) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// printApprovals lists the changes waiting for a second operator, if any.
+func printApprovals(tw io.Writer, rels []*adminv1.Release) {
+	first := true
+	for _, r := range rels {
+		a := r.GetRollout().GetApproval()
+		if a == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, "AWAITING A SECOND OPERATOR\tACTION\tREQUESTED BY\tAT\tEXPIRES\tREASON")
+			first = false
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", quote.Text(r.GetVersion()), quote.Text(a.GetAction()), quote.Text(a.GetRequestedBy()),
+			formatTime(a.GetRequestedAt().AsTime()), formatTime(a.GetExpires().AsTime()), quote.Text(a.GetReason()))
+	}
+	if !first {
+		fmt.Fprintln(tw, "another operator approves one by asking for the same change (the same lpsctl command) before it expires")
+	}
 }
 
 // dash is s, or "-" for an empty cell.
