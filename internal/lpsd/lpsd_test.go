@@ -162,6 +162,28 @@ func TestAdvanceWindowFlag(t *testing.T) {
 	}
 }
 
+// TestPolicyFlags: a rollout policy lpsd could not enforce is a usage
+// error at start, naming the flag's bound.
+func TestPolicyFlags(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--policy-min-canary", "-1"}, "minimum canary -1 nodes"},
+		{[]string{"--policy-min-canary", "10001"}, "minimum canary 10001 nodes"},
+		{[]string{"--policy-max-step", "101"}, "largest step 101 points"},
+		{[]string{"--policy-min-bake", "-1m"}, "flag -policy-min-bake"},
+		{[]string{"--policy-min-bake", "31d"}, "shortest bake 31d"},
+		{[]string{"--policy-min-bake", "soon"}, "flag -policy-min-bake"},
+	} {
+		var stderr bytes.Buffer
+		if code := run(t.Context(), append(bad.args, "--tls-cert", "x", "--tls-key", "y", "--admin-token-file", "z"), io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), bad.want) {
+			t.Errorf("%v: exit %d, %q; want 2 and %q", bad.args, code, stderr.String(), bad.want)
+		}
+	}
+}
+
 // TestRunReloadsOnSIGHUP: SIGHUP swaps in new certificates and admin
 // tokens while lpsd keeps running: the next handshake presents the new
 // certificate, the new token is accepted and the old one refused. A file
