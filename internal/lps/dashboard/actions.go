@@ -423,3 +423,69 @@ func (p previewData) ExpiresFirst() bool {
 	na, done := p.R.GetNotAfter(), p.Preview.GetEarliestComplete()
 	return na != nil && done != nil && na.AsTime().Before(done.AsTime())
 }
+
+// setFreeze freezes or thaws every rollout through the admin API, as the
+// signed-in actor, at the freeze revision the page was rendered at: a form
+// from a page the freeze has changed since is refused, with the freeze as
+// it is now.
+func (d *Dashboard) setFreeze(w http.ResponseWriter, r *http.Request, se *session) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := checkForm(r, se); err != nil {
+		d.cfg.Log.Warn("dashboard form refused", "actor", se.Actor, "path", r.URL.Path, "err", err)
+		d.fail(w, r, se, http.StatusForbidden, err.Error())
+		return
+	}
+	if !admin.Allowed(se.Role, adminv1.AdminService_SetFreeze_FullMethodName) {
+		d.fail(w, r, se, http.StatusForbidden, se.Actor+" has the reader role: it may look, not freeze or thaw rollouts; that needs an operator token or certificate")
+		return
+	}
+	refuse := func(msg string) { d.renderReleases(w, r, se, http.StatusBadRequest, "", msg) }
+	frozen := r.PostFormValue("frozen") == "true"
+	action := admin.ActionUnfreeze
+	if frozen {
+		action = admin.ActionFreeze
+	}
+	rev, err := strconv.ParseInt(r.PostFormValue("revision"), 10, 64)
+	if err != nil || rev < 0 {
+		refuse("this form does not say which revision of the freeze it was filled in on: reload the page and try again")
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		refuse("tick the confirmation to " + action + " every rollout")
+		return
+	}
+	reason := strings.TrimSpace(r.PostFormValue("reason"))
+	if reason == "" {
+		refuse("say why: the reason goes to the audit log")
+		return
+	}
+	ctx, cancel := context.WithTimeout(admin.WithActor(r.Context(), se.Actor), actionTimeout)
+	defer cancel()
+	_, err = d.cfg.Admin.SetFreeze(ctx, &adminv1.SetFreezeRequest{Frozen: frozen, Reason: reason, IfRevision: rev})
+	refreshCtx := context.WithoutCancel(r.Context())
+	if err != nil {
+		st := status.Convert(err)
+		d.refresh(refreshCtx)
+		msg := fmt.Sprintf("%s: %s", action, st.Message())
+		if st.Code() == codes.Aborted {
+			msg = action + ": refused, the freeze changed since you loaded this page; it is shown as it is now: " + freezeText(d.view.Load()) + ". Nothing was done"
+		}
+		d.renderReleases(w, r, se, httpStatus(st.Code()), "", msg)
+		return
+	}
+	d.cfg.Log.Info("dashboard action", "actor", se.Actor, "action", action)
+	d.refresh(refreshCtx)
+	http.Redirect(w, r, "/?done="+url.QueryEscape(action), http.StatusSeeOther)
+}
+
+// freezeText says what v shows of the freeze.
+func freezeText(v *view) string {
+	if v == nil || v.Freeze == nil {
+		return "unknown"
+	}
+	f := v.Freeze
+	if !f.GetFrozen() {
+		return "not frozen (last changed by " + f.GetActor() + ")"
+	}
+	return fmt.Sprintf("frozen since %s by %s: %q", f.GetSince().AsTime().UTC().Format(time.RFC3339), f.GetActor(), f.GetReason())
+}

@@ -26,12 +26,15 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/lps"
 	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/release"
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/memstore"
 	"nodehotfix/test/harness"
@@ -64,6 +67,12 @@ func newFixture(t *testing.T) *fixture {
 
 func newFixtureRefresh(t *testing.T, refresh time.Duration) *fixture {
 	t.Helper()
+	return newFixturePolicy(t, refresh, rollout.Policy{})
+}
+
+// newFixturePolicy is a fixture whose admin API enforces policy.
+func newFixturePolicy(t *testing.T, refresh time.Duration, policy rollout.Policy) *fixture {
+	t.Helper()
 	f := &fixture{st: memstore.New()}
 	t.Cleanup(func() { f.st.Close() })
 	tokens, err := admin.ParseTokens([]byte("ops:" + opsToken + "\nviewer:reader:" + readerToken + "\n"))
@@ -71,7 +80,7 @@ func newFixtureRefresh(t *testing.T, refresh time.Duration) *fixture {
 		t.Fatal(err)
 	}
 	f.snaps = lps.NewSnapshotter(f.st, nil, nil)
-	f.api = admin.New(admin.Config{Store: f.st, Snapshots: f.snaps, Region: "eastus"})
+	f.api = admin.New(admin.Config{Store: f.st, Snapshots: f.snaps, Region: "eastus", Policy: policy})
 	f.auth = admin.NewAuth(tokens, nil)
 	f.dash = New(Config{Admin: f.api, Auth: f.auth, Refresh: refresh})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -1092,5 +1101,82 @@ func TestFrozenBanner(t *testing.T) {
 			t.Fatal("the banner stayed after the thaw")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFreezeForm: an operator freezes and thaws every rollout from the
+// releases page, with a reason and the confirmation, at the freeze's
+// revision the page showed: a form from before a change is refused with
+// the freeze as it is now. A reader gets no form, and its post is refused.
+func TestFreezeForm(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.publish(t, version)
+	ops := f.signIn(t, opsToken)
+	page := waitFor(t, ops, f.srv.URL+"/", "Freeze every rollout")
+	form := url.Values{"csrf": {csrfOf(t, page)}, "revision": {revisionOf(t, page)}, "frozen": {"true"}, "reason": {"CHG 7: quarter close"}}
+	if code, body := post(t, ops, f.srv.URL+"/freeze", form, f.srv.URL); code != http.StatusBadRequest || !strings.Contains(body, "tick the confirmation") {
+		t.Errorf("freeze without the confirmation: %d, want 400 asking for it", code)
+	}
+	form.Set("confirm", "yes")
+	if code, _ := post(t, ops, f.srv.URL+"/freeze", form, f.srv.URL); code != http.StatusSeeOther {
+		t.Fatalf("freeze: %d, want 303 to the releases page", code)
+	}
+	_, body := get(t, ops, f.srv.URL+"/?done=freeze")
+	if !strings.Contains(body, "freeze: done") || !strings.Contains(body, "Every rollout is frozen") || !strings.Contains(body, "Unfreeze") {
+		t.Fatalf("after the freeze, the releases page is not frozen with an Unfreeze form:\n%.2000s", body)
+	}
+	fz, _, err := f.st.Freeze(t.Context())
+	if err != nil || !fz.Frozen || fz.Actor != "token:ops" || fz.Reason != "CHG 7: quarter close" {
+		t.Errorf("stored freeze = %+v, %v", fz, err)
+	}
+	// Another operator thaws and freezes again meanwhile: the page's
+	// unfreeze form is stale.
+	for _, frozen := range []bool{false, true} {
+		if _, err := f.api.SetFreeze(opsCtx(t), &adminv1.SetFreezeRequest{Frozen: frozen, Reason: "CHG 8: the other operator"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	staleForm := url.Values{"csrf": {csrfOf(t, body)}, "revision": {revisionOf(t, body)}, "frozen": {"false"}, "reason": {"thaw"}, "confirm": {"yes"}}
+	code, stale := post(t, ops, f.srv.URL+"/freeze", staleForm, f.srv.URL)
+	if code != http.StatusConflict || !strings.Contains(stale, "changed since you loaded this page") || !strings.Contains(stale, "frozen since") {
+		t.Errorf("a stale freeze form: %d, want 409 naming the freeze as it is:\n%.2000s", code, stale)
+	}
+	reader := f.signIn(t, readerToken)
+	if _, body := get(t, reader, f.srv.URL+"/"); strings.Contains(body, `action="/freeze"`) {
+		t.Error("a reader is offered the freeze form")
+	}
+	_, rpage := get(t, reader, f.srv.URL+"/")
+	if code, _ := post(t, reader, f.srv.URL+"/freeze", url.Values{"csrf": {csrfOf(t, rpage)}, "revision": {"1"}, "frozen": {"false"}, "reason": {"r"}, "confirm": {"yes"}}, f.srv.URL); code != http.StatusForbidden {
+		t.Errorf("a reader's unfreeze: %d, want 403", code)
+	}
+	thaw := url.Values{"csrf": {csrfOf(t, stale)}, "revision": {revisionOf(t, stale)}, "frozen": {"false"}, "reason": {"CHG 7: done"}, "confirm": {"yes"}}
+	if code, _ := post(t, ops, f.srv.URL+"/freeze", thaw, f.srv.URL); code != http.StatusSeeOther {
+		t.Fatalf("unfreeze: %d, want 303", code)
+	}
+	if _, body := get(t, ops, f.srv.URL+"/?done=unfreeze"); !strings.Contains(body, "unfreeze: done") || strings.Contains(body, "Every rollout is frozen") {
+		t.Errorf("after the thaw:\n%.2000s", body)
+	}
+}
+
+// TestApprovalShown: a change waiting for a second operator is shown on
+// its release page, with who asked, why and until when; the policy too.
+func TestApprovalShown(t *testing.T) {
+	t.Parallel()
+	f := newFixturePolicy(t, 50*time.Millisecond, rollout.Policy{MinCanaryNodes: 3, TwoPerson: true})
+	f.publishDraft(t, version)
+	ctx := opsCtx(t)
+	plan := &adminv1.Plan{Steps: []*adminv1.PlanStep{{Nodes: 3, BakeSeconds: 3600, MinReports: 2}, {Percent: 100, MinReports: 2}}, Margin: 0.05, MaxFailureRate: 0.2}
+	if _, err := f.api.SetPlan(ctx, &adminv1.SetPlanRequest{Version: version, Plan: plan, Reason: "canary"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.api.SkipStep(ctx, &adminv1.SkipStepRequest{Version: version, Reason: "INC 9: looks fine"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("skip by one operator = %v, want it to wait for a second", err)
+	}
+	body := waitFor(t, f.signIn(t, opsToken), f.srv.URL+"/releases/"+version, "Waiting for a second operator")
+	for _, want := range []string{"skip of " + version, "token:test", "INC 9: looks fine", "a canary of at least 3 nodes first"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("release page lacks %q", want)
+		}
 	}
 }

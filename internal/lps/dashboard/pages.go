@@ -103,6 +103,7 @@ func (d *Dashboard) routes() {
 	m.HandleFunc("POST /releases/{version}/{action}", d.signedIn(d.act))
 	m.HandleFunc("GET /releases/{version}/nodes", d.signedIn(d.nodesPage))
 	m.HandleFunc("GET /releases/{version}/nodes.csv", d.signedIn(d.nodesCSV))
+	m.HandleFunc("POST /freeze", d.signedIn(d.setFreeze))
 	m.HandleFunc("GET /audit", d.signedIn(d.auditPage))
 	m.HandleFunc("GET /explain", d.signedIn(d.explainPage))
 	d.mux = m
@@ -236,7 +237,17 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, se *session) 
 }
 
 func (d *Dashboard) releasesPage(w http.ResponseWriter, r *http.Request, se *session) {
-	d.render(w, r, http.StatusOK, "releases", page{Title: "Releases", Active: "releases", S: se})
+	flash := ""
+	if done := r.URL.Query().Get("done"); done == admin.ActionFreeze || done == admin.ActionUnfreeze {
+		flash = done + ": done"
+	}
+	d.renderReleases(w, r, se, http.StatusOK, flash, "")
+}
+
+// renderReleases renders the releases page with a flash or an error (a
+// refused freeze's) at its top.
+func (d *Dashboard) renderReleases(w http.ResponseWriter, r *http.Request, se *session, code int, flash, errMsg string) {
+	d.render(w, r, code, "releases", page{Title: "Releases", Active: "releases", S: se, Path: "/", Flash: flash, Error: errMsg})
 }
 
 // releaseData is the release page's.

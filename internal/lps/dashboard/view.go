@@ -36,6 +36,8 @@ type view struct {
 	RateDefinition string
 	// Freeze is the fleet-wide freeze; nil on a store without one.
 	Freeze *adminv1.Freeze
+	// Policy is the rollout policy lpsd enforces.
+	Policy *adminv1.Policy
 }
 
 type releaseView struct {
@@ -58,7 +60,7 @@ type sizeView struct {
 
 func buildView(st *adminv1.StatusResponse, now time.Time) *view {
 	v := &view{Built: now, Region: st.GetRegion(), Requests: st.GetRequests(), Control: map[string]*adminv1.Counts{}, Budget: lps.ServedBudget,
-		ServedNow: st.GetServedNow(), RateDefinition: st.GetFailureRateDefinition(), Freeze: st.GetFreeze()}
+		ServedNow: st.GetServedNow(), RateDefinition: st.GetFailureRateDefinition(), Freeze: st.GetFreeze(), Policy: st.GetPolicy()}
 	for _, c := range st.GetControl() {
 		v.Control[c.GetBase()] = c.GetCounts()
 	}
