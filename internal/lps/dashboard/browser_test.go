@@ -177,6 +177,7 @@ func TestBrowser(t *testing.T) {
 	banner := func(kind, want string) string {
 		return `Array.from(document.querySelectorAll(".banner.` + kind + `")).some(b => b.innerText.includes(` + strconv.Quote(want) + `))`
 	}
+	var submitAt func(path, action, reason string, fresh bool, fill ...chromedp.Action[chromedp.Void])
 	// submit fills in and sends the form of action on v's release page as
 	// an operator does (fill, then the reason, the confirmation unless the
 	// form has none, and its button), from a fresh page unless fresh is
@@ -185,9 +186,13 @@ func TestBrowser(t *testing.T) {
 	// on a fresh page: nothing was sent then.
 	submit := func(v, action, reason string, fresh bool, fill ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
+		submitAt("/releases/"+v, action, reason, fresh, fill...)
+	}
+	submitAt = func(path, action, reason string, fresh bool, fill ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
 		form := "form.action-" + action
 		if fresh {
-			do(ctx, action+" page", chromedp.Navigate(u+"/releases/"+v), chromedp.WaitVisible(chromedp.CSS(form)))
+			do(ctx, action+" page", chromedp.Navigate(u+path), chromedp.WaitVisible(chromedp.CSS(form)))
 		}
 		for attempt := 1; ; attempt++ {
 			steps := append(slices.Clone(fill), chromedp.SendKeys(chromedp.ID("reason-"+action), reason))
@@ -199,9 +204,9 @@ func TestBrowser(t *testing.T) {
 				return
 			}
 			if attempt == 3 || !replaced(err) {
-				t.Fatalf("%s %s: %v", action, v, err)
+				t.Fatalf("%s on %s: %v", action, path, err)
 			}
-			do(ctx, action+" page again", chromedp.Navigate(u+"/releases/"+v), chromedp.WaitVisible(chromedp.CSS(form)))
+			do(ctx, action+" page again", chromedp.Navigate(u+path), chromedp.WaitVisible(chromedp.CSS(form)))
 		}
 	}
 
@@ -346,6 +351,14 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("after the revoke the page says %q", got)
 	}
 
+	// Freeze every rollout from the releases page, as an operator.
+	submitAt("/", "freeze", "CHG 5120: holiday change freeze", true)
+	until("the freeze", banner("ok", "freeze: done"))
+	if got := text(ctx, ".banner.frozen"); !strings.Contains(got, "Every rollout is frozen") || !strings.Contains(got, "CHG 5120") {
+		t.Errorf("frozen banner = %q", got)
+	}
+	screenshot(t, ctx, "frozen.png")
+
 	// A forged form, from the signed-in browser: refused.
 	if code := eval(ctx, `fetch("/releases/202605.02.1/halt", {method: "POST", body: new URLSearchParams({csrf: "forged", revision: "1", reason: "x", confirm: "yes"})}).then(r => r.status)`); code != 403 {
 		t.Errorf("forged halt: HTTP %d, want 403", code)
@@ -373,18 +386,17 @@ func TestBrowser(t *testing.T) {
 	}
 	want := []string{"token:test publish " + version, "token:test complete " + version, "token:test publish 202605.02.1", "token:test complete 202605.02.1", "token:test publish " + draft,
 		"token:ops halt " + version, "token:ops rollout-set " + draft, "token:ops plan " + draft, "token:ops skip " + draft, "token:ops pause " + draft,
-		"cert:alice halt " + draft, "token:ops resume " + draft, "token:ops complete " + draft, "token:ops revoke " + draft}
+		"cert:alice halt " + draft, "token:ops resume " + draft, "token:ops complete " + draft, "token:ops revoke " + draft, "token:ops freeze fleet"}
 	if err != nil || !slices.Equal(got, want) {
 		t.Errorf("audit = %q, %v; want %q", got, err, want)
 	}
 
-	// Frozen (lpsctl freeze): every page says so.
-	if _, err := f.st.PutFreeze(t.Context(), store.Freeze{Frozen: true, Reason: "CHG 5120: holiday change freeze", Actor: "token:ops", Since: time.Now()}, 0, store.AuditEntry{Actor: "token:ops", Action: "freeze", Target: "fleet"}); err != nil {
-		t.Fatal(err)
-	}
+	// Frozen: every page says so, a reader's too, with no form to thaw.
 	do(ctx, "frozen releases page", chromedp.Navigate(u+"/"), chromedp.WaitVisible(chromedp.CSS(".banner.frozen")))
 	if got := text(ctx, ".banner.frozen"); !strings.Contains(got, "Every rollout is frozen") || !strings.Contains(got, "CHG 5120") {
-		t.Errorf("frozen banner = %q", got)
+		t.Errorf("frozen banner (reader) = %q", got)
 	}
-	viewShot(t, ctx, "frozen.png")
+	if n := eval(ctx, `document.querySelectorAll("form.action-freeze").length`); n != 0 {
+		t.Errorf("a reader is offered %d freeze forms", n)
+	}
 }
