@@ -297,6 +297,17 @@ on every page, and lpsd_rollouts_frozen is 1 (alert LpsdRolloutsFrozen
 after a day). After unfreeze, each plan step that came due meanwhile
 advances at the autopilot's next look.
 
+lpsd may enforce a rollout policy (lpsd --policy-*; status prints it
+under its header): a smallest canary, a largest step, a shortest bake.
+A change it refuses exits 3 (ErrorInfo reason POLICY) naming the rule and
+what would comply. Under its two-person rule, leaving a canary early,
+completing a draft and resuming a release the autopilot halted wait for a
+second operator: the first ask is recorded (audit request-approval) and
+exits 3 (ErrorInfo reason APPROVAL_REQUIRED) saying so; status lists it
+under AWAITING A SECOND OPERATOR; another operator (another token or
+certificate) running the same command within an hour makes the change,
+and its audit entry names who asked.
+
 status lists the replicas serving from the store and the labels each
 carries (REGION, DEPLOY ENV: what region and deploy-environment scopes
 match; on a store one lpsd holds alone, that one), releases, rollout
@@ -741,7 +752,8 @@ nothing judges the rollout and nothing halts it but an operator.
 	     --allow-unseen), a change that would start or advance a rollout
 	     while every rollout is frozen (unfreeze first), an append to the
 	     transparency log while its store is behind what a witness cosigned
-	     (lpsctl log restore) (FailedPrecondition); a concurrent change
+	     (lpsctl log restore), a change lpsd's rollout policy refuses, one
+	     that waits for a second operator (FailedPrecondition); a concurrent change
 	     won, re-read and retry (Aborted)
 	4    authentication failed (Unauthenticated, PermissionDenied; a reader
 	     token or certificate asking for a change)

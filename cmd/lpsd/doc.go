@@ -192,6 +192,22 @@ State:
 	                       any time); lpsctl rollout plan --dry-run's
 	                       windows do not include it
 
+Rollout policy, enforced on every operator's change to a release, whoever
+asks (docs/closed-loop.md "Rollout policy and the two-person rule"; set it
+the same on every replica; refusals are FailedPrecondition with ErrorInfo
+reason POLICY or APPROVAL_REQUIRED):
+
+	--policy-min-canary N  a release serves a percentage only after a plan's
+	                       canary of at least N nodes (0: none, the default)
+	--policy-max-step P    no change or plan step raises a percentage by
+	                       more than P points, completing included (0: none)
+	--policy-min-bake D    every plan step but a final 100% bakes at least D
+	                       (30m, 2h, 1d; 0: none)
+	--policy-two-person    leaving a canary early, completing a draft and
+	                       resuming after an automatic halt wait for a
+	                       second operator (another credential) asking for
+	                       the same change within an hour
+
 Attestation (see internal/imds/attest):
 
 	--imds-roots FILE          trust anchors (default: embedded public roots)
