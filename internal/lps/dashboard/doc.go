@@ -52,7 +52,13 @@
 // method (the same code as lpsctl's calls), with the signed-in actor, so
 // each is an audit entry like any other. They are called in-process, so
 // the admin listener's gRPC metrics (lpsd_admin_grpc_*) do not count them;
-// the audit log does.
+// the audit log does. The releases page offers an operator the fleet-wide
+// freeze (or unfreeze), with a reason and the confirmation, at the freeze's
+// revision the page showed. lpsd's rollout policy (lpsd --policy-*) holds
+// these changes as it holds lpsctl's, and is shown on the releases and
+// release pages; a change that waits for a second operator is shown on its
+// release page (who asked, why, until when), and another operator approves
+// it by submitting the same action.
 //
 // Every form carries the revision of the release its page was rendered
 // at, sent as the change's if_revision: a form filled in on a page the
