@@ -16,6 +16,8 @@ package tally
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
 	"slices"
 	"strings"
 	"time"
@@ -310,21 +312,112 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 		t.Releases[rel.Version] = worst.counts()
 		t.cohort[rel.Version] = worst
 	}
-	control := ballot{}
-	for _, is := range t.byBase {
+	for base, is := range t.byBase {
+		control := ballot{}
 		for _, i := range is {
 			if o, ok := baked(&reports[i]); ok {
 				control.cast(reports[i].VMID, vote{o, i, -1})
 			}
 		}
-	}
-	for vm, v := range control {
-		c := t.Control[t.vmBase[vm]]
-		c.add(v.o)
-		t.Control[t.vmBase[vm]] = c
+		if len(control) > 0 {
+			t.Control[base] = t.spread(control, base).counts()
+		}
 	}
 	t.served = served
 	return t
+}
+
+// Spread bounds: a baseline cohort whose votes come from at least
+// SpreadSubscriptions subscriptions counts at most MaxSubscriptionShare of
+// its votes from any one of them.
+const (
+	SpreadSubscriptions  = 10
+	MaxSubscriptionShare = 0.1
+)
+
+// spread returns b, a baseline's ballot, with no subscription holding more
+// than MaxSubscriptionShare of its votes when they come from at least
+// SpreadSubscriptions subscriptions, so that VMs one tenant attests cannot
+// make up a baseline (squatters forming a control cohort a release then
+// advances against). The cap is the largest c with c ≤ a tenth of the
+// votes left once every subscription counts at most c; which of an
+// over-cap subscription's votes count is decided by a hash of the vmId
+// salted with salt, never by their outcomes, so the capped baseline is a
+// fair sample of each subscription. Fewer subscriptions: b as it is (a
+// small fleet, or a scope of a few).
+//
+// A release's own cohort is not spread: a regression confined to one
+// subscription's nodes must still halt it, and its canary's seats are
+// spread already (rollout.Release.SeatsPerSubscription).
+func (t Tally) spread(b ballot, salt string) ballot {
+	bySub := map[string][]string{}
+	for vm, v := range b {
+		sub := ""
+		if v.report >= 0 {
+			sub = t.reports[v.report].SubscriptionID
+		}
+		bySub[sub] = append(bySub[sub], vm)
+	}
+	if len(bySub) < SpreadSubscriptions {
+		return b
+	}
+	sizes := make([]int, 0, len(bySub))
+	for _, vms := range bySub {
+		sizes = append(sizes, len(vms))
+	}
+	c := spreadCap(sizes)
+	out := make(ballot, len(b))
+	type keyed struct {
+		key uint64
+		vm  string
+	}
+	for _, vms := range bySub {
+		if len(vms) > c {
+			ks := make([]keyed, len(vms))
+			for i, vm := range vms {
+				ks[i] = keyed{spreadKey(vm, salt), vm}
+			}
+			slices.SortFunc(ks, func(x, y keyed) int { return cmp.Or(cmp.Compare(x.key, y.key), strings.Compare(x.vm, y.vm)) })
+			for i := range c {
+				vms[i] = ks[i].vm
+			}
+			vms = vms[:c]
+		}
+		for _, vm := range vms {
+			out[vm] = b[vm]
+		}
+	}
+	return out
+}
+
+// spreadCap returns the largest c ≥ 1 with c ≤ MaxSubscriptionShare of
+// Σ min(n, c) over sizes: each subscription's most under it. With at least
+// SpreadSubscriptions sizes c = 1 qualifies; the condition only fails
+// from some c on, so a binary search finds it.
+func spreadCap(sizes []int) int {
+	left := func(c int) int {
+		n := 0
+		for _, s := range sizes {
+			n += min(s, c)
+		}
+		return n
+	}
+	lo, hi := 1, slices.Max(sizes)
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		if float64(mid) <= MaxSubscriptionShare*float64(left(mid)) {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// spreadKey orders a subscription's vmIds for spread.
+func spreadKey(vm, salt string) uint64 {
+	h := sha256.Sum256([]byte(salt + "/" + strings.ToLower(vm)))
+	return binary.BigEndian.Uint64(h[:8])
 }
 
 // vote is one vmId's vote and its evidence: the report and served record
@@ -469,7 +562,7 @@ func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) 
 			worst.cast(r.VMID, vote{o, i, -1})
 		}
 	}
-	return worst.counts()
+	return t.spread(worst, rel.Version).counts()
 }
 
 // MaxStretch bounds how far lpsd's outages stretch a boot's silence: past

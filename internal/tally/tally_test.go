@@ -378,3 +378,79 @@ func TestNodesResendAsLongAsReportsCount(t *testing.T) {
 		t.Errorf("nodes resend reports for %v, silence is decided within %v (silent-after up to %v, stretched up to %v): they must agree", lpswire.ReportDeadline, UptimeWindow, rollout.MaxSilentAfter, MaxStretch)
 	}
 }
+
+func TestSpreadCap(t *testing.T) {
+	t.Parallel()
+	ten := func(n int, more ...int) []int {
+		s := append(slices.Repeat([]int{n}, 10), more...)
+		return s
+	}
+	for _, tt := range []struct {
+		sizes []int
+		want  int
+	}{
+		{ten(1), 1},
+		{ten(5, 200), 5},   // 5 ≤ (50+5)/10; 6 > (50+6)/10
+		{ten(10, 100), 11}, // 11 ≤ (100+11)/10
+		{ten(3, 3), 3},     // nothing over the cap
+	} {
+		if got := spreadCap(tt.sizes); got != tt.want {
+			t.Errorf("spreadCap(%v) = %d, want %d", tt.sizes, got, tt.want)
+		}
+	}
+}
+
+// TestBaselineSpreadOverSubscriptions: the VMs of one subscription cannot
+// make up a base's baseline once it spans ten subscriptions: 200 healthy
+// VMs one tenant attests, beside ten subscriptions of 5 nodes of which
+// one fails in each, count as 5 of the control's 55 votes (a 18 % failure
+// rate, not 4 %); which 5 is the same whatever their outcomes. Nine
+// subscriptions are not capped.
+func TestBaselineSpreadOverSubscriptions(t *testing.T) {
+	t.Parallel()
+	var reports []store.Report
+	for s := range 10 {
+		for n := range 5 {
+			exit := 0
+			if n == 0 {
+				exit = 1
+			}
+			r := ran(fmt.Sprintf("vm-%d-%d", s, n), "1", "", exit)
+			r.SubscriptionID = fmt.Sprintf("sub-%d", s)
+			reports = append(reports, r)
+		}
+	}
+	for n := range 200 {
+		r := ran(fmt.Sprintf("squat-%d", n), "1", "", 0)
+		r.SubscriptionID = "squatter"
+		reports = append(reports, r)
+	}
+	tl := Of([]rollout.Release{rel(v1, rollout.Rolling)}, reports, nil, t0)
+	if c := tl.Control[base]; c.Judged() != 55 || c.Failures() != 10 {
+		t.Errorf("control = %+v (judged %d, failures %d), want 55 judged, 10 failures", c, c.Judged(), c.Failures())
+	}
+	if b := tl.Baseline([]rollout.Release{rel(v1, rollout.Rolling)}, rel(v1, rollout.Rolling), 1); b.Counts.Judged() != 55 || b.Counts.Failures() != 10 {
+		t.Errorf("baseline = %+v, want 55 judged, 10 failures", b)
+	}
+
+	// The squatters' outcomes do not choose which of them count.
+	failing := slices.Clone(reports)
+	for i := range failing {
+		if failing[i].SubscriptionID == "squatter" {
+			failing[i].ExitCode = 1
+		}
+	}
+	if c := Of(nil, failing, nil, t0).Control[base]; c.Judged() != 55 || c.Failures() != 15 {
+		t.Errorf("control with failing squatters = %+v, want 55 judged, 15 failures", c)
+	}
+
+	var nine []store.Report // the squatter and 8 others
+	for _, r := range reports {
+		if r.SubscriptionID != "sub-8" && r.SubscriptionID != "sub-9" {
+			nine = append(nine, r)
+		}
+	}
+	if c := Of(nil, nine, nil, t0).Control[base]; c.Judged() != 240 {
+		t.Errorf("control over 9 subscriptions = %d judged, want all 240", c.Judged())
+	}
+}
