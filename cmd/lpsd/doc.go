@@ -218,6 +218,12 @@ Attestation (see internal/imds/attest):
 	--allowed-subscriptions LIST  only these subscriptions may attest
 	--attest-max-uses N        times one document is accepted (1: single use)
 
+Memory: unless GOMEMLIMIT is set, lpsd gives the Go runtime a soft memory
+limit of 90% of its cgroup's (cgroup v2 memory.max, or v1
+memory.limit_in_bytes; the Kubernetes manifest's 256 MiB limit, a systemd
+MemoryMax=), so that the collector works harder before the kernel would
+kill it; it logs the limit it set at start.
+
 Node-facing limits, so one client cannot deny lpsd to the fleet (every
 closed connection is counted; nodes fail open at once rather than at their
 3 s deadline):

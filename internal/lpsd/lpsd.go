@@ -114,6 +114,7 @@ func Main(ctx context.Context, version string, args []string, stdout, stderr io.
 	}
 	o.version = version
 	log := slog.New(slog.NewJSONHandler(stderr, nil))
+	applyMemoryLimit(systemCgroup, log)
 	err := func() error {
 		s, err := newServer(ctx, o, log)
 		if err != nil {
