@@ -428,9 +428,9 @@ func applyEmbedded(ctx context.Context, cfg Config, path string) {
 	if string(cfg.Root) != "/" {
 		argv = append(argv, "--root", string(cfg.Root))
 	}
-	// The child bounds itself by the same budget; this bounds a child that
-	// does not (an older agent, a hang before its own timer starts).
-	ctx, cancel := context.WithTimeout(ctx, embedhotfix.Budget+5*time.Second)
+	// The step's one limit: the child cannot stop its own writes, and an
+	// older agent sets no limit at all.
+	ctx, cancel := context.WithTimeout(ctx, embedhotfix.Budget)
 	defer cancel()
 	if _, err := proc.Run(ctx, proc.Cmd{Args: argv, Stdout: cfg.Stdout, Stderr: cfg.Stderr}); err != nil {
 		say(cfg.Stdout, "ANC apply-embedded-hotfix failed")

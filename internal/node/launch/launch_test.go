@@ -518,6 +518,27 @@ esac
 	}
 }
 
+// TestApplyEmbeddedKillsAHungChild: a hotfix agent whose
+// apply-embedded-hotfix hangs is killed at the step's limit (here the
+// context's, shorter than embedhotfix.Budget) and provisioning goes on.
+func TestApplyEmbeddedKillsAHungChild(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	n.write(n.root.HotfixBinary(), "#!/bin/sh\nexec sleep 30\n", 0o755)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	cfg := n.config()
+	cfg.defaults()
+	start := time.Now()
+	applyEmbedded(ctx, cfg, n.root.HotfixBinary())
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("applyEmbedded returned after %v, want soon after the limit", took)
+	}
+	if !strings.Contains(n.out.String(), "ANC apply-embedded-hotfix failed\n") {
+		t.Errorf("output lacks the failure line:\n%s", n.out.String())
+	}
+}
+
 // TestSelectAgent: the helper script's flow runs the same steps and the same
 // decision as Run, applies the chosen hotfix's embedded payload, and never
 // provisions, reports or records a handover: the launcher that called it
