@@ -404,16 +404,16 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		var action string
 		var apply func(rollout.Release) (rollout.Release, error)
 		switch {
-		case v.Verdict == health.Regressing:
+		case v.Health == health.Regressing:
 			action, ev.Reason = ActionHalt, v.Reason
 			apply = func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Halted) }
-		case v.Verdict == health.Healthy && !now.Before(p.Due()) && (frozen || !a.cfg.AdvanceWindow.Open(now)):
+		case v.Health == health.Healthy && !now.Before(p.Due()) && (frozen || !a.cfg.AdvanceWindow.Open(now)):
 			// Due, but every rollout is frozen, or outside the
 			// operators' window: wait.
 			continue
-		case v.Verdict == health.Healthy && !now.Before(p.Due()):
+		case v.Health == health.Healthy && !now.Before(p.Due()):
 			action, apply = ActionAdvance, func(r rollout.Release) (rollout.Release, error) { return r.Advance(now) }
-		case v.Verdict == health.Insufficient && now.After(p.StepDeadline()):
+		case v.Health == health.Insufficient && now.After(p.StepDeadline()):
 			// Never advance on missing evidence, and never wait for it
 			// silently either.
 			action, ev.Reason = ActionPause, health.ReasonInconclusive
@@ -484,7 +484,7 @@ func reason(action string, cur, next rollout.Release, ev Evidence) string {
 		what = fmt.Sprintf("paused at step %d (%d%%), %s: its deadline %s passed without the evidence to advance",
 			ev.Step+1, cur.Rollout.Percent, ev.Reason, cur.Rollout.Plan.StepDeadline().UTC().Format(time.RFC3339))
 	}
-	s := what + ": " + ev.Verdict.Verdict
+	s := what + ": " + ev.Verdict.Health
 	if ev.Verdict.Rule != "" {
 		s += " (" + ev.Verdict.Rule + ")"
 	}

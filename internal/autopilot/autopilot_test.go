@@ -150,7 +150,7 @@ func TestAdvancesAHealthyRollout(t *testing.T) {
 		}
 		auto++
 		var ev Evidence
-		if err := json.Unmarshal(e.Evidence, &ev); err != nil || ev.Verdict.Verdict != health.Healthy || ev.Rule == "" {
+		if err := json.Unmarshal(e.Evidence, &ev); err != nil || ev.Verdict.Health != health.Healthy || ev.Rule == "" {
 			t.Errorf("audit %s evidence = %s (%v)", e.Action, e.Evidence, err)
 		}
 		if !strings.Contains(e.Reason, "healthy") || !strings.Contains(e.Reason, "step ") {
@@ -183,7 +183,7 @@ func TestHaltsARegressingCanary(t *testing.T) {
 	last := entries[len(entries)-1]
 	var ev Evidence
 	if last.Actor != Actor || last.Action != ActionHalt || json.Unmarshal(last.Evidence, &ev) != nil ||
-		ev.Verdict.Verdict != health.Regressing || ev.Verdict.Rule == "" || ev.Verdict.Release.Fallback != 10 || ev.Verdict.Baseline.Counts.Reported() != 1000 ||
+		ev.Verdict.Health != health.Regressing || ev.Verdict.Rule == "" || ev.Verdict.Release.Fallback != 10 || ev.Verdict.Baseline.Counts.Reported() != 1000 ||
 		ev.Reason != health.ReasonRegression || !strings.Contains(last.Reason, "regression") {
 		t.Errorf("halt audit by %s, %s: evidence %s", last.Actor, last.Action, last.Evidence)
 	}
