@@ -1,4 +1,4 @@
-// Package health judges a release's nodes against its base's incumbent:
+// Package regression judges a release's nodes against its base's incumbent:
 // the rule lpsd's autopilot halts or pauses a rollout by.
 //
 // The rule, per release, on one vote per vmId (internal/tally), with N the
@@ -37,7 +37,7 @@
 //
 // Every automatic pause or halt carries one reason code (Reason*), which
 // status, audit, metrics and the dashboard show.
-package health
+package regression
 
 import (
 	"fmt"

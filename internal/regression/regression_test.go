@@ -1,4 +1,4 @@
-package health
+package regression
 
 import (
 	"math/rand/v2"
