@@ -26,14 +26,14 @@ func runProvision(ctx context.Context, args []string, e *stdio) int {
 	log, closeLog := logger(root, e)
 	defer closeLog()
 	warnExtraArgs(log, "provision", fs.Args())
-	return provision.RunTask(ctx, provision.Config{
-		Root:            root,
-		ProvisionConfig: *configPath,
-		NBCCmd:          *nbcCmd,
-		Stdout:          e.stdout,
-		Stderr:          e.stderr,
-		Log:             log,
-		AgentVersion:    version,
+	return provision.RunWithEvents(ctx, provision.Config{
+		Root:         root,
+		ConfigPath:   *configPath,
+		NBCCmdPath:   *nbcCmd,
+		Stdout:       e.stdout,
+		Stderr:       e.stderr,
+		Log:          log,
+		AgentVersion: version,
 		// Set by launch for a hotfix agent child (internal/node/handover).
 		LaunchID:        os.Getenv(handover.EnvLaunchID),
 		Agent:           os.Getenv(handover.EnvAgent),

@@ -211,7 +211,7 @@ func why(evidenceJSON string) string {
 	if !ok {
 		return ""
 	}
-	return fmt.Sprintf(" (%s: %s)", quote.Text(ev.Verdict.Verdict), quote.Text(ev.Verdict.Detail))
+	return fmt.Sprintf(" (%s: %s)", quote.Text(ev.Verdict.Health), quote.Text(ev.Verdict.Detail))
 }
 
 func rawOrNull(s string) json.RawMessage {

@@ -32,7 +32,7 @@ lpsd_control_nodes{base,outcome}, lpsd_store_unreadable_records{kind}.
 A release with a plan (lpsctl rollout plan) is stepped by lpsd itself
 every --autopilot-interval (default 10s; 0 turns it off): a step ends when
 its bake time has passed and the release has the step's reports, unless the
-health rule (internal/health: ceilings on the failure, refused-as-signed,
+health rule (internal/regression: ceilings on the failure, refused-as-signed,
 silent and refused-for-delivery rates, and a comparison with the base's
 incumbent) finds a regression, which halts the release at once; a step
 still short of evidence at its deadline pauses it (inconclusive, or stalled when the release reached no node:

@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"time"
 
-	"nodehotfix/internal/health"
+	"nodehotfix/internal/regression"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/tally"
@@ -29,7 +29,7 @@ type Release struct {
 	Counts tally.Counts
 	// Planned says it has a plan, so Verdict is set.
 	Planned bool
-	Verdict health.Verdict
+	Verdict regression.Verdict
 }
 
 // Fleet is every release's assessment at one time.
@@ -68,7 +68,7 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 		}
 		if p := r.Rollout.Plan; p != nil {
 			a.Planned = true
-			a.Verdict = health.Judge(a.Counts, f.Tally.Baseline(rels, r, need(a.Counts, *p)), *p)
+			a.Verdict = regression.Judge(a.Counts, f.Tally.Baseline(rels, r, need(a.Counts, *p)), *p)
 		}
 		f.Releases[r.Version] = a
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"nodehotfix/internal/health"
+	"nodehotfix/internal/regression"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/memstore"
@@ -63,8 +63,8 @@ func TestAssess(t *testing.T) {
 	if !a.Planned || a.Counts.Seated != 10 || a.Counts.OK != 5 || a.Counts.Failed != 5 {
 		t.Errorf("second = %+v", a)
 	}
-	if v := a.Verdict; v.Verdict != health.Regressing || v.Baseline.Incumbent != first.Version || v.Baseline.Counts.OK != 20 {
-		t.Errorf("verdict = %s against %+v (%s); want regressing against the first hotfix's 20 nodes", v.Verdict, v.Baseline, v.Detail)
+	if v := a.Verdict; v.Health != regression.Regressing || v.Baseline.Incumbent != first.Version || v.Baseline.Counts.OK != 20 {
+		t.Errorf("verdict = %s against %+v (%s); want regressing against the first hotfix's 20 nodes", v.Health, v.Baseline, v.Detail)
 	}
 	if f.Releases[first.Version].Planned || f.Releases[first.Version].Counts.OK != 20 {
 		t.Errorf("first = %+v, want counted, unjudged", f.Releases[first.Version])

@@ -28,7 +28,7 @@ import (
 
 	"nodehotfix/internal/assess"
 	"nodehotfix/internal/clip"
-	"nodehotfix/internal/health"
+	"nodehotfix/internal/regression"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
@@ -321,12 +321,12 @@ type Change struct {
 	// From and To are the percentages (To is 100 when it completed, and
 	// equals From for a halt).
 	From, To int
-	Verdict  health.Verdict
+	Verdict  regression.Verdict
 }
 
 // Evidence is an automatic change's audit evidence.
 type Evidence struct {
-	Verdict health.Verdict `json:"verdict"`
+	Verdict regression.Verdict `json:"verdict"`
 	// Step is the plan step the decision was taken at (its index into the
 	// plan's steps, from 0, as rollout.Plan.Step), Due when its bake ended.
 	Step int       `json:"step"`
@@ -334,7 +334,7 @@ type Evidence struct {
 	// Rule states the health rule with the plan's numbers, so the entry
 	// reads on its own.
 	Rule string `json:"rule"`
-	// Reason is the change's reason code (health.Reason*); empty for an
+	// Reason is the change's reason code (regression.Reason*); empty for an
 	// advance.
 	Reason string `json:"reason,omitempty"`
 }
@@ -400,25 +400,25 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		p := *r.Rollout.Plan
 		got := fleet.Releases[r.Version]
 		v := got.Verdict
-		ev := Evidence{Verdict: v, Step: p.Step, Due: p.Due(), Rule: health.RuleText(p)}
+		ev := Evidence{Verdict: v, Step: p.Step, Due: p.Due(), Rule: regression.RuleText(p)}
 		var action string
 		var apply func(rollout.Release) (rollout.Release, error)
 		switch {
-		case v.Verdict == health.Regressing:
+		case v.Health == regression.Regressing:
 			action, ev.Reason = ActionHalt, v.Reason
 			apply = func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Halted) }
-		case v.Verdict == health.Healthy && !now.Before(p.Due()) && (frozen || !a.cfg.AdvanceWindow.Open(now)):
+		case v.Health == regression.Healthy && !now.Before(p.Due()) && (frozen || !a.cfg.AdvanceWindow.Open(now)):
 			// Due, but every rollout is frozen, or outside the
 			// operators' window: wait.
 			continue
-		case v.Verdict == health.Healthy && !now.Before(p.Due()):
+		case v.Health == regression.Healthy && !now.Before(p.Due()):
 			action, apply = ActionAdvance, func(r rollout.Release) (rollout.Release, error) { return r.Advance(now) }
-		case v.Verdict == health.Insufficient && now.After(p.StepDeadline()):
+		case v.Health == regression.Insufficient && now.After(p.StepDeadline()):
 			// Never advance on missing evidence, and never wait for it
 			// silently either.
-			action, ev.Reason = ActionPause, health.ReasonInconclusive
+			action, ev.Reason = ActionPause, regression.ReasonInconclusive
 			if got.Counts.Served() == 0 {
-				ev.Reason = health.ReasonStalled
+				ev.Reason = regression.ReasonStalled
 			}
 			apply = func(r rollout.Release) (rollout.Release, error) { return r.Transition(rollout.Paused) }
 		default:
@@ -484,7 +484,7 @@ func reason(action string, cur, next rollout.Release, ev Evidence) string {
 		what = fmt.Sprintf("paused at step %d (%d%%), %s: its deadline %s passed without the evidence to advance",
 			ev.Step+1, cur.Rollout.Percent, ev.Reason, cur.Rollout.Plan.StepDeadline().UTC().Format(time.RFC3339))
 	}
-	s := what + ": " + ev.Verdict.Verdict
+	s := what + ": " + ev.Verdict.Health
 	if ev.Verdict.Rule != "" {
 		s += " (" + ev.Verdict.Rule + ")"
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/assess"
-	"nodehotfix/internal/health"
+	"nodehotfix/internal/regression"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/memstore"
@@ -150,7 +150,7 @@ func TestAdvancesAHealthyRollout(t *testing.T) {
 		}
 		auto++
 		var ev Evidence
-		if err := json.Unmarshal(e.Evidence, &ev); err != nil || ev.Verdict.Verdict != health.Healthy || ev.Rule == "" {
+		if err := json.Unmarshal(e.Evidence, &ev); err != nil || ev.Verdict.Health != regression.Healthy || ev.Rule == "" {
 			t.Errorf("audit %s evidence = %s (%v)", e.Action, e.Evidence, err)
 		}
 		if !strings.Contains(e.Reason, "healthy") || !strings.Contains(e.Reason, "step ") {
@@ -176,15 +176,15 @@ func TestHaltsARegressingCanary(t *testing.T) {
 	if len(c) != 1 || c[0].Action != ActionHalt {
 		t.Fatalf("Step = %+v, want a halt", c)
 	}
-	if r := f.release(); r.Rollout.State != rollout.Halted || r.Rollout.Percent != 1 || r.Rollout.Reason != health.ReasonRegression {
+	if r := f.release(); r.Rollout.State != rollout.Halted || r.Rollout.Percent != 1 || r.Rollout.Reason != regression.ReasonRegression {
 		t.Errorf("release = %s %d%% (%q), want halted at the canary's 1%%, reason regression", r.Rollout.State, r.Rollout.Percent, r.Rollout.Reason)
 	}
 	entries, _ := f.st.Audit(t.Context(), 0, 100)
 	last := entries[len(entries)-1]
 	var ev Evidence
 	if last.Actor != Actor || last.Action != ActionHalt || json.Unmarshal(last.Evidence, &ev) != nil ||
-		ev.Verdict.Verdict != health.Regressing || ev.Verdict.Rule == "" || ev.Verdict.Release.Fallback != 10 || ev.Verdict.Baseline.Counts.Reported() != 1000 ||
-		ev.Reason != health.ReasonRegression || !strings.Contains(last.Reason, "regression") {
+		ev.Verdict.Health != regression.Regressing || ev.Verdict.Rule == "" || ev.Verdict.Release.Fallback != 10 || ev.Verdict.Baseline.Counts.Reported() != 1000 ||
+		ev.Reason != regression.ReasonRegression || !strings.Contains(last.Reason, "regression") {
 		t.Errorf("halt audit by %s, %s: evidence %s", last.Actor, last.Action, last.Evidence)
 	}
 	// Halted: nothing more happens, whatever the reports say.
@@ -238,7 +238,7 @@ func TestHaltsOnTheCeilingWithoutControl(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.report(version, 20, 0, true)
-	if c := f.step(); len(c) != 1 || c[0].Action != ActionHalt || c[0].Verdict.Rule != health.RuleCeiling || c[0].Verdict.Compared {
+	if c := f.step(); len(c) != 1 || c[0].Action != ActionHalt || c[0].Verdict.Rule != regression.RuleCeiling || c[0].Verdict.Compared {
 		t.Fatalf("Step = %+v, want a halt on the ceiling", c)
 	}
 }
@@ -351,7 +351,7 @@ func TestHaltsOnSilentCanary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(changes) != 1 || changes[0].Action != ActionHalt || changes[0].Verdict.Release.Silent != 8 || changes[0].Verdict.Reason != health.ReasonSilent {
+	if len(changes) != 1 || changes[0].Action != ActionHalt || changes[0].Verdict.Release.Silent != 8 || changes[0].Verdict.Reason != regression.ReasonSilent {
 		t.Fatalf("after silent-after: changes %+v; want a halt on 8 silent of 10", changes)
 	}
 	if d := changes[0].Verdict.Detail; !strings.Contains(d, "silent 80.0% (8/10)") {

@@ -14,8 +14,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"nodehotfix/internal/assess"
-	rule "nodehotfix/internal/health" // health is the gRPC health service here
 	"nodehotfix/internal/imds/attest"
+	"nodehotfix/internal/regression"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/tally"
 )
@@ -504,7 +504,7 @@ func (c stoppedCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, state := range []rollout.State{rollout.Paused, rollout.Halted} {
-		for _, reason := range append(slices.Clone(rule.Reasons), reasonOperator) {
+		for _, reason := range append(slices.Clone(regression.Reasons), reasonOperator) {
 			ch <- prometheus.MustNewConstMetric(stoppedDesc, prometheus.GaugeValue, float64(counts[[2]string{string(state), reason}]), string(state), reason)
 		}
 	}

@@ -88,6 +88,7 @@ func positive(vs []string) int64 {
 // seatStore is the store's canary-seat half (store.Store has it).
 type seatStore interface {
 	TakeSeat(ctx context.Context, version string, seat store.Seat, limit store.SeatLimit) (bool, error)
+	HoldsSeat(ctx context.Context, version, vmID string) (bool, error)
 	Seats(ctx context.Context, version string) ([]store.Seat, error)
 }
 
@@ -256,7 +257,7 @@ func (s *Seats) Holds(ctx context.Context, snap *Snapshot, r rollout.Release, vm
 	defer cancel()
 	set := s.set(r.Version)
 	held, err := s.call(ctx, set, func(ctx context.Context) (bool, error) {
-		return s.st.TakeSeat(ctx, r.Version, store.Seat{VMID: vmID}, store.SeatLimit{})
+		return s.st.HoldsSeat(ctx, r.Version, vmID)
 	})
 	if err != nil {
 		s.result(seatError)

@@ -141,6 +141,9 @@ type failingSeats struct{}
 func (failingSeats) TakeSeat(context.Context, string, store.Seat, store.SeatLimit) (bool, error) {
 	return false, errors.New("etcd: no leader")
 }
+func (failingSeats) HoldsSeat(context.Context, string, string) (bool, error) {
+	return false, errors.New("etcd: no leader")
+}
 func (failingSeats) Seats(context.Context, string) ([]store.Seat, error) {
 	return nil, errors.New("etcd: no leader")
 }
@@ -159,6 +162,10 @@ func (h *hungSeats) TakeSeat(ctx context.Context, _ string, _ store.Seat, _ stor
 	h.mu.Unlock()
 	<-ctx.Done()
 	return false, ctx.Err()
+}
+
+func (h *hungSeats) HoldsSeat(ctx context.Context, version, vmID string) (bool, error) {
+	return h.TakeSeat(ctx, version, store.Seat{VMID: vmID}, store.SeatLimit{})
 }
 
 // calls returns the deadlines of the calls so far.

@@ -401,8 +401,9 @@ type Store interface {
 	// held, false if it holds none and none is free. With
 	// limit.PerSubscription, a vmId whose seat.SubscriptionID already holds
 	// that many is refused with ErrSubscriptionSeats (wrapped) instead.
-	// limit.Seats 0 only reads. A seat is never given back, and a limit may
-	// grow from step to step (held seats count against the new one).
+	// limit.Seats 0 gives no seat (HoldsSeat is the read). A seat is never
+	// given back, and a limit may grow from step to step (held seats count
+	// against the new one).
 	//
 	// Atomic across every process sharing the store: however many take at
 	// once, no more than limit.Seats vmIds hold seats, and no more than
@@ -413,6 +414,11 @@ type Store interface {
 	// PerSubscription bound without a subscription free of "/"; ErrClosed
 	// after Close.
 	TakeSeat(ctx context.Context, version string, seat Seat, limit SeatLimit) (bool, error)
+
+	// HoldsSeat reports whether vmID holds one of the canary seats of
+	// release version; it never takes one. ErrInvalidSeat (wrapped) as
+	// TakeSeat; ErrClosed after Close.
+	HoldsSeat(ctx context.Context, version, vmID string) (bool, error)
 
 	// Seats returns version's canary seats, sorted by VMID.
 	Seats(ctx context.Context, version string) ([]Seat, error)

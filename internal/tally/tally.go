@@ -138,7 +138,7 @@ func (c Counts) Judged() uint64 { return c.Served() - c.Pending - c.NotApplicabl
 
 // Failures is what the failure rate counts: failed, fallen back and
 // refused as signed. Silent and refused-for-delivery nodes are rates of
-// their own (internal/health).
+// their own (internal/regression).
 func (c Counts) Failures() uint64 { return c.Failed + c.Fallback + c.RefusedIntegrity }
 
 // Classify returns what report r says of release version, and whether it

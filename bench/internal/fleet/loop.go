@@ -486,7 +486,7 @@ func settle(ctx context.Context, st store.Store, start time.Time, nodes []NodeRe
 		c := AutoChange{At: e.Time.Sub(start), Action: e.Action, Percent: after.Rollout.Percent, State: after.Rollout.State}
 		var ev autopilot.Evidence
 		if json.Unmarshal(e.Evidence, &ev) == nil {
-			c.Detail, c.Reason = ev.Verdict.Verdict+": "+ev.Verdict.Detail, ev.Reason
+			c.Detail, c.Reason = ev.Verdict.Health+": "+ev.Verdict.Detail, ev.Reason
 		}
 		switch e.Action {
 		case autopilot.ActionHalt:

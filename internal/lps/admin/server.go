@@ -25,9 +25,9 @@ import (
 	"nodehotfix/internal/assess"
 	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
-	"nodehotfix/internal/health"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/lps"
+	"nodehotfix/internal/regression"
 	"nodehotfix/internal/release"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -1004,8 +1004,8 @@ func countsProto(c tally.Counts) *adminv1.Counts {
 		RefusedIntegrity: c.RefusedIntegrity, RefusedDelivery: c.RefusedDelivery, NotApplicable: c.NotApplicable, Pending: c.Pending}
 }
 
-func healthProto(v health.Verdict, p rollout.Plan) *adminv1.Health {
-	return &adminv1.Health{Verdict: v.Verdict, Rule: v.Rule, Reason: v.Reason, Detail: v.Detail, NextDue: timestamppb.New(p.Due()),
+func healthProto(v regression.Verdict, p rollout.Plan) *adminv1.Health {
+	return &adminv1.Health{Verdict: v.Health, Rule: v.Rule, Reason: v.Reason, Detail: v.Detail, NextDue: timestamppb.New(p.Due()),
 		BaselineIncumbent: v.Baseline.Incumbent, BaselineRecorded: v.Baseline.Recorded, Baseline: countsProto(v.Baseline.Counts),
 		Deadline: timestamppb.New(p.StepDeadline())}
 }
@@ -1098,7 +1098,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 			v := fleet.Releases[r.Version].Verdict
 			pd.Rules = append(pd.Rules,
 				&adminv1.Rule{Rule: "plan", Passed: true, Detail: planDetail(r)},
-				&adminv1.Rule{Rule: "health", Passed: v.Verdict != health.Regressing, Detail: v.Verdict + ": " + v.Detail})
+				&adminv1.Rule{Rule: "health", Passed: v.Health != regression.Regressing, Detail: v.Health + ": " + v.Detail})
 		}
 		resp.Decisions = append(resp.Decisions, pd)
 	}

@@ -443,7 +443,7 @@ func evidenceText(e *adminv1.AuditEntry) string {
 	if !ok {
 		return ""
 	}
-	return fmt.Sprintf("%s: %s", ev.Verdict.Verdict, ev.Verdict.Detail)
+	return fmt.Sprintf("%s: %s", ev.Verdict.Health, ev.Verdict.Detail)
 }
 
 // auditData is the audit page's.

@@ -50,8 +50,11 @@ func Payloads() fs.FS {
 	return sub
 }
 
-// Budget bounds one apply-embedded-hotfix, run in-process or as a child of
-// launch: a few files written locally, so a minute is a hang.
+// Budget is apply-embedded-hotfix's one time limit: a few files written
+// locally, so a minute is a hang. Apply takes no context and cannot be
+// stopped part way, so the limit is the parent's to enforce by killing the
+// process (launch does; the reference launcher sets none): Task sets no
+// deadline of its own that would bound nothing.
 const Budget = time.Minute
 
 // Names in a payload directory.
@@ -129,11 +132,11 @@ func (r Result) Message() string {
 // Failed reports an Error-level outcome.
 func (r Result) Failed() bool { return r.Outcome == Failed }
 
-// Task is apply-embedded-hotfix's lifecycle within Budget: a panic becomes
-// a Failed result.
+// Task is apply-embedded-hotfix's lifecycle: a panic becomes a Failed
+// result. It has no budget (see Budget).
 func Task() task.Task[Result] {
 	return task.Task[Result]{
-		Name: "apply-embedded-hotfix", Event: event.TaskApplyEmbedded, Budget: Budget,
+		Name: "apply-embedded-hotfix", Event: event.TaskApplyEmbedded,
 		OnPanic: func(v any) Result { return Result{Outcome: Failed, Err: fmt.Errorf("panic: %v", v)} },
 	}
 }

@@ -110,8 +110,10 @@ type Config struct {
 	steps *steps
 }
 
-// Provision is what the baked agent's in-process provision gets.
-type Provision struct {
+// provisionArgs are the arguments of the provision launch runs: the baked
+// agent's in this process (steps.bakedProvision), the hotfix agent's as a
+// child (runHotfix).
+type provisionArgs struct {
 	ConfigPath, NBCCmdPath string
 	// Env is added to the bootstrap's environment: the accepted flags.
 	Env []string
@@ -195,7 +197,7 @@ func Run(ctx context.Context, cfg Config) int {
 		return 0
 	}
 	f := hotfixFlow(ctx, cfg)
-	p := Provision{Env: f.features.Env(), LaunchID: cfg.LaunchID}
+	p := provisionArgs{Env: f.features.Env(), LaunchID: cfg.LaunchID}
 	if hasConfig {
 		p.ConfigPath = cfg.ConfigPath
 	}
@@ -212,7 +214,7 @@ func Run(ctx context.Context, cfg Config) int {
 	if code == provision.ExitFailFast && !out.handedOver {
 		return code
 	}
-	out.ExitCode, out.Provision = code, time.Since(start)
+	out.ExitCode, out.ProvisionDuration = code, time.Since(start)
 	// Nodes with the flag on report, the control cohort (baked chosen)
 	// included; the flag off sends nothing anywhere.
 	if f.features.HotfixEnabled() && cfg.steps.report != nil {
@@ -345,7 +347,7 @@ func announce(cfg Config, d hotfix.Decision) {
 // provisionWith provisions with the agent d chose, falling back to the baked
 // agent when the hotfix fails before its bootstrap starts, and fills in
 // the report.
-func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provision, out *launched) int {
+func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p provisionArgs, out *launched) int {
 	log := cfg.Log
 	announce(cfg, d)
 	if d.Agent != hotfix.AgentHotfix {
@@ -354,7 +356,7 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provisi
 		}
 		out.handedOver = true
 		out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
-		return sayDone(cfg.Stdout, cfg.steps.provision(ctx, p))
+		return sayDone(cfg.Stdout, cfg.steps.bakedProvision(ctx, p))
 	}
 	if !handOver(cfg, hotfix.AgentHotfix) {
 		return provision.ExitFailFast
@@ -375,7 +377,7 @@ func provisionWith(ctx context.Context, cfg Config, d hotfix.Decision, p Provisi
 	p.Fallback = why
 	out.Agent, out.AgentVersion = hotfix.AgentBaked, cfg.Version
 	out.Fallback, out.FallbackReason = true, why
-	return sayDone(cfg.Stdout, cfg.steps.provision(ctx, p))
+	return sayDone(cfg.Stdout, cfg.steps.bakedProvision(ctx, p))
 }
 
 // sayDone prints the reference launcher's last line for provision's exit
@@ -428,9 +430,9 @@ func applyEmbedded(ctx context.Context, cfg Config, path string) {
 	if string(cfg.Root) != "/" {
 		argv = append(argv, "--root", string(cfg.Root))
 	}
-	// The child bounds itself by the same budget; this bounds a child that
-	// does not (an older agent, a hang before its own timer starts).
-	ctx, cancel := context.WithTimeout(ctx, embedhotfix.Budget+5*time.Second)
+	// The step's one limit: the child cannot stop its own writes, and an
+	// older agent sets no limit at all.
+	ctx, cancel := context.WithTimeout(ctx, embedhotfix.Budget)
 	defer cancel()
 	if _, err := proc.Run(ctx, proc.Cmd{Args: argv, Stdout: cfg.Stdout, Stderr: cfg.Stderr}); err != nil {
 		say(cfg.Stdout, "ANC apply-embedded-hotfix failed")
@@ -456,7 +458,7 @@ func applyEmbedded(ctx context.Context, cfg Config, path string) {
 // record within StartTimeout hangs before it could have started one, and
 // is killed. Any other child that records nothing is never timed: it may
 // be running its bootstrap.
-func runHotfix(ctx context.Context, cfg Config, path string, p Provision, records bool) (int, string) {
+func runHotfix(ctx context.Context, cfg Config, path string, p provisionArgs, records bool) (int, string) {
 	argv := []string{path, "provision"}
 	if p.ConfigPath != "" {
 		argv = append(argv, "--provision-config="+p.ConfigPath)

@@ -39,7 +39,7 @@ type node struct {
 	t        *testing.T
 	root     layout.Root
 	calls    []string
-	provided []Provision
+	provided []provisionArgs
 	events   []string
 	reports  []report.Outcome
 	out      bytes.Buffer
@@ -115,7 +115,7 @@ func (n *node) config() Config {
 				return report.Step{Outcome: "alreadyStaged", Route: "none"}
 			},
 			report: func(_ context.Context, o report.Outcome) { n.reports = append(n.reports, o) },
-			provision: func(_ context.Context, p Provision) int {
+			bakedProvision: func(_ context.Context, p provisionArgs) int {
 				n.calls = append(n.calls, "baked-provision")
 				n.provided = append(n.provided, p)
 				return 0
@@ -466,7 +466,7 @@ func TestRunReports(t *testing.T) {
 			tt.setup(n)
 			n.launch()
 			for i := range n.reports {
-				n.reports[i].Provision = 0 // wall time
+				n.reports[i].ProvisionDuration = 0 // wall time
 			}
 			if diff := cmp.Diff(tt.want, n.reports); diff != "" {
 				t.Errorf("reports (-want +got):\n%s\n%s", diff, n.out.String())
@@ -515,6 +515,27 @@ esac
 				t.Errorf("output lacks %q:\n%s", want, n.out.String())
 			}
 		})
+	}
+}
+
+// TestApplyEmbeddedKillsAHungChild: a hotfix agent whose
+// apply-embedded-hotfix hangs is killed at the step's limit (here the
+// context's, shorter than embedhotfix.Budget) and provisioning goes on.
+func TestApplyEmbeddedKillsAHungChild(t *testing.T) {
+	t.Parallel()
+	n := newNode(t)
+	n.write(n.root.HotfixBinary(), "#!/bin/sh\nexec sleep 30\n", 0o755)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	cfg := n.config()
+	cfg.defaults()
+	start := time.Now()
+	applyEmbedded(ctx, cfg, n.root.HotfixBinary())
+	if took := time.Since(start); took > 10*time.Second {
+		t.Errorf("applyEmbedded returned after %v, want soon after the limit", took)
+	}
+	if !strings.Contains(n.out.String(), "ANC apply-embedded-hotfix failed\n") {
+		t.Errorf("output lacks the failure line:\n%s", n.out.String())
 	}
 }
 
@@ -607,7 +628,7 @@ func TestRunReferenceLogLines(t *testing.T) {
 			cfg := n.config()
 			cfg.steps.checkHotfix = func(context.Context) report.Step { return report.Step{Outcome: "x", Failed: tt.checkFails} }
 			cfg.steps.downloadHotfix = func(context.Context) report.Step { return report.Step{Outcome: "y", Failed: tt.dlFails} }
-			cfg.steps.provision = func(context.Context, Provision) int { return tt.provisionCode }
+			cfg.steps.bakedProvision = func(context.Context, provisionArgs) int { return tt.provisionCode }
 			if code := Run(n.t.Context(), cfg); code != tt.provisionCode {
 				t.Fatalf("Run = %d, want %d", code, tt.provisionCode)
 			}

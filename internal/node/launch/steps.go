@@ -23,9 +23,9 @@ type steps struct {
 	// checkHotfix and downloadHotfix run those commands in this process,
 	// each in its own lifecycle (task.Task), and say how they ended.
 	checkHotfix, downloadHotfix func(ctx context.Context) report.Step
-	// provision provisions with the baked agent in this process and
+	// bakedProvision provisions with the baked agent in this process and
 	// returns the exit code.
-	provision func(ctx context.Context, p Provision) int
+	bakedProvision func(ctx context.Context, p provisionArgs) int
 	// event records the launcher's telemetry event; nil records none.
 	event func(level, message string)
 	// report sends the outcome report after provisioning; it bounds itself
@@ -63,9 +63,9 @@ func newSteps(cfg Config) (*steps, func()) {
 			}
 			return report.Step{Outcome: string(res.Outcome), Route: string(res.Route), Elapsed: time.Since(start), Failed: err != nil || res.Failed()}
 		},
-		provision: func(ctx context.Context, p Provision) int {
-			return provision.RunTask(ctx, provision.Config{
-				Root: cfg.Root, ProvisionConfig: p.ConfigPath, NBCCmd: p.NBCCmdPath,
+		bakedProvision: func(ctx context.Context, p provisionArgs) int {
+			return provision.RunWithEvents(ctx, provision.Config{
+				Root: cfg.Root, ConfigPath: p.ConfigPath, NBCCmdPath: p.NBCCmdPath,
 				Stdout: cfg.Stdout, Stderr: cfg.Stderr, Log: cfg.Log, AgentVersion: cfg.Version,
 				Env: p.Env, LaunchID: p.LaunchID, Agent: string(hotfix.AgentBaked), Fallback: p.Fallback,
 			})

@@ -134,15 +134,118 @@ func Fetch(ctx context.Context, t Target, token string) (string, error) {
 
 // FetchResponse is Fetch returning the whole response.
 func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetComponentConfigResponse, error) {
-	conn, vr, err := connect(t, token)
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	return fetchOn(ctx, conn, vr, t)
+	return once(t, token, func(c *conn) (*lpsv1.GetComponentConfigResponse, error) { return c.fetch(ctx, t) })
 }
 
-func fetchOn(ctx context.Context, conn *grpc.ClientConn, vr *verifyRecorder, t Target) (*lpsv1.GetComponentConfigResponse, error) {
+// Report sends one provisioning outcome report (nodehotfix.node.v1) over
+// the same TLS, ALPN, verification and token as Fetch, and returns whether
+// the service had no earlier report for this boot. ctx bounds connect,
+// handshake and call. Errors are *Error.
+func Report(ctx context.Context, t Target, token string, r *nodev1.ReportOutcomeRequest) (bool, error) {
+	return once(t, token, func(c *conn) (bool, error) { return c.report(ctx, r) })
+}
+
+// Started sends one started report (ReportService.ReportStarted) as
+// Report sends an outcome, and returns whether the service stored it (the
+// boot had no report yet). An older service answers Unimplemented. Errors
+// are *Error.
+func Started(ctx context.Context, t Target, token string, r *nodev1.ReportStartedRequest) (bool, error) {
+	return once(t, token, func(c *conn) (bool, error) { return c.started(ctx, r) })
+}
+
+// Session keeps one connection to the service, with its target and token,
+// open across the calls of one process: launch's check-hotfix opens it,
+// and the started report goes over it later without a metadata-service
+// call or a TLS handshake of its own (unless the service dropped the idle
+// connection, which gRPC then redials). Safe for concurrent use; the zero
+// value holds no connection. Close it.
+type Session struct {
+	mu    sync.Mutex
+	t     Target
+	c     *conn
+	token string
+}
+
+// ErrNoSession is returned by Session.Started when no Fetch opened a
+// connection.
+var ErrNoSession = errors.New("no open connection to the live-patching service")
+
+// Fetch is Fetch on the session's connection, which it opens for t and
+// token, replacing one opened before, and keeps open.
+func (s *Session) Fetch(ctx context.Context, t Target, token string) (string, error) {
+	c, err := connect(t, token)
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	old := s.c
+	s.t, s.c, s.token = t, c, token
+	s.mu.Unlock()
+	if old != nil {
+		old.cc.Close()
+	}
+	resp, err := c.fetch(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	return resp.GetConfig(), nil
+}
+
+// Target returns the target and token of the open connection; ok is false
+// when none is open.
+func (s *Session) Target() (t Target, token string, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.t, s.token, s.c != nil
+}
+
+// Started is Started on the session's connection; ErrNoSession when none
+// is open.
+func (s *Session) Started(ctx context.Context, r *nodev1.ReportStartedRequest) (bool, error) {
+	s.mu.Lock()
+	c := s.c
+	s.mu.Unlock()
+	if c == nil {
+		return false, ErrNoSession
+	}
+	return c.started(ctx, r)
+}
+
+// Close closes the connection, if one is open.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	c := s.c
+	s.c = nil
+	s.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	return c.cc.Close()
+}
+
+// conn is a client of the service with the verification record its calls
+// classify their errors by. Its methods are the node's three calls; each
+// one's error is an *Error.
+type conn struct {
+	cc *grpc.ClientConn
+	vr *verifyRecorder
+}
+
+// once runs call on a connection of its own, closed after it: the node's
+// one-shot calls.
+func once[R any](t Target, token string, call func(c *conn) (R, error)) (R, error) {
+	c, err := connect(t, token)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	defer c.cc.Close()
+	return call(c)
+}
+
+// fetch calls GetComponentConfig for t's component, declaring in the
+// request's metadata what Target says the node sends.
+func (c *conn) fetch(ctx context.Context, t Target) (*lpsv1.GetComponentConfigResponse, error) {
 	if t.Base != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.BaseMetadata, t.Base)
 		if t.Reports {
@@ -162,128 +265,35 @@ func fetchOn(ctx context.Context, conn *grpc.ClientConn, vr *verifyRecorder, t T
 	if component == "" {
 		component = Component
 	}
-	resp, err := lpsv1.NewLivePatchingServiceClient(conn).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: component})
+	resp, err := lpsv1.NewLivePatchingServiceClient(c.cc).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: component})
 	if err != nil {
-		return nil, callError(err, vr)
+		return nil, callError(err, c.vr)
 	}
 	return resp, nil
 }
 
-// Report sends one provisioning outcome report (nodehotfix.node.v1) over
-// the same TLS, ALPN, verification and token as Fetch, and returns whether
-// the service had no earlier report for this boot. ctx bounds connect,
-// handshake and call. Errors are *Error.
-func Report(ctx context.Context, t Target, token string, r *nodev1.ReportOutcomeRequest) (bool, error) {
-	conn, vr, err := connect(t, token)
+func (c *conn) report(ctx context.Context, r *nodev1.ReportOutcomeRequest) (bool, error) {
+	resp, err := nodev1.NewReportServiceClient(c.cc).ReportOutcome(ctx, r)
 	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	resp, err := nodev1.NewReportServiceClient(conn).ReportOutcome(ctx, r)
-	if err != nil {
-		return false, callError(err, vr)
+		return false, callError(err, c.vr)
 	}
 	return resp.GetFirst(), nil
 }
 
-// Started sends one started report (ReportService.ReportStarted) as
-// Report sends an outcome, and returns whether the service stored it (the
-// boot had no report yet). An older service answers Unimplemented. Errors
-// are *Error.
-func Started(ctx context.Context, t Target, token string, r *nodev1.ReportStartedRequest) (bool, error) {
-	conn, vr, err := connect(t, token)
+func (c *conn) started(ctx context.Context, r *nodev1.ReportStartedRequest) (bool, error) {
+	resp, err := nodev1.NewReportServiceClient(c.cc).ReportStarted(ctx, r)
 	if err != nil {
-		return false, err
-	}
-	defer conn.Close()
-	return startedOn(ctx, conn, vr, r)
-}
-
-func startedOn(ctx context.Context, conn *grpc.ClientConn, vr *verifyRecorder, r *nodev1.ReportStartedRequest) (bool, error) {
-	resp, err := nodev1.NewReportServiceClient(conn).ReportStarted(ctx, r)
-	if err != nil {
-		return false, callError(err, vr)
+		return false, callError(err, c.vr)
 	}
 	return resp.GetFirst(), nil
 }
 
-// Session keeps one connection to the service, with its target and token,
-// open across the calls of one process: launch's check-hotfix opens it,
-// and the started report goes over it later without a metadata-service
-// call or a TLS handshake of its own (unless the service dropped the idle
-// connection, which gRPC then redials). Safe for concurrent use; the zero
-// value holds no connection. Close it.
-type Session struct {
-	mu    sync.Mutex
-	t     Target
-	conn  *grpc.ClientConn
-	vr    *verifyRecorder
-	token string
-}
-
-// ErrNoSession is returned by Session.Started when no Fetch opened a
-// connection.
-var ErrNoSession = errors.New("no open connection to the live-patching service")
-
-// Fetch is Fetch on the session's connection, which it opens for t and
-// token, replacing one opened before, and keeps open.
-func (s *Session) Fetch(ctx context.Context, t Target, token string) (string, error) {
-	conn, vr, err := connect(t, token)
-	if err != nil {
-		return "", err
-	}
-	s.mu.Lock()
-	old := s.conn
-	s.t, s.conn, s.vr, s.token = t, conn, vr, token
-	s.mu.Unlock()
-	if old != nil {
-		old.Close()
-	}
-	resp, err := fetchOn(ctx, conn, vr, t)
-	if err != nil {
-		return "", err
-	}
-	return resp.GetConfig(), nil
-}
-
-// Target returns the target and token of the open connection; ok is false
-// when none is open.
-func (s *Session) Target() (t Target, token string, ok bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.t, s.token, s.conn != nil
-}
-
-// Started is Started on the session's connection; ErrNoSession when none
-// is open.
-func (s *Session) Started(ctx context.Context, r *nodev1.ReportStartedRequest) (bool, error) {
-	s.mu.Lock()
-	conn, vr := s.conn, s.vr
-	s.mu.Unlock()
-	if conn == nil {
-		return false, ErrNoSession
-	}
-	return startedOn(ctx, conn, vr, r)
-}
-
-// Close closes the connection, if one is open.
-func (s *Session) Close() error {
-	s.mu.Lock()
-	conn := s.conn
-	s.conn = nil
-	s.mu.Unlock()
-	if conn == nil {
-		return nil
-	}
-	return conn.Close()
-}
-
-// connect makes the client both calls use: TLS verified against t.Roots for
-// ServerName (not the SNI), ALPN as the reference offers it, the token per
-// call, and no dial until the call.
-func connect(t Target, token string) (*grpc.ClientConn, *verifyRecorder, error) {
+// connect makes the client every call uses: TLS verified against t.Roots
+// for ServerName (not the SNI), ALPN as the reference offers it, the token
+// per call, and no dial until the call.
+func connect(t Target, token string) (*conn, error) {
 	if t.Roots == nil {
-		return nil, nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: errors.New("no cluster CA; refusing to send credentials over unverified TLS")}
+		return nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: errors.New("no cluster CA; refusing to send credentials over unverified TLS")}
 	}
 	addr := t.Addr
 	if addr == "" {
@@ -300,7 +310,7 @@ func connect(t Target, token string) (*grpc.ClientConn, *verifyRecorder, error) 
 		InsecureSkipVerify: true,
 		VerifyConnection:   vr.verifier(t.Roots),
 	}
-	conn, err := grpc.NewClient(
+	cc, err := grpc.NewClient(
 		// passthrough: the OS resolver (with /etc/hosts) dials addr; no gRPC
 		// DNS resolver, hence no TXT service-config lookup on the critical path.
 		"passthrough:///"+addr,
@@ -314,9 +324,9 @@ func connect(t Target, token string) (*grpc.ClientConn, *verifyRecorder, error) 
 		}),
 	)
 	if err != nil {
-		return nil, nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: fmt.Errorf("create client for %s: %w", addr, err)}
+		return nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: fmt.Errorf("create client for %s: %w", addr, err)}
 	}
-	return conn, vr, nil
+	return &conn{cc: cc, vr: vr}, nil
 }
 
 // callError turns a failed call into an *Error: a certificate the node

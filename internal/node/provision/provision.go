@@ -57,11 +57,12 @@ type Status struct {
 // Config says what to provision.
 type Config struct {
 	Root layout.Root
-	// ProvisionConfig is the node config path; empty when not given.
-	ProvisionConfig string
-	// NBCCmd is the nbc-cmd.sh path; empty when not given. It takes
-	// priority over ProvisionConfig, as in the reference.
-	NBCCmd string
+	// ConfigPath is the node config's path (--provision-config); empty
+	// when not given.
+	ConfigPath string
+	// NBCCmdPath is nbc-cmd.sh's path (--nbc-cmd); empty when not given.
+	// It takes priority over ConfigPath, as in the reference.
+	NBCCmdPath string
 	// Stdout and Stderr receive the bootstrap's output live; nil discards.
 	Stdout, Stderr io.Writer
 	// Log receives progress; nil discards.
@@ -153,10 +154,11 @@ func Run(ctx context.Context, cfg Config) (code int) {
 	return exit
 }
 
-// RunTask runs Run as the agent's provision task: a Starting event, then
-// one with its result. Run recovers its own panics, because it must record
-// them in provision.json.
-func RunTask(ctx context.Context, cfg Config) int {
+// RunWithEvents runs Run between the provision command's two telemetry
+// events: Starting, then one with its result. It is not a task.Task: Run
+// recovers its own panics, because it must record them in provision.json,
+// and provision has no budget (the bootstrap is bounded by the CSE).
+func RunWithEvents(ctx context.Context, cfg Config) int {
 	rec := task.Recorder{Root: cfg.Root, Log: cfg.Log, Version: cfg.AgentVersion}
 	start := time.Now()
 	rec.Event(event.TaskProvision, event.LevelInformational, "Starting", start, start)
@@ -186,29 +188,29 @@ func Abandon(root layout.Root, code int, reason string) error {
 // without it the image's bootstrap script runs with the target taken from
 // the node config in its environment.
 func command(cfg Config) (argv, env []string, err error) {
-	if cfg.NBCCmd != "" {
-		if _, err := os.Stat(cfg.NBCCmd); err != nil {
+	if cfg.NBCCmdPath != "" {
+		if _, err := os.Stat(cfg.NBCCmdPath); err != nil {
 			return nil, nil, fmt.Errorf("nbc-cmd: %w", err)
 		}
-		return []string{"/bin/bash", "--", cfg.NBCCmd}, nil, nil
+		return []string{"/bin/bash", "--", cfg.NBCCmdPath}, nil, nil
 	}
-	if cfg.ProvisionConfig == "" {
+	if cfg.ConfigPath == "" {
 		return nil, nil, errors.New("neither --provision-config nor --nbc-cmd given")
 	}
-	data, err := capfile.Read(cfg.ProvisionConfig, nodeconfig.MaxConfigSize)
+	data, err := capfile.Read(cfg.ConfigPath, nodeconfig.MaxConfigSize)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read provision config: %w", err)
 	}
 	var c nodeconfigv1.Configuration
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(data, &c); err != nil {
-		return nil, nil, fmt.Errorf("parse provision config %s: %w", cfg.ProvisionConfig, err)
+		return nil, nil, fmt.Errorf("parse provision config %s: %w", cfg.ConfigPath, err)
 	}
 	if v := c.GetVersion(); v != "v0" && v != "v1" {
-		return nil, nil, fmt.Errorf("provision config %s: unsupported version %q (want v0 or v1)", cfg.ProvisionConfig, v)
+		return nil, nil, fmt.Errorf("provision config %s: unsupported version %q (want v0 or v1)", cfg.ConfigPath, v)
 	}
 	script := filepath.Join(cfg.Root.Containers(), "provision_start.sh")
 	env = []string{
-		"AKS_NODE_CONFIG=" + cfg.ProvisionConfig,
+		"AKS_NODE_CONFIG=" + cfg.ConfigPath,
 		"API_SERVER_NAME=" + c.GetApiServerConfig().GetApiServerName(),
 		"KUBE_CA_CRT=" + c.GetKubernetesCaCert(),
 	}

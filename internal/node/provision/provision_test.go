@@ -67,12 +67,12 @@ func TestRun(t *testing.T) {
 			root := layout.Root(t.TempDir())
 			cfg := Config{Root: root, AgentVersion: "202604.01.1"}
 			if tt.nbc != "" {
-				cfg.NBCCmd = root.NBCCmd()
-				writeScript(t, cfg.NBCCmd, tt.nbc)
+				cfg.NBCCmdPath = root.NBCCmd()
+				writeScript(t, cfg.NBCCmdPath, tt.nbc)
 			}
 			if tt.config != "" {
-				cfg.ProvisionConfig = root.NodeConfig()
-				writeScript(t, cfg.ProvisionConfig, tt.config)
+				cfg.ConfigPath = root.NodeConfig()
+				writeScript(t, cfg.ConfigPath, tt.config)
 			}
 			if tt.script != "" {
 				writeScript(t, filepath.Join(root.Containers(), "provision_start.sh"), tt.script)
@@ -101,7 +101,7 @@ func TestRunOutputIsCappedToTail(t *testing.T) {
 	t.Parallel()
 	root := layout.Root(t.TempDir())
 	writeScript(t, root.NBCCmd(), `head -c 200000 /dev/zero | tr '\0' a; echo END`)
-	if code := Run(t.Context(), Config{Root: root, NBCCmd: root.NBCCmd()}); code != 0 {
+	if code := Run(t.Context(), Config{Root: root, NBCCmdPath: root.NBCCmd()}); code != 0 {
 		t.Fatalf("Run = %d", code)
 	}
 	st := readStatus(t, root)
@@ -117,7 +117,7 @@ func TestRunCancelKillsProcessGroup(t *testing.T) {
 	writeScript(t, root.NBCCmd(), `(sleep 30; touch `+marker+`) & sleep 30`)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
-	if code := Run(ctx, Config{Root: root, NBCCmd: root.NBCCmd()}); code == 0 {
+	if code := Run(ctx, Config{Root: root, NBCCmdPath: root.NBCCmd()}); code == 0 {
 		t.Fatalf("Run of a cancelled bootstrap = 0")
 	}
 	// The grandchild would create the marker after 30 s; killing the group
@@ -185,7 +185,7 @@ func TestWaitSeesLateCompletion(t *testing.T) {
 		got <- result{st, err}
 	}()
 	writeScript(t, root.NBCCmd(), "exit 0")
-	if code := Run(t.Context(), Config{Root: root, NBCCmd: root.NBCCmd()}); code != 0 {
+	if code := Run(t.Context(), Config{Root: root, NBCCmdPath: root.NBCCmd()}); code != 0 {
 		t.Fatalf("Run = %d", code)
 	}
 	r := <-got
@@ -228,7 +228,7 @@ func TestRunRecordsStartUnderLaunch(t *testing.T) {
 	nbc := filepath.Join(string(root), "nbc.sh")
 	// The bootstrap sees the record already written.
 	writeScript(t, nbc, `cat `+handover.StartFile(root))
-	code := Run(t.Context(), Config{Root: root, NBCCmd: nbc, AgentVersion: "202604.01.1", LaunchID: "42-7", Agent: "hotfix", Fallback: ""})
+	code := Run(t.Context(), Config{Root: root, NBCCmdPath: nbc, AgentVersion: "202604.01.1", LaunchID: "42-7", Agent: "hotfix", Fallback: ""})
 	if code != 0 {
 		t.Fatalf("Run = %d", code)
 	}
@@ -252,7 +252,7 @@ func TestRunFallbackFollows(t *testing.T) {
 	t.Run("preflight-failure", func(t *testing.T) {
 		t.Parallel()
 		root := layout.Root(t.TempDir())
-		code := Run(t.Context(), Config{Root: root, NBCCmd: filepath.Join(string(root), "missing.sh"), LaunchID: "1-1", FallbackFollows: true})
+		code := Run(t.Context(), Config{Root: root, NBCCmdPath: filepath.Join(string(root), "missing.sh"), LaunchID: "1-1", FallbackFollows: true})
 		if code != ExitFailFast {
 			t.Fatalf("Run = %d, want %d", code, ExitFailFast)
 		}
@@ -275,7 +275,7 @@ func TestRunFallbackFollows(t *testing.T) {
 		if err := os.MkdirAll(handover.StartFile(root), 0o755); err != nil {
 			t.Fatal(err)
 		}
-		if code := Run(t.Context(), Config{Root: root, NBCCmd: nbc, LaunchID: "1-1", FallbackFollows: true}); code != ExitFailFast {
+		if code := Run(t.Context(), Config{Root: root, NBCCmdPath: nbc, LaunchID: "1-1", FallbackFollows: true}); code != ExitFailFast {
 			t.Fatalf("Run = %d, want %d", code, ExitFailFast)
 		}
 		if _, err := os.Stat(marker); err == nil {
@@ -296,7 +296,7 @@ func TestRunFallbackFollows(t *testing.T) {
 		}
 		// No fallback follows (the baked agent): provisioning is never
 		// blocked by the record.
-		if code := Run(t.Context(), Config{Root: root, NBCCmd: nbc, LaunchID: "1-1", Agent: "baked", Fallback: "exited with code 2"}); code != 0 {
+		if code := Run(t.Context(), Config{Root: root, NBCCmdPath: nbc, LaunchID: "1-1", Agent: "baked", Fallback: "exited with code 2"}); code != 0 {
 			t.Fatalf("Run = %d, want 0", code)
 		}
 		if _, err := os.Stat(marker); err != nil {

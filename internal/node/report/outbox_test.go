@@ -449,3 +449,19 @@ func write(t *testing.T, path, body string) {
 		t.Fatal(err)
 	}
 }
+
+// TestOutboxKeepsItsFieldNames: an outbox an earlier agent kept still
+// reads: the provisioning time is stored under its first name, Provision.
+func TestOutboxKeepsItsFieldNames(t *testing.T) {
+	t.Parallel()
+	root, _ := nodeRoot(t, testBoot)
+	mkdir(t, root.ReportOutbox())
+	write(t, root.ReportOutbox(), `{"v":1,"reports":[{"boot":"`+testBoot+`","since":"2026-12-01T10:00:00Z","outcome":{"ExitCode":0,"Provision":1500000000},"attempts":1}]}`)
+	kept, err := readOutbox(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0].Outcome == nil || kept[0].Outcome.ProvisionDuration != 1500*time.Millisecond {
+		t.Errorf("readOutbox = %+v, want one outcome whose provisioning took 1.5 s", kept)
+	}
+}

@@ -51,8 +51,9 @@ type Outcome struct {
 	FallbackReason string
 	// ExitCode is provision's.
 	ExitCode int
-	// Provision is how long provisioning took.
-	Provision time.Duration
+	// ProvisionDuration is how long provisioning took. Its JSON name is
+	// the one outboxes kept by earlier agents carry.
+	ProvisionDuration time.Duration `json:"Provision"`
 }
 
 // Step is one hotfix step's result.
@@ -203,7 +204,7 @@ func request(boot string, o Outcome) *nodev1.ReportOutcomeRequest {
 		ProvisionExitCode:     int32(o.ExitCode),
 		CheckHotfixMs:         o.Check.Elapsed.Milliseconds(),
 		DownloadHotfixMs:      o.Download.Elapsed.Milliseconds(),
-		ProvisionMs:           o.Provision.Milliseconds(),
+		ProvisionMs:           o.ProvisionDuration.Milliseconds(),
 	}
 }
 

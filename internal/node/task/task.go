@@ -56,7 +56,8 @@ type Task[R Result] struct {
 	Name string
 	// Event is the telemetry task (event.Task…).
 	Event string
-	// Budget is the work's deadline.
+	// Budget is the work's deadline. Zero sets none: the work is bounded
+	// by ctx alone, for a step only the process that runs it can stop.
 	Budget time.Duration
 	// OnPanic turns a recovered panic into the result: a bug in a hotfix
 	// step must never stop provisioning.
@@ -68,8 +69,11 @@ type Task[R Result] struct {
 func (t Task[R]) Run(ctx context.Context, rec Recorder, work func(ctx context.Context) R) R {
 	log := rec.log()
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, t.Budget)
-	defer cancel()
+	if t.Budget > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t.Budget)
+		defer cancel()
+	}
 	res := func() (res R) {
 		defer func() {
 			if v := recover(); v != nil {

@@ -70,3 +70,18 @@ func TestTaskBudget(t *testing.T) {
 		t.Errorf("work's deadline is %v away, want the 42s budget", left)
 	}
 }
+
+// TestTaskWithoutBudget: a zero budget adds no deadline; the caller's
+// context alone bounds the work.
+func TestTaskWithoutBudget(t *testing.T) {
+	t.Parallel()
+	root := layout.Root(t.TempDir())
+	var bounded bool
+	task.Task[checkhotfix.Result]{Name: "unbounded", Event: "unbounded"}.Run(t.Context(), task.Recorder{Root: root}, func(ctx context.Context) checkhotfix.Result {
+		_, bounded = ctx.Deadline()
+		return checkhotfix.Result{Outcome: checkhotfix.NoHotfixAvailable}
+	})
+	if _, tb := t.Context().Deadline(); bounded && !tb {
+		t.Error("the work has a deadline its caller did not set")
+	}
+}

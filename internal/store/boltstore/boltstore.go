@@ -486,12 +486,8 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
 	}
-	key := []byte(version + "/" + seat.VMID)
-	var held bool
-	err := s.view(func(tx *bolt.Tx) error {
-		held = tx.Bucket([]byte(seatsBucket)).Get(key) != nil
-		return nil
-	})
+	key := seatKey(version, seat.VMID)
+	held, err := s.holdsSeat(key)
 	if err != nil || held || limit.Seats <= 0 {
 		return held, wrapErr("take seat", err)
 	}
@@ -524,6 +520,31 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 		return b.Put([]byte(version), uint64Key(n+1))
 	})
 	return held, wrapErr("take seat", err)
+}
+
+// HoldsSeat implements store.Store with one read-only transaction.
+func (s *Store) HoldsSeat(ctx context.Context, version, vmID string) (bool, error) {
+	if err := store.ValidateSeat(version, vmID); err != nil {
+		return false, fmt.Errorf("read seat: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("read seat: %w", err)
+	}
+	held, err := s.holdsSeat(seatKey(version, vmID))
+	return held, wrapErr("read seat", err)
+}
+
+// seatKey is a holder's key in the seats bucket.
+func seatKey(version, vmID string) []byte { return []byte(version + "/" + vmID) }
+
+// holdsSeat reports whether the seats bucket has key.
+func (s *Store) holdsSeat(key []byte) (bool, error) {
+	var held bool
+	err := s.view(func(tx *bolt.Tx) error {
+		held = tx.Bucket([]byte(seatsBucket)).Get(key) != nil
+		return nil
+	})
+	return held, err
 }
 
 // Seats implements store.Store.

@@ -736,6 +736,26 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 	return false, fmt.Errorf("take seat %s for %s: lost %d attempts to concurrent takers", version, seat.VMID, maxSeatTries)
 }
 
+// HoldsSeat implements store.Store with one count-only read of vmID's key.
+func (s *Store) HoldsSeat(ctx context.Context, version, vmID string) (bool, error) {
+	if err := store.ValidateSeat(version, vmID); err != nil {
+		return false, fmt.Errorf("read seat: %w", err)
+	}
+	if s.isClosed() {
+		return false, fmt.Errorf("read seat: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("read seat: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.seatsPrefix(version)+"vm/"+vmID, clientv3.WithCountOnly())
+	if err != nil {
+		return false, fmt.Errorf("read seat: %w", s.mapErr(err))
+	}
+	return resp.Count > 0, nil
+}
+
 // seatCounts is what one read of a canary's seats says.
 type seatCounts struct {
 	held            bool

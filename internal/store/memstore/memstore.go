@@ -258,6 +258,23 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 	return true, nil
 }
 
+// HoldsSeat implements store.Store.
+func (s *Store) HoldsSeat(ctx context.Context, version, vmID string) (bool, error) {
+	if err := store.ValidateSeat(version, vmID); err != nil {
+		return false, fmt.Errorf("read seat: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false, fmt.Errorf("read seat: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("read seat: %w", err)
+	}
+	_, ok := s.seats[version][vmID]
+	return ok, nil
+}
+
 // Seats implements store.Store.
 func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error) {
 	s.mu.Lock()

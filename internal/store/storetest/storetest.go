@@ -701,6 +701,9 @@ func testClose(t *testing.T, s store.Store) {
 	if _, err := s.TakeSeat(ctx, "202604.01.1", store.Seat{VMID: "vm-1"}, store.SeatLimit{Seats: 1}); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("TakeSeat after Close = %v, want ErrClosed", err)
 	}
+	if _, err := s.HoldsSeat(ctx, "202604.01.1", "vm-1"); !errors.Is(err, store.ErrClosed) {
+		t.Errorf("HoldsSeat after Close = %v, want ErrClosed", err)
+	}
 	if _, err := s.Seats(ctx, "202604.01.1"); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("Seats after Close = %v, want ErrClosed", err)
 	}
@@ -972,6 +975,16 @@ func MustTakeSeat(t testing.TB, s store.Store, version, vmID string, limit int) 
 	return held
 }
 
+// MustHoldsSeat reads whether vmID holds a seat or fails the test.
+func MustHoldsSeat(t testing.TB, s store.Store, version, vmID string) bool {
+	t.Helper()
+	held, err := s.HoldsSeat(t.Context(), version, vmID)
+	if err != nil {
+		t.Fatalf("HoldsSeat(%s, %s) = %v", version, vmID, err)
+	}
+	return held
+}
+
 // MustSeats lists the holders of seats or fails the test.
 func MustSeats(t testing.TB, s store.Store, version string) []string {
 	t.Helper()
@@ -999,10 +1012,13 @@ func testSeats(t *testing.T, s store.Store) {
 	if MustTakeSeat(t, s, v, "vm-d", 3) {
 		t.Error("TakeSeat(vm-d) with all 3 seats taken = true")
 	}
-	if !MustTakeSeat(t, s, v, "vm-a", 3) || !MustTakeSeat(t, s, v, "vm-a", 0) {
-		t.Error("a holder taking again, or reading with limit 0, = false")
+	if !MustTakeSeat(t, s, v, "vm-a", 3) || !MustHoldsSeat(t, s, v, "vm-a") {
+		t.Error("a holder taking again, or read, = false")
 	}
-	if MustTakeSeat(t, s, v, "vm-d", 0) {
+	if MustHoldsSeat(t, s, v, "vm-d") || MustHoldsSeat(t, s, "202604.01.2", "vm-a") {
+		t.Error("HoldsSeat = true for a vmId without a seat of that release")
+	}
+	if MustTakeSeat(t, s, v, "vm-d", 0) || MustHoldsSeat(t, s, v, "vm-d") {
 		t.Error("limit 0 gave vm-d a seat")
 	}
 	// A later step's larger canary: held seats count against it.
@@ -1087,6 +1103,9 @@ func testSeatsInvalid(t *testing.T, s store.Store) {
 		if held, err := s.TakeSeat(t.Context(), k[0], store.Seat{VMID: k[1], Since: seatTime}, store.SeatLimit{Seats: 5}); !errors.Is(err, store.ErrInvalidSeat) || held {
 			t.Errorf("TakeSeat(%q, %q) = %v, %v; want ErrInvalidSeat", k[0], k[1], held, err)
 		}
+		if held, err := s.HoldsSeat(t.Context(), k[0], k[1]); !errors.Is(err, store.ErrInvalidSeat) || held {
+			t.Errorf("HoldsSeat(%q, %q) = %v, %v; want ErrInvalidSeat", k[0], k[1], held, err)
+		}
 	}
 	if got := MustSeats(t, s, "202604.01.1"); len(got) != 0 {
 		t.Errorf("refused takes left seats %v", got)
@@ -1095,6 +1114,9 @@ func testSeatsInvalid(t *testing.T, s store.Store) {
 	cancel()
 	if _, err := s.TakeSeat(ctx, "202604.01.1", store.Seat{VMID: "vm-a"}, store.SeatLimit{Seats: 5}); !errors.Is(err, context.Canceled) {
 		t.Errorf("TakeSeat(canceled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := s.HoldsSeat(ctx, "202604.01.1", "vm-a"); !errors.Is(err, context.Canceled) {
+		t.Errorf("HoldsSeat(canceled ctx) = %v, want context.Canceled", err)
 	}
 }
 

@@ -1839,7 +1839,7 @@ func (x *PlanStep) GetMinReports() int32 {
 	return 0
 }
 
-// Health is the health rule's verdict (internal/health).
+// Health is the health rule's verdict (internal/regression).
 type Health struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// insufficient, healthy or regressing.

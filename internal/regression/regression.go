@@ -1,4 +1,4 @@
-// Package health judges a release's nodes against its base's incumbent:
+// Package regression judges a release's nodes against its base's incumbent:
 // the rule lpsd's autopilot halts or pauses a rollout by.
 //
 // The rule, per release, on one vote per vmId (internal/tally), with N the
@@ -37,7 +37,7 @@
 //
 // Every automatic pause or halt carries one reason code (Reason*), which
 // status, audit, metrics and the dashboard show.
-package health
+package regression
 
 import (
 	"fmt"
@@ -96,8 +96,10 @@ var Reasons = []string{ReasonRegression, ReasonSilent, ReasonRefusedIntegrity, R
 
 // Verdict is one judgement, with the numbers it rests on.
 type Verdict struct {
-	Verdict string `json:"verdict"`
-	Rule    string `json:"rule,omitempty"`
+	// Health is Insufficient, Healthy or Regressing. Its JSON name is the
+	// one the audit log's evidence has always carried.
+	Health string `json:"verdict"`
+	Rule   string `json:"rule,omitempty"`
 	// Reason is the reason code of a regressing verdict.
 	Reason   string         `json:"reason,omitempty"`
 	Release  tally.Counts   `json:"release"`
@@ -137,7 +139,7 @@ func Judge(rel tally.Counts, base tally.Baseline, p rollout.Plan) Verdict {
 		v.BaselineRate = float64(base.Counts.Failures()) / float64(n0)
 	}
 	if n < floor {
-		v.Verdict = Insufficient
+		v.Health = Insufficient
 		v.Detail = fmt.Sprintf("%d of %d reports needed", n, floor)
 		return v
 	}
@@ -154,7 +156,7 @@ func Judge(rel tally.Counts, base tally.Baseline, p rollout.Plan) Verdict {
 	for _, r := range rates {
 		lb := wilsonLower(r.k, n, Z)
 		if lb > r.ceiling {
-			v.Verdict, v.Rule, v.Reason = Regressing, RuleCeiling, r.reason
+			v.Health, v.Rule, v.Reason = Regressing, RuleCeiling, r.reason
 			v.ReleaseRate, v.BaselineRate, v.LowerBound = ratio(r.k, n), ratio(r.k0, n0), lb
 			v.Detail = fmt.Sprintf("%s %.1f%% (%d/%d), at least %.1f%% at 99.5%%, over the %.1f%% ceiling",
 				r.what, 100*v.ReleaseRate, r.k, n, 100*lb, 100*r.ceiling)
@@ -171,7 +173,7 @@ func Judge(rel tally.Counts, base tally.Baseline, p rollout.Plan) Verdict {
 			v.ZScore = z
 		}
 		if z > Z {
-			v.Verdict, v.Rule, v.Reason = Regressing, RuleComparison, r.reason
+			v.Health, v.Rule, v.Reason = Regressing, RuleComparison, r.reason
 			v.ReleaseRate, v.BaselineRate, v.LowerBound, v.ZScore = ratio(r.k, n), ratio(r.k0, n0), lb, z
 			v.Detail = fmt.Sprintf("%s %.1f%% (%d/%d) vs %s %.1f%% (%d/%d): over the %.1f-point margin at z=%.2f > %.2f",
 				r.what, 100*v.ReleaseRate, r.k, n, against, 100*v.BaselineRate, r.k0, n0, 100*p.Margin, z, Z)
@@ -189,23 +191,23 @@ func Judge(rel tally.Counts, base tally.Baseline, p rollout.Plan) Verdict {
 	worst := rel
 	worst.Silent, worst.Pending = rel.Silent+rel.Pending, 0
 	switch {
-	case rel.Pending > 0 && Judge(worst, base, p).Verdict == Regressing:
-		v.Verdict = Insufficient
+	case rel.Pending > 0 && Judge(worst, base, p).Health == Regressing:
+		v.Health = Insufficient
 		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d served nodes have neither reported nor been silent for %v yet, enough to halt it if they stay silent",
 			100*v.ReleaseRate, of, rel.Pending, p.SilenceDeadline())
 	case p.Current().Canary() && n0 < max(floor, n):
 		// A canary of nodes is never passed on the ceilings alone, nor
 		// against a baseline smaller than itself, whose noise could hide
 		// a regression.
-		v.Verdict = Insufficient
+		v.Health = Insufficient
 		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; a canary of nodes advances only against a baseline at least its size: %d of %d %s reports",
 			100*v.ReleaseRate, of, n0, max(floor, n), against)
 	case n < uint64(p.Current().MinReports):
-		v.Verdict = Insufficient
+		v.Health = Insufficient
 		v.Detail = fmt.Sprintf("failure rate %.1f%% (%s), no regression so far; %d of %d reports needed to advance",
 			100*v.ReleaseRate, of, n, p.Current().MinReports)
 	default:
-		v.Verdict = Healthy
+		v.Health = Healthy
 		if v.Compared {
 			v.Detail = fmt.Sprintf("failure rate %.1f%% (%s) vs %s %.1f%% (%d/%d), z=%.2f",
 				100*v.ReleaseRate, of, against, 100*v.BaselineRate, base.Counts.Failures(), n0, v.ZScore)

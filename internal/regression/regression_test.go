@@ -1,4 +1,4 @@
-package health
+package regression
 
 import (
 	"math/rand/v2"
@@ -47,8 +47,8 @@ func TestJudge(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			v := Judge(tt.rel, bl(tt.control), plan)
-			if v.Verdict != tt.verdict || v.Rule != tt.rule {
-				t.Errorf("Judge = %s/%s (%s), want %s/%s", v.Verdict, v.Rule, v.Detail, tt.verdict, tt.rule)
+			if v.Health != tt.verdict || v.Rule != tt.rule {
+				t.Errorf("Judge = %s/%s (%s), want %s/%s", v.Health, v.Rule, v.Detail, tt.verdict, tt.rule)
 			}
 		})
 	}
@@ -62,16 +62,16 @@ func TestJudgeLaterStep(t *testing.T) {
 	later.Step = 1 // MinReports 100; the floor stays 20
 	control := tally.Counts{OK: 980, Failed: 20}
 	bad := tally.Counts{OK: 20, Failed: 20}
-	if v := Judge(bad, bl(control), later); v.Verdict != Regressing {
-		t.Errorf("40 reports at 50%% failed under a 100-report step: %s (%s), want %s", v.Verdict, v.Detail, Regressing)
+	if v := Judge(bad, bl(control), later); v.Health != Regressing {
+		t.Errorf("40 reports at 50%% failed under a 100-report step: %s (%s), want %s", v.Health, v.Detail, Regressing)
 	}
 	good := tally.Counts{OK: 40}
-	if v := Judge(good, bl(control), later); v.Verdict != Insufficient {
-		t.Errorf("40 healthy reports under a 100-report step: %s (%s), want %s until 100", v.Verdict, v.Detail, Insufficient)
+	if v := Judge(good, bl(control), later); v.Health != Insufficient {
+		t.Errorf("40 healthy reports under a 100-report step: %s (%s), want %s until 100", v.Health, v.Detail, Insufficient)
 	}
 	good = tally.Counts{OK: 100}
-	if v := Judge(good, bl(control), later); v.Verdict != Healthy {
-		t.Errorf("100 healthy reports under a 100-report step: %s (%s), want %s", v.Verdict, v.Detail, Healthy)
+	if v := Judge(good, bl(control), later); v.Health != Healthy {
+		t.Errorf("100 healthy reports under a 100-report step: %s (%s), want %s", v.Health, v.Detail, Healthy)
 	}
 }
 
@@ -95,7 +95,7 @@ func simulate(rng *rand.Rand, p1, p0 float64, n0, maxN int) int {
 		} else {
 			rel.OK++
 		}
-		if Judge(rel, bl(control), plan).Verdict == Regressing {
+		if Judge(rel, bl(control), plan).Health == Regressing {
 			return n
 		}
 	}
@@ -153,15 +153,15 @@ func TestJudgeCanaryWantsALargeEnoughControl(t *testing.T) {
 		Margin: 0.05, MaxFailureRate: 0.3,
 	}
 	rel := tally.Counts{OK: 73, Fallback: 26}
-	if v := Judge(rel, bl(tally.Counts{OK: 47, Failed: 3}), p); v.Verdict != Insufficient {
-		t.Errorf("against a control of 50: %s (%s), want insufficient", v.Verdict, v.Detail)
+	if v := Judge(rel, bl(tally.Counts{OK: 47, Failed: 3}), p); v.Health != Insufficient {
+		t.Errorf("against a control of 50: %s (%s), want insufficient", v.Health, v.Detail)
 	}
-	if v := Judge(rel, bl(tally.Counts{OK: 98, Failed: 2}), p); v.Verdict != Regressing || v.Rule != RuleComparison {
-		t.Errorf("against a control of 100: %s %s (%s), want regressing by comparison", v.Verdict, v.Rule, v.Detail)
+	if v := Judge(rel, bl(tally.Counts{OK: 98, Failed: 2}), p); v.Health != Regressing || v.Rule != RuleComparison {
+		t.Errorf("against a control of 100: %s %s (%s), want regressing by comparison", v.Health, v.Rule, v.Detail)
 	}
 	healthy := tally.Counts{OK: 97, Fallback: 2}
-	if v := Judge(healthy, bl(tally.Counts{OK: 118, Failed: 2}), p); v.Verdict != Healthy {
-		t.Errorf("a healthy canary against a control its size: %s (%s), want healthy", v.Verdict, v.Detail)
+	if v := Judge(healthy, bl(tally.Counts{OK: 118, Failed: 2}), p); v.Health != Healthy {
+		t.Errorf("a healthy canary against a control its size: %s (%s), want healthy", v.Health, v.Detail)
 	}
 }
 
@@ -189,8 +189,8 @@ func TestJudgeRatesOfTheirOwn(t *testing.T) {
 		{"pending nodes that would halt it if silent hold it", tally.Counts{OK: 70, Pending: 30}, Insufficient, ""},
 	} {
 		v := Judge(tt.rel, baseline, plan)
-		if v.Verdict != tt.want || v.Reason != tt.reason {
-			t.Errorf("%s: Judge = %s/%s (%s), want %s/%s", tt.name, v.Verdict, v.Reason, v.Detail, tt.want, tt.reason)
+		if v.Health != tt.want || v.Reason != tt.reason {
+			t.Errorf("%s: Judge = %s/%s (%s), want %s/%s", tt.name, v.Health, v.Reason, v.Detail, tt.want, tt.reason)
 		}
 	}
 }
