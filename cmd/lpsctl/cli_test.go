@@ -257,7 +257,7 @@ func TestReasonsAndAuditFilters(t *testing.T) {
 	if want := []string{"rollout-set/202604.01.3", "rollout-set/202605.02.1"}; !cmp.Equal(got, want) {
 		t.Errorf("audit --action rollout-set = %v, want %v", got, want)
 	}
-	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, skip, pause, resume, halt, complete, revoke, rotate-keys, restore-log, freeze, unfreeze, auto-advance, auto-halt, auto-pause, expire; did you mean "revoke"?`) {
+	if _, errOut, code := lpsctl(t, with("audit", "--action", "revokd")...); code != exitUsage || !strings.Contains(errOut, `--action "revokd": want one of publish, rollout-set, plan, skip, pause, resume, halt, complete, revoke, rotate-keys, restore-log, freeze, unfreeze, request-approval, auto-advance, auto-halt, auto-pause, expire; did you mean "revoke"?`) {
 		t.Errorf("audit --action revokd: exit %d, %q", code, errOut)
 	}
 	out, errOut, code := lpsctl(t, with("audit", "--actor", "ops")...)
