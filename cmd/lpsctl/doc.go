@@ -351,7 +351,7 @@ audit lists changes oldest first, 100 at a time, optionally only those of
 one release (--target), one actor (--actor, e.g. token:ops, cert:alice,
 lpsd), one action (--action: publish, rollout-set, plan, skip, pause,
 resume, halt, complete, revoke, rotate-keys, restore-log, freeze,
-unfreeze, auto-advance, auto-halt, auto-pause, expire; any other is a
+unfreeze, request-approval, auto-advance, auto-halt, auto-pause, expire; any other is a
 usage error) or since a time (--since 2026-12-01T00:00:00Z, or a duration ago:
 --since 2h). When more may follow, stderr says the command for the next
 page. An operator's actor carries its credential's kind: when --actor ops
