@@ -300,13 +300,15 @@ advances at the autopilot's next look.
 lpsd may enforce a rollout policy (lpsd --policy-*; status prints it
 under its header): a smallest canary, a largest step, a shortest bake.
 A change it refuses exits 3 (ErrorInfo reason POLICY) naming the rule and
-what would comply. Under its two-person rule, leaving a canary early,
-completing a draft and resuming a release the autopilot halted wait for a
-second operator: the first ask is recorded (audit request-approval) and
+what would comply. Under its two-person rule, leaving or replanning a
+canary early, serving every node in scope without a canary having run,
+resuming a halted release and widening a serving release's scope wait for
+a second operator: the first ask is recorded (audit request-approval) and
 exits 3 (ErrorInfo reason APPROVAL_REQUIRED) saying so; status lists it
-under AWAITING A SECOND OPERATOR; another operator (another token or
-certificate) running the same command within an hour makes the change,
-and its audit entry names who asked.
+under AWAITING A SECOND OPERATOR with the change asked for; another
+operator (another token or certificate) running the same command (the
+same change) within an hour makes it, and its audit entry names who
+asked. rollout plan --dry-run says when the plan would wait.
 
 status lists the replicas serving from the store and the labels each
 carries (REGION, DEPLOY ENV: what region and deploy-environment scopes

@@ -61,6 +61,9 @@ type releaseJSON struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// Preview is what the plan will do (rollout plan only).
 	Preview *previewJSON `json:"preview,omitempty"`
+	// NeedsApproval says why the plan, applied, would wait for a second
+	// operator (rollout plan --dry-run only).
+	NeedsApproval string `json:"needs_approval,omitempty"`
 	// SkippedStep is the index (from 0) of the step a skip left (rollout
 	// skip only).
 	SkippedStep *int32 `json:"skipped_step,omitempty"`
@@ -226,6 +229,7 @@ func toReleaseJSON(r *adminv1.Release) releaseJSON {
 // approvalJSON is a change waiting for a second operator.
 type approvalJSON struct {
 	Action      string    `json:"action"`
+	Change      string    `json:"change"`
 	RequestedBy string    `json:"requested_by"`
 	Reason      string    `json:"reason"`
 	RequestedAt time.Time `json:"requested_at"`
@@ -236,7 +240,7 @@ func toApprovalJSON(a *adminv1.Approval) *approvalJSON {
 	if a == nil {
 		return nil
 	}
-	return &approvalJSON{Action: a.GetAction(), RequestedBy: a.GetRequestedBy(), Reason: a.GetReason(), RequestedAt: a.GetRequestedAt().AsTime(), Expires: a.GetExpires().AsTime()}
+	return &approvalJSON{Action: a.GetAction(), Change: a.GetChange(), RequestedBy: a.GetRequestedBy(), Reason: a.GetReason(), RequestedAt: a.GetRequestedAt().AsTime(), Expires: a.GetExpires().AsTime()}
 }
 
 // policyJSON is the rollout policy lpsd enforces.

@@ -215,10 +215,13 @@ pause, halt or revoke it yourself.`,
 			}
 			if c.out.structured() {
 				doc := toReleaseJSON(resp.GetRelease())
-				doc.DryRun, doc.Preview = resp.GetDryRun(), toPreviewJSON(resp.GetPreview())
+				doc.DryRun, doc.Preview, doc.NeedsApproval = resp.GetDryRun(), toPreviewJSON(resp.GetPreview()), resp.GetNeedsApproval()
 				err = c.out.write(e.stdout, doc)
 			} else {
 				err = printPlan(e.stdout, resp.GetRelease(), resp.GetPreview(), resp.GetDryRun())
+				if why := resp.GetNeedsApproval(); why != "" && err == nil {
+					_, err = fmt.Fprintf(e.stdout, "applied, this plan would wait for a second operator (lpsd --policy-two-person): %s\n", quote.Text(why))
+				}
 			}
 			if dryRun && !resp.GetDryRun() {
 				// An lpsd from before dry runs ignores the field and

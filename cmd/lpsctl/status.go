@@ -258,10 +258,10 @@ func printApprovals(tw io.Writer, rels []*adminv1.Release) {
 		}
 		if first {
 			fmt.Fprintln(tw)
-			fmt.Fprintln(tw, "AWAITING A SECOND OPERATOR\tACTION\tREQUESTED BY\tAT\tEXPIRES\tREASON")
+			fmt.Fprintln(tw, "AWAITING A SECOND OPERATOR\tACTION\tCHANGE\tREQUESTED BY\tAT\tEXPIRES\tREASON")
 			first = false
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", quote.Text(r.GetVersion()), quote.Text(a.GetAction()), quote.Text(a.GetRequestedBy()),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", quote.Text(r.GetVersion()), quote.Text(a.GetAction()), quote.Text(a.GetChange()), quote.Text(a.GetRequestedBy()),
 			formatTime(a.GetRequestedAt().AsTime()), formatTime(a.GetExpires().AsTime()), quote.Text(a.GetReason()))
 	}
 	if !first {

@@ -198,15 +198,18 @@ the same on every replica; refusals are FailedPrecondition with ErrorInfo
 reason POLICY or APPROVAL_REQUIRED):
 
 	--policy-min-canary N  a release serves a percentage only after a plan's
-	                       canary of at least N nodes (0: none, the default)
+	                       canary of at least N nodes that hears from N
+	                       (0: none, the default)
 	--policy-max-step P    no change or plan step raises a percentage by
 	                       more than P points, completing included (0: none)
-	--policy-min-bake D    every plan step but a final 100% bakes at least D
+	--policy-min-bake D    every plan step but a final 100% bakes at least D,
+	                       and an operator's rise comes D after the last
 	                       (30m, 2h, 1d; 0: none)
-	--policy-two-person    leaving a canary early, completing a draft and
-	                       resuming after an automatic halt wait for a
-	                       second operator (another credential) asking for
-	                       the same change within an hour
+	--policy-two-person    leaving or replanning a canary early, serving
+	                       every node without a canary, resuming a halted
+	                       release and widening a serving release's scope
+	                       wait for a second operator (another credential)
+	                       asking for the same change within an hour
 
 Attestation (see internal/imds/attest):
 

@@ -424,6 +424,7 @@ func (r Release) Advance(now time.Time) (Release, error) {
 			return r, err
 		}
 		out.Rollout.Plan = &next
+		out.Rollout.RaisedAt = now
 		return out, nil
 	}
 	next.StepSince = now
@@ -432,5 +433,8 @@ func (r Release) Advance(now time.Time) (Release, error) {
 		return r, err
 	}
 	out.Rollout.Plan = &next
+	if out.Rollout.Percent > r.Rollout.Percent {
+		out.Rollout.RaisedAt = now
+	}
 	return out, nil
 }

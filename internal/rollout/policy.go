@@ -1,6 +1,9 @@
 package rollout
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -33,12 +36,12 @@ type Policy struct {
 	// plan step may raise a release's percentage by.
 	MaxStepPercent int
 	// MinBake, when positive, is the shortest bake a plan step may have
-	// (a final 100% step excepted: nothing follows it but complete).
+	// (a final 100% step excepted: nothing follows it but complete), and
+	// the least time between a rise of the percentage (Rollout.RaisedAt)
+	// and an operator's next.
 	MinBake time.Duration
-	// TwoPerson makes three changes wait for a second operator (Approval):
-	// leaving a canary before the autopilot advanced it (skip, complete,
-	// a percentage), completing a release no canary ran, and resuming a
-	// release the autopilot halted.
+	// TwoPerson makes changes wait for a second operator (Approval):
+	// NeedsApproval says which.
 	TwoPerson bool
 }
 
@@ -72,28 +75,31 @@ func (p Policy) String() string {
 	}
 	var parts []string
 	if p.MinCanaryNodes > 0 {
-		parts = append(parts, fmt.Sprintf("a canary of at least %d nodes first", p.MinCanaryNodes))
+		parts = append(parts, fmt.Sprintf("a canary of at least %d nodes heard from first", p.MinCanaryNodes))
 	}
 	if p.MaxStepPercent > 0 {
 		parts = append(parts, fmt.Sprintf("steps of at most %d points", p.MaxStepPercent))
 	}
 	if p.MinBake > 0 {
-		parts = append(parts, "bakes of at least "+duration.Format(p.MinBake))
+		parts = append(parts, "bakes of at least "+duration.Format(p.MinBake)+", between rises too")
 	}
 	if p.TwoPerson {
-		parts = append(parts, "a second operator to leave a canary early, complete an uncanaried release or resume after an automatic halt")
+		parts = append(parts, "a second operator to leave or replan a canary early, serve every node without a canary, resume a halted release or widen a serving release's scope")
 	}
 	return strings.Join(parts, "; ")
 }
 
-// Check returns nil if an operator's change of a release from cur to next
-// complies with p, or an error wrapping ErrPolicy naming the first rule it
-// breaks. approved says a second operator approved the change (Approval):
-// it lets a release leave its canary early under MinCanaryNodes, and
-// nothing else. It decides from the two records alone, so every path that
-// changes a rollout (a percentage, a plan, a skip, complete) is held to the
-// same rules.
-func (p Policy) Check(cur, next Release, approved bool) error {
+// Check returns nil if an operator's change at now of a release from cur
+// to next complies with p, or an error wrapping ErrPolicy naming the first
+// rule it breaks. approved says a second operator approved the change
+// (Approval): it lets a release leave its canary early or widen its scope
+// under MinCanaryNodes, and raise its percentage sooner than MinBake after
+// the last rise; it relaxes nothing else. It decides from the two records
+// alone, so every path that changes a rollout (a percentage, a scope, a
+// plan, a skip, complete) is held to the same rules. A scope that grows
+// while the release serves nodes serves new nodes at once: it counts as a
+// rise from 0 to the release's percentage.
+func (p Policy) Check(cur, next Release, approved bool, now time.Time) error {
 	refuse := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrPolicy, fmt.Sprintf(format, a...))
 	}
@@ -106,21 +112,67 @@ func (p Policy) Check(cur, next Release, approved bool) error {
 			return refuse("%s: %v", cur.Version, err)
 		}
 	}
+	widens := Widens(cur, next) && cur.serving()
+	if widens {
+		from = 0
+	}
 	if to <= from {
 		return nil
 	}
-	if p.MaxStepPercent > 0 && to-from > p.MaxStepPercent {
-		return refuse("%s would go from %d%% to %d%%, a step of %d points, and the largest allowed is %d; plan the rise in steps (lpsctl rollout plan %s --steps …)",
-			cur.Version, from, to, to-from, p.MaxStepPercent, cur.Version)
+	what := fmt.Sprintf("%s would go from %d%% to %d%%", cur.Version, from, to)
+	if widens {
+		what = fmt.Sprintf("%s would serve nodes outside the scope it was rolled out in, at %d%% at once", cur.Version, to)
 	}
-	if p.MinCanaryNodes > 0 && from == 0 && !(approved && cur.AtCanary()) {
-		if cur.AtCanary() {
+	if p.MaxStepPercent > 0 && to-from > p.MaxStepPercent {
+		return refuse("%s, a step of %d points, and the largest allowed is %d; plan the rise in steps (lpsctl rollout plan %s --steps …), or for a wider scope publish a new patch version and roll it out",
+			what, to-from, p.MaxStepPercent, cur.Version)
+	}
+	if last := cur.Rollout.RaisedAt; p.MinBake > 0 && !approved && !last.IsZero() && now.Sub(last) < p.MinBake {
+		return refuse("%s, and its percentage last rose at %s: the shortest bake allowed is %s, so the next rise is from %s (or, with lpsd --policy-two-person, approved by a second operator)",
+			what, last.UTC().Format(time.RFC3339), duration.Format(p.MinBake), last.Add(p.MinBake).UTC().Format(time.RFC3339))
+	}
+	if p.MinCanaryNodes > 0 && from == 0 && !(approved && (cur.AtCanary() || widens)) {
+		switch {
+		case cur.AtCanary():
 			return refuse("%s would leave its canary before the autopilot advanced it on its evidence; wait for the step, or (with lpsd --policy-two-person) have a second operator approve leaving it", cur.Version)
+		case widens:
+			return refuse("%s, which no canary covered; publish a new patch version for the wider scope and start it with a canary, or (with lpsd --policy-two-person) have a second operator approve", what)
 		}
-		return refuse("%s serves no percentage yet, and a release starts with a canary of at least %d nodes: lpsctl rollout plan %s --steps %dn:BAKE,…",
-			cur.Version, p.MinCanaryNodes, cur.Version, p.MinCanaryNodes)
+		return refuse("%s serves no percentage yet, and a release starts with a canary of at least %d nodes: lpsctl rollout plan %s --steps %dn:BAKE:%d,…",
+			cur.Version, p.MinCanaryNodes, cur.Version, p.MinCanaryNodes, p.MinCanaryNodes)
 	}
 	return nil
+}
+
+// serving reports whether r serves nodes by its percentage: rolling or
+// paused above 0 %, or complete.
+func (r Release) serving() bool {
+	return r.Rollout.State == Complete || r.Rollout.Percent > 0 && (r.Rollout.State == Rolling || r.Rollout.State == Paused)
+}
+
+// Widens reports whether next's scope (subscriptions, regions, deploy
+// environments) reaches nodes cur's does not.
+func Widens(cur, next Release) bool {
+	return widens(cur.Rollout.Subscriptions, next.Rollout.Subscriptions) ||
+		widens(cur.Rollout.Regions, next.Rollout.Regions) ||
+		widens(cur.Rollout.DeployEnvs, next.Rollout.DeployEnvs)
+}
+
+// widens reports whether scope list b reaches what a does not, an empty
+// list being everything.
+func widens(a, b []string) bool {
+	if len(a) == 0 {
+		return false
+	}
+	if len(b) == 0 {
+		return true
+	}
+	for _, x := range b {
+		if !slices.ContainsFunc(a, func(y string) bool { return strings.EqualFold(x, y) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // planSet reports whether next carries a plan cur did not: new steps or
@@ -141,8 +193,10 @@ func planSet(cur, next Release) bool {
 func (p Policy) checkPlan(pl Plan, percent int) error {
 	steps := pl.Steps[pl.Step:]
 	if p.MinCanaryNodes > 0 && percent == 0 {
-		if first := steps[0]; !first.Canary() || first.Nodes < p.MinCanaryNodes {
-			return fmt.Errorf("the plan starts with %s, and a release starts with a canary of at least %d nodes (a first step of %dn:BAKE)", first, p.MinCanaryNodes, p.MinCanaryNodes)
+		// Seats alone are not evidence: the canary must hear from as many
+		// nodes before it may end.
+		if first := steps[0]; !first.Canary() || first.Nodes < p.MinCanaryNodes || first.MinReports < p.MinCanaryNodes {
+			return fmt.Errorf("the plan starts with %s needing %d reports, and a release starts with a canary of at least %d nodes heard from (a first step of %dn:BAKE:%d)", first, first.MinReports, p.MinCanaryNodes, p.MinCanaryNodes, p.MinCanaryNodes)
 		}
 	}
 	prev := percent
@@ -184,6 +238,11 @@ type Approval struct {
 	Actor  string    `json:"actor"`
 	Reason string    `json:"reason,omitempty"`
 	Time   time.Time `json:"time"`
+	// Change says what was asked, for people (DescribeChange); Want is
+	// ChangeDigest of the release it would leave: only the same change
+	// approves it.
+	Change string `json:"change,omitempty"`
+	Want   string `json:"want"`
 	// What the release was when it was asked for.
 	State   State  `json:"state"`
 	Percent int    `json:"percent"`
@@ -194,11 +253,44 @@ type Approval struct {
 // Expires returns when a stands no longer.
 func (a Approval) Expires() time.Time { return a.Time.Add(ApprovalTTL) }
 
-// NewApproval returns actor's request, at now, for action on r.
-func NewApproval(r Release, action, actor, reason string, now time.Time) Approval {
-	a := Approval{Action: action, Actor: actor, Reason: reason, Time: now}
+// NewApproval returns actor's request, at now, for action moving r to
+// next.
+func NewApproval(r, next Release, action, actor, reason string, now time.Time) Approval {
+	a := Approval{Action: action, Actor: actor, Reason: reason, Time: now, Want: ChangeDigest(next), Change: describeRelease(r, next)}
 	a.State, a.Percent, a.Step, a.Halt = r.Rollout.State, r.Rollout.Percent, planStep(r), r.Rollout.Reason
 	return a
+}
+
+// ChangeDigest identifies the rollout r is left with by a change, whenever
+// it is asked for: its times (a step's start, the evidence window, the
+// last rise) and any request on it are left out.
+func ChangeDigest(r Release) string {
+	ro := r.Rollout
+	ro.Approval, ro.EvidenceSince, ro.RaisedAt, ro.Reason = nil, time.Time{}, time.Time{}, ""
+	if ro.Plan != nil {
+		p := *ro.Plan
+		p.StepSince = time.Time{}
+		ro.Plan = &p
+	}
+	b, err := json.Marshal(struct {
+		Rollout Rollout `json:"rollout"`
+		Revoked bool    `json:"revoked"`
+	}{ro, r.Revoked})
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// describeRelease is DescribeChange of r to next.
+func describeRelease(r, next Release) string {
+	a, aerr := json.Marshal(r)
+	b, berr := json.Marshal(next)
+	if aerr != nil || berr != nil {
+		return "?"
+	}
+	return DescribeChange(string(a), string(b))
 }
 
 // Stands reports whether a still applies to r at now: asked for r as it
@@ -216,7 +308,11 @@ func planStep(r Release) int {
 }
 
 // NeedsApproval says whether, under p, an operator's change of a release
-// from cur to next waits for a second operator, and why in words.
+// from cur to next waits for a second operator, and why in words: leaving
+// or replanning a canary the autopilot has not advanced, serving every
+// node in scope without a canary having run, resuming a halted release
+// (which opens a fresh evidence window, so the reports before it stop
+// counting), and widening the scope of a release that serves nodes.
 func (p Policy) NeedsApproval(cur, next Release) (string, bool) {
 	if !p.TwoPerson {
 		return "", false
@@ -226,13 +322,20 @@ func (p Policy) NeedsApproval(cur, next Release) (string, bool) {
 	// canary included: the smaller one's evidence is what it gives up).
 	leaves := next.Rollout.Percent > cur.Rollout.Percent || next.Rollout.State == Complete && cur.Rollout.State != Complete ||
 		cur.AtCanary() && (next.Rollout.Plan == nil || next.Rollout.Plan.Current() != cur.Rollout.Plan.Current())
+	all := next.Rollout.State == Complete && cur.Rollout.State != Complete || next.Rollout.Percent == 100 && cur.Rollout.Percent < 100
 	switch {
 	case cur.AtCanary() && cur.Rollout.State != Halted && leaves:
 		return fmt.Sprintf("%s would leave its canary (%s) before the autopilot advanced it on its evidence", cur.Version, cur.Rollout.Plan.Current()), true
-	case cur.Rollout.Percent == 0 && next.Rollout.State == Complete:
-		return fmt.Sprintf("%s would complete, serving every node in scope, without a canary having run", cur.Version), true
-	case cur.Rollout.State == Halted && cur.Rollout.Reason != "" && next.Rollout.State != Halted && !next.Revoked:
-		return fmt.Sprintf("%s was halted by the autopilot (%s) and would serve nodes again", cur.Version, cur.Rollout.Reason), true
+	case cur.AtCanary() && cur.Rollout.State != Halted && planSet(cur, next):
+		return fmt.Sprintf("%s would change the plan (its steps or the ceilings it is judged by) of its running canary", cur.Version), true
+	case !cur.Rollout.Canary && all:
+		return fmt.Sprintf("%s would serve every node in scope without a canary having run", cur.Version), true
+	case cur.Rollout.State == Halted && next.Rollout.State != Halted && !next.Revoked && cur.Rollout.Reason != "":
+		return fmt.Sprintf("%s was halted by the autopilot (%s) and would serve nodes again, on a fresh evidence window", cur.Version, cur.Rollout.Reason), true
+	case cur.Rollout.State == Halted && next.Rollout.State != Halted && !next.Revoked:
+		return fmt.Sprintf("%s would serve nodes again after its halt, on a fresh evidence window: the reports before it would stop counting", cur.Version), true
+	case Widens(cur, next) && cur.serving():
+		return fmt.Sprintf("%s would serve nodes outside the scope it was rolled out in", cur.Version), true
 	}
 	return "", false
 }

@@ -33,7 +33,7 @@ func TestPolicyCheck(t *testing.T) {
 		p.Steps = steps
 		return p
 	}
-	canary := plan(PlanStep{Nodes: 10, Bake: time.Hour, MinReports: 5}, PlanStep{Percent: 50, Bake: time.Hour, MinReports: 10}, PlanStep{Percent: 100, MinReports: 10})
+	canary := plan(PlanStep{Nodes: 10, Bake: time.Hour, MinReports: 10}, PlanStep{Percent: 50, Bake: time.Hour, MinReports: 10}, PlanStep{Percent: 100, MinReports: 10})
 	atCanary, err := draft.SetPlan(canary, now)
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func TestPolicyCheck(t *testing.T) {
 		{"halt", at20, func() Release { r, _ := at20.Transition(Halted); return r }(), false, ""},
 	}
 	for _, c := range cases {
-		err := pol.Check(c.cur, c.next, c.approved)
+		err := pol.Check(c.cur, c.next, c.approved, now)
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", c.name, err)
@@ -104,7 +104,7 @@ func TestPolicyCheck(t *testing.T) {
 		case c.want != "" && !strings.Contains(err.Error(), c.want):
 			t.Errorf("%s: %v, want it to say %q", c.name, err, c.want)
 		}
-		if err := (Policy{}).Check(c.cur, c.next, false); err != nil {
+		if err := (Policy{}).Check(c.cur, c.next, false, now); err != nil {
 			t.Errorf("%s: the zero policy refused: %v", c.name, err)
 		}
 	}
@@ -147,7 +147,7 @@ func TestPolicyNeedsApproval(t *testing.T) {
 		{"complete from the canary", atCanary, completed, true},
 		{"complete a draft", draft, draftCompleted, true},
 		{"resume after an automatic halt", autoHalted, resumed, true},
-		{"resume after an operator's halt", opHalted, opResumed, false},
+		{"resume after an operator's halt (a fresh evidence window)", opHalted, opResumed, true},
 		{"a percentage past the canary", at20, at30, false},
 		{"revoke after an automatic halt", autoHalted, revoked, false},
 		{"pause at the canary", atCanary, pausedCanary, false},
@@ -169,7 +169,7 @@ func TestApprovalStands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := NewApproval(atCanary, "skip", "token:alice", "canary looks fine", now)
+	a := NewApproval(atCanary, atCanary, "skip", "token:alice", "canary looks fine", now)
 	if !a.Stands(atCanary, now.Add(time.Minute)) {
 		t.Fatal("a fresh request does not stand")
 	}

@@ -142,6 +142,11 @@ type Rollout struct {
 	// Approval is a change waiting for a second operator (Policy's
 	// TwoPerson rule); nil when none. Any operator's change clears it.
 	Approval *Approval `json:"approval,omitempty"`
+	// RaisedAt is when the percentage last rose (an operator's change, a
+	// plan step the autopilot advanced to), so that Policy's MinBake
+	// holds between rises; zero before the first, and for records written
+	// before it was kept.
+	RaisedAt time.Time `json:"raised_at,omitzero"`
 }
 
 // Counts reports whether evidence from t counts for the release: a report

@@ -50,7 +50,7 @@ func (s *Server) SetFreeze(ctx context.Context, req *adminv1.SetFreezeRequest) (
 	if err != nil && !unreadable {
 		return nil, s.storeError("read the freeze", err)
 	}
-	if want := req.GetIfRevision(); want != 0 && want != rev {
+	if want := req.GetIfRevision(); (want != 0 || req.GetCheckRevision()) && want != rev {
 		return nil, freezeConflict(want)
 	}
 	if cur.Frozen == req.GetFrozen() && !unreadable {
@@ -70,7 +70,7 @@ func (s *Server) SetFreeze(ctx context.Context, req *adminv1.SetFreezeRequest) (
 		return nil, s.internal("encode the freeze", err)
 	}
 	newRev, err := fz.PutFreeze(ctx, next, rev, e)
-	if errors.Is(err, store.ErrConflict) && req.GetIfRevision() == 0 {
+	if errors.Is(err, store.ErrConflict) && req.GetIfRevision() == 0 && !req.GetCheckRevision() {
 		// Another operator froze (or thawed) at once: done, if it is
 		// what this one asked for.
 		if now, nowRev, rerr := fz.Freeze(ctx); rerr == nil && now.Frozen == next.Frozen {

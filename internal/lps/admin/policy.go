@@ -34,7 +34,10 @@ const (
 // requestEvidence is the Evidence of a request-approval audit entry.
 type requestEvidence struct {
 	Action string `json:"action"`
+	Change string `json:"change"`
 	Why    string `json:"why"`
+	// Replaced names another operator's request this one replaced.
+	Replaced string `json:"replaced,omitempty"`
 }
 
 // approvedEvidence is the Evidence of a change a second operator
@@ -43,14 +46,17 @@ type approvedEvidence struct {
 	Approval rollout.Approval `json:"approved_request"`
 }
 
-// approve applies the two-person rule to actor's change of a release from
-// cur (at revision rev) to next, audit action action. It returns the
-// standing request of another operator that the change approves, nil when
-// the change needs no approval, or an error: the policy refuses the change
-// even approved, or it waits for a second operator. A change that waits is
-// recorded as a request (audit request-approval, on the release record)
-// and refused with ReasonApprovalRequired; the same change asked for by
-// another actor while the request stands approves it.
+// approve applies the two-person rule to actor's change at now of a
+// release from cur (at revision rev) to next, audit action action. It
+// returns the standing request of another operator that the change
+// approves, nil when the change needs no approval, or an error: the policy
+// refuses the change even approved, or it waits for a second operator. A
+// change that waits is recorded as a request (audit request-approval, on
+// the release record) and refused with ReasonApprovalRequired; the same
+// change (the same action leaving the release the same:
+// rollout.ChangeDigest) asked for by another actor while the request
+// stands approves it. Another change replaces the request, and says whose
+// it replaced.
 func (s *Server) approve(ctx context.Context, actor, action, reason string, cur, next rollout.Release, rev int64, now time.Time) (*rollout.Approval, error) {
 	why, needs := s.policy.NeedsApproval(cur, next)
 	if !needs {
@@ -58,22 +64,28 @@ func (s *Server) approve(ctx context.Context, actor, action, reason string, cur,
 	}
 	// A change the policy refuses even approved is refused now, rather
 	// than asked of a second operator who could not approve it.
-	if err := s.policy.Check(cur, next, true); err != nil {
+	if err := s.policy.Check(cur, next, true, now); err != nil {
 		return nil, policyError(err)
 	}
-	if p := cur.Rollout.Approval; p != nil && p.Action == action && p.Stands(cur, now) {
-		if p.Actor != actor {
+	want := rollout.ChangeDigest(next)
+	replaced := ""
+	if p := cur.Rollout.Approval; p != nil && p.Stands(cur, now) {
+		switch {
+		case p.Action == action && p.Want == want && p.Actor != actor:
 			return p, nil
+		case p.Action == action && p.Want == want:
+			return nil, approvalRequired(cur.Version, why, *p, "", true)
+		case p.Actor != actor:
+			replaced = fmt.Sprintf("%s's request (%s: %s)", p.Actor, p.Action, p.Change)
 		}
-		return nil, approvalRequired(cur.Version, why, *p, true)
 	}
-	req := rollout.NewApproval(cur, action, actor, reason, now)
+	req := rollout.NewApproval(cur, next, action, actor, reason, now)
 	upd := cur
 	upd.Rollout.Approval = &req
 	upd.UpdatedAt = now
 	e := store.AuditEntry{Time: now, Actor: actor, Action: ActionRequestApproval, Target: cur.Version, Reason: reason}
 	var err error
-	if e.Evidence, err = json.Marshal(requestEvidence{Action: action, Why: why}); err != nil {
+	if e.Evidence, err = json.Marshal(requestEvidence{Action: action, Change: req.Change, Why: why, Replaced: replaced}); err != nil {
 		return nil, s.internal("encode the request", err)
 	}
 	if _, err := s.write(ctx, "release", cur, upd, rev, e, func(ctx context.Context, e store.AuditEntry) (int64, error) {
@@ -81,23 +93,27 @@ func (s *Server) approve(ctx context.Context, actor, action, reason string, cur,
 	}); err != nil {
 		return nil, err
 	}
-	s.log.Info("change waits for a second operator", "action", action, "version", cur.Version, "actor", actor, "why", why)
-	return nil, approvalRequired(cur.Version, why, req, false)
+	s.log.Info("change waits for a second operator", "action", action, "version", cur.Version, "actor", actor, "change", req.Change, "why", why, "replaced", replaced)
+	return nil, approvalRequired(cur.Version, why, req, replaced, false)
 }
 
 // approvalRequired is the refusal of a change that waits for a second
-// operator: req is the standing request, again says the asker had asked
-// already.
-func approvalRequired(version, why string, req rollout.Approval, again bool) error {
+// operator: req is the standing request; replaced names the other
+// operator's request it replaced ("": none); again says its asker asked
+// for it again, which writes nothing.
+func approvalRequired(version, why string, req rollout.Approval, replaced string, again bool) error {
 	asked := fmt.Sprintf("recorded as a request by %s (audit %s)", req.Actor, ActionRequestApproval)
-	if again {
-		asked = fmt.Sprintf("you asked for it at %s already", req.Time.UTC().Format(time.RFC3339))
+	switch {
+	case again:
+		asked = "you asked for it already: another operator must approve it"
+	case replaced != "":
+		asked += ", replacing " + replaced
 	}
 	expires := req.Expires().UTC().Format(time.RFC3339)
 	return withInfo(status.Newf(codes.FailedPrecondition,
-		"%s %s waits for a second operator (lpsd --policy-two-person): %s; %s. Another operator approves it by asking for the same change (the same lpsctl command, or the dashboard's) before %s",
-		req.Action, version, why, asked, expires),
-		ReasonApprovalRequired, map[string]string{"action": req.Action, "requested_by": req.Actor, "expires": expires})
+		"%s %s (%s) waits for a second operator (lpsd --policy-two-person): %s; %s, at %s. Another operator approves it by asking for the same change (the same lpsctl command, or the dashboard's) before %s",
+		req.Action, version, req.Change, why, asked, req.Time.UTC().Format(time.RFC3339), expires),
+		ReasonApprovalRequired, map[string]string{"action": req.Action, "requested_by": req.Actor, "expires": expires, "change": req.Change})
 }
 
 // policyError is err (wrapping rollout.ErrPolicy) as the RPC's refusal.
@@ -112,18 +128,20 @@ func policyProto(p rollout.Policy) *adminv1.Policy {
 		TwoPerson:      p.TwoPerson,
 		Summary:        p.String(),
 	}
-	out.MinBakeSeconds = int64(p.MinBake / time.Second)
+	// Rounded up: a sub-second bake must not read as none.
+	out.MinBakeSeconds = int64((p.MinBake + time.Second - 1) / time.Second)
 	return out
 }
 
 // approvalProto is r's request for a second operator, if one stands at
 // now.
-func approvalProto(r rollout.Release, now time.Time) *adminv1.Approval {
+func (s *Server) approvalProto(r rollout.Release, now time.Time) *adminv1.Approval {
 	a := r.Rollout.Approval
-	if a == nil || !a.Stands(r, now) {
-		return nil
+	if a == nil || !s.policy.TwoPerson || !a.Stands(r, now) {
+		return nil // a replica without the rule approves nothing
 	}
 	return &adminv1.Approval{
+		Change:      a.Change,
 		Action:      a.Action,
 		RequestedBy: a.Actor,
 		Reason:      a.Reason,

@@ -434,14 +434,15 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		if err != nil {
 			return nil, domainError(err)
 		}
-		if err := s.policy.Check(cur, next, false); err != nil {
+		if err := s.policy.Check(cur, next, false, s.now()); err != nil {
 			return nil, policyError(err)
 		}
 		pv, err := s.preview(ctx, next)
 		if err != nil {
 			return nil, err
 		}
-		return &adminv1.SetPlanResponse{Release: toProto(next, rev), DryRun: true, Preview: pv}, nil
+		why, _ := s.policy.NeedsApproval(cur, next)
+		return &adminv1.SetPlanResponse{Release: toProto(next, rev), DryRun: true, Preview: pv, NeedsApproval: why}, nil
 	}
 	var planned rollout.Release
 	r, _, err := s.change(ctx, actor, ActionPlan, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
@@ -825,11 +826,14 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 	if err != nil {
 		return nil, false, err
 	}
-	if err := s.policy.Check(cur, next, approval != nil); err != nil {
+	if err := s.policy.Check(cur, next, approval != nil, now); err != nil {
 		return nil, false, policyError(err)
 	}
 	next.UpdatedAt = now
 	next.Rollout.Approval = nil
+	if next.Rollout.Percent > cur.Rollout.Percent || next.Rollout.State == rollout.Complete && cur.Rollout.State != rollout.Complete {
+		next.Rollout.RaisedAt = now
+	}
 	var rec []byte
 	if next.Revoked && !cur.Revoked {
 		// A revocation is on the log too: whoever monitors it sees it,
@@ -951,7 +955,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 			return nil, s.storeError("read release "+listed.Version, err)
 		}
 		p := toProto(r, rev)
-		p.Rollout.Approval = approvalProto(r, now)
+		p.Rollout.Approval = s.approvalProto(r, now)
 		resp.Releases = append(resp.Releases, p)
 		read = append(read, r)
 	}

@@ -152,6 +152,11 @@ func (d *Dashboard) stale(ctx context.Context, w http.ResponseWriter, r *http.Re
 	default:
 		what = fmt.Sprintf("%s (revision %d→%d); it is now %s", describeChange(was, domainRelease(now)), rev, now.GetRevision(), stateText(now))
 	}
+	if a := now.GetRollout().GetApproval(); a != nil {
+		// A request for a second operator is a write of its own: say so,
+		// rather than "its record changed".
+		what += fmt.Sprintf("; %s asked for %s (%s), which waits for a second operator: submitting the same change approves it", a.GetRequestedBy(), a.GetAction(), a.GetChange())
+	}
 	d.cfg.Log.Info("dashboard action refused: stale page", "actor", se.Actor, "action", action, "version", version, "revision", rev)
 	d.renderRelease(w, r, se, http.StatusConflict, version, "",
 		"changed since you loaded this page: "+what+". Nothing was done ("+action+" not applied): this page now shows the release as it is; check it, then submit again if you still mean it.")
@@ -172,7 +177,7 @@ func describeChange(was, now rollout.Release) string {
 	if d := rollout.DescribeChange(string(b), string(a)); d != "no rollout change" {
 		return d
 	}
-	return "its record changed (not its rollout: the autopilot's reason, say)"
+	return "its record changed, not its rollout"
 }
 
 // stateText is r's rollout in a few words: "halted at 10%, plan step 2/3".
@@ -461,7 +466,7 @@ func (d *Dashboard) setFreeze(w http.ResponseWriter, r *http.Request, se *sessio
 	}
 	ctx, cancel := context.WithTimeout(admin.WithActor(r.Context(), se.Actor), actionTimeout)
 	defer cancel()
-	_, err = d.cfg.Admin.SetFreeze(ctx, &adminv1.SetFreezeRequest{Frozen: frozen, Reason: reason, IfRevision: rev})
+	_, err = d.cfg.Admin.SetFreeze(ctx, &adminv1.SetFreezeRequest{Frozen: frozen, Reason: reason, IfRevision: rev, CheckRevision: true})
 	refreshCtx := context.WithoutCancel(r.Context())
 	if err != nil {
 		st := status.Convert(err)

@@ -1166,7 +1166,7 @@ func TestApprovalShown(t *testing.T) {
 	f := newFixturePolicy(t, 50*time.Millisecond, rollout.Policy{MinCanaryNodes: 3, TwoPerson: true})
 	f.publishDraft(t, version)
 	ctx := opsCtx(t)
-	plan := &adminv1.Plan{Steps: []*adminv1.PlanStep{{Nodes: 3, BakeSeconds: 3600, MinReports: 2}, {Percent: 100, MinReports: 2}}, Margin: 0.05, MaxFailureRate: 0.2}
+	plan := &adminv1.Plan{Steps: []*adminv1.PlanStep{{Nodes: 3, BakeSeconds: 3600, MinReports: 3}, {Percent: 100, MinReports: 3}}, Margin: 0.05, MaxFailureRate: 0.2}
 	if _, err := f.api.SetPlan(ctx, &adminv1.SetPlanRequest{Version: version, Plan: plan, Reason: "canary"}); err != nil {
 		t.Fatal(err)
 	}
@@ -1174,7 +1174,7 @@ func TestApprovalShown(t *testing.T) {
 		t.Fatalf("skip by one operator = %v, want it to wait for a second", err)
 	}
 	body := waitFor(t, f.signIn(t, opsToken), f.srv.URL+"/releases/"+version, "Waiting for a second operator")
-	for _, want := range []string{"skip of " + version, "token:test", "INC 9: looks fine", "a canary of at least 3 nodes first"} {
+	for _, want := range []string{"skip of " + version, "token:test", "INC 9: looks fine", "a canary of at least 3 nodes heard from first"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("release page lacks %q", want)
 		}

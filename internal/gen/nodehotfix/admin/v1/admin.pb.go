@@ -175,8 +175,12 @@ type SetFreezeRequest struct {
 	Frozen bool                   `protobuf:"varint,1,opt,name=frozen,proto3" json:"frozen,omitempty"`
 	// Why, for the audit log; required.
 	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	// Expected freeze revision; 0 means the current one.
-	IfRevision    int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	// Expected freeze revision; 0 means the current one, unless
+	// check_revision is set.
+	IfRevision int64 `protobuf:"varint,3,opt,name=if_revision,json=ifRevision,proto3" json:"if_revision,omitempty"`
+	// Compare if_revision even when it is 0 (no freeze was ever written):
+	// a form rendered before any freeze is refused once one is.
+	CheckRevision bool `protobuf:"varint,4,opt,name=check_revision,json=checkRevision,proto3" json:"check_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -230,6 +234,13 @@ func (x *SetFreezeRequest) GetIfRevision() int64 {
 		return x.IfRevision
 	}
 	return 0
+}
+
+func (x *SetFreezeRequest) GetCheckRevision() bool {
+	if x != nil {
+		return x.CheckRevision
+	}
+	return false
 }
 
 // SetFreezeResponse returns the freeze as stored.
@@ -1478,7 +1489,9 @@ type Approval struct {
 	// When it was asked for.
 	RequestedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=requested_at,json=requestedAt,proto3" json:"requested_at,omitempty"`
 	// When it stops standing.
-	Expires       *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires,proto3" json:"expires,omitempty"`
+	Expires *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=expires,proto3" json:"expires,omitempty"`
+	// What was asked, for people ("percent 0→5").
+	Change        string `protobuf:"bytes,6,opt,name=change,proto3" json:"change,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1546,6 +1559,13 @@ func (x *Approval) GetExpires() *timestamppb.Timestamp {
 		return x.Expires
 	}
 	return nil
+}
+
+func (x *Approval) GetChange() string {
+	if x != nil {
+		return x.Change
+	}
+	return ""
 }
 
 // Policy is what lpsd enforces on every operator's change to a release's
@@ -2411,8 +2431,11 @@ type SetPlanResponse struct {
 	// The updated component configuration, when version named one (and
 	// release unset).
 	ComponentConfig *ComponentConfig `protobuf:"bytes,4,opt,name=component_config,json=componentConfig,proto3" json:"component_config,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// With dry_run, why the plan would wait for a second operator (lpsd
+	// --policy-two-person); empty when it would not.
+	NeedsApproval string `protobuf:"bytes,5,opt,name=needs_approval,json=needsApproval,proto3" json:"needs_approval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPlanResponse) Reset() {
@@ -2471,6 +2494,13 @@ func (x *SetPlanResponse) GetComponentConfig() *ComponentConfig {
 		return x.ComponentConfig
 	}
 	return nil
+}
+
+func (x *SetPlanResponse) GetNeedsApproval() string {
+	if x != nil {
+		return x.NeedsApproval
+	}
+	return ""
 }
 
 // PlanPreview is what a plan will do, from its start.
@@ -5103,12 +5133,13 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05actor\x18\x03 \x01(\tR\x05actor\x120\n" +
 	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1a\n" +
-	"\brevision\x18\x05 \x01(\x03R\brevision\"c\n" +
+	"\brevision\x18\x05 \x01(\x03R\brevision\"\x8a\x01\n" +
 	"\x10SetFreezeRequest\x12\x16\n" +
 	"\x06frozen\x18\x01 \x01(\bR\x06frozen\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1f\n" +
 	"\vif_revision\x18\x03 \x01(\x03R\n" +
-	"ifRevision\"f\n" +
+	"ifRevision\x12%\n" +
+	"\x0echeck_revision\x18\x04 \x01(\bR\rcheckRevision\"f\n" +
 	"\x11SetFreezeResponse\x123\n" +
 	"\x06freeze\x18\x01 \x01(\v2\x1b.nodehotfix.admin.v1.FreezeR\x06freeze\x12\x1c\n" +
 	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\x0f\n" +
@@ -5204,13 +5235,14 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vdeploy_envs\x18\n" +
 	" \x03(\tR\n" +
 	"deployEnvs\x129\n" +
-	"\bapproval\x18\x15 \x01(\v2\x1d.nodehotfix.admin.v1.ApprovalR\bapproval\"\xd2\x01\n" +
+	"\bapproval\x18\x15 \x01(\v2\x1d.nodehotfix.admin.v1.ApprovalR\bapproval\"\xea\x01\n" +
 	"\bApproval\x12\x16\n" +
 	"\x06action\x18\x01 \x01(\tR\x06action\x12!\n" +
 	"\frequested_by\x18\x02 \x01(\tR\vrequestedBy\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x124\n" +
-	"\aexpires\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\"\xbf\x01\n" +
+	"\aexpires\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12\x16\n" +
+	"\x06change\x18\x06 \x01(\tR\x06change\"\xbf\x01\n" +
 	"\x06Policy\x12(\n" +
 	"\x10min_canary_nodes\x18\x01 \x01(\x05R\x0eminCanaryNodes\x12(\n" +
 	"\x10max_step_percent\x18\x02 \x01(\x05R\x0emaxStepPercent\x12(\n" +
@@ -5280,12 +5312,13 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"ifRevision\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1b\n" +
 	"\tfrom_step\x18\x05 \x01(\x05R\bfromStep\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRunJ\x04\b\a\x10\bR\fallow_unseen\"\xef\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRunJ\x04\b\a\x10\bR\fallow_unseen\"\x96\x02\n" +
 	"\x0fSetPlanResponse\x126\n" +
 	"\arelease\x18\x01 \x01(\v2\x1c.nodehotfix.admin.v1.ReleaseR\arelease\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12:\n" +
 	"\apreview\x18\x03 \x01(\v2 .nodehotfix.admin.v1.PlanPreviewR\apreview\x12O\n" +
-	"\x10component_config\x18\x04 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\"\xc8\x01\n" +
+	"\x10component_config\x18\x04 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\x12%\n" +
+	"\x0eneeds_approval\x18\x05 \x01(\tR\rneedsApproval\"\xc8\x01\n" +
 	"\vPlanPreview\x125\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1f.nodehotfix.admin.v1.StepWindowR\x05steps\x12G\n" +
 	"\x11earliest_complete\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10earliestComplete\x129\n" +
