@@ -163,7 +163,8 @@ notApplicable, pending; --outcome refused is both refusals, and several
 outcomes may be joined by commas: --outcome failed,fellBack,refusedIntegrity
 is every VM a bad release reached), what it ran, its exit code, why (the
 fallback reason, a refusal's decision and download outcome), its boot and
-when, worst first; 100 a page, and a full page says on stderr how to get
+when, and the lpsd replica that served it (host name and pid; "-" when
+only its report says it had the release), worst first; 100 a page, and a full page says on stderr how to get
 the next (--page). Above the nodes it sums up the commonest outcomes and
 reasons worse than ok over every matching node (top_reasons in JSON:
 outcome, reason, nodes). An unknown --outcome is a usage error (exit 2);

@@ -35,6 +35,8 @@ type nodeJSON struct {
 	Boot           string     `json:"boot"`
 	Time           *time.Time `json:"time"`
 	ServedAt       *time.Time `json:"served_at"`
+	// Replica is the lpsd replica that served it.
+	Replica string `json:"replica"`
 }
 
 // reasonJSON is how many of the matching nodes share an outcome and a
@@ -96,7 +98,7 @@ both refusals. A full page says on stderr how to get the next.`,
 					out.Nodes = append(out.Nodes, nodeJSON{
 						VMID: n.GetVmId(), SubscriptionID: n.GetSubscriptionId(), Base: n.GetBase(), Release: n.GetRelease(), Outcome: n.GetOutcome(),
 						Reason: n.GetReason(), Ran: n.GetRan(), ExitCode: n.GetExitCode(), Boot: n.GetBoot(),
-						Time: timeOrNil(n.GetTime()), ServedAt: timeOrNil(n.GetServedAt()),
+						Time: timeOrNil(n.GetTime()), ServedAt: timeOrNil(n.GetServedAt()), Replica: n.GetReplica(),
 					})
 				}
 				return c.out.write(e.stdout, out)
@@ -119,7 +121,7 @@ both refusals. A full page says on stderr how to get the next.`,
 				}
 				fmt.Fprintln(e.stdout)
 			}
-			fmt.Fprintln(tw, "VM\tSUBSCRIPTION\tRELEASE\tOUTCOME\tRAN\tEXIT\tREASON\tBOOT\tTIME")
+			fmt.Fprintln(tw, "VM\tSUBSCRIPTION\tRELEASE\tOUTCOME\tRAN\tEXIT\tREASON\tBOOT\tTIME\tREPLICA")
 			for _, n := range resp.GetNodes() {
 				exit, at := "-", "-"
 				if n.GetRan() != "" {
@@ -128,8 +130,8 @@ both refusals. A full page says on stderr how to get the next.`,
 				if t := n.GetTime(); t != nil {
 					at = formatTime(t.AsTime())
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", quote.Text(n.GetVmId()), dash(quote.Text(n.GetSubscriptionId())), quote.Text(n.GetRelease()),
-					quote.Text(n.GetOutcome()), dash(quote.Text(n.GetRan())), exit, dash(quote.Text(n.GetReason())), dash(quote.Text(n.GetBoot())), at)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", quote.Text(n.GetVmId()), dash(quote.Text(n.GetSubscriptionId())), quote.Text(n.GetRelease()),
+					quote.Text(n.GetOutcome()), dash(quote.Text(n.GetRan())), exit, dash(quote.Text(n.GetReason())), dash(quote.Text(n.GetBoot())), at, dash(quote.Text(n.GetReplica())))
 			}
 			return tw.Flush()
 		},

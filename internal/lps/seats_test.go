@@ -547,7 +547,7 @@ func TestSnapshotServesAnUnreadableReleaseAsRevoked(t *testing.T) {
 
 // TestServedRecordsBoundedPerVM: a VM inventing boot IDs gets at most
 // maxBootsPerVM served records on a replica; the rest are served but not
-// recorded, and counted.
+// recorded, and counted. Each record names the replica that served it.
 func TestServedRecordsBoundedPerVM(t *testing.T) {
 	t.Parallel()
 	st := memstore.New()
@@ -555,6 +555,7 @@ func TestServedRecordsBoundedPerVM(t *testing.T) {
 	m := NewMetrics(nil)
 	svc := NewService(snapshotOf(relServed), nil, m, "", testLog(t))
 	svc.served = newServedBatcher(st)
+	svc.replica = "lpsd-a-42"
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { svc.served.Run(ctx); close(done) }()
@@ -573,6 +574,11 @@ func TestServedRecordsBoundedPerVM(t *testing.T) {
 	}
 	if len(served) != maxBootsPerVM {
 		t.Errorf("%d served records for one vmId, want %d", len(served), maxBootsPerVM)
+	}
+	for _, s := range served {
+		if s.Replica != "lpsd-a-42" {
+			t.Errorf("served record %+v does not name its replica", s)
+		}
 	}
 	if got := counterValue(t, m.servedRecs.WithLabelValues(servedTooManyBoots)); got != 4 {
 		t.Errorf("too-many-boots counted %v, want 4", got)

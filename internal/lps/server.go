@@ -98,6 +98,9 @@ type ServerConfig struct {
 	// DeployEnv is this instance's deploy-environment label, matched
 	// against rollout deploy environments as Region is against regions.
 	DeployEnv string
+	// ReplicaID names this instance among the replicas of a shared store,
+	// in the served records it writes. "": none.
+	ReplicaID string
 	// MaxConnections caps open connections, handshaking ones included;
 	// further connections wait in the listen backlog.
 	// 0: DefaultMaxConnections.
@@ -249,6 +252,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 		svc.served = served
 	}
 	svc.SetDeployEnv(cfg.DeployEnv)
+	svc.replica = cfg.ReplicaID
 	lpsv1.RegisterLivePatchingServiceServer(gs, svc)
 	var batch *batcher[store.Report]
 	if cfg.Reports != nil {

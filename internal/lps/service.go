@@ -90,6 +90,8 @@ type Service struct {
 	// the store without end.
 	served *batcher[store.Served]
 	boots  *bootLimit
+	// replica is this instance's ID in the served records it writes.
+	replica string
 	// deployEnv is this instance's deploy-environment label (SetDeployEnv).
 	deployEnv string
 }
@@ -220,7 +222,7 @@ func (s *Service) record(ctx context.Context, id attest.Identity, c caller, sel 
 	ctx, cancel := context.WithTimeout(ctx, servedWait)
 	defer cancel()
 	if _, err := s.served.put(ctx, store.Served{
-		Version: v, VMID: id.VMID, Boot: c.boot, Base: c.base, SubscriptionID: id.SubscriptionID, Time: now,
+		Version: v, VMID: id.VMID, Boot: c.boot, Base: c.base, SubscriptionID: id.SubscriptionID, Time: now, Replica: s.replica,
 	}); err != nil {
 		s.m.servedRecs.WithLabelValues(servedUnrecorded).Inc()
 		s.log.Warn("served record not stored; the node counts only if it reports", "vm_id", id.VMID, "version", v, "err", err)

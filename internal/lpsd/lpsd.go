@@ -368,8 +368,9 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	reloads := newReloadMetrics(metrics.Register)
 	retainMetrics := newRetentionMetrics(metrics.Register)
 	snaps := lps.NewSnapshotter(st, log, metrics.StoreError)
+	id := replicaID()
 	nodeCfg := lps.ServerConfig{
-		Certificate: cert, ServerName: o.serverName, Region: o.region, DeployEnv: o.deployEnv, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
+		Certificate: cert, ServerName: o.serverName, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, MaxConnections: o.maxConns, MaxHandshakes: o.maxHandshakes,
 		MaxHandshakesPerPeer: o.maxHandshakesPerPeer, MaxConnectionsPerPeer: o.maxConnsPerPeer, Log: log,
 		Reports: st, Seats: st, Served: st,
 	}
@@ -394,7 +395,6 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 			adminMetrics.UnaryServerInterceptor(), auth.Unary),
 		grpc.ChainStreamInterceptor(adminMetrics.StreamServerInterceptor(), auth.Stream),
 	)
-	id := replicaID()
 	cp, err := o.logf.checkpointer(st, log, metrics.Register)
 	if err != nil {
 		return nil, err

@@ -272,6 +272,10 @@ type Served struct {
 	Base           string    `json:"base"`
 	SubscriptionID string    `json:"subscription_id"`
 	Time           time.Time `json:"time"` // when lpsd served it
+	// Replica is the ID of the lpsd replica that served it (its host
+	// name and pid, as it joins the others); empty for records written
+	// before it was kept.
+	Replica string `json:"replica,omitempty"`
 }
 
 // ValidateKey returns an error wrapping ErrInvalidServed unless s's

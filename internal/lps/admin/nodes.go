@@ -210,7 +210,7 @@ func topReasons(all []counted) []*adminv1.ReasonCount {
 func nodeProto(r rollout.Release, n tally.Node) *adminv1.NodeOutcome {
 	out := &adminv1.NodeOutcome{VmId: n.VMID, Base: r.Base, Release: r.Version, Outcome: n.Outcome.String()}
 	if sv := n.Served; sv != nil {
-		out.SubscriptionId, out.Boot, out.Time, out.ServedAt = sv.SubscriptionID, sv.Boot, timestamppb.New(sv.Time), timestamppb.New(sv.Time)
+		out.SubscriptionId, out.Boot, out.Time, out.ServedAt, out.Replica = sv.SubscriptionID, sv.Boot, timestamppb.New(sv.Time), timestamppb.New(sv.Time), sv.Replica
 	}
 	if rp := n.Report; rp != nil && rp.Started() {
 		// It said it was about to run the release, and nothing since.

@@ -1783,7 +1783,7 @@ func TestListNodes(t *testing.T) {
 	if _, err := h.store.PutReports(ctx, reports); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.store.PutServed(ctx, []store.Served{{Version: v, VMID: "vm-hung", Boot: "b", Base: "202604.01", SubscriptionID: "sub-b", Time: at}}); err != nil {
+	if err := h.store.PutServed(ctx, []store.Served{{Version: v, VMID: "vm-hung", Boot: "b", Base: "202604.01", SubscriptionID: "sub-b", Time: at, Replica: "lpsd-b-7"}}); err != nil {
 		t.Fatal(err)
 	}
 	list := func(c adminv1.AdminServiceClient, req *adminv1.ListNodesRequest) *adminv1.ListNodesResponse {
@@ -1814,7 +1814,7 @@ func TestListNodes(t *testing.T) {
 	if r := list(ops, &adminv1.ListNodesRequest{Outcome: "refused"}); len(r.GetNodes()) != 1 || r.GetNodes()[0].GetVmId() != "vm-1" {
 		t.Errorf("--outcome refused = %v", r.GetNodes())
 	}
-	if r := list(ops, &adminv1.ListNodesRequest{SubscriptionId: "SUB-B"}); len(r.GetNodes()) != 1 || r.GetNodes()[0].GetVmId() != "vm-hung" {
+	if r := list(ops, &adminv1.ListNodesRequest{SubscriptionId: "SUB-B"}); len(r.GetNodes()) != 1 || r.GetNodes()[0].GetVmId() != "vm-hung" || r.GetNodes()[0].GetReplica() != "lpsd-b-7" {
 		t.Errorf("--subscription sub-b = %v", r.GetNodes())
 	}
 	if r := list(ops, &adminv1.ListNodesRequest{Since: timestamppb.New(testNow)}); len(r.GetNodes()) != 0 {

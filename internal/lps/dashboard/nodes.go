@@ -177,7 +177,7 @@ func (d *Dashboard) allNodes(ctx context.Context, req *adminv1.ListNodesRequest)
 }
 
 // csvHeader names the download's columns: lpsctl nodes -o json's fields.
-var csvHeader = []string{"vm_id", "subscription_id", "base", "release", "outcome", "reason", "ran", "exit_code", "boot", "time", "served_at"}
+var csvHeader = []string{"vm_id", "subscription_id", "base", "release", "outcome", "reason", "ran", "exit_code", "boot", "time", "served_at", "replica"}
 
 // nodesCSV sends every node counted for a release (the incident list: each
 // VM it reached, with what happened), filtered by outcome, as CSV.
@@ -211,7 +211,7 @@ func (d *Dashboard) nodesCSV(w http.ResponseWriter, r *http.Request, se *session
 			exit = strconv.Itoa(int(n.GetExitCode()))
 		}
 		cw.Write([]string{cell(n.GetVmId()), cell(n.GetSubscriptionId()), cell(n.GetBase()), cell(n.GetRelease()), n.GetOutcome(), cell(n.GetReason()), cell(n.GetRan()), //nolint:errcheck // Flush reports it
-			exit, cell(n.GetBoot()), csvTime(n.GetTime()), csvTime(n.GetServedAt())})
+			exit, cell(n.GetBoot()), csvTime(n.GetTime()), csvTime(n.GetServedAt()), cell(n.GetReplica())})
 	}
 	cw.Flush()
 	if err := cw.Error(); err != nil {

@@ -1143,7 +1143,7 @@ func testSeatsNotReleases(t *testing.T, s store.Store) {
 func Served(version, vmID, boot string) store.Served {
 	return store.Served{
 		Version: version, VMID: vmID, Boot: boot, Base: "202604.01", SubscriptionID: "sub-1",
-		Time: time.Date(2026, 4, 2, 10, 0, 0, 0, time.UTC),
+		Time: time.Date(2026, 4, 2, 10, 0, 0, 0, time.UTC), Replica: "lpsd-1",
 	}
 }
 

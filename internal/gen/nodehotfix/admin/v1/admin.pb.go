@@ -5011,7 +5011,10 @@ type NodeOutcome struct {
 	// When lpsd accepted its report, or else when it served it.
 	Time *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=time,proto3" json:"time,omitempty"`
 	// When lpsd served it the release; unset when only its report says so.
-	ServedAt      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=served_at,json=servedAt,proto3" json:"served_at,omitempty"`
+	ServedAt *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=served_at,json=servedAt,proto3" json:"served_at,omitempty"`
+	// The lpsd replica that served it (host name and pid); empty when only
+	// its report says so, or the record predates it.
+	Replica       string `protobuf:"bytes,12,opt,name=replica,proto3" json:"replica,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5121,6 +5124,13 @@ func (x *NodeOutcome) GetServedAt() *timestamppb.Timestamp {
 		return x.ServedAt
 	}
 	return nil
+}
+
+func (x *NodeOutcome) GetReplica() string {
+	if x != nil {
+		return x.Replica
+	}
+	return ""
 }
 
 var File_nodehotfix_admin_v1_admin_proto protoreflect.FileDescriptor
@@ -5512,7 +5522,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\vReasonCount\x12\x18\n" +
 	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x14\n" +
-	"\x05nodes\x18\x03 \x01(\x03R\x05nodes\"\xd7\x02\n" +
+	"\x05nodes\x18\x03 \x01(\x03R\x05nodes\"\xf1\x02\n" +
 	"\vNodeOutcome\x12\x13\n" +
 	"\x05vm_id\x18\x01 \x01(\tR\x04vmId\x12'\n" +
 	"\x0fsubscription_id\x18\x02 \x01(\tR\x0esubscriptionId\x12\x12\n" +
@@ -5525,7 +5535,8 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x04boot\x18\t \x01(\tR\x04boot\x12.\n" +
 	"\x04time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x127\n" +
-	"\tserved_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bservedAt*k\n" +
+	"\tserved_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bservedAt\x12\x18\n" +
+	"\areplica\x18\f \x01(\tR\areplica*k\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
