@@ -69,20 +69,12 @@ func (d *Dashboard) act(w http.ResponseWriter, r *http.Request, se *session) {
 		return
 	}
 	refuse := func(msg string) { d.renderRelease(w, r, se, http.StatusBadRequest, version, "", msg) }
-	rev, err := strconv.ParseInt(r.PostFormValue("revision"), 10, 64)
-	if err != nil || rev <= 0 {
-		refuse("this form does not say which revision of " + version + " it was filled in on: reload the page and try again")
+	rev, reason, problem := changeForm(r, action, version, 1, action != "preview-plan")
+	if problem != "" {
+		refuse(problem)
 		return
 	}
-	if action != "preview-plan" && r.PostFormValue("confirm") != "yes" {
-		refuse("tick the confirmation to " + action + " " + version)
-		return
-	}
-	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if reason == "" {
-		refuse("say why: the reason goes to the audit log")
-		return
-	}
+	var err error
 	ctx, cancel := context.WithTimeout(admin.WithActor(r.Context(), se.Actor), actionTimeout)
 	defer cancel()
 	switch action {
@@ -450,23 +442,15 @@ func (d *Dashboard) setFreeze(w http.ResponseWriter, r *http.Request, se *sessio
 	if frozen {
 		action = admin.ActionFreeze
 	}
-	rev, err := strconv.ParseInt(r.PostFormValue("revision"), 10, 64)
-	if err != nil || rev < 0 {
-		refuse("this form does not say which revision of the freeze it was filled in on: reload the page and try again")
-		return
-	}
-	if r.PostFormValue("confirm") != "yes" {
-		refuse("tick the confirmation to " + action + " every rollout")
-		return
-	}
-	reason := strings.TrimSpace(r.PostFormValue("reason"))
-	if reason == "" {
-		refuse("say why: the reason goes to the audit log")
+	// A freeze never written is at revision 0.
+	rev, reason, problem := changeForm(r, action, "every rollout", 0, true)
+	if problem != "" {
+		refuse(problem)
 		return
 	}
 	ctx, cancel := context.WithTimeout(admin.WithActor(r.Context(), se.Actor), actionTimeout)
 	defer cancel()
-	_, err = d.cfg.Admin.SetFreeze(ctx, &adminv1.SetFreezeRequest{Frozen: frozen, Reason: reason, IfRevision: rev, CheckRevision: true})
+	_, err := d.cfg.Admin.SetFreeze(ctx, &adminv1.SetFreezeRequest{Frozen: frozen, Reason: reason, IfRevision: rev, CheckRevision: true})
 	refreshCtx := context.WithoutCancel(r.Context())
 	if err != nil {
 		st := status.Convert(err)
@@ -493,4 +477,22 @@ func freezeText(v *view) string {
 		return "not frozen (last changed by " + f.GetActor() + ")"
 	}
 	return fmt.Sprintf("frozen since %s by %s: %q", f.GetSince().AsTime().UTC().Format(time.RFC3339), f.GetActor(), f.GetReason())
+}
+
+// changeForm reads what every change form carries: the revision of what it
+// changes (subject: a version, "every rollout") it was rendered at, at
+// least minRev; the ticked confirmation, when confirm; and a reason.
+// problem says, for the operator, what is missing ("" when nothing is).
+func changeForm(r *http.Request, action, subject string, minRev int64, confirm bool) (rev int64, reason, problem string) {
+	rev, err := strconv.ParseInt(r.PostFormValue("revision"), 10, 64)
+	switch {
+	case err != nil || rev < minRev:
+		return 0, "", "this form does not say which revision of " + subject + " it was filled in on: reload the page and try again"
+	case confirm && r.PostFormValue("confirm") != "yes":
+		return 0, "", "tick the confirmation to " + action + " " + subject
+	}
+	if reason = strings.TrimSpace(r.PostFormValue("reason")); reason == "" {
+		return 0, "", "say why: the reason goes to the audit log"
+	}
+	return rev, reason, ""
 }
