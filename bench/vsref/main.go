@@ -7,7 +7,7 @@
 // the tool re-runs itself in new network and mount namespaces (root only)
 // where those names are the rig's. See bench/README.md.
 //
-//	go run ./bench/vsref -ref /tmp/ref/aks-node-controller-ref [-n 25] [-baseline AGENT]
+//	go run ./bench/vsref -ref /tmp/ref/aks-node-controller-ref [-n 25] [-baseline AGENT]...
 package main
 
 import (

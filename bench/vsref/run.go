@@ -40,9 +40,10 @@ const buildHelp = `vsref: -ref is required: the path of the reference check-hotf
 `
 
 type options struct {
-	ref, baseline string
-	n, warmup     int
-	keep          bool
+	ref       string
+	baselines []string
+	n, warmup int
+	keep      bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -50,7 +51,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("vsref", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.ref, "ref", "", "path of the reference aks-node-controller binary (required; see -h)")
-	fs.StringVar(&o.baseline, "baseline", "", "optional: another build of our agent (e.g. from main) run in every pair too, to measure a change in the same run")
+	fs.Func("baseline", "optional, repeatable: another build of our agent (e.g. from main) run in every round too, to measure a change in the same run", func(s string) error {
+		o.baselines = append(o.baselines, s)
+		return nil
+	})
 	fs.IntVar(&o.n, "n", 25, "measured interleaved rounds")
 	fs.IntVar(&o.warmup, "warmup", 3, "unmeasured rounds first")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
@@ -62,10 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, buildHelp)
 		return 2
 	}
-	for _, p := range []*string{&o.ref, &o.baseline} {
-		if *p == "" {
-			continue
-		}
+	for _, p := range append([]*string{&o.ref}, ptrs(o.baselines)...) {
 		abs, err := filepath.Abs(*p)
 		if err == nil {
 			_, err = os.Stat(abs)
@@ -190,11 +191,16 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 		{name: "reference", argv: []string{o.ref, "check-hotfix"}},
 		{name: "floor", argv: []string{floor, "-imds-url", "http://169.254.169.254", "-lps-addr", lps, "-ca", r.TLS.CAFile}},
 	}
-	if o.baseline != "" {
-		clients = append(clients, &client{name: "baseline", argv: []string{o.baseline, "check-hotfix", "--root", node.Root}})
+	for i, b := range o.baselines {
+		clients = append(clients, &client{name: baselineName(i), argv: []string{b, "check-hotfix", "--root", node.Root}})
 	}
 	pointer := "/opt/azure/containers/aks-node-controller-hotfix.json"
-	fmt.Fprintf(out, "check-hotfix vs the reference client, same lpsd (%s), same node files; %d rounds after %d warm-up, order rotating\n\n", lps, o.n, o.warmup)
+	fmt.Fprintf(out, "check-hotfix vs the reference client, same lpsd (%s), same node files; %d rounds after %d warm-up, order rotating\n", lps, o.n, o.warmup)
+	fmt.Fprintf(out, "  reference: %s\n", o.ref)
+	for i, b := range o.baselines {
+		fmt.Fprintf(out, "  %s: %s\n", baselineName(i), b)
+	}
+	fmt.Fprintln(out)
 	for i := -o.warmup; i < o.n; i++ {
 		k := len(clients)
 		for j := range k {
@@ -217,13 +223,15 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 		by[c.name] = c
 		fmt.Fprintf(out, "  %-26s %s\n", c.name, stats.Of(c.times).String("ms"))
 	}
-	for _, q := range []struct{ num, den, target string }{
+	quotients := []struct{ num, den, target string }{
 		{"reference", "ours", ">= 1.2x (issue 25)"},
 		{"ours", "floor", "<= 1.15x (issue 25)"},
 		{"reference", "floor", ""},
-		{"baseline", "ours", "> 1: the change helped"},
-		{"baseline", "floor", ""},
-	} {
+	}
+	for i := range o.baselines {
+		quotients = append(quotients, struct{ num, den, target string }{baselineName(i), "ours", "> 1: ours is faster"}, struct{ num, den, target string }{baselineName(i), "floor", ""})
+	}
+	for _, q := range quotients {
 		a, b := by[q.num], by[q.den]
 		if a == nil || b == nil {
 			continue
@@ -240,6 +248,22 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	return nil
+}
+
+// baselineName names the i-th -baseline (counted from 0) in the output.
+func baselineName(i int) string {
+	if i == 0 {
+		return "baseline"
+	}
+	return fmt.Sprintf("baseline%d", i+1)
+}
+
+func ptrs(ss []string) []*string {
+	ps := make([]*string, len(ss))
+	for i := range ss {
+		ps[i] = &ss[i]
+	}
+	return ps
 }
 
 // check makes sure a client did the work measured: exit 0 and, for the
