@@ -25,26 +25,7 @@ type Node struct {
 // service as the token. It returns the source the target came from, which
 // check-hotfix logs. Its errors are never *Error: nothing reached the
 // service, so a fail-open caller may fall back.
-//
-// The metadata request is sent first and the node's files are read while
-// it is answered (a GET with no side effect, abandoned if the files fail);
-// the errors are the same, in the same order, as doing one after the other.
 func (n Node) Resolve(ctx context.Context) (Target, string, nodeconfig.Source, error) {
-	url := n.IMDSURL
-	if url == "" {
-		url = imds.DefaultURL
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type attested struct {
-		token string
-		err   error
-	}
-	doc := make(chan attested, 1)
-	go func() {
-		token, err := imds.NewClient(url).AttestedSignature(ctx)
-		doc <- attested{token, err}
-	}()
 	nt, err := nodeconfig.ResolveTarget(n.Root.NodeConfig(), n.Root.NBCCmd())
 	if err != nil {
 		return Target{}, "", "", fmt.Errorf("resolve live-patching target: %w", err)
@@ -53,9 +34,13 @@ func (n Node) Resolve(ctx context.Context) (Target, string, nodeconfig.Source, e
 	if err != nil {
 		return Target{}, "", nt.Source, err
 	}
-	a := <-doc
-	if a.err != nil {
-		return Target{}, "", nt.Source, a.err
+	url := n.IMDSURL
+	if url == "" {
+		url = imds.DefaultURL
 	}
-	return Target{Host: nt.Host, Addr: n.LPSAddr, Roots: roots}, a.token, nt.Source, nil
+	token, err := imds.NewClient(url).AttestedSignature(ctx)
+	if err != nil {
+		return Target{}, "", nt.Source, err
+	}
+	return Target{Host: nt.Host, Addr: n.LPSAddr, Roots: roots}, token, nt.Source, nil
 }
