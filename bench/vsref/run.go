@@ -183,15 +183,28 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Every binary run is a fresh copy in the work directory, as the rig's
+	// builds are: byte-identical copies of one agent written at different
+	// times differed by up to 12 % in start-up time here.
+	ref, err := copyExec(o.ref, filepath.Join(dir, "reference-aks-node-controller"))
+	if err != nil {
+		return err
+	}
+	baselines := make([]string, len(o.baselines))
+	for i, b := range o.baselines {
+		if baselines[i], err = copyExec(b, filepath.Join(dir, baselineName(i)+"-aks-node-controller")); err != nil {
+			return err
+		}
+	}
 	// Both clients on their defaults: the metadata service at
 	// 169.254.169.254, the service at <api_server_name>:443, the node's
 	// files under /opt/azure (ours through --root, the same files).
 	clients := []*client{
 		{name: "ours", argv: []string{r.Agent, "check-hotfix", "--root", node.Root}},
-		{name: "reference", argv: []string{o.ref, "check-hotfix"}},
+		{name: "reference", argv: []string{ref, "check-hotfix"}},
 		{name: "floor", argv: []string{floor, "-imds-url", "http://169.254.169.254", "-lps-addr", lps, "-ca", r.TLS.CAFile}},
 	}
-	for i, b := range o.baselines {
+	for i, b := range baselines {
 		clients = append(clients, &client{name: baselineName(i), argv: []string{b, "check-hotfix", "--root", node.Root}})
 	}
 	pointer := "/opt/azure/containers/aks-node-controller-hotfix.json"
@@ -248,6 +261,15 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 		fmt.Fprintln(out)
 	}
 	return nil
+}
+
+// copyExec copies the executable at src to dst.
+func copyExec(src, dst string) (string, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return "", err
+	}
+	return dst, os.WriteFile(dst, data, 0o755)
 }
 
 // baselineName names the i-th -baseline (counted from 0) in the output.
