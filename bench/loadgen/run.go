@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"google.golang.org/grpc/codes"
 
 	"nodehotfix/bench/internal/mint"
 	"nodehotfix/bench/internal/procstat"
@@ -197,12 +200,26 @@ func (e *env) served(ctx context.Context, addr string) (string, error) {
 }
 
 func (e *env) startFloor(ctx context.Context, config string, extra ...string) (target, error) {
-	cfgFile, addrFile := filepath.Join(e.dir, "floor-config.json"), filepath.Join(e.dir, "floor.addr")
+	return e.startFloorNamed(ctx, "floor", config, extra...)
+}
+
+// startAttestingFloor starts the floor that verifies each call's attested
+// document as lpsd does (lpsfloor -imds-roots, lpsd's roots), so each call
+// needs a document of its own: it takes them from the pool in its own
+// order, independently of lpsd's.
+func (e *env) startAttestingFloor(ctx context.Context, config string) (target, error) {
+	t, err := e.startFloorNamed(ctx, "attesting-floor", config, "-imds-roots", e.rootsF)
+	t.name, t.toks = "attesting floor (grpc-go TLS, attest.Verify, constant)", &tokens{all: e.toks.all}
+	return t, err
+}
+
+func (e *env) startFloorNamed(ctx context.Context, name, config string, extra ...string) (target, error) {
+	cfgFile, addrFile := filepath.Join(e.dir, name+"-config.json"), filepath.Join(e.dir, name+".addr")
 	if err := os.WriteFile(cfgFile, []byte(config), 0o644); err != nil {
 		return target{}, err
 	}
 	argv := append([]string{e.floor, "-tls-cert", e.tls.CertFile, "-tls-key", e.tls.KeyFile, "-addr-file", addrFile, "-config-file", cfgFile}, extra...)
-	p, err := harness.Start("lpsfloor", filepath.Join(e.dir, "lpsfloor.log"), argv, nil)
+	p, err := harness.Start("lpsfloor", filepath.Join(e.dir, "lps"+name+".log"), argv, nil)
 	if err != nil {
 		return target{}, err
 	}
@@ -212,6 +229,19 @@ func (e *env) startFloor(ctx context.Context, config string, extra ...string) (t
 		return target{}, err
 	}
 	return target{name: "floor (bare grpc-go TLS, constant)", addr: addr, pid: p.Pid(), toks: &tokens{all: e.toks.all[:1], constant: true}}, nil
+}
+
+// refuses checks that the attesting floor at addr refuses a call whose
+// document is not one: it attests, rather than answering everyone.
+func refuses(ctx context.Context, addr string, roots *x509.CertPool) error {
+	ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
+	defer cancel()
+	_, err := lpsclient.Fetch(ctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: roots}, "bm90LWEtZG9jdW1lbnQ=")
+	var le *lpsclient.Error
+	if !errors.As(err, &le) || le.Code != codes.Unauthenticated {
+		return fmt.Errorf("attesting floor answered a call without a valid document: %v", err)
+	}
+	return nil
 }
 
 func throughput(ctx context.Context, o options, e *env) error {
@@ -227,11 +257,18 @@ func throughput(ctx context.Context, o options, e *env) error {
 	if err != nil {
 		return err
 	}
+	af, err := e.startAttestingFloor(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := refuses(ctx, af.addr, e.roots); err != nil {
+		return err
+	}
 	lpsd := target{name: "lpsd (attestation on)", addr: l.GRPCAddr, pid: l.Pid(), toks: e.toks}
-	fmt.Fprintf(e.out, "\nnew TLS connection + one GetComponentConfig per node (lpsclient.Fetch, %s deadline); closed loop %s per concurrency, open loop %s per rate; the two servers alternate phase by phase\n", nodeTimeout, o.dur, o.openDur)
-	fmt.Fprintf(e.out, "  floor: %s\n  lpsd:  %s\n\n", fl.name, lpsd.name)
-	targets := []target{fl, lpsd}
-	names := map[string]string{fl.name: "floor", lpsd.name: "lpsd"}
+	fmt.Fprintf(e.out, "\nnew TLS connection + one GetComponentConfig per node (lpsclient.Fetch, %s deadline); closed loop %s per concurrency, open loop %s per rate; the servers alternate phase by phase\n", nodeTimeout, o.dur, o.openDur)
+	fmt.Fprintf(e.out, "  floor: %s\n  afloor: %s\n  lpsd:  %s\n\n", fl.name, af.name, lpsd.name)
+	targets := []target{fl, af, lpsd}
+	names := map[string]string{fl.name: "floor", af.name: "afloor", lpsd.name: "lpsd"}
 	meter := procstat.NewMeter()
 	srv0 := map[string]time.Duration{}
 	for _, t := range targets {
@@ -246,7 +283,7 @@ func throughput(ctx context.Context, o options, e *env) error {
 		for _, t := range targets {
 			p := closedLoop(ctx, t, e.roots, c, o.dur)
 			lat := p.latencies()
-			fmt.Fprintf(e.out, "  %-5s closed conc %-4d %7.0f req/s  p50 %6.1fms p99 %6.1fms  failed %d %v  server CPU %4.0fus/req  client CPU %4.0fus/req\n",
+			fmt.Fprintf(e.out, "  %-6s closed conc %-4d %7.0f req/s  p50 %6.1fms p99 %6.1fms  failed %d %v  server CPU %4.0fus/req  client CPU %4.0fus/req\n",
 				names[t.name], c, p.rate(), lat.Median, lat.P99, p.failures(), p.failed, p.perReq(p.serverCPU), p.perReq(p.clientCPU))
 			if p.rate() > best[t.name] {
 				best[t.name], cpu[t.name] = p.rate(), p.perReq(p.serverCPU)
@@ -260,7 +297,7 @@ func throughput(ctx context.Context, o options, e *env) error {
 			rate := f * best[t.name]
 			p := openLoop(ctx, t, e.roots, rate, o.openDur)
 			lat := p.latencies()
-			fmt.Fprintf(e.out, "  %-5s open %3.0f%% = %5.0f/s  achieved %5.0f/s  p50 %6.1fms p99 %6.1fms  failed %d %v dropped %d  server CPU %4.0fus/req\n",
+			fmt.Fprintf(e.out, "  %-6s open %3.0f%% = %5.0f/s  achieved %5.0f/s  p50 %6.1fms p99 %6.1fms  failed %d %v dropped %d  server CPU %4.0fus/req\n",
 				names[t.name], 100*f, rate, float64(p.ok)/o.openDur.Seconds(), lat.Median, lat.P99, p.failures(), p.failed, p.dropped, p.perReq(p.serverCPU))
 		}
 	}
@@ -270,7 +307,7 @@ func throughput(ctx context.Context, o options, e *env) error {
 		s1, _ := procstat.CPU(t.pid)
 		servers += s1 - srv0[t.name]
 	}
-	fmt.Fprintf(e.out, "  %s; of it the two servers %.0f%%\n", load, 100*float64(servers)/float64(load.MachineCapacity))
+	fmt.Fprintf(e.out, "  %s; of it the servers %.0f%%\n", load, 100*float64(servers)/float64(load.MachineCapacity))
 	if mean, err := verifyMean(ctx, l.HTTPAddr); err == nil {
 		fmt.Fprintf(e.out, "\nlpsd's mean attestation verification (its /metrics, whole run): %s\n", mean.Round(time.Microsecond))
 	}
@@ -280,6 +317,8 @@ func throughput(ctx context.Context, o options, e *env) error {
 	perReq := func(n string) float64 { return float64(allCPU[n].Microseconds()) / float64(allOK[n]) }
 	fmt.Fprintf(e.out, "server CPU per request over all closed-loop phases: lpsd %.0fus, floor %.0fus: capacity ratio %.2f\n",
 		perReq(lpsd.name), perReq(fl.name), perReq(fl.name)/perReq(lpsd.name))
+	fmt.Fprintf(e.out, "attesting floor: max %.0f req/s (lpsd ratio %.2f); server CPU per request at max %.0fus: capacity ratio %.2f (target >= 0.9); over all closed-loop phases %.0fus: capacity ratio %.2f\n",
+		best[af.name], best[lpsd.name]/best[af.name], cpu[af.name], cpu[af.name]/cpu[lpsd.name], perReq(af.name), perReq(af.name)/perReq(lpsd.name))
 	if n := e.toks.wrapped.Load(); n > 0 {
 		fmt.Fprintf(e.out, "note: %d calls reused a document (pool of %d exhausted; reuse within attest MaxUses is still accepted)\n", n, len(e.toks.all))
 	}

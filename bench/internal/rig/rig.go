@@ -134,11 +134,17 @@ func LPSDFlags() []string {
 // through lpsctl and rolls it out to 100%, waits until lpsd serves them,
 // and returns its node-facing address. It stops with the rig's ctx.
 func (r *Rig) StartLPS(envelopes ...[]byte) (string, error) {
+	return r.StartLPSAt("", envelopes...)
+}
+
+// StartLPSAt is StartLPS with lpsd's node-facing listener on listen
+// ("host:port"; empty: a loopback port).
+func (r *Rig) StartLPSAt(listen string, envelopes ...[]byte) (string, error) {
 	dir, err := os.MkdirTemp(r.Dir, "lpsd-")
 	if err != nil {
 		return "", err
 	}
-	l, err := harness.StartLPSD(r.ctx, r.bins, dir, harness.LPSDOptions{Store: "mem:", IMDSRoots: r.roots, TLS: r.TLS, Extra: LPSDFlags()})
+	l, err := harness.StartLPSD(r.ctx, r.bins, dir, harness.LPSDOptions{Store: "mem:", IMDSRoots: r.roots, TLS: r.TLS, Listen: listen, Extra: LPSDFlags()})
 	if err != nil {
 		return "", err
 	}

@@ -3,6 +3,7 @@ package features
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // Reasons a key is reserved, one per kind of program it would steer.
@@ -26,77 +27,81 @@ const (
 // case-sensitive, as the environment is: the lower-case proxy names are
 // listed because curl, wget, Go and Python read them.
 
-// reservedNames maps each exactly-named reserved key to its reason.
-var reservedNames = byName(map[string][]string{
-	reasonAgent: {
-		"BIN_PATH", "HOTFIX_BIN", "HOTFIX_JSON", "CONFIG_PATH", "NBC_CMD_PATH", "FEATURES_PATH",
-		"EVENTS_DIR", "NODE_ROOT", "IMDS_URL", "LPS_ADDR", "HOSTNAME_WAIT_SECONDS",
-		"CHECK_HOTFIX_TIMEOUT_SECONDS", "DOWNLOAD_HOTFIX_TIMEOUT_SECONDS",
-		"HOTFIX_VERSION_TIMEOUT_SECONDS",
-		// The later reference launchers' and the hotfix flow helper's.
-		"HOTFIX_FLOW_SCRIPT", "LOGGER_TAG",
-	},
-	// Everything bash (or sh, for ENV) reads from its environment or sets
-	// itself, from the bash manual's "Shell Variables". FUNCNEST, CHILD_MAX,
-	// TMOUT and OPTIND change how a script runs; PS4 is expanded (and runs
-	// command substitutions) under set -x; COLUMNS and LINES change the
-	// output of tools scripts parse.
-	reasonShell: {
-		"PATH", "IFS", "ENV", "SHELLOPTS", "POSIXLY_CORRECT", "CDPATH", "GLOBIGNORE",
-		"EXECIGNORE", "GLOBSORT", "FUNCNEST", "CHILD_MAX", "TMOUT", "PS0", "PS1", "PS2", "PS3",
-		"PS4", "PROMPT_COMMAND", "PROMPT_DIRTRIM", "TIMEFORMAT", "INPUTRC", "HOSTFILE",
-		"IGNOREEOF", "HOME", "SHELL", "TMPDIR", "MAIL", "MAILCHECK", "MAILPATH", "FCEDIT",
-		"FIGNORE", "HOSTNAME", "HOSTTYPE", "MACHTYPE", "OSTYPE", "SHLVL", "PWD", "OLDPWD",
-		"OPTIND", "OPTARG", "OPTERR", "REPLY", "RANDOM", "SRANDOM", "SECONDS", "LINENO",
-		"EPOCHSECONDS", "EPOCHREALTIME", "UID", "EUID", "PPID", "GROUPS", "FUNCNAME",
-		"PIPESTATUS", "DIRSTACK", "COPROC", "MAPFILE", "COMPREPLY", "EMACS", "INSIDE_EMACS",
-		"COLUMNS", "LINES", "USER", "LOGNAME", "TERM", "TERMINFO", "TERMINFO_DIRS", "TERMCAP",
-		"auto_resume", "histchars",
-	},
-	reasonLocale: {"LANG", "LANGUAGE", "TZ"},
-	// glibc's list of variables it drops for setuid programs (unsecvars.h)
-	// outside the prefixes, plus two more it reads.
-	reasonLibc: {
-		"GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
-		"NIS_PATH", "NLSPATH", "RES_OPTIONS", "TZDIR", "LIBC_FATAL_STDERR_", "DATEMSK",
-	},
-	reasonGo: {
-		"GODEBUG", "GOGC", "GOMAXPROCS", "GOMEMLIMIT", "GOTRACEBACK", "GORACE", "GOFIPS140",
-		"GOCOVERDIR", "ZONEINFO",
-	},
-	reasonProxy: {
-		"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "FTP_PROXY", "SOCKS_PROXY",
-		"http_proxy", "https_proxy", "no_proxy", "all_proxy", "ftp_proxy", "socks_proxy",
-		"grpc_proxy", "no_grpc_proxy",
-	},
-	reasonTrust: {
-		"SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE", "REQUESTS_CA_BUNDLE",
-		"NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED", "NODE_USE_OPENSSL_CA",
-		"NODE_USE_SYSTEM_CA",
-	},
-	// Programs provisioning runs, or may: Node.js (no NODE_ prefix, which
-	// flags may well use), wget, gnupg (apt keys), apt and debconf, tar and
-	// the compressors it runs (TAR_OPTIONS can run commands), grep, the
-	// container runtime clients, kubectl, and temp-dir lookups (Python's
-	// tempfile reads TEMP and TMP).
-	reasonTool: {
-		"NODE_OPTIONS", "NODE_PATH", "NODE_ICU_DATA", "NODE_REDIRECT_WARNINGS",
-		"NODE_V8_COVERAGE", "NODE_PRESERVE_SYMLINKS", "NODE_COMPILE_CACHE", "NODE_DEBUG",
-		"NODE_DEBUG_NATIVE", "NODE_REPL_EXTERNAL_MODULE", "WGETRC", "SYSTEM_WGETRC",
-		"GNUPGHOME", "GPG_AGENT_INFO", "APT_CONFIG", "DEBIAN_FRONTEND", "DEBIAN_PRIORITY",
-		"TAR_OPTIONS", "GZIP", "XZ_OPT", "XZ_DEFAULTS", "GREP_OPTIONS", "CONTAINERD_ADDRESS",
-		"CONTAINERD_NAMESPACE", "CONTAINER_RUNTIME_ENDPOINT", "IMAGE_SERVICE_ENDPOINT",
-		"DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "KUBECONFIG",
-		"TEMP", "TMP",
-	},
-	// What systemd passes to services and sd_notify/sd_listen_fds read, and
-	// the bus addresses systemctl and busctl connect to.
-	reasonSystemd: {
-		"NOTIFY_SOCKET", "INVOCATION_ID", "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID",
-		"CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY", "STATE_DIRECTORY", "CACHE_DIRECTORY",
-		"LOGS_DIRECTORY", "CONFIGURATION_DIRECTORY", "DBUS_SYSTEM_BUS_ADDRESS",
-		"DBUS_SESSION_BUS_ADDRESS",
-	},
+// reservedNames maps each exactly-named reserved key to its reason. It is
+// built on first use: every agent command pays the package's init, and only
+// the paths that read the features file look keys up.
+var reservedNames = sync.OnceValue(func() map[string]string {
+	return byName(map[string][]string{
+		reasonAgent: {
+			"BIN_PATH", "HOTFIX_BIN", "HOTFIX_JSON", "CONFIG_PATH", "NBC_CMD_PATH", "FEATURES_PATH",
+			"EVENTS_DIR", "NODE_ROOT", "IMDS_URL", "LPS_ADDR", "HOSTNAME_WAIT_SECONDS",
+			"CHECK_HOTFIX_TIMEOUT_SECONDS", "DOWNLOAD_HOTFIX_TIMEOUT_SECONDS",
+			"HOTFIX_VERSION_TIMEOUT_SECONDS",
+			// The later reference launchers' and the hotfix flow helper's.
+			"HOTFIX_FLOW_SCRIPT", "LOGGER_TAG",
+		},
+		// Everything bash (or sh, for ENV) reads from its environment or sets
+		// itself, from the bash manual's "Shell Variables". FUNCNEST, CHILD_MAX,
+		// TMOUT and OPTIND change how a script runs; PS4 is expanded (and runs
+		// command substitutions) under set -x; COLUMNS and LINES change the
+		// output of tools scripts parse.
+		reasonShell: {
+			"PATH", "IFS", "ENV", "SHELLOPTS", "POSIXLY_CORRECT", "CDPATH", "GLOBIGNORE",
+			"EXECIGNORE", "GLOBSORT", "FUNCNEST", "CHILD_MAX", "TMOUT", "PS0", "PS1", "PS2", "PS3",
+			"PS4", "PROMPT_COMMAND", "PROMPT_DIRTRIM", "TIMEFORMAT", "INPUTRC", "HOSTFILE",
+			"IGNOREEOF", "HOME", "SHELL", "TMPDIR", "MAIL", "MAILCHECK", "MAILPATH", "FCEDIT",
+			"FIGNORE", "HOSTNAME", "HOSTTYPE", "MACHTYPE", "OSTYPE", "SHLVL", "PWD", "OLDPWD",
+			"OPTIND", "OPTARG", "OPTERR", "REPLY", "RANDOM", "SRANDOM", "SECONDS", "LINENO",
+			"EPOCHSECONDS", "EPOCHREALTIME", "UID", "EUID", "PPID", "GROUPS", "FUNCNAME",
+			"PIPESTATUS", "DIRSTACK", "COPROC", "MAPFILE", "COMPREPLY", "EMACS", "INSIDE_EMACS",
+			"COLUMNS", "LINES", "USER", "LOGNAME", "TERM", "TERMINFO", "TERMINFO_DIRS", "TERMCAP",
+			"auto_resume", "histchars",
+		},
+		reasonLocale: {"LANG", "LANGUAGE", "TZ"},
+		// glibc's list of variables it drops for setuid programs (unsecvars.h)
+		// outside the prefixes, plus two more it reads.
+		reasonLibc: {
+			"GCONV_PATH", "GETCONF_DIR", "GLIBC_TUNABLES", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
+			"NIS_PATH", "NLSPATH", "RES_OPTIONS", "TZDIR", "LIBC_FATAL_STDERR_", "DATEMSK",
+		},
+		reasonGo: {
+			"GODEBUG", "GOGC", "GOMAXPROCS", "GOMEMLIMIT", "GOTRACEBACK", "GORACE", "GOFIPS140",
+			"GOCOVERDIR", "ZONEINFO",
+		},
+		reasonProxy: {
+			"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "FTP_PROXY", "SOCKS_PROXY",
+			"http_proxy", "https_proxy", "no_proxy", "all_proxy", "ftp_proxy", "socks_proxy",
+			"grpc_proxy", "no_grpc_proxy",
+		},
+		reasonTrust: {
+			"SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE", "REQUESTS_CA_BUNDLE",
+			"NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED", "NODE_USE_OPENSSL_CA",
+			"NODE_USE_SYSTEM_CA",
+		},
+		// Programs provisioning runs, or may: Node.js (no NODE_ prefix, which
+		// flags may well use), wget, gnupg (apt keys), apt and debconf, tar and
+		// the compressors it runs (TAR_OPTIONS can run commands), grep, the
+		// container runtime clients, kubectl, and temp-dir lookups (Python's
+		// tempfile reads TEMP and TMP).
+		reasonTool: {
+			"NODE_OPTIONS", "NODE_PATH", "NODE_ICU_DATA", "NODE_REDIRECT_WARNINGS",
+			"NODE_V8_COVERAGE", "NODE_PRESERVE_SYMLINKS", "NODE_COMPILE_CACHE", "NODE_DEBUG",
+			"NODE_DEBUG_NATIVE", "NODE_REPL_EXTERNAL_MODULE", "WGETRC", "SYSTEM_WGETRC",
+			"GNUPGHOME", "GPG_AGENT_INFO", "APT_CONFIG", "DEBIAN_FRONTEND", "DEBIAN_PRIORITY",
+			"TAR_OPTIONS", "GZIP", "XZ_OPT", "XZ_DEFAULTS", "GREP_OPTIONS", "CONTAINERD_ADDRESS",
+			"CONTAINERD_NAMESPACE", "CONTAINER_RUNTIME_ENDPOINT", "IMAGE_SERVICE_ENDPOINT",
+			"DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "KUBECONFIG",
+			"TEMP", "TMP",
+		},
+		// What systemd passes to services and sd_notify/sd_listen_fds read, and
+		// the bus addresses systemctl and busctl connect to.
+		reasonSystemd: {
+			"NOTIFY_SOCKET", "INVOCATION_ID", "JOURNAL_STREAM", "WATCHDOG_USEC", "WATCHDOG_PID",
+			"CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY", "STATE_DIRECTORY", "CACHE_DIRECTORY",
+			"LOGS_DIRECTORY", "CONFIGURATION_DIRECTORY", "DBUS_SYSTEM_BUS_ADDRESS",
+			"DBUS_SESSION_BUS_ADDRESS",
+		},
+	})
 })
 
 // reservedPrefixes reserves every key starting with a prefix. A prefix is
@@ -156,7 +161,7 @@ var reservedPrefixes = []struct{ prefix, reason string }{
 // "shell variable" or "dynamic loader or libc variable". It is safe for
 // concurrent use.
 func Reserved(key string) (reason string, reserved bool) {
-	if r, ok := reservedNames[key]; ok {
+	if r, ok := reservedNames()[key]; ok {
 		return r, true
 	}
 	for _, p := range reservedPrefixes {

@@ -121,7 +121,7 @@ func TestReservedCoversLauncher(t *testing.T) {
 // no prefix already covers, and no prefix hides another.
 func TestReservedTables(t *testing.T) {
 	t.Parallel()
-	for name := range reservedNames {
+	for name := range reservedNames() {
 		if !ValidKey(name) {
 			t.Errorf("reserved name %q is not a valid key", name)
 		}

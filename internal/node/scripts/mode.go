@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -18,19 +19,26 @@ import (
 // 0644 is octal in YAML 1.1, so 420 too), a float is truncated to one, and
 // anything else is converted to text and parsed as octal the way Python's
 // int(text, 8) does. These patterns are the resolver's, so a payload means
-// here what it means to cloud-init.
+// here what it means to cloud-init. They compile on first use: every agent
+// command pays the package's init, and only the script paths match these.
 var (
-	yaml11Int   = regexp.MustCompile(`^[-+]?(?:0b[0-1_]+|0[0-7_]+|0|[1-9][0-9_]*|0x[0-9a-fA-F_]+)$`)
-	yaml11Sexa  = regexp.MustCompile(`^[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+$`)
-	yaml11Float = regexp.MustCompile(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
-	yaml11Bool  = regexp.MustCompile(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
-	yaml11Null  = regexp.MustCompile(`^(?:~|null|Null|NULL|)$`)
-	yaml11Time  = regexp.MustCompile(`^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)$`)
+	yaml11Int   = lazyRegexp(`^[-+]?(?:0b[0-1_]+|0[0-7_]+|0|[1-9][0-9_]*|0x[0-9a-fA-F_]+)$`)
+	yaml11Sexa  = lazyRegexp(`^[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+$`)
+	yaml11Float = lazyRegexp(`^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$`)
+	yaml11Bool  = lazyRegexp(`^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$`)
+	yaml11Null  = lazyRegexp(`^(?:~|null|Null|NULL|)$`)
+	yaml11Time  = lazyRegexp(`^(?:[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)$`)
 	// pythonOctal is what int(text, 8) accepts once it strips whitespace:
 	// a sign, an optional 0o prefix, and octal digits with single
 	// underscores between them.
-	pythonOctal = regexp.MustCompile(`^[-+]?(?:0[oO]_?)?[0-7](?:_?[0-7])*$`)
+	pythonOctal = lazyRegexp(`^[-+]?(?:0[oO]_?)?[0-7](?:_?[0-7])*$`)
 )
+
+// lazyRegexp returns a function that compiles expr on its first call and
+// returns the same *regexp.Regexp thereafter.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // yaml11Text reports whether PyYAML would load scalar n as text: quoted,
 // a block scalar, tagged !!str, or plain and none of YAML 1.1's other
@@ -43,8 +51,8 @@ func yaml11Text(n *yaml.Node) bool {
 	if n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0 {
 		return true
 	}
-	for _, re := range []*regexp.Regexp{yaml11Null, yaml11Bool, yaml11Int, yaml11Sexa, yaml11Float, yaml11Time} {
-		if re.MatchString(n.Value) {
+	for _, re := range []func() *regexp.Regexp{yaml11Null, yaml11Bool, yaml11Int, yaml11Sexa, yaml11Float, yaml11Time} {
+		if re().MatchString(n.Value) {
 			return false
 		}
 	}
@@ -74,7 +82,7 @@ func parsePermissions(n *yaml.Node) (fs.FileMode, error) {
 		case "!!null":
 			return 0, errNoPermissions
 		case "!!int":
-			if !yaml11Int.MatchString(v) {
+			if !yaml11Int().MatchString(v) {
 				return 0, fmt.Errorf("permissions !!int %s: not a YAML 1.1 integer", v)
 			}
 			return yaml11Integer(v)
@@ -87,15 +95,15 @@ func parsePermissions(n *yaml.Node) (fs.FileMode, error) {
 		return octalText(v)
 	}
 	switch {
-	case yaml11Null.MatchString(v):
+	case yaml11Null().MatchString(v):
 		return 0, errNoPermissions
-	case yaml11Bool.MatchString(v):
+	case yaml11Bool().MatchString(v):
 		return 0, fmt.Errorf("permissions %s: a boolean, not a mode", v)
-	case yaml11Int.MatchString(v):
+	case yaml11Int().MatchString(v):
 		return yaml11Integer(v)
-	case yaml11Sexa.MatchString(v):
+	case yaml11Sexa().MatchString(v):
 		return 0, fmt.Errorf("permissions %s: a base-60 number, not a mode", v)
-	case yaml11Float.MatchString(v):
+	case yaml11Float().MatchString(v):
 		return yaml11Truncated(v)
 	}
 	return octalText(v)
@@ -137,7 +145,7 @@ func yaml11IntText(v string) string {
 // permissions value that is not a number.
 func octalText(v string) (fs.FileMode, error) {
 	t := strings.TrimSpace(v)
-	if !pythonOctal.MatchString(t) {
+	if !pythonOctal().MatchString(t) {
 		return 0, fmt.Errorf("permissions %q: not an octal mode", v)
 	}
 	sign := int64(1)

@@ -138,7 +138,7 @@ func (e entry) decode(n *yaml.Node, o Options, budget int) (File, error) {
 		}
 		// cloud-init writes text or bytes; a number, a boolean or a date
 		// as content is an error there, not the digits written out.
-		if k == "content" && v.Kind == yaml.ScalarNode && v.Tag != "!!binary" && !yaml11Text(v) && !yaml11Null.MatchString(v.Value) {
+		if k == "content" && v.Kind == yaml.ScalarNode && v.Tag != "!!binary" && !yaml11Text(v) && !yaml11Null().MatchString(v.Value) {
 			return File{}, fmt.Errorf("content %q: YAML 1.1 reads it as a number, a boolean or a date, not text (quote it)", v.Value)
 		}
 	}
