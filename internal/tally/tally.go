@@ -312,6 +312,7 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 		t.Releases[rel.Version] = worst.counts()
 		t.cohort[rel.Version] = worst
 	}
+	t.served = served
 	for base, is := range t.byBase {
 		control := ballot{}
 		for _, i := range is {
@@ -320,10 +321,9 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 			}
 		}
 		if len(control) > 0 {
-			t.Control[base] = t.spread(control, base).counts()
+			t.Control[base] = t.baseline(control, base)
 		}
 	}
-	t.served = served
 	return t
 }
 
@@ -335,6 +335,33 @@ const (
 	MaxSubscriptionShare = 0.1
 )
 
+// baseline counts b, a baseline's ballot, as the stricter of it as it is
+// and of it spread (spread): the one with the lower failure rate, so a
+// release is compared with the healthier reading. Squatting VMs can make
+// a baseline look worse, which would let a regressing release through, in
+// two ways: many failing VMs of a few subscriptions (which the spread caps)
+// or a few failing VMs in many tiny subscriptions (which the spread would
+// amplify, and the raw ballot does not); to move both readings they need
+// many failing VMs in many subscriptions of their own. A baseline that
+// looks healthier than it is only makes halts likelier, the safe side.
+func (t Tally) baseline(b ballot, salt string) Counts {
+	raw := b.counts()
+	spread := t.spread(b, salt).counts()
+	if rate(spread) < rate(raw) {
+		return spread
+	}
+	return raw
+}
+
+// rate is c's failure rate; a cohort with nobody judged reads as 1, never
+// the stricter reading.
+func rate(c Counts) float64 {
+	if c.Judged() == 0 {
+		return 1
+	}
+	return float64(c.Failures()) / float64(c.Judged())
+}
+
 // spread returns b, a baseline's ballot, with no subscription holding more
 // than MaxSubscriptionShare of its votes when they come from at least
 // SpreadSubscriptions subscriptions, so that VMs one tenant attests cannot
@@ -344,7 +371,7 @@ const (
 // over-cap subscription's votes count is decided by a hash of the vmId
 // salted with salt, never by their outcomes, so the capped baseline is a
 // fair sample of each subscription. Fewer subscriptions: b as it is (a
-// small fleet, or a scope of a few).
+// small fleet, or a scope of a few). baseline uses it, never alone.
 //
 // A release's own cohort is not spread: a regression confined to one
 // subscription's nodes must still halt it, and its canary's seats are
@@ -353,8 +380,11 @@ func (t Tally) spread(b ballot, salt string) ballot {
 	bySub := map[string][]string{}
 	for vm, v := range b {
 		sub := ""
-		if v.report >= 0 {
+		switch {
+		case v.report >= 0:
 			sub = t.reports[v.report].SubscriptionID
+		case v.served >= 0:
+			sub = t.served[v.served].SubscriptionID
 		}
 		bySub[sub] = append(bySub[sub], vm)
 	}
@@ -537,7 +567,16 @@ func (t Tally) Baseline(rels []rollout.Release, rel rollout.Release, need uint64
 		return b
 	}
 	// The incumbent's own tally, which counted its silent nodes too.
-	b.Counts = t.Releases[b.Incumbent]
+	// The incumbent's own cohort, which counted its silent nodes too,
+	// outside rel's.
+	out := t.cohort[rel.Version]
+	mine := ballot{}
+	for vm, v := range t.cohort[b.Incumbent] {
+		if _, counted := out[vm]; !counted {
+			mine[vm] = v
+		}
+	}
+	b.Counts = t.baseline(mine, rel.Version)
 	return b
 }
 
@@ -562,7 +601,7 @@ func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) 
 			worst.cast(r.VMID, vote{o, i, -1})
 		}
 	}
-	return t.spread(worst, rel.Version).counts()
+	return t.baseline(worst, rel.Version)
 }
 
 // MaxStretch bounds how far lpsd's outages stretch a boot's silence: past
