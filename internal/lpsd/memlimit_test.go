@@ -61,8 +61,7 @@ func TestApplyMemoryLimit(t *testing.T) {
 	os.WriteFile(self, []byte("0::/\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "memory.max"), []byte("1000000000\n"), 0o644)
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	t.Setenv("GOMEMLIMIT", "")
-	os.Unsetenv("GOMEMLIMIT")
+	t.Setenv("GOMEMLIMIT", "") // empty: unset, as the runtime reads it
 	if got := applyMemoryLimit(cgroupFiles{self: self, root: dir}, log); got != 900000000 || debug.SetMemoryLimit(-1) != 900000000 {
 		t.Errorf("applyMemoryLimit = %d, runtime limit %d; want 900000000", got, debug.SetMemoryLimit(-1))
 	}

@@ -433,7 +433,7 @@ func (r Release) Advance(now time.Time) (Release, error) {
 		return r, err
 	}
 	out.Rollout.Plan = &next
-	if out.Rollout.Percent > r.Rollout.Percent {
+	if Rises(r, out) {
 		out.Rollout.RaisedAt = now
 	}
 	return out, nil

@@ -144,6 +144,15 @@ func (p Policy) Check(cur, next Release, approved bool, now time.Time) error {
 	return nil
 }
 
+// Rises reports whether a change of a release from cur to next serves it
+// to nodes it did not reach: a higher percentage, complete, or a wider
+// scope while it serves. Rollout.RaisedAt records when.
+func Rises(cur, next Release) bool {
+	return next.Rollout.Percent > cur.Rollout.Percent ||
+		next.Rollout.State == Complete && cur.Rollout.State != Complete ||
+		Widens(cur, next) && cur.serving()
+}
+
 // serving reports whether r serves nodes by its percentage: rolling or
 // paused above 0 %, or complete.
 func (r Release) serving() bool {
@@ -322,14 +331,13 @@ func (p Policy) NeedsApproval(cur, next Release) (string, bool) {
 	// canary included: the smaller one's evidence is what it gives up).
 	leaves := next.Rollout.Percent > cur.Rollout.Percent || next.Rollout.State == Complete && cur.Rollout.State != Complete ||
 		cur.AtCanary() && (next.Rollout.Plan == nil || next.Rollout.Plan.Current() != cur.Rollout.Plan.Current())
-	all := next.Rollout.State == Complete && cur.Rollout.State != Complete || next.Rollout.Percent == 100 && cur.Rollout.Percent < 100
 	switch {
 	case cur.AtCanary() && cur.Rollout.State != Halted && leaves:
 		return fmt.Sprintf("%s would leave its canary (%s) before the autopilot advanced it on its evidence", cur.Version, cur.Rollout.Plan.Current()), true
 	case cur.AtCanary() && cur.Rollout.State != Halted && planSet(cur, next):
 		return fmt.Sprintf("%s would change the plan (its steps or the ceilings it is judged by) of its running canary", cur.Version), true
-	case !cur.Rollout.Canary && all:
-		return fmt.Sprintf("%s would serve every node in scope without a canary having run", cur.Version), true
+	case !cur.Rollout.Canary && !next.Rollout.Canary && Rises(cur, next):
+		return fmt.Sprintf("%s would serve more nodes without a canary having run", cur.Version), true
 	case cur.Rollout.State == Halted && next.Rollout.State != Halted && !next.Revoked && cur.Rollout.Reason != "":
 		return fmt.Sprintf("%s was halted by the autopilot (%s) and would serve nodes again, on a fresh evidence window", cur.Version, cur.Rollout.Reason), true
 	case cur.Rollout.State == Halted && next.Rollout.State != Halted && !next.Revoked:

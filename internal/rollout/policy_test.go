@@ -134,7 +134,10 @@ func TestPolicyNeedsApproval(t *testing.T) {
 	opHalted, _ := rel("202611.01.1", Rolling, 20).Transition(Halted)
 	opResumed, _ := opHalted.Resume(now)
 	at20 := rel("202611.01.1", Rolling, 20)
+	at20.Rollout.Canary = true // past its canary
 	at30, _ := at20.SetScope(30, nil, nil)
+	uncanaried := rel("202611.01.1", Rolling, 20)
+	uncanaried30, _ := uncanaried.SetScope(30, nil, nil)
 	revoked := autoHalted
 	revoked.Revoked = true
 	pausedCanary, _ := atCanary.Transition(Paused)
@@ -149,6 +152,7 @@ func TestPolicyNeedsApproval(t *testing.T) {
 		{"resume after an automatic halt", autoHalted, resumed, true},
 		{"resume after an operator's halt (a fresh evidence window)", opHalted, opResumed, true},
 		{"a percentage past the canary", at20, at30, false},
+		{"a percentage of a release no canary ran", uncanaried, uncanaried30, true},
 		{"revoke after an automatic halt", autoHalted, revoked, false},
 		{"pause at the canary", atCanary, pausedCanary, false},
 	} {

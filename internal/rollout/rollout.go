@@ -319,7 +319,18 @@ func (r Release) SetScope(percent int, subscriptions, regions []string) (Release
 	if err := CheckScope(subscriptions, regions); err != nil {
 		return r, err
 	}
+	next := r
+	if subscriptions != nil {
+		next.Rollout.Subscriptions = normalizeIDs(subscriptions)
+	}
+	if regions != nil {
+		next.Rollout.Regions = normalizeIDs(regions)
+	}
 	switch {
+	case r.Rollout.State == Halted && Widens(r, next):
+		// What a resume serves must be what the rules judged: a scope
+		// widened while halted would come back at its percentage at once.
+		return r, fmt.Errorf("%w: %s is halted: its scope may narrow, not widen, until `lpsctl rollout resume %s`", ErrInvalidTransition, r.Version, r.Version)
 	case r.Rollout.State == Halted && percent != r.Rollout.Percent:
 		// A halted release serves nobody, so its scope may change (narrowed
 		// before a resume, say); growth waits for the resume.

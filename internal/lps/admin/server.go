@@ -434,14 +434,16 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		if err != nil {
 			return nil, domainError(err)
 		}
-		if err := s.policy.Check(cur, next, false, s.now()); err != nil {
+		// As the plan itself is judged (change, approve): a plan that
+		// waits for a second operator is checked as it would be approved.
+		why, needs := s.policy.NeedsApproval(cur, next)
+		if err := s.policy.Check(cur, next, needs, s.now()); err != nil {
 			return nil, policyError(err)
 		}
 		pv, err := s.preview(ctx, next)
 		if err != nil {
 			return nil, err
 		}
-		why, _ := s.policy.NeedsApproval(cur, next)
 		return &adminv1.SetPlanResponse{Release: toProto(next, rev), DryRun: true, Preview: pv, NeedsApproval: why}, nil
 	}
 	var planned rollout.Release
@@ -831,7 +833,7 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 	}
 	next.UpdatedAt = now
 	next.Rollout.Approval = nil
-	if next.Rollout.Percent > cur.Rollout.Percent || next.Rollout.State == rollout.Complete && cur.Rollout.State != rollout.Complete {
+	if rollout.Rises(cur, next) {
 		next.Rollout.RaisedAt = now
 	}
 	var rec []byte
