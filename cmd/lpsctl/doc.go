@@ -302,7 +302,7 @@ lpsd may enforce a rollout policy (lpsd --policy-*; status prints it
 under its header): a smallest canary, a largest step, a shortest bake.
 A change it refuses exits 3 (ErrorInfo reason POLICY) naming the rule and
 what would comply. Under its two-person rule, leaving or replanning a
-canary early, serving every node in scope without a canary having run,
+canary early, serving more nodes without a canary having run,
 resuming a halted release and widening a serving release's scope wait for
 a second operator: the first ask is recorded (audit request-approval) and
 exits 3 (ErrorInfo reason APPROVAL_REQUIRED) saying so; status lists it

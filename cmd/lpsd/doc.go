@@ -206,7 +206,7 @@ reason POLICY or APPROVAL_REQUIRED):
 	                       and an operator's rise comes D after the last
 	                       (30m, 2h, 1d; 0: none)
 	--policy-two-person    leaving or replanning a canary early, serving
-	                       every node without a canary, resuming a halted
+	                       nodes without a canary, resuming a halted
 	                       release and widening a serving release's scope
 	                       wait for a second operator (another credential)
 	                       asking for the same change within an hour

@@ -84,7 +84,7 @@ func (p Policy) String() string {
 		parts = append(parts, "bakes of at least "+duration.Format(p.MinBake)+", between rises too")
 	}
 	if p.TwoPerson {
-		parts = append(parts, "a second operator to leave or replan a canary early, serve every node without a canary, resume a halted release or widen a serving release's scope")
+		parts = append(parts, "a second operator to leave or replan a canary early, serve nodes without a canary, resume a halted release or widen a serving release's scope")
 	}
 	return strings.Join(parts, "; ")
 }

@@ -31,7 +31,7 @@ func TestPolicyMinCanaryNeedsReports(t *testing.T) {
 func TestPolicyHoldsUncanariedComplete(t *testing.T) {
 	t.Parallel()
 	pol := Policy{TwoPerson: true}
-	if !strings.Contains(pol.String(), "serve every node without a canary") {
+	if !strings.Contains(pol.String(), "serve nodes without a canary") {
 		t.Fatalf("String = %q", pol)
 	}
 	at1, _ := rel("202611.01.1", Draft, 0).SetScope(1, nil, nil)
