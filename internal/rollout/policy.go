@@ -112,7 +112,7 @@ func (p Policy) Check(cur, next Release, approved bool, now time.Time) error {
 			return refuse("%s: %v", cur.Version, err)
 		}
 	}
-	widens := Widens(cur, next) && cur.serving()
+	widens := widensServing(cur, next)
 	if widens {
 		from = 0
 	}
@@ -150,8 +150,12 @@ func (p Policy) Check(cur, next Release, approved bool, now time.Time) error {
 func Rises(cur, next Release) bool {
 	return next.Rollout.Percent > cur.Rollout.Percent ||
 		next.Rollout.State == Complete && cur.Rollout.State != Complete ||
-		Widens(cur, next) && cur.serving()
+		widensServing(cur, next)
 }
+
+// widensServing reports whether next's scope reaches nodes cur's does not
+// while cur serves nodes: new nodes served at once.
+func widensServing(cur, next Release) bool { return Widens(cur, next) && cur.serving() }
 
 // serving reports whether r serves nodes by its percentage: rolling or
 // paused above 0 %, or complete.
@@ -342,11 +346,8 @@ func (p Policy) NeedsApproval(cur, next Release) (string, bool) {
 		return fmt.Sprintf("%s was halted by the autopilot (%s) and would serve nodes again, on a fresh evidence window", cur.Version, cur.Rollout.Reason), true
 	case cur.Rollout.State == Halted && next.Rollout.State != Halted && !next.Revoked:
 		return fmt.Sprintf("%s would serve nodes again after its halt, on a fresh evidence window: the reports before it would stop counting", cur.Version), true
-	case Widens(cur, next) && cur.serving():
+	case widensServing(cur, next):
 		return fmt.Sprintf("%s would serve nodes outside the scope it was rolled out in", cur.Version), true
 	}
 	return "", false
 }
-
-// AtCanary reports whether r's plan is at a canary step.
-func (r Release) AtCanary() bool { return r.atCanary() }

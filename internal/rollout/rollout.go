@@ -608,7 +608,7 @@ func (r Release) gate(n Node, expiry bool) (rules []Rule, decided, ok bool, limi
 	}
 	// At a canary step only seat holders are served, unless an operator
 	// set a percentage by hand: then that serves as well.
-	if r.atCanary() && r.Rollout.Percent == 0 {
+	if r.AtCanary() && r.Rollout.Percent == 0 {
 		add(RuleCanarySeat, false, fmt.Sprintf("holds none of the canary's %d seats", r.Rollout.Plan.Current().Nodes))
 		return rules, true, false, 0
 	}
@@ -640,8 +640,8 @@ func (r Release) Offered(n Node) bool {
 	return r.Rollout.State == Complete || Bucket(n.VMID, r.Version) < r.Rollout.Percent*Buckets/100
 }
 
-// atCanary reports whether r's plan is at a canary step.
-func (r Release) atCanary() bool {
+// AtCanary reports whether r's plan is at a canary step.
+func (r Release) AtCanary() bool {
 	return r.Rollout.Plan != nil && r.Rollout.Plan.Step < len(r.Rollout.Plan.Steps) && r.Rollout.Plan.Current().Canary()
 }
 

@@ -46,27 +46,32 @@ type approvedEvidence struct {
 	Approval rollout.Approval `json:"approved_request"`
 }
 
+// judge applies the rollout policy to an operator's change at now of a
+// release from cur to next: why and whether it waits for a second
+// operator, and the refusal of a change the policy refuses. A change that
+// waits is checked as approved: a change the policy refuses even so is
+// refused at once, rather than asked of a second operator who could not
+// approve it. The change and a plan's dry run both judge with it.
+func (s *Server) judge(cur, next rollout.Release, now time.Time) (why string, needs bool, err error) {
+	why, needs = s.policy.NeedsApproval(cur, next)
+	if err := s.policy.Check(cur, next, needs, now); err != nil {
+		return why, needs, policyError(err)
+	}
+	return why, needs, nil
+}
+
 // approve applies the two-person rule to actor's change at now of a
-// release from cur (at revision rev) to next, audit action action. It
-// returns the standing request of another operator that the change
-// approves, nil when the change needs no approval, or an error: the policy
-// refuses the change even approved, or it waits for a second operator. A
+// release from cur (at revision rev) to next, audit action action, which
+// judge said waits for a second operator (why). It returns the standing
+// request of another operator that the change approves, or an error: it
+// waits for a second operator. A
 // change that waits is recorded as a request (audit request-approval, on
 // the release record) and refused with ReasonApprovalRequired; the same
 // change (the same action leaving the release the same:
 // rollout.ChangeDigest) asked for by another actor while the request
 // stands approves it. Another change replaces the request, and says whose
 // it replaced.
-func (s *Server) approve(ctx context.Context, actor, action, reason string, cur, next rollout.Release, rev int64, now time.Time) (*rollout.Approval, error) {
-	why, needs := s.policy.NeedsApproval(cur, next)
-	if !needs {
-		return nil, nil
-	}
-	// A change the policy refuses even approved is refused now, rather
-	// than asked of a second operator who could not approve it.
-	if err := s.policy.Check(cur, next, true, now); err != nil {
-		return nil, policyError(err)
-	}
+func (s *Server) approve(ctx context.Context, actor, action, reason, why string, cur, next rollout.Release, rev int64, now time.Time) (*rollout.Approval, error) {
 	want := rollout.ChangeDigest(next)
 	replaced := ""
 	if p := cur.Rollout.Approval; p != nil && p.Stands(cur, now) {

@@ -434,11 +434,10 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		if err != nil {
 			return nil, domainError(err)
 		}
-		// As the plan itself is judged (change, approve): a plan that
-		// waits for a second operator is checked as it would be approved.
-		why, needs := s.policy.NeedsApproval(cur, next)
-		if err := s.policy.Check(cur, next, needs, s.now()); err != nil {
-			return nil, policyError(err)
+		// Judged as the plan itself is (change).
+		why, _, err := s.judge(cur, next, s.now())
+		if err != nil {
+			return nil, err
 		}
 		pv, err := s.preview(ctx, next)
 		if err != nil {
@@ -824,12 +823,15 @@ func (s *Server) change(ctx context.Context, actor, action, version string, ifRe
 		return toProto(cur, rev), true, nil
 	}
 	now := s.now()
-	approval, err := s.approve(ctx, actor, action, reason, cur, next, rev, now)
+	why, needs, err := s.judge(cur, next, now)
 	if err != nil {
 		return nil, false, err
 	}
-	if err := s.policy.Check(cur, next, approval != nil, now); err != nil {
-		return nil, false, policyError(err)
+	var approval *rollout.Approval
+	if needs {
+		if approval, err = s.approve(ctx, actor, action, reason, why, cur, next, rev, now); err != nil {
+			return nil, false, err
+		}
 	}
 	next.UpdatedAt = now
 	next.Rollout.Approval = nil
