@@ -18,6 +18,7 @@
 //	<prefix>log/hashes/<i>          stored hash i (tlog.StoredHashIndex): its 32 bytes; 20-digit
 //	<prefix>log/checkpoint          the kept checkpoint: its size and note (JSON, "v")
 //	<prefix>freeze                  the fleet-wide rollout freeze (JSON, "v")
+//	<prefix>points/<version>/<minute> a release's history point (internal/history's JSON); minute is 12-digit zero-padded
 //
 // A release's revision is its key's ModRevision, and the store-wide
 // revision is the highest ModRevision under releases/ (release keys are

@@ -36,6 +36,9 @@ type Store struct {
 	reports map[reportKey]store.Report
 	// beats are the marked minutes (Unix minutes).
 	beats map[int64]bool
+	// points maps a release version to its history points' data by
+	// minute (Unix minutes); made on first write.
+	points map[string]map[int64][]byte
 	// seats maps a release version to its canary seats' holders and when
 	// each took its seat.
 	seats map[string]map[string]time.Time
@@ -348,6 +351,7 @@ func (s *Store) Close() error {
 	s.served = nil
 	s.subSeats = nil
 	s.configs = nil
+	s.points = nil
 	s.log = memLog{}
 	s.mu.Unlock()
 	s.hub.Close()

@@ -59,6 +59,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"reports-cancel", testReportsCancel},
 		{"reports-started", testReportsStarted},
 		{"beats", testBeats},
+		{"history", testHistory},
 		{"seats", testSeats},
 		{"seats-concurrent", testSeatsConcurrent},
 		{"seats-invalid", testSeatsInvalid},
