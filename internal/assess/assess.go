@@ -34,7 +34,9 @@ type Release struct {
 
 // Fleet is every release's assessment at one time.
 type Fleet struct {
-	Now      time.Time
+	Now time.Time
+	// Records are the releases assessed, as they were read.
+	Records  []rollout.Release
 	Tally    tally.Tally
 	Releases map[string]Release
 	// Unreadable counts, by kind ("report", "served record"), the records
@@ -47,7 +49,7 @@ type Fleet struct {
 // Assess counts the evidence for rels at now and judges those with a plan
 // against their baselines.
 func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Time) (Fleet, error) {
-	f := Fleet{Now: now, Releases: make(map[string]Release, len(rels)), Unreadable: map[string]int{}}
+	f := Fleet{Now: now, Records: rels, Releases: make(map[string]Release, len(rels)), Unreadable: map[string]int{}}
 	reports, err := src.Reports(ctx)
 	if err = f.skip(err); err != nil {
 		return Fleet{}, fmt.Errorf("list reports: %w", err)

@@ -69,10 +69,11 @@ type Config struct {
 	Now func() time.Time
 	// Log receives every change and every conflict; nil discards.
 	Log *slog.Logger
-	// OnAssess, when set, receives every look's assessment (lpsd
-	// publishes it as metrics); the evidence is then read on every look,
+	// OnAssess, when set, receives every look's assessment, with the
+	// look's ctx (lpsd publishes it as metrics and records it as the
+	// releases' history); the evidence is then read on every look,
 	// planned releases or not.
-	OnAssess func(assess.Fleet)
+	OnAssess func(context.Context, assess.Fleet)
 	// Replica, for a store several replicas share, elects the one that
 	// looks (store.Joiner); nil: this one always does.
 	Replica store.Replica
@@ -388,7 +389,7 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 		return changes, errors.Join(append(errs, err)...)
 	}
 	if a.cfg.OnAssess != nil {
-		a.cfg.OnAssess(fleet)
+		a.cfg.OnAssess(ctx, fleet)
 	}
 	if !maps.Equal(fleet.Unreadable, a.unreadable) {
 		a.unreadable = fleet.Unreadable

@@ -429,7 +429,7 @@ func TestOnlyTheLeaderLooks(t *testing.T) {
 	var looks atomic.Int64
 	var leading atomic.Bool
 	ap := New(f.st, Config{Interval: time.Millisecond, Now: func() time.Time { return f.now }, Replica: rep,
-		OnAssess: func(assess.Fleet) { looks.Add(1) }, OnLeader: leading.Store})
+		OnAssess: func(context.Context, assess.Fleet) { looks.Add(1) }, OnLeader: leading.Store})
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- ap.Run(ctx) }()

@@ -37,10 +37,12 @@ import (
 
 	"golang.org/x/net/netutil"
 
+	"nodehotfix/internal/assess"
 	"nodehotfix/internal/atomicfile"
 	"nodehotfix/internal/autopilot"
 	"nodehotfix/internal/capfile"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/history"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/imds/azureroots"
 	"nodehotfix/internal/lps"
@@ -806,7 +808,8 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 // joins and beats, never campaigning. A store this process holds alone
 // needs no election.
 func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
-	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: s.metrics.SetAssess, OnLeader: s.metrics.SetLeader, OnSkew: s.metrics.SetClockSkew, OnFreeze: s.metrics.SetFrozen, Places: s.places, AdvanceWindow: s.o.advanceWindow}
+	onAssess, onLeader := s.assessed(log)
+	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: onAssess, OnLeader: onLeader, OnSkew: s.metrics.SetClockSkew, OnFreeze: s.metrics.SetFrozen, Places: s.places, AdvanceWindow: s.o.advanceWindow}
 	if s.retention != nil {
 		cfg.Lead = s.retention.Run
 	}
@@ -840,6 +843,32 @@ func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *
 		}
 	}
 	return nil
+}
+
+// assessed returns the autopilot's OnAssess and OnLeader: every look's
+// assessment is published as metrics and, on a store with history
+// (store.History), recorded as the releases' history; a replica that
+// becomes the leader reads the last points again, which another leader
+// may have written meanwhile.
+func (s *Server) assessed(log *slog.Logger) (func(context.Context, assess.Fleet), func(bool)) {
+	h, ok := s.st.(store.History)
+	if !ok {
+		return func(_ context.Context, f assess.Fleet) { s.metrics.SetAssess(f) }, s.metrics.SetLeader
+	}
+	rec := history.NewRecorder(h, log)
+	onAssess := func(ctx context.Context, f assess.Fleet) {
+		s.metrics.SetAssess(f)
+		if err := rec.Record(ctx, f); err != nil && ctx.Err() == nil {
+			log.Warn("recording the releases' history failed; the next look writes what changed", "err", err)
+		}
+	}
+	onLeader := func(leads bool) {
+		if leads {
+			rec.Forget()
+		}
+		s.metrics.SetLeader(leads)
+	}
+	return onAssess, onLeader
 }
 
 // replicaID names this process among the replicas: its host name and pid.

@@ -1,0 +1,270 @@
+// Package history keeps each release's assessment over time in the store
+// (store.History) and reads it back: what the dashboard's charts and
+// `lpsctl history` draw, the same on every replica, after restarts, and
+// after the reports it was counted from are pruned or the release is
+// revoked or expires.
+//
+// The deciding replica's autopilot records a point after each look
+// (Recorder.Record): the counts that look judged on, the rollout's state,
+// percentage and step, and the baseline the release was compared with. A
+// point is written only when one of those changed since the release's last
+// point, so a quiet release costs nothing, and at most one per minute is
+// kept (the minute's last). Points are written while a release moves (not
+// complete, revoked or expired), and once more when it stops; after that
+// its counts only follow what retention keeps, which is not history. They
+// are kept for the release's life and store.HistoryRetention after it:
+// the Recorder deletes them then.
+//
+// Points are the one assessment's numbers, not counters of their own: the
+// tally's rules (a vmId's worst outcome over its boots, silence in lpsd's
+// uptime, evidence windows reopened by a resume, spread baselines) are not
+// sums of reports, so counters written beside each report would disagree
+// with what the autopilot decided on.
+package history
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"nodehotfix/internal/assess"
+	"nodehotfix/internal/rollout"
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/tally"
+)
+
+// Point is one release's assessment at one look.
+type Point struct {
+	// Time is the look's (the minute's last look, as stored).
+	Time time.Time `json:"-"`
+	// Counts are the release's nodes by outcome, Seated included.
+	Counts  tally.Counts  `json:"counts"`
+	State   rollout.State `json:"state"`
+	Percent int           `json:"percent"`
+	// Step and Steps are the plan's current step (1-based, as lpsctl
+	// shows it) and its length; 0 without a plan.
+	Step  int `json:"step,omitempty"`
+	Steps int `json:"steps,omitempty"`
+	// Reason is the rollout's reason code (an automatic pause's or halt's).
+	Reason  string `json:"reason,omitempty"`
+	Revoked bool   `json:"revoked,omitempty"`
+	Expired bool   `json:"expired,omitempty"`
+	// Health is the verdict of a planned release (insufficient, healthy,
+	// regressing); "" without a plan.
+	Health string `json:"health,omitempty"`
+	// Baseline names what the release was compared with: the incumbent
+	// (tally.Baseline) for a planned release, ControlBaseline (its base's
+	// nodes that ran the baked agent) without a plan; BaselineCounts are
+	// its counts.
+	Baseline       string       `json:"baseline,omitempty"`
+	BaselineCounts tally.Counts `json:"baseline_counts"`
+}
+
+// ControlBaseline is Point.Baseline of a release without a plan: its
+// base's control cohort.
+const ControlBaseline = "control"
+
+// Of returns rel's point in f, the look that assessed it.
+func Of(rel rollout.Release, f assess.Fleet) Point {
+	ro := rel.Rollout
+	p := Point{Time: f.Now, State: ro.State, Percent: ro.Percent, Reason: ro.Reason, Revoked: rel.Revoked,
+		Expired: rel.WithNotAfter().Expired(f.Now)}
+	a := f.Releases[rel.Version]
+	p.Counts = a.Counts
+	if pl := ro.Plan; pl != nil {
+		p.Step, p.Steps = pl.Step+1, len(pl.Steps)
+	}
+	if a.Planned {
+		p.Health = a.Verdict.Health
+		p.Baseline, p.BaselineCounts = a.Verdict.Baseline.Incumbent, a.Verdict.Baseline.Counts
+	} else {
+		p.Baseline, p.BaselineCounts = ControlBaseline, f.Tally.Control[rel.Base]
+	}
+	return p
+}
+
+// Moving reports whether p's release still moves: not complete, revoked
+// or expired. Points are recorded while it does, and once when it stops.
+func (p Point) Moving() bool { return p.State != rollout.Complete && !p.Revoked && !p.Expired }
+
+// encode is p's stored form: its JSON, without Time (the store's key).
+func encode(p Point) ([]byte, error) { return json.Marshal(p) }
+
+// decode reads a stored point.
+func decode(sp store.Point) (Point, error) {
+	var p Point
+	if err := json.Unmarshal(sp.Data, &p); err != nil {
+		return Point{}, fmt.Errorf("history point of %s at %v: %w", sp.Version, sp.Time, err)
+	}
+	p.Time = sp.Time
+	return p, nil
+}
+
+// Read returns release version's newest points, at most limit (see
+// store.History's Points), oldest first. Points that cannot be decoded (a
+// newer encoding, damage) are left out and returned, counted, in an
+// *store.UnreadableError beside the others, as the store's lists do.
+func Read(ctx context.Context, st store.History, version string, limit int) ([]Point, error) {
+	sps, err := st.Points(ctx, version, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Point, 0, len(sps))
+	bad := store.NewUnreadable("history point")
+	for _, sp := range sps {
+		p, err := decode(sp)
+		if err != nil {
+			bad.Add(err)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out, bad.Err()
+}
+
+// Recorder writes the points of each look. It remembers each release's
+// last point, so it writes only what changed; a new Recorder (a new
+// leader, a restart) reads the last stored point of a release before it
+// writes one. Not safe for concurrent use: one autopilot calls it.
+type Recorder struct {
+	st   store.History
+	log  *slog.Logger
+	last map[string]recorded
+	// pruned holds the releases past store.HistoryRetention whose points
+	// this Recorder deleted, so it deletes them once.
+	pruned map[string]bool
+}
+
+// recorded is a release's last point, stored form and all.
+type recorded struct {
+	data   []byte
+	moving bool
+}
+
+// NewRecorder returns a Recorder writing to st; log (nil: discard) hears
+// of failures.
+func NewRecorder(st store.History, log *slog.Logger) *Recorder {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Recorder{st: st, log: log, last: map[string]recorded{}, pruned: map[string]bool{}}
+}
+
+// Forget drops what r remembers of the points stored, so the next Record
+// reads them again: another replica may have written since (lpsd calls it
+// when its replica becomes the leader).
+func (r *Recorder) Forget() { clear(r.last) }
+
+// Record writes, in one call to the store, the point of each release f
+// assessed (f.Records) whose point differs from its last one, while it
+// moves or when it stops, and deletes the points of releases whose life
+// ended more than store.HistoryRetention ago (Ended). A failure loses that
+// look's points only: the next look writes what differs then.
+func (r *Recorder) Record(ctx context.Context, f assess.Fleet) error {
+	var put []store.Point
+	var kept []string
+	fresh := map[string]recorded{}
+	var errs []error
+	for _, rel := range f.Records {
+		if past(rel, f.Now) {
+			if !r.pruned[rel.Version] {
+				n, err := r.st.DeletePoints(ctx, rel.Version)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("delete the history of %s: %w", rel.Version, err))
+					continue
+				}
+				r.pruned[rel.Version] = true
+				delete(r.last, rel.Version)
+				if n > 0 {
+					r.log.Info("deleted a release's history: its life ended longer ago than history is kept", "version", rel.Version, "points", n, "kept", store.HistoryRetention)
+				}
+			}
+			continue
+		}
+		p := Of(rel, f)
+		data, err := encode(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		last, ok := r.last[rel.Version]
+		if !ok {
+			last, err = r.read(ctx, rel.Version)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			r.last[rel.Version] = last
+		}
+		if bytes.Equal(data, last.data) || (!p.Moving() && last.data != nil && !last.moving) {
+			continue
+		}
+		put = append(put, store.Point{Version: rel.Version, Time: f.Now, Data: data})
+		kept = append(kept, rel.Version)
+		fresh[rel.Version] = recorded{data: data, moving: p.Moving()}
+	}
+	if len(put) > 0 {
+		if err := r.st.PutPoints(ctx, put); err != nil {
+			// Forget what the store may or may not hold: the next look
+			// reads it again.
+			for _, v := range kept {
+				delete(r.last, v)
+			}
+			errs = append(errs, fmt.Errorf("record history: %w", err))
+		} else {
+			for v, rec := range fresh {
+				r.last[v] = rec
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// read returns version's last stored point; none (nothing stored, or it
+// cannot be decoded) is the zero recorded, which every point differs from.
+func (r *Recorder) read(ctx context.Context, version string) (recorded, error) {
+	sps, err := r.st.Points(ctx, version, 1)
+	if err != nil {
+		return recorded{}, fmt.Errorf("read the last history point of %s: %w", version, err)
+	}
+	if len(sps) == 0 {
+		return recorded{}, nil
+	}
+	p, err := decode(sps[0])
+	if err != nil {
+		return recorded{}, nil
+	}
+	// Compare in this lpsd's encoding, so an older one's point is
+	// replaced only when the assessment changed.
+	data, err := encode(p)
+	if err != nil {
+		return recorded{}, nil
+	}
+	return recorded{data: data, moving: p.Moving()}, nil
+}
+
+// Ended returns when rel's life ended, and whether it has: revoked, at
+// its record's last update; expired, at its envelope's NotAfter (at its
+// last update when that is unknown).
+func Ended(rel rollout.Release, now time.Time) (time.Time, bool) {
+	switch rel = rel.WithNotAfter(); {
+	case rel.Revoked:
+		return rel.UpdatedAt, true
+	case rel.Expired(now) && !rel.NotAfter.IsZero():
+		return rel.NotAfter, true
+	case rel.Expired(now):
+		return rel.UpdatedAt, true
+	}
+	return time.Time{}, false
+}
+
+// past reports whether rel's life ended more than store.HistoryRetention
+// before now, so its points are no longer kept.
+func past(rel rollout.Release, now time.Time) bool {
+	end, ok := Ended(rel, now)
+	return ok && now.Sub(end) > store.HistoryRetention
+}
