@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"path"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -35,7 +36,8 @@ const (
 // Role is what an admin caller may do.
 type Role string
 
-// Roles. A reader sees (Status, Explain, ListAudit, ListNodes); an operator also
+// Roles. A reader sees (readOnly: Status, Explain, ListAudit, ListNodes,
+// GetHistory, ListKeySets, GetLog); an operator also
 // changes releases and rollouts.
 const (
 	RoleOperator Role = "operator"
@@ -55,9 +57,20 @@ var readOnly = map[string]bool{
 	"/nodehotfix.admin.v1.AdminService/Explain":     true,
 	"/nodehotfix.admin.v1.AdminService/ListAudit":   true,
 	"/nodehotfix.admin.v1.AdminService/ListNodes":   true,
+	"/nodehotfix.admin.v1.AdminService/GetHistory":  true,
 	"/nodehotfix.admin.v1.AdminService/ListKeySets": true,
 	"/nodehotfix.admin.v1.AdminService/GetLog":      true,
 }
+
+// readerMethods names the methods of readOnly, for a refusal.
+var readerMethods = func() string {
+	names := make([]string, 0, len(readOnly))
+	for m := range readOnly {
+		names = append(names, path.Base(m))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}()
 
 // Token is one accepted admin bearer token. Only its sha256 is kept.
 type Token struct {
@@ -417,7 +430,7 @@ func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo
 func (a *Auth) authenticate(ctx context.Context, method string) (string, error) {
 	actor, role, err := a.Authenticate(ctx)
 	if err == nil && !Allowed(role, method) {
-		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call Status, Explain, ListAudit, ListNodes, ListKeySets and GetLog only; changes need an operator token or certificate", actor)
+		err = status.Errorf(codes.PermissionDenied, "%s has the reader role: it may call %s only; changes need an operator token or certificate", actor, readerMethods)
 	}
 	if err != nil {
 		addr := ""

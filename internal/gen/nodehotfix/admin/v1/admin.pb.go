@@ -4744,6 +4744,275 @@ func (x *PublishComponentConfigResponse) GetUnchanged() bool {
 	return false
 }
 
+// GetHistoryRequest names the release whose history to read.
+type GetHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The release version.
+	Version string `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	// The newest points to return; 0 means 10000, the most.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHistoryRequest) Reset() {
+	*x = GetHistoryRequest{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHistoryRequest) ProtoMessage() {}
+
+func (x *GetHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *GetHistoryRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *GetHistoryRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// GetHistoryResponse is a release's history, oldest point first.
+type GetHistoryResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Points []*HistoryPoint        `protobuf:"bytes,1,rep,name=points,proto3" json:"points,omitempty"`
+	// Points the store holds that this lpsd could not decode (a newer
+	// encoding mid-upgrade, damage): left out.
+	Unreadable int32 `protobuf:"varint,2,opt,name=unreadable,proto3" json:"unreadable,omitempty"`
+	// False when the store keeps no history (a backend without it).
+	Kept          bool `protobuf:"varint,3,opt,name=kept,proto3" json:"kept,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHistoryResponse) Reset() {
+	*x = GetHistoryResponse{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHistoryResponse) ProtoMessage() {}
+
+func (x *GetHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetHistoryResponse) GetPoints() []*HistoryPoint {
+	if x != nil {
+		return x.Points
+	}
+	return nil
+}
+
+func (x *GetHistoryResponse) GetUnreadable() int32 {
+	if x != nil {
+		return x.Unreadable
+	}
+	return 0
+}
+
+func (x *GetHistoryResponse) GetKept() bool {
+	if x != nil {
+		return x.Kept
+	}
+	return false
+}
+
+// HistoryPoint is a release's assessment at one look.
+type HistoryPoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Time  *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// Its nodes by outcome.
+	Counts *Counts `protobuf:"bytes,2,opt,name=counts,proto3" json:"counts,omitempty"`
+	// Nodes holding a seat of its canary.
+	Seated uint64 `protobuf:"varint,3,opt,name=seated,proto3" json:"seated,omitempty"`
+	// The rollout's state, percentage and reason code then.
+	State   string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Percent int32  `protobuf:"varint,5,opt,name=percent,proto3" json:"percent,omitempty"`
+	Reason  string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The plan's step (1-based) and length; 0 without a plan.
+	Step    int32 `protobuf:"varint,7,opt,name=step,proto3" json:"step,omitempty"`
+	Steps   int32 `protobuf:"varint,8,opt,name=steps,proto3" json:"steps,omitempty"`
+	Revoked bool  `protobuf:"varint,9,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	Expired bool  `protobuf:"varint,10,opt,name=expired,proto3" json:"expired,omitempty"`
+	// The verdict of a planned release: insufficient, healthy or
+	// regressing; empty without a plan.
+	Health string `protobuf:"bytes,11,opt,name=health,proto3" json:"health,omitempty"`
+	// What it was compared with: the incumbent (a release version, or
+	// "baked") of a planned release, "control" (its base's nodes that ran
+	// the baked agent) without a plan; and that baseline's counts.
+	Baseline       string  `protobuf:"bytes,12,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	BaselineCounts *Counts `protobuf:"bytes,13,opt,name=baseline_counts,json=baselineCounts,proto3" json:"baseline_counts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *HistoryPoint) Reset() {
+	*x = HistoryPoint{}
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HistoryPoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HistoryPoint) ProtoMessage() {}
+
+func (x *HistoryPoint) ProtoReflect() protoreflect.Message {
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HistoryPoint.ProtoReflect.Descriptor instead.
+func (*HistoryPoint) Descriptor() ([]byte, []int) {
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *HistoryPoint) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *HistoryPoint) GetCounts() *Counts {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *HistoryPoint) GetSeated() uint64 {
+	if x != nil {
+		return x.Seated
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *HistoryPoint) GetPercent() int32 {
+	if x != nil {
+		return x.Percent
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *HistoryPoint) GetStep() int32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetSteps() int32 {
+	if x != nil {
+		return x.Steps
+	}
+	return 0
+}
+
+func (x *HistoryPoint) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *HistoryPoint) GetExpired() bool {
+	if x != nil {
+		return x.Expired
+	}
+	return false
+}
+
+func (x *HistoryPoint) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
+}
+
+func (x *HistoryPoint) GetBaseline() string {
+	if x != nil {
+		return x.Baseline
+	}
+	return ""
+}
+
+func (x *HistoryPoint) GetBaselineCounts() *Counts {
+	if x != nil {
+		return x.BaselineCounts
+	}
+	return nil
+}
+
 // ListNodesRequest filters the nodes; every filter is optional.
 type ListNodesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -4772,7 +5041,7 @@ type ListNodesRequest struct {
 
 func (x *ListNodesRequest) Reset() {
 	*x = ListNodesRequest{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4784,7 +5053,7 @@ func (x *ListNodesRequest) String() string {
 func (*ListNodesRequest) ProtoMessage() {}
 
 func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[56]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4797,7 +5066,7 @@ func (x *ListNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesRequest.ProtoReflect.Descriptor instead.
 func (*ListNodesRequest) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{56}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListNodesRequest) GetRelease() string {
@@ -4868,7 +5137,7 @@ type ListNodesResponse struct {
 
 func (x *ListNodesResponse) Reset() {
 	*x = ListNodesResponse{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4880,7 +5149,7 @@ func (x *ListNodesResponse) String() string {
 func (*ListNodesResponse) ProtoMessage() {}
 
 func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[57]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4893,7 +5162,7 @@ func (x *ListNodesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListNodesResponse.ProtoReflect.Descriptor instead.
 func (*ListNodesResponse) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{57}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListNodesResponse) GetNodes() []*NodeOutcome {
@@ -4939,7 +5208,7 @@ type ReasonCount struct {
 
 func (x *ReasonCount) Reset() {
 	*x = ReasonCount{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4951,7 +5220,7 @@ func (x *ReasonCount) String() string {
 func (*ReasonCount) ProtoMessage() {}
 
 func (x *ReasonCount) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[58]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4964,7 +5233,7 @@ func (x *ReasonCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReasonCount.ProtoReflect.Descriptor instead.
 func (*ReasonCount) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{58}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ReasonCount) GetOutcome() string {
@@ -5021,7 +5290,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5033,7 +5302,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[59]
+	mi := &file_nodehotfix_admin_v1_admin_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5046,7 +5315,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{59}
+	return file_nodehotfix_admin_v1_admin_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NodeOutcome) GetVmId() string {
@@ -5503,7 +5772,31 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x8f\x01\n" +
 	"\x1ePublishComponentConfigResponse\x12O\n" +
 	"\x10component_config\x18\x01 \x01(\v2$.nodehotfix.admin.v1.ComponentConfigR\x0fcomponentConfig\x12\x1c\n" +
-	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"\xf1\x01\n" +
+	"\tunchanged\x18\x02 \x01(\bR\tunchanged\"C\n" +
+	"\x11GetHistoryRequest\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x83\x01\n" +
+	"\x12GetHistoryResponse\x129\n" +
+	"\x06points\x18\x01 \x03(\v2!.nodehotfix.admin.v1.HistoryPointR\x06points\x12\x1e\n" +
+	"\n" +
+	"unreadable\x18\x02 \x01(\x05R\n" +
+	"unreadable\x12\x12\n" +
+	"\x04kept\x18\x03 \x01(\bR\x04kept\"\xab\x03\n" +
+	"\fHistoryPoint\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x123\n" +
+	"\x06counts\x18\x02 \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x06counts\x12\x16\n" +
+	"\x06seated\x18\x03 \x01(\x04R\x06seated\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x18\n" +
+	"\apercent\x18\x05 \x01(\x05R\apercent\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04step\x18\a \x01(\x05R\x04step\x12\x14\n" +
+	"\x05steps\x18\b \x01(\x05R\x05steps\x12\x18\n" +
+	"\arevoked\x18\t \x01(\bR\arevoked\x12\x18\n" +
+	"\aexpired\x18\n" +
+	" \x01(\bR\aexpired\x12\x16\n" +
+	"\x06health\x18\v \x01(\tR\x06health\x12\x1a\n" +
+	"\bbaseline\x18\f \x01(\tR\bbaseline\x12D\n" +
+	"\x0fbaseline_counts\x18\r \x01(\v2\x1b.nodehotfix.admin.v1.CountsR\x0ebaselineCounts\"\xf1\x01\n" +
 	"\x10ListNodesRequest\x12\x18\n" +
 	"\arelease\x18\x01 \x01(\tR\arelease\x12\x12\n" +
 	"\x04base\x18\x02 \x01(\tR\x04base\x12\x18\n" +
@@ -5542,7 +5835,7 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\fACTION_PAUSE\x10\x01\x12\x11\n" +
 	"\rACTION_RESUME\x10\x02\x12\x0f\n" +
 	"\vACTION_HALT\x10\x03\x12\x13\n" +
-	"\x0fACTION_COMPLETE\x10\x042\xf6\v\n" +
+	"\x0fACTION_COMPLETE\x10\x042\xd5\f\n" +
 	"\fAdminService\x12i\n" +
 	"\x0ePublishRelease\x12*.nodehotfix.admin.v1.PublishReleaseRequest\x1a+.nodehotfix.admin.v1.PublishReleaseResponse\x12]\n" +
 	"\n" +
@@ -5556,7 +5849,9 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\aExplain\x12#.nodehotfix.admin.v1.ExplainRequest\x1a$.nodehotfix.admin.v1.ExplainResponse\x12Z\n" +
 	"\tListAudit\x12%.nodehotfix.admin.v1.ListAuditRequest\x1a&.nodehotfix.admin.v1.ListAuditResponse\x12\x81\x01\n" +
 	"\x16PublishComponentConfig\x122.nodehotfix.admin.v1.PublishComponentConfigRequest\x1a3.nodehotfix.admin.v1.PublishComponentConfigResponse\x12Z\n" +
-	"\tListNodes\x12%.nodehotfix.admin.v1.ListNodesRequest\x1a&.nodehotfix.admin.v1.ListNodesResponse\x12f\n" +
+	"\tListNodes\x12%.nodehotfix.admin.v1.ListNodesRequest\x1a&.nodehotfix.admin.v1.ListNodesResponse\x12]\n" +
+	"\n" +
+	"GetHistory\x12&.nodehotfix.admin.v1.GetHistoryRequest\x1a'.nodehotfix.admin.v1.GetHistoryResponse\x12f\n" +
 	"\rPublishKeySet\x12).nodehotfix.admin.v1.PublishKeySetRequest\x1a*.nodehotfix.admin.v1.PublishKeySetResponse\x12`\n" +
 	"\vListKeySets\x12'.nodehotfix.admin.v1.ListKeySetsRequest\x1a(.nodehotfix.admin.v1.ListKeySetsResponse\x12Q\n" +
 	"\x06GetLog\x12\".nodehotfix.admin.v1.GetLogRequest\x1a#.nodehotfix.admin.v1.GetLogResponse\x12]\n" +
@@ -5577,7 +5872,7 @@ func file_nodehotfix_admin_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_nodehotfix_admin_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_nodehotfix_admin_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(Action)(0),                            // 0: nodehotfix.admin.v1.Action
 	(*Freeze)(nil),                         // 1: nodehotfix.admin.v1.Freeze
@@ -5636,37 +5931,40 @@ var file_nodehotfix_admin_v1_admin_proto_goTypes = []any{
 	(*ComponentConfig)(nil),                // 54: nodehotfix.admin.v1.ComponentConfig
 	(*PublishComponentConfigRequest)(nil),  // 55: nodehotfix.admin.v1.PublishComponentConfigRequest
 	(*PublishComponentConfigResponse)(nil), // 56: nodehotfix.admin.v1.PublishComponentConfigResponse
-	(*ListNodesRequest)(nil),               // 57: nodehotfix.admin.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),              // 58: nodehotfix.admin.v1.ListNodesResponse
-	(*ReasonCount)(nil),                    // 59: nodehotfix.admin.v1.ReasonCount
-	(*NodeOutcome)(nil),                    // 60: nodehotfix.admin.v1.NodeOutcome
-	(*timestamppb.Timestamp)(nil),          // 61: google.protobuf.Timestamp
+	(*GetHistoryRequest)(nil),              // 57: nodehotfix.admin.v1.GetHistoryRequest
+	(*GetHistoryResponse)(nil),             // 58: nodehotfix.admin.v1.GetHistoryResponse
+	(*HistoryPoint)(nil),                   // 59: nodehotfix.admin.v1.HistoryPoint
+	(*ListNodesRequest)(nil),               // 60: nodehotfix.admin.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),              // 61: nodehotfix.admin.v1.ListNodesResponse
+	(*ReasonCount)(nil),                    // 62: nodehotfix.admin.v1.ReasonCount
+	(*NodeOutcome)(nil),                    // 63: nodehotfix.admin.v1.NodeOutcome
+	(*timestamppb.Timestamp)(nil),          // 64: google.protobuf.Timestamp
 }
 var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
-	61, // 0: nodehotfix.admin.v1.Freeze.since:type_name -> google.protobuf.Timestamp
+	64, // 0: nodehotfix.admin.v1.Freeze.since:type_name -> google.protobuf.Timestamp
 	1,  // 1: nodehotfix.admin.v1.SetFreezeResponse.freeze:type_name -> nodehotfix.admin.v1.Freeze
 	8,  // 2: nodehotfix.admin.v1.RestoreLogResponse.restored:type_name -> nodehotfix.admin.v1.RestoredRecord
-	61, // 3: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
+	64, // 3: nodehotfix.admin.v1.KeySet.expires:type_name -> google.protobuf.Timestamp
 	9,  // 4: nodehotfix.admin.v1.PublishKeySetResponse.key_set:type_name -> nodehotfix.admin.v1.KeySet
 	9,  // 5: nodehotfix.admin.v1.ListKeySetsResponse.root:type_name -> nodehotfix.admin.v1.KeySet
 	9,  // 6: nodehotfix.admin.v1.ListKeySetsResponse.links:type_name -> nodehotfix.admin.v1.KeySet
 	17, // 7: nodehotfix.admin.v1.Release.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	61, // 8: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
-	61, // 9: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 8: nodehotfix.admin.v1.Release.published_at:type_name -> google.protobuf.Timestamp
+	64, // 9: nodehotfix.admin.v1.Release.updated_at:type_name -> google.protobuf.Timestamp
 	15, // 10: nodehotfix.admin.v1.Release.counts:type_name -> nodehotfix.admin.v1.Counts
-	61, // 11: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
+	64, // 11: nodehotfix.admin.v1.Release.not_after:type_name -> google.protobuf.Timestamp
 	15, // 12: nodehotfix.admin.v1.ControlCohort.counts:type_name -> nodehotfix.admin.v1.Counts
 	20, // 13: nodehotfix.admin.v1.Rollout.plan:type_name -> nodehotfix.admin.v1.Plan
 	22, // 14: nodehotfix.admin.v1.Rollout.health:type_name -> nodehotfix.admin.v1.Health
-	61, // 15: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
+	64, // 15: nodehotfix.admin.v1.Rollout.evidence_since:type_name -> google.protobuf.Timestamp
 	18, // 16: nodehotfix.admin.v1.Rollout.approval:type_name -> nodehotfix.admin.v1.Approval
-	61, // 17: nodehotfix.admin.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
-	61, // 18: nodehotfix.admin.v1.Approval.expires:type_name -> google.protobuf.Timestamp
+	64, // 17: nodehotfix.admin.v1.Approval.requested_at:type_name -> google.protobuf.Timestamp
+	64, // 18: nodehotfix.admin.v1.Approval.expires:type_name -> google.protobuf.Timestamp
 	21, // 19: nodehotfix.admin.v1.Plan.steps:type_name -> nodehotfix.admin.v1.PlanStep
-	61, // 20: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
-	61, // 21: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
+	64, // 20: nodehotfix.admin.v1.Plan.step_since:type_name -> google.protobuf.Timestamp
+	64, // 21: nodehotfix.admin.v1.Health.next_due:type_name -> google.protobuf.Timestamp
 	15, // 22: nodehotfix.admin.v1.Health.baseline:type_name -> nodehotfix.admin.v1.Counts
-	61, // 23: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
+	64, // 23: nodehotfix.admin.v1.Health.deadline:type_name -> google.protobuf.Timestamp
 	14, // 24: nodehotfix.admin.v1.PublishReleaseResponse.release:type_name -> nodehotfix.admin.v1.Release
 	14, // 25: nodehotfix.admin.v1.SetRolloutResponse.release:type_name -> nodehotfix.admin.v1.Release
 	54, // 26: nodehotfix.admin.v1.SetRolloutResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
@@ -5675,11 +5973,11 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	29, // 29: nodehotfix.admin.v1.SetPlanResponse.preview:type_name -> nodehotfix.admin.v1.PlanPreview
 	54, // 30: nodehotfix.admin.v1.SetPlanResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	30, // 31: nodehotfix.admin.v1.PlanPreview.steps:type_name -> nodehotfix.admin.v1.StepWindow
-	61, // 32: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
+	64, // 32: nodehotfix.admin.v1.PlanPreview.earliest_complete:type_name -> google.protobuf.Timestamp
 	31, // 33: nodehotfix.admin.v1.PlanPreview.baseline:type_name -> nodehotfix.admin.v1.Baseline
-	61, // 34: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
-	61, // 35: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
-	61, // 36: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
+	64, // 34: nodehotfix.admin.v1.StepWindow.earliest_start:type_name -> google.protobuf.Timestamp
+	64, // 35: nodehotfix.admin.v1.StepWindow.earliest_end:type_name -> google.protobuf.Timestamp
+	64, // 36: nodehotfix.admin.v1.StepWindow.deadline:type_name -> google.protobuf.Timestamp
 	14, // 37: nodehotfix.admin.v1.SkipStepResponse.release:type_name -> nodehotfix.admin.v1.Release
 	54, // 38: nodehotfix.admin.v1.SkipStepResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	0,  // 39: nodehotfix.admin.v1.TransitionRequest.action:type_name -> nodehotfix.admin.v1.Action
@@ -5689,70 +5987,76 @@ var file_nodehotfix_admin_v1_admin_proto_depIdxs = []int32{
 	54, // 43: nodehotfix.admin.v1.RevokeResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
 	14, // 44: nodehotfix.admin.v1.StatusResponse.releases:type_name -> nodehotfix.admin.v1.Release
 	45, // 45: nodehotfix.admin.v1.StatusResponse.requests:type_name -> nodehotfix.admin.v1.OutcomeCount
-	61, // 46: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	64, // 46: nodehotfix.admin.v1.StatusResponse.snapshot_time:type_name -> google.protobuf.Timestamp
 	16, // 47: nodehotfix.admin.v1.StatusResponse.control:type_name -> nodehotfix.admin.v1.ControlCohort
 	54, // 48: nodehotfix.admin.v1.StatusResponse.component_configs:type_name -> nodehotfix.admin.v1.ComponentConfig
 	40, // 49: nodehotfix.admin.v1.StatusResponse.replicas:type_name -> nodehotfix.admin.v1.Replica
 	41, // 50: nodehotfix.admin.v1.StatusResponse.served_now:type_name -> nodehotfix.admin.v1.ServedBase
 	1,  // 51: nodehotfix.admin.v1.StatusResponse.freeze:type_name -> nodehotfix.admin.v1.Freeze
 	19, // 52: nodehotfix.admin.v1.StatusResponse.policy:type_name -> nodehotfix.admin.v1.Policy
-	61, // 53: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
+	64, // 53: nodehotfix.admin.v1.Replica.last_heartbeat:type_name -> google.protobuf.Timestamp
 	42, // 54: nodehotfix.admin.v1.ServedBase.cohorts:type_name -> nodehotfix.admin.v1.ServedCohort
 	43, // 55: nodehotfix.admin.v1.ServedCohort.places:type_name -> nodehotfix.admin.v1.Place
 	44, // 56: nodehotfix.admin.v1.ServedCohort.shares:type_name -> nodehotfix.admin.v1.ServedShare
 	49, // 57: nodehotfix.admin.v1.ExplainResponse.decisions:type_name -> nodehotfix.admin.v1.Decision
 	48, // 58: nodehotfix.admin.v1.ExplainResponse.trust:type_name -> nodehotfix.admin.v1.BaseTrust
 	50, // 59: nodehotfix.admin.v1.Decision.rules:type_name -> nodehotfix.admin.v1.Rule
-	61, // 60: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	64, // 60: nodehotfix.admin.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
 	53, // 61: nodehotfix.admin.v1.ListAuditResponse.entries:type_name -> nodehotfix.admin.v1.AuditEntry
-	61, // 62: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
+	64, // 62: nodehotfix.admin.v1.AuditEntry.time:type_name -> google.protobuf.Timestamp
 	17, // 63: nodehotfix.admin.v1.ComponentConfig.rollout:type_name -> nodehotfix.admin.v1.Rollout
-	61, // 64: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
-	61, // 65: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
-	61, // 66: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
+	64, // 64: nodehotfix.admin.v1.ComponentConfig.published_at:type_name -> google.protobuf.Timestamp
+	64, // 65: nodehotfix.admin.v1.ComponentConfig.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 66: nodehotfix.admin.v1.ComponentConfig.not_after:type_name -> google.protobuf.Timestamp
 	54, // 67: nodehotfix.admin.v1.PublishComponentConfigResponse.component_config:type_name -> nodehotfix.admin.v1.ComponentConfig
-	61, // 68: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
-	60, // 69: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
-	59, // 70: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
-	61, // 71: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
-	61, // 72: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
-	23, // 73: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
-	25, // 74: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
-	27, // 75: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
-	34, // 76: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
-	32, // 77: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
-	36, // 78: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
-	38, // 79: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
-	46, // 80: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
-	51, // 81: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
-	55, // 82: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
-	57, // 83: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
-	10, // 84: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
-	12, // 85: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
-	4,  // 86: nodehotfix.admin.v1.AdminService.GetLog:input_type -> nodehotfix.admin.v1.GetLogRequest
-	6,  // 87: nodehotfix.admin.v1.AdminService.RestoreLog:input_type -> nodehotfix.admin.v1.RestoreLogRequest
-	2,  // 88: nodehotfix.admin.v1.AdminService.SetFreeze:input_type -> nodehotfix.admin.v1.SetFreezeRequest
-	24, // 89: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
-	26, // 90: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
-	28, // 91: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
-	35, // 92: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
-	33, // 93: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
-	37, // 94: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
-	39, // 95: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
-	47, // 96: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
-	52, // 97: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
-	56, // 98: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
-	58, // 99: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
-	11, // 100: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
-	13, // 101: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
-	5,  // 102: nodehotfix.admin.v1.AdminService.GetLog:output_type -> nodehotfix.admin.v1.GetLogResponse
-	7,  // 103: nodehotfix.admin.v1.AdminService.RestoreLog:output_type -> nodehotfix.admin.v1.RestoreLogResponse
-	3,  // 104: nodehotfix.admin.v1.AdminService.SetFreeze:output_type -> nodehotfix.admin.v1.SetFreezeResponse
-	89, // [89:105] is the sub-list for method output_type
-	73, // [73:89] is the sub-list for method input_type
-	73, // [73:73] is the sub-list for extension type_name
-	73, // [73:73] is the sub-list for extension extendee
-	0,  // [0:73] is the sub-list for field type_name
+	59, // 68: nodehotfix.admin.v1.GetHistoryResponse.points:type_name -> nodehotfix.admin.v1.HistoryPoint
+	64, // 69: nodehotfix.admin.v1.HistoryPoint.time:type_name -> google.protobuf.Timestamp
+	15, // 70: nodehotfix.admin.v1.HistoryPoint.counts:type_name -> nodehotfix.admin.v1.Counts
+	15, // 71: nodehotfix.admin.v1.HistoryPoint.baseline_counts:type_name -> nodehotfix.admin.v1.Counts
+	64, // 72: nodehotfix.admin.v1.ListNodesRequest.since:type_name -> google.protobuf.Timestamp
+	63, // 73: nodehotfix.admin.v1.ListNodesResponse.nodes:type_name -> nodehotfix.admin.v1.NodeOutcome
+	62, // 74: nodehotfix.admin.v1.ListNodesResponse.top_reasons:type_name -> nodehotfix.admin.v1.ReasonCount
+	64, // 75: nodehotfix.admin.v1.NodeOutcome.time:type_name -> google.protobuf.Timestamp
+	64, // 76: nodehotfix.admin.v1.NodeOutcome.served_at:type_name -> google.protobuf.Timestamp
+	23, // 77: nodehotfix.admin.v1.AdminService.PublishRelease:input_type -> nodehotfix.admin.v1.PublishReleaseRequest
+	25, // 78: nodehotfix.admin.v1.AdminService.SetRollout:input_type -> nodehotfix.admin.v1.SetRolloutRequest
+	27, // 79: nodehotfix.admin.v1.AdminService.SetPlan:input_type -> nodehotfix.admin.v1.SetPlanRequest
+	34, // 80: nodehotfix.admin.v1.AdminService.Transition:input_type -> nodehotfix.admin.v1.TransitionRequest
+	32, // 81: nodehotfix.admin.v1.AdminService.SkipStep:input_type -> nodehotfix.admin.v1.SkipStepRequest
+	36, // 82: nodehotfix.admin.v1.AdminService.Revoke:input_type -> nodehotfix.admin.v1.RevokeRequest
+	38, // 83: nodehotfix.admin.v1.AdminService.Status:input_type -> nodehotfix.admin.v1.StatusRequest
+	46, // 84: nodehotfix.admin.v1.AdminService.Explain:input_type -> nodehotfix.admin.v1.ExplainRequest
+	51, // 85: nodehotfix.admin.v1.AdminService.ListAudit:input_type -> nodehotfix.admin.v1.ListAuditRequest
+	55, // 86: nodehotfix.admin.v1.AdminService.PublishComponentConfig:input_type -> nodehotfix.admin.v1.PublishComponentConfigRequest
+	60, // 87: nodehotfix.admin.v1.AdminService.ListNodes:input_type -> nodehotfix.admin.v1.ListNodesRequest
+	57, // 88: nodehotfix.admin.v1.AdminService.GetHistory:input_type -> nodehotfix.admin.v1.GetHistoryRequest
+	10, // 89: nodehotfix.admin.v1.AdminService.PublishKeySet:input_type -> nodehotfix.admin.v1.PublishKeySetRequest
+	12, // 90: nodehotfix.admin.v1.AdminService.ListKeySets:input_type -> nodehotfix.admin.v1.ListKeySetsRequest
+	4,  // 91: nodehotfix.admin.v1.AdminService.GetLog:input_type -> nodehotfix.admin.v1.GetLogRequest
+	6,  // 92: nodehotfix.admin.v1.AdminService.RestoreLog:input_type -> nodehotfix.admin.v1.RestoreLogRequest
+	2,  // 93: nodehotfix.admin.v1.AdminService.SetFreeze:input_type -> nodehotfix.admin.v1.SetFreezeRequest
+	24, // 94: nodehotfix.admin.v1.AdminService.PublishRelease:output_type -> nodehotfix.admin.v1.PublishReleaseResponse
+	26, // 95: nodehotfix.admin.v1.AdminService.SetRollout:output_type -> nodehotfix.admin.v1.SetRolloutResponse
+	28, // 96: nodehotfix.admin.v1.AdminService.SetPlan:output_type -> nodehotfix.admin.v1.SetPlanResponse
+	35, // 97: nodehotfix.admin.v1.AdminService.Transition:output_type -> nodehotfix.admin.v1.TransitionResponse
+	33, // 98: nodehotfix.admin.v1.AdminService.SkipStep:output_type -> nodehotfix.admin.v1.SkipStepResponse
+	37, // 99: nodehotfix.admin.v1.AdminService.Revoke:output_type -> nodehotfix.admin.v1.RevokeResponse
+	39, // 100: nodehotfix.admin.v1.AdminService.Status:output_type -> nodehotfix.admin.v1.StatusResponse
+	47, // 101: nodehotfix.admin.v1.AdminService.Explain:output_type -> nodehotfix.admin.v1.ExplainResponse
+	52, // 102: nodehotfix.admin.v1.AdminService.ListAudit:output_type -> nodehotfix.admin.v1.ListAuditResponse
+	56, // 103: nodehotfix.admin.v1.AdminService.PublishComponentConfig:output_type -> nodehotfix.admin.v1.PublishComponentConfigResponse
+	61, // 104: nodehotfix.admin.v1.AdminService.ListNodes:output_type -> nodehotfix.admin.v1.ListNodesResponse
+	58, // 105: nodehotfix.admin.v1.AdminService.GetHistory:output_type -> nodehotfix.admin.v1.GetHistoryResponse
+	11, // 106: nodehotfix.admin.v1.AdminService.PublishKeySet:output_type -> nodehotfix.admin.v1.PublishKeySetResponse
+	13, // 107: nodehotfix.admin.v1.AdminService.ListKeySets:output_type -> nodehotfix.admin.v1.ListKeySetsResponse
+	5,  // 108: nodehotfix.admin.v1.AdminService.GetLog:output_type -> nodehotfix.admin.v1.GetLogResponse
+	7,  // 109: nodehotfix.admin.v1.AdminService.RestoreLog:output_type -> nodehotfix.admin.v1.RestoreLogResponse
+	3,  // 110: nodehotfix.admin.v1.AdminService.SetFreeze:output_type -> nodehotfix.admin.v1.SetFreezeResponse
+	94, // [94:111] is the sub-list for method output_type
+	77, // [77:94] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_nodehotfix_admin_v1_admin_proto_init() }
@@ -5766,7 +6070,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_nodehotfix_admin_v1_admin_proto_rawDesc), len(file_nodehotfix_admin_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   60,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	AdminService_ListAudit_FullMethodName              = "/nodehotfix.admin.v1.AdminService/ListAudit"
 	AdminService_PublishComponentConfig_FullMethodName = "/nodehotfix.admin.v1.AdminService/PublishComponentConfig"
 	AdminService_ListNodes_FullMethodName              = "/nodehotfix.admin.v1.AdminService/ListNodes"
+	AdminService_GetHistory_FullMethodName             = "/nodehotfix.admin.v1.AdminService/GetHistory"
 	AdminService_PublishKeySet_FullMethodName          = "/nodehotfix.admin.v1.AdminService/PublishKeySet"
 	AdminService_ListKeySets_FullMethodName            = "/nodehotfix.admin.v1.AdminService/ListKeySets"
 	AdminService_GetLog_FullMethodName                 = "/nodehotfix.admin.v1.AdminService/GetLog"
@@ -82,6 +83,13 @@ type AdminServiceClient interface {
 	// release by its worst outcome, with the evidence it rests on: the
 	// node-level view behind Status's counts. Most severe first, paged.
 	ListNodes(ctx context.Context, in *ListNodesRequest, opts ...grpc.CallOption) (*ListNodesResponse, error)
+	// GetHistory returns a release's assessment over time, as the deciding
+	// replica's autopilot recorded it after its looks (one point per minute
+	// at most, written when something changed): the same on every replica,
+	// kept after its reports are pruned and after it is revoked or expires,
+	// for its life and 90 days after. NotFound for a version with no
+	// release record.
+	GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error)
 	// PublishKeySet stores the next version of the release key set: a signed
 	// key-set document (lpsctl keys rotate) that the threshold of the
 	// current set and the threshold of its own keys have signed. It is
@@ -229,6 +237,16 @@ func (c *adminServiceClient) ListNodes(ctx context.Context, in *ListNodesRequest
 	return out, nil
 }
 
+func (c *adminServiceClient) GetHistory(ctx context.Context, in *GetHistoryRequest, opts ...grpc.CallOption) (*GetHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetHistoryResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetHistory_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminServiceClient) PublishKeySet(ctx context.Context, in *PublishKeySetRequest, opts ...grpc.CallOption) (*PublishKeySetResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(PublishKeySetResponse)
@@ -319,6 +337,13 @@ type AdminServiceServer interface {
 	// release by its worst outcome, with the evidence it rests on: the
 	// node-level view behind Status's counts. Most severe first, paged.
 	ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error)
+	// GetHistory returns a release's assessment over time, as the deciding
+	// replica's autopilot recorded it after its looks (one point per minute
+	// at most, written when something changed): the same on every replica,
+	// kept after its reports are pruned and after it is revoked or expires,
+	// for its life and 90 days after. NotFound for a version with no
+	// release record.
+	GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error)
 	// PublishKeySet stores the next version of the release key set: a signed
 	// key-set document (lpsctl keys rotate) that the threshold of the
 	// current set and the threshold of its own keys have signed. It is
@@ -388,6 +413,9 @@ func (UnimplementedAdminServiceServer) PublishComponentConfig(context.Context, *
 }
 func (UnimplementedAdminServiceServer) ListNodes(context.Context, *ListNodesRequest) (*ListNodesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListNodes not implemented")
+}
+func (UnimplementedAdminServiceServer) GetHistory(context.Context, *GetHistoryRequest) (*GetHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetHistory not implemented")
 }
 func (UnimplementedAdminServiceServer) PublishKeySet(context.Context, *PublishKeySetRequest) (*PublishKeySetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method PublishKeySet not implemented")
@@ -623,6 +651,24 @@ func _AdminService_ListNodes_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetHistory(ctx, req.(*GetHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _AdminService_PublishKeySet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(PublishKeySetRequest)
 	if err := dec(in); err != nil {
@@ -763,6 +809,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListNodes",
 			Handler:    _AdminService_ListNodes_Handler,
+		},
+		{
+			MethodName: "GetHistory",
+			Handler:    _AdminService_GetHistory_Handler,
 		},
 		{
 			MethodName: "PublishKeySet",
