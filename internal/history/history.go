@@ -9,9 +9,11 @@
 // percentage and step, and the baseline the release was compared with. A
 // point is written only when one of those changed since the release's last
 // point, so a quiet release costs nothing, and at most one per minute is
-// kept (the minute's last). Points are written while a release moves (not
-// complete, revoked or expired), and once more when it stops; after that
-// its counts only follow what retention keeps, which is not history. They
+// kept (the minute's last). Points are written while a release is served
+// (not revoked or expired), and once more when it stops; after that its
+// counts only follow what retention deletes, which is not history. (A
+// complete release served for longer than retention keeps its reports
+// records counts that fall as they are pruned: what the looks counted.) They
 // are kept for the release's life and store.HistoryRetention after it:
 // the Recorder deletes them then.
 //
@@ -87,9 +89,9 @@ func Of(rel rollout.Release, f assess.Fleet) Point {
 	return p
 }
 
-// Moving reports whether p's release still moves: not complete, revoked
-// or expired. Points are recorded while it does, and once when it stops.
-func (p Point) Moving() bool { return p.State != rollout.Complete && !p.Revoked && !p.Expired }
+// Moving reports whether p's release is still served: not revoked or
+// expired. Points are recorded while it is, and once when it stops.
+func (p Point) Moving() bool { return !p.Revoked && !p.Expired }
 
 // encode is p's stored form: its JSON, without Time (the store's key).
 func encode(p Point) ([]byte, error) { return json.Marshal(p) }

@@ -41,7 +41,7 @@ func points(t *testing.T, st store.History, version string) []Point {
 }
 
 // TestRecorder: a point is written when the assessment changed and not
-// when it did not; a release that stops (complete) gets one last point and
+// when it did not; a release that stops (revoked) gets one last point and
 // no more; a new Recorder (another leader) does not rewrite what is
 // stored; the last look of a minute is the minute's point.
 func TestRecorder(t *testing.T) {
@@ -71,17 +71,17 @@ func TestRecorder(t *testing.T) {
 		t.Errorf("first point %+v: want rolling at 10%% against the base's control (40 ok)", p)
 	}
 
-	// It completes: one point, then none however its counts move.
+	// It is revoked: one point, then none however its counts move.
 	done := a
-	done.Rollout = rollout.Rollout{State: rollout.Complete, Percent: 100}
+	done.Revoked = true
 	must(rec.Record(ctx, look(t0.Add(3*time.Minute), c, done)))
 	c[a.Version] = tally.Counts{OK: 1} // retention pruned its reports
 	must(rec.Record(ctx, look(t0.Add(4*time.Minute), c, done)))
 	// Another leader, which has not seen the stored points.
 	must(NewRecorder(st, nil).Record(ctx, look(t0.Add(5*time.Minute), c, done)))
 	ps = points(t, st, a.Version)
-	if len(ps) != 3 || ps[2].State != rollout.Complete || ps[2].Counts.OK != 3 {
-		t.Fatalf("points after complete %+v: want the complete point once, with the counts it completed on", ps)
+	if len(ps) != 3 || !ps[2].Revoked || ps[2].Counts.OK != 3 {
+		t.Fatalf("points after revoke %+v: want the revoked point once, with the counts it was revoked on", ps)
 	}
 
 	// A new leader writes nothing for a moving release unchanged since

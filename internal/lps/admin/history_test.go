@@ -6,8 +6,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/assess"
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/history"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"

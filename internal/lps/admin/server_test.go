@@ -963,6 +963,10 @@ func TestHandlersFailClosedWithoutInterceptor(t *testing.T) {
 		},
 		"ListAudit": func() error { _, err := s.ListAudit(ctx, &adminv1.ListAuditRequest{}); return err },
 		"ListNodes": func() error { _, err := s.ListNodes(ctx, &adminv1.ListNodesRequest{}); return err },
+		"GetHistory": func() error {
+			_, err := s.GetHistory(ctx, &adminv1.GetHistoryRequest{Version: "202604.01.3"})
+			return err
+		},
 		"PublishComponentConfig": func() error {
 			_, err := s.PublishComponentConfig(ctx, &adminv1.PublishComponentConfigRequest{})
 			return err

@@ -29,7 +29,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nodehotfix/internal/assess"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/history"
 	"nodehotfix/internal/hotfix"
 	"nodehotfix/internal/lps"
 	"nodehotfix/internal/lps/admin"
@@ -169,6 +171,24 @@ func (f *fixture) reportEach(t *testing.T, version string, from, n int, edit fun
 		rs = append(rs, r)
 	}
 	if _, err := f.st.PutReports(t.Context(), rs); err != nil {
+		t.Fatal(err)
+	}
+	f.look(t)
+}
+
+// look assesses the fleet and records its history, as lpsd's autopilot
+// does after each look.
+func (f *fixture) look(t *testing.T) {
+	t.Helper()
+	rels, _, err := f.st.Releases(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet, err := assess.Assess(t.Context(), f.st, rels, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := history.NewRecorder(f.st, nil).Record(t.Context(), fleet); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -2,7 +2,6 @@ package dashboard
 
 import (
 	"context"
-	"fmt"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -11,73 +10,50 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/store"
 	"nodehotfix/internal/tally"
 )
 
-// TestNodeHistory: each node counts as pending from when it was served
-// and by its outcome from its report; a silent one from when its
-// silent-after ran out; a pending one to the end; the last point is now
-// and holds the counts the release has now.
-func TestNodeHistory(t *testing.T) {
+// TestPointsChart: the chart holds each recorded point's counts and its
+// baseline's, the last held to now; many points are thinned to
+// maxSamples, the first and the last kept.
+func TestPointsChart(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 	at := func(m int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(m) * time.Minute)) }
-	nodes := []*adminv1.NodeOutcome{
-		{VmId: "ok", Outcome: "ok", ServedAt: at(0), Time: at(5)},
-		{VmId: "failed", Outcome: "failed", ServedAt: at(1), Time: at(10)},
-		{VmId: "silent", Outcome: "silent", ServedAt: at(2)},
-		{VmId: "pending", Outcome: "pending", ServedAt: at(40)},
-		// Refused, with no served record: counted from its report.
-		{VmId: "refused", Outcome: "refusedIntegrity", Time: at(20)},
-		{VmId: "garbage", Outcome: "nonsense", ServedAt: at(3)},
+	ps := []*adminv1.HistoryPoint{
+		{Time: at(0), Counts: &adminv1.Counts{Pending: 3}, State: "rolling", Percent: 5, Baseline: "baked", BaselineCounts: &adminv1.Counts{Ok: 10, Reported: 10}},
+		{Time: at(5), Counts: &adminv1.Counts{Ok: 2, Failed: 1, Reported: 3}, Seated: 3, State: "halted", Percent: 5, Reason: "regression", Baseline: "baked", BaselineCounts: &adminv1.Counts{Ok: 12, Reported: 12}},
 	}
 	now := t0.Add(time.Hour)
-	h := nodeHistory(nodes, 30*time.Minute, now)
-	byTime := map[time.Duration]tally.Counts{}
-	for _, s := range h {
-		byTime[s.T.Sub(t0)] = s.Counts
-		if s.Reported != s.Counts.Reported() || s.Served != s.Counts.Served() {
-			t.Errorf("sample at %v: reported %d served %d, counts %+v", s.T.Sub(t0), s.Reported, s.Served, s.Counts)
-		}
+	c := pointsChart(ps, now)
+	if len(c.Release) != 3 || len(c.Control) != 3 || c.Baseline != "baseline baked" {
+		t.Fatalf("chart %+v: want 2 points held to now, against baseline baked", c)
 	}
-	for _, c := range []struct {
-		m    int
-		want tally.Counts
-	}{
-		{0, tally.Counts{Pending: 1}},
-		{2, tally.Counts{Pending: 3}},
-		{5, tally.Counts{OK: 1, Pending: 2}},
-		{10, tally.Counts{OK: 1, Failed: 1, Pending: 1}},
-		{20, tally.Counts{OK: 1, Failed: 1, RefusedIntegrity: 1, Pending: 1}},
-		{32, tally.Counts{OK: 1, Failed: 1, RefusedIntegrity: 1, Silent: 1}},
-		{40, tally.Counts{OK: 1, Failed: 1, RefusedIntegrity: 1, Silent: 1, Pending: 1}},
-		{60, tally.Counts{OK: 1, Failed: 1, RefusedIntegrity: 1, Silent: 1, Pending: 1}},
-	} {
-		if got, ok := byTime[time.Duration(c.m)*time.Minute]; !ok || got != c.want {
-			t.Errorf("at +%dm: %+v (point: %v), want %+v", c.m, got, ok, c.want)
-		}
+	want := sample{T: now, Counts: tally.Counts{OK: 2, Failed: 1, Seated: 3}, Reported: 3, Served: 3, Percent: 5, State: "halted"}
+	if got := c.Release[2]; got != want {
+		t.Errorf("last point %+v, want %+v", got, want)
 	}
-	if last := h[len(h)-1]; !last.T.Equal(now) {
-		t.Errorf("last point at %v, want now %v", last.T, now)
+	if got := c.Control[1]; got.OK != 12 || !got.T.Equal(t0.Add(5*time.Minute)) {
+		t.Errorf("baseline at +5m %+v: want its 12 ok then", got)
 	}
-	if got := nodeHistory(nil, time.Minute, now); got != nil {
-		t.Errorf("no nodes: %v, want no history", got)
+	if c := pointsChart(nil, now); c.Release != nil {
+		t.Errorf("no points: %+v, want no chart", c)
 	}
-	// Many nodes: at most maxSamples points, the first and the last kept.
-	var many []*adminv1.NodeOutcome
+	var many []*adminv1.HistoryPoint
 	for i := range 5000 {
-		many = append(many, &adminv1.NodeOutcome{VmId: fmt.Sprint(i), Outcome: "ok", ServedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Second)), Time: timestamppb.New(t0.Add(time.Duration(i)*time.Second + 500*time.Millisecond))})
+		many = append(many, &adminv1.HistoryPoint{Time: at(i), Counts: &adminv1.Counts{Ok: uint64(i), Reported: uint64(i)}})
 	}
-	h = nodeHistory(many, time.Minute, t0.Add(3*time.Hour))
-	if len(h) > maxSamples || !h[0].T.Equal(t0) || h[len(h)-1].OK != 5000 {
-		t.Errorf("%d points, first at %v, last %+v: want at most %d, from the first node to every node ok", len(h), h[0].T, h[len(h)-1].Counts, maxSamples)
+	c = pointsChart(many, t0.Add(5000*time.Minute))
+	if h := c.Release; len(h) != maxSamples || !h[0].T.Equal(t0) || h[len(h)-1].OK != 4999 || len(c.Control) != maxSamples {
+		t.Errorf("%d points, first at %v, last %+v: want %d, from the first point to the last", len(h), h[0].T, h[len(h)-1].Counts, maxSamples)
 	}
 }
 
 // TestHistoryOutlastsRevokeAndRestart: a release's charts come from the
-// store, so a dashboard started after the reports (another replica, or
-// this one restarted) draws the same history, and it is still drawn once
-// the release is revoked.
+// history recorded in the store, so a dashboard started after the reports
+// (another replica, or this one restarted) draws the same history, and it
+// is still drawn once the release is revoked and its reports are gone.
 func TestHistoryOutlastsRevokeAndRestart(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -85,6 +61,11 @@ func TestHistoryOutlastsRevokeAndRestart(t *testing.T) {
 	f.report(t, version, 0, 30, false)
 	f.report(t, version, 30, 6, true)
 	if _, err := f.api.Revoke(opsCtx(t), &adminv1.RevokeRequest{Version: version, Reason: "bad"}); err != nil {
+		t.Fatal(err)
+	}
+	f.look(t)
+	// Retention pruned every report: the history stays.
+	if _, err := f.st.PruneReports(t.Context(), store.Prune{Before: time.Now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	// A second dashboard on the same admin API, started now.

@@ -319,48 +319,37 @@ func (d *Dashboard) releaseAudit(ctx context.Context, se *session, version strin
 }
 
 // releaseHistory returns rv's chart data for the view built at built:
-// its counts over time from the nodes counted for it (nodeHistory), and
-// its baseline's failure rate now (the incumbent it is judged against; the
-// base's control cohort without a plan), drawn across the same span. An
-// error leaves the chart empty: the page says so rather than failing.
+// its recorded history (the admin API's GetHistory: the assessments the
+// deciding replica's autopilot recorded, the same on every replica and
+// kept after revocation, expiry and pruning), the baseline each point was
+// judged against beside it, both held to built. An error leaves the chart
+// empty: the page says so rather than failing.
 func (d *Dashboard) releaseHistory(ctx context.Context, se *session, rv releaseView, built time.Time) chartData {
 	version := rv.R.GetVersion()
 	c := &d.histories
 	c.mu.Lock()
 	if !c.built.Equal(built) {
-		c.built, c.m = built, map[string][]sample{}
+		c.built, c.m = built, map[string]chartData{}
 	}
 	h, ok := c.m[version]
 	c.mu.Unlock()
-	if !ok {
-		ctx, cancel := context.WithTimeout(admin.WithActor(ctx, se.Actor), 10*time.Second)
-		defer cancel()
-		nodes, err := d.allNodes(ctx, &adminv1.ListNodesRequest{Release: version})
-		if err != nil {
-			d.cfg.Log.Warn("dashboard: a release's nodes for its chart", "version", version, "err", err)
-			return chartData{}
-		}
-		silentAfter := rollout.DefaultSilentAfter
-		if s := rv.R.GetRollout().GetPlan().GetSilentAfterSeconds(); s > 0 {
-			silentAfter = time.Duration(s) * time.Second
-		}
-		h = nodeHistory(nodes, silentAfter, built)
-		c.mu.Lock()
-		if c.built.Equal(built) {
-			c.m[version] = h
-		}
-		c.mu.Unlock()
+	if ok {
+		return h
 	}
-	out := chartData{Release: h, Baseline: "control"}
-	base := rv.Control
-	if hl := rv.R.GetRollout().GetHealth(); hl.GetBaseline() != nil {
-		base, out.Baseline = hl.GetBaseline(), "baseline "+hl.GetBaselineIncumbent()
+	ctx, cancel := context.WithTimeout(admin.WithActor(ctx, se.Actor), 10*time.Second)
+	defer cancel()
+	resp, err := d.cfg.Admin.GetHistory(ctx, &adminv1.GetHistoryRequest{Version: version})
+	if err != nil {
+		d.cfg.Log.Warn("dashboard: a release's history for its chart", "version", version, "err", err)
+		return chartData{}
 	}
-	if len(h) > 0 && base != nil {
-		b := toSample(h[0].T, base)
-		out.Control = []sample{b, {T: h[len(h)-1].T, Counts: b.Counts, Reported: b.Reported}}
+	h = pointsChart(resp.GetPoints(), built)
+	c.mu.Lock()
+	if c.built.Equal(built) {
+		c.m[version] = h
 	}
-	return out
+	c.mu.Unlock()
+	return h
 }
 
 func toSample(t time.Time, c *adminv1.Counts) sample {

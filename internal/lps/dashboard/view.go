@@ -9,6 +9,7 @@ import (
 	"time"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/history"
 	"nodehotfix/internal/lps"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/tally"
@@ -131,101 +132,66 @@ func (v *view) release(version string) (releaseView, bool) {
 // maxSamples bounds the points a chart draws.
 const maxSamples = 720
 
-// sample is one release's (or its baseline's) counts at a time.
+// sample is one release's (or its baseline's) counts at a time, and the
+// release's percentage and state then.
 type sample struct {
 	T time.Time
 	tally.Counts
 	Reported uint64
 	Served   uint64
+	Percent  int
+	State    string
 }
 
-// nodeHistory is a release's counts over time, from the nodes counted for
-// it (the admin API's Nodes, read from the store, so every replica draws
-// the same and it outlives restarts, revocation and expiry): each node
-// from its first evidence (served, or its report when lpsd has no served
-// record of it) as pending, then by its outcome from its report's time,
-// a silent one from when its silent-after ran out. It ends at now; at most
-// maxSamples points.
-func nodeHistory(nodes []*adminv1.NodeOutcome, silentAfter time.Duration, now time.Time) []sample {
-	type event struct {
-		t time.Time
-		o tally.Outcome
-		d int // +1 or -1
+// pointsChart is a release's chart from its recorded points (oldest
+// first): its counts, percentage and state, and its baseline's counts, at
+// each point, the last held to now. At most maxSamples points, evenly
+// spaced, the first and the last kept.
+func pointsChart(ps []*adminv1.HistoryPoint, now time.Time) chartData {
+	var c chartData
+	for _, p := range ps {
+		t := p.GetTime().AsTime()
+		c.Release = append(c.Release, sample{T: t, Counts: withSeated(fromProto(p.GetCounts()), p.GetSeated()), Reported: p.GetCounts().GetReported(),
+			Served: fromProto(p.GetCounts()).Served(), Percent: int(p.GetPercent()), State: p.GetState()})
+		c.Control = append(c.Control, sample{T: t, Counts: fromProto(p.GetBaselineCounts()), Reported: p.GetBaselineCounts().GetReported()})
+		c.Baseline = p.GetBaseline()
 	}
-	var evs []event
-	for _, n := range nodes {
-		o, ok := tally.ParseOutcome(n.GetOutcome())
-		if !ok {
-			continue
-		}
-		var seen, at time.Time
-		if ts := n.GetServedAt(); ts != nil {
-			seen = ts.AsTime()
-		}
-		if ts := n.GetTime(); ts != nil {
-			at = ts.AsTime()
-		}
-		switch {
-		case seen.IsZero() && at.IsZero():
-			continue
-		case seen.IsZero() || !at.IsZero() && at.Before(seen):
-			seen = at
-		}
-		switch o {
-		case tally.Pending:
-			at = now
-		case tally.Silent:
-			at = seen.Add(silentAfter)
-		}
-		if at.Before(seen) {
-			at = seen
-		}
-		if at.After(now) {
-			at = now
-		}
-		evs = append(evs, event{seen, tally.Pending, 1})
-		if o != tally.Pending {
-			evs = append(evs, event{at, tally.Pending, -1}, event{at, o, 1})
-		}
+	if c.Baseline != "" && c.Baseline != history.ControlBaseline {
+		c.Baseline = "baseline " + c.Baseline
 	}
-	if len(evs) == 0 {
-		return nil
+	if n := len(c.Release); n > 0 && c.Release[n-1].T.Before(now) {
+		last, base := c.Release[n-1], c.Control[n-1]
+		last.T, base.T = now, now
+		c.Release, c.Control = append(c.Release, last), append(c.Control, base)
 	}
-	slices.SortStableFunc(evs, func(a, b event) int { return a.t.Compare(b.t) })
-	var out []sample
-	var cur tally.Counts
-	for i, e := range evs {
-		if n := cur.Of(e.o); e.d > 0 {
-			*n++
-		} else {
-			*n--
-		}
-		if i+1 < len(evs) && evs[i+1].t.Equal(e.t) {
-			continue
-		}
-		out = append(out, sample{T: e.t, Counts: cur, Reported: cur.Reported(), Served: cur.Served()})
+	c.Release, c.Control = thin(c.Release), thin(c.Control)
+	return c
+}
+
+func withSeated(c tally.Counts, seated uint64) tally.Counts {
+	c.Seated = seated
+	return c
+}
+
+// thin returns at most maxSamples of h, evenly spaced, the first and the
+// last kept.
+func thin(h []sample) []sample {
+	if len(h) <= maxSamples {
+		return h
 	}
-	if last := out[len(out)-1]; last.T.Before(now) {
-		last.T = now
-		out = append(out, last)
-	}
-	if len(out) > maxSamples {
-		// Evenly spaced points, the last always kept.
-		thin := make([]sample, 0, maxSamples)
-		for i := range maxSamples {
-			thin = append(thin, out[i*(len(out)-1)/(maxSamples-1)])
-		}
-		out = thin
+	out := make([]sample, 0, maxSamples)
+	for i := range maxSamples {
+		out = append(out, h[i*(len(h)-1)/(maxSamples-1)])
 	}
 	return out
 }
 
 // historyCache keeps each release page's history for one view, so a page
-// refreshing itself costs one read of the release's nodes per view.
+// refreshing itself costs one read of the release's history per view.
 type historyCache struct {
 	mu    sync.Mutex
 	built time.Time
-	m     map[string][]sample
+	m     map[string]chartData
 }
 
 func fmtStep(i, n int, kind string, a, b int) string {
