@@ -352,10 +352,6 @@ func (d *Dashboard) releaseHistory(ctx context.Context, se *session, rv releaseV
 	return h
 }
 
-func toSample(t time.Time, c *adminv1.Counts) sample {
-	return sample{T: t, Counts: fromProto(c), Reported: c.GetReported()}
-}
-
 func (d *Dashboard) releasePage(w http.ResponseWriter, r *http.Request, se *session) {
 	flash := ""
 	if done := r.URL.Query().Get("done"); actionMethods[done] != "" {

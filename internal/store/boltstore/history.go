@@ -72,7 +72,8 @@ func (s *Store) Points(ctx context.Context, version string, limit int) ([]store.
 		}
 		c := b.Cursor()
 		// The first key after the version's: "/" + 1 is "0".
-		k, v := c.Seek([]byte(version + "0"))
+		var v []byte
+		k, _ := c.Seek([]byte(version + "0"))
 		if k == nil {
 			k, v = c.Last()
 		} else {
