@@ -150,9 +150,9 @@ type sample struct {
 func pointsChart(ps []*adminv1.HistoryPoint, now time.Time) chartData {
 	var c chartData
 	for _, p := range ps {
-		t := p.GetTime().AsTime()
-		c.Release = append(c.Release, sample{T: t, Counts: withSeated(fromProto(p.GetCounts()), p.GetSeated()), Reported: p.GetCounts().GetReported(),
-			Served: fromProto(p.GetCounts()).Served(), Percent: int(p.GetPercent()), State: p.GetState()})
+		t, counts := p.GetTime().AsTime(), fromProto(p.GetCounts())
+		c.Release = append(c.Release, sample{T: t, Counts: withSeated(counts, p.GetSeated()), Reported: p.GetCounts().GetReported(),
+			Served: counts.Served(), Percent: int(p.GetPercent()), State: p.GetState()})
 		c.Control = append(c.Control, sample{T: t, Counts: fromProto(p.GetBaselineCounts()), Reported: p.GetBaselineCounts().GetReported()})
 		c.Baseline = p.GetBaseline()
 	}
