@@ -155,6 +155,7 @@ step to skip to; never a revoked one.
 	lpsctl explain --vm-id ID --subscription ID [--region R] [--deploy-env E] [--component NAME]
 	lpsctl audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]
 	lpsctl nodes [--release VERSION] [--base BASE] [--outcome OUTCOME] [--subscription ID] [--since TIME|DURATION] [--limit N] [--page TOKEN]
+	lpsctl history VERSION [--changes] [--limit N]
 
 nodes lists the nodes behind status's counts (the admin API's ListNodes,
 which a reader may call): per release, one per vmId by its worst outcome
@@ -169,6 +170,36 @@ the next (--page). Above the nodes it sums up the commonest outcomes and
 reasons worse than ok over every matching node (top_reasons in JSON:
 outcome, reason, nodes). An unknown --outcome is a usage error (exit 2);
 an unknown --release is not found (exit 5).
+
+history shows a release's recorded assessment (the admin API's
+GetHistory, which a reader may call), oldest first: at each point its
+nodes by outcome, its failure rate beside its baseline's (BASELINE is the
+incumbent a planned release is compared with, "baked" or a version, or
+"control", the base's nodes that ran the baked agent, without a plan),
+and the rollout's state (with its reason code, revoked or expired),
+percentage, plan step and health verdict then. The deciding replica
+records a point after a look that changed any of those, at most one a
+minute, while the release is served and once when it stops; the store
+keeps them for the release's life and 90 days after, so every replica
+shows the same history after restarts, after its reports are pruned and
+after a revoke. Nothing is recorded while lpsd runs with
+--autopilot-interval=0, and history says so when a release has no point.
+--limit N (default 1440, a day at one a minute; at most 10000) shows the
+newest N; --changes only the points where the rollout moved (state,
+percentage, step, reason, health, revoked, expired), with the first and
+the last. -o json prints
+
+	{"version": "202604.01.3", "kept": true,   // false: the store keeps none
+	 "unreadable": 0,                          // points this lpsd cannot decode, left out
+	 "points": [{"time": RFC3339, "state": "rolling", "percent": 20,
+	             "step": 0 or null (no plan), "steps": 3, "reason": "",
+	             "revoked": false, "expired": false, "health": "healthy",
+	             "counts": {...}, "seated": 20, "failure_rate": 0.05 or null,
+	             "baseline": "baked", "baseline_counts": {...},
+	             "baseline_failure_rate": 0.04 or null}, ...],
+	 "failure_rate_definition": "failure rate = ..."}
+
+An unknown release is not found (exit 5).
 
 Every command that changes something requires --reason TEXT (at most 1024
 bytes, no control characters), stored in the audit log with the change and

@@ -177,7 +177,7 @@ the signed configurations of other components (localDNS@3). The manual is
 	}
 	root.AddCommand(keys, rel, ro, newComponentGroup(e),
 		newRevokeCmd(e), newFreezeCmd(e, true), newFreezeCmd(e, false),
-		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e), newNodesCmd(e), newLogCmd(e),
+		newStatusCmd(e), newExplainCmd(e), newAuditCmd(e), newNodesCmd(e), newHistoryCmd(e), newLogCmd(e),
 		newCustomDataCmd(e),
 		newVersionCmd(e),
 	)

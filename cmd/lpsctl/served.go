@@ -90,6 +90,15 @@ func toServedJSON(bs []*adminv1.ServedBase) []servedBaseJSON {
 // percentOf is a fraction in percent, to a hundredth.
 func percentOf(f float64) float64 { return math.Round(f*10000) / 100 }
 
+// rateText is a failure rate for a table, its fraction beside it:
+// "12.5% (1/8)", or "-" while nobody is judged.
+func rateText(failures, judged uint64) string {
+	if judged == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%% (%d/%d)", 100*float64(failures)/float64(judged), failures, judged)
+}
+
 // printReplicas prints the replicas serving from the store and the labels
 // rollout scopes match.
 func printReplicas(tw *tabwriter.Writer, rs []*adminv1.Replica) {
@@ -128,9 +137,7 @@ func printServedNow(tw *tabwriter.Writer, bs []*adminv1.ServedBase, definition s
 					gets = "baked agent"
 				} else {
 					fell = strconv.FormatUint(s.GetFellBack(), 10)
-					if s.GetJudged() > 0 {
-						rate = fmt.Sprintf("%.1f%% (%d/%d)", 100*float64(s.GetFailures())/float64(s.GetJudged()), s.GetFailures(), s.GetJudged())
-					}
+					rate = rateText(s.GetFailures(), s.GetJudged())
 				}
 				share := strconv.FormatFloat(percentOf(s.GetFraction()), 'f', -1, 64) + "%"
 				if n := s.GetCanarySeats(); n > 0 {

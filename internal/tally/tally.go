@@ -141,6 +141,16 @@ func (c Counts) Judged() uint64 { return c.Served() - c.Pending - c.NotApplicabl
 // their own (internal/regression).
 func (c Counts) Failures() uint64 { return c.Failed + c.Fallback + c.RefusedIntegrity }
 
+// FailureRate is Failures over Judged, a fraction, and false when nobody
+// is judged yet: the rate the health rule compares, as status, history
+// and the dashboard show it.
+func (c Counts) FailureRate() (float64, bool) {
+	if c.Judged() == 0 {
+		return 0, false
+	}
+	return float64(c.Failures()) / float64(c.Judged()), true
+}
+
 // Classify returns what report r says of release version, and whether it
 // is about that release at all: it ran it (HotfixVersion) or was served it
 // and did not run it (RequestedVersion).
@@ -356,10 +366,10 @@ func (t Tally) baseline(b ballot, salt string) Counts {
 // rate is c's failure rate; a cohort with nobody judged reads as 1, never
 // the stricter reading.
 func rate(c Counts) float64 {
-	if c.Judged() == 0 {
-		return 1
+	if r, ok := c.FailureRate(); ok {
+		return r
 	}
-	return float64(c.Failures()) / float64(c.Judged())
+	return 1
 }
 
 // spread returns b, a baseline's ballot, with no subscription holding more

@@ -1012,6 +1012,13 @@ func countsProto(c tally.Counts) *adminv1.Counts {
 		RefusedIntegrity: c.RefusedIntegrity, RefusedDelivery: c.RefusedDelivery, NotApplicable: c.NotApplicable, Pending: c.Pending}
 }
 
+// CountsOf reads the API's counts back into the tally's (countsProto's
+// inverse), so clients compute rates as the rule does.
+func CountsOf(c *adminv1.Counts) tally.Counts {
+	return tally.Counts{OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(), RefusedIntegrity: c.GetRefusedIntegrity(),
+		RefusedDelivery: c.GetRefusedDelivery(), NotApplicable: c.GetNotApplicable(), Silent: c.GetSilent(), Pending: c.GetPending()}
+}
+
 func healthProto(v regression.Verdict, p rollout.Plan) *adminv1.Health {
 	return &adminv1.Health{Verdict: v.Health, Rule: v.Rule, Reason: v.Reason, Detail: v.Detail, NextDue: timestamppb.New(p.Due()),
 		BaselineIncumbent: v.Baseline.Incumbent, BaselineRecorded: v.Baseline.Recorded, Baseline: countsProto(v.Baseline.Counts),

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -399,4 +400,90 @@ func TestBrowser(t *testing.T) {
 	if n := eval(ctx, `document.querySelectorAll("form.action-freeze").length`); n != 0 {
 		t.Errorf("a reader is offered %d freeze forms", n)
 	}
+}
+
+// TestBrowserHistory: a release's page, in a real Chromium, draws its
+// recorded history after it was revoked and every report it was counted
+// from was pruned: the percentage on bands of its states (draft, rolling,
+// paused, rolling, halted, revoked), its failure rate against its
+// baseline's and its counts, as the looks recorded them.
+func TestBrowserHistory(t *testing.T) {
+	t.Parallel()
+	ctx := newBrowser(t)
+	f := newFixture(t)
+	const v = "202606.03.1"
+	f.publishDraft(t, v)
+	t0 := time.Now().Add(-80 * time.Minute).Truncate(time.Minute)
+	at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
+	reports := func(m, from, n, failed int, agent string) {
+		t.Helper()
+		var rs []store.Report
+		for i := from; i < from+n; i++ {
+			r := store.Report{VMID: fmt.Sprintf("vm-%d", i), Boot: "b", SubscriptionID: "3f2b9c1d-5e6a-4b7c-8d9e-0a1b2c3d4e5f", Base: "202606.03", BakedVersion: "202606.03.0",
+				Agent: agent, AgentVersion: v, HotfixVersion: v, Time: at(m)}
+			if agent == "baked" {
+				r.AgentVersion, r.HotfixVersion = "202606.03.0", ""
+			}
+			if i < from+failed {
+				r.ExitCode = 1
+			}
+			rs = append(rs, r)
+		}
+		if _, err := f.st.PutReports(t.Context(), rs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	transition := func(a adminv1.Action, reason string) {
+		t.Helper()
+		must(f.api.Transition(opsCtx(t), &adminv1.TransitionRequest{Version: v, Action: a, Reason: reason}))
+	}
+	f.lookAt(t, at(0))
+	must(f.api.SetRollout(opsCtx(t), &adminv1.SetRolloutRequest{Version: v, Percent: 5, Reason: "start"}))
+	reports(5, 1000, 40, 1, "baked")
+	reports(5, 0, 10, 0, "hotfix")
+	f.lookAt(t, at(10))
+	must(f.api.SetRollout(opsCtx(t), &adminv1.SetRolloutRequest{Version: v, Percent: 20, Reason: "wider"}))
+	reports(15, 10, 21, 1, "hotfix")
+	f.lookAt(t, at(20))
+	transition(adminv1.Action_ACTION_PAUSE, "weekend")
+	f.lookAt(t, at(30))
+	transition(adminv1.Action_ACTION_RESUME, "weekend over")
+	f.lookAt(t, at(40))
+	must(f.api.SetRollout(opsCtx(t), &adminv1.SetRolloutRequest{Version: v, Percent: 50, Reason: "wider"}))
+	reports(45, 31, 20, 8, "hotfix")
+	f.lookAt(t, at(50))
+	transition(adminv1.Action_ACTION_HALT, "failure rate up")
+	f.lookAt(t, at(60))
+	must(f.api.Revoke(opsCtx(t), &adminv1.RevokeRequest{Version: v, Reason: "bad"}))
+	f.lookAt(t, at(70))
+	if _, err := f.st.PruneReports(t.Context(), store.Prune{Before: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+
+	u := f.srv.URL
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(u+"/"), chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), readerToken), chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(chromedp.CSS("table.releases")),
+		chromedp.Navigate(u+"/releases/"+v), chromedp.WaitVisible(chromedp.CSS(`svg.chart rect.band`)),
+	); err != nil {
+		t.Fatalf("the revoked release's page: %v", err)
+	}
+	marks, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("svg.chart .state-mark")).map(e => e.textContent)`))
+	if want := []string{"draft", "rolling", "paused", "rolling", "halted", "halted, revoked"}; err != nil || !slices.Equal(marks, want) {
+		t.Errorf("the rollout chart's states = %q, %v; want %q", marks, err, want)
+	}
+	legends, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll("svg.chart .legend")).map(e => e.textContent)`))
+	for _, want := range []string{"50% halted, revoked", "release 17.6%", "control 2.5%", "ok 42", "failed 9"} {
+		if err != nil || !slices.Contains(legends, want) {
+			t.Errorf("the charts' legends = %q, %v; want %q among them", legends, err, want)
+		}
+	}
+	screenshot(t, ctx, "release-history.png")
 }

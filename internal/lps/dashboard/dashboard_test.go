@@ -180,11 +180,17 @@ func (f *fixture) reportEach(t *testing.T, version string, from, n int, edit fun
 // does after each look.
 func (f *fixture) look(t *testing.T) {
 	t.Helper()
+	f.lookAt(t, time.Now())
+}
+
+// lookAt is look at time at.
+func (f *fixture) lookAt(t *testing.T, at time.Time) {
+	t.Helper()
 	rels, _, err := f.st.Releases(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet, err := assess.Assess(t.Context(), f.st, rels, time.Now())
+	fleet, err := assess.Assess(t.Context(), f.st, rels, at)
 	if err != nil {
 		t.Fatal(err)
 	}

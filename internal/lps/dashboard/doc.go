@@ -3,7 +3,7 @@
 // table, as lpsctl status prints it); the releases with
 // their rollout state, plan step and next step's time; per release the
 // nodes' outcome reports against the base's control cohort, as numbers and
-// as a chart over time, and the nodes themselves (worst first, with their
+// as charts over time, and the nodes themselves (worst first, with their
 // reasons, and as CSV); the health verdict and an automatic halt's
 // evidence; the audit log with filters; "explain a VM"; the served document
 // size per base; and the releases about to expire. Operators can steer a
@@ -89,12 +89,16 @@
 // every Config.Refresh (and an action before it answers, so the page after
 // it shows the change), so a page costs its
 // rendering, not a reading of every report; each page says how old its data
-// is. A release page's charts are drawn from the nodes counted for the
-// release (the admin API's Nodes, as the nodes page reads them, once per
-// view): each node from when it was served, by its outcome from its
-// report's time, so every replica draws the same history, and it outlasts
-// restarts, revocation and expiry for as long as the store keeps the
-// reports. With JavaScript on, the releases and release pages
+// is. A release page's three charts (its failure rate against the
+// baseline each look judged it against, its percentage as steps on bands
+// of its state then, its nodes by outcome) are drawn from the history the
+// deciding replica's looks recorded in the store (the admin API's
+// GetHistory, read once per view; internal/history), spanning it from its
+// first point to the view's time, so every replica draws the same history
+// and it outlasts restarts, revocation, expiry and the reports' pruning.
+// A release with no point yet says so (nothing is recorded under lpsd
+// --autopilot-interval=0), as does a store that keeps no history and a
+// read that failed. With JavaScript on, the releases and release pages
 // reload their main content every Config.Refresh, except while the
 // operator is using a form (or has filled anything in, or has the keyboard
 // focus in the page) and on an action's refusal; without

@@ -2,6 +2,8 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
+	"html/template"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -86,5 +88,58 @@ func TestHistoryOutlastsRevokeAndRestart(t *testing.T) {
 				t.Errorf("%s: the revoked release's page lacks %q:\n%.2000s", base, want, body)
 			}
 		}
+	}
+}
+
+// TestRolloutChart: the rollout chart draws the percentage as steps on a
+// band per run of one state, each named; with no history it says why
+// rather than drawing an empty frame, as the other charts do.
+func TestRolloutChart(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	at := func(m int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(m) * time.Minute)) }
+	ps := []*adminv1.HistoryPoint{
+		{Time: at(0), Counts: &adminv1.Counts{}, State: "draft"},
+		{Time: at(10), Counts: &adminv1.Counts{Pending: 3}, State: "rolling", Percent: 5},
+		{Time: at(20), Counts: &adminv1.Counts{Ok: 3, Reported: 3}, State: "rolling", Percent: 20},
+		{Time: at(30), Counts: &adminv1.Counts{Ok: 3, Failed: 2, Reported: 5}, State: "halted", Percent: 20, Reason: "regression"},
+		{Time: at(40), Counts: &adminv1.Counts{Ok: 3, Failed: 2, Reported: 5}, State: "<script>", Percent: 20},
+	}
+	svg := string(chartSVG(pointsChart(ps, t0.Add(40*time.Minute)), "rollout"))
+	if n := strings.Count(svg, `<rect class="band`); n != 4 {
+		t.Errorf("%d bands, want one per run of a state (draft, rolling, halted, and the unknown one):\n%s", n, svg)
+	}
+	for _, want := range []string{`band state-draft`, `band state-rolling`, `band state-halted`, `band state-other`, `>halted</text>`,
+		`&lt;script&gt;`, `<polyline class="line s-percent"`, `20% &lt;script&gt;</text>`} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("rollout chart lacks %q:\n%s", want, svg)
+		}
+	}
+	if strings.Contains(svg, "<script>") {
+		t.Errorf("rollout chart carries a state unescaped:\n%s", svg)
+	}
+	// The percentage rises as a step: 5 % held until the point at +20m,
+	// then 20 %: two vertices at +20m's x.
+	_, x, y := frame("", "", t0, t0.Add(40*time.Minute), 100, "%")
+	if want := fmt.Sprintf("%.1f,%.1f %.1f,%.1f", x(t0.Add(20*time.Minute)), y(5), x(t0.Add(20*time.Minute)), y(20)); !strings.Contains(svg, want) {
+		t.Errorf("rollout chart lacks the step %q:\n%s", want, svg)
+	}
+	for _, c := range []struct {
+		data chartData
+		want string
+	}{
+		{chartData{}, emptyNotRecorded},
+		{chartData{Empty: emptyNotKept}, emptyNotKept},
+		{chartData{Empty: emptyUnreadable}, emptyUnreadable},
+	} {
+		for _, kind := range []string{"rollout", "rates", "counts"} {
+			if svg := string(chartSVG(c.data, kind)); !strings.Contains(svg, template.HTMLEscapeString(c.want)) || strings.Contains(svg, "polyline") {
+				t.Errorf("%s chart of %+v = %s, want only %q", kind, c.data, svg, c.want)
+			}
+		}
+	}
+	// Points with nobody judged: the rates chart says so.
+	if svg := string(chartSVG(pointsChart(ps[:2], t0.Add(10*time.Minute)), "rates")); !strings.Contains(svg, "no node judged yet") {
+		t.Errorf("rates chart with nobody judged = %s", svg)
 	}
 }

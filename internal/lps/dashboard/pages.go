@@ -80,16 +80,24 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return 0
 	},
-	"add": func(a, b int) int { return a + b },
-	"dur": func(sec int64) string { return duration.Format(time.Duration(sec) * time.Second) },
-	"ms":  func(d time.Duration) int64 { return d.Milliseconds() },
-	"stateClass": func(s string) string {
-		return "state-" + s
-	},
+	"add":        func(a, b int) int { return a + b },
+	"dur":        func(sec int64) string { return duration.Format(time.Duration(sec) * time.Second) },
+	"ms":         func(d time.Duration) int64 { return d.Milliseconds() },
+	"stateClass": stateClass,
 	// isConfig reports an audit target that is a component configuration,
 	// which has no release page.
 	"isConfig": func(target string) bool { _, _, ok := rollout.ParseConfigID(target); return ok },
 }).ParseFS(templateFS, "templates/*.html"))
+
+// stateClass is the CSS class of a rollout state: one of the states the
+// stylesheet knows, whatever string the API sent.
+func stateClass(s string) string {
+	switch rollout.State(s) {
+	case rollout.Draft, rollout.Rolling, rollout.Paused, rollout.Halted, rollout.Complete:
+		return "state-" + s
+	}
+	return "state-other"
+}
 
 func (d *Dashboard) routes() {
 	m := http.NewServeMux()
@@ -339,11 +347,15 @@ func (d *Dashboard) releaseHistory(ctx context.Context, se *session, rv releaseV
 	ctx, cancel := context.WithTimeout(admin.WithActor(ctx, se.Actor), 10*time.Second)
 	defer cancel()
 	resp, err := d.cfg.Admin.GetHistory(ctx, &adminv1.GetHistoryRequest{Version: version})
-	if err != nil {
+	switch {
+	case err != nil:
 		d.cfg.Log.Warn("dashboard: a release's history for its chart", "version", version, "err", err)
-		return chartData{}
+		return chartData{Empty: emptyUnreadable}
+	case !resp.GetKept():
+		h = chartData{Empty: emptyNotKept}
+	default:
+		h = pointsChart(resp.GetPoints(), built)
 	}
-	h = pointsChart(resp.GetPoints(), built)
 	c.mu.Lock()
 	if c.built.Equal(built) {
 		c.m[version] = h

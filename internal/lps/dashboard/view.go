@@ -11,6 +11,7 @@ import (
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/history"
 	"nodehotfix/internal/lps"
+	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/tally"
 )
@@ -104,20 +105,13 @@ func buildView(st *adminv1.StatusResponse, now time.Time) *view {
 
 // failureRate is the health rule's failure rate of c (tally.Counts'
 // Failures over Judged), in percent, or -1 with no node judged.
-func failureRate(c *adminv1.Counts) float64 { return percentFailed(fromProto(c)) }
+func failureRate(c *adminv1.Counts) float64 { return percentFailed(admin.CountsOf(c)) }
 
 func percentFailed(c tally.Counts) float64 {
-	if c.Judged() == 0 {
-		return -1
+	if r, ok := c.FailureRate(); ok {
+		return 100 * r
 	}
-	return 100 * float64(c.Failures()) / float64(c.Judged())
-}
-
-// fromProto reads the admin API's counts back into the tally's, so the
-// dashboard computes rates as the rule does.
-func fromProto(c *adminv1.Counts) tally.Counts {
-	return tally.Counts{OK: c.GetOk(), Failed: c.GetFailed(), Fallback: c.GetFallback(), RefusedIntegrity: c.GetRefusedIntegrity(),
-		RefusedDelivery: c.GetRefusedDelivery(), NotApplicable: c.GetNotApplicable(), Silent: c.GetSilent(), Pending: c.GetPending()}
+	return -1
 }
 
 func (v *view) release(version string) (releaseView, bool) {
@@ -141,6 +135,8 @@ type sample struct {
 	Served   uint64
 	Percent  int
 	State    string
+	// Revoked says the release was revoked by then.
+	Revoked bool
 }
 
 // pointsChart is a release's chart from its recorded points (oldest
@@ -150,10 +146,10 @@ type sample struct {
 func pointsChart(ps []*adminv1.HistoryPoint, now time.Time) chartData {
 	var c chartData
 	for _, p := range ps {
-		t, counts := p.GetTime().AsTime(), fromProto(p.GetCounts())
+		t, counts := p.GetTime().AsTime(), admin.CountsOf(p.GetCounts())
 		c.Release = append(c.Release, sample{T: t, Counts: withSeated(counts, p.GetSeated()), Reported: p.GetCounts().GetReported(),
-			Served: counts.Served(), Percent: int(p.GetPercent()), State: p.GetState()})
-		c.Control = append(c.Control, sample{T: t, Counts: fromProto(p.GetBaselineCounts()), Reported: p.GetBaselineCounts().GetReported()})
+			Served: counts.Served(), Percent: int(p.GetPercent()), State: p.GetState(), Revoked: p.GetRevoked()})
+		c.Control = append(c.Control, sample{T: t, Counts: admin.CountsOf(p.GetBaselineCounts()), Reported: p.GetBaselineCounts().GetReported()})
 		c.Baseline = p.GetBaseline()
 	}
 	if c.Baseline != "" && c.Baseline != history.ControlBaseline {
