@@ -445,53 +445,71 @@ func TestDeclared(t *testing.T) {
 }
 
 // TestCanarySeatsSpreadOverSubscriptions: with a scope of 10 or more
-// subscriptions, one subscription's VMs hold at most a tenth of a canary's
-// seats, so 8 attested VMs of one subscription take 1 of 10 and the other
-// subscriptions' nodes fill the rest.
+// subscriptions, or a scope of all of them when its base was seen in 10 or
+// more (rollout.Plan.SpreadOver), one subscription's VMs hold at most a
+// tenth of a canary's seats, so 8 attested VMs of one subscription take 1
+// of 10 and the other subscriptions' nodes fill the rest; a base seen in
+// fewer is not bound (a small fleet's canary could not fill).
 func TestCanarySeatsSpreadOverSubscriptions(t *testing.T) {
 	t.Parallel()
-	st := memstore.New()
-	t.Cleanup(func() { st.Close() })
 	subs := make([]string, 12)
 	for i := range subs {
 		subs[i] = fmt.Sprintf("%08d-0000-4000-8000-000000000000", i)
 	}
-	r := canaryRelease(t, 10)
-	r, err := r.SetScope(r.Rollout.Percent, subs, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := NewMetrics(nil)
-	svc := NewService(snapshotOf(r), NewSeats(st, m.seatResult), m, "", testLog(t))
-	ask := func(vm int, sub string) bool {
-		t.Helper()
-		ctx := withIdentity(t.Context(), attest.Identity{VMID: vmName(vm), SubscriptionID: sub})
-		ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, r.Base, lpswire.ReportsMetadata, "1"))
-		_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
-		if err != nil && status.Code(err) != codes.NotFound {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
-	squatters := 0
-	for i := range 8 {
-		if ask(i, subs[0]) {
-			squatters++
-		}
-	}
-	if squatters != 1 {
-		t.Fatalf("8 VMs of one subscription were served %d canary seats, want ⌈10/10⌉ = 1", squatters)
-	}
-	for i, sub := range subs[1:10] {
-		if !ask(100+i, sub) {
-			t.Errorf("a VM of subscription %s was refused a free seat", sub)
-		}
-	}
-	if seats, _ := st.Seats(t.Context(), r.Version); len(seats) != 10 {
-		t.Errorf("%d seats held, want all 10", len(seats))
-	}
-	if ask(200, subs[11]) {
-		t.Error("a node was served a full canary")
+	for _, tt := range []struct {
+		name       string
+		scope      []string
+		spreadOver int
+		squatters  int // of 8 VMs in one subscription, seated
+	}{
+		{"listed", subs, 0, 1},
+		{"all, seen in 12", nil, 12, 1},
+		{"all, seen in 5", nil, 5, 8},
+		{"all, not counted", nil, 0, 8},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			st := memstore.New()
+			t.Cleanup(func() { st.Close() })
+			r := canaryRelease(t, 10)
+			r, err := r.SetScope(r.Rollout.Percent, tt.scope, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Rollout.Plan.SpreadOver = tt.spreadOver
+			m := NewMetrics(nil)
+			svc := NewService(snapshotOf(r), NewSeats(st, m.seatResult), m, "", testLog(t))
+			ask := func(vm int, sub string) bool {
+				t.Helper()
+				ctx := withIdentity(t.Context(), attest.Identity{VMID: vmName(vm), SubscriptionID: sub})
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, r.Base, lpswire.ReportsMetadata, "1"))
+				_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+				if err != nil && status.Code(err) != codes.NotFound {
+					t.Fatal(err)
+				}
+				return err == nil
+			}
+			squatters := 0
+			for i := range 8 {
+				if ask(i, subs[0]) {
+					squatters++
+				}
+			}
+			if squatters != tt.squatters {
+				t.Fatalf("8 VMs of one subscription were served %d canary seats, want %d", squatters, tt.squatters)
+			}
+			for i, sub := range subs[1 : 11-squatters] {
+				if !ask(100+i, sub) {
+					t.Errorf("a VM of subscription %s was refused a free seat", sub)
+				}
+			}
+			if seats, _ := st.Seats(t.Context(), r.Version); len(seats) != 10 {
+				t.Errorf("%d seats held, want all 10", len(seats))
+			}
+			if ask(200, subs[11]) {
+				t.Error("a node was served a full canary")
+			}
+		})
 	}
 }
 

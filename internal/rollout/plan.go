@@ -58,6 +58,12 @@ type Plan struct {
 	// evidence before the release pauses as inconclusive (or stalled, if
 	// it reached no node); 0 means DefaultDeadline.
 	Deadline time.Duration `json:"deadline,omitempty"`
+	// SpreadOver is, for a release scoped to every subscription, how many
+	// subscriptions its base's nodes were seen in when the plan was set
+	// (lpsd counts them; admin.SeenWindow): its canary's seats are spread
+	// as over a scope listing that many (SeatsPerSubscription). 0: not
+	// counted, as in a plan set before lpsd counted them.
+	SpreadOver int `json:"spread_over,omitempty"`
 }
 
 // DefaultMaxRate is the default ceiling of the silent and the
@@ -280,11 +286,17 @@ const SpreadSubscriptions = 10
 
 // SeatsPerSubscription returns how many of a canary's seats one
 // subscription's nodes may hold: ⌈seats/10⌉ when r's scope lists at least
-// SpreadSubscriptions subscriptions, so that N attested VMs in k of them
+// SpreadSubscriptions subscriptions, or, scoped to every subscription, its
+// plan's SpreadOver is at least that, so that N attested VMs in k of them
 // hold at most min(N, k·⌈seats/10⌉) seats; else 0, no bound (a scope of a
-// few subscriptions, or of all of them, which lpsd cannot count).
+// few subscriptions, or a base seen in fewer: a small fleet, whose
+// canary could not fill under the bound).
 func (r Release) SeatsPerSubscription(seats int) int {
-	if len(r.Rollout.Subscriptions) < SpreadSubscriptions {
+	n := len(r.Rollout.Subscriptions)
+	if p := r.Rollout.Plan; n == 0 && p != nil {
+		n = p.SpreadOver
+	}
+	if n < SpreadSubscriptions {
 		return 0
 	}
 	return (seats + 9) / 10

@@ -282,7 +282,9 @@ func ChangeDigest(r Release) string {
 	ro.Approval, ro.EvidenceSince, ro.RaisedAt, ro.Reason = nil, time.Time{}, time.Time{}, ""
 	if ro.Plan != nil {
 		p := *ro.Plan
-		p.StepSince = time.Time{}
+		// SpreadOver is lpsd's count of the subscriptions seen, not
+		// asked for: a second ask that counts one more is the same change.
+		p.StepSince, p.SpreadOver = time.Time{}, 0
 		ro.Plan = &p
 	}
 	b, err := json.Marshal(struct {

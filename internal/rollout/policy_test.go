@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,40 @@ func TestApprovalStands(t *testing.T) {
 	halted, _ := atCanary.Transition(Halted)
 	if a.Stands(halted, now) {
 		t.Error("stands after a halt")
+	}
+}
+
+// TestSpreadOver: a canary scoped to every subscription is spread when its
+// plan counted 10 or more subscriptions, as a scope listing them is; the
+// count is lpsd's, not asked for, so two asks that count differently are
+// the same change for the two-person rule.
+func TestSpreadOver(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		spreadOver, subs, want int
+	}{
+		{0, 0, 0}, {9, 0, 0}, {10, 0, 2}, {40, 0, 2}, {0, 12, 2}, {40, 3, 0},
+	} {
+		p := canaryPlan()
+		p.SpreadOver = tt.spreadOver
+		r := rel("202611.01.1", Draft, 0)
+		for i := range tt.subs {
+			r.Rollout.Subscriptions = append(r.Rollout.Subscriptions, fmt.Sprintf("sub-%d", i))
+		}
+		r, err := r.SetPlan(p, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.SeatsPerSubscription(20); got != tt.want {
+			t.Errorf("spread over %d, %d subscriptions listed: SeatsPerSubscription(20) = %d, want %d", tt.spreadOver, tt.subs, got, tt.want)
+		}
+	}
+	a, b := canaryPlan(), canaryPlan()
+	a.SpreadOver, b.SpreadOver = 12, 13
+	ra, _ := rel("202611.01.1", Draft, 0).SetPlan(a, now)
+	rb, _ := rel("202611.01.1", Draft, 0).SetPlan(b, now.Add(time.Minute))
+	if ChangeDigest(ra) != ChangeDigest(rb) {
+		t.Error("two asks for one plan that counted 12 and 13 subscriptions are different changes")
 	}
 }

@@ -424,7 +424,26 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		}
 		return &adminv1.SetPlanResponse{ComponentConfig: c}, nil
 	}
-	apply := func(r rollout.Release) (rollout.Release, error) { return r.SetPlan(p, now) }
+	if p.HasCanary() {
+		// A canary scoped to every subscription is spread over those its
+		// base was seen in, as over a scope that lists them.
+		v, err := hotfix.ParseVersion(req.GetVersion())
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "version: %v", err)
+		}
+		seen, err := s.seenSubscriptions(ctx, v.Base())
+		if err != nil {
+			return nil, err
+		}
+		p.SpreadOver = len(seen)
+	}
+	apply := func(r rollout.Release) (rollout.Release, error) {
+		q := p
+		if len(r.Rollout.Subscriptions) > 0 {
+			q.SpreadOver = 0 // the scope's list spreads it
+		}
+		return r.SetPlan(q, now)
+	}
 	if req.GetDryRun() {
 		cur, rev, err := s.current(ctx, req.GetVersion(), req.GetIfRevision())
 		if err != nil {
@@ -1069,7 +1088,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	}
 	// Seats as the store has them: the answer is this node's on any
 	// replica.
-	seats := make(map[string]int)
+	seats := make(map[string][]store.Seat)
 	for _, r := range snap.Releases {
 		if !r.HasCanary() {
 			continue
@@ -1078,7 +1097,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		if err != nil {
 			return nil, s.storeError("list canary seats of "+r.Version, err)
 		}
-		seats[r.Version] = len(held)
+		seats[r.Version] = held
 		// Attested vmIds are lower case; an operator may type them in any.
 		if slices.ContainsFunc(held, func(h store.Seat) bool { return strings.EqualFold(h.VMID, n.VMID) }) {
 			n.Seats = append(n.Seats, r.Version)
@@ -1177,15 +1196,24 @@ func (s *Server) baseTrust(ctx context.Context, decisions []rollout.Decision) ([
 
 // seatDetail says why a node holds no seat of r's canary, with held of
 // them taken, and whether it would take one.
-func seatDetail(r rollout.Release, n rollout.Node, held int) string {
+func seatDetail(r rollout.Release, n rollout.Node, held []store.Seat) string {
 	limit := r.Rollout.Plan.Current().Nodes
+	share := r.SeatsPerSubscription(limit)
+	ofSub := 0
+	for _, h := range held {
+		if strings.EqualFold(h.SubscriptionID, n.SubscriptionID) {
+			ofSub++
+		}
+	}
 	switch {
 	case r.OpenSeats(n) == 0:
-		return fmt.Sprintf("holds none of the canary's %d seats (%d held); the canary hands out none while %s", limit, held, r.Rollout.State)
-	case held >= limit:
+		return fmt.Sprintf("holds none of the canary's %d seats (%d held); the canary hands out none while %s", limit, len(held), r.Rollout.State)
+	case len(held) >= limit:
 		return fmt.Sprintf("holds none of the canary's %d seats: all are held by other nodes", limit)
+	case share > 0 && ofSub >= share:
+		return fmt.Sprintf("holds none of the canary's %d seats (%d held): its subscription's nodes hold %d, the most one subscription may (the seats are spread over the scope's subscriptions)", limit, len(held), ofSub)
 	default:
-		return fmt.Sprintf("holds none of the canary's %d seats (%d held): it takes a free one on its next request", limit, held)
+		return fmt.Sprintf("holds none of the canary's %d seats (%d held): it takes a free one on its next request", limit, len(held))
 	}
 }
 

@@ -65,7 +65,7 @@ func (s *Server) checkSeen(ctx context.Context, subscriptions, regions []string,
 		return strings.Join(out, ", ")
 	}
 	if len(subscriptions) > 0 {
-		seen, err := s.seenSubscriptions(ctx)
+		seen, err := s.seenSubscriptions(ctx, "")
 		if err != nil {
 			return err
 		}
@@ -131,9 +131,10 @@ func scopeValues(vs []string) []string {
 }
 
 // seenSubscriptions returns the subscriptions (lower case) of the reports
-// and served records lpsd accepted in the last SeenWindow, sorted. Records
-// nobody can read are left out, as a look leaves them out.
-func (s *Server) seenSubscriptions(ctx context.Context) ([]string, error) {
+// and served records lpsd accepted in the last SeenWindow, of image base
+// base ("": of every base), sorted. Records nobody can read are left out,
+// as a look leaves them out.
+func (s *Server) seenSubscriptions(ctx context.Context, base string) ([]string, error) {
 	from := s.now().Add(-SeenWindow)
 	set := map[string]bool{}
 	reports, err := s.store.Reports(ctx)
@@ -141,7 +142,7 @@ func (s *Server) seenSubscriptions(ctx context.Context) ([]string, error) {
 		return nil, s.storeError("list reports", err)
 	}
 	for _, r := range reports {
-		if !r.Time.Before(from) && r.SubscriptionID != "" {
+		if !r.Time.Before(from) && r.SubscriptionID != "" && (base == "" || r.Base == base) {
 			set[strings.ToLower(r.SubscriptionID)] = true
 		}
 	}
@@ -150,7 +151,7 @@ func (s *Server) seenSubscriptions(ctx context.Context) ([]string, error) {
 		return nil, s.storeError("list served records", err)
 	}
 	for _, sv := range served {
-		if !sv.Time.Before(from) && sv.SubscriptionID != "" {
+		if !sv.Time.Before(from) && sv.SubscriptionID != "" && (base == "" || sv.Base == base) {
 			set[strings.ToLower(sv.SubscriptionID)] = true
 		}
 	}
