@@ -81,12 +81,25 @@ func Send(ctx context.Context, cfg Config, o Outcome) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	t, token, _, err := cfg.Resolve(ctx)
+	t, token, _, err := target(ctx, cfg, nil)
 	if err != nil {
 		return false, err
 	}
 	req := request(boot, o)
 	return twice(ctx, func(ctx context.Context, _ int) (bool, error) { return lpsclient.Report(ctx, t, token, req) })
+}
+
+// target is where a report goes and the token it carries: those of sess,
+// check-hotfix's session, when it has them (open says it has its
+// connection too), else as cfg resolves them.
+func target(ctx context.Context, cfg Config, sess *lpsclient.Session) (t lpsclient.Target, token string, open bool, err error) {
+	if sess != nil {
+		if t, token, ok := sess.Target(); ok {
+			return t, token, true, nil
+		}
+	}
+	t, token, _, err = cfg.Resolve(ctx)
+	return t, token, false, err
 }
 
 // twice makes call's first attempt within half the time ctx has left and,
@@ -156,24 +169,19 @@ func SendStarted(ctx context.Context, cfg Config, sess *lpsclient.Session, s Sta
 	if err != nil {
 		return false, err
 	}
-	req := startedRequest(boot, s)
-	if sess != nil {
-		if t, token, ok := sess.Target(); ok {
-			// The first attempt on check-hotfix's connection, a second on
-			// a new one.
-			return twice(ctx, func(ctx context.Context, attempt int) (bool, error) {
-				if attempt == 1 {
-					return sess.Started(ctx, req)
-				}
-				return lpsclient.Started(ctx, t, token, req)
-			})
-		}
-	}
-	t, token, _, err := cfg.Resolve(ctx)
+	t, token, open, err := target(ctx, cfg, sess)
 	if err != nil {
 		return false, err
 	}
-	return twice(ctx, func(ctx context.Context, _ int) (bool, error) { return lpsclient.Started(ctx, t, token, req) })
+	req := startedRequest(boot, s)
+	// The first attempt on check-hotfix's connection when it is open,
+	// every other on a new one.
+	return twice(ctx, func(ctx context.Context, attempt int) (bool, error) {
+		if attempt == 1 && open {
+			return sess.Started(ctx, req)
+		}
+		return lpsclient.Started(ctx, t, token, req)
+	})
 }
 
 func startedRequest(boot string, s Start) *nodev1.ReportStartedRequest {
