@@ -154,7 +154,7 @@ step to skip to; never a revoked one.
 	lpsctl status [--watch [--interval D]]
 	lpsctl explain --vm-id ID --subscription ID [--region R] [--deploy-env E] [--component NAME]
 	lpsctl audit [--target VERSION] [--actor ID] [--action ACTION] [--since TIME|DURATION] [--after SEQ] [--limit N]
-	lpsctl nodes [--release VERSION] [--base BASE] [--outcome OUTCOME] [--subscription ID] [--since TIME|DURATION] [--limit N] [--page TOKEN]
+	lpsctl nodes [--release VERSION] [--base BASE] [--outcome OUTCOME] [--subscription ID] [--since TIME|DURATION] [--limit N] [--page TOKEN] [--all]
 	lpsctl history VERSION [--changes] [--limit N]
 
 nodes lists the nodes behind status's counts (the admin API's ListNodes,
@@ -166,7 +166,10 @@ is every VM a bad release reached), what it ran, its exit code, why (the
 fallback reason, a refusal's decision and download outcome), its boot and
 when, and the lpsd replica that served it (host name and pid; "-" when
 only its report says it had the release), worst first; 100 a page, and a full page says on stderr how to get
-the next (--page). Above the nodes it sums up the commonest outcomes and
+the next (--page); --all follows every page (1000 nodes a call unless
+--limit says otherwise), so --release V --outcome
+failed,fellBack,refusedIntegrity --all -o json is every VM a bad release
+reached and hurt. Above the nodes it sums up the commonest outcomes and
 reasons worse than ok over every matching node (top_reasons in JSON:
 outcome, reason, nodes). An unknown --outcome is a usage error (exit 2);
 an unknown --release is not found (exit 5).
@@ -340,7 +343,12 @@ exits 3 (ErrorInfo reason APPROVAL_REQUIRED) saying so; status lists it
 under AWAITING A SECOND OPERATOR with the change asked for; another
 operator (another token or certificate) running the same command (the
 same change) within an hour makes it, and its audit entry names who
-asked. rollout plan --dry-run says when the plan would wait.
+asked. rollout plan --dry-run says when the plan would wait. When lpsd
+runs with --advance-window, status's policy line says when plan steps
+advance ("plan steps advance only Mon-Fri 09:00-17:00 Europe/Dublin";
+-o json: policy.advance_window), and explain's plan rule says it beside
+the next step's due time: a step due outside the window waits for its
+next opening, while halts and pauses happen any time.
 
 status lists the replicas serving from the store and the labels each
 carries (REGION, DEPLOY ENV: what region and deploy-environment scopes

@@ -13,6 +13,13 @@ import (
 	"nodehotfix/internal/quote"
 )
 
+// maxNodesPage is the most nodes one ListNodes page holds; maxNodesPages
+// the most pages --all follows (ten million nodes at the most a page).
+const (
+	maxNodesPage  = 1000
+	maxNodesPages = 10000
+)
+
 // nodesOutcomes are the values --outcome takes (ListNodesRequest.outcome).
 var nodesOutcomes = []string{"failed", "fellBack", "refusedIntegrity", "refusedDelivery", "refused", "silent", "pending", "ok", "notApplicable"}
 
@@ -52,8 +59,9 @@ func newNodesCmd(e *env) *cobra.Command {
 	var release, base, outcome, subscription, page string
 	var since sinceValue
 	var limit int64
+	var all bool
 	cmd := &cobra.Command{
-		Use:   "nodes [--release VERSION] [--base BASE] [--outcome OUTCOME] [--subscription ID] [--since TIME|DURATION] [--limit N] [--page TOKEN]",
+		Use:   "nodes [--release VERSION] [--base BASE] [--outcome OUTCOME] [--subscription ID] [--since TIME|DURATION] [--limit N] [--page TOKEN] [--all]",
 		Short: "list the nodes counted for releases, worst outcome first, with their reasons",
 		Long: `nodes lists, per release, every node it was served to or that reported
 on it, one per vmId by its worst outcome (failed, fellBack,
@@ -61,8 +69,11 @@ refusedIntegrity, silent, refusedDelivery, ok, notApplicable, pending):
 what it ran, its exit code, why (the fallback reason, a refusal's
 decision and download outcome), its boot and when. These are the nodes
 behind status's counts and the health verdict. --outcome refused means
-both refusals. A full page says on stderr how to get the next.`,
+both refusals. A full page says on stderr how to get the next; --all
+follows every page (an incident's list: --outcome
+failed,fellBack,refusedIntegrity --all -o json).`,
 		Example: `  lpsctl nodes --release 202604.01.3 --outcome failed
+  lpsctl nodes --release 202604.01.3 --outcome failed,fellBack,refusedIntegrity --all -o json
   lpsctl nodes --release 202604.01.3 --outcome refused -o json
   lpsctl nodes --base 202604.01 --since 2h
   lpsctl nodes --subscription 8d7c6b5a-4f3e-4d2c-9b1a-0f9e8d7c6b5a`,
@@ -75,16 +86,37 @@ both refusals. A full page says on stderr how to get the next.`,
 					return usagef("--outcome %s: want one of %s, or several joined by commas", quote.Text(o), strings.Join(nodesOutcomes, ", "))
 				}
 			}
+			if all && !cmd.Flags().Changed("limit") {
+				limit = maxNodesPage
+			}
 			var resp *adminv1.ListNodesResponse
-			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.ListNodes(ctx, &adminv1.ListNodesRequest{
-					Release: release, Base: base, Outcome: outcome, SubscriptionId: subscription, Since: since.timestamp(),
-					PageSize: int32(limit), PageToken: page,
+			for token, pages := page, 1; ; pages++ {
+				var got *adminv1.ListNodesResponse
+				err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
+					got, err = cl.ListNodes(ctx, &adminv1.ListNodesRequest{
+						Release: release, Base: base, Outcome: outcome, SubscriptionId: subscription, Since: since.timestamp(),
+						PageSize: int32(limit), PageToken: token,
+					})
+					return err
 				})
-				return err
-			})
-			if err != nil {
-				return err
+				if err != nil {
+					return err
+				}
+				if resp == nil {
+					resp = got
+				} else {
+					// The total and the reasons are over every matching
+					// node: the last page's are the newest.
+					resp.Nodes, resp.Total, resp.TopReasons, resp.NextPageToken = append(resp.Nodes, got.GetNodes()...), got.GetTotal(), got.GetTopReasons(), got.GetNextPageToken()
+				}
+				next := got.GetNextPageToken()
+				if !all || next == "" {
+					break
+				}
+				if next == token || pages == maxNodesPages {
+					return fmt.Errorf("lpsd kept paging (%d pages, the last token %s): an lpsd fault; list a page at a time with --page", pages, shellQuote(next))
+				}
+				token = next
 			}
 			if t := resp.GetNextPageToken(); t != "" {
 				fmt.Fprintf(e.stderr, "%d of %d nodes shown; the next page: add --page %s\n", len(resp.GetNodes()), resp.GetTotal(), shellQuote(t))
@@ -142,8 +174,9 @@ both refusals. A full page says on stderr how to get the next.`,
 	fs.StringVar(&outcome, "outcome", "", "only this `OUTCOME` ("+strings.Join(nodesOutcomes, ", ")+"), or several joined by commas")
 	fs.StringVar(&subscription, "subscription", "", "only the nodes of this subscription `ID`")
 	fs.Var(&since, "since", "only nodes heard from at this RFC 3339 `time` or later, or this long ago (2h, 7d)")
-	newInt(fs, &limit, "limit", 100, 1, 1000, "at most `N` nodes per page")
+	newInt(fs, &limit, "limit", 100, 1, maxNodesPage, "at most `N` nodes per page")
 	fs.StringVar(&page, "page", "", "the page `TOKEN` a full page printed")
+	fs.BoolVar(&all, "all", false, "follow every page, "+fmt.Sprint(maxNodesPage)+" nodes at a time unless --limit says otherwise: every matching node")
 	c.register(cmd)
 	return cmd
 }

@@ -65,4 +65,36 @@ func TestNodesCLI(t *testing.T) {
 	if _, errOut, code := lpsctl(t, with("nodes", "--release", "202604.01.9")...); code != exitNotFound || !strings.Contains(errOut, "lpsctl status") {
 		t.Errorf("nodes of an unknown release: exit %d, %q; want not found, pointing at status", code, errOut)
 	}
+
+	// Paged: one at a time, the next page named on stderr; --all follows
+	// every page.
+	out, errOut, code := lpsctl(t, with("nodes", "--release", v, "--limit", "1", "-o", "yaml")...)
+	if code != exitOK || !strings.Contains(out, "vm_id: vm-bad") || strings.Contains(out, "vm-ok") || !strings.Contains(out, "next_page_token:") || !strings.Contains(errOut, "1 of 2 nodes shown; the next page: add --page") {
+		t.Errorf("nodes --limit 1 -o yaml: exit %d\n%s\nstderr %q", code, out, errOut)
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, with("nodes", "--release", v, "--limit", "1", "--all", "-o", "json")...)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Nodes) != 2 || doc.Total != 2 || doc.NextPageToken != "" || doc.Nodes[0].VMID != "vm-bad" || doc.Nodes[1].VMID != "vm-ok" {
+		t.Errorf("nodes --all --limit 1 -o json = %+v, want both nodes, worst first, and no next page", doc)
+	}
+	// The filters, each through the CLI.
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--base", "202604.01"}, 2},
+		{[]string{"--base", "202605.01"}, 0},
+		{[]string{"--subscription", "SUB-A"}, 2},
+		{[]string{"--subscription", "sub-b"}, 0},
+		{[]string{"--since", "1h"}, 2},
+		{[]string{"--since", now.Add(time.Hour).UTC().Format(time.RFC3339)}, 0},
+	} {
+		if err := json.Unmarshal([]byte(mustRun(t, with(append([]string{"nodes", "-o", "json"}, tt.args...)...)...)), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Nodes) != tt.want {
+			t.Errorf("nodes %v: %d nodes, want %d", tt.args, len(doc.Nodes), tt.want)
+		}
+	}
 }

@@ -245,18 +245,21 @@ func toApprovalJSON(a *adminv1.Approval) *approvalJSON {
 
 // policyJSON is the rollout policy lpsd enforces.
 type policyJSON struct {
-	MinCanaryNodes int32  `json:"min_canary_nodes"`
-	MaxStepPercent int32  `json:"max_step_percent"`
-	MinBakeSeconds int64  `json:"min_bake_seconds"`
-	TwoPerson      bool   `json:"two_person"`
-	Summary        string `json:"summary"`
+	MinCanaryNodes int32 `json:"min_canary_nodes"`
+	MaxStepPercent int32 `json:"max_step_percent"`
+	MinBakeSeconds int64 `json:"min_bake_seconds"`
+	TwoPerson      bool  `json:"two_person"`
+	// AdvanceWindow is when plan steps advance (lpsd --advance-window);
+	// "" any time.
+	AdvanceWindow string `json:"advance_window"`
+	Summary       string `json:"summary"`
 }
 
 func toPolicyJSON(p *adminv1.Policy) *policyJSON {
 	if p == nil {
 		return nil // an lpsd from before the policy
 	}
-	return &policyJSON{MinCanaryNodes: p.GetMinCanaryNodes(), MaxStepPercent: p.GetMaxStepPercent(), MinBakeSeconds: p.GetMinBakeSeconds(), TwoPerson: p.GetTwoPerson(), Summary: p.GetSummary()}
+	return &policyJSON{MinCanaryNodes: p.GetMinCanaryNodes(), MaxStepPercent: p.GetMaxStepPercent(), MinBakeSeconds: p.GetMinBakeSeconds(), TwoPerson: p.GetTwoPerson(), AdvanceWindow: p.GetAdvanceWindow(), Summary: p.GetSummary()}
 }
 
 // unchangedAs returns what printRelease or printConfig says a release or

@@ -524,3 +524,62 @@ func TestLeadRunsWhileLeading(t *testing.T) {
 		t.Error("Run after the membership was lost = nil, want an error")
 	}
 }
+
+// TestPausesAtTheDeadline: a step without the evidence to advance by its
+// deadline (its bake, then the plan's Deadline) is paused, never advanced
+// and never left waiting: stalled when it reached no node, inconclusive
+// when it reached too few. The audit entry by lpsd says which, and that
+// the deadline passed; until the deadline it waits.
+func TestPausesAtTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name    string
+		reports int
+		want    string
+	}{
+		{"stalled", 0, regression.ReasonStalled},
+		{"inconclusive", 5, regression.ReasonInconclusive},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t)
+			f.report("", 500, 0, false) // a control cohort to compare with
+			f.report(version, tt.reports, 0, false)
+			deadline := f.release().Rollout.Plan.StepDeadline()
+			if want := t0.Add(testPlan.Steps[0].Bake + rollout.DefaultDeadline); !deadline.Equal(want) {
+				t.Fatalf("deadline %v, want the bake then the default deadline, %v", deadline, want)
+			}
+			for _, at := range []time.Time{t0.Add(31 * time.Minute), deadline} {
+				f.now = at
+				if c := f.step(); len(c) != 0 {
+					t.Fatalf("at %v, before the deadline passed: %+v, want it to wait", at, c)
+				}
+			}
+			f.now = deadline.Add(time.Second)
+			c := f.step()
+			if len(c) != 1 || c[0].Action != ActionPause {
+				t.Fatalf("past the deadline: %+v, want a pause", c)
+			}
+			r := f.release()
+			if r.Rollout.State != rollout.Paused || r.Rollout.Reason != tt.want || r.Rollout.Percent != 1 {
+				t.Errorf("release %s %d%% reason %q, want paused at 1%% for %s", r.Rollout.State, r.Rollout.Percent, r.Rollout.Reason, tt.want)
+			}
+			entries, err := f.st.Audit(t.Context(), 0, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			last := entries[len(entries)-1]
+			if last.Actor != Actor || last.Action != ActionPause || !strings.Contains(last.Reason, tt.want) || !strings.Contains(last.Reason, "deadline") {
+				t.Errorf("audit %s %s %q, want lpsd's pause naming %s and the deadline", last.Actor, last.Action, last.Reason, tt.want)
+			}
+			var ev Evidence
+			if err := json.Unmarshal(last.Evidence, &ev); err != nil || ev.Reason != tt.want || ev.Verdict.Health != regression.Insufficient {
+				t.Errorf("audit evidence %s (%v), want reason %s on an insufficient verdict", last.Evidence, err, tt.want)
+			}
+			f.now = f.now.Add(time.Hour)
+			if c := f.step(); len(c) != 0 {
+				t.Errorf("paused, a later look changed it: %+v", c)
+			}
+		})
+	}
+}

@@ -406,7 +406,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		logs = cp
 	}
 	adminAPI := admin.New(admin.Config{
-		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, TransparencyLog: logs, Policy: policy, Log: log,
+		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, TransparencyLog: logs, Policy: policy, AdvanceWindow: o.advanceWindow, Log: log,
 	})
 	adminv1.RegisterAdminServiceServer(adminSrv, adminAPI)
 	var dash *dashboard.Dashboard

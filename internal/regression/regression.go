@@ -94,6 +94,25 @@ const (
 // Reasons lists every reason code, for metrics' label values.
 var Reasons = []string{ReasonRegression, ReasonSilent, ReasonRefusedIntegrity, ReasonRefusedDelivery, ReasonInconclusive, ReasonStalled}
 
+// ReasonText says in words what reason code means, for people.
+func ReasonText(code string) string {
+	switch code {
+	case ReasonRegression:
+		return "its failure rate went over its ceiling or its baseline's"
+	case ReasonSilent:
+		return "too many of the nodes served it never reported"
+	case ReasonRefusedIntegrity:
+		return "nodes refused it as signed (a key, digest, size or version not the signed ones)"
+	case ReasonRefusedDelivery:
+		return "too many nodes could not get it (a download or repository outage)"
+	case ReasonInconclusive:
+		return "a step's deadline passed without the evidence to advance"
+	case ReasonStalled:
+		return "a step's deadline passed and it had reached no node"
+	}
+	return "a reason code this lpsd does not know"
+}
+
 // Verdict is one judgement, with the numbers it rests on.
 type Verdict struct {
 	// Health is Insufficient, Healthy or Regressing. Its JSON name is the

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -126,12 +127,21 @@ func policyError(err error) error {
 	return withInfo(status.New(codes.FailedPrecondition, err.Error()+" (lpsd --policy-* flags; lpsctl status shows the policy)"), ReasonPolicy, nil)
 }
 
-func policyProto(p rollout.Policy) *adminv1.Policy {
+func policyProto(p rollout.Policy, w autopilot.Window) *adminv1.Policy {
 	out := &adminv1.Policy{
 		MinCanaryNodes: int32(p.MinCanaryNodes),
 		MaxStepPercent: int32(p.MaxStepPercent),
 		TwoPerson:      p.TwoPerson,
 		Summary:        p.String(),
+		AdvanceWindow:  w.String(),
+	}
+	if w := w.String(); w != "" {
+		advance := "plan steps advance only " + w + " (lpsd --advance-window; halts and pauses any time)"
+		if p.Empty() {
+			out.Summary = advance
+		} else {
+			out.Summary += "; " + advance
+		}
 	}
 	// Rounded up: a sub-second bake must not read as none.
 	out.MinBakeSeconds = int64((p.MinBake + time.Second - 1) / time.Second)

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"nodehotfix/internal/autopilot"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
@@ -188,4 +189,27 @@ func (h *harness) release(t *testing.T, v string) rollout.Release {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestAdvanceWindowShown: the advance window lpsd's autopilot keeps is in
+// status's policy, as a field and in the summary's words, alone or beside
+// the rest of the policy.
+func TestAdvanceWindowShown(t *testing.T) {
+	t.Parallel()
+	w, err := autopilot.ParseWindow("Mon-Fri 09:00-17:00 Europe/Dublin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []rollout.Policy{{}, {MinCanaryNodes: 10}} {
+		h := newHarness(t, harnessOpts{policy: policy, window: w})
+		st, err := h.ops(t).Status(t.Context(), &adminv1.StatusRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := st.GetPolicy()
+		if p.GetAdvanceWindow() != "Mon-Fri 09:00-17:00 Europe/Dublin" || !strings.Contains(p.GetSummary(), "plan steps advance only Mon-Fri 09:00-17:00 Europe/Dublin") ||
+			strings.HasPrefix(p.GetSummary(), ";") || (policy.MinCanaryNodes > 0) != strings.Contains(p.GetSummary(), "at least 10 nodes") {
+			t.Errorf("policy %+v: status policy %v", policy, p)
+		}
+	}
 }

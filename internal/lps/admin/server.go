@@ -117,6 +117,10 @@ type Config struct {
 	// comply with (rollout.Policy), and its two-person rule. Zero:
 	// nothing is enforced.
 	Policy rollout.Policy
+	// AdvanceWindow is when this replica's autopilot may advance a plan
+	// step (lpsd --advance-window), shown beside the policy and in
+	// explain; the zero Window is any time.
+	AdvanceWindow autopilot.Window
 	// Now returns the current time. nil: time.Now.
 	Now func() time.Time
 	// Log records changes and internal errors. nil: discard.
@@ -140,6 +144,7 @@ type Server struct {
 	keys      *release.KeySet
 	logs      LogKeeper
 	policy    rollout.Policy
+	window    autopilot.Window
 	// restored is the largest checkpoint RestoreLog verified: the log
 	// nodes may have been shown is at least that large.
 	restored atomic.Int64
@@ -166,6 +171,7 @@ func New(cfg Config) *Server {
 		keys:      cfg.ReleaseKeys,
 		logs:      cfg.TransparencyLog,
 		policy:    cfg.Policy,
+		window:    cfg.AdvanceWindow,
 		now:       cfg.Now,
 		log:       cfg.Log,
 	}
@@ -958,7 +964,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		return nil, s.storeError("list releases", err)
 	}
 	now := s.now()
-	resp := &adminv1.StatusResponse{Region: s.region, Policy: policyProto(s.policy)}
+	resp := &adminv1.StatusResponse{Region: s.region, Policy: policyProto(s.policy, s.window)}
 	if _, ok := s.store.(store.Freezer); ok {
 		f, rev, err := s.freeze(ctx)
 		if err != nil {
@@ -1131,7 +1137,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		if r, ok := plans[d.Version]; ok {
 			v := fleet.Releases[r.Version].Verdict
 			pd.Rules = append(pd.Rules,
-				&adminv1.Rule{Rule: "plan", Passed: true, Detail: planDetail(r)},
+				&adminv1.Rule{Rule: "plan", Passed: true, Detail: planDetail(r, s.window)},
 				&adminv1.Rule{Rule: "health", Passed: v.Health != regression.Regressing, Detail: v.Health + ": " + v.Detail})
 		}
 		resp.Decisions = append(resp.Decisions, pd)
@@ -1219,7 +1225,7 @@ func seatDetail(r rollout.Release, n rollout.Node, held []store.Seat) string {
 
 // planDetail says where a planned release's plan stands and what moves it
 // next.
-func planDetail(r rollout.Release) string {
+func planDetail(r rollout.Release, w autopilot.Window) string {
 	p := r.Rollout.Plan
 	at := fmt.Sprintf("step %d/%d at %d%%", p.Step+1, len(p.Steps), r.Rollout.Percent)
 	if c := p.Current(); c.Canary() {
@@ -1231,7 +1237,11 @@ func planDetail(r rollout.Release) string {
 	case r.Rollout.State == rollout.Complete:
 		return at + "; complete"
 	case r.Rollout.State == rollout.Rolling:
-		return fmt.Sprintf("%s; the next is due %s once %d reports are in", at, p.Due().UTC().Format(time.RFC3339), p.Current().MinReports)
+		s := fmt.Sprintf("%s; the next is due %s once %d reports are in", at, p.Due().UTC().Format(time.RFC3339), p.Current().MinReports)
+		if w.String() != "" {
+			s += ", and advances only " + w.String() + " (lpsd --advance-window)"
+		}
+		return s
 	default:
 		return fmt.Sprintf("%s; %s: the plan waits until an operator resumes it", at, r.Rollout.State)
 	}

@@ -163,6 +163,7 @@ type harnessOpts struct {
 	requireMTLS bool
 	logs        LogKeeper
 	policy      rollout.Policy
+	window      autopilot.Window
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -184,6 +185,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		ReleaseKeys:     o.keys,
 		TransparencyLog: o.logs,
 		Policy:          o.policy,
+		AdvanceWindow:   o.window,
 		Now:             func() time.Time { return testNow.Add(time.Duration(h.ahead.Load())) },
 	}
 	if o.noSnapshot {
@@ -1072,9 +1074,17 @@ func TestPlanDetail(t *testing.T) {
 		{rollout.Complete, false, "step 1/2 at 5%; complete"},
 	} {
 		r.Rollout.State, r.Revoked = tt.state, tt.revoked
-		if got := planDetail(r); got != tt.want {
+		if got := planDetail(r, autopilot.Window{}); got != tt.want {
 			t.Errorf("%s revoked=%v: %q, want %q", tt.state, tt.revoked, got, tt.want)
 		}
+	}
+	w, err := autopilot.ParseWindow("Mon-Fri 09:00-17:00 Europe/Dublin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Rollout.State, r.Revoked = rollout.Rolling, false
+	if got, want := planDetail(r, w), "once 20 reports are in, and advances only Mon-Fri 09:00-17:00 Europe/Dublin (lpsd --advance-window)"; !strings.HasSuffix(got, want) {
+		t.Errorf("under an advance window: %q, want it to end %q", got, want)
 	}
 }
 

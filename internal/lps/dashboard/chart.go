@@ -49,6 +49,7 @@ func chartSVG(c chartData, kind string) template.HTML {
 	case "counts":
 		title, unit = "Outcome reports over time", ""
 		ss = []series{
+			counts("served", "s-served", c.Release, func(s sample) uint64 { return s.Served }),
 			counts("reported", "s-reported", c.Release, func(s sample) uint64 { return s.Reported }),
 			counts("ok", "s-ok", c.Release, func(s sample) uint64 { return s.OK }),
 			counts("failed", "s-failed", c.Release, func(s sample) uint64 { return s.Failed }),
@@ -76,7 +77,7 @@ func chartSVG(c chartData, kind string) template.HTML {
 	if empty != "" {
 		return template.HTML(b.String())
 	}
-	lx := padL + 8 // the next legend's x
+	lx, ly := padL+8, padT+12 // the next legend's place
 	for _, s := range ss {
 		if len(s.y) == 0 {
 			continue
@@ -87,7 +88,10 @@ func chartSVG(c chartData, kind string) template.HTML {
 		}
 		fmt.Fprintf(b, `<polyline class="line %s" points="%s"/>`, s.class, strings.Join(pts, " "))
 		legend := fmt.Sprintf("%s %s%s", s.name, trimFloat(s.y[len(s.y)-1]), unit)
-		fmt.Fprintf(b, `<text class="legend %s" x="%d" y="%d">%s</text>`, s.class, lx, padT+12, template.HTMLEscapeString(legend))
+		if lx > padL+8 && lx+textWidth(legend) > chartW-padR {
+			lx, ly = padL+8, ly+14 // a row of its own
+		}
+		fmt.Fprintf(b, `<text class="legend %s" x="%d" y="%d">%s</text>`, s.class, lx, ly, template.HTMLEscapeString(legend))
 		lx += textWidth(legend) + 16
 	}
 	b.WriteString(`</svg>`)

@@ -785,6 +785,11 @@ func TestNodesCSV(t *testing.T) {
 	if len(failed) != 4 || failed[3][0] != "vm-2" {
 		t.Errorf("nodes.csv?outcome=failed: %v", failed)
 	}
+	// The incident's list: every VM it failed or that fell back, none
+	// that is ok.
+	if hurt := download(t, f.dash, "?outcome="+url.QueryEscape(IncidentOutcomes)); len(hurt) != 6 || hurt[4][4] != "fellBack" || hurt[5][4] != "fellBack" {
+		t.Errorf("nodes.csv?outcome=%s: %v, want the 3 failed and 2 fallen back", IncidentOutcomes, hurt)
+	}
 	paged := New(Config{Admin: hideNodes{f.api}, Auth: f.auth})
 	if got := download(t, paged, ""); !cmp.Equal(got, rows) {
 		t.Errorf("paged through ListNodes, the CSV differs: %d rows, want %d", len(got), len(rows))
@@ -799,8 +804,10 @@ func TestNodesCSV(t *testing.T) {
 	if cd := hr.Header.Get("Content-Disposition"); hr.StatusCode != http.StatusOK || cd != `attachment; filename="nodes-`+version+`-fellBack.csv"` {
 		t.Errorf("nodes.csv: %d, Content-Disposition %q", hr.StatusCode, cd)
 	}
-	if code, _ := get(t, c, f.srv.URL+"/releases/"+version+"/nodes.csv?outcome=broken"); code != http.StatusBadRequest {
-		t.Errorf("nodes.csv?outcome=broken: %d", code)
+	for _, bad := range []string{"broken", "failed,broken", "failed,"} {
+		if code, _ := get(t, c, f.srv.URL+"/releases/"+version+"/nodes.csv?outcome="+bad); code != http.StatusBadRequest {
+			t.Errorf("nodes.csv?outcome=%s: %d", bad, code)
+		}
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/regression"
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/tally"
 )
@@ -141,5 +143,66 @@ func TestRolloutChart(t *testing.T) {
 	// Points with nobody judged: the rates chart says so.
 	if svg := string(chartSVG(pointsChart(ps[:2], t0.Add(10*time.Minute)), "rates")); !strings.Contains(svg, "no node judged yet") {
 		t.Errorf("rates chart with nobody judged = %s", svg)
+	}
+}
+
+// TestReleasePagesSayWhatTheyServe: a superseded release and one the
+// autopilot halted read as serving no node, with the halt's reason code
+// and its words; a planned release's page lists its plan's steps, the
+// current one marked; the counts say what they are counted from.
+func TestReleasePagesSayWhatTheyServe(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const newer, planned = "202604.01.4", "202605.02.1"
+	f.publish(t, version)
+	f.publish(t, newer)
+	f.publishDraft(t, planned)
+	if _, err := f.api.SetPlan(opsCtx(t), &adminv1.SetPlanRequest{Version: planned, Reason: "canary", Plan: &adminv1.Plan{
+		Steps: []*adminv1.PlanStep{{Nodes: 5, BakeSeconds: 1800, MinReports: 5}, {Percent: 50, BakeSeconds: 3600, MinReports: 20}, {Percent: 100, MinReports: 40}},
+		Margin: 0.05, MaxFailureRate: 0.2}}); err != nil {
+		t.Fatal(err)
+	}
+	// The autopilot's halt, as it writes it.
+	r, rev, err := f.st.Release(t.Context(), newer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Rollout.State, r.Rollout.Reason, r.Rollout.HaltedFrom = rollout.Halted, regression.ReasonRefusedIntegrity, rollout.Complete
+	if _, err := f.st.PutRelease(t.Context(), r, rev, store.AuditEntry{Actor: "lpsd", Action: "auto-halt", Target: newer}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.loadSnapshot(t)
+	c := f.signIn(t, readerToken)
+	body := waitFor(t, c, f.srv.URL+"/", `reason-code">refusedIntegrity`)
+	for _, want := range []string{`serves none: halted`, "Counts are of the reports and served records kept now"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("releases page lacks %q", want)
+		}
+	}
+	_, body = get(t, c, f.srv.URL+"/releases/"+newer)
+	for _, want := range []string{`serves no node now: halted`, `<span class="reason-code">refusedIntegrity</span>: nodes refused it as signed`, "Counted from the reports and served records kept now", "failure rate = "} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the halted release's page lacks %q", want)
+		}
+	}
+	// With the newer one halted, the older serves again; halt nothing
+	// more and complete the newer: the older is superseded.
+	if r, rev, err = f.st.Release(t.Context(), newer); err != nil {
+		t.Fatal(err)
+	}
+	r.Rollout.State, r.Rollout.Reason, r.Rollout.HaltedFrom = rollout.Complete, "", ""
+	if _, err := f.st.PutRelease(t.Context(), r, rev, store.AuditEntry{Actor: "op", Action: "resume", Target: newer}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.loadSnapshot(t)
+	body = waitFor(t, c, f.srv.URL+"/releases/"+version, `serves no node now: superseded`)
+	if strings.Contains(body, "reason-code") {
+		t.Errorf("a release no autopilot stopped shows a reason code")
+	}
+	_, body = get(t, c, f.srv.URL+"/releases/"+planned)
+	for _, want := range []string{`<table class="plan plan-steps">`, `<tr class="current"><th scope="row">1/3</th><td>a canary of 5 nodes</td>`, `<th scope="row">2/3</th><td>50%</td><td>1h</td><td class="num">20</td><td>-</td>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the planned release's page lacks %q:\n%s", want, body)
+		}
 	}
 }

@@ -108,12 +108,27 @@ func (n nodesData) Count(o string) int64 {
 }
 
 // checkOutcome refuses an outcome filter the admin API does not take,
-// before it costs an assessment.
+// before it costs an assessment: one of outcomeFilters, or several joined
+// by commas (IncidentOutcomes).
 func checkOutcome(o string) error {
-	if o == "" || slices.Contains(outcomeFilters, o) {
+	if o == "" {
 		return nil
 	}
-	return fmt.Errorf("outcome %q: want one of %s", o, strings.Join(outcomeFilters, ", "))
+	for one := range strings.SplitSeq(o, ",") {
+		if !slices.Contains(outcomeFilters, one) {
+			return fmt.Errorf("outcome %q: want one of %s, or several joined by commas", one, strings.Join(outcomeFilters, ", "))
+		}
+	}
+	return nil
+}
+
+// IncidentOutcomes is the filter of the list an incident needs: every VM
+// a bad release reached and hurt.
+const IncidentOutcomes = "failed,fellBack,refusedIntegrity"
+
+// IncidentCSV is the link to the download of the incident list.
+func (n nodesData) IncidentCSV() string {
+	return "/releases/" + url.PathEscape(n.Version) + "/nodes.csv?outcome=" + url.QueryEscape(IncidentOutcomes)
 }
 
 // nodesPage lists the nodes counted for a release, most severe first, a

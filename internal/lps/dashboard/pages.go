@@ -25,6 +25,7 @@ import (
 	"nodehotfix/internal/duration"
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps/admin"
+	"nodehotfix/internal/regression"
 	"nodehotfix/internal/rollout"
 )
 
@@ -84,6 +85,8 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"dur":        func(sec int64) string { return duration.Format(time.Duration(sec) * time.Second) },
 	"ms":         func(d time.Duration) int64 { return d.Milliseconds() },
 	"stateClass": stateClass,
+	"reasonText": regression.ReasonText,
+	"int":        func(i int32) int { return int(i) },
 	// isConfig reports an audit target that is a component configuration,
 	// which has no release page.
 	"isConfig": func(target string) bool { _, _, ok := rollout.ParseConfigID(target); return ok },

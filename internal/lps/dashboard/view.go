@@ -49,9 +49,13 @@ type releaseView struct {
 	NotAfter time.Time
 	Expired  bool
 	Control  *adminv1.Counts
-	// FailureRate and ControlRate are (failed+fallback+silent) over
-	// reported+silent, as percentages; -1 without reports.
+	// FailureRate and ControlRate are the health rule's failure rates
+	// (percentFailed); -1 with nobody judged.
 	FailureRate, ControlRate float64
+	// ServesNone says, when the served-now table gives the release no
+	// node, why (its role there: superseded, halted, draft...); "" while
+	// it serves some, or the table does not list it.
+	ServesNone string
 }
 
 type sizeView struct {
@@ -69,7 +73,8 @@ func buildView(st *adminv1.StatusResponse, now time.Time) *view {
 	var recs []rollout.Release
 	bases := map[string]bool{}
 	for _, r := range st.GetReleases() {
-		rv := releaseView{R: r, Control: v.Control[r.GetBase()], FailureRate: failureRate(r.GetCounts()), ControlRate: failureRate(v.Control[r.GetBase()])}
+		rv := releaseView{R: r, Control: v.Control[r.GetBase()], FailureRate: failureRate(r.GetCounts()), ControlRate: failureRate(v.Control[r.GetBase()]),
+			ServesNone: servesNone(r.GetVersion(), st.GetServedNow())}
 		if na := r.GetNotAfter(); na != nil {
 			rv.NotAfter = na.AsTime()
 		}
@@ -112,6 +117,28 @@ func percentFailed(c tally.Counts) float64 {
 		return 100 * r
 	}
 	return -1
+}
+
+// servesNone is a release's ServesNone in served.
+func servesNone(version string, served []*adminv1.ServedBase) string {
+	why := ""
+	for _, b := range served {
+		for _, c := range b.GetCohorts() {
+			for _, sh := range c.GetShares() {
+				if sh.GetVersion() != version {
+					continue
+				}
+				switch sh.GetRole() {
+				case rollout.RoleIncumbent, rollout.RoleCandidate, rollout.RoleCanary:
+					return ""
+				}
+				if why == "" {
+					why = sh.GetRole()
+				}
+			}
+		}
+	}
+	return why
 }
 
 func (v *view) release(version string) (releaseView, bool) {

@@ -1582,8 +1582,13 @@ type Policy struct {
 	// Whether leaving a canary early, completing a release no canary ran
 	// and resuming after an automatic halt wait for a second operator.
 	TwoPerson bool `protobuf:"varint,4,opt,name=two_person,json=twoPerson,proto3" json:"two_person,omitempty"`
-	// The policy in words ("none" when it enforces nothing).
-	Summary       string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	// The policy in words ("none" when it enforces nothing), the advance
+	// window included.
+	Summary string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	// When the autopilot may advance a healthy plan step (lpsd
+	// --advance-window: "Mon-Fri 09:00-17:00 Europe/Dublin"); empty: any
+	// time. Halts and pauses are never held back.
+	AdvanceWindow string `protobuf:"bytes,6,opt,name=advance_window,json=advanceWindow,proto3" json:"advance_window,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1649,6 +1654,13 @@ func (x *Policy) GetTwoPerson() bool {
 func (x *Policy) GetSummary() string {
 	if x != nil {
 		return x.Summary
+	}
+	return ""
+}
+
+func (x *Policy) GetAdvanceWindow() string {
+	if x != nil {
+		return x.AdvanceWindow
 	}
 	return ""
 }
@@ -5521,14 +5533,15 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12=\n" +
 	"\frequested_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\vrequestedAt\x124\n" +
 	"\aexpires\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aexpires\x12\x16\n" +
-	"\x06change\x18\x06 \x01(\tR\x06change\"\xbf\x01\n" +
+	"\x06change\x18\x06 \x01(\tR\x06change\"\xe6\x01\n" +
 	"\x06Policy\x12(\n" +
 	"\x10min_canary_nodes\x18\x01 \x01(\x05R\x0eminCanaryNodes\x12(\n" +
 	"\x10max_step_percent\x18\x02 \x01(\x05R\x0emaxStepPercent\x12(\n" +
 	"\x10min_bake_seconds\x18\x03 \x01(\x03R\x0eminBakeSeconds\x12\x1d\n" +
 	"\n" +
 	"two_person\x18\x04 \x01(\bR\ttwoPerson\x12\x18\n" +
-	"\asummary\x18\x05 \x01(\tR\asummary\"\x93\x03\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\x12%\n" +
+	"\x0eadvance_window\x18\x06 \x01(\tR\radvanceWindow\"\x93\x03\n" +
 	"\x04Plan\x123\n" +
 	"\x05steps\x18\x01 \x03(\v2\x1d.nodehotfix.admin.v1.PlanStepR\x05steps\x12\x16\n" +
 	"\x06margin\x18\x02 \x01(\x01R\x06margin\x12(\n" +
