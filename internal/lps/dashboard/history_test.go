@@ -158,7 +158,7 @@ func TestReleasePagesSayWhatTheyServe(t *testing.T) {
 	f.publish(t, newer)
 	f.publishDraft(t, planned)
 	if _, err := f.api.SetPlan(opsCtx(t), &adminv1.SetPlanRequest{Version: planned, Reason: "canary", Plan: &adminv1.Plan{
-		Steps: []*adminv1.PlanStep{{Nodes: 5, BakeSeconds: 1800, MinReports: 5}, {Percent: 50, BakeSeconds: 3600, MinReports: 20}, {Percent: 100, MinReports: 40}},
+		Steps:  []*adminv1.PlanStep{{Nodes: 5, BakeSeconds: 1800, MinReports: 5}, {Percent: 50, BakeSeconds: 3600, MinReports: 20}, {Percent: 100, MinReports: 40}},
 		Margin: 0.05, MaxFailureRate: 0.2}}); err != nil {
 		t.Fatal(err)
 	}
