@@ -1,0 +1,58 @@
+package etcdstore_test
+
+import (
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"nodehotfix/internal/store"
+	"nodehotfix/internal/store/etcdstore/etcdtest"
+)
+
+// TestIntegrationAttackPointsForeignKeys: keys under a release's points
+// prefix that are not points' (another writer of the prefix, damage)
+// must neither be read as points nor crowd the real points out of a
+// limited read. Before the fix "zzzz" (which sorts after every minute)
+// took the one slot of Points(v, 1), which the Recorder reads the last
+// point with, and a 13-digit "minute" was read as a point 17 000 years
+// ahead, the release's newest.
+func TestIntegrationAttackPointsForeignKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	endpoints := etcdtest.Start(t)
+	const prefix = "/historyattack/"
+	s := mustOpen(t, endpoints, prefix)
+	ctx := t.Context()
+	v := "202604.01.1"
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	if err := s.PutPoints(ctx, []store.Point{{Version: v, Time: t0, Data: []byte(`{"n":1}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	base := prefix + "points/" + v + "/"
+	for _, k := range []string{"zzzz", "9999999999999", "000029000000/extra", "+00029000001", "-1"} {
+		if _, err := cli.Put(ctx, base+k, `{"hostile":true}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := s.Points(ctx, v, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !got[0].Time.Equal(t0) {
+		t.Errorf("Points(%s, 1) = %v, want the one real point at %v", v, got, t0)
+	}
+	all, err := s.Points(ctx, v, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || !all[0].Time.Equal(t0) {
+		t.Errorf("Points(%s, 0) = %v, want the one real point at %v", v, all, t0)
+	}
+}
