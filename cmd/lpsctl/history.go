@@ -159,8 +159,10 @@ func moved(a, b *adminv1.HistoryPoint) bool {
 
 func toHistoryPointJSON(p *adminv1.HistoryPoint) historyPointJSON {
 	var step *int32
-	if p.GetSteps() > 0 {
-		i := p.GetStep() - 1 // the API's step counts from 1
+	// The API's step counts from 1; one that is not a step of the plan
+	// (a damaged or hand-written point) is no index either.
+	if p.GetSteps() > 0 && p.GetStep() >= 1 && p.GetStep() <= p.GetSteps() {
+		i := p.GetStep() - 1
 		step = &i
 	}
 	return historyPointJSON{

@@ -96,8 +96,16 @@ func (p Point) Moving() bool { return !p.Revoked && !p.Expired }
 // encode is p's stored form: its JSON, without Time (the store's key).
 func encode(p Point) ([]byte, error) { return json.Marshal(p) }
 
+// lastTime bounds a point's time: one keyed beyond it (another writer of
+// the store, damage; an etcd key holds 12 digits of minutes) is not a
+// look's, and neither RFC 3339 nor encoding/json can write it.
+var lastTime = time.Date(9999, 12, 31, 23, 59, 0, 0, time.UTC)
+
 // decode reads a stored point.
 func decode(sp store.Point) (Point, error) {
+	if sp.Time.After(lastTime) {
+		return Point{}, fmt.Errorf("history point of %s at minute %d: after %v, not a look's", sp.Version, store.PointMinute(sp.Time), lastTime.Year())
+	}
 	var p Point
 	if err := json.Unmarshal(sp.Data, &p); err != nil {
 		return Point{}, fmt.Errorf("history point of %s at %v: %w", sp.Version, sp.Time, err)
