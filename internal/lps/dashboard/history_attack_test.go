@@ -43,3 +43,31 @@ func TestAttackThinKeepsStateChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackChartHostilePoints: points another writer stored, with
+// markup in every string, counts at the top of uint64 (sums wrap, Judged
+// underflows) and percentages far outside 0..100, draw an SVG with no
+// markup of theirs and no NaN or Inf coordinates.
+func TestAttackChartHostilePoints(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	const evil = `"><script>alert(1)</script><x a="`
+	huge := ^uint64(0)
+	ps := []*adminv1.HistoryPoint{
+		{Time: timestamppb.New(t0), State: evil, Percent: -2147483648, Reason: evil, Baseline: evil, Health: evil,
+			Counts: &adminv1.Counts{Ok: huge, Failed: huge, Pending: huge, Reported: huge}, Seated: huge, BaselineCounts: &adminv1.Counts{Failed: huge, Reported: 1}},
+		{Time: timestamppb.New(t0.Add(time.Minute)), State: "halted", Percent: 2147483647, Revoked: true, Baseline: evil,
+			Counts: &adminv1.Counts{Failed: huge, Ok: 1, Reported: 2}, BaselineCounts: &adminv1.Counts{Pending: huge}},
+		{Time: timestamppb.New(t0.Add(time.Minute)), State: evil, Baseline: evil, Counts: &adminv1.Counts{}}, // the same time again
+	}
+	c := pointsChart(ps, t0.Add(time.Hour))
+	for _, kind := range []string{"rates", "rollout", "counts"} {
+		svg := string(chartSVG(c, kind))
+		if strings.Contains(svg, "<script") || strings.Contains(svg, "<x a=") {
+			t.Errorf("%s chart carries the points' markup: %s", kind, svg)
+		}
+		if strings.Contains(svg, "NaN") || strings.Contains(svg, "Inf") {
+			t.Errorf("%s chart has a NaN or Inf: %s", kind, svg)
+		}
+	}
+}
