@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps/admin"
@@ -15,6 +16,12 @@ import (
 // maxHistoryLimit is the most points one GetHistory returns
 // (store.MaxPointsRead).
 const maxHistoryLimit = 10000
+
+// maxHistoryResponse bounds a GetHistory answer lpsctl reads: as many
+// points as it may ask for, each of a point's most (store.MaxPointSize,
+// 4 KiB, of strings) and its framing, above gRPC's default 4 MiB, which
+// an answer of long-stringed points (another writer's) exceeds.
+const maxHistoryResponse = maxHistoryLimit * (4<<10 + 512)
 
 type historyJSON struct {
 	Version string             `json:"version"`
@@ -75,7 +82,7 @@ the last. Nothing is recorded while lpsd runs with --autopilot-interval=0.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp *adminv1.GetHistoryResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.GetHistory(ctx, &adminv1.GetHistoryRequest{Version: args[0], Limit: int32(limit)})
+				resp, err = cl.GetHistory(ctx, &adminv1.GetHistoryRequest{Version: args[0], Limit: int32(limit)}, grpc.MaxCallRecvMsgSize(maxHistoryResponse))
 				return err
 			})
 			if err != nil {

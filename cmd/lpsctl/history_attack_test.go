@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,28 @@ func TestAttackHistoryJSONStepIndex(t *testing.T) {
 	}
 	if s := doc.Points[0].Step; s != nil && (*s < 0 || *s >= doc.Points[0].Steps) {
 		t.Errorf(`"step": %d of %d steps: not an index into the plan's steps`, *s, doc.Points[0].Steps)
+	}
+}
+
+// TestAttackHistoryLargeResponse: 10 000 points near MaxPointSize (long
+// reason strings, another writer's) made GetHistory's answer exceed
+// gRPC's default 4 MiB receive limit in lpsctl: history failed.
+func TestAttackHistoryLargeResponse(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	const v = "202604.01.3"
+	publishDraft(t, srv, v)
+	t0 := time.Now().Add(-10000 * time.Minute).Truncate(time.Minute)
+	reason := strings.Repeat("r", store.MaxPointSize-200)
+	var ps []store.Point
+	for i := range 10000 {
+		ps = append(ps, store.Point{Version: v, Time: t0.Add(time.Duration(i) * time.Minute), Data: []byte(fmt.Sprintf(`{"counts":{},"state":"rolling","percent":5,"reason":%q,"baseline_counts":{}}`, reason))})
+	}
+	if err := srv.store.PutPoints(t.Context(), ps); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := lpsctl(t, append([]string{"history", v, "--limit", "10000", "-o", "json"}, srv.conn()...)...)
+	if code != exitOK {
+		t.Errorf("history --limit 10000: exit %d: %s", code, errOut)
 	}
 }
