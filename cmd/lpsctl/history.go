@@ -41,10 +41,10 @@ type historyPointJSON struct {
 	// index from 0 (null without a plan); Steps its length.
 	Step    *int32      `json:"step"`
 	Steps   int32       `json:"steps"`
-	Reason  string      `json:"reason,omitempty"`
+	Reason  string      `json:"reason"`
 	Revoked bool        `json:"revoked"`
 	Expired bool        `json:"expired"`
-	Health  string      `json:"health,omitempty"`
+	Health  string      `json:"health"`
 	Counts  *countsJSON `json:"counts"`
 	Seated  uint64      `json:"seated"`
 	// FailureRate is the rule's (failure_rate_definition), a fraction;

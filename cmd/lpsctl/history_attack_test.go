@@ -101,3 +101,29 @@ func TestAttackHistoryLargeResponse(t *testing.T) {
 		t.Errorf("history --limit 10000: exit %d: %s", code, errOut)
 	}
 }
+
+// TestAttackHistoryJSONSchema: every key the manual's -o json shows is
+// in every point, "reason": "" included, so a script reading .reason
+// or .health gets a string, not a missing key.
+func TestAttackHistoryJSONSchema(t *testing.T) {
+	t.Parallel()
+	srv := startServer(t)
+	const v = "202604.01.3"
+	publishDraft(t, srv, v)
+	putPoint(t, srv, v, time.Now().Add(-time.Hour), `{"counts":{},"state":"draft","percent":0,"baseline":"control","baseline_counts":{}}`)
+	var doc struct {
+		Points []map[string]any `json:"points"`
+	}
+	if err := json.Unmarshal([]byte(mustRun(t, append([]string{"history", v, "-o", "json"}, srv.conn()...)...)), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if len(doc.Points) != 1 {
+		t.Fatalf("points %v", doc.Points)
+	}
+	for _, k := range []string{"time", "state", "percent", "step", "steps", "reason", "revoked", "expired", "health", "counts", "seated",
+		"failure_rate", "baseline", "baseline_counts", "baseline_failure_rate"} {
+		if _, ok := doc.Points[0][k]; !ok {
+			t.Errorf("point %v has no %q, which the manual shows", doc.Points[0], k)
+		}
+	}
+}
