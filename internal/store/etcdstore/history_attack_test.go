@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,5 +55,39 @@ func TestIntegrationAttackPointsForeignKeys(t *testing.T) {
 	}
 	if len(all) != 1 || !all[0].Time.Equal(t0) {
 		t.Errorf("Points(%s, 0) = %v, want the one real point at %v", v, all, t0)
+	}
+}
+
+// TestIntegrationAttackPutPointsManyReleases: one look's points for more
+// releases than etcd's default --max-txn-ops (128), each of
+// MaxPointSize, and two of one key, are all stored.
+func TestIntegrationAttackPutPointsManyReleases(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	endpoints := etcdtest.Start(t)
+	s := mustOpen(t, endpoints, "/historymany/")
+	ctx := t.Context()
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	data := make([]byte, store.MaxPointSize)
+	for i := range data {
+		data[i] = 'x'
+	}
+	var ps []store.Point
+	for i := range 300 {
+		ps = append(ps, store.Point{Version: fmt.Sprintf("202604.01.%d", i), Time: t0, Data: data})
+	}
+	ps = append(ps, store.Point{Version: "202604.01.0", Time: t0.Add(time.Second), Data: []byte("last")})
+	if err := s.PutPoints(ctx, ps); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 300 {
+		got, err := s.Points(ctx, fmt.Sprintf("202604.01.%d", i), 0)
+		if err != nil || len(got) != 1 {
+			t.Fatalf("release %d: %v, %v", i, got, err)
+		}
+		if i == 0 && string(got[0].Data) != "last" {
+			t.Errorf("the minute's last point was not kept: %.20q", got[0].Data)
+		}
 	}
 }
