@@ -12,8 +12,8 @@
 // kept (the minute's last). Points are written while a release is served
 // (not revoked or expired), and once more when it stops; after that its
 // counts only follow what retention deletes, which is not history. (A
-// complete release served for longer than retention keeps its reports
-// records counts that fall as they are pruned: what the looks counted.) They
+// complete release served for longer than the reports' retention records
+// counts that fall as its reports are pruned: what the looks counted.) They
 // are kept for the release's life and store.HistoryRetention after it:
 // the Recorder deletes them then.
 //
