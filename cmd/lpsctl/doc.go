@@ -196,7 +196,7 @@ the last. -o json prints
 	 "unreadable": 0,                          // points this lpsd cannot decode, left out
 	 "points": [{"time": RFC3339, "state": "rolling", "percent": 20,
 	             "step": 0 or null (no plan), "steps": 3, "reason": "",
-	             "revoked": false, "expired": false, "health": "healthy",
+	             "revoked": false, "expired": false, "health": "healthy" ("": no plan),
 	             "counts": {...}, "seated": 20, "failure_rate": 0.05 or null,
 	             "baseline": "baked", "baseline_counts": {...},
 	             "baseline_failure_rate": 0.04 or null}, ...],

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps/admin"
@@ -15,6 +16,12 @@ import (
 // maxHistoryLimit is the most points one GetHistory returns
 // (store.MaxPointsRead).
 const maxHistoryLimit = 10000
+
+// maxHistoryResponse bounds a GetHistory answer lpsctl reads: as many
+// points as it may ask for, each of a point's most (store.MaxPointSize,
+// 4 KiB, of strings) and its framing, above gRPC's default 4 MiB, which
+// an answer of long-stringed points (another writer's) exceeds.
+const maxHistoryResponse = maxHistoryLimit * (4<<10 + 512)
 
 type historyJSON struct {
 	Version string             `json:"version"`
@@ -34,10 +41,10 @@ type historyPointJSON struct {
 	// index from 0 (null without a plan); Steps its length.
 	Step    *int32      `json:"step"`
 	Steps   int32       `json:"steps"`
-	Reason  string      `json:"reason,omitempty"`
+	Reason  string      `json:"reason"`
 	Revoked bool        `json:"revoked"`
 	Expired bool        `json:"expired"`
-	Health  string      `json:"health,omitempty"`
+	Health  string      `json:"health"`
 	Counts  *countsJSON `json:"counts"`
 	Seated  uint64      `json:"seated"`
 	// FailureRate is the rule's (failure_rate_definition), a fraction;
@@ -75,7 +82,7 @@ the last. Nothing is recorded while lpsd runs with --autopilot-interval=0.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var resp *adminv1.GetHistoryResponse
 			err := c.conn.call(cmd.Context(), func(ctx context.Context, cl adminv1.AdminServiceClient) (err error) {
-				resp, err = cl.GetHistory(ctx, &adminv1.GetHistoryRequest{Version: args[0], Limit: int32(limit)})
+				resp, err = cl.GetHistory(ctx, &adminv1.GetHistoryRequest{Version: args[0], Limit: int32(limit)}, grpc.MaxCallRecvMsgSize(maxHistoryResponse))
 				return err
 			})
 			if err != nil {
@@ -159,8 +166,10 @@ func moved(a, b *adminv1.HistoryPoint) bool {
 
 func toHistoryPointJSON(p *adminv1.HistoryPoint) historyPointJSON {
 	var step *int32
-	if p.GetSteps() > 0 {
-		i := p.GetStep() - 1 // the API's step counts from 1
+	// The API's step counts from 1; one that is not a step of the plan
+	// (a damaged or hand-written point) is no index either.
+	if p.GetSteps() > 0 && p.GetStep() >= 1 && p.GetStep() <= p.GetSteps() {
+		i := p.GetStep() - 1
 		step = &i
 	}
 	return historyPointJSON{

@@ -12,8 +12,8 @@
 // kept (the minute's last). Points are written while a release is served
 // (not revoked or expired), and once more when it stops; after that its
 // counts only follow what retention deletes, which is not history. (A
-// complete release served for longer than retention keeps its reports
-// records counts that fall as they are pruned: what the looks counted.) They
+// complete release served for longer than the reports' retention records
+// counts that fall as its reports are pruned: what the looks counted.) They
 // are kept for the release's life and store.HistoryRetention after it:
 // the Recorder deletes them then.
 //
@@ -96,8 +96,16 @@ func (p Point) Moving() bool { return !p.Revoked && !p.Expired }
 // encode is p's stored form: its JSON, without Time (the store's key).
 func encode(p Point) ([]byte, error) { return json.Marshal(p) }
 
+// lastTime bounds a point's time: one keyed beyond it (another writer of
+// the store, damage; an etcd key holds 12 digits of minutes) is not a
+// look's, and neither RFC 3339 nor encoding/json can write it.
+var lastTime = time.Date(9999, 12, 31, 23, 59, 0, 0, time.UTC)
+
 // decode reads a stored point.
 func decode(sp store.Point) (Point, error) {
+	if sp.Time.After(lastTime) {
+		return Point{}, fmt.Errorf("history point of %s at minute %d: after %v, not a look's", sp.Version, store.PointMinute(sp.Time), lastTime.Year())
+	}
 	var p Point
 	if err := json.Unmarshal(sp.Data, &p); err != nil {
 		return Point{}, fmt.Errorf("history point of %s at %v: %w", sp.Version, sp.Time, err)
@@ -141,11 +149,24 @@ type Recorder struct {
 	pruned map[string]bool
 }
 
-// recorded is a release's last point, stored form and all.
+// recorded is a release's last point, stored form and all, and the
+// minute it is stored at (store.PointMinute).
 type recorded struct {
 	data   []byte
 	moving bool
+	minute int64
 }
+
+// maxBehind is how far (in minutes) a look's clock may be behind the
+// release's last stored point for its point to be written at that
+// point's minute instead: a new leader whose clock is behind the old
+// one's (autopilot.MaxClockSkew, 30 s, is tolerated between replicas),
+// or a clock stepped back. Its point then replaces that minute's, so a
+// release's last point is the last look's, never one a slower clock
+// wrote under an earlier key. A stored point further ahead (a clock that
+// was wildly wrong, another writer) is left where it is rather than
+// pinning every later point to its minute.
+const maxBehind = 2
 
 // NewRecorder returns a Recorder writing to st; log (nil: discard) hears
 // of failures.
@@ -205,9 +226,13 @@ func (r *Recorder) Record(ctx context.Context, f assess.Fleet) error {
 		if bytes.Equal(data, last.data) || (!p.Moving() && last.data != nil && !last.moving) {
 			continue
 		}
-		put = append(put, store.Point{Version: rel.Version, Time: f.Now, Data: data})
+		at := f.Now
+		if m := store.PointMinute(at); m < last.minute && last.minute-m <= maxBehind {
+			at = time.Unix(last.minute*60, 0).UTC()
+		}
+		put = append(put, store.Point{Version: rel.Version, Time: at, Data: data})
 		kept = append(kept, rel.Version)
-		fresh[rel.Version] = recorded{data: data, moving: p.Moving()}
+		fresh[rel.Version] = recorded{data: data, moving: p.Moving(), minute: store.PointMinute(at)}
 	}
 	if len(put) > 0 {
 		if err := r.st.PutPoints(ctx, put); err != nil {
@@ -227,7 +252,7 @@ func (r *Recorder) Record(ctx context.Context, f assess.Fleet) error {
 }
 
 // read returns version's last stored point; none (nothing stored, or it
-// cannot be decoded) is the zero recorded, which every point differs from.
+// cannot be decoded) has no data, which every point differs from.
 func (r *Recorder) read(ctx context.Context, version string) (recorded, error) {
 	sps, err := r.st.Points(ctx, version, 1)
 	if err != nil {
@@ -236,17 +261,18 @@ func (r *Recorder) read(ctx context.Context, version string) (recorded, error) {
 	if len(sps) == 0 {
 		return recorded{}, nil
 	}
+	minute := store.PointMinute(sps[0].Time)
 	p, err := decode(sps[0])
 	if err != nil {
-		return recorded{}, nil
+		return recorded{minute: minute}, nil
 	}
 	// Compare in this lpsd's encoding, so an older one's point is
 	// replaced only when the assessment changed.
 	data, err := encode(p)
 	if err != nil {
-		return recorded{}, nil
+		return recorded{minute: minute}, nil
 	}
-	return recorded{data: data, moving: p.Moving()}, nil
+	return recorded{data: data, moving: p.Moving(), minute: minute}, nil
 }
 
 // Ended returns when rel's life ended, and whether it has: revoked, at

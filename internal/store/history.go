@@ -19,9 +19,11 @@ import (
 // bytes and never decodes it, so a point written by a newer lpsd is kept
 // as it is for the reader that can read it.
 type History interface {
-	// PutPoints stores ps in one atomic write, each keyed by (Version,
-	// Time's minute): a point replaces the one stored for its minute, so
-	// the last look of a minute is what it keeps. A point with an empty
+	// PutPoints stores ps in one atomic write (etcdstore: one per 128
+	// points, etcd's default --max-txn-ops, so a failure may leave the
+	// first chunks stored), each keyed by (Version, Time's minute): a
+	// point replaces the one stored for its minute, so the last look of a
+	// minute is what it keeps. A point with an empty
 	// or "/"-holding Version, or empty or oversized Data, is refused with
 	// ErrInvalidPoint (wrapped) and nothing of the call is stored. Points
 	// are not releases: no revision moves and Watch is not signalled.

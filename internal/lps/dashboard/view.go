@@ -168,8 +168,8 @@ type sample struct {
 
 // pointsChart is a release's chart from its recorded points (oldest
 // first): its counts, percentage and state, and its baseline's counts, at
-// each point, the last held to now. At most maxSamples points, evenly
-// spaced, the first and the last kept.
+// each point, the last held to now. At most maxSamples points (thin): the
+// first, the last and every change of state or percentage kept.
 func pointsChart(ps []*adminv1.HistoryPoint, now time.Time) chartData {
 	var c chartData
 	for _, p := range ps {
@@ -187,7 +187,7 @@ func pointsChart(ps []*adminv1.HistoryPoint, now time.Time) chartData {
 		last.T, base.T = now, now
 		c.Release, c.Control = append(c.Release, last), append(c.Control, base)
 	}
-	c.Release, c.Control = thin(c.Release), thin(c.Control)
+	c.Release, c.Control = thin(c.Release, c.Control)
 	return c
 }
 
@@ -196,15 +196,50 @@ func withSeated(c tally.Counts, seated uint64) tally.Counts {
 	return c
 }
 
-// thin returns at most maxSamples of h, evenly spaced, the first and the
-// last kept.
-func thin(h []sample) []sample {
-	if len(h) <= maxSamples {
-		return h
+// thin returns at most maxSamples of rel and of base (the same indexes
+// of each, so a point's baseline stays beside it), the first and the
+// last kept, and every point where the release's state, revocation or
+// percentage changed (a halt of one look must not vanish from the
+// rollout chart), the rest evenly spaced.
+func thin(rel, base []sample) ([]sample, []sample) {
+	n := len(rel)
+	if n <= maxSamples {
+		return rel, base
 	}
-	out := make([]sample, 0, maxSamples)
-	for i := range maxSamples {
-		out = append(out, h[i*(len(h)-1)/(maxSamples-1)])
+	keep := []int{0}
+	for i := 1; i < n-1; i++ {
+		if a, b := rel[i-1], rel[i]; a.State != b.State || a.Revoked != b.Revoked || a.Percent != b.Percent {
+			keep = append(keep, i)
+		}
+	}
+	keep = append(keep, n-1)
+	if len(keep) >= maxSamples {
+		// More changes than a chart draws (another writer's points, a
+		// flapping release): evenly spaced among them.
+		keep = spaced(keep, maxSamples)
+	} else {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		// keep and the spaced indexes share the first and the last.
+		keep = append(keep, spaced(all, maxSamples-len(keep)+2)...)
+		slices.Sort(keep)
+		keep = slices.Compact(keep)
+	}
+	r, b := make([]sample, len(keep)), make([]sample, len(keep))
+	for j, i := range keep {
+		r[j], b[j] = rel[i], base[i]
+	}
+	return r, b
+}
+
+// spaced returns k of is (k ≥ 2), evenly spaced, the first and the last
+// kept.
+func spaced(is []int, k int) []int {
+	out := make([]int, 0, k)
+	for i := range k {
+		out = append(out, is[i*(len(is)-1)/(k-1)])
 	}
 	return out
 }

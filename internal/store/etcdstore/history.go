@@ -62,7 +62,11 @@ func (s *Store) PutPoints(ctx context.Context, ps []store.Point) error {
 	return nil
 }
 
-// Points implements store.History with one range read, newest first.
+// Points implements store.History with a range read of the version's
+// minutes, newest first, at one revision. A key under the version's
+// prefix that is not a 12-digit minute (another writer of the prefix,
+// damage) is not a point: it is skipped, and the read goes on past it, so
+// such keys never crowd real points out of a limited read.
 func (s *Store) Points(ctx context.Context, version string, limit int) ([]store.Point, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("list history points: %w", store.ErrClosed)
@@ -70,20 +74,48 @@ func (s *Store) Points(ctx context.Context, version string, limit int) ([]store.
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
 	prefix := s.pointsPrefix(version)
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix(),
-		clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(store.PointsLimit(limit))))
-	if err != nil {
-		return nil, fmt.Errorf("list history points: %w", s.mapErr(err))
-	}
-	out := make([]store.Point, 0, len(resp.Kvs))
-	for _, kv := range slices.Backward(resp.Kvs) {
-		m, err := strconv.ParseInt(strings.TrimPrefix(string(kv.Key), prefix), 10, 64)
-		if err != nil {
-			continue // not a point's key: another writer of the prefix
+	limit = store.PointsLimit(limit)
+	// Every minute's key is in [prefix+"0", prefix+":"): ":" follows "9".
+	from, end := prefix+"0", prefix+":"
+	var out []store.Point
+	var rev int64
+	for len(out) < limit {
+		opts := []clientv3.OpOption{clientv3.WithRange(end),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend), clientv3.WithLimit(int64(limit - len(out)))}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
 		}
-		out = append(out, store.Point{Version: version, Time: time.Unix(m*60, 0).UTC(), Data: kv.Value})
+		resp, err := s.cli.Get(ctx, from, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("list history points: %w", s.mapErr(err))
+		}
+		rev = resp.Header.Revision
+		for _, kv := range resp.Kvs {
+			if m, ok := pointMinute(strings.TrimPrefix(string(kv.Key), prefix)); ok {
+				out = append(out, store.Point{Version: version, Time: time.Unix(m*60, 0).UTC(), Data: kv.Value})
+			}
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		end = string(resp.Kvs[len(resp.Kvs)-1].Key) // the range's end is exclusive
 	}
+	slices.Reverse(out)
 	return out, nil
+}
+
+// pointMinute parses a point key's minute: exactly 12 decimal digits.
+func pointMinute(s string) (int64, bool) {
+	if len(s) != 12 {
+		return 0, false
+	}
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	m, err := strconv.ParseInt(s, 10, 64)
+	return m, err == nil
 }
 
 // DeletePoints implements store.History with one ranged delete.
