@@ -181,8 +181,10 @@ incumbent a planned release is compared with, "baked" or a version, or
 "control", the base's nodes that ran the baked agent, without a plan),
 and the rollout's state (with its reason code, revoked or expired),
 percentage, plan step and health verdict then. The deciding replica
-records a point after a look that changed any of those, at most one a
-minute, while the release is served and once when it stops; the store
+records a point after a look that changed any of those, while the
+release is served and once when it stops: of a minute's looks it keeps
+the last and each after which the rollout moved (a halt resumed within
+the minute stays), at each look's time; the store
 keeps them for the release's life and 90 days after, so every replica
 shows the same history after restarts, after its reports are pruned and
 after a revoke. Nothing is recorded while lpsd runs with

@@ -67,8 +67,9 @@ look after look, as lpsd's store recorded it: its nodes by outcome, its
 failure rate beside its baseline's (the incumbent of a planned release,
 the base's control cohort without a plan), and the rollout's state,
 percentage and plan step then. A point is recorded when any of those
-changed, at most one a minute, while the release is served and once when
-it stops; points are kept for the release's life and 90 days after, on
+changed, while the release is served and once when it stops: of a
+minute's looks the last, and each after which the rollout moved; points
+are kept for the release's life and 90 days after, on
 every replica alike, after reports are pruned and after a revoke.
 
 --changes shows only the points where the rollout moved (state,

@@ -285,7 +285,17 @@ served record of the last 24 h has, is refused by SetRollout when it sets
 it (FailedPrecondition naming the value and its nearest seen spelling) unless
 the request allows unseen values (lpsctl --allow-unseen): such a scope
 would match no node. The check reads what an autopilot look reads, no more
-(the reports and served records, only when subscriptions are named). Status
+(the reports and served records, only when subscriptions are named).
+
+A region in a scope is always the serving replica's --region, never one
+a node claims: the attested identity document carries no location, and
+the instance metadata a node could read one from is unsigned, so a VM
+could name any region it liked. Nothing a node says about its place
+picks it into a scope, a canary seat or a cohort (a node-claimed
+location that could only narrow a scope is not offered: it would still
+let a VM leave a cohort it belongs in). Deploy each region's replicas
+with their own --region, as the Kubernetes manifest, the systemd unit
+and make demo do. Status
 also says, per base, what each part of the nodes gets now and why (the
 incumbent, the candidate at its percentage, a halted release's nodes on the
 one below it, superseded releases), from the snapshot nodes are served

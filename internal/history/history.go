@@ -8,8 +8,11 @@
 // (Recorder.Record): the counts that look judged on, the rollout's state,
 // percentage and step, and the baseline the release was compared with. A
 // point is written only when one of those changed since the release's last
-// point, so a quiet release costs nothing, and at most one per minute is
-// kept (the minute's last). Points are written while a release is served
+// point, so a quiet release costs nothing, and the store keeps one point a
+// minute: the minute's last look's, holding, as Point.Earlier, the looks
+// of the minute after which the rollout moved (at most MaxEarlier), so no
+// halt, pause or rise is lost to a quick resume, and each point keeps its
+// look's exact time. Points are written while a release is served
 // (not revoked or expired), and once more when it stops; after that its
 // counts only follow what retention deletes, which is not history. (A
 // complete release served for longer than the reports' retention records
@@ -31,6 +34,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"nodehotfix/internal/assess"
@@ -41,8 +45,18 @@ import (
 
 // Point is one release's assessment at one look.
 type Point struct {
-	// Time is the look's (the minute's last look, as stored).
+	// Time is the look's: At, within the minute the store keys the point
+	// by (the minute's start for a point stored without At).
 	Time time.Time `json:"-"`
+	// At is the look's exact time, as stored.
+	At time.Time `json:"at,omitzero"`
+	// Earlier are the points of the minute's earlier looks after which
+	// the rollout moved (movedFrom): the store keeps one point a minute,
+	// its last look's, and these inside it, so a halt resumed within the
+	// minute stays in the history. Oldest first, at most MaxEarlier (the
+	// latest kept); never nested. Read returns them as points of their
+	// own.
+	Earlier []Point `json:"earlier,omitempty"`
 	// Counts are the release's nodes by outcome, Seated included.
 	Counts  tally.Counts  `json:"counts"`
 	State   rollout.State `json:"state"`
@@ -70,6 +84,26 @@ type Point struct {
 // base's control cohort.
 const ControlBaseline = "control"
 
+// MaxEarlier bounds Point.Earlier, so a stored point stays well inside
+// store.MaxPointSize: six changes of the rollout in one minute, besides
+// the minute's last look.
+const MaxEarlier = 6
+
+// movedFrom reports whether what the operators and the autopilot move
+// differs between a and p: the state, percentage, step, reason code,
+// health, or whether it is revoked or expired.
+func (p Point) movedFrom(a Point) bool {
+	return p.State != a.State || p.Percent != a.Percent || p.Step != a.Step || p.Steps != a.Steps || p.Reason != a.Reason ||
+		p.Health != a.Health || p.Revoked != a.Revoked || p.Expired != a.Expired
+}
+
+// assessment returns p without its times and its earlier points: what
+// the Recorder compares to tell whether a look changed anything.
+func (p Point) assessment() Point {
+	p.Time, p.At, p.Earlier = time.Time{}, time.Time{}, nil
+	return p
+}
+
 // Of returns rel's point in f, the look that assessed it.
 func Of(rel rollout.Release, f assess.Fleet) Point {
 	ro := rel.Rollout
@@ -96,12 +130,23 @@ func (p Point) Moving() bool { return !p.Revoked && !p.Expired }
 // encode is p's stored form: its JSON, without Time (the store's key).
 func encode(p Point) ([]byte, error) { return json.Marshal(p) }
 
+// within returns t held to the minute starting at m: a look's time in the
+// minute it was stored at (a clock behind that minute's, or none stored,
+// reads as its start).
+func within(t, m time.Time) time.Time {
+	if t.Before(m) || !t.Before(m.Add(time.Minute)) {
+		return m
+	}
+	return t
+}
+
 // lastTime bounds a point's time: one keyed beyond it (another writer of
 // the store, damage; an etcd key holds 12 digits of minutes) is not a
 // look's, and neither RFC 3339 nor encoding/json can write it.
 var lastTime = time.Date(9999, 12, 31, 23, 59, 0, 0, time.UTC)
 
-// decode reads a stored point.
+// decode reads a stored point; its Earlier points are given their times
+// too, none after the point's.
 func decode(sp store.Point) (Point, error) {
 	if sp.Time.After(lastTime) {
 		return Point{}, fmt.Errorf("history point of %s at minute %d: after %v, not a look's", sp.Version, store.PointMinute(sp.Time), lastTime.Year())
@@ -110,14 +155,23 @@ func decode(sp store.Point) (Point, error) {
 	if err := json.Unmarshal(sp.Data, &p); err != nil {
 		return Point{}, fmt.Errorf("history point of %s at %v: %w", sp.Version, sp.Time, err)
 	}
-	p.Time = sp.Time
+	p.Time = within(p.At, sp.Time)
+	for i := range p.Earlier {
+		e := &p.Earlier[i]
+		e.Earlier, e.Time = nil, within(e.At, sp.Time)
+		if e.Time.After(p.Time) {
+			e.Time = p.Time
+		}
+	}
 	return p, nil
 }
 
-// Read returns release version's newest points, at most limit (see
-// store.History's Points), oldest first. Points that cannot be decoded (a
-// newer encoding, damage) are left out and returned, counted, in an
-// *store.UnreadableError beside the others, as the store's lists do.
+// Read returns release version's newest points, at most limit (0: the
+// store's most, store.MaxPointsRead), oldest first: each stored point's
+// Earlier ones as points of their own before it. Points that cannot be
+// decoded (a newer encoding, damage) are left out and returned, counted,
+// in an *store.UnreadableError beside the others, as the store's lists
+// do.
 func Read(ctx context.Context, st store.History, version string, limit int) ([]Point, error) {
 	sps, err := st.Points(ctx, version, limit)
 	if err != nil {
@@ -131,7 +185,12 @@ func Read(ctx context.Context, st store.History, version string, limit int) ([]P
 			bad.Add(err)
 			continue
 		}
+		out = append(out, p.Earlier...)
+		p.Earlier = nil
 		out = append(out, p)
+	}
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
 	}
 	return out, bad.Err()
 }
@@ -149,11 +208,13 @@ type Recorder struct {
 	pruned map[string]bool
 }
 
-// recorded is a release's last point, stored form and all, and the
+// recorded is a release's last point as stored (ok: one is), the
+// encoding of its assessment (what a look is compared with), and the
 // minute it is stored at (store.PointMinute).
 type recorded struct {
+	point  Point
+	ok     bool
 	data   []byte
-	moving bool
 	minute int64
 }
 
@@ -209,7 +270,7 @@ func (r *Recorder) Record(ctx context.Context, f assess.Fleet) error {
 			continue
 		}
 		p := Of(rel, f)
-		data, err := encode(p)
+		data, err := encode(p.assessment())
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -223,16 +284,29 @@ func (r *Recorder) Record(ctx context.Context, f assess.Fleet) error {
 			}
 			r.last[rel.Version] = last
 		}
-		if bytes.Equal(data, last.data) || (!p.Moving() && last.data != nil && !last.moving) {
+		if bytes.Equal(data, last.data) || (!p.Moving() && last.ok && !last.point.Moving()) {
 			continue
 		}
 		at := f.Now
 		if m := store.PointMinute(at); m < last.minute && last.minute-m <= maxBehind {
 			at = time.Unix(last.minute*60, 0).UTC()
 		}
-		put = append(put, store.Point{Version: rel.Version, Time: at, Data: data})
+		p.At = f.Now
+		if last.ok && store.PointMinute(at) == last.minute {
+			p.Earlier = earlier(last.point, p)
+		}
+		stored, err := encode(p)
+		for err == nil && len(stored) > store.MaxPointSize && len(p.Earlier) > 0 {
+			p.Earlier = p.Earlier[1:]
+			stored, err = encode(p)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		put = append(put, store.Point{Version: rel.Version, Time: at, Data: stored})
 		kept = append(kept, rel.Version)
-		fresh[rel.Version] = recorded{data: data, moving: p.Moving(), minute: store.PointMinute(at)}
+		fresh[rel.Version] = recorded{point: p, ok: true, data: data, minute: store.PointMinute(at)}
 	}
 	if len(put) > 0 {
 		if err := r.st.PutPoints(ctx, put); err != nil {
@@ -249,6 +323,23 @@ func (r *Recorder) Record(ctx context.Context, f assess.Fleet) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// earlier returns the Earlier points of p, which replaces last, the
+// point stored at its minute: last's, and last itself when the rollout
+// moved after it (a change of counts alone is the minute's to forget),
+// at most MaxEarlier, the latest kept.
+func earlier(last, p Point) []Point {
+	out := slices.Clone(last.Earlier)
+	if p.movedFrom(last) {
+		e := last
+		e.Earlier = nil
+		out = append(out, e)
+	}
+	if len(out) > MaxEarlier {
+		out = out[len(out)-MaxEarlier:]
+	}
+	return out
 }
 
 // read returns version's last stored point; none (nothing stored, or it
@@ -268,11 +359,11 @@ func (r *Recorder) read(ctx context.Context, version string) (recorded, error) {
 	}
 	// Compare in this lpsd's encoding, so an older one's point is
 	// replaced only when the assessment changed.
-	data, err := encode(p)
+	data, err := encode(p.assessment())
 	if err != nil {
 		return recorded{minute: minute}, nil
 	}
-	return recorded{data: data, moving: p.Moving(), minute: minute}, nil
+	return recorded{point: p, ok: true, data: data, minute: minute}, nil
 }
 
 // Ended returns when rel's life ended, and whether it has: revoked, at

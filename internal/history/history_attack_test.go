@@ -46,10 +46,15 @@ func TestAttackLeaderClockBehind(t *testing.T) {
 	if len(ps) == 0 || !ps[len(ps)-1].Revoked {
 		t.Errorf("points %+v: the last recorded point is not the revoke", ps)
 	}
+	// Oldest first; the old leader's point, kept inside the minute as an
+	// earlier one, may share the minute's start with the revoke.
 	for i := 1; i < len(ps); i++ {
-		if !ps[i].Time.After(ps[i-1].Time) {
+		if ps[i].Time.Before(ps[i-1].Time) {
 			t.Errorf("points out of order: %v then %v", ps[i-1].Time, ps[i].Time)
 		}
+	}
+	if len(ps) != 2 || ps[0].Revoked || !ps[1].Revoked {
+		t.Errorf("points %+v: want the old leader's rolling point, then the revoke", ps)
 	}
 }
 

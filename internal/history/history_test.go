@@ -3,6 +3,8 @@ package history
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -64,8 +66,8 @@ func TestRecorder(t *testing.T) {
 	c[a.Version] = tally.Counts{OK: 3, Failed: 1}
 	must(rec.Record(ctx, look(t0.Add(2*time.Minute+30*time.Second), c, a))) // same minute: replaces
 	ps := points(t, st, a.Version)
-	if len(ps) != 2 || !ps[0].Time.Equal(t0) || !ps[1].Time.Equal(t0.Add(2*time.Minute)) || ps[1].Counts.Failed != 1 {
-		t.Fatalf("points %+v: want t0 and the minute +2 holding its last look (1 failed)", ps)
+	if len(ps) != 2 || !ps[0].Time.Equal(t0) || !ps[1].Time.Equal(t0.Add(2*time.Minute+30*time.Second)) || ps[1].Counts.Failed != 1 || len(ps[1].Earlier) != 0 {
+		t.Fatalf("points %+v: want t0 and the minute +2 holding its last look (1 failed, at its own time), the earlier look of only other counts forgotten", ps)
 	}
 	if p := ps[0]; p.State != rollout.Rolling || p.Percent != 10 || p.Baseline != ControlBaseline || p.BaselineCounts.OK != 40 {
 		t.Errorf("first point %+v: want rolling at 10%% against the base's control (40 ok)", p)
@@ -203,5 +205,72 @@ func TestReadSkipsUndecodable(t *testing.T) {
 	}
 	if ps, _ := Read(t.Context(), st, a.Version, 0); len(ps) != 2 {
 		t.Errorf("after an unreadable last point: %+v, want a fresh one written", ps)
+	}
+}
+
+// TestRecorderKeepsMovesWithinAMinute: a minute keeps one point, its last
+// look's, but every look after which the rollout moved in that minute is
+// kept inside it and read back as a point of its own, at its own time:
+// a halt resumed and completed within the minute stays in the history.
+// Changes of counts alone are still the minute's to forget, and the
+// earlier points are bounded.
+func TestRecorderKeepsMovesWithinAMinute(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := t.Context()
+	rec := NewRecorder(st, nil)
+	a := rel("202604.01.1", rollout.Rolling, 10)
+	c := map[string]tally.Counts{a.Version: {OK: 1}}
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	record := func(s int, state rollout.State, ok uint64) {
+		t.Helper()
+		a.Rollout.State = state
+		c[a.Version] = tally.Counts{OK: ok}
+		if err := rec.Record(ctx, look(at(s), c, a)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	record(5, rollout.Rolling, 1)
+	record(10, rollout.Rolling, 2) // counts alone: replaces the 5 s look
+	record(20, rollout.Halted, 2)
+	record(40, rollout.Rolling, 2) // resumed
+	record(50, rollout.Complete, 3)
+	record(55, rollout.Complete, 4) // counts alone
+	ps, err := Read(ctx, st, a.Version, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, fmt.Sprintf("%s@%ds ok %d", p.State, int(p.Time.Sub(t0).Seconds()), p.Counts.OK))
+	}
+	want := []string{"rolling@10s ok 2", "halted@20s ok 2", "rolling@40s ok 2", "complete@55s ok 4"}
+	if !slices.Equal(got, want) {
+		t.Errorf("history %q, want %q", got, want)
+	}
+	if sps, _ := st.Points(ctx, a.Version, 0); len(sps) != 1 {
+		t.Errorf("%d points stored, want the minute's one", len(sps))
+	}
+	// A new recorder (another leader) reads the minute's point and goes on
+	// adding to it.
+	rec = NewRecorder(st, nil)
+	record(58, rollout.Halted, 4)
+	if ps, _ = Read(ctx, st, a.Version, 0); len(ps) != 5 || ps[3].State != rollout.Complete || ps[4].State != rollout.Halted {
+		t.Errorf("after another leader's look in the minute: %+v", ps)
+	}
+	// Read's limit counts the points it returns.
+	if ps, _ = Read(ctx, st, a.Version, 2); len(ps) != 2 || ps[1].State != rollout.Halted {
+		t.Errorf("Read(limit 2) = %+v, want the two newest", ps)
+	}
+	// Many moves in one minute: the latest MaxEarlier are kept.
+	b := rel("202604.01.2", rollout.Rolling, 1)
+	for i := range 20 {
+		b.Rollout.Percent = i + 1
+		if err := rec.Record(ctx, look(t0.Add(time.Duration(i)*time.Second), c, b)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ps, _ = Read(ctx, st, b.Version, 0); len(ps) != MaxEarlier+1 || ps[len(ps)-1].Percent != 20 || ps[0].Percent != 20-MaxEarlier {
+		t.Errorf("20 moves in a minute read back as %d points, want the last %d", len(ps), MaxEarlier+1)
 	}
 }
