@@ -308,6 +308,8 @@ func TestBrowser(t *testing.T) {
 	submit(draft, "skip", "the canary subscription is drained", true)
 	until("the skip", banner("ok", "skip: done"))
 	until("the skip's step", `document.querySelector(".facts").innerText.includes("2/3 at 50%")`)
+	f.look(t) // as the autopilot's next look would: the history shows the skip
+	until("the skip in the history", `Array.from(document.querySelectorAll("svg.chart .legend")).some(e => e.textContent === "50% rolling")`)
 	until("the draft's reports", `document.querySelector("main").innerText.includes("reported 42")`)
 	screenshot(t, ctx, "release-actions.png")
 	submit(draft, "pause", "waiting for the weekend", true)
