@@ -132,7 +132,7 @@ func TestIntegrationOperatorFlow(t *testing.T) {
 	// the resume and the complete that follow, in the same minute or not,
 	// leave it there (a minute's point keeps the looks inside it after
 	// which the rollout moved).
-	page = db.waitPage(rel, "the halt in the release's history", func(p string) bool {
+	db.waitPage(rel, "the halt in the release's history", func(p string) bool {
 		return strings.Contains(between(p, `aria-label="Rollout: percentage and state over time"`, "</svg>"), `<rect class="band state-halted"`)
 	})
 
@@ -417,16 +417,4 @@ func auditIndex(page, actor, action, text string) int {
 		}
 	}
 	return -1
-}
-
-// waitUntil waits, at most limit, for ok.
-func waitUntil(t *testing.T, limit time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", limit, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
