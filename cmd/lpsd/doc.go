@@ -27,7 +27,10 @@ up in the store (every 20 s, kept 72 h), and a served boot's silence is
 counted only over those minutes, so an outage does not make the nodes it
 kept from reporting silent (at most 24 h past their silent-after). Metrics: lpsd_reports_total{result},
 lpsd_served_records_total{result}, lpsd_release_nodes{version,outcome},
-lpsd_control_nodes{base,outcome}, lpsd_store_unreadable_records{kind}.
+lpsd_control_nodes{base,outcome}, lpsd_store_unreadable_records{kind},
+lpsd_release_silent_ceiling{version} (a planned release's silent-rate
+ceiling, which the alert LpsdReleaseSilentRateHigh compares with; 20 %
+for a release without a plan).
 
 A release with a plan (lpsctl rollout plan) is stepped by lpsd itself
 every --autopilot-interval (default 10s; 0 turns it off): a step ends when

@@ -588,12 +588,19 @@ func knownOutcome(o string) bool {
 }
 
 // SetAssess publishes the fleet's latest assessment (the autopilot makes
-// one every look) as lpsd_release_nodes and lpsd_control_nodes. Their
-// label sets are bounded by the releases and bases that exist and the
-// fixed list of outcomes.
+// one every look) as lpsd_release_nodes, lpsd_control_nodes and, for
+// planned releases, lpsd_release_silent_ceiling. Their label sets are
+// bounded by the releases and bases that exist and the fixed list of
+// outcomes.
 func (m *Metrics) SetAssess(f assess.Fleet) {
+	ceilings := map[string]float64{}
+	for _, r := range f.Records {
+		if p := r.Rollout.Plan; p != nil && !p.Timed {
+			ceilings[r.Version] = p.SilentCeiling()
+		}
+	}
 	m.fleet.mu.Lock()
-	m.fleet.t, m.fleet.unreadable = f.Tally, f.Unreadable
+	m.fleet.t, m.fleet.unreadable, m.fleet.silentCeilings = f.Tally, f.Unreadable, ceilings
 	m.fleet.mu.Unlock()
 }
 
@@ -607,25 +614,33 @@ var (
 	controlNodesDesc = prometheus.NewDesc("lpsd_control_nodes",
 		"Nodes of a base that ran the baked agent with no release requested (the first hotfix's baseline), by outcome (ok, failed).",
 		[]string{"base", "outcome"}, nil)
+	silentCeilingDesc = prometheus.NewDesc("lpsd_release_silent_ceiling",
+		"The silent rate (silent nodes over those judged) above which the autopilot halts a planned release: its plan's ceiling (lpsctl rollout plan --max-silent; 0.2 by default). Releases without a plan have none.",
+		[]string{"version"}, nil)
 )
 
 // fleetCollector serves the latest tally.
 type fleetCollector struct {
-	mu         sync.Mutex
-	t          tally.Tally
-	unreadable map[string]int
+	mu             sync.Mutex
+	t              tally.Tally
+	unreadable     map[string]int
+	silentCeilings map[string]float64
 }
 
 func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- releaseNodesDesc
 	ch <- controlNodesDesc
 	ch <- unreadableDesc
+	ch <- silentCeilingDesc
 }
 
 func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
-	t, unreadable := c.t, c.unreadable
+	t, unreadable, ceilings := c.t, c.unreadable, c.silentCeilings
 	c.mu.Unlock()
+	for v, x := range ceilings {
+		ch <- prometheus.MustNewConstMetric(silentCeilingDesc, prometheus.GaugeValue, x, v)
+	}
 	for _, kind := range []string{"report", "served record"} {
 		ch <- prometheus.MustNewConstMetric(unreadableDesc, prometheus.GaugeValue, float64(unreadable[kind]), kind)
 	}

@@ -137,7 +137,10 @@ func scalars(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 func TestFleetMetrics(t *testing.T) {
 	t.Parallel()
 	m := NewMetrics(prometheus.NewRegistry())
-	m.SetAssess(assess.Fleet{Tally: tally.Tally{
+	planned := rollout.Release{Version: "202604.01.1", Rollout: rollout.Rollout{Plan: &rollout.Plan{MaxSilentRate: 0.05}}}
+	byDefault := rollout.Release{Version: "202604.01.2", Rollout: rollout.Rollout{Plan: &rollout.Plan{}}}
+	byHand := rollout.Release{Version: "202604.01.3"}
+	m.SetAssess(assess.Fleet{Records: []rollout.Release{planned, byDefault, byHand}, Tally: tally.Tally{
 		Releases: map[string]tally.Counts{"202604.01.1": {OK: 3, Failed: 1, Fallback: 1, RefusedIntegrity: 2, Silent: 4}},
 		Control:  map[string]tally.Counts{"202604.01": {OK: 9, Failed: 1}},
 	}})
@@ -147,7 +150,7 @@ func TestFleetMetrics(t *testing.T) {
 	}
 	got := map[string]float64{}
 	for _, f := range families {
-		if f.GetName() != "lpsd_release_nodes" && f.GetName() != "lpsd_control_nodes" {
+		if f.GetName() != "lpsd_release_nodes" && f.GetName() != "lpsd_control_nodes" && f.GetName() != "lpsd_release_silent_ceiling" {
 			continue
 		}
 		for _, mt := range f.GetMetric() {
@@ -169,6 +172,9 @@ func TestFleetMetrics(t *testing.T) {
 		"lpsd_release_nodes outcome=pending version=202604.01.1":          0,
 		"lpsd_control_nodes base=202604.01 outcome=failed":                1,
 		"lpsd_control_nodes base=202604.01 outcome=ok":                    9,
+		// The plan's silent ceiling, its default, and none without a plan.
+		"lpsd_release_silent_ceiling version=202604.01.1": 0.05,
+		"lpsd_release_silent_ceiling version=202604.01.2": rollout.DefaultMaxRate,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("fleet metrics (-want +got):\n%s", diff)
