@@ -47,18 +47,24 @@ type Fleet struct {
 }
 
 // Assess counts the evidence for rels at now and judges those with a plan
-// against their baselines.
+// against their baselines. The evidence is src's, read for this call; a
+// *Shared src shares the read with the callers assessing at the same time.
 func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Time) (Fleet, error) {
+	var ev evidence
+	var err error
+	if sh, ok := src.(*Shared); ok {
+		ev, err = sh.evidence(ctx)
+	} else {
+		ev, err = readEvidence(ctx, src, now)
+	}
+	if err != nil {
+		return Fleet{}, err
+	}
 	f := Fleet{Now: now, Records: rels, Releases: make(map[string]Release, len(rels)), Unreadable: map[string]int{}}
-	reports, err := src.Reports(ctx)
-	if err = f.skip(err); err != nil {
-		return Fleet{}, fmt.Errorf("list reports: %w", err)
+	for _, e := range ev.skipped {
+		f.skip(e)
 	}
-	served, err := src.Served(ctx)
-	if err = f.skip(err); err != nil {
-		return Fleet{}, fmt.Errorf("list served records: %w", err)
-	}
-	f.Tally = tally.OfUptime(rels, reports, served, now, uptime(ctx, src, now))
+	f.Tally = tally.OfUptime(rels, ev.reports, ev.served, now, ev.uptime(now))
 	for _, r := range rels {
 		a := Release{Counts: f.Tally.Releases[r.Version]}
 		if r.HasCanary() {
@@ -77,32 +83,24 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 	return f, nil
 }
 
-// uptime is lpsd's uptime from the store's beats (store.Beats), so
-// silence is counted while lpsd was up; nil, wall-clock time, when the
-// store has none or cannot read them (silence as if lpsd never stopped).
-func uptime(ctx context.Context, src Source, now time.Time) *tally.Uptime {
-	b, ok := src.(store.Beats)
-	if !ok {
-		return nil
-	}
-	from := now.Add(-tally.UptimeWindow)
-	marks, err := b.Beats(ctx, from)
-	if err != nil {
-		return nil
-	}
-	return tally.NewUptime(marks, from, now)
-}
-
 // skip takes an *store.UnreadableError in, so one record nobody can read
 // never stops a look, and returns any other error.
-func (f *Fleet) skip(err error) error {
+func (ev *evidence) skip(err error) error {
 	var ue *store.UnreadableError
 	if !errors.As(err, &ue) {
 		return err
 	}
-	f.Unreadable[ue.Kind] += ue.Count
-	f.Skipped = append(f.Skipped, ue)
+	ev.skipped = append(ev.skipped, ue)
 	return nil
+}
+
+// skip counts an *store.UnreadableError's records as left out.
+func (f *Fleet) skip(err error) {
+	var ue *store.UnreadableError
+	if errors.As(err, &ue) {
+		f.Unreadable[ue.Kind] += ue.Count
+		f.Skipped = append(f.Skipped, ue)
+	}
 }
 
 // need is how many judged nodes a baseline must have within its window

@@ -91,6 +91,9 @@ type Config struct {
 	// OnFreeze, when set, receives every look's reading of the fleet-wide
 	// freeze (lpsd publishes it as a metric).
 	OnFreeze func(frozen bool)
+	// Evidence is what a look reads the reports and served records from:
+	// an *assess.Shared lpsd's admin reads share; nil: the store.
+	Evidence assess.Source
 	// Lead, when set, runs beside the looks while this replica looks
 	// (leads, or has no Replica), with a ctx that ends when it stops
 	// looking. The first look waits until Lead calls ready (or returns):
@@ -124,6 +127,9 @@ func New(st Store, cfg Config) *Autopilot {
 	}
 	if cfg.OnSkew == nil {
 		cfg.OnSkew = func(time.Duration) {}
+	}
+	if cfg.Evidence == nil {
+		cfg.Evidence = st
 	}
 	return &Autopilot{st: st, cfg: cfg}
 }
@@ -384,7 +390,7 @@ func (a *Autopilot) Step(ctx context.Context) ([]Change, error) {
 	if len(planned) == 0 && a.cfg.OnAssess == nil {
 		return changes, errors.Join(errs...)
 	}
-	fleet, err := assess.Assess(ctx, a.st, rels, now)
+	fleet, err := assess.Assess(ctx, a.cfg.Evidence, rels, now)
 	if err != nil {
 		return changes, errors.Join(append(errs, err)...)
 	}

@@ -278,6 +278,9 @@ type Server struct {
 	// retention prunes the stored history while the autopilot runs here;
 	// nil when the flags prune nothing or the store cannot.
 	retention *retention.Retention
+	// evidence is the reports and served records the looks and admin
+	// reads share their reads of.
+	evidence *assess.Shared
 }
 
 // Listeners are listeners a caller opened for lpsd (a supervisor passing
@@ -405,8 +408,11 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	if cp != nil {
 		logs = cp
 	}
+	// The autopilot's looks and the admin reads (status, explain, the
+	// dashboard, the nodes list) share their reads of the evidence.
+	evidence := assess.NewShared(st)
 	adminAPI := admin.New(admin.Config{
-		Store: st, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, TransparencyLog: logs, Policy: policy, AdvanceWindow: o.advanceWindow, Log: log,
+		Store: st, Evidence: evidence, Snapshots: snaps, Counts: metrics.Counts, Served: metrics.ServedByRelease, Trust: metrics.TrustByBase, Region: o.region, DeployEnv: o.deployEnv, ReplicaID: id, ReleaseKeys: keys, TransparencyLog: logs, Policy: policy, AdvanceWindow: o.advanceWindow, Log: log,
 	})
 	adminv1.RegisterAdminServiceServer(adminSrv, adminAPI)
 	var dash *dashboard.Dashboard
@@ -436,7 +442,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 		retain.Log, retain.OnPrune = log.With("component", "retention"), retainMetrics.set
 		ret = retention.New(p, retain)
 	}
-	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp, id: id, retention: ret}, nil
+	return &Server{o: o, log: log, hup: hup, st: st, snaps: snaps, metrics: metrics, reloads: reloads, node: node, auth: auth, adminCerts: adminCerts, adminHTTP: adminHTTP, dash: dash, checkpointer: cp, id: id, retention: ret, evidence: evidence}, nil
 }
 
 // Snapshot is the snapshot lpsd serves from, nil before the first.
@@ -809,7 +815,7 @@ func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener, grace tim
 // needs no election.
 func (s *Server) runAutopilot(ctx context.Context, interval time.Duration, log *slog.Logger) error {
 	onAssess, onLeader := s.assessed(log)
-	cfg := autopilot.Config{Interval: interval, Log: log, OnAssess: onAssess, OnLeader: onLeader, OnSkew: s.metrics.SetClockSkew, OnFreeze: s.metrics.SetFrozen, Places: s.places, AdvanceWindow: s.o.advanceWindow}
+	cfg := autopilot.Config{Interval: interval, Log: log, Evidence: s.evidence, OnAssess: onAssess, OnLeader: onLeader, OnSkew: s.metrics.SetClockSkew, OnFreeze: s.metrics.SetFrozen, Places: s.places, AdvanceWindow: s.o.advanceWindow}
 	if s.retention != nil {
 		cfg.Lead = s.retention.Run
 	}

@@ -153,7 +153,7 @@ func (s *Server) matchingNodes(ctx context.Context, req *adminv1.ListNodesReques
 	if v := req.GetRelease(); v != "" && !slices.ContainsFunc(rels, func(r rollout.Release) bool { return r.Version == v }) {
 		return nil, status.Errorf(codes.NotFound, "release %.64q not found: `lpsctl status` lists the releases", v)
 	}
-	fleet, err := assess.Assess(ctx, s.store, rels, s.now())
+	fleet, err := assess.Assess(ctx, s.evidence, rels, s.now())
 	if err != nil {
 		return nil, s.storeError("assess releases", err)
 	}

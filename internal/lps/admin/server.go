@@ -96,6 +96,11 @@ type Config struct {
 	// what the nodes declared of their release trust (lps.Metrics
 	// TrustByBase). nil: none shown.
 	Trust func() map[string]lps.TrustCounts
+	// Evidence is what status, explain and the nodes list read the
+	// reports and served records from: an *assess.Shared the autopilot's
+	// looks share, so readers who arrive together cost one read; nil: the
+	// store.
+	Evidence assess.Source
 	// Region is this instance's region label, the default for Explain.
 	// Empty: none.
 	Region string
@@ -134,6 +139,7 @@ type Server struct {
 	adminv1.UnimplementedAdminServiceServer
 
 	store     store.Store
+	evidence  assess.Source
 	snaps     SnapshotSource
 	counts    func() map[string]uint64
 	served    func() map[string]uint64
@@ -159,8 +165,12 @@ func New(cfg Config) *Server {
 	if cfg.Store == nil {
 		panic("admin.New: nil Store")
 	}
+	if cfg.Evidence == nil {
+		cfg.Evidence = cfg.Store
+	}
 	s := &Server{
 		store:     cfg.Store,
+		evidence:  cfg.Evidence,
 		snaps:     cfg.Snapshots,
 		counts:    cfg.Counts,
 		served:    cfg.Served,
@@ -988,7 +998,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 		resp.Releases = append(resp.Releases, p)
 		read = append(read, r)
 	}
-	fleet, err := assess.Assess(ctx, s.store, read, now)
+	fleet, err := assess.Assess(ctx, s.evidence, read, now)
 	if err != nil {
 		return nil, s.storeError("assess releases", err)
 	}
@@ -1119,7 +1129,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 	var fleet assess.Fleet
 	if len(plans) > 0 {
 		var err error
-		if fleet, err = assess.Assess(ctx, s.store, snap.Releases, s.now()); err != nil {
+		if fleet, err = assess.Assess(ctx, s.evidence, snap.Releases, s.now()); err != nil {
 			return nil, s.storeError("assess releases", err)
 		}
 	}
