@@ -59,10 +59,12 @@ type Plan struct {
 	// it reached no node); 0 means DefaultDeadline.
 	Deadline time.Duration `json:"deadline,omitempty"`
 	// SpreadOver is, for a release scoped to every subscription, how many
-	// subscriptions its base's nodes were seen in when the plan was set
-	// (lpsd counts them; admin.SeenWindow): its canary's seats are spread
-	// as over a scope listing that many (SeatsPerSubscription). 0: not
-	// counted, as in a plan set before lpsd counted them.
+	// subscriptions its base's nodes were seen in, enough of them to fill
+	// their share of its largest canary step, when the plan was set or the
+	// scope widened to every subscription (lpsd counts them over
+	// admin.SeenWindow: SpreadCount): its canary's seats are spread as over
+	// a scope listing that many (SeatsPerSubscription). 0: not counted, as
+	// in a plan set before lpsd counted them.
 	SpreadOver int `json:"spread_over,omitempty"`
 }
 
@@ -278,6 +280,31 @@ func (r Release) OpenSeats(n Node) int {
 		return p.Steps[p.Step].Nodes
 	}
 	return 0
+}
+
+// SpreadCount returns p's SpreadOver for a scope of every subscription
+// whose base's nodes were seen as nodes gives (distinct vmIds by
+// subscription): how many subscriptions had at least their share,
+// ⌈S/10⌉, of p's largest canary step's S seats. A subscription with fewer
+// could not fill its share, so counting it would bound a canary that the
+// fleet cannot fill (one large subscription beside nine of a node each
+// would stall); counting only those that can, ten of them fill S under
+// the bound. It is 0 for a plan without a canary.
+func (p Plan) SpreadCount(nodes map[string]int) int {
+	seats := 0
+	for _, s := range p.Steps {
+		seats = max(seats, s.Nodes)
+	}
+	if seats == 0 {
+		return 0
+	}
+	share, n := (seats+9)/10, 0
+	for _, c := range nodes {
+		if c >= share {
+			n++
+		}
+	}
+	return n
 }
 
 // SpreadSubscriptions is how many subscriptions a release's scope must

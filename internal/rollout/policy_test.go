@@ -220,6 +220,17 @@ func TestSpreadOver(t *testing.T) {
 			t.Errorf("spread over %d, %d subscriptions listed: SeatsPerSubscription(20) = %d, want %d", tt.spreadOver, tt.subs, got, tt.want)
 		}
 	}
+	// SpreadCount counts the subscriptions with their share of the
+	// largest canary step: ⌈50/10⌉ = 5 nodes for canaryPlan's.
+	nodes := map[string]int{"big": 500, "five": 5, "four": 4, "six": 6}
+	if got := canaryPlan().SpreadCount(nodes); got != 3 {
+		t.Errorf("SpreadCount(%v) = %d, want 3", nodes, got)
+	}
+	pct := canaryPlan()
+	pct.Steps = pct.Steps[2:]
+	if got := pct.SpreadCount(nodes); got != 0 {
+		t.Errorf("SpreadCount of a plan without a canary = %d, want 0", got)
+	}
 	a, b := canaryPlan(), canaryPlan()
 	a.SpreadOver, b.SpreadOver = 12, 13
 	ra, _ := rel("202611.01.1", Draft, 0).SetPlan(a, now)

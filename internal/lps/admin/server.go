@@ -440,18 +440,10 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 		}
 		return &adminv1.SetPlanResponse{ComponentConfig: c}, nil
 	}
-	if p.HasCanary() {
-		// A canary scoped to every subscription is spread over those its
-		// base was seen in, as over a scope that lists them.
-		v, err := hotfix.ParseVersion(req.GetVersion())
-		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "version: %v", err)
-		}
-		seen, err := s.seenSubscriptions(ctx, v.Base())
-		if err != nil {
-			return nil, err
-		}
-		p.SpreadOver = len(seen)
+	// A canary scoped to every subscription is spread over those its base
+	// was seen in, as over a scope that lists them.
+	if p.SpreadOver, err = s.spreadOver(ctx, req.GetVersion(), p); err != nil {
+		return nil, err
 	}
 	apply := func(r rollout.Release) (rollout.Release, error) {
 		q := p
@@ -689,6 +681,22 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 		}
 		return &adminv1.SetRolloutResponse{ComponentConfig: c, Unchanged: same}, nil
 	}
+	// A planned canary's scope widened to every subscription is spread
+	// over those its base was seen in, as SetPlan spreads one, so that
+	// widening a scope never drops the per-subscription bound. The count
+	// is read before the change, which may retry: it is the same nodes.
+	spread := -1
+	if subs != nil && len(subs) == 0 {
+		cur, _, err := s.current(ctx, req.GetVersion(), 0)
+		if err != nil {
+			return nil, err
+		}
+		if cur.Rollout.Plan != nil && len(cur.Rollout.Subscriptions) > 0 {
+			if spread, err = s.spreadOver(ctx, req.GetVersion(), *cur.Rollout.Plan); err != nil {
+				return nil, err
+			}
+		}
+	}
 	r, same, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
 		p := int(pct)
 		if req.GetKeepPercent() {
@@ -697,6 +705,16 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 		r, err := r.SetScope(p, subs, regions)
 		if err != nil {
 			return r, err
+		}
+		if pl := r.Rollout.Plan; pl != nil {
+			q := *pl
+			switch {
+			case len(r.Rollout.Subscriptions) > 0:
+				q.SpreadOver = 0 // the scope's list spreads it
+			case spread >= 0:
+				q.SpreadOver = spread
+			}
+			r.Rollout.Plan = &q
 		}
 		return r.SetDeployEnvs(envs)
 	})

@@ -13,42 +13,58 @@ import (
 
 // TestPlanSpreadsAllSubscriptionCanary: a canary planned on a release
 // scoped to every subscription records how many subscriptions its base's
-// nodes were seen in over the last day (another base's, and older
-// sightings, do not count), so its seats are spread as over a scope that
-// lists them; a scope that lists subscriptions records none.
+// nodes were seen in over the last day with at least their share of its
+// largest canary step (another base's, older sightings, and subscriptions
+// too small to fill their share do not count), so its seats are spread as
+// over a scope that lists them; a scope that lists subscriptions records
+// none, and one large subscription beside small ones gets no bound its
+// canary could not fill.
 func TestPlanSpreadsAllSubscriptionCanary(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	c := h.ops(t)
 	ctx := t.Context()
 	_, priv := newKey(t)
-	const all, listed = "202604.01.1", "202604.01.2"
-	publish(t, c, signed(t, priv, all))
-	publish(t, c, signed(t, priv, listed))
-	var rs []store.Report
+	const all, listed, lopsided = "202604.01.1", "202604.01.2", "202605.01.1"
+	for _, v := range []string{all, listed, lopsided} {
+		publish(t, c, signed(t, priv, v))
+	}
 	sub := func(i int) string { return fmt.Sprintf("%08d-0000-4000-8000-000000000000", i) }
-	for i := range 12 {
-		rs = append(rs, store.Report{VMID: fmt.Sprintf("vm-%d", i), Boot: "b", SubscriptionID: sub(i), Base: "202604.01", Agent: "baked", AgentVersion: "202604.01.0", Time: testNow.Add(-time.Hour)})
+	var rs []store.Report
+	report := func(vm string, s int, base string, at time.Time) {
+		rs = append(rs, store.Report{VMID: vm, Boot: "b", SubscriptionID: sub(s), Base: base, Agent: "baked", AgentVersion: base + ".0", Time: at})
 	}
-	for i := 12; i < 20; i++ { // another base's, and a sighting older than a day
-		rs = append(rs, store.Report{VMID: fmt.Sprintf("vm-%d", i), Boot: "b", SubscriptionID: sub(i), Base: "202605.01", Agent: "baked", AgentVersion: "202605.01.0", Time: testNow.Add(-time.Hour)})
+	recent := testNow.Add(-time.Hour)
+	for i := range 12 { // two nodes each: the share of a 20-seat canary
+		report(fmt.Sprintf("vm-%d-a", i), i, "202604.01", recent)
+		report(fmt.Sprintf("vm-%d-b", i), i, "202604.01", recent)
 	}
-	rs = append(rs, store.Report{VMID: "vm-old", Boot: "b", SubscriptionID: sub(99), Base: "202604.01", Agent: "baked", AgentVersion: "202604.01.0", Time: testNow.Add(-SeenWindow - time.Hour)})
+	report("vm-12-a", 12, "202604.01", recent)                  // one node: under its share
+	report("vm-12-a", 12, "202604.01", recent.Add(time.Minute)) // the same node again
+	report("vm-old-a", 99, "202604.01", testNow.Add(-SeenWindow-time.Hour))
+	report("vm-old-b", 99, "202604.01", testNow.Add(-SeenWindow-time.Hour))
+	for i := range 30 { // base 202605.01: one large subscription, nine of a node each
+		report(fmt.Sprintf("vm-big-%d", i), 50, "202605.01", recent)
+	}
+	for i := range 9 {
+		report(fmt.Sprintf("vm-small-%d", i), 60+i, "202605.01", recent)
+	}
 	if _, err := h.store.PutReports(ctx, rs); err != nil {
 		t.Fatal(err)
+	}
+	spread := func(v string) (int, int) {
+		t.Helper()
+		r, _, err := h.store.Release(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Rollout.Plan.SpreadOver, r.SeatsPerSubscription(20)
 	}
 	if _, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: all, Plan: canaryPlanProto(20), Reason: "canary"}); err != nil {
 		t.Fatal(err)
 	}
-	r, _, err := h.store.Release(ctx, all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := r.Rollout.Plan.SpreadOver; got != 12 {
-		t.Errorf("SpreadOver = %d, want the 12 subscriptions base 202604.01 was seen in", got)
-	}
-	if got := r.SeatsPerSubscription(20); got != 2 {
-		t.Errorf("SeatsPerSubscription(20) = %d, want ⌈20/10⌉", got)
+	if over, share := spread(all); over != 12 || share != 2 {
+		t.Errorf("SpreadOver = %d, SeatsPerSubscription(20) = %d; want the 12 subscriptions of base 202604.01 seen with 2 nodes, and ⌈20/10⌉", over, share)
 	}
 
 	if err := setPct(ctx, c, listed, 0, []string{sub(0), sub(1)}, nil); err != nil {
@@ -57,8 +73,70 @@ func TestPlanSpreadsAllSubscriptionCanary(t *testing.T) {
 	if _, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: listed, Plan: canaryPlanProto(20), Reason: "canary"}); err != nil {
 		t.Fatal(err)
 	}
-	if r, _, err := h.store.Release(ctx, listed); err != nil || r.Rollout.Plan.SpreadOver != 0 || r.SeatsPerSubscription(20) != 0 {
-		t.Errorf("a scope of 2 subscriptions: SpreadOver %d, %v; want none, and no bound", r.Rollout.Plan.SpreadOver, err)
+	if over, share := spread(listed); over != 0 || share != 0 {
+		t.Errorf("a scope of 2 subscriptions: SpreadOver %d, share %d; want none, and no bound", over, share)
+	}
+
+	if _, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: lopsided, Plan: canaryPlanProto(20), Reason: "canary"}); err != nil {
+		t.Fatal(err)
+	}
+	if over, share := spread(lopsided); over != 1 || share != 0 {
+		t.Errorf("one subscription of 30 nodes beside nine of one: SpreadOver %d, share %d; want 1, and no bound", over, share)
+	}
+}
+
+// TestAttackScopeWidenedAfterPlanKeepsSpread: a planned canary whose scope
+// lists two subscriptions (no bound) widened to every subscription is
+// counted then, as SetPlan counts it, so squatters of one subscription
+// cannot take its seats by asking for a plan on a narrow scope first; a
+// scope narrowed to a list again is spread by its list.
+func TestAttackScopeWidenedAfterPlanKeepsSpread(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const v = "202604.01.1"
+	publish(t, c, signed(t, priv, v))
+	sub := func(i int) string { return fmt.Sprintf("%08d-0000-4000-8000-000000000000", i) }
+	var rs []store.Report
+	for i := range 12 {
+		for _, n := range []string{"a", "b"} {
+			rs = append(rs, store.Report{VMID: fmt.Sprintf("vm-%d-%s", i, n), Boot: "b", SubscriptionID: sub(i), Base: "202604.01", Agent: "baked", AgentVersion: "202604.01.0", Time: testNow.Add(-time.Hour)})
+		}
+	}
+	if _, err := h.store.PutReports(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := setPct(ctx, c, v, 0, []string{sub(0), sub(1)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: v, Plan: canaryPlanProto(20), Reason: "canary"}); err != nil {
+		t.Fatal(err)
+	}
+	read := func() rollout.Release {
+		t.Helper()
+		r, _, err := h.store.Release(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if r := read(); r.SeatsPerSubscription(20) != 0 {
+		t.Fatalf("a scope of 2 subscriptions is bounded: %d", r.SeatsPerSubscription(20))
+	}
+	if _, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, KeepPercent: true, SetSubscriptions: true, Reason: "widen"}); err != nil {
+		t.Fatal(err)
+	}
+	r := read()
+	if len(r.Rollout.Subscriptions) != 0 || r.Rollout.Plan.SpreadOver != 12 || r.SeatsPerSubscription(20) != 2 {
+		t.Errorf("widened to every subscription: scope %v, SpreadOver %d, share %d; want all, 12, 2", r.Rollout.Subscriptions, r.Rollout.Plan.SpreadOver, r.SeatsPerSubscription(20))
+	}
+	if err := setPct(ctx, c, v, int32(r.Rollout.Percent), []string{sub(3)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if r := read(); r.Rollout.Plan.SpreadOver != 0 || r.SeatsPerSubscription(20) != 0 {
+		t.Errorf("narrowed to one subscription: SpreadOver %d, share %d; want 0, none", r.Rollout.Plan.SpreadOver, r.SeatsPerSubscription(20))
 	}
 }
 

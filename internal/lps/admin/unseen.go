@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"nodehotfix/internal/hotfix"
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/typo"
 )
@@ -132,30 +134,69 @@ func scopeValues(vs []string) []string {
 
 // seenSubscriptions returns the subscriptions (lower case) of the reports
 // and served records lpsd accepted in the last SeenWindow, of image base
-// base ("": of every base), sorted. Records nobody can read are left out,
-// as a look leaves them out.
+// base ("": of every base), sorted.
 func (s *Server) seenSubscriptions(ctx context.Context, base string) ([]string, error) {
+	nodes, err := s.seenNodes(ctx, base)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(nodes)), nil
+}
+
+// seenNodes returns, by subscription (lower case), how many distinct
+// vmIds of image base base ("": of every base) the reports and served
+// records lpsd accepted in the last SeenWindow name. Records nobody can
+// read are left out, as a look leaves them out.
+func (s *Server) seenNodes(ctx context.Context, base string) (map[string]int, error) {
 	from := s.now().Add(-SeenWindow)
-	set := map[string]bool{}
+	vms := map[string]map[string]bool{}
+	see := func(sub, vm, b string, t time.Time) {
+		if t.Before(from) || sub == "" || (base != "" && b != base) {
+			return
+		}
+		sub = strings.ToLower(sub)
+		if vms[sub] == nil {
+			vms[sub] = map[string]bool{}
+		}
+		vms[sub][vm] = true
+	}
 	reports, err := s.store.Reports(ctx)
 	if err != nil && !unreadable(err) {
 		return nil, s.storeError("list reports", err)
 	}
 	for _, r := range reports {
-		if !r.Time.Before(from) && r.SubscriptionID != "" && (base == "" || r.Base == base) {
-			set[strings.ToLower(r.SubscriptionID)] = true
-		}
+		see(r.SubscriptionID, r.VMID, r.Base, r.Time)
 	}
 	served, err := s.store.Served(ctx)
 	if err != nil && !unreadable(err) {
 		return nil, s.storeError("list served records", err)
 	}
 	for _, sv := range served {
-		if !sv.Time.Before(from) && sv.SubscriptionID != "" && (base == "" || sv.Base == base) {
-			set[strings.ToLower(sv.SubscriptionID)] = true
-		}
+		see(sv.SubscriptionID, sv.VMID, sv.Base, sv.Time)
 	}
-	return slices.Sorted(maps.Keys(set)), nil
+	out := make(map[string]int, len(vms))
+	for sub, set := range vms {
+		out[sub] = len(set)
+	}
+	return out, nil
+}
+
+// spreadOver returns the SpreadOver of plan p on release version scoped
+// to every subscription: rollout.Plan.SpreadCount of the nodes its base
+// was seen with.
+func (s *Server) spreadOver(ctx context.Context, version string, p rollout.Plan) (int, error) {
+	if !p.HasCanary() {
+		return 0, nil
+	}
+	v, err := hotfix.ParseVersion(version)
+	if err != nil {
+		return 0, status.Errorf(codes.InvalidArgument, "version: %v", err)
+	}
+	nodes, err := s.seenNodes(ctx, v.Base())
+	if err != nil {
+		return 0, err
+	}
+	return p.SpreadCount(nodes), nil
 }
 
 // unreadable reports whether err is only a list's note of records it
