@@ -146,7 +146,8 @@ func within(t, m time.Time) time.Time {
 var lastTime = time.Date(9999, 12, 31, 23, 59, 0, 0, time.UTC)
 
 // decode reads a stored point; its Earlier points are given their times
-// too, none after the point's.
+// too, each no later than the one after it (a clock that stepped back
+// within the minute keeps them in order), none after the point's.
 func decode(sp store.Point) (Point, error) {
 	if sp.Time.After(lastTime) {
 		return Point{}, fmt.Errorf("history point of %s at minute %d: after %v, not a look's", sp.Version, store.PointMinute(sp.Time), lastTime.Year())
@@ -156,12 +157,14 @@ func decode(sp store.Point) (Point, error) {
 		return Point{}, fmt.Errorf("history point of %s at %v: %w", sp.Version, sp.Time, err)
 	}
 	p.Time = within(p.At, sp.Time)
-	for i := range p.Earlier {
+	next := p.Time
+	for i := len(p.Earlier) - 1; i >= 0; i-- {
 		e := &p.Earlier[i]
 		e.Earlier, e.Time = nil, within(e.At, sp.Time)
-		if e.Time.After(p.Time) {
-			e.Time = p.Time
+		if e.Time.After(next) {
+			e.Time = next
 		}
+		next = e.Time
 	}
 	return p, nil
 }
@@ -173,6 +176,9 @@ func decode(sp store.Point) (Point, error) {
 // in an *store.UnreadableError beside the others, as the store's lists
 // do.
 func Read(ctx context.Context, st store.History, version string, limit int) ([]Point, error) {
+	// Each stored point may carry MaxEarlier more, so the limit is the
+	// points returned, not those stored.
+	limit = store.PointsLimit(limit)
 	sps, err := st.Points(ctx, version, limit)
 	if err != nil {
 		return nil, err
@@ -189,7 +195,7 @@ func Read(ctx context.Context, st store.History, version string, limit int) ([]P
 		p.Earlier = nil
 		out = append(out, p)
 	}
-	if limit > 0 && len(out) > limit {
+	if len(out) > limit {
 		out = out[len(out)-limit:]
 	}
 	return out, bad.Err()

@@ -111,3 +111,84 @@ func TestAttackRecorderHalfWrite(t *testing.T) {
 		}
 	}
 }
+
+// TestAttackReadLimitCountsEarlier: a stored point holds up to MaxEarlier
+// more, so Read's limit, given or the store's most, bounds the points it
+// returns, not those it read: a long history of busy minutes cannot make
+// one read return seven times store.MaxPointsRead.
+func TestAttackReadLimitCountsEarlier(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := t.Context()
+	const version = "202604.01.1"
+	n := store.MaxPointsRead/(MaxEarlier+1) + 100
+	sps := make([]store.Point, 0, n)
+	for i := range n {
+		m := t0.Add(time.Duration(i) * time.Minute)
+		p := Point{At: m.Add(50 * time.Second), State: rollout.Rolling}
+		for j := range MaxEarlier {
+			p.Earlier = append(p.Earlier, Point{At: m.Add(time.Duration(j) * time.Second), State: rollout.Paused})
+		}
+		b, err := encode(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sps = append(sps, store.Point{Version: version, Time: m, Data: b})
+	}
+	if err := st.PutPoints(ctx, sps); err != nil {
+		t.Fatal(err)
+	}
+	for _, limit := range []int{0, 10, store.MaxPointsRead + 1} {
+		ps, err := Read(ctx, st, version, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := store.PointsLimit(limit)
+		if len(ps) != want {
+			t.Errorf("Read(limit %d) returned %d points over %d stored minutes, want %d", limit, len(ps), n, want)
+		}
+		if len(ps) > 0 && !ps[len(ps)-1].Time.Equal(sps[n-1].Time.Add(50*time.Second)) {
+			t.Errorf("Read(limit %d) ends at %v, want the newest look", limit, ps[len(ps)-1].Time)
+		}
+	}
+}
+
+// TestAttackEarlierOutOfOrder: the looks kept inside a minute were taken
+// by leaders whose clocks disagree (or one that stepped back), so their
+// recorded times are out of order; Read returns them in order anyway,
+// each no later than the next, so a chart never draws time backwards.
+func TestAttackEarlierOutOfOrder(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	ctx := t.Context()
+	const version = "202604.01.1"
+	p := Point{At: t0.Add(40 * time.Second), State: rollout.Halted, Earlier: []Point{
+		{At: t0.Add(30 * time.Second), State: rollout.Rolling},
+		{At: t0.Add(10 * time.Second), State: rollout.Paused}, // a clock stepped back
+		{At: t0.Add(20 * time.Second), State: rollout.Rolling},
+	}}
+	b, err := encode(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.PutPoints(ctx, []store.Point{{Version: version, Time: t0, Data: b}}); err != nil {
+		t.Fatal(err)
+	}
+	ps, err := Read(ctx, st, version, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ps) != 4 {
+		t.Fatalf("%d points, want the 3 earlier and the minute's last", len(ps))
+	}
+	for i := 1; i < len(ps); i++ {
+		if ps[i].Time.Before(ps[i-1].Time) {
+			t.Errorf("point %d at %v before point %d at %v", i, ps[i].Time, i-1, ps[i-1].Time)
+		}
+	}
+	for i, want := range []rollout.State{rollout.Rolling, rollout.Paused, rollout.Rolling, rollout.Halted} {
+		if ps[i].State != want {
+			t.Errorf("point %d is %v, want %v: the stored order", i, ps[i].State, want)
+		}
+	}
+}
