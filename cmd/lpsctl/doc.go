@@ -169,7 +169,11 @@ only its report says it had the release), worst first; 100 a page, and a full pa
 the next (--page); --all follows every page (1000 nodes a call unless
 --limit says otherwise), so --release V --outcome
 failed,fellBack,refusedIntegrity --all -o json is every VM a bad release
-reached and hurt. Above the nodes it sums up the commonest outcomes and
+reached and hurt. A page token is where its page ended, so nodes that
+report between pages do not shift the next page: every node is listed
+once, except one whose outcome changed between pages, which may be listed
+under both or neither (the dashboard's nodes.csv is one assessment).
+Above the nodes it sums up the commonest outcomes and
 reasons worse than ok over every matching node (top_reasons in JSON:
 outcome, reason, nodes). An unknown --outcome is a usage error (exit 2);
 an unknown --release is not found (exit 5).

@@ -13,12 +13,22 @@ import (
 	"nodehotfix/internal/quote"
 )
 
-// maxNodesPage is the most nodes one ListNodes page holds; maxNodesPages
-// the most pages --all follows (ten million nodes at the most a page).
+// maxNodesPage is the most nodes one ListNodes page holds; maxNodes the
+// most --all collects, whatever lpsd says (a fleet is far smaller).
 const (
-	maxNodesPage  = 1000
-	maxNodesPages = 10000
+	maxNodesPage = 1000
+	maxNodes     = 10_000_000
 )
+
+// pagingFault reports whether lpsd kept paging past what a listing of
+// total nodes in pages of size needs: twice the pages, and ten more for
+// nodes reporting meanwhile, or a token it just gave (a cycle or a stuck
+// service, never a long listing).
+func pagingFault(pages int, size, total int64, token, next string) bool {
+	size = max(size, 1)
+	need := (total + size - 1) / size
+	return next == token || int64(pages) > 2*need+10 || int64(pages)*size > maxNodes
+}
 
 // nodesOutcomes are the values --outcome takes (ListNodesRequest.outcome).
 var nodesOutcomes = []string{"failed", "fellBack", "refusedIntegrity", "refusedDelivery", "refused", "silent", "pending", "ok", "notApplicable"}
@@ -113,7 +123,7 @@ failed,fellBack,refusedIntegrity --all -o json).`,
 				if !all || next == "" {
 					break
 				}
-				if next == token || pages == maxNodesPages {
+				if pagingFault(pages, int64(len(got.GetNodes())), got.GetTotal(), token, next) {
 					return fmt.Errorf("lpsd kept paging (%d pages, the last token %s): an lpsd fault; list a page at a time with --page", pages, shellQuote(next))
 				}
 				token = next

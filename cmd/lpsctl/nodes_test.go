@@ -98,3 +98,30 @@ func TestNodesCLI(t *testing.T) {
 		}
 	}
 }
+
+// TestPagingFault: --all follows as many pages as the listing needs, a
+// page of one node at a time over more than ten thousand nodes included,
+// and stops on an lpsd that repeats its token or keeps paging past twice
+// what its total needs.
+func TestPagingFault(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name        string
+		pages       int
+		size, total int64
+		token, next string
+		want        bool
+	}{
+		{"a long listing a node at a time", 10_001, 1, 10_500, "a", "b", false},
+		{"pages of 1000", 30, 1000, 30_000, "a", "b", false},
+		{"nodes reporting meanwhile", 15, 1000, 10_000, "a", "b", false},
+		{"the same token again", 2, 1000, 30_000, "a", "a", true},
+		{"past twice the pages", 71, 1000, 30_000, "a", "b", true},
+		{"empty pages, new tokens", 11, 0, 0, "a", "b", true},
+		{"over the most nodes", 10_001, 1000, 20_000_000, "a", "b", true},
+	} {
+		if got := pagingFault(tt.pages, tt.size, tt.total, tt.token, tt.next); got != tt.want {
+			t.Errorf("%s: pagingFault(%d, %d, %d, %q, %q) = %v, want %v", tt.name, tt.pages, tt.size, tt.total, tt.token, tt.next, got, tt.want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package admin
 import (
 	"cmp"
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -60,9 +62,10 @@ const maxTopReasons = 10
 
 // ListNodes lists the nodes counted for the releases that match, from the
 // same assessment Status shows, most severe outcome first, with the
-// commonest reasons of the failing ones. The page token is an offset into
-// that order: a page taken while nodes report may repeat or skip a node at
-// its edge.
+// commonest reasons of the failing ones. The page token is where the page
+// ended in that order (pageKey), so the next page starts after that node
+// whatever reported meanwhile: a node whose outcome changed between pages
+// may be listed under both or neither, and every other node exactly once.
 func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (*adminv1.ListNodesResponse, error) {
 	if _, err := requireActor(ctx); err != nil {
 		return nil, err
@@ -76,17 +79,20 @@ func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 	case size > maxNodesPage:
 		size = maxNodesPage
 	}
-	offset := 0
-	if tok := req.GetPageToken(); tok != "" {
-		n, err := strconv.Atoi(tok)
-		if err != nil || n < 0 {
-			return nil, status.Errorf(codes.InvalidArgument, "page_token %.64q is not one this service gave", tok)
-		}
-		offset = n
+	after, offset, err := parsePageToken(req.GetPageToken())
+	if err != nil {
+		return nil, err
 	}
 	all, err := s.matchingNodes(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	if after != nil {
+		i, found := slices.BinarySearchFunc(all, *after, func(c counted, k pageKey) int { return c.key().compare(k) })
+		if found {
+			i++
+		}
+		offset = i
 	}
 	resp := &adminv1.ListNodesResponse{Total: int64(len(all)), TopReasons: topReasons(all)}
 	if offset < len(all) {
@@ -95,10 +101,63 @@ func (s *Server) ListNodes(ctx context.Context, req *adminv1.ListNodesRequest) (
 			resp.Nodes = append(resp.Nodes, c.out)
 		}
 		if end < len(all) {
-			resp.NextPageToken = strconv.Itoa(end)
+			resp.NextPageToken = all[end-1].key().token()
 		}
 	}
 	return resp, nil
+}
+
+// pageKey is a node's place in ListNodes' order: its outcome, most severe
+// first, then its release and vmId.
+type pageKey struct {
+	Outcome tally.Outcome `json:"o"`
+	Release string        `json:"r"`
+	VMID    string        `json:"v"`
+}
+
+func (c counted) key() pageKey { return pageKey{c.n.Outcome, c.out.Release, c.n.VMID} }
+
+func (a pageKey) compare(b pageKey) int {
+	return cmp.Or(cmp.Compare(b.Outcome, a.Outcome), strings.Compare(a.Release, b.Release), strings.Compare(a.VMID, b.VMID))
+}
+
+// pageTokenPrefix marks a token that is a pageKey; a token of digits
+// alone is an offset, as lpsd gave before, so paging survives an upgrade.
+const pageTokenPrefix = "k1."
+
+func (a pageKey) token() string {
+	b, _ := json.Marshal(a) // strings and an int: cannot fail
+	return pageTokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+// maxPageToken bounds a token lpsd reads: a release version and a vmId
+// are far shorter.
+const maxPageToken = 1024
+
+// parsePageToken reads a page token: none (the first page), a pageKey to
+// start after, or an offset.
+func parsePageToken(tok string) (*pageKey, int, error) {
+	bad := func() error {
+		return status.Errorf(codes.InvalidArgument, "page_token %.64q is not one this service gave: start again without it", tok)
+	}
+	switch {
+	case tok == "":
+		return nil, 0, nil
+	case len(tok) > maxPageToken:
+		return nil, 0, bad()
+	case strings.HasPrefix(tok, pageTokenPrefix):
+		b, err := base64.RawURLEncoding.DecodeString(tok[len(pageTokenPrefix):])
+		var k pageKey
+		if err != nil || json.Unmarshal(b, &k) != nil {
+			return nil, 0, bad()
+		}
+		return &k, 0, nil
+	}
+	n, err := strconv.Atoi(tok)
+	if err != nil || n < 0 {
+		return nil, 0, bad()
+	}
+	return nil, n, nil
 }
 
 // Nodes returns every node that ListNodes would page through for req, in
@@ -176,9 +235,7 @@ func (s *Server) matchingNodes(ctx context.Context, req *adminv1.ListNodesReques
 	}
 	// Most severe first across releases too (the tally's order), then by
 	// release and vmId.
-	slices.SortStableFunc(all, func(a, b counted) int {
-		return cmp.Or(cmp.Compare(b.n.Outcome, a.n.Outcome), strings.Compare(a.out.Release, b.out.Release), strings.Compare(a.n.VMID, b.n.VMID))
-	})
+	slices.SortStableFunc(all, func(a, b counted) int { return a.key().compare(b.key()) })
 	return all, nil
 }
 

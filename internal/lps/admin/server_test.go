@@ -1879,3 +1879,63 @@ func TestListNodes(t *testing.T) {
 		t.Errorf("ListNodes of an unknown release = %v, want NotFound", err)
 	}
 }
+
+// TestListNodesPagesWhileNodesReport: a page token is where its page
+// ended, so nodes that report between pages (a new failure sorting first,
+// a listed node's outcome getting worse) neither repeat nor skip the
+// nodes of the next page, as an offset did; an offset token from an
+// older lpsd still pages, and a damaged token is refused.
+func TestListNodesPagesWhileNodesReport(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	ops := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const v = "202604.01.3"
+	publish(t, ops, signed(t, priv, v))
+	if err := setPct(ctx, ops, v, 100, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	at := testNow.Add(-time.Hour)
+	report := func(vm, boot string, exit int) {
+		t.Helper()
+		r := store.Report{VMID: vm, Boot: boot, SubscriptionID: "sub-a", Base: "202604.01", HotfixVersion: v, Agent: "hotfix", AgentVersion: v, ExitCode: exit, Time: at}
+		if _, err := h.store.PutReports(ctx, []store.Report{r}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		report(fmt.Sprintf("vm-%d", i), "b", 0)
+	}
+	page := func(tok string) ([]string, string) {
+		t.Helper()
+		resp, err := ops.ListNodes(ctx, &adminv1.ListNodesRequest{Release: v, PageSize: 3, PageToken: tok})
+		if err != nil {
+			t.Fatalf("ListNodes(page %q) = %v", tok, err)
+		}
+		var ids []string
+		for _, n := range resp.GetNodes() {
+			ids = append(ids, n.GetVmId())
+		}
+		return ids, resp.GetNextPageToken()
+	}
+	first, next := page("")
+	if want := []string{"vm-0", "vm-1", "vm-2"}; !slices.Equal(first, want) || next == "" {
+		t.Fatalf("first page %v (next %q), want %v and a next page", first, next, want)
+	}
+	report("vm-new", "b", 3) // a failure, sorting before every ok node
+	report("vm-1", "b2", 3)  // a listed node's worst outcome is now failed
+	second, last := page(next)
+	if want := []string{"vm-3", "vm-4", "vm-5"}; !slices.Equal(second, want) || last != "" {
+		t.Errorf("second page %v (next %q), want %v and no more", second, last, want)
+	}
+	// An older lpsd's token is an offset into the order.
+	if ids, _ := page("2"); !slices.Equal(ids, []string{"vm-0", "vm-2", "vm-3"}) {
+		t.Errorf("offset 2 of vm-new, vm-1 (failed), then ok: %v", ids)
+	}
+	for _, bad := range []string{"k1.!!", "k1." + strings.Repeat("A", 2000), "-1", "k1.e30x"} {
+		if _, err := ops.ListNodes(ctx, &adminv1.ListNodesRequest{PageToken: bad}); status.Code(err) != codes.InvalidArgument {
+			t.Errorf("ListNodes(page token %.20q) = %v, want InvalidArgument", bad, err)
+		}
+	}
+}
