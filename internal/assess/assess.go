@@ -64,7 +64,7 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 	for _, e := range ev.skipped {
 		f.skip(e)
 	}
-	f.Tally = tally.OfUptime(rels, ev.reports, ev.served, now, ev.uptime(now))
+	f.Tally = tally.OfUptime(rels, ev.reports, ev.served, now, ev.uptime(now), ev.clocks)
 	for _, r := range rels {
 		a := Release{Counts: f.Tally.Releases[r.Version]}
 		if r.HasCanary() {

@@ -11,6 +11,7 @@ import (
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/memstore"
+	"nodehotfix/internal/tally"
 )
 
 var t0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -71,5 +72,46 @@ func TestAssess(t *testing.T) {
 	}
 	if f.Unreadable["report"] != 2 || len(f.Skipped) != 1 {
 		t.Errorf("unreadable %v, skipped %v; want 2 reports", f.Unreadable, f.Skipped)
+	}
+}
+
+// replicas is a store several replicas share, whose heartbeats are beats.
+type replicas struct {
+	*memstore.Store
+	beats []store.Heartbeat
+}
+
+func (r replicas) Replicas(context.Context) ([]store.Heartbeat, error) { return r.beats, nil }
+
+// TestAssessReadsReplicasClocks: the evidence is read with the replicas'
+// heartbeats, so a node served a moment ago by a replica whose clock is
+// far behind is pending, not silent; a store that lists no replicas reads
+// the times as stamped.
+func TestAssessReadsReplicasClocks(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	now := time.Now()
+	behind := rollout.DefaultSilentAfter + time.Hour
+	rel := rollout.Release{Version: "202604.01.1", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Rolling, Percent: 100}}
+	sv := store.Served{Version: rel.Version, VMID: "vm-1", Boot: "b", Base: "202604.01", Time: now.Add(-behind - 10*time.Second), Replica: "lpsd-b-1"}
+	if err := st.PutServed(t.Context(), []store.Served{sv}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		src  Source
+		want tally.Counts
+	}{
+		{"as stamped", st, tally.Counts{Silent: 1}},
+		{"with the replicas' clocks", replicas{st, []store.Heartbeat{{ID: "lpsd-b-1", Time: now.Add(-behind)}}}, tally.Counts{Pending: 1}},
+	} {
+		f, err := Assess(t.Context(), tt.src, []rollout.Release{rel}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Releases[rel.Version].Counts; got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
 	}
 }

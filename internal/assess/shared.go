@@ -53,6 +53,9 @@ type evidence struct {
 	beats     []time.Time
 	beatsFrom time.Time
 	beatsOK   bool
+	// clocks are the replicas' clock offsets, measured as the evidence
+	// was read (store.ReplicaLister's heartbeats; nil: none corrected).
+	clocks tally.Clocks
 	// skipped are the lists' notes of records nobody could read
 	// (*store.UnreadableError), which a look counts and goes on without.
 	skipped []error
@@ -128,6 +131,14 @@ func readEvidence(ctx context.Context, src Source, now time.Time) (evidence, err
 	ev.served, err = src.Served(ctx)
 	if err = ev.skip(err); err != nil {
 		return evidence{}, fmt.Errorf("list served records: %w", err)
+	}
+	if rl, ok := src.(store.ReplicaLister); ok {
+		// Measured after the records were read, so each offset is at
+		// least what it was when they were stamped; without them (the
+		// store cannot say) the times are read as stamped.
+		if hs, err := rl.Replicas(ctx); err == nil {
+			ev.clocks = tally.NewClocks(hs, time.Now())
+		}
 	}
 	if b, ok := src.(store.Beats); ok {
 		// A margin before the window, so a look a little after the read

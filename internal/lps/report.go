@@ -69,6 +69,9 @@ type reportService struct {
 	batch  *batcher[store.Report]
 	boots  *bootLimit
 	now    func() time.Time
+	// replica names this lpsd on each report it stores, whose Time is by
+	// its clock (tally.Clocks corrects it by this replica's heartbeat).
+	replica string
 }
 
 // ReportOutcome validates a report against the caller's attested identity
@@ -123,6 +126,7 @@ func (s *reportService) store(ctx context.Context, r store.Report) (bool, error)
 	if !s.boots.admit(r.VMID, r.Boot) {
 		return false, s.refuse(codes.ResourceExhausted, "too-many-boots", fmt.Errorf("vmId %s reported more than %d boots", r.VMID, maxBootsPerVM))
 	}
+	r.Replica = s.replica
 	first, err := s.batch.put(ctx, r)
 	switch {
 	case errors.Is(err, errReportQueueFull):

@@ -21,6 +21,9 @@ import (
 const testBoot = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
 
 // hotfixReport is a valid report from a node that ran relServed's hotfix.
+// testReplica is the test server's ReplicaID.
+const testReplica = "lpsd-test-1"
+
 func hotfixReport() *nodev1.ReportOutcomeRequest {
 	return &nodev1.ReportOutcomeRequest{
 		BootId: testBoot, BakedVersion: "202501.15.0", Agent: nodev1.Agent_AGENT_HOTFIX,
@@ -78,6 +81,9 @@ func TestReportOutcomeCountsEachBootOnce(t *testing.T) {
 	for _, r := range reports {
 		if r.VMID != testVMID || r.SubscriptionID != testSub {
 			t.Errorf("stored identity %s/%s, want the attested %s/%s", r.VMID, r.SubscriptionID, testVMID, testSub)
+		}
+		if r.Replica != testReplica {
+			t.Errorf("stored report names replica %q, want %q, whose clock its time is by", r.Replica, testReplica)
 		}
 	}
 }

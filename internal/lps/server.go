@@ -258,7 +258,7 @@ func NewServer(snaps snapshots, v verifier, m *Metrics, cfg ServerConfig) (*Serv
 	if cfg.Reports != nil {
 		batch = newReportBatcher(cfg.Reports)
 		nodev1.RegisterReportServiceServer(gs, &reportService{
-			snaps: snaps, seats: seats, region: cfg.Region, m: m, log: cfg.Log, batch: batch, boots: newBootLimit(), now: time.Now,
+			snaps: snaps, seats: seats, region: cfg.Region, m: m, log: cfg.Log, batch: batch, boots: newBootLimit(), now: time.Now, replica: cfg.ReplicaID,
 		})
 	}
 	m.registerSnapshots(snaps, time.Now)

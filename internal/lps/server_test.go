@@ -221,7 +221,7 @@ func startServer(t *testing.T, o serverOpts) *testServer {
 	cert := ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), DefaultServerName)
 	var err error
 	ts.srv, err = NewServer(ts.snaps, o.v, ts.m, ServerConfig{Certificate: cert, Region: o.region, MaxConnections: o.maxConns, MaxHandshakes: o.maxHands,
-		MaxHandshakesPerPeer: o.perPeerHands, MaxConnectionsPerPeer: o.perPeerConns, Log: testLog(t), Reports: ts.st, Seats: ts.st, Beats: ts.st})
+		MaxHandshakesPerPeer: o.perPeerHands, MaxConnectionsPerPeer: o.perPeerConns, Log: testLog(t), Reports: ts.st, Seats: ts.st, Beats: ts.st, ReplicaID: testReplica})
 	if err != nil {
 		t.Fatal(err)
 	}

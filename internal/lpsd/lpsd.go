@@ -888,16 +888,11 @@ func (s *Server) place() rollout.Place {
 	return rollout.Place{Region: s.o.region, DeployEnv: s.o.deployEnv}
 }
 
-// replicaLister is a store replicas share that lists them (etcdstore).
-type replicaLister interface {
-	Replicas(ctx context.Context) ([]store.Heartbeat, error)
-}
-
 // places returns where the fleet's nodes are served from: this replica's
 // place and every live replica's the store lists, each once.
 func (s *Server) places(ctx context.Context) []rollout.Place {
 	out := []rollout.Place{s.place()}
-	rl, ok := s.st.(replicaLister)
+	rl, ok := s.st.(store.ReplicaLister)
 	if !ok {
 		return out
 	}

@@ -91,6 +91,9 @@ type Report struct {
 	DownloadMS       int64     `json:"download_ms,omitempty"`
 	ProvisionMS      int64     `json:"provision_ms,omitempty"`
 	Time             time.Time `json:"time"` // when lpsd accepted it
+	// Replica is the lpsd replica that accepted it, whose clock Time is
+	// by (Served.Replica's kind); "" from a replica older than the field.
+	Replica string `json:"replica,omitempty"`
 	// Phase is PhaseStarted for a started report (the node was about to
 	// run HotfixVersion), "" for an outcome. A started report is never an
 	// outcome: its ExitCode means nothing.
@@ -201,6 +204,14 @@ type Replica interface {
 	// with it).
 	Done() <-chan struct{}
 	Close() error
+}
+
+// ReplicaLister is an optional capability of a Store replicas share,
+// checked by type assertion: the live replicas' last heartbeats, this
+// process's too if it joined, by ID (etcdstore). One that has joined but
+// not yet beaten has a zero Time.
+type ReplicaLister interface {
+	Replicas(ctx context.Context) ([]Heartbeat, error)
 }
 
 // Heartbeat is a replica's last heartbeat: its wall clock when it wrote

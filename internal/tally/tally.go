@@ -217,6 +217,7 @@ type Tally struct {
 	Control map[string]Counts `json:"control"`
 
 	now     time.Time
+	clocks  Clocks
 	reports []store.Report
 	served  []store.Served
 	byBase  map[string][]int // indexes into reports of each base's votes
@@ -229,20 +230,22 @@ type Tally struct {
 // (rollout.Rollout.EvidenceSince) on, a served boot with no report silent
 // after its plan's silent-after, in wall-clock time.
 func Of(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time) Tally {
-	return OfUptime(rels, reports, served, now, nil)
+	return OfUptime(rels, reports, served, now, nil, nil)
 }
 
 // OfUptime is Of with silence counted in lpsd's uptime (nil: wall-clock
 // time): a served or started boot turns silent once lpsd was up for its
 // plan's silent-after since, or, whatever the outages, MaxStretch after
-// that in wall-clock time.
-func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time, up *Uptime) Tally {
-	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now,
+// that in wall-clock time; and with every record's time read on now's
+// clock (clocks: nil reads them as stamped).
+func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time, up *Uptime, clocks Clocks) Tally {
+	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now, clocks: clocks,
 		reports: reports, byBase: map[string][]int{}, vmBase: map[string]string{}, cohort: map[string]ballot{}}
 	first := map[string]time.Time{}
-	for _, r := range reports {
-		if f, ok := first[r.VMID]; !ok || r.Time.Before(f) {
-			first[r.VMID], t.vmBase[r.VMID] = r.Time, r.Base
+	for i := range reports {
+		r := &reports[i]
+		if f, ok := first[r.VMID]; !ok || t.reportTime(r).Before(f) {
+			first[r.VMID], t.vmBase[r.VMID] = t.reportTime(r), r.Base
 		}
 	}
 	// One pass indexes the reports that vote (by position: a Report is
@@ -282,7 +285,8 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 		worst := ballot{}
 		for _, j := range servedOf[rel.Version] {
 			s := &served[j]
-			if s.Time.Before(since) || !t.votes(s.VMID, s.Base) {
+			at := clocks.At(s.Replica, s.Time)
+			if at.Before(since) || !t.votes(s.VMID, s.Base) {
 				continue
 			}
 			i, ok := byBoot[boot{s.VMID, s.Boot}]
@@ -291,13 +295,13 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 				r = &reports[i]
 			}
 			switch {
-			case ok && !r.Started() && !r.Time.Before(s.Time.Add(-clockSlack)):
+			case ok && !r.Started() && !t.reportTime(r).Before(at.Add(-clockSlack)):
 				o, about := Classify(r, rel.Version)
 				if !about {
 					o = NotApplicable
 				}
 				worst.cast(s.VMID, vote{o, i, j})
-			case silent(s.Time):
+			case silent(at):
 				worst.cast(s.VMID, vote{Silent, -1, j})
 			default:
 				worst.cast(s.VMID, vote{Pending, -1, j})
@@ -305,13 +309,13 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 		}
 		for _, i := range about[rel.Version] {
 			r := &reports[i]
-			if r.Time.Before(since) {
+			if t.reportTime(r).Before(since) {
 				continue
 			}
 			o, ok := Classify(r, rel.Version)
 			switch {
 			case !ok:
-			case r.Started() && silent(r.Time):
+			case r.Started() && silent(t.reportTime(r)):
 				// Started and no outcome since: it hung, died, or lost
 				// its report, served record or not.
 				worst.cast(r.VMID, vote{Silent, i, -1})
@@ -597,7 +601,7 @@ func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) 
 	worst := ballot{}
 	for _, i := range t.byBase[rel.Base] {
 		r := &t.reports[i]
-		if _, counted := out[r.VMID]; counted || r.Time.Before(from) {
+		if _, counted := out[r.VMID]; counted || t.reportTime(r).Before(from) {
 			continue
 		}
 		var o Outcome
@@ -613,6 +617,49 @@ func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) 
 	}
 	return t.baseline(worst, rel.Version)
 }
+
+// reportTime is when r was accepted, on the reader's clock.
+func (t Tally) reportTime(r *store.Report) time.Time { return t.clocks.At(r.Replica, r.Time) }
+
+// ClockTolerance is how far a replica's clock may seem off the reader's,
+// by its heartbeat's age, before the times it stamped are corrected:
+// three of autopilot.BeatInterval (5 s), since a heartbeat is up to a beat
+// old when read, and a loaded replica beats late.
+const ClockTolerance = 15 * time.Second
+
+// Clocks are the replicas' clocks as a reader measured them: by replica
+// ID, how far behind the reader's clock each is (negative: ahead), as
+// the age of its last heartbeat when read. A heartbeat is never read
+// before it is written, so that age is at least the true offset, and a
+// time corrected by it is never earlier than the true one: a replica
+// whose clock is behind cannot make a node it served silent early, leave
+// a report it accepted out of its boot, or put evidence before a
+// resume's window; one ahead only delays silence, by at most a beat. A
+// nil Clocks corrects nothing.
+type Clocks map[string]time.Duration
+
+// NewClocks returns the offsets of the replicas whose heartbeats beats
+// are, read at now, of those beyond ClockTolerance; a replica within it,
+// or without a heartbeat (gone, or older than heartbeats: it stamped
+// nothing it told), is read as it stamped.
+func NewClocks(beats []store.Heartbeat, now time.Time) Clocks {
+	var c Clocks
+	for _, b := range beats {
+		if b.ID == "" || b.Time.IsZero() {
+			continue
+		}
+		if age := now.Sub(b.Time); age > ClockTolerance || age < -ClockTolerance {
+			if c == nil {
+				c = Clocks{}
+			}
+			c[b.ID] = age
+		}
+	}
+	return c
+}
+
+// At returns t, stamped by replica's clock, on the reader's.
+func (c Clocks) At(replica string, t time.Time) time.Time { return t.Add(c[replica]) }
 
 // MaxStretch bounds how far lpsd's outages stretch a boot's silence: past
 // its silent-after plus this, in wall-clock time, a boot without an

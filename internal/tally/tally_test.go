@@ -340,7 +340,7 @@ func TestOfSilenceCountsUptime(t *testing.T) {
 	rels := []rollout.Release{rel(v1, rollout.Rolling)}
 	ss := []store.Served{served("recent", "1", v1, t0), served("old", "1", v1, t0.Add(-2*time.Hour))}
 	reports := []store.Report{startedAt("started", "1", v1, t0)}
-	if c, want := OfUptime(rels, reports, ss, now, up).Releases[v1], (Counts{Pending: 2, Silent: 1}); c != want {
+	if c, want := OfUptime(rels, reports, ss, now, up, nil).Releases[v1], (Counts{Pending: 2, Silent: 1}); c != want {
 		t.Errorf("with uptime: %+v, want %+v", c, want)
 	}
 	if c, want := Of(rels, reports, ss, now).Releases[v1], (Counts{Silent: 3}); c != want {
@@ -349,7 +349,7 @@ func TestOfSilenceCountsUptime(t *testing.T) {
 	// lpsd down ever since the boot was served, MaxStretch and more ago.
 	long := now.Add(-(rollout.DefaultSilentAfter + MaxStretch + time.Minute))
 	down := NewUptime([]time.Time{long.Add(-time.Minute)}, now.Add(-UptimeWindow), now)
-	if c := OfUptime(rels, nil, []store.Served{served("long", "1", v1, long)}, now, down).Releases[v1]; c != (Counts{Silent: 1}) {
+	if c := OfUptime(rels, nil, []store.Served{served("long", "1", v1, long)}, now, down, nil).Releases[v1]; c != (Counts{Silent: 1}) {
 		t.Errorf("past MaxStretch: %+v, want silent", c)
 	}
 	if NewUptime(nil, now.Add(-UptimeWindow), now) != nil {
@@ -456,5 +456,49 @@ func TestBaselineSpreadOverSubscriptions(t *testing.T) {
 	}
 	if c := Of(nil, nine, nil, t0).Control[base]; c.Judged() != 240 {
 		t.Errorf("control over 9 subscriptions = %d judged, want all 240", c.Judged())
+	}
+}
+
+// TestOfClocksCorrectSkewedReplicas: records are read on the reader's
+// clock, by the age of their replica's heartbeat. A replica whose clock is
+// behind by more than silent-after neither makes a node it just served
+// silent nor leaves a report it accepted out of the boot another replica
+// served (clockSlack); one ahead does not keep a node silent for longer than its
+// silent-after. A replica within ClockTolerance, or without a heartbeat,
+// is read as it stamped.
+func TestOfClocksCorrectSkewedReplicas(t *testing.T) {
+	t.Parallel()
+	now := t0.Add(time.Hour)
+	after := rollout.DefaultSilentAfter
+	behind, ahead := after+time.Minute, 2*time.Minute
+	beats := []store.Heartbeat{
+		{ID: "behind", Time: now.Add(-behind - 2*time.Second)}, // written 2 s ago
+		{ID: "ahead", Time: now.Add(ahead - 3*time.Second)},
+		{ID: "ontime", Time: now.Add(-time.Second)},
+		{ID: "joining"}, // joined, no heartbeat yet
+	}
+	clocks := NewClocks(beats, now)
+	if len(clocks) != 2 || clocks["behind"] != behind+2*time.Second || clocks["ahead"] != -ahead+3*time.Second {
+		t.Fatalf("NewClocks = %v, want behind %v and ahead %v only", clocks, behind+2*time.Second, -ahead+3*time.Second)
+	}
+
+	fresh := served("fresh", "1", v1, now.Add(-10*time.Second-behind)) // served 10 s ago
+	fresh.Replica = "behind"
+	boot := served("reported", "1", v1, now.Add(-30*time.Second))
+	boot.Replica = "ontime"
+	// Its report, accepted 5 s ago by the replica behind, says the baked
+	// agent ran (a custom-data pin): not applicable, if it is the boot's.
+	rep := ran("reported", "1", "", 0)
+	rep.Time, rep.Replica = now.Add(-5*time.Second-behind), "behind"
+	stale := served("stale", "1", v1, now.Add(-after-time.Minute+ahead)) // served after+1m ago
+	stale.Replica = "ahead"
+	rels := []rollout.Release{rel(v1, rollout.Rolling)}
+	ss := []store.Served{fresh, boot, stale}
+	reports := []store.Report{rep}
+	if c, want := OfUptime(rels, reports, ss, now, nil, nil).Releases[v1], (Counts{Silent: 1, Pending: 2}); c != want {
+		t.Errorf("read as stamped: %+v, want %+v (the case for the correction)", c, want)
+	}
+	if c, want := OfUptime(rels, reports, ss, now, nil, clocks).Releases[v1], (Counts{Pending: 1, NotApplicable: 1, Silent: 1}); c != want {
+		t.Errorf("on the reader's clock: %+v, want %+v", c, want)
 	}
 }

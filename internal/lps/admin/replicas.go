@@ -11,18 +11,12 @@ import (
 	"nodehotfix/internal/store"
 )
 
-// replicaLister is a store several replicas share that lists them, with
-// their labels (etcdstore).
-type replicaLister interface {
-	Replicas(ctx context.Context) ([]store.Heartbeat, error)
-}
-
 // replicas returns the live replicas serving from the store, by ID, this
 // one (Config.ReplicaID) included whether or not it has joined yet; on a
 // store no other replica shares, this one alone.
 func (s *Server) replicas(ctx context.Context) ([]store.Heartbeat, error) {
 	self := store.Heartbeat{ID: s.replicaID, Place: rollout.Place{Region: s.region, DeployEnv: s.env}}
-	rl, ok := s.store.(replicaLister)
+	rl, ok := s.store.(store.ReplicaLister)
 	if !ok {
 		return []store.Heartbeat{self}, nil
 	}

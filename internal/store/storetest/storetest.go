@@ -144,6 +144,7 @@ func Report(vmID, boot string) store.Report {
 		DownloadMS:     420,
 		ProvisionMS:    61000,
 		Time:           time.Date(2026, 4, 3, 9, 15, 0, 123456789, time.UTC),
+		Replica:        "lpsd-1",
 	}
 }
 
