@@ -115,3 +115,52 @@ func TestAssessReadsReplicasClocks(t *testing.T) {
 		}
 	}
 }
+
+// TestAssessCountsMinutesWithRecordsAsUp: mid-upgrade, replicas older than
+// the minute marks serve and accept reports while no new one runs; the
+// minutes in which they stamped records count as lpsd up, so a boot
+// served before them turns silent on time instead of waiting out a gap
+// that was no outage. A gap without any record is still one.
+func TestAssessCountsMinutesWithRecordsAsUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Minute).Add(30 * time.Second)
+	rel := rollout.Release{Version: "202604.01.1", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Rolling, Percent: 100}}
+	hung := store.Served{Version: rel.Version, VMID: "vm-hung", Boot: "b", Base: "202604.01", Time: now.Add(-45 * time.Minute)}
+	for _, tt := range []struct {
+		name        string
+		oldReplicas bool // reports stamped through the unmarked minutes
+		want        tally.Counts
+	}{
+		{"an outage", false, tally.Counts{Pending: 1}},
+		{"older replicas up", true, tally.Counts{Silent: 1}},
+	} {
+		st := memstore.New()
+		t.Cleanup(func() { st.Close() })
+		// Marked until 40 minutes ago, and the last two minutes.
+		for m := now.Add(-2 * time.Hour); m.Before(now.Add(-40 * time.Minute)); m = m.Add(time.Minute) {
+			if err := st.PutBeat(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := st.PutServed(ctx, []store.Served{hung}); err != nil {
+			t.Fatal(err)
+		}
+		if tt.oldReplicas {
+			var rs []store.Report
+			for i := range 40 {
+				rs = append(rs, store.Report{VMID: fmt.Sprintf("control-%d", i), Boot: "b", Base: "202604.01", Agent: "baked", AgentVersion: "202604.01.0", Time: now.Add(-time.Duration(40-i) * time.Minute)})
+			}
+			if _, err := st.PutReports(ctx, rs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := Assess(ctx, NewShared(st), []rollout.Release{rel}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.Releases[rel.Version].Counts; got != tt.want {
+			t.Errorf("%s: %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+}

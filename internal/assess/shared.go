@@ -3,6 +3,8 @@ package assess
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -48,8 +50,9 @@ type sharedRead struct {
 type evidence struct {
 	reports []store.Report
 	served  []store.Served
-	// beats are the store's marked minutes from beatsFrom on (ok: the
-	// store keeps them and they were read).
+	// beats are the store's marked minutes from beatsFrom on, and those
+	// in which a record was stamped, ascending (ok: the store keeps marks
+	// and they were read).
 	beats     []time.Time
 	beatsFrom time.Time
 	beatsOK   bool
@@ -145,10 +148,37 @@ func readEvidence(ctx context.Context, src Source, now time.Time) (evidence, err
 		// still has its whole window.
 		ev.beatsFrom = now.Add(-tally.UptimeWindow - ReadTimeout)
 		if marks, err := b.Beats(ctx, ev.beatsFrom); err == nil {
+			if len(marks) > 0 {
+				// Without any mark no replica marks minutes, and silence
+				// is wall-clock time (tally.NewUptime).
+				marks = append(marks, ev.recordMinutes()...)
+				slices.SortFunc(marks, time.Time.Compare)
+			}
 			ev.beats, ev.beatsOK = marks, true
 		}
 	}
 	return ev, nil
+}
+
+// recordMinutes returns the minutes from beatsFrom on in which some
+// replica accepted a report or served a reporting node, on the reader's
+// clock: lpsd was up then whether or not the replica marks its minutes
+// (one older than the marks, mid-upgrade), so those minutes count
+// towards silence.
+func (ev evidence) recordMinutes() []time.Time {
+	set := map[time.Time]bool{}
+	add := func(replica string, t time.Time) {
+		if t = ev.clocks.At(replica, t); !t.Before(ev.beatsFrom) {
+			set[t.UTC().Truncate(time.Minute)] = true
+		}
+	}
+	for i := range ev.reports {
+		add(ev.reports[i].Replica, ev.reports[i].Time)
+	}
+	for i := range ev.served {
+		add(ev.served[i].Replica, ev.served[i].Time)
+	}
+	return slices.Collect(maps.Keys(set))
 }
 
 // uptime is lpsd's uptime at now from the beats read (store.Beats), so
