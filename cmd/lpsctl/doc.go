@@ -358,7 +358,11 @@ next opening, while halts and pauses happen any time.
 
 status lists the replicas serving from the store and the labels each
 carries (REGION, DEPLOY ENV: what region and deploy-environment scopes
-match; on a store one lpsd holds alone, that one), releases, rollout
+match; on a store one lpsd holds alone, that one) and how old each one's
+heartbeat was by the answering replica's clock (CLOCK: "beat 2s ago";
+"ahead 1m0s" for a heartbeat from the future; marked * past 15 s either
+way, when the looks read the times that replica stamps on reports and
+served records moved by that age: fix its time sync), releases, rollout
 states, the autopilot's REASON for a pause or halt (stalled: a step's
 deadline passed and the release reached no node), expiry (NOT AFTER;
 EXPIRED once passed, when lpsd serves the release to nobody whatever its
@@ -573,7 +577,8 @@ status prints:
 	 "control": [{"base": "202604.01", "counts": {...}}, ...],
 	 "requests": [{"outcome": "served", "count": 12}, ...],
 	 "replicas": [{"id": "lpsd-7c9f-1", "region": "eastus", "deploy_env": "prod",
-	               "last_heartbeat": RFC3339 or null, "self": true}, ...],
+	               "last_heartbeat": RFC3339 or null, "self": true,
+	               "heartbeat_age_seconds": 2.1 or null, "clock_corrected": false}, ...],
 	 "served_now": [{"base": "202604.01", "omitted_cohorts": 0,
 	                 "cohorts": [{"subscriptions": [...], "other_subscriptions": true,
 	                              "places": [{"region": "eastus", "deploy_env": "prod"}],

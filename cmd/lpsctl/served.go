@@ -18,6 +18,11 @@ type replicaJSON struct {
 	DeployEnv     string     `json:"deploy_env"`
 	LastHeartbeat *time.Time `json:"last_heartbeat"`
 	Self          bool       `json:"self"`
+	// HeartbeatAgeSeconds is its heartbeat's age by the answering
+	// replica's clock (null without one); ClockCorrected says the looks
+	// read the times it stamps moved by it.
+	HeartbeatAgeSeconds *float64 `json:"heartbeat_age_seconds"`
+	ClockCorrected      bool     `json:"clock_corrected"`
 }
 
 // servedBaseJSON is what the nodes of one base get now (status -o json).
@@ -57,7 +62,12 @@ type servedShareJSON struct {
 func toReplicasJSON(rs []*adminv1.Replica) []replicaJSON {
 	out := []replicaJSON{}
 	for _, r := range rs {
-		out = append(out, replicaJSON{ID: r.GetId(), Region: r.GetRegion(), DeployEnv: r.GetDeployEnv(), LastHeartbeat: timeOrNil(r.GetLastHeartbeat()), Self: r.GetSelf()})
+		rj := replicaJSON{ID: r.GetId(), Region: r.GetRegion(), DeployEnv: r.GetDeployEnv(), LastHeartbeat: timeOrNil(r.GetLastHeartbeat()), Self: r.GetSelf(), ClockCorrected: r.GetClockCorrected()}
+		if r.HeartbeatAgeMs != nil {
+			age := float64(r.GetHeartbeatAgeMs()) / 1000
+			rj.HeartbeatAgeSeconds = &age
+		}
+		out = append(out, rj)
 	}
 	return out
 }
@@ -105,7 +115,8 @@ func printReplicas(tw *tabwriter.Writer, rs []*adminv1.Replica) {
 	if len(rs) == 0 {
 		return // an lpsd from before replicas were listed
 	}
-	fmt.Fprintln(tw, "REPLICA\tREGION\tDEPLOY ENV\tLAST HEARTBEAT")
+	fmt.Fprintln(tw, "REPLICA\tREGION\tDEPLOY ENV\tLAST HEARTBEAT\tCLOCK")
+	corrected := false
 	for _, r := range rs {
 		id := quote.Text(r.GetId())
 		if r.GetSelf() {
@@ -115,9 +126,33 @@ func printReplicas(tw *tabwriter.Writer, rs []*adminv1.Replica) {
 		if r.GetLastHeartbeat() != nil {
 			beat = formatTime(r.GetLastHeartbeat().AsTime())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", dash(id), dash(quote.Text(r.GetRegion())), dash(quote.Text(r.GetDeployEnv())), beat)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(id), dash(quote.Text(r.GetRegion())), dash(quote.Text(r.GetDeployEnv())), beat, clockText(r))
+		corrected = corrected || r.GetClockCorrected()
+	}
+	if corrected {
+		fmt.Fprintln(tw, "* its clock is off this replica's by more than a heartbeat's age allows: the times it stamps are read corrected; fix its time sync")
 	}
 	fmt.Fprintln(tw)
+}
+
+// clockText says how far a replica's clock is off the answering one's,
+// by its heartbeat's age (which includes up to a beat of its own).
+func clockText(r *adminv1.Replica) string {
+	if r.HeartbeatAgeMs == nil {
+		return "-"
+	}
+	age := time.Duration(r.GetHeartbeatAgeMs()) * time.Millisecond
+	var s string
+	switch {
+	case age < 0:
+		s = fmt.Sprintf("ahead %v", (-age).Round(time.Second))
+	default:
+		s = fmt.Sprintf("beat %v ago", age.Round(time.Second))
+	}
+	if r.GetClockCorrected() {
+		s += " *"
+	}
+	return s
 }
 
 // printServedNow prints what the nodes of each base get now: one row per

@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"text/tabwriter"
+	"time"
+
+	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 )
 
 // TestStatusServedNowAndReplicas: status shows which replicas carry which
@@ -95,4 +99,38 @@ func hasLine(out string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// TestPrintReplicaClocks: the replicas table says how old each heartbeat
+// was, or how far ahead, and marks the replicas whose stamped times the
+// looks read corrected, with what to do.
+func TestPrintReplicaClocks(t *testing.T) {
+	t.Parallel()
+	age := func(d time.Duration) *int64 { n := d.Milliseconds(); return &n }
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	printReplicas(tw, []*adminv1.Replica{
+		{Id: "a", Self: true, HeartbeatAgeMs: age(2100 * time.Millisecond)},
+		{Id: "b", HeartbeatAgeMs: age(3 * time.Minute), ClockCorrected: true},
+		{Id: "c", HeartbeatAgeMs: age(-time.Minute), ClockCorrected: true},
+		{Id: "d"},
+	})
+	tw.Flush()
+	out := b.String()
+	for _, want := range [][]string{
+		{"REPLICA", "CLOCK"},
+		{"a (this one)", "beat 2s ago"},
+		{"b", "beat 3m0s ago *"},
+		{"c", "ahead 1m0s *"},
+		{"* its clock is off", "fix its time sync"},
+	} {
+		if !hasLine(out, want...) {
+			t.Errorf("no line with %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 0 && f[0] == "d" && (f[len(f)-1] != "-" || strings.Contains(l, "*")) {
+			t.Errorf("a replica without a heartbeat: %q", l)
+		}
+	}
 }

@@ -3,12 +3,15 @@ package admin
 import (
 	"context"
 	"slices"
+	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
+	"nodehotfix/internal/tally"
 )
 
 // replicas returns the live replicas serving from the store, by ID, this
@@ -41,12 +44,18 @@ func places(hs []store.Heartbeat) []rollout.Place {
 	return out
 }
 
-func replicasProto(hs []store.Heartbeat, self string) []*adminv1.Replica {
+// replicasProto returns the replicas hs, read at now by replica self,
+// each with its heartbeat's age and whether the evidence's times it
+// stamped are read corrected (tally.NewClocks decides, as for a look).
+func replicasProto(hs []store.Heartbeat, self string, now time.Time) []*adminv1.Replica {
+	clocks := tally.NewClocks(hs, now)
 	out := make([]*adminv1.Replica, 0, len(hs))
 	for _, h := range hs {
 		r := &adminv1.Replica{Id: h.ID, Region: h.Place.Region, DeployEnv: h.Place.DeployEnv, Self: h.ID == self}
 		if !h.Time.IsZero() {
 			r.LastHeartbeat = timestamppb.New(h.Time)
+			r.HeartbeatAgeMs = proto.Int64(now.Sub(h.Time).Milliseconds())
+			_, r.ClockCorrected = clocks[h.ID]
 		}
 		out = append(out, r)
 	}

@@ -69,3 +69,43 @@ func TestStatusReplicas(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusReplicaClocks: status gives each replica's heartbeat age by
+// the answering replica's clock, and marks those whose age is past the
+// tolerance either way, whose stamped times the looks read corrected.
+func TestStatusReplicaClocks(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{store: newReplicated(t,
+		store.Heartbeat{ID: "in-sync", Time: testNow.Add(-3 * time.Second)},
+		store.Heartbeat{ID: "behind", Time: testNow.Add(-3 * time.Minute)},
+		store.Heartbeat{ID: "ahead", Time: testNow.Add(time.Minute)},
+		store.Heartbeat{ID: "joining"})})
+	st, err := h.ops(t).Status(t.Context(), &adminv1.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type clock struct {
+		age       *int64
+		corrected bool
+	}
+	got := map[string]clock{}
+	for _, r := range st.GetReplicas() {
+		var age *int64
+		if r.HeartbeatAgeMs != nil {
+			a := r.GetHeartbeatAgeMs()
+			age = &a
+		}
+		got[r.GetId()] = clock{age, r.GetClockCorrected()}
+	}
+	ms := func(d time.Duration) *int64 { n := d.Milliseconds(); return &n }
+	want := map[string]clock{
+		"in-sync":   {ms(3 * time.Second), false},
+		"behind":    {ms(3 * time.Minute), true},
+		"ahead":     {ms(-time.Minute), true},
+		"joining":   {nil, false},
+		testReplica: {nil, false},
+	}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(clock{})); diff != "" {
+		t.Errorf("replica clocks (-want +got):\n%s", diff)
+	}
+}

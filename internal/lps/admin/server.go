@@ -1047,7 +1047,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 	if err != nil {
 		return nil, err
 	}
-	resp.Replicas = replicasProto(hs, s.replicaID)
+	resp.Replicas = replicasProto(hs, s.replicaID, s.now())
 	snap := s.currentSnapshot()
 	if snap != nil {
 		resp.SnapshotRevision = snap.Revision

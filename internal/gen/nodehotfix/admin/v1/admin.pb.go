@@ -3354,9 +3354,19 @@ type Replica struct {
 	// alone, or before its first.
 	LastHeartbeat *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
 	// The replica that answered.
-	Self          bool `protobuf:"varint,5,opt,name=self,proto3" json:"self,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Self bool `protobuf:"varint,5,opt,name=self,proto3" json:"self,omitempty"`
+	// How old its last heartbeat was when read, in milliseconds by the
+	// answering replica's clock: its clock's offset behind the answering
+	// replica's (negative: ahead), plus up to a heartbeat interval (5 s).
+	// Unset without a heartbeat.
+	HeartbeatAgeMs *int64 `protobuf:"varint,6,opt,name=heartbeat_age_ms,json=heartbeatAgeMs,proto3,oneof" json:"heartbeat_age_ms,omitempty"`
+	// Its heartbeat's age is past the tolerance (15 s) either way, so the
+	// answering replica reads the times this one stamps on reports and
+	// served records moved by that age (internal/tally Clocks): fix its
+	// time sync.
+	ClockCorrected bool `protobuf:"varint,7,opt,name=clock_corrected,json=clockCorrected,proto3" json:"clock_corrected,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Replica) Reset() {
@@ -3420,6 +3430,20 @@ func (x *Replica) GetLastHeartbeat() *timestamppb.Timestamp {
 func (x *Replica) GetSelf() bool {
 	if x != nil {
 		return x.Self
+	}
+	return false
+}
+
+func (x *Replica) GetHeartbeatAgeMs() int64 {
+	if x != nil && x.HeartbeatAgeMs != nil {
+		return *x.HeartbeatAgeMs
+	}
+	return 0
+}
+
+func (x *Replica) GetClockCorrected() bool {
+	if x != nil {
+		return x.ClockCorrected
 	}
 	return false
 }
@@ -5673,14 +5697,17 @@ const file_nodehotfix_admin_v1_admin_proto_rawDesc = "" +
 	" \x03(\v2\x1f.nodehotfix.admin.v1.ServedBaseR\tservedNow\x126\n" +
 	"\x17failure_rate_definition\x18\v \x01(\tR\x15failureRateDefinition\x123\n" +
 	"\x06freeze\x18\f \x01(\v2\x1b.nodehotfix.admin.v1.FreezeR\x06freeze\x123\n" +
-	"\x06policy\x18\r \x01(\v2\x1b.nodehotfix.admin.v1.PolicyR\x06policy\"\xa7\x01\n" +
+	"\x06policy\x18\r \x01(\v2\x1b.nodehotfix.admin.v1.PolicyR\x06policy\"\x94\x02\n" +
 	"\aReplica\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x1d\n" +
 	"\n" +
 	"deploy_env\x18\x03 \x01(\tR\tdeployEnv\x12A\n" +
 	"\x0elast_heartbeat\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\rlastHeartbeat\x12\x12\n" +
-	"\x04self\x18\x05 \x01(\bR\x04self\"\x86\x01\n" +
+	"\x04self\x18\x05 \x01(\bR\x04self\x12-\n" +
+	"\x10heartbeat_age_ms\x18\x06 \x01(\x03H\x00R\x0eheartbeatAgeMs\x88\x01\x01\x12'\n" +
+	"\x0fclock_corrected\x18\a \x01(\bR\x0eclockCorrectedB\x13\n" +
+	"\x11_heartbeat_age_ms\"\x86\x01\n" +
 	"\n" +
 	"ServedBase\x12\x12\n" +
 	"\x04base\x18\x01 \x01(\tR\x04base\x12;\n" +
@@ -6077,6 +6104,7 @@ func file_nodehotfix_admin_v1_admin_proto_init() {
 	if File_nodehotfix_admin_v1_admin_proto != nil {
 		return
 	}
+	file_nodehotfix_admin_v1_admin_proto_msgTypes[39].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
