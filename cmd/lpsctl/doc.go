@@ -360,9 +360,10 @@ status lists the replicas serving from the store and the labels each
 carries (REGION, DEPLOY ENV: what region and deploy-environment scopes
 match; on a store one lpsd holds alone, that one) and how old each one's
 heartbeat was by the answering replica's clock (CLOCK: "beat 2s ago";
-"ahead 1m0s" for a heartbeat from the future; marked * past 15 s either
-way, when the looks read the times that replica stamps on reports and
-served records moved by that age: fix its time sync), releases, rollout
+"ahead 1m0s" for a heartbeat from the future; marked * when its clock is
+behind by more than 15 s, so that the looks read the times that replica
+stamps on reports and served records later by up to 10 minutes: fix its
+time sync), releases, rollout
 states, the autopilot's REASON for a pause or halt (stalled: a step's
 deadline passed and the release reached no node), expiry (NOT AFTER;
 EXPIRED once passed, when lpsd serves the release to nobody whatever its

@@ -130,7 +130,7 @@ func printReplicas(tw *tabwriter.Writer, rs []*adminv1.Replica) {
 		corrected = corrected || r.GetClockCorrected()
 	}
 	if corrected {
-		fmt.Fprintln(tw, "* its clock is off this replica's by more than a heartbeat's age allows: the times it stamps are read corrected; fix its time sync")
+		fmt.Fprintln(tw, "* its clock is behind this replica's by more than a heartbeat's age allows: the times it stamps are read later, by up to 10 minutes; fix its time sync")
 	}
 	fmt.Fprintln(tw)
 }

@@ -44,6 +44,9 @@ type Fleet struct {
 	// first one's error, for the log.
 	Unreadable map[string]int
 	Skipped    []error
+	// Clocks are the corrections the records' times were read with
+	// (tally.NewClocks, from the replicas' heartbeats at the read).
+	Clocks tally.Clocks
 }
 
 // Assess counts the evidence for rels at now and judges those with a plan
@@ -60,7 +63,7 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 	if err != nil {
 		return Fleet{}, err
 	}
-	f := Fleet{Now: now, Records: rels, Releases: make(map[string]Release, len(rels)), Unreadable: map[string]int{}}
+	f := Fleet{Now: now, Records: rels, Releases: make(map[string]Release, len(rels)), Unreadable: map[string]int{}, Clocks: ev.clocks}
 	for _, e := range ev.skipped {
 		f.skip(e)
 	}

@@ -92,7 +92,9 @@ func TestAssessReadsReplicasClocks(t *testing.T) {
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
 	now := time.Now()
-	behind := rollout.DefaultSilentAfter + time.Hour
+	// Further behind than MaxClockCorrection: the correction is capped,
+	// and still enough to keep a node served 10 s ago from silence.
+	behind := rollout.DefaultSilentAfter + time.Minute
 	rel := rollout.Release{Version: "202604.01.1", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Rolling, Percent: 100}}
 	sv := store.Served{Version: rel.Version, VMID: "vm-1", Boot: "b", Base: "202604.01", Time: now.Add(-behind - 10*time.Second), Replica: "lpsd-b-1"}
 	if err := st.PutServed(t.Context(), []store.Served{sv}); err != nil {
@@ -120,29 +122,34 @@ func TestAssessReadsReplicasClocks(t *testing.T) {
 // the minute marks serve and accept reports while no new one runs; the
 // minutes in which they stamped records count as lpsd up, so a boot
 // served before them turns silent on time instead of waiting out a gap
-// that was no outage. A gap without any record is still one.
+// that was no outage. A gap without any record is still one, and a
+// record before the first mark (the minutes before it count as up) does
+// not make the minutes after it an outage.
 func TestAssessCountsMinutesWithRecordsAsUp(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Minute).Add(30 * time.Second)
 	rel := rollout.Release{Version: "202604.01.1", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Rolling, Percent: 100}}
-	hung := store.Served{Version: rel.Version, VMID: "vm-hung", Boot: "b", Base: "202604.01", Time: now.Add(-45 * time.Minute)}
 	for _, tt := range []struct {
-		name        string
-		oldReplicas bool // reports stamped through the unmarked minutes
+		name string
+		// marked is the minutes marked, [from, to) before now.
+		marked      [2]time.Duration
+		servedAgo   time.Duration
+		oldReplicas bool // reports stamped through the last 40 minutes
 		want        tally.Counts
 	}{
-		{"an outage", false, tally.Counts{Pending: 1}},
-		{"older replicas up", true, tally.Counts{Silent: 1}},
+		{"an outage", [2]time.Duration{2 * time.Hour, 40 * time.Minute}, 45 * time.Minute, false, tally.Counts{Pending: 1}},
+		{"older replicas up", [2]time.Duration{2 * time.Hour, 40 * time.Minute}, 45 * time.Minute, true, tally.Counts{Silent: 1}},
+		{"marks began after the boot was served", [2]time.Duration{20 * time.Minute, 0}, 90 * time.Minute, false, tally.Counts{Silent: 1}},
 	} {
 		st := memstore.New()
 		t.Cleanup(func() { st.Close() })
-		// Marked until 40 minutes ago, and the last two minutes.
-		for m := now.Add(-2 * time.Hour); m.Before(now.Add(-40 * time.Minute)); m = m.Add(time.Minute) {
+		for m := now.Add(-tt.marked[0]); m.Before(now.Add(-tt.marked[1])); m = m.Add(time.Minute) {
 			if err := st.PutBeat(ctx, m); err != nil {
 				t.Fatal(err)
 			}
 		}
+		hung := store.Served{Version: rel.Version, VMID: "vm-hung", Boot: "b", Base: "202604.01", Time: now.Add(-tt.servedAgo)}
 		if err := st.PutServed(ctx, []store.Served{hung}); err != nil {
 			t.Fatal(err)
 		}

@@ -125,6 +125,7 @@ func (s *Shared) run(r *sharedRead) {
 
 // readEvidence reads src's evidence for looks at about now.
 func readEvidence(ctx context.Context, src Source, now time.Time) (evidence, error) {
+	start := time.Now()
 	var ev evidence
 	var err error
 	ev.reports, err = src.Reports(ctx)
@@ -136,11 +137,12 @@ func readEvidence(ctx context.Context, src Source, now time.Time) (evidence, err
 		return evidence{}, fmt.Errorf("list served records: %w", err)
 	}
 	if rl, ok := src.(store.ReplicaLister); ok {
-		// Measured after the records were read, so each offset is at
-		// least what it was when they were stamped; without them (the
-		// store cannot say) the times are read as stamped.
+		// Measured after the records were read, on now's clock (the
+		// caller's, advanced by the read), so each age is at least what
+		// it was when they were stamped; without them (the store cannot
+		// say) the times are read as stamped.
 		if hs, err := rl.Replicas(ctx); err == nil {
-			ev.clocks = tally.NewClocks(hs, time.Now())
+			ev.clocks = tally.NewClocks(hs, ev.reports, ev.served, now.Add(time.Since(start)))
 		}
 	}
 	if b, ok := src.(store.Beats); ok {
@@ -149,9 +151,12 @@ func readEvidence(ctx context.Context, src Source, now time.Time) (evidence, err
 		ev.beatsFrom = now.Add(-tally.UptimeWindow - ReadTimeout)
 		if marks, err := b.Beats(ctx, ev.beatsFrom); err == nil {
 			if len(marks) > 0 {
-				// Without any mark no replica marks minutes, and silence
-				// is wall-clock time (tally.NewUptime).
-				marks = append(marks, ev.recordMinutes()...)
+				// Only from the first mark on: without any, no replica
+				// marks minutes and silence is wall-clock time, and the
+				// minutes before the first count as up
+				// (tally.NewUptime), which a record's minute must not
+				// turn into an outage.
+				marks = append(marks, ev.recordMinutes(marks[0])...)
 				slices.SortFunc(marks, time.Time.Compare)
 			}
 			ev.beats, ev.beatsOK = marks, true
@@ -160,15 +165,15 @@ func readEvidence(ctx context.Context, src Source, now time.Time) (evidence, err
 	return ev, nil
 }
 
-// recordMinutes returns the minutes from beatsFrom on in which some
-// replica accepted a report or served a reporting node, on the reader's
-// clock: lpsd was up then whether or not the replica marks its minutes
-// (one older than the marks, mid-upgrade), so those minutes count
-// towards silence.
-func (ev evidence) recordMinutes() []time.Time {
+// recordMinutes returns the minutes from from on in which some replica
+// accepted a report or served a reporting node, on the reader's clock:
+// lpsd was up then whether or not the replica marks its minutes (one
+// older than the marks, mid-upgrade), so those minutes count towards
+// silence.
+func (ev evidence) recordMinutes(from time.Time) []time.Time {
 	set := map[time.Time]bool{}
 	add := func(replica string, t time.Time) {
-		if t = ev.clocks.At(replica, t); !t.Before(ev.beatsFrom) {
+		if t = ev.clocks.At(replica, t); !t.Before(from) {
 			set[t.UTC().Truncate(time.Minute)] = true
 		}
 	}

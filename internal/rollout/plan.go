@@ -59,12 +59,13 @@ type Plan struct {
 	// it reached no node); 0 means DefaultDeadline.
 	Deadline time.Duration `json:"deadline,omitempty"`
 	// SpreadOver is, for a release scoped to every subscription, how many
-	// subscriptions its base's nodes were seen in, enough of them to fill
-	// their share of its largest canary step, when the plan was set or the
-	// scope widened to every subscription (lpsd counts them over
-	// admin.SeenWindow: SpreadCount): its canary's seats are spread as over
-	// a scope listing that many (SeatsPerSubscription). 0: not counted, as
-	// in a plan set before lpsd counted them.
+	// subscriptions its base's nodes were seen in when the plan was set or
+	// the scope widened to every subscription, if they could fill its
+	// first canary step under the per-subscription bound (lpsd counts them
+	// over admin.SeenWindow: SpreadCount): its canary's seats are spread
+	// as over a scope listing that many (SeatsPerSubscription). 0: not
+	// counted (a plan set before lpsd counted them), or a fleet that could
+	// not fill its canary under the bound.
 	SpreadOver int `json:"spread_over,omitempty"`
 }
 
@@ -284,27 +285,29 @@ func (r Release) OpenSeats(n Node) int {
 
 // SpreadCount returns p's SpreadOver for a scope of every subscription
 // whose base's nodes were seen as nodes gives (distinct vmIds by
-// subscription): how many subscriptions had at least their share,
-// ⌈S/10⌉, of p's largest canary step's S seats. A subscription with fewer
-// could not fill its share, so counting it would bound a canary that the
-// fleet cannot fill (one large subscription beside nine of a node each
-// would stall); counting only those that can, ten of them fill S under
-// the bound. It is 0 for a plan without a canary.
+// subscription): how many subscriptions they were seen in, if those nodes
+// can fill p's first canary step of S seats with no subscription holding
+// more than its share ⌈S/10⌉ (the sum over subscriptions of min(nodes,
+// share) is at least S), else 0: no bound, since the canary could not
+// fill under it (one large subscription beside nine of a node each
+// would stall at its first step). Many small subscriptions only add to
+// what fills under the bound, so they cannot lift it. A later, larger
+// step is bounded too and may stall short of its seats, which pauses
+// the release as inconclusive at its deadline rather than lifting the
+// bound for every step. It is 0 for a plan without a canary.
 func (p Plan) SpreadCount(nodes map[string]int) int {
-	seats := 0
-	for _, s := range p.Steps {
-		seats = max(seats, s.Nodes)
-	}
-	if seats == 0 {
+	if !p.HasCanary() {
 		return 0
 	}
-	share, n := (seats+9)/10, 0
-	for _, c := range nodes {
-		if c >= share {
-			n++
-		}
+	seats := p.Steps[0].Nodes
+	share, fill := (seats+9)/10, 0
+	for _, n := range nodes {
+		fill += min(n, share)
 	}
-	return n
+	if fill < seats {
+		return 0
+	}
+	return len(nodes)
 }
 
 // SpreadSubscriptions is how many subscriptions a release's scope must

@@ -220,15 +220,26 @@ func TestSpreadOver(t *testing.T) {
 			t.Errorf("spread over %d, %d subscriptions listed: SeatsPerSubscription(20) = %d, want %d", tt.spreadOver, tt.subs, got, tt.want)
 		}
 	}
-	// SpreadCount counts the subscriptions with their share of the
-	// largest canary step: ⌈50/10⌉ = 5 nodes for canaryPlan's.
-	nodes := map[string]int{"big": 500, "five": 5, "four": 4, "six": 6}
-	if got := canaryPlan().SpreadCount(nodes); got != 3 {
-		t.Errorf("SpreadCount(%v) = %d, want 3", nodes, got)
+	// SpreadCount counts the subscriptions seen when they can fill the
+	// first canary step (canaryPlan's 5 seats: a share of 1 each) under
+	// the bound.
+	for _, tt := range []struct {
+		name  string
+		nodes map[string]int
+		want  int
+	}{
+		{"five of a node each fill 5 seats", map[string]int{"a": 1, "b": 1, "c": 1, "d": 1, "e": 1}, 5},
+		{"one large and three small cannot", map[string]int{"big": 500, "a": 1, "b": 1, "c": 1}, 0},
+		{"small ones beside a large one fill it", map[string]int{"big": 500, "a": 1, "b": 1, "c": 1, "d": 1}, 5},
+		{"none seen", map[string]int{}, 0},
+	} {
+		if got := canaryPlan().SpreadCount(tt.nodes); got != tt.want {
+			t.Errorf("%s: SpreadCount(%v) = %d, want %d", tt.name, tt.nodes, got, tt.want)
+		}
 	}
 	pct := canaryPlan()
 	pct.Steps = pct.Steps[2:]
-	if got := pct.SpreadCount(nodes); got != 0 {
+	if got := pct.SpreadCount(map[string]int{"a": 9, "b": 9}); got != 0 {
 		t.Errorf("SpreadCount of a plan without a canary = %d, want 0", got)
 	}
 	a, b := canaryPlan(), canaryPlan()

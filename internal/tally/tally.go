@@ -621,38 +621,65 @@ func (t Tally) incumbent(rel rollout.Release, incumbent string, from time.Time) 
 // reportTime is when r was accepted, on the reader's clock.
 func (t Tally) reportTime(r *store.Report) time.Time { return t.clocks.At(r.Replica, r.Time) }
 
-// ClockTolerance is how far a replica's clock may seem off the reader's,
-// by its heartbeat's age, before the times it stamped are corrected:
-// three of autopilot.BeatInterval (5 s), since a heartbeat is up to a beat
-// old when read, and a loaded replica beats late.
+// ClockTolerance is how far a replica's clock may seem behind the
+// reader's, by the age of the freshest time read off it, before the times
+// it stamped are corrected: three of autopilot.BeatInterval (5 s), since a
+// heartbeat is up to a beat old when read, and a loaded replica beats late.
 const ClockTolerance = 15 * time.Second
 
-// Clocks are the replicas' clocks as a reader measured them: by replica
-// ID, how far behind the reader's clock each is (negative: ahead), as
-// the age of its last heartbeat when read. A heartbeat is never read
-// before it is written, so that age is at least the true offset, and a
-// time corrected by it is never earlier than the true one: a replica
-// whose clock is behind cannot make a node it served silent early, leave
-// a report it accepted out of its boot, or put evidence before a
-// resume's window; one ahead only delays silence, by at most a beat. A
-// nil Clocks corrects nothing.
+// MaxClockCorrection bounds a correction, and so how much it can delay a
+// node's silence when the age it measures is not the offset the records
+// were stamped with (a clock that stepped back since, a replica whose
+// heartbeat writes fail while its session lives).
+const MaxClockCorrection = 10 * time.Minute
+
+// Clocks are, by replica ID, how much later than stamped a reader reads
+// the times a replica stamped on reports and served records: how far its
+// clock seems behind the reader's, as the age, on the reader's clock, of
+// the freshest time known to have been read off it (its last heartbeat, or
+// the newest record it stamped), once past ClockTolerance, at most
+// MaxClockCorrection. A time is read off a clock before anyone reads it,
+// so that age is at least the replica's offset then: with a steady offset
+// a corrected time is never earlier than the true one, and a replica whose
+// clock is behind cannot make the nodes it served silent early, leave a
+// report it accepted out of the boot another replica served, or put
+// evidence before a resume's window. Times are only ever read later than
+// stamped, never earlier, so a clock that stepped since its older records
+// (the offset measured now is not theirs) or one that runs ahead only
+// delays their silence, the safe side, as reading them as stamped does for
+// one ahead. A nil Clocks corrects nothing.
 type Clocks map[string]time.Duration
 
-// NewClocks returns the offsets of the replicas whose heartbeats beats
-// are, read at now, of those beyond ClockTolerance; a replica within it,
-// or without a heartbeat (gone, or older than heartbeats: it stamped
-// nothing it told), is read as it stamped.
-func NewClocks(beats []store.Heartbeat, now time.Time) Clocks {
-	var c Clocks
+// NewClocks returns the corrections of the live replicas whose heartbeats
+// beats are, read at now, each by the freshest of its heartbeat and the
+// reports and served records it stamped. A replica within ClockTolerance,
+// or without a heartbeat (gone: its records age, its clock does not), is
+// read as it stamped.
+func NewClocks(beats []store.Heartbeat, reports []store.Report, served []store.Served, now time.Time) Clocks {
+	fresh := map[string]time.Time{}
 	for _, b := range beats {
-		if b.ID == "" || b.Time.IsZero() {
-			continue
+		if b.ID != "" && !b.Time.IsZero() {
+			fresh[b.ID] = b.Time
 		}
-		if age := now.Sub(b.Time); age > ClockTolerance || age < -ClockTolerance {
+	}
+	see := func(id string, t time.Time) {
+		if f, live := fresh[id]; live && t.After(f) {
+			fresh[id] = t
+		}
+	}
+	for i := range reports {
+		see(reports[i].Replica, reports[i].Time)
+	}
+	for i := range served {
+		see(served[i].Replica, served[i].Time)
+	}
+	var c Clocks
+	for id, t := range fresh {
+		if age := now.Sub(t); age > ClockTolerance {
 			if c == nil {
 				c = Clocks{}
 			}
-			c[b.ID] = age
+			c[id] = min(age, MaxClockCorrection)
 		}
 	}
 	return c

@@ -2,6 +2,7 @@ package tally
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -460,28 +461,27 @@ func TestBaselineSpreadOverSubscriptions(t *testing.T) {
 }
 
 // TestOfClocksCorrectSkewedReplicas: records are read on the reader's
-// clock, by the age of their replica's heartbeat. A replica whose clock is
-// behind by more than silent-after neither makes a node it just served
+// clock, by the age of the freshest time read off their replica. A replica
+// whose clock is minutes behind neither makes a node it just served
 // silent nor leaves a report it accepted out of the boot another replica
-// served (clockSlack); one ahead does not keep a node silent for longer than its
-// silent-after. A replica within ClockTolerance, or without a heartbeat,
-// is read as it stamped.
+// served (clockSlack). Times are only ever read later: one ahead is read
+// as stamped (its lead only delays silence). A live replica whose
+// heartbeat is stale but whose records are fresh is not corrected by the
+// heartbeat's age, a correction is at most MaxClockCorrection, and a
+// replica within ClockTolerance, or without a heartbeat, is read as it
+// stamped.
 func TestOfClocksCorrectSkewedReplicas(t *testing.T) {
 	t.Parallel()
-	now := t0.Add(time.Hour)
-	after := rollout.DefaultSilentAfter
-	behind, ahead := after+time.Minute, 2*time.Minute
+	now := t0.Add(6 * time.Hour)
+	behind, ahead := 3*time.Minute, 2*time.Minute
 	beats := []store.Heartbeat{
 		{ID: "behind", Time: now.Add(-behind - 2*time.Second)}, // written 2 s ago
 		{ID: "ahead", Time: now.Add(ahead - 3*time.Second)},
 		{ID: "ontime", Time: now.Add(-time.Second)},
+		{ID: "stale-beat", Time: now.Add(-5 * time.Hour)}, // its writes fail; it still serves
+		{ID: "far", Time: now.Add(-2 * time.Hour)},
 		{ID: "joining"}, // joined, no heartbeat yet
 	}
-	clocks := NewClocks(beats, now)
-	if len(clocks) != 2 || clocks["behind"] != behind+2*time.Second || clocks["ahead"] != -ahead+3*time.Second {
-		t.Fatalf("NewClocks = %v, want behind %v and ahead %v only", clocks, behind+2*time.Second, -ahead+3*time.Second)
-	}
-
 	fresh := served("fresh", "1", v1, now.Add(-10*time.Second-behind)) // served 10 s ago
 	fresh.Replica = "behind"
 	boot := served("reported", "1", v1, now.Add(-30*time.Second))
@@ -490,15 +490,27 @@ func TestOfClocksCorrectSkewedReplicas(t *testing.T) {
 	// agent ran (a custom-data pin): not applicable, if it is the boot's.
 	rep := ran("reported", "1", "", 0)
 	rep.Time, rep.Replica = now.Add(-5*time.Second-behind), "behind"
-	stale := served("stale", "1", v1, now.Add(-after-time.Minute+ahead)) // served after+1m ago
-	stale.Replica = "ahead"
-	rels := []rollout.Release{rel(v1, rollout.Rolling)}
-	ss := []store.Served{fresh, boot, stale}
+	late := served("late", "1", v1, now.Add(-30*time.Second+ahead)) // served 30 s ago
+	late.Replica = "ahead"
+	hung := served("hung", "1", v1, now.Add(-4*time.Hour))
+	hung.Replica = "stale-beat"
+	recent := served("recent", "1", v2, now.Add(-5*time.Second))
+	recent.Replica = "stale-beat"
+	ss := []store.Served{fresh, boot, late, hung, recent}
 	reports := []store.Report{rep}
-	if c, want := OfUptime(rels, reports, ss, now, nil, nil).Releases[v1], (Counts{Silent: 1, Pending: 2}); c != want {
+
+	clocks := NewClocks(beats, reports, ss, now)
+	if want := (Clocks{"behind": behind + 2*time.Second, "far": MaxClockCorrection}); !maps.Equal(clocks, want) {
+		t.Fatalf("NewClocks = %v, want %v", clocks, want)
+	}
+	p := rollout.Plan{SilentAfter: time.Minute}
+	r := rel(v1, rollout.Rolling)
+	r.Rollout.Plan = &p
+	rels := []rollout.Release{r}
+	if c, want := OfUptime(rels, reports, ss, now, nil, nil).Releases[v1], (Counts{Silent: 2, Pending: 2}); c != want {
 		t.Errorf("read as stamped: %+v, want %+v (the case for the correction)", c, want)
 	}
-	if c, want := OfUptime(rels, reports, ss, now, nil, clocks).Releases[v1], (Counts{Pending: 1, NotApplicable: 1, Silent: 1}); c != want {
+	if c, want := OfUptime(rels, reports, ss, now, nil, clocks).Releases[v1], (Counts{Pending: 2, NotApplicable: 1, Silent: 1}); c != want {
 		t.Errorf("on the reader's clock: %+v, want %+v", c, want)
 	}
 }

@@ -45,10 +45,9 @@ func places(hs []store.Heartbeat) []rollout.Place {
 }
 
 // replicasProto returns the replicas hs, read at now by replica self,
-// each with its heartbeat's age and whether the evidence's times it
-// stamped are read corrected (tally.NewClocks decides, as for a look).
-func replicasProto(hs []store.Heartbeat, self string, now time.Time) []*adminv1.Replica {
-	clocks := tally.NewClocks(hs, now)
+// each with its heartbeat's age and whether clocks, the assessment's,
+// read the times it stamped corrected.
+func replicasProto(hs []store.Heartbeat, self string, now time.Time, clocks tally.Clocks) []*adminv1.Replica {
 	out := make([]*adminv1.Replica, 0, len(hs))
 	for _, h := range hs {
 		r := &adminv1.Replica{Id: h.ID, Region: h.Place.Region, DeployEnv: h.Place.DeployEnv, Self: h.ID == self}

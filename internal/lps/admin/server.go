@@ -442,8 +442,12 @@ func (s *Server) SetPlan(ctx context.Context, req *adminv1.SetPlanRequest) (*adm
 	}
 	// A canary scoped to every subscription is spread over those its base
 	// was seen in, as over a scope that lists them.
-	if p.SpreadOver, err = s.spreadOver(ctx, req.GetVersion(), p); err != nil {
-		return nil, err
+	if p.HasCanary() {
+		seen, err := s.seenNodesOf(ctx, req.GetVersion())
+		if err != nil {
+			return nil, err
+		}
+		p.SpreadOver = p.SpreadCount(seen)
 	}
 	apply := func(r rollout.Release) (rollout.Release, error) {
 		q := p
@@ -681,20 +685,15 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 		}
 		return &adminv1.SetRolloutResponse{ComponentConfig: c, Unchanged: same}, nil
 	}
-	// A planned canary's scope widened to every subscription is spread
-	// over those its base was seen in, as SetPlan spreads one, so that
-	// widening a scope never drops the per-subscription bound. The count
-	// is read before the change, which may retry: it is the same nodes.
-	spread := -1
-	if subs != nil && len(subs) == 0 {
-		cur, _, err := s.current(ctx, req.GetVersion(), 0)
-		if err != nil {
+	// A planned canary's scope widened from a list to every subscription
+	// is spread over those its base was seen in, as SetPlan spreads one,
+	// so that widening a scope never drops the per-subscription bound.
+	// The nodes are read before the change; whether it widens, and the
+	// plan counted, are the change's own (it may retry on a newer record).
+	var seen map[string]int
+	if subs != nil {
+		if seen, err = s.seenNodesOf(ctx, req.GetVersion()); err != nil {
 			return nil, err
-		}
-		if cur.Rollout.Plan != nil && len(cur.Rollout.Subscriptions) > 0 {
-			if spread, err = s.spreadOver(ctx, req.GetVersion(), *cur.Rollout.Plan); err != nil {
-				return nil, err
-			}
 		}
 	}
 	r, same, err := s.change(ctx, actor, ActionRolloutSet, req.GetVersion(), req.GetIfRevision(), req.GetReason(), func(r rollout.Release) (rollout.Release, error) {
@@ -702,6 +701,7 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 		if req.GetKeepPercent() {
 			p = r.Rollout.Percent
 		}
+		listed := len(r.Rollout.Subscriptions) > 0
 		r, err := r.SetScope(p, subs, regions)
 		if err != nil {
 			return r, err
@@ -711,8 +711,8 @@ func (s *Server) SetRollout(ctx context.Context, req *adminv1.SetRolloutRequest)
 			switch {
 			case len(r.Rollout.Subscriptions) > 0:
 				q.SpreadOver = 0 // the scope's list spreads it
-			case spread >= 0:
-				q.SpreadOver = spread
+			case listed:
+				q.SpreadOver = q.SpreadCount(seen)
 			}
 			r.Rollout.Plan = &q
 		}
@@ -1047,7 +1047,7 @@ func (s *Server) Status(ctx context.Context, _ *adminv1.StatusRequest) (*adminv1
 	if err != nil {
 		return nil, err
 	}
-	resp.Replicas = replicasProto(hs, s.replicaID, s.now())
+	resp.Replicas = replicasProto(hs, s.replicaID, now, fleet.Clocks)
 	snap := s.currentSnapshot()
 	if snap != nil {
 		resp.SnapshotRevision = snap.Revision

@@ -13,20 +13,20 @@ import (
 
 // TestPlanSpreadsAllSubscriptionCanary: a canary planned on a release
 // scoped to every subscription records how many subscriptions its base's
-// nodes were seen in over the last day with at least their share of its
-// largest canary step (another base's, older sightings, and subscriptions
-// too small to fill their share do not count), so its seats are spread as
-// over a scope that lists them; a scope that lists subscriptions records
-// none, and one large subscription beside small ones gets no bound its
-// canary could not fill.
+// nodes were seen in over the last day (another base's, and older
+// sightings, do not count), so its seats are spread as over a scope that
+// lists them; a scope that lists subscriptions records none; a fleet
+// whose nodes could not fill the canary under the bound (one large
+// subscription beside a few small ones) gets none, and one whose many
+// small subscriptions could, beside a squatter's, keeps it.
 func TestPlanSpreadsAllSubscriptionCanary(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
 	c := h.ops(t)
 	ctx := t.Context()
 	_, priv := newKey(t)
-	const all, listed, lopsided = "202604.01.1", "202604.01.2", "202605.01.1"
-	for _, v := range []string{all, listed, lopsided} {
+	const all, listed, lopsided, squatted = "202604.01.1", "202604.01.2", "202605.01.1", "202606.01.1"
+	for _, v := range []string{all, listed, lopsided, squatted} {
 		publish(t, c, signed(t, priv, v))
 	}
 	sub := func(i int) string { return fmt.Sprintf("%08d-0000-4000-8000-000000000000", i) }
@@ -39,7 +39,7 @@ func TestPlanSpreadsAllSubscriptionCanary(t *testing.T) {
 		report(fmt.Sprintf("vm-%d-a", i), i, "202604.01", recent)
 		report(fmt.Sprintf("vm-%d-b", i), i, "202604.01", recent)
 	}
-	report("vm-12-a", 12, "202604.01", recent)                  // one node: under its share
+	report("vm-12-a", 12, "202604.01", recent)                  // one node
 	report("vm-12-a", 12, "202604.01", recent.Add(time.Minute)) // the same node again
 	report("vm-old-a", 99, "202604.01", testNow.Add(-SeenWindow-time.Hour))
 	report("vm-old-b", 99, "202604.01", testNow.Add(-SeenWindow-time.Hour))
@@ -48,6 +48,12 @@ func TestPlanSpreadsAllSubscriptionCanary(t *testing.T) {
 	}
 	for i := range 9 {
 		report(fmt.Sprintf("vm-small-%d", i), 60+i, "202605.01", recent)
+	}
+	for i := range 100 { // base 202606.01: a hundred tenants of a node each, and a squatter
+		report(fmt.Sprintf("vm-tenant-%d", i), 100+i, "202606.01", recent)
+	}
+	for i := range 20 {
+		report(fmt.Sprintf("vm-squat-%d", i), 300, "202606.01", recent)
 	}
 	if _, err := h.store.PutReports(ctx, rs); err != nil {
 		t.Fatal(err)
@@ -63,8 +69,8 @@ func TestPlanSpreadsAllSubscriptionCanary(t *testing.T) {
 	if _, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: all, Plan: canaryPlanProto(20), Reason: "canary"}); err != nil {
 		t.Fatal(err)
 	}
-	if over, share := spread(all); over != 12 || share != 2 {
-		t.Errorf("SpreadOver = %d, SeatsPerSubscription(20) = %d; want the 12 subscriptions of base 202604.01 seen with 2 nodes, and ⌈20/10⌉", over, share)
+	if over, share := spread(all); over != 13 || share != 2 {
+		t.Errorf("SpreadOver = %d, SeatsPerSubscription(20) = %d; want the 13 subscriptions base 202604.01 was seen in, and ⌈20/10⌉", over, share)
 	}
 
 	if err := setPct(ctx, c, listed, 0, []string{sub(0), sub(1)}, nil); err != nil {
@@ -80,16 +86,25 @@ func TestPlanSpreadsAllSubscriptionCanary(t *testing.T) {
 	if _, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: lopsided, Plan: canaryPlanProto(20), Reason: "canary"}); err != nil {
 		t.Fatal(err)
 	}
-	if over, share := spread(lopsided); over != 1 || share != 0 {
-		t.Errorf("one subscription of 30 nodes beside nine of one: SpreadOver %d, share %d; want 1, and no bound", over, share)
+	if over, share := spread(lopsided); over != 0 || share != 0 {
+		t.Errorf("one subscription of 30 nodes beside nine of one (11 seats fill under a share of 2): SpreadOver %d, share %d; want none, and no bound", over, share)
+	}
+
+	if _, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: squatted, Plan: canaryPlanProto(20), Reason: "canary"}); err != nil {
+		t.Fatal(err)
+	}
+	if over, share := spread(squatted); over != 101 || share != 2 {
+		t.Errorf("a hundred subscriptions of a node beside a squatter of 20: SpreadOver %d, share %d; want 101, and ⌈20/10⌉", over, share)
 	}
 }
 
 // TestAttackScopeWidenedAfterPlanKeepsSpread: a planned canary whose scope
 // lists two subscriptions (no bound) widened to every subscription is
 // counted then, as SetPlan counts it, so squatters of one subscription
-// cannot take its seats by asking for a plan on a narrow scope first; a
-// scope narrowed to a list again is spread by its list.
+// cannot take its seats by asking for a plan on a narrow scope first,
+// however the widening list is spelled (blank entries are every
+// subscription too); a scope narrowed to a list again is spread by its
+// list. Seats taken while the list had no bound stay taken.
 func TestAttackScopeWidenedAfterPlanKeepsSpread(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOpts{})
@@ -137,6 +152,13 @@ func TestAttackScopeWidenedAfterPlanKeepsSpread(t *testing.T) {
 	}
 	if r := read(); r.Rollout.Plan.SpreadOver != 0 || r.SeatsPerSubscription(20) != 0 {
 		t.Errorf("narrowed to one subscription: SpreadOver %d, share %d; want 0, none", r.Rollout.Plan.SpreadOver, r.SeatsPerSubscription(20))
+	}
+	// Widened again by a list of blank entries, which is every subscription.
+	if _, err := c.SetRollout(ctx, &adminv1.SetRolloutRequest{Version: v, KeepPercent: true, SetSubscriptions: true, Subscriptions: []string{" ", ""}, Reason: "widen"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := read(); len(r.Rollout.Subscriptions) != 0 || r.SeatsPerSubscription(20) != 2 {
+		t.Errorf("widened by blank entries: scope %v, share %d; want all, 2", r.Rollout.Subscriptions, r.SeatsPerSubscription(20))
 	}
 }
 

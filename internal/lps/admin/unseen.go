@@ -14,7 +14,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"nodehotfix/internal/hotfix"
-	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/typo"
 )
@@ -181,22 +180,15 @@ func (s *Server) seenNodes(ctx context.Context, base string) (map[string]int, er
 	return out, nil
 }
 
-// spreadOver returns the SpreadOver of plan p on release version scoped
-// to every subscription: rollout.Plan.SpreadCount of the nodes its base
-// was seen with.
-func (s *Server) spreadOver(ctx context.Context, version string, p rollout.Plan) (int, error) {
-	if !p.HasCanary() {
-		return 0, nil
-	}
+// seenNodesOf is seenNodes of release version's image base: the nodes a
+// canary of it scoped to every subscription is spread over
+// (rollout.Plan.SpreadCount).
+func (s *Server) seenNodesOf(ctx context.Context, version string) (map[string]int, error) {
 	v, err := hotfix.ParseVersion(version)
 	if err != nil {
-		return 0, status.Errorf(codes.InvalidArgument, "version: %v", err)
+		return nil, status.Errorf(codes.InvalidArgument, "version: %v", err)
 	}
-	nodes, err := s.seenNodes(ctx, v.Base())
-	if err != nil {
-		return 0, err
-	}
-	return p.SpreadCount(nodes), nil
+	return s.seenNodes(ctx, v.Base())
 }
 
 // unreadable reports whether err is only a list's note of records it

@@ -3360,10 +3360,10 @@ type Replica struct {
 	// replica's (negative: ahead), plus up to a heartbeat interval (5 s).
 	// Unset without a heartbeat.
 	HeartbeatAgeMs *int64 `protobuf:"varint,6,opt,name=heartbeat_age_ms,json=heartbeatAgeMs,proto3,oneof" json:"heartbeat_age_ms,omitempty"`
-	// Its heartbeat's age is past the tolerance (15 s) either way, so the
-	// answering replica reads the times this one stamps on reports and
-	// served records moved by that age (internal/tally Clocks): fix its
-	// time sync.
+	// Its clock is behind the answering replica's by more than the
+	// tolerance (15 s), by the freshest time read off it, so the assessment
+	// reads the times it stamps on reports and served records later by that
+	// much, at most 10 minutes (internal/tally Clocks): fix its time sync.
 	ClockCorrected bool `protobuf:"varint,7,opt,name=clock_corrected,json=clockCorrected,proto3" json:"clock_corrected,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
