@@ -56,9 +56,11 @@ const (
 	// MaxPointSize bounds one point's Data: a point holds a few dozen
 	// counts and names.
 	MaxPointSize = 4 << 10
-	// MaxPointsRead bounds one Points call: about a week of a release
-	// whose assessment changes every minute; the chart draws at most a
-	// few hundred of them.
+	// MaxPointsRead bounds one Points call, and the points
+	// internal/history returns with the earlier looks they carry: about a
+	// week of a release whose assessment changes every minute, less when
+	// it moves several times a minute; the chart draws at most a few
+	// hundred of them.
 	MaxPointsRead = 10_000
 )
 

@@ -122,7 +122,10 @@ func (a pageKey) compare(b pageKey) int {
 }
 
 // pageTokenPrefix marks a token that is a pageKey; a token of digits
-// alone is an offset, as lpsd gave before, so paging survives an upgrade.
+// alone is an offset, as lpsd gave before, so a listing begun on an older
+// replica goes on here. An older replica refuses this one's tokens
+// (InvalidArgument), so mid-upgrade behind a load balancer a listing may
+// have to start again.
 const pageTokenPrefix = "k1."
 
 func (a pageKey) token() string {
