@@ -136,6 +136,10 @@ type Store struct {
 	seqMu     sync.Mutex
 	seq       int64
 	seqModRev int64
+
+	// reports and served keep what the last lists decoded.
+	reports *decoded[store.Report]
+	served  *decoded[store.Served]
 }
 
 // Open connects to the etcd cluster at endpoints (e.g.
@@ -173,6 +177,8 @@ func Open(ctx context.Context, endpoints []string, c Config) (*Store, error) {
 		log:        log,
 		done:       make(chan struct{}),
 	}
+	s.reports = &decoded[store.Report]{prefix: s.reportsPrefix(), decode: storecodec.DecodeReport}
+	s.served = &decoded[store.Served]{prefix: s.servedPrefix(), decode: storecodec.DecodeServed}
 	// The client connects lazily; one read proves the cluster answers and
 	// primes the audit-seq cache.
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -565,33 +571,43 @@ func (s *Store) commitReports(ctx context.Context, ops []clientv3.Op) (*clientv3
 // all at the revision of the first, so the list is one consistent view. Each
 // read is bounded by the request timeout.
 func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
-	var out []store.Report
-	bad := store.NewUnreadable("report")
-	err := s.scan(ctx, s.reportsPrefix(), func(kv *mvccpb.KeyValue) error {
-		r, err := storecodec.DecodeReport(kv.Value)
-		if err != nil {
-			bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
-			return nil
-		}
-		out = append(out, r)
-		return nil
-	})
+	if s.isClosed() {
+		return nil, fmt.Errorf("list reports: %w", store.ErrClosed)
+	}
+	out, bad, err := s.reports.list(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("list reports: %w", err)
 	}
 	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
 	slices.SortFunc(out, store.CompareReports)
-	return out, bad.Err()
+	return out, unreadable("report", bad)
+}
+
+// unreadable returns the *store.UnreadableError of a list's decode
+// errors, or nil for none.
+func unreadable(kind string, errs []error) error {
+	u := store.NewUnreadable(kind)
+	for _, err := range errs {
+		u.Add(err)
+	}
+	return u.Err()
 }
 
 // scan calls each for every key under prefix, in pages of reportsPageSize
 // read at the revision of the first page.
 func (s *Store) scan(ctx context.Context, prefix string, each func(*mvccpb.KeyValue) error) error {
+	var rev int64
+	return s.scanAt(ctx, prefix, &rev, false, each)
+}
+
+// scanAt is scan that sets *rev to the revision read at, and with
+// keysOnly reads the keys and their revisions without the values.
+func (s *Store) scanAt(ctx context.Context, prefix string, rev *int64, keysOnly bool, each func(*mvccpb.KeyValue) error) error {
 	if s.isClosed() {
 		return store.ErrClosed
 	}
+	*rev = 0 // until the first page fixes it
 	var (
-		rev   int64 // 0 until the first page fixes it
 		from  = prefix
 		end   = clientv3.GetPrefixRangeEnd(prefix)
 		pages int
@@ -600,12 +616,12 @@ func (s *Store) scan(ctx context.Context, prefix string, each func(*mvccpb.KeyVa
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		resp, err := s.reportsPage(ctx, from, end, rev)
+		resp, err := s.reportsPage(ctx, from, end, *rev, keysOnly)
 		if err != nil {
 			return fmt.Errorf("page %d: %w", pages, err)
 		}
 		pages++
-		rev = resp.Header.Revision
+		*rev = resp.Header.Revision
 		for _, kv := range resp.Kvs {
 			if err := each(kv); err != nil {
 				return err
@@ -659,32 +675,28 @@ func (s *Store) PutServed(ctx context.Context, ss []store.Served) error {
 
 // Served implements store.Store as Reports does.
 func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
-	var out []store.Served
-	bad := store.NewUnreadable("served record")
-	err := s.scan(ctx, s.servedPrefix(), func(kv *mvccpb.KeyValue) error {
-		sv, err := storecodec.DecodeServed(kv.Value)
-		if err != nil {
-			bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
-			return nil
-		}
-		out = append(out, sv)
-		return nil
-	})
+	if s.isClosed() {
+		return nil, fmt.Errorf("list served: %w", store.ErrClosed)
+	}
+	out, bad, err := s.served.list(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("list served: %w", err)
 	}
 	slices.SortFunc(out, store.CompareServed)
-	return out, bad.Err()
+	return out, unreadable("served record", bad)
 }
 
 // reportsPage reads up to reportsPageSize keys in [from, end) at revision
-// rev (0: the current one).
-func (s *Store) reportsPage(ctx context.Context, from, end string, rev int64) (*clientv3.GetResponse, error) {
+// rev (0: the current one), without their values if keysOnly.
+func (s *Store) reportsPage(ctx context.Context, from, end string, rev int64, keysOnly bool) (*clientv3.GetResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
 	opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(reportsPageSize)}
 	if rev > 0 {
 		opts = append(opts, clientv3.WithRev(rev))
+	}
+	if keysOnly {
+		opts = append(opts, clientv3.WithKeysOnly())
 	}
 	resp, err := s.cli.Get(ctx, from, opts...)
 	if err != nil {
