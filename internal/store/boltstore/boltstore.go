@@ -91,6 +91,10 @@ const lockTimeout = time.Second
 type Store struct {
 	db  *bolt.DB
 	hub notify.Hub
+
+	// reports and served keep what the last lists decoded.
+	reports *decoded[store.Report]
+	served  *decoded[store.Served]
 }
 
 // Open opens or creates the database file at path (mode 0600, parent
@@ -120,7 +124,10 @@ func Open(path string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
-	s := &Store{db: db}
+	s := &Store{db: db,
+		reports: &decoded[store.Report]{bucket: reportsBucket, decode: storecodec.DecodeReport, what: "report"},
+		served:  &decoded[store.Served]{bucket: servedBucket, decode: storecodec.DecodeServed, what: "served"},
+	}
 	err = s.update(func(tx *bolt.Tx) error {
 		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket, beatsBucket, pointsBucket, logRecordsBucket, logHashesBucket, keySetsBucket} {
 			if _, err := tx.CreateBucketIfNotExists([]byte(b)); err != nil {
@@ -459,15 +466,12 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	var out []store.Report
 	bad := store.NewUnreadable("report")
 	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte(reportsBucket)).ForEach(func(k, v []byte) error {
-			r, err := storecodec.DecodeReport(v)
-			if err != nil {
-				bad.Add(fmt.Errorf("report %q: %w", k, err))
-				return nil
-			}
-			out = append(out, r)
-			return nil
-		})
+		rs, errs, err := s.reports.list(tx)
+		out = rs
+		for _, e := range errs {
+			bad.Add(e)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list reports: %w", mapErr(err))
@@ -639,15 +643,12 @@ func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
 	var out []store.Served
 	bad := store.NewUnreadable("served record")
 	err := s.view(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte(servedBucket)).ForEach(func(k, v []byte) error {
-			sv, err := storecodec.DecodeServed(v)
-			if err != nil {
-				bad.Add(fmt.Errorf("served %q: %w", k, err))
-				return nil
-			}
-			out = append(out, sv)
-			return nil
-		})
+		ss, errs, err := s.served.list(tx)
+		out = ss
+		for _, e := range errs {
+			bad.Add(e)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list served: %w", mapErr(err))

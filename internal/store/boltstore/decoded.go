@@ -1,0 +1,61 @@
+package boltstore
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// decoded keeps what the last list of one bucket decoded (Reports,
+// Served), by key, with the bytes it decoded, so that the next list
+// decodes only the values that differ: a look's cost was mostly decoding
+// every kept record, and comparing a record's bytes costs a small part of
+// decoding them. The entries are exactly the bucket's keys at the last
+// list; lists of one bucket take turns (mu).
+type decoded[T any] struct {
+	bucket string
+	decode func([]byte) (T, error)
+	what   string // names a key in a decode error: "report", "served"
+
+	mu    sync.Mutex
+	byKey map[string]entry[T]
+}
+
+type entry[T any] struct {
+	raw []byte // a copy: tx's bytes are valid only in tx
+	v   T
+	err error
+}
+
+// list returns every value in the bucket, decoded, and the decode errors
+// of the keys that could not be (each naming its key, in key order).
+func (c *decoded[T]) list(tx *bolt.Tx) ([]T, []error, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := make(map[string]entry[T], len(c.byKey))
+	out := make([]T, 0, len(c.byKey))
+	var bad []error
+	err := tx.Bucket([]byte(c.bucket)).ForEach(func(k, v []byte) error {
+		e, ok := c.byKey[string(k)]
+		if !ok || !bytes.Equal(e.raw, v) {
+			e.raw = slices.Clone(v)
+			e.v, e.err = c.decode(v)
+		}
+		next[string(k)] = e
+		if e.err != nil {
+			bad = append(bad, fmt.Errorf("%s %q: %w", c.what, k, e.err))
+			return nil
+		}
+		out = append(out, e.v)
+		return nil
+	})
+	if err != nil {
+		c.byKey = nil
+		return nil, nil, err
+	}
+	c.byKey = next
+	return out, bad, nil
+}
