@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -125,8 +126,8 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
 	s := &Store{db: db,
-		reports: &decoded[store.Report]{bucket: reportsBucket, decode: storecodec.DecodeReport, what: "report"},
-		served:  &decoded[store.Served]{bucket: servedBucket, decode: storecodec.DecodeServed, what: "served"},
+		reports: &decoded[store.Report]{bucket: reportsBucket, decode: storecodec.DecodeReport, what: "report", seed: maphash.MakeSeed()},
+		served:  &decoded[store.Served]{bucket: servedBucket, decode: storecodec.DecodeServed, what: "served", seed: maphash.MakeSeed()},
 	}
 	err = s.update(func(tx *bolt.Tx) error {
 		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket, beatsBucket, pointsBucket, logRecordsBucket, logHashesBucket, keySetsBucket} {

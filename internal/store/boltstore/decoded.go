@@ -1,31 +1,34 @@
 package boltstore
 
 import (
-	"bytes"
 	"fmt"
-	"slices"
+	"hash/maphash"
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
 )
 
 // decoded keeps what the last list of one bucket decoded (Reports,
-// Served), by key, with the bytes it decoded, so that the next list
-// decodes only the values that differ: a look's cost was mostly decoding
-// every kept record, and comparing a record's bytes costs a small part of
-// decoding them. The entries are exactly the bucket's keys at the last
-// list; lists of one bucket take turns (mu).
+// Served), by key, with a hash of the bytes it decoded, so that the next
+// list decodes only the values that differ: a look's cost was mostly
+// decoding every kept record, and hashing a record's bytes costs a small
+// part of decoding them. The hash is seeded at random per process
+// (hash/maphash), so no writer of a value can aim at another's hash, and
+// 64 bits cost 8 bytes a record where a copy of the value cost hundreds.
+// The entries are exactly the bucket's keys at the last list; lists of
+// one bucket take turns (mu).
 type decoded[T any] struct {
 	bucket string
 	decode func([]byte) (T, error)
 	what   string // names a key in a decode error: "report", "served"
+	seed   maphash.Seed
 
 	mu    sync.Mutex
 	byKey map[string]entry[T]
 }
 
 type entry[T any] struct {
-	raw []byte // a copy: tx's bytes are valid only in tx
+	sum uint64 // maphash of the value decoded
 	v   T
 	err error
 }
@@ -39,9 +42,10 @@ func (c *decoded[T]) list(tx *bolt.Tx) ([]T, []error, error) {
 	out := make([]T, 0, len(c.byKey))
 	var bad []error
 	err := tx.Bucket([]byte(c.bucket)).ForEach(func(k, v []byte) error {
+		sum := maphash.Bytes(c.seed, v)
 		e, ok := c.byKey[string(k)]
-		if !ok || !bytes.Equal(e.raw, v) {
-			e.raw = slices.Clone(v)
+		if !ok || e.sum != sum {
+			e.sum = sum
 			e.v, e.err = c.decode(v)
 		}
 		next[string(k)] = e
