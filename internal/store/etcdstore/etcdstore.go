@@ -621,7 +621,11 @@ func (s *Store) scanAt(ctx context.Context, prefix string, rev *int64, keysOnly 
 			return fmt.Errorf("page %d: %w", pages, err)
 		}
 		pages++
-		*rev = resp.Header.Revision
+		if *rev == 0 {
+			// A response's header carries the store's current revision,
+			// not the one read at: only the first page's is ours.
+			*rev = resp.Header.Revision
+		}
 		for _, kv := range resp.Kvs {
 			if err := each(kv); err != nil {
 				return err

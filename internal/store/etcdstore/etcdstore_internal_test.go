@@ -8,6 +8,7 @@ import (
 	"slices"
 	"testing"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"nodehotfix/internal/store"
@@ -271,4 +272,42 @@ func BenchmarkReportsList(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestIntegrationScanReadsOneRevision: a scan's pages are all read at the
+// first page's revision, so a key written while it runs is not listed,
+// however the pages fall (a response's header carries the current
+// revision, not the one read at).
+func TestIntegrationScanReadsOneRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, etcdtest.Start(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	var rs []store.Report
+	for i := range 2*reportsPageSize + 10 { // three pages
+		rs = append(rs, storetest.Report(fmt.Sprintf("vm-%05d", i), "b"))
+	}
+	storetest.MustPutReports(t, s, rs...)
+	var first int64
+	n, wrote := 0, false
+	err = s.scanAt(ctx, s.reportsPrefix(), &first, true, func(*mvccpb.KeyValue) error {
+		n++
+		if !wrote {
+			wrote = true
+			storetest.MustPutReports(t, s, storetest.Report("vm-99999", "b")) // sorts on the last page
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(rs) {
+		t.Errorf("listed %d keys, want the %d there when the scan began", n, len(rs))
+	}
 }
