@@ -89,7 +89,9 @@ func (s *Store) Points(ctx context.Context, version string, limit int) ([]store.
 		if err != nil {
 			return nil, fmt.Errorf("list history points: %w", s.mapErr(err))
 		}
-		rev = resp.Header.Revision
+		if rev == 0 {
+			rev = resp.Header.Revision // the current one: the first read's is ours
+		}
 		for _, kv := range resp.Kvs {
 			if m, ok := pointMinute(strings.TrimPrefix(string(kv.Key), prefix)); ok {
 				out = append(out, store.Point{Version: version, Time: time.Unix(m*60, 0).UTC(), Data: kv.Value})
