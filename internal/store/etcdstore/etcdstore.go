@@ -177,8 +177,8 @@ func Open(ctx context.Context, endpoints []string, c Config) (*Store, error) {
 		log:        log,
 		done:       make(chan struct{}),
 	}
-	s.reports = &decoded[store.Report]{prefix: s.reportsPrefix(), decode: storecodec.DecodeReport}
-	s.served = &decoded[store.Served]{prefix: s.servedPrefix(), decode: storecodec.DecodeServed}
+	s.reports = newDecoded(s.reportsPrefix(), storecodec.DecodeReport)
+	s.served = newDecoded(s.servedPrefix(), storecodec.DecodeServed)
 	// The client connects lazily; one read proves the cluster answers and
 	// primes the audit-seq cache.
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -596,17 +596,23 @@ func unreadable(kind string, errs []error) error {
 // scan calls each for every key under prefix, in pages of reportsPageSize
 // read at the revision of the first page.
 func (s *Store) scan(ctx context.Context, prefix string, each func(*mvccpb.KeyValue) error) error {
-	var rev int64
-	return s.scanAt(ctx, prefix, &rev, false, each)
+	var at readPoint
+	return s.scanAt(ctx, prefix, &at, false, each)
 }
 
-// scanAt is scan that sets *rev to the revision read at, and with
-// keysOnly reads the keys and their revisions without the values.
-func (s *Store) scanAt(ctx context.Context, prefix string, rev *int64, keysOnly bool, each func(*mvccpb.KeyValue) error) error {
+// readPoint is where a scan read: the revision (0 before the first page:
+// the current one) and the cluster's ID.
+type readPoint struct {
+	rev     int64
+	cluster uint64
+}
+
+// scanAt is scan at at.rev (0: the current revision, which it sets), and
+// with keysOnly reads the keys and their revisions without the values.
+func (s *Store) scanAt(ctx context.Context, prefix string, at *readPoint, keysOnly bool, each func(*mvccpb.KeyValue) error) error {
 	if s.isClosed() {
 		return store.ErrClosed
 	}
-	*rev = 0 // until the first page fixes it
 	var (
 		from  = prefix
 		end   = clientv3.GetPrefixRangeEnd(prefix)
@@ -616,16 +622,17 @@ func (s *Store) scanAt(ctx context.Context, prefix string, rev *int64, keysOnly 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		resp, err := s.reportsPage(ctx, from, end, *rev, keysOnly)
+		resp, err := s.reportsPage(ctx, from, end, at.rev, keysOnly)
 		if err != nil {
 			return fmt.Errorf("page %d: %w", pages, err)
 		}
 		pages++
-		if *rev == 0 {
+		if at.rev == 0 {
 			// A response's header carries the store's current revision,
 			// not the one read at: only the first page's is ours.
-			*rev = resp.Header.Revision
+			at.rev = resp.Header.Revision
 		}
+		at.cluster = resp.Header.ClusterId
 		for _, kv := range resp.Kvs {
 			if err := each(kv); err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -208,7 +209,12 @@ func TestIntegrationListsDecodeOnlyWhatChanged(t *testing.T) {
 		want[r.VMID+"/b"] = r.ExitCode
 	}
 	storetest.MustPutReports(t, s, many...)
+	put("vm-0", 3) // replaced beside them
+	decodes = 0
 	check("more changes than fetched one by one", 0)
+	if decodes != maxChangedGets+11 {
+		t.Errorf("the list after %d keys changed decoded %d values", maxChangedGets+11, decodes)
+	}
 
 	canceled, cancel := context.WithCancel(ctx)
 	cancel()
@@ -249,9 +255,7 @@ func BenchmarkReportsList(b *testing.B) {
 	storetest.MustPutReports(b, s, rs...)
 	b.Run("every-value", func(b *testing.B) {
 		for b.Loop() {
-			s.reports.mu.Lock()
-			s.reports.rev, s.reports.byKey = 0, nil
-			s.reports.mu.Unlock()
+			s.reports.rev, s.reports.byKey = 0, nil // no list runs
 			if _, err := s.Reports(ctx); err != nil {
 				b.Fatal(err)
 			}
@@ -294,9 +298,9 @@ func TestIntegrationScanReadsOneRevision(t *testing.T) {
 		rs = append(rs, storetest.Report(fmt.Sprintf("vm-%05d", i), "b"))
 	}
 	storetest.MustPutReports(t, s, rs...)
-	var first int64
+	var at readPoint
 	n, wrote := 0, false
-	err = s.scanAt(ctx, s.reportsPrefix(), &first, true, func(*mvccpb.KeyValue) error {
+	err = s.scanAt(ctx, s.reportsPrefix(), &at, true, func(*mvccpb.KeyValue) error {
 		n++
 		if !wrote {
 			wrote = true
@@ -309,5 +313,172 @@ func TestIntegrationScanReadsOneRevision(t *testing.T) {
 	}
 	if n != len(rs) {
 		t.Errorf("listed %d keys, want the %d there when the scan began", n, len(rs))
+	}
+}
+
+// hookKV calls after after each Get it passes on.
+type hookKV struct {
+	clientv3.KV
+	after func(clientv3.Op)
+}
+
+func (h hookKV) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	resp, err := h.KV.Get(ctx, key, opts...)
+	h.after(clientv3.OpGet(key, opts...))
+	return resp, err
+}
+
+// TestIntegrationListReadsOneRevision: a value written between a list's
+// listing of the keys and its fetch of the changed values is not what it
+// returns: both are read at one revision.
+func TestIntegrationListReadsOneRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, etcdtest.Start(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	exit := func(vm string, code int) store.Report {
+		r := storetest.Report(vm, "b")
+		r.ExitCode = code
+		return r
+	}
+	storetest.MustPutReports(t, s, exit("vm-0", 0), exit("vm-1", 0))
+	if _, err := s.Reports(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.MustPutReports(t, s, exit("vm-1", 1)) // changed: fetched by the next list
+	kv, fired := s.cli.KV, false
+	s.cli.KV = hookKV{KV: kv, after: func(op clientv3.Op) {
+		if fired || !op.IsKeysOnly() {
+			return
+		}
+		fired = true
+		b, err := storecodec.EncodeReport(exit("vm-1", 2))
+		if err == nil {
+			_, err = kv.Put(context.Background(), s.reportsPrefix()+"vm-1/b", string(b))
+		}
+		if err != nil {
+			t.Error(err)
+		}
+	}}
+	rs, err := s.Reports(ctx)
+	s.cli.KV = kv
+	if err != nil || !fired {
+		t.Fatalf("Reports = %v (the write between fired: %v)", err, fired)
+	}
+	for _, r := range rs {
+		if r.VMID == "vm-1" && r.ExitCode != 1 {
+			t.Errorf("vm-1's exit code %d, want 1: the value at the keys' revision", r.ExitCode)
+		}
+	}
+}
+
+// TestIntegrationListAfterRestore: behind the same endpoints, a cluster
+// restored from a snapshot hands revisions out again, so one key's
+// ModRevision may name another value; the list reads what that cluster
+// holds, not what it kept from the other.
+func TestIntegrationListAfterRestore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts two embedded etcds")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, etcdtest.Start(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	restored, err := Open(ctx, etcdtest.Start(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { restored.Close() })
+	put := func(st *Store, code int) int64 {
+		t.Helper()
+		r := storetest.Report("vm-0", "b")
+		r.ExitCode = code
+		b, err := storecodec.EncodeReport(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := st.cli.Put(ctx, st.reportsPrefix()+"vm-0/b", string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	// Both clusters at one revision, then the same key at the same
+	// ModRevision with different values.
+	pad := func(st *Store) int64 {
+		resp, err := st.cli.Put(ctx, "pad", "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	a, b := pad(s), pad(restored)
+	for a < b {
+		a = pad(s)
+	}
+	for b < a {
+		b = pad(restored)
+	}
+	if ma, mb := put(s, 0), put(restored, 5); ma != mb {
+		t.Fatalf("ModRevisions %d and %d differ", ma, mb)
+	}
+	if rs, err := s.Reports(ctx); err != nil || len(rs) != 1 || rs[0].ExitCode != 0 {
+		t.Fatalf("Reports = %v, %v", rs, err)
+	}
+	kv := s.cli.KV
+	s.cli.KV = restored.cli.KV
+	rs, err := s.Reports(ctx)
+	s.cli.KV = kv
+	if err != nil || len(rs) != 1 || rs[0].ExitCode != 5 {
+		t.Errorf("after the restore Reports = %+v, %v; want the restored cluster's exit code 5", rs, err)
+	}
+}
+
+// TestIntegrationListWaitsWithinItsContext: a list waiting for another's
+// turn gives up when its context ends, and its failure leaves what the
+// other kept, so the next list still decodes only what changed.
+func TestIntegrationListWaitsWithinItsContext(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, etcdtest.Start(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	storetest.MustPutReports(t, s, storetest.Report("vm-0", "b"))
+	if _, err := s.Reports(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.reports.sem <- struct{}{} // another list's turn
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.Reports(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a list waiting past its deadline = %v, want DeadlineExceeded", err)
+	}
+	<-s.reports.sem
+	var decodes int
+	s.reports.decode = func(b []byte) (store.Report, error) {
+		decodes++
+		return storecodec.DecodeReport(b)
+	}
+	canceled, cancel2 := context.WithCancel(ctx)
+	cancel2()
+	if _, err := s.Reports(canceled); err == nil {
+		t.Fatal("a list on a canceled context succeeded")
+	}
+	if rs, err := s.Reports(ctx); err != nil || len(rs) != 1 || decodes != 0 {
+		t.Errorf("after two failed lists: %d reports, %v, %d decoded; want 1 and nothing decoded again", len(rs), err, decodes)
 	}
 }
