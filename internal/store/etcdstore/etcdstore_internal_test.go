@@ -482,3 +482,50 @@ func TestIntegrationListWaitsWithinItsContext(t *testing.T) {
 		t.Errorf("after two failed lists: %d reports, %v, %d decoded; want 1 and nothing decoded again", len(rs), err, decodes)
 	}
 }
+
+// TestIntegrationPointsReadOneRevision: a history read whose pages are
+// thinned by keys that are no points reads every page at the first page's
+// revision, so a point written meanwhile is not returned in place of one
+// that was there.
+func TestIntegrationPointsReadOneRevision(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(ctx, etcdtest.Start(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	const v = "202604.01.1"
+	// The last two are no points (13 digits), sorting between the two.
+	for _, k := range []string{s.pointKey(v, 100), s.pointKey(v, 200), s.pointsPrefix(v) + "0000000001800", s.pointsPrefix(v) + "0000000001600"} {
+		if _, err := s.cli.Put(ctx, k, "{}"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Three pages: 200 and a non-point, the other non-point, then 100;
+	// minute 150 is written after the first, sorting where 100 does.
+	kv, gets, fired := s.cli.KV, 0, false
+	s.cli.KV = hookKV{KV: kv, after: func(clientv3.Op) {
+		if gets++; gets == 1 {
+			fired = true
+			if _, err := kv.Put(context.Background(), s.pointKey(v, 150), "{}"); err != nil {
+				t.Error(err)
+			}
+		}
+	}}
+	ps, err := s.Points(ctx, v, 2)
+	s.cli.KV = kv
+	if err != nil || !fired {
+		t.Fatalf("Points = %v (the write between fired: %v)", err, fired)
+	}
+	var minutes []int64
+	for _, p := range ps {
+		minutes = append(minutes, p.Time.Unix()/60)
+	}
+	if !slices.Equal(minutes, []int64{100, 200}) {
+		t.Errorf("points at minutes %v, want [100 200]: those there when the read began", minutes)
+	}
+}
