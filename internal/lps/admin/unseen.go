@@ -135,49 +135,60 @@ func scopeValues(vs []string) []string {
 // and served records lpsd accepted in the last SeenWindow, of image base
 // base ("": of every base), sorted.
 func (s *Server) seenSubscriptions(ctx context.Context, base string) ([]string, error) {
-	nodes, err := s.seenNodes(ctx, base)
-	if err != nil {
+	set := map[string]bool{}
+	if err := s.seen(ctx, base, func(sub, _ string) { set[sub] = true }); err != nil {
 		return nil, err
 	}
-	return slices.Sorted(maps.Keys(nodes)), nil
+	return slices.Sorted(maps.Keys(set)), nil
 }
 
 // seenNodes returns, by subscription (lower case), how many distinct
 // vmIds of image base base ("": of every base) the reports and served
-// records lpsd accepted in the last SeenWindow name. Records nobody can
-// read are left out, as a look leaves them out.
+// records lpsd accepted in the last SeenWindow name.
 func (s *Server) seenNodes(ctx context.Context, base string) (map[string]int, error) {
-	from := s.now().Add(-SeenWindow)
 	vms := map[string]map[string]bool{}
-	see := func(sub, vm, b string, t time.Time) {
-		if t.Before(from) || sub == "" || (base != "" && b != base) {
-			return
-		}
-		sub = strings.ToLower(sub)
+	err := s.seen(ctx, base, func(sub, vm string) {
 		if vms[sub] == nil {
 			vms[sub] = map[string]bool{}
 		}
 		vms[sub][vm] = true
-	}
-	reports, err := s.store.Reports(ctx)
-	if err != nil && !unreadable(err) {
-		return nil, s.storeError("list reports", err)
-	}
-	for _, r := range reports {
-		see(r.SubscriptionID, r.VMID, r.Base, r.Time)
-	}
-	served, err := s.store.Served(ctx)
-	if err != nil && !unreadable(err) {
-		return nil, s.storeError("list served records", err)
-	}
-	for _, sv := range served {
-		see(sv.SubscriptionID, sv.VMID, sv.Base, sv.Time)
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make(map[string]int, len(vms))
 	for sub, set := range vms {
 		out[sub] = len(set)
 	}
 	return out, nil
+}
+
+// seen calls see with the subscription (lower case) and vmId of every
+// report and served record of image base base ("": of every base) lpsd
+// accepted in the last SeenWindow. Records nobody can read are left out,
+// as a look leaves them out.
+func (s *Server) seen(ctx context.Context, base string, see func(sub, vm string)) error {
+	from := s.now().Add(-SeenWindow)
+	add := func(sub, vm, b string, t time.Time) {
+		if !t.Before(from) && sub != "" && (base == "" || b == base) {
+			see(strings.ToLower(sub), vm)
+		}
+	}
+	reports, err := s.store.Reports(ctx)
+	if err != nil && !unreadable(err) {
+		return s.storeError("list reports", err)
+	}
+	for _, r := range reports {
+		add(r.SubscriptionID, r.VMID, r.Base, r.Time)
+	}
+	served, err := s.store.Served(ctx)
+	if err != nil && !unreadable(err) {
+		return s.storeError("list served records", err)
+	}
+	for _, sv := range served {
+		add(sv.SubscriptionID, sv.VMID, sv.Base, sv.Time)
+	}
+	return nil
 }
 
 // seenNodesOf is seenNodes of release version's image base: the nodes a

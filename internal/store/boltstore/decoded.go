@@ -15,8 +15,8 @@ import (
 // part of decoding them. The hash is seeded at random per process
 // (hash/maphash), so no writer of a value can aim at another's hash, and
 // 64 bits cost 8 bytes a record where a copy of the value cost hundreds.
-// The entries are exactly the bucket's keys at the last list; lists of
-// one bucket take turns (mu).
+// The entries are exactly the bucket's keys at the last list that
+// succeeded; lists of one bucket take turns (mu).
 type decoded[T any] struct {
 	bucket string
 	decode func([]byte) (T, error)
@@ -57,8 +57,7 @@ func (c *decoded[T]) list(tx *bolt.Tx) ([]T, []error, error) {
 		return nil
 	})
 	if err != nil {
-		c.byKey = nil
-		return nil, nil, err
+		return nil, nil, err // what was kept is still true of the values it hashed
 	}
 	c.byKey = next
 	return out, bad, nil
