@@ -8,6 +8,7 @@ import (
 	"time"
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
+	"nodehotfix/internal/lps/admin"
 	"nodehotfix/internal/quote"
 )
 
@@ -126,33 +127,13 @@ func printReplicas(tw *tabwriter.Writer, rs []*adminv1.Replica) {
 		if r.GetLastHeartbeat() != nil {
 			beat = formatTime(r.GetLastHeartbeat().AsTime())
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(id), dash(quote.Text(r.GetRegion())), dash(quote.Text(r.GetDeployEnv())), beat, clockText(r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", dash(id), dash(quote.Text(r.GetRegion())), dash(quote.Text(r.GetDeployEnv())), beat, admin.ReplicaClock(r))
 		corrected = corrected || r.GetClockCorrected()
 	}
 	if corrected {
-		fmt.Fprintln(tw, "* its clock is behind this replica's by more than a heartbeat's age allows: the times it stamps are read later, by up to 10 minutes; fix its time sync")
+		fmt.Fprintln(tw, "* "+admin.ReplicaClockNote)
 	}
 	fmt.Fprintln(tw)
-}
-
-// clockText says how far a replica's clock is off the answering one's,
-// by its heartbeat's age (which includes up to a beat of its own).
-func clockText(r *adminv1.Replica) string {
-	if r.HeartbeatAgeMs == nil {
-		return "-"
-	}
-	age := time.Duration(r.GetHeartbeatAgeMs()) * time.Millisecond
-	var s string
-	switch {
-	case age < 0:
-		s = fmt.Sprintf("ahead %v", (-age).Round(time.Second))
-	default:
-		s = fmt.Sprintf("beat %v ago", age.Round(time.Second))
-	}
-	if r.GetClockCorrected() {
-		s += " *"
-	}
-	return s
 }
 
 // printServedNow prints what the nodes of each base get now: one row per

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -60,3 +61,26 @@ func replicasProto(hs []store.Heartbeat, self string, now time.Time, clocks tall
 	}
 	return out
 }
+
+// ReplicaClock says how far replica r's clock is off the answering
+// replica's, by its heartbeat's age (which includes up to a beat of its
+// own): "beat 2s ago", "ahead 1m0s", marked " *" when the assessment reads
+// the times it stamps corrected (ReplicaClockNote says what that means);
+// "-" without a heartbeat. lpsctl status and the dashboard print it.
+func ReplicaClock(r *adminv1.Replica) string {
+	if r.HeartbeatAgeMs == nil {
+		return "-"
+	}
+	age := time.Duration(r.GetHeartbeatAgeMs()) * time.Millisecond
+	s := fmt.Sprintf("beat %v ago", age.Round(time.Second))
+	if age < 0 {
+		s = fmt.Sprintf("ahead %v", (-age).Round(time.Second))
+	}
+	if r.GetClockCorrected() {
+		s += " *"
+	}
+	return s
+}
+
+// ReplicaClockNote explains ReplicaClock's mark.
+const ReplicaClockNote = "its clock is behind this replica's by more than a heartbeat's age allows: the times it stamps are read later, by up to 10 minutes; fix its time sync"

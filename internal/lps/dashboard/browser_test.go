@@ -16,6 +16,7 @@ import (
 
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/lps/admin"
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 )
 
@@ -122,7 +123,9 @@ func navigated(err error) bool {
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	ctx := newBrowser(t)
-	f := newFixtureRefresh(t, 300*time.Millisecond)
+	// Two replicas, the other's clock minutes behind: the releases page
+	// shows it marked.
+	f := newFixtureReplicas(t, 300*time.Millisecond, rollout.Policy{}, []replicaBeat{{"lpsd-eastus-1", 2 * time.Second}, {"lpsd-eastus-2", 3 * time.Minute}})
 	f.publish(t, version)
 	f.publish(t, "202605.02.1")
 	const draft = "202606.03.1"

@@ -75,6 +75,30 @@ func newFixtureRefresh(t *testing.T, refresh time.Duration) *fixture {
 // newFixturePolicy is a fixture whose admin API enforces policy.
 func newFixturePolicy(t *testing.T, refresh time.Duration, policy rollout.Policy) *fixture {
 	t.Helper()
+	return newFixtureReplicas(t, refresh, policy, nil)
+}
+
+// replicated is a memstore several replicas share, as etcdstore lists
+// them: each of ids has beaten behind[i] ago, by now's clock.
+type replicated struct {
+	*memstore.Store
+	ids    []string
+	behind []time.Duration
+}
+
+func (r replicated) Replicas(context.Context) ([]store.Heartbeat, error) {
+	now := time.Now()
+	out := make([]store.Heartbeat, len(r.ids))
+	for i, id := range r.ids {
+		out[i] = store.Heartbeat{ID: id, Time: now.Add(-r.behind[i]), Place: rollout.Place{Region: "eastus"}}
+	}
+	return out, nil
+}
+
+// newFixtureReplicas is newFixturePolicy on a store replicas share, the
+// first of replicas (ID: how long ago its heartbeat was) the answering one.
+func newFixtureReplicas(t *testing.T, refresh time.Duration, policy rollout.Policy, replicas []replicaBeat) *fixture {
+	t.Helper()
 	f := &fixture{st: memstore.New()}
 	t.Cleanup(func() { f.st.Close() })
 	tokens, err := admin.ParseTokens([]byte("ops:" + opsToken + "\nviewer:reader:" + readerToken + "\n"))
@@ -82,7 +106,16 @@ func newFixturePolicy(t *testing.T, refresh time.Duration, policy rollout.Policy
 		t.Fatal(err)
 	}
 	f.snaps = lps.NewSnapshotter(f.st, nil, nil)
-	f.api = admin.New(admin.Config{Store: f.st, Snapshots: f.snaps, Region: "eastus", Policy: policy})
+	var st store.Store = f.st
+	self := ""
+	if len(replicas) > 0 {
+		rs := replicated{Store: f.st}
+		for _, r := range replicas {
+			rs.ids, rs.behind = append(rs.ids, r.id), append(rs.behind, r.ago)
+		}
+		st, self = rs, replicas[0].id
+	}
+	f.api = admin.New(admin.Config{Store: st, Snapshots: f.snaps, Region: "eastus", Policy: policy, ReplicaID: self})
 	f.auth = admin.NewAuth(tokens, nil)
 	f.dash = New(Config{Admin: f.api, Auth: f.auth, Refresh: refresh})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -102,6 +135,12 @@ func newFixturePolicy(t *testing.T, refresh time.Duration, policy rollout.Policy
 	f.srv.StartTLS()
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// replicaBeat is a replica of newFixtureReplicas.
+type replicaBeat struct {
+	id  string
+	ago time.Duration
 }
 
 // opsCtx is an operator's context for calling the admin API directly.
@@ -1210,6 +1249,31 @@ func TestApprovalShown(t *testing.T) {
 	for _, want := range []string{"skip of " + version, "token:test", "INC 9: looks fine", "a canary of at least 3 nodes heard from first"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("release page lacks %q", want)
+		}
+	}
+}
+
+// TestReleasesPageShowsReplicaClocks: the releases page lists the
+// replicas with their heartbeats' ages, marking one whose clock is far
+// enough behind that the looks read its times corrected, and says what to
+// do.
+func TestReleasesPageShowsReplicaClocks(t *testing.T) {
+	t.Parallel()
+	f := newFixtureReplicas(t, 50*time.Millisecond, rollout.Policy{}, []replicaBeat{{"lpsd-a-1", 2 * time.Second}, {"lpsd-b-2", 3 * time.Minute}})
+	c := f.signIn(t, readerToken)
+	var body string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if _, body = get(t, c, f.srv.URL+"/"); strings.Contains(body, "lpsd-b-2") {
+			break
+		}
+	}
+	for _, want := range []string{
+		"lpsd-a-1 (this one)", "beat 2s ago",
+		`<tr class="clock-off">`, `<strong class="bad">beat 3m0s ago *</strong>`,
+		"fix its time sync",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the releases page has no %q", want)
 		}
 	}
 }

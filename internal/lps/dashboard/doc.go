@@ -70,6 +70,14 @@
 // at least where the release is now; nothing is done, and the answer is
 // the release's page as it is now, with forms at its new revision.
 //
+// # Replicas
+//
+// The releases page lists the replicas serving from the store (Status's),
+// with the labels rollout scopes match, each heartbeat's time and how old
+// it was by the answering replica's clock (admin.ReplicaClock, as lpsctl
+// status prints it); a replica whose clock is far enough behind that the
+// looks read its times corrected is marked, with what to do.
+//
 // # Nodes
 //
 // A release's nodes page lists the nodes counted for it from the admin

@@ -43,6 +43,9 @@ const auditPage = 100
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"time": fmtTime,
+	// replicaClock is status's CLOCK column (admin.ReplicaClock).
+	"replicaClock":     admin.ReplicaClock,
+	"replicaClockNote": func() string { return admin.ReplicaClockNote },
 	"ts": func(t *timestamppb.Timestamp) string {
 		if t == nil {
 			return "-"

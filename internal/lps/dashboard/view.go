@@ -40,6 +40,9 @@ type view struct {
 	Freeze *adminv1.Freeze
 	// Policy is the rollout policy lpsd enforces.
 	Policy *adminv1.Policy
+	// Replicas are the replicas serving from the store, with their
+	// heartbeats' ages by the answering replica's clock.
+	Replicas []*adminv1.Replica
 }
 
 type releaseView struct {
@@ -66,7 +69,8 @@ type sizeView struct {
 
 func buildView(st *adminv1.StatusResponse, now time.Time) *view {
 	v := &view{Built: now, Region: st.GetRegion(), Requests: st.GetRequests(), Control: map[string]*adminv1.Counts{}, Budget: lps.ServedBudget,
-		ServedNow: st.GetServedNow(), RateDefinition: st.GetFailureRateDefinition(), Freeze: st.GetFreeze(), Policy: st.GetPolicy()}
+		ServedNow: st.GetServedNow(), RateDefinition: st.GetFailureRateDefinition(), Freeze: st.GetFreeze(), Policy: st.GetPolicy(),
+		Replicas: st.GetReplicas()}
 	for _, c := range st.GetControl() {
 		v.Control[c.GetBase()] = c.GetCounts()
 	}
