@@ -95,41 +95,10 @@ func TestListsDecodeOnlyWhatChanged(t *testing.T) {
 //
 //	go test -run '^$' -bench BenchmarkReportsList -benchtime 10x ./internal/store/boltstore/
 func BenchmarkReportsList(b *testing.B) {
-	ctx := b.Context()
 	s, err := Open(filepath.Join(b.TempDir(), "lpsd.db"))
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	const n = 20_000
-	rs := make([]store.Report, n)
-	for i := range rs {
-		rs[i] = storetest.Report(fmt.Sprintf("vm-%05d", i), "b")
-	}
-	storetest.MustPutReports(b, s, rs...)
-	b.Run("every-value", func(b *testing.B) {
-		for b.Loop() {
-			s.reports.mu.Lock()
-			s.reports.byKey = nil
-			s.reports.mu.Unlock()
-			if _, err := s.Reports(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("after-1pct-changed", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
-			b.StopTimer()
-			changed := make([]store.Report, n/100)
-			for j := range changed {
-				changed[j] = rs[(i*n/100+j)%n]
-				changed[j].ExitCode = i + 1
-			}
-			storetest.MustPutReports(b, s, changed...)
-			b.StartTimer()
-			if _, err := s.Reports(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	storetest.BenchmarkReportsList(b, s, func() { s.reports.byKey = nil }) // no list runs
 }

@@ -137,11 +137,7 @@ func TestIntegrationListsDecodeOnlyWhatChanged(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, etcdtest.Start(t), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openEmbedded(t)
 	var decodes int
 	s.reports.decode = func(b []byte) (store.Report, error) {
 		decodes++ // lists of one prefix take turns
@@ -247,35 +243,7 @@ func BenchmarkReportsList(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	const n = 20_000
-	rs := make([]store.Report, n)
-	for i := range rs {
-		rs[i] = storetest.Report(fmt.Sprintf("vm-%05d", i), "b")
-	}
-	storetest.MustPutReports(b, s, rs...)
-	b.Run("every-value", func(b *testing.B) {
-		for b.Loop() {
-			s.reports.rev, s.reports.byKey = 0, nil // no list runs
-			if _, err := s.Reports(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("after-1pct-changed", func(b *testing.B) {
-		for i := 0; b.Loop(); i++ {
-			b.StopTimer()
-			changed := make([]store.Report, n/100)
-			for j := range changed {
-				changed[j] = rs[(i*n/100+j)%n]
-				changed[j].ExitCode = i + 1
-			}
-			storetest.MustPutReports(b, s, changed...)
-			b.StartTimer()
-			if _, err := s.Reports(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
+	storetest.BenchmarkReportsList(b, s, func() { s.reports.rev, s.reports.byKey = 0, nil }) // no list runs
 }
 
 // TestIntegrationScanReadsOneRevision: a scan's pages are all read at the
@@ -288,11 +256,7 @@ func TestIntegrationScanReadsOneRevision(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, etcdtest.Start(t), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openEmbedded(t)
 	var rs []store.Report
 	for i := range 2*reportsPageSize + 10 { // three pages
 		rs = append(rs, storetest.Report(fmt.Sprintf("vm-%05d", i), "b"))
@@ -300,7 +264,7 @@ func TestIntegrationScanReadsOneRevision(t *testing.T) {
 	storetest.MustPutReports(t, s, rs...)
 	var at readPoint
 	n, wrote := 0, false
-	err = s.scanAt(ctx, s.reportsPrefix(), &at, true, func(*mvccpb.KeyValue) error {
+	err := s.scanAt(ctx, s.reportsPrefix(), &at, true, func(*mvccpb.KeyValue) error {
 		n++
 		if !wrote {
 			wrote = true
@@ -337,11 +301,7 @@ func TestIntegrationListReadsOneRevision(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, etcdtest.Start(t), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openEmbedded(t)
 	exit := func(vm string, code int) store.Report {
 		r := storetest.Report(vm, "b")
 		r.ExitCode = code
@@ -388,16 +348,7 @@ func TestIntegrationListAfterRestore(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, etcdtest.Start(t), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	restored, err := Open(ctx, etcdtest.Start(t), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { restored.Close() })
+	s, restored := openEmbedded(t), openEmbedded(t)
 	put := func(st *Store, code int) int64 {
 		t.Helper()
 		r := storetest.Report("vm-0", "b")
@@ -452,11 +403,7 @@ func TestIntegrationListWaitsWithinItsContext(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, etcdtest.Start(t), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openEmbedded(t)
 	storetest.MustPutReports(t, s, storetest.Report("vm-0", "b"))
 	if _, err := s.Reports(ctx); err != nil {
 		t.Fatal(err)
@@ -493,11 +440,7 @@ func TestIntegrationPointsReadOneRevision(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := t.Context()
-	s, err := Open(ctx, etcdtest.Start(t), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
+	s := openEmbedded(t)
 	const v = "202604.01.1"
 	// The last two are no points (13 digits), sorting between the two.
 	for _, k := range []string{s.pointKey(v, 100), s.pointKey(v, 200), s.pointsPrefix(v) + "0000000001800", s.pointsPrefix(v) + "0000000001600"} {
@@ -528,4 +471,16 @@ func TestIntegrationPointsReadOneRevision(t *testing.T) {
 	if !slices.Equal(minutes, []int64{100, 200}) {
 		t.Errorf("points at minutes %v, want [100 200]: those there when the read began", minutes)
 	}
+}
+
+// openEmbedded opens a Store on a new embedded etcd, closed at the test's
+// end.
+func openEmbedded(t *testing.T) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), etcdtest.Start(t), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
