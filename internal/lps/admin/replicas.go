@@ -82,5 +82,6 @@ func ReplicaClock(r *adminv1.Replica) string {
 	return s
 }
 
-// ReplicaClockNote explains ReplicaClock's mark.
-const ReplicaClockNote = "its clock is behind this replica's by more than a heartbeat's age allows: the times it stamps are read later, by up to 10 minutes; fix its time sync"
+// ReplicaClockNote explains ReplicaClock's mark, in tally.Clocks' bounds.
+var ReplicaClockNote = fmt.Sprintf("its clock is behind this replica's by more than a heartbeat's age allows: the times it stamps are read later, by up to %d minutes; fix its time sync",
+	int(tally.MaxClockCorrection/time.Minute))
