@@ -16,7 +16,8 @@ import (
 // (hash/maphash), so no writer of a value can aim at another's hash, and
 // 64 bits cost 8 bytes a record where a copy of the value cost hundreds.
 // The entries are exactly the bucket's keys at the last list that
-// succeeded; lists of one bucket take turns (mu).
+// succeeded; lists of one bucket take turns (mu), and each updates the
+// entries in place (a new map per list cost more than the hashing).
 type decoded[T any] struct {
 	bucket string
 	decode func([]byte) (T, error)
@@ -24,13 +25,15 @@ type decoded[T any] struct {
 	seed   maphash.Seed
 
 	mu    sync.Mutex
-	byKey map[string]entry[T]
+	byKey map[string]*entry[T]
+	lists uint64 // lists begun, numbering each entry's last
 }
 
 type entry[T any] struct {
-	sum uint64 // maphash of the value decoded
-	v   T
-	err error
+	sum  uint64 // maphash of the value decoded
+	seen uint64 // the list that last found the key
+	v    T
+	err  error
 }
 
 // list returns every value in the bucket, decoded, and the decode errors
@@ -38,17 +41,26 @@ type entry[T any] struct {
 func (c *decoded[T]) list(tx *bolt.Tx) ([]T, []error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	next := make(map[string]entry[T], len(c.byKey))
+	if c.byKey == nil {
+		c.byKey = map[string]*entry[T]{}
+	}
+	c.lists++
 	out := make([]T, 0, len(c.byKey))
 	var bad []error
+	found := 0
 	err := tx.Bucket([]byte(c.bucket)).ForEach(func(k, v []byte) error {
+		found++
 		sum := maphash.Bytes(c.seed, v)
 		e, ok := c.byKey[string(k)]
+		if !ok {
+			e = &entry[T]{}
+			c.byKey[string(k)] = e
+		}
 		if !ok || e.sum != sum {
 			e.sum = sum
 			e.v, e.err = c.decode(v)
 		}
-		next[string(k)] = e
+		e.seen = c.lists
 		if e.err != nil {
 			bad = append(bad, fmt.Errorf("%s %q: %w", c.what, k, e.err))
 			return nil
@@ -57,8 +69,15 @@ func (c *decoded[T]) list(tx *bolt.Tx) ([]T, []error, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err // what was kept is still true of the values it hashed
+		// The entries are still true of the values they hashed.
+		return nil, nil, err
 	}
-	c.byKey = next
+	if found != len(c.byKey) {
+		for k, e := range c.byKey {
+			if e.seen != c.lists {
+				delete(c.byKey, k) // gone since the last list
+			}
+		}
+	}
 	return out, bad, nil
 }

@@ -4,33 +4,49 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/metadata"
 )
 
-// decoded keeps what the last list of one prefix decoded (Reports,
-// Served), by key and ModRevision, so that the next list decodes only the
-// keys written since: it reads the prefix's keys without their values,
-// then the values of the keys that changed, both at one revision, and
-// reuses the rest. A look's cost was mostly decoding every kept record;
-// with this it is mostly the keys' listing.
+// decoded keeps one prefix's values decoded (Reports, Served), by key and
+// ModRevision, so that a list decodes only what changed since the last:
+// a look's cost was mostly decoding every kept record.
 //
-// The entries are exactly the prefix's keys at rev in cluster after a
-// list that succeeded; a list that fails leaves them as they were, still
-// true of that revision. A revision below rev, or another cluster's ID
-// (a cluster restored from a snapshot behind the same endpoints), drops
-// them: revisions are then handed out again, and one key's ModRevision
-// may name another value. Lists of one prefix take turns (sem), and one
-// waiting for its turn gives up when its context ends.
+// Between lists a watch of the prefix (the feed) applies every change as
+// etcd commits it, so a list reads one key's revision to learn where the
+// store is, waits until the feed has applied that far, and copies what it
+// holds: no scan of the prefix at all. Without a feed (the first list, a
+// watch that ended or was compacted, an etcd whose progress notifications
+// cannot be relied on, a feed that did not show it caught up within
+// catchUpWait) a list reads the prefix's keys without their values, then
+// the values of the keys that changed, both at one revision, and reuses
+// the rest; then it starts the feed from that revision.
+//
+// The entries are exactly the prefix's keys at rev in cluster; a list
+// that fails leaves them as they were, still true of that revision. A
+// revision below rev, or another cluster's ID (a cluster restored from a
+// snapshot behind the same endpoints), drops them: revisions are then
+// handed out again, and one key's ModRevision may name another value.
+// Lists of one prefix take turns (sem), and one waiting for its turn
+// gives up when its context ends.
 type decoded[T any] struct {
 	prefix string
 	decode func([]byte) (T, error)
 
-	sem     chan struct{} // one slot: the list running
-	rev     int64         // the revision the entries are of; 0: none
+	sem chan struct{} // one slot: the list running
+
+	mu      sync.Mutex // guards the rest, shared with the feed
+	rev     int64      // the revision the entries are of; 0: none
 	cluster uint64
 	byKey   map[string]entry[T]
+	feed    *feed         // applying the prefix's changes from rev on; nil: none
+	moved   chan struct{} // closed (and replaced) when rev moves or the feed ends
 }
 
 type entry[T any] struct {
@@ -39,18 +55,34 @@ type entry[T any] struct {
 	err error // the decode error, kept so the key is reported again
 }
 
-func newDecoded[T any](prefix string, decode func([]byte) (T, error)) *decoded[T] {
-	return &decoded[T]{prefix: prefix, decode: decode, sem: make(chan struct{}, 1)}
+// feed is one watch applying a prefix's changes.
+type feed struct {
+	ctx  context.Context // the watch's, which names its own gRPC stream
+	stop context.CancelFunc
 }
 
-// maxChangedGets is how many changed keys a list fetches one by one (in
-// transactions of maxReportsPerTxn gets); with more it reads every value
-// again, in pages, decoding only the changed ones.
-const maxChangedGets = 2048
+func newDecoded[T any](prefix string, decode func([]byte) (T, error)) *decoded[T] {
+	return &decoded[T]{prefix: prefix, decode: decode, sem: make(chan struct{}, 1), moved: make(chan struct{})}
+}
+
+const (
+	// maxChangedGets is how many changed keys a list without a feed
+	// fetches one by one (in transactions of maxReportsPerTxn gets); with
+	// more it reads every value again, in pages, decoding only the
+	// changed ones.
+	maxChangedGets = 2048
+	// catchUpWait bounds how long a list waits for the feed to show it
+	// applied every change up to the list's revision (its events, or a
+	// progress notification it asks for every progressEvery); past it the
+	// list reads the prefix itself, and lists keep no feed for
+	// followRetry. A healthy feed shows it in milliseconds.
+	catchUpWait   = 2 * time.Second
+	progressEvery = 100 * time.Millisecond
+)
 
 // list returns every value under the prefix, decoded, and the decode
 // errors of the keys that could not be (each naming its key, in key
-// order), at one revision.
+// order), as of one revision at or after the call.
 func (c *decoded[T]) list(ctx context.Context, s *Store) ([]T, []error, error) {
 	select {
 	case c.sem <- struct{}{}:
@@ -58,30 +90,210 @@ func (c *decoded[T]) list(ctx context.Context, s *Store) ([]T, []error, error) {
 		return nil, nil, ctx.Err()
 	}
 	defer func() { <-c.sem }()
+	now, err := s.revisionNow(ctx, c.prefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	if out, bad, ok := c.caughtUp(ctx, s, now); ok {
+		return out, bad, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	c.stopFeed()
+	// No feed changes the entries now: read them without the lock.
 	next, at, err := c.read(ctx, s)
 	if err != nil {
 		return nil, nil, err
 	}
+	follow := s.followable(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.byKey, c.rev, c.cluster = next, at.rev, at.cluster
-	out := make([]T, 0, len(next))
+	if follow {
+		c.startFeed(s)
+	}
+	out, bad := c.snapshot()
+	return out, bad, nil
+}
+
+// caughtUp returns the entries once the feed has applied every change up
+// to now, and false when there is no feed, the entries are not of now's
+// history, or the feed did not show it within catchUpWait.
+func (c *decoded[T]) caughtUp(ctx context.Context, s *Store, now readPoint) ([]T, []error, bool) {
+	deadline := time.NewTimer(catchUpWait)
+	defer deadline.Stop()
+	var tick <-chan time.Time
+	for {
+		c.mu.Lock()
+		f := c.feed
+		if f == nil || now.cluster != c.cluster || now.rev < c.rev {
+			c.mu.Unlock()
+			return nil, nil, false
+		}
+		if c.rev >= now.rev {
+			out, bad := c.snapshot()
+			c.mu.Unlock()
+			return out, bad, true
+		}
+		moved := c.moved
+		c.mu.Unlock()
+		if tick == nil {
+			t := time.NewTicker(progressEvery)
+			defer t.Stop()
+			tick = t.C
+			s.requestProgress(f)
+		}
+		select {
+		case <-moved:
+		case <-tick:
+			// etcd answers a progress request only while the watch is
+			// synced, so ask again until it answers.
+			s.requestProgress(f)
+		case <-deadline.C:
+			s.unfollow()
+			return nil, nil, false
+		case <-ctx.Done():
+			return nil, nil, false
+		}
+	}
+}
+
+// snapshot returns the entries' values and decode errors (the latter in
+// key order, so the first reported is the first key a scan finds); c.mu
+// held.
+func (c *decoded[T]) snapshot() ([]T, []error) {
+	out := make([]T, 0, len(c.byKey))
 	var badKeys []string
-	for k, e := range next {
+	for k, e := range c.byKey {
 		if e.err != nil {
 			badKeys = append(badKeys, k)
 			continue
 		}
 		out = append(out, e.v)
 	}
-	slices.Sort(badKeys) // the first reported is the first key, as a scan finds it
+	slices.Sort(badKeys)
 	bad := make([]error, len(badKeys))
 	for i, k := range badKeys {
-		bad[i] = fmt.Errorf("key %q: %w", k, next[k].err)
+		bad[i] = fmt.Errorf("key %q: %w", k, c.byKey[k].err)
 	}
-	return out, bad, nil
+	return out, bad
+}
+
+// startFeed starts a watch applying the prefix's changes after c.rev;
+// c.mu held. It stops with the store.
+func (c *decoded[T]) startFeed(s *Store) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	// Its own metadata gives the feed its own gRPC stream, so a progress
+	// request waits on this watch alone: etcd answers one only when every
+	// watch of the stream is synced.
+	ctx := metadata.AppendToOutgoingContext(clientv3.WithRequireLeader(context.Background()), "nodehotfix-feed", c.prefix)
+	ctx, cancel := context.WithCancel(ctx)
+	f := &feed{ctx: ctx, stop: cancel}
+	c.feed = f
+	from := c.rev + 1
+	go func() {
+		defer s.wg.Done()
+		defer cancel()
+		go func() {
+			select {
+			case <-s.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		c.follow(s, f, from)
+	}()
+}
+
+// stopFeed stops the feed, if any; once it returns the feed changes
+// nothing.
+func (c *decoded[T]) stopFeed() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.feed != nil {
+		c.feed.stop()
+		c.end()
+	}
+}
+
+// end drops the feed and wakes those waiting on it; c.mu held.
+func (c *decoded[T]) end() {
+	c.feed = nil
+	close(c.moved)
+	c.moved = make(chan struct{})
+}
+
+// event is one change the feed applies, decoded.
+type event[T any] struct {
+	key  string
+	gone bool
+	e    entry[T]
+}
+
+// follow applies the prefix's changes from revision from on until the
+// watch ends (stopped, compacted, canceled, or its member lost the
+// leader); then the next list reads the prefix itself.
+func (c *decoded[T]) follow(s *Store, f *feed, from int64) {
+	w := s.cli.Watch(f.ctx, c.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
+	for resp := range w {
+		if resp.CompactRevision != 0 || resp.Canceled || resp.Err() != nil {
+			if f.ctx.Err() == nil {
+				s.log.Info("etcd feed ended; the next list reads the prefix", "prefix", c.prefix, "from", from, "compacted", resp.CompactRevision, "err", resp.Err())
+			}
+			break
+		}
+		if resp.Created {
+			continue
+		}
+		// A response's events end at a revision's last (etcd never splits
+		// one revision's events, unless asked to fragment); a progress
+		// notification says every change up to its header's revision was
+		// sent, and etcd sends one only to a watch that is synced.
+		rev := resp.Header.Revision
+		changes := make([]event[T], len(resp.Events))
+		for i, ev := range resp.Events {
+			changes[i] = event[T]{key: string(ev.Kv.Key), gone: ev.Type == mvccpb.DELETE}
+			if !changes[i].gone {
+				changes[i].e = c.entry(ev.Kv)
+			}
+			rev = ev.Kv.ModRevision
+		}
+		c.mu.Lock()
+		if c.feed != f {
+			c.mu.Unlock()
+			return
+		}
+		for _, ch := range changes {
+			if ch.gone {
+				delete(c.byKey, ch.key)
+			} else {
+				c.byKey[ch.key] = ch.e
+			}
+		}
+		if rev > c.rev {
+			c.rev = rev
+			close(c.moved)
+			c.moved = make(chan struct{})
+		}
+		c.mu.Unlock()
+		from = rev + 1
+	}
+	c.mu.Lock()
+	if c.feed == f {
+		c.end()
+	}
+	c.mu.Unlock()
 }
 
 // read returns the entries of the prefix now and where they were read;
-// it changes nothing of c.
+// it changes nothing of c, and no feed may change c meanwhile.
 func (c *decoded[T]) read(ctx context.Context, s *Store) (map[string]entry[T], readPoint, error) {
 	var at readPoint
 	if c.rev == 0 {
@@ -161,4 +373,97 @@ func (c *decoded[T]) readAll(ctx context.Context, s *Store, at readPoint, kept m
 func (c *decoded[T]) entry(kv *mvccpb.KeyValue) entry[T] {
 	v, err := c.decode(kv.Value)
 	return entry[T]{mod: kv.ModRevision, v: v, err: err}
+}
+
+// revisionNow returns the store's current revision and cluster, read (as
+// every read here, linearizably) from one key's count, so every write that
+// finished before the call is at or below it.
+func (s *Store) revisionNow(ctx context.Context, key string) (readPoint, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, key, clientv3.WithCountOnly())
+	if err != nil {
+		return readPoint{}, s.mapErr(err)
+	}
+	return readPoint{rev: resp.Header.Revision, cluster: resp.Header.ClusterId}, nil
+}
+
+// requestProgress asks etcd for a progress notification on f's stream.
+func (s *Store) requestProgress(f *feed) {
+	if err := s.cli.RequestProgress(f.ctx); err != nil && f.ctx.Err() == nil {
+		s.log.Debug("etcd progress request", "err", err)
+	}
+}
+
+// followable reports whether lists may keep a feed: whether every member
+// the client's endpoints reach runs an etcd whose progress notifications
+// never run ahead of the events they cover (3.4.31, 3.5.13 or later, the
+// versions Kubernetes requires to serve consistent lists from its watch
+// cache). A member that does not answer, or one too old, is asked again
+// after followRetry, as after a feed that did not catch up (unfollow).
+func (s *Store) followable(ctx context.Context) bool {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if s.follow || time.Now().Before(s.followAgain) {
+		return s.follow
+	}
+	s.followAgain = time.Now().Add(followRetry)
+	for _, ep := range s.cli.Endpoints() {
+		sctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+		resp, err := s.cli.Status(sctx, ep)
+		cancel()
+		if err != nil {
+			s.log.Info("etcd member's version unknown; lists read the keys for now", "endpoint", ep, "err", err, "retry", followRetry)
+			return false
+		}
+		if !progressKeepsOrder(resp.Version) {
+			s.log.Warn("etcd member too old for a feed of the lists; they read the keys", "endpoint", ep, "version", resp.Version, "retry", followRetry)
+			return false
+		}
+	}
+	s.follow = true
+	return true
+}
+
+// unfollow stops lists keeping feeds for followRetry: one did not show
+// it caught up (an etcd proxy that drops progress requests, a stuck
+// member), and a list that waits for that each time costs catchUpWait.
+func (s *Store) unfollow() {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	if s.follow {
+		s.log.Warn("etcd feed did not catch up; lists read the keys", "wait", catchUpWait, "retry", followRetry)
+	}
+	s.follow, s.followAgain = false, time.Now().Add(followRetry)
+}
+
+// followRetry is how long lists read the keys themselves before trying a
+// feed again.
+const followRetry = 10 * time.Minute
+
+// progressKeepsOrder reports whether etcd version v sends progress
+// notifications only after the events they cover.
+func progressKeepsOrder(v string) bool {
+	var n [3]int
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) != 3 {
+		return false
+	}
+	for i, p := range parts {
+		p, _, _ = strings.Cut(p, "-") // 3.6.0-rc.1
+		x, err := strconv.Atoi(p)
+		if err != nil {
+			return false
+		}
+		n[i] = x
+	}
+	switch {
+	case n[0] != 3:
+		return n[0] > 3
+	case n[1] == 5:
+		return n[2] >= 13
+	case n[1] == 4:
+		return n[2] >= 31
+	}
+	return n[1] > 5
 }

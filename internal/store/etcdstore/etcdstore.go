@@ -137,9 +137,14 @@ type Store struct {
 	seq       int64
 	seqModRev int64
 
-	// reports and served keep what the last lists decoded.
+	// reports and served keep the prefixes decoded (decoded.go).
 	reports *decoded[store.Report]
 	served  *decoded[store.Served]
+	// follow says lists may keep a feed; when not, followable asks again
+	// from followAgain on.
+	followMu    sync.Mutex
+	follow      bool
+	followAgain time.Time
 }
 
 // Open connects to the etcd cluster at endpoints (e.g.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,18 +131,43 @@ func TestIntegrationReportsFleet(t *testing.T) {
 // still list exactly what is stored: new, replaced and deleted keys,
 // a key nobody can decode (reported, by key, every time until it is
 // rewritten), more changes than are fetched one by one, and a list that
-// failed (the next reads every value again).
+// failed (the next reads every value again); with the feed applying the
+// changes between lists, and with lists that read the keys themselves (an
+// etcd too old for a feed).
 func TestIntegrationListsDecodeOnlyWhatChanged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded etcd")
 	}
 	t.Parallel()
+	for _, feed := range []bool{true, false} {
+		t.Run(fmt.Sprintf("feed=%v", feed), func(t *testing.T) {
+			t.Parallel()
+			s := openEmbedded(t)
+			if !feed {
+				noFeed(s)
+			}
+			listsDecodeOnlyWhatChanged(t, s)
+			s.reports.mu.Lock()
+			following := s.reports.feed != nil
+			s.reports.mu.Unlock()
+			if following != feed {
+				t.Errorf("a feed running after the lists: %v, want %v", following, feed)
+			}
+		})
+	}
+}
+
+func listsDecodeOnlyWhatChanged(t *testing.T, s *Store) {
 	ctx := t.Context()
-	s := openEmbedded(t)
-	var decodes int
+	var decoded atomic.Int64 // the feed decodes on its own goroutine
 	s.reports.decode = func(b []byte) (store.Report, error) {
-		decodes++ // lists of one prefix take turns
+		decoded.Add(1)
 		return storecodec.DecodeReport(b)
+	}
+	// since returns how many values were decoded since mark's call.
+	mark := func() func() int64 {
+		n := decoded.Load()
+		return func() int64 { return decoded.Load() - n }
 	}
 	want := map[string]int{}
 	check := func(name string, bad int) {
@@ -176,6 +202,7 @@ func TestIntegrationListsDecodeOnlyWhatChanged(t *testing.T) {
 		put(fmt.Sprintf("vm-%d", i), 0)
 	}
 	check("first", 0)
+	since := mark()
 	put("vm-3", 0) // new
 	put("vm-1", 7) // replaced
 	if _, err := s.cli.Delete(ctx, s.reportsPrefix()+"vm-2/b"); err != nil {
@@ -185,15 +212,14 @@ func TestIntegrationListsDecodeOnlyWhatChanged(t *testing.T) {
 	if _, err := s.cli.Put(ctx, s.reportsPrefix()+"vm-9/b", "{not json"); err != nil {
 		t.Fatal(err)
 	}
-	decodes = 0
 	check("changed", 1)
-	if decodes != 3 { // vm-3, vm-1 and vm-9, not vm-0
-		t.Errorf("the list after 3 keys changed decoded %d values, want 3", decodes)
+	if n := since(); n != 3 { // vm-3, vm-1 and vm-9, not vm-0
+		t.Errorf("the list after 3 keys changed decoded %d values, want 3", n)
 	}
-	decodes = 0
+	since = mark()
 	check("unchanged, the bad key still reported", 1)
-	if decodes != 0 {
-		t.Errorf("the list after nothing changed decoded %d values, want none", decodes)
+	if n := since(); n != 0 {
+		t.Errorf("the list after nothing changed decoded %d values, want none", n)
 	}
 	put("vm-9", 0) // rewritten: readable
 	check("rewritten", 0)
@@ -204,12 +230,12 @@ func TestIntegrationListsDecodeOnlyWhatChanged(t *testing.T) {
 		many = append(many, r)
 		want[r.VMID+"/b"] = r.ExitCode
 	}
+	since = mark()
 	storetest.MustPutReports(t, s, many...)
 	put("vm-0", 3) // replaced beside them
-	decodes = 0
 	check("more changes than fetched one by one", 0)
-	if decodes != maxChangedGets+11 {
-		t.Errorf("the list after %d keys changed decoded %d values", maxChangedGets+11, decodes)
+	if n := since(); n != maxChangedGets+11 {
+		t.Errorf("the list after %d keys changed decoded %d values", maxChangedGets+11, n)
 	}
 
 	canceled, cancel := context.WithCancel(ctx)
@@ -243,7 +269,10 @@ func BenchmarkReportsList(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	storetest.BenchmarkReportsList(b, s, func() { s.reports.rev, s.reports.byKey = 0, nil }) // no list runs
+	storetest.BenchmarkReportsList(b, s, func() { // no list runs
+		s.reports.stopFeed()
+		s.reports.rev, s.reports.byKey = 0, nil
+	})
 }
 
 // TestIntegrationScanReadsOneRevision: a scan's pages are all read at the
@@ -302,6 +331,7 @@ func TestIntegrationListReadsOneRevision(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	s := openEmbedded(t)
+	noFeed(s) // lists read the keys themselves
 	exit := func(vm string, code int) store.Report {
 		r := storetest.Report(vm, "b")
 		r.ExitCode = code
@@ -473,6 +503,14 @@ func TestIntegrationPointsReadOneRevision(t *testing.T) {
 	}
 }
 
+// noFeed makes s's lists read the keys themselves, as with an etcd too
+// old for a feed.
+func noFeed(s *Store) {
+	s.followMu.Lock()
+	defer s.followMu.Unlock()
+	s.follow, s.followAgain = false, time.Now().Add(time.Hour)
+}
+
 // openEmbedded opens a Store on a new embedded etcd, closed at the test's
 // end.
 func openEmbedded(t *testing.T) *Store {
@@ -483,4 +521,186 @@ func openEmbedded(t *testing.T) *Store {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// TestIntegrationFeedListsEveryWriteBefore: with the feed, a list returns
+// every write another replica finished before it was called (puts,
+// replacements, deletes), and reads no range of the prefix to do so, only
+// one key's revision; the feed's events arrive late, so a list that did
+// not wait for them would miss the writes.
+func TestIntegrationFeedListsEveryWriteBefore(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	eps := etcdtest.Start(t)
+	open := func() *Store {
+		s, err := Open(ctx, eps, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	reader, writer := open(), open()
+	reader.cli.Watcher = slowWatcher{reader.cli.Watcher}
+	want := map[string]int{}
+	list := func(round int) {
+		t.Helper()
+		rs, err := reader.Reports(ctx)
+		if err != nil {
+			t.Fatalf("round %d: Reports = %v", round, err)
+		}
+		got := map[string]int{}
+		for _, r := range rs {
+			got[r.VMID] = r.ExitCode
+		}
+		if !maps.Equal(got, want) {
+			t.Fatalf("round %d: listed %d reports, want %d", round, len(got), len(want))
+		}
+	}
+	list(-1) // reads the prefix and starts the feed
+	var scans atomic.Int64
+	kv := reader.cli.KV
+	reader.cli.KV = hookKV{KV: kv, after: func(op clientv3.Op) {
+		if !op.IsCountOnly() {
+			scans.Add(1)
+		}
+	}}
+	defer func() { reader.cli.KV = kv }()
+	for round := range 40 {
+		var rs []store.Report
+		for i := range round % 7 {
+			r := storetest.Report(fmt.Sprintf("vm-%03d", (round*5+i)%60), "b")
+			r.ExitCode = round
+			rs = append(rs, r)
+			want[r.VMID] = round
+		}
+		storetest.MustPutReports(t, writer, rs...)
+		if round%3 == 0 {
+			for vm := range want {
+				if _, err := writer.cli.Delete(ctx, writer.reportsPrefix()+vm+"/b"); err != nil {
+					t.Fatal(err)
+				}
+				delete(want, vm)
+				break
+			}
+		}
+		list(round)
+	}
+	if n := scans.Load(); n != 0 {
+		t.Errorf("the lists with a feed read %d ranges of the prefix, want none", n)
+	}
+}
+
+// TestIntegrationFeedEnds: when the feed's watch ends (compacted, its
+// member lost the leader, canceled), the next list reads the prefix
+// itself, lists what is stored and starts a new feed.
+func TestIntegrationFeedEnds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	s := openEmbedded(t)
+	storetest.MustPutReports(t, s, storetest.Report("vm-0", "b"))
+	if _, err := s.Reports(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.reports.mu.Lock()
+	first, ended := s.reports.feed, s.reports.moved
+	s.reports.mu.Unlock()
+	if first == nil {
+		t.Fatal("no feed after the first list")
+	}
+	first.stop() // as when the watch ends on its own
+	<-ended
+	storetest.MustPutReports(t, s, storetest.Report("vm-1", "b"))
+	if rs, err := s.Reports(ctx); err != nil || len(rs) != 2 {
+		t.Fatalf("after the feed ended Reports = %d reports, %v; want 2", len(rs), err)
+	}
+	s.reports.mu.Lock()
+	next := s.reports.feed
+	s.reports.mu.Unlock()
+	if next == nil || next == first {
+		t.Errorf("the list after the feed ended started no new feed")
+	}
+	storetest.MustPutReports(t, s, storetest.Report("vm-2", "b"))
+	if rs, err := s.Reports(ctx); err != nil || len(rs) != 3 {
+		t.Fatalf("with the new feed Reports = %d reports, %v; want 3", len(rs), err)
+	}
+}
+
+// slowWatcher's watches deliver each response 30 ms late.
+type slowWatcher struct{ clientv3.Watcher }
+
+func (w slowWatcher) Watch(ctx context.Context, key string, opts ...clientv3.OpOption) clientv3.WatchChan {
+	in := w.Watcher.Watch(ctx, key, opts...)
+	out := make(chan clientv3.WatchResponse)
+	go func() {
+		defer close(out)
+		for resp := range in {
+			time.Sleep(30 * time.Millisecond)
+			select {
+			case out <- resp:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// stuckWatcher's watches deliver nothing until they are canceled.
+type stuckWatcher struct{ clientv3.Watcher }
+
+func (stuckWatcher) Watch(ctx context.Context, _ string, _ ...clientv3.OpOption) clientv3.WatchChan {
+	ch := make(chan clientv3.WatchResponse)
+	go func() {
+		<-ctx.Done()
+		close(ch)
+	}()
+	return ch
+}
+
+// TestIntegrationFeedThatFallsBehind: a feed that does not show it caught
+// up within catchUpWait (a stuck watch) does not hold the list: it reads
+// the prefix itself and lists what is stored, and the lists after it read
+// the keys themselves for followRetry rather than wait for a feed again.
+func TestIntegrationFeedThatFallsBehind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	s := openEmbedded(t)
+	s.cli.Watcher = stuckWatcher{s.cli.Watcher} // before any feed reads it
+	storetest.MustPutReports(t, s, storetest.Report("vm-0", "b"))
+	if _, err := s.Reports(ctx); err != nil {
+		t.Fatal(err)
+	}
+	storetest.MustPutReports(t, s, storetest.Report("vm-1", "b"))
+	rs, err := s.Reports(ctx)
+	if err != nil || len(rs) != 2 {
+		t.Fatalf("with a stuck feed Reports = %d reports, %v; want 2", len(rs), err)
+	}
+	s.reports.mu.Lock()
+	following := s.reports.feed != nil
+	s.reports.mu.Unlock()
+	if following {
+		t.Error("after a feed that did not catch up, lists still keep one: each would wait for it")
+	}
+}
+
+func TestProgressKeepsOrder(t *testing.T) {
+	for v, want := range map[string]bool{
+		"3.7.3": true, "3.6.0": true, "3.6.0-rc.1": true, "v3.5.13": true, "3.5.21": true,
+		"3.5.12": false, "3.5.0": false, "3.4.31": true, "3.4.30": false, "3.3.27": false,
+		"4.0.0": true, "2.3.8": false, "": false, "3.5": false, "3.x.1": false,
+	} {
+		if got := progressKeepsOrder(v); got != want {
+			t.Errorf("progressKeepsOrder(%q) = %v, want %v", v, got, want)
+		}
+	}
 }
