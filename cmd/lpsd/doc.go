@@ -290,6 +290,17 @@ the request allows unseen values (lpsctl --allow-unseen): such a scope
 would match no node. The check reads what an autopilot look reads, no more
 (the reports and served records, only when subscriptions are named).
 
+On etcd a replica keeps the reports and served records it read decoded,
+and after its first read a watch of each prefix keeps them current, so a
+look, status or explain reads one key's revision and waits (at most 2 s)
+until the watch has applied every change up to it, instead of reading
+the prefix. That needs etcd 3.5.13 or 3.4.31 and later on every member
+(progress notifications that never run ahead of their events, as
+Kubernetes requires for its watch cache); with an older member, or a
+watch that does not catch up in time (an etcd gRPC proxy that drops
+progress requests), reads list the keys and fetch the changed values
+instead, and try a watch again after 10 minutes (logged).
+
 A region in a scope is always the serving replica's --region, never one
 a node claims: the attested identity document carries no location, and
 the instance metadata a node could read one from is unsigned, so a VM
