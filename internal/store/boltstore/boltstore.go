@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -126,8 +125,8 @@ func Open(path string) (*Store, error) {
 		return nil, fmt.Errorf("open bolt store %s: %w", path, err)
 	}
 	s := &Store{db: db,
-		reports: &decoded[store.Report]{bucket: reportsBucket, decode: storecodec.DecodeReport, what: "report", seed: maphash.MakeSeed()},
-		served:  &decoded[store.Served]{bucket: servedBucket, decode: storecodec.DecodeServed, what: "served", seed: maphash.MakeSeed()},
+		reports: newDecoded(reportsBucket, "report", storecodec.DecodeReport, store.CompareReports),
+		served:  newDecoded(servedBucket, "served", storecodec.DecodeServed, store.CompareServed),
 	}
 	err = s.update(func(tx *bolt.Tx) error {
 		for _, b := range []string{releasesBucket, auditBucket, reportsBucket, seatsBucket, servedBucket, metaBucket, configsBucket, beatsBucket, pointsBucket, logRecordsBucket, logHashesBucket, keySetsBucket} {
@@ -477,9 +476,8 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list reports: %w", mapErr(err))
 	}
-	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
-	slices.SortFunc(out, store.CompareReports)
-	return out, bad.Err()
+	return out, bad.Err() // in (VMID, Boot) order, not the keys'
+
 }
 
 // TakeSeat implements store.Store with one bbolt transaction; a read-only
@@ -654,9 +652,8 @@ func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list served: %w", mapErr(err))
 	}
-	// Key byte order is not field order: "-" sorts before "/".
-	slices.SortFunc(out, store.CompareServed)
-	return out, bad.Err()
+	return out, bad.Err() // in field order, not the keys'
+
 }
 
 // Watch implements store.Store: the channel receives a value after each

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	bolt "go.etcd.io/bbolt"
+
+	"nodehotfix/internal/store/kept"
 )
 
 // decoded keeps what the last list of one bucket decoded (Reports,
@@ -16,68 +18,53 @@ import (
 // (hash/maphash), so no writer of a value can aim at another's hash, and
 // 64 bits cost 8 bytes a record where a copy of the value cost hundreds.
 // The entries are exactly the bucket's keys at the last list that
-// succeeded; lists of one bucket take turns (mu), and each updates the
-// entries in place (a new map per list cost more than the hashing).
+// succeeded (each kept, after one that failed, true of the value it
+// hashed); lists of one bucket take turns (mu).
 type decoded[T any] struct {
 	bucket string
 	decode func([]byte) (T, error)
 	what   string // names a key in a decode error: "report", "served"
 	seed   maphash.Seed
 
-	mu    sync.Mutex
-	byKey map[string]*entry[T]
-	lists uint64 // lists begun, numbering each entry's last
+	mu      sync.Mutex
+	entries *kept.Set[T] // tagged with the hash of the value decoded
+	lists   uint64       // lists begun, marking the entries each found
 }
 
-type entry[T any] struct {
-	sum  uint64 // maphash of the value decoded
-	seen uint64 // the list that last found the key
-	v    T
-	err  error
+// newDecoded returns the decoded values of bucket, listed in cmp order.
+func newDecoded[T any](bucket, what string, decode func([]byte) (T, error), cmp func(a, b T) int) *decoded[T] {
+	return &decoded[T]{bucket: bucket, decode: decode, what: what, seed: maphash.MakeSeed(), entries: kept.New(cmp)}
 }
 
-// list returns every value in the bucket, decoded, and the decode errors
-// of the keys that could not be (each naming its key, in key order).
+// list returns every value in the bucket, decoded, in cmp order, and the
+// decode errors of the keys that could not be (each naming its key, in
+// key order).
 func (c *decoded[T]) list(tx *bolt.Tx) ([]T, []error, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byKey == nil {
-		c.byKey = map[string]*entry[T]{}
-	}
 	c.lists++
-	out := make([]T, 0, len(c.byKey))
-	var bad []error
 	found := 0
 	err := tx.Bucket([]byte(c.bucket)).ForEach(func(k, v []byte) error {
 		found++
 		sum := maphash.Bytes(c.seed, v)
-		e, ok := c.byKey[string(k)]
-		if !ok {
-			e = &entry[T]{}
-			c.byKey[string(k)] = e
-		}
-		if !ok || e.sum != sum {
-			e.sum = sum
-			e.v, e.err = c.decode(v)
-		}
-		e.seen = c.lists
-		if e.err != nil {
-			bad = append(bad, fmt.Errorf("%s %q: %w", c.what, k, e.err))
+		if e := c.entries.Get(string(k)); e != nil && e.Tag == sum {
+			e.Mark = c.lists
 			return nil
 		}
-		out = append(out, e.v)
+		v2, err := c.decode(v)
+		c.entries.Put(string(k), kept.Entry[T]{Tag: sum, Mark: c.lists, V: v2, Err: err})
 		return nil
 	})
 	if err != nil {
-		// The entries are still true of the values they hashed.
 		return nil, nil, err
 	}
-	if found != len(c.byKey) {
-		for k, e := range c.byKey {
-			if e.seen != c.lists {
-				delete(c.byKey, k) // gone since the last list
-			}
-		}
+	if found != c.entries.Len() {
+		c.entries.DeleteUnmarked(c.lists) // gone since the last list
+	}
+	out, badKeys := c.entries.List()
+	bad := make([]error, len(badKeys))
+	for i, k := range badKeys {
+		bad[i] = fmt.Errorf("%s %q: %w", c.what, k, c.entries.Get(k).Err)
 	}
 	return out, bad, nil
 }

@@ -100,5 +100,5 @@ func BenchmarkReportsList(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	storetest.BenchmarkReportsList(b, s, func() { s.reports.byKey = nil }) // no list runs
+	storetest.BenchmarkReportsList(b, s, func() { s.reports.entries.Reset() }) // no list runs
 }

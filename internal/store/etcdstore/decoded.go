@@ -12,6 +12,8 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/metadata"
+
+	"nodehotfix/internal/store/kept"
 )
 
 // decoded keeps one prefix's values decoded (Reports, Served), by key and
@@ -44,15 +46,12 @@ type decoded[T any] struct {
 	mu      sync.Mutex // guards the rest, shared with the feed
 	rev     int64      // the revision the entries are of; 0: none
 	cluster uint64
-	byKey   map[string]entry[T]
+	// entries are tagged with the ModRevision of the value decoded, and
+	// keep a decode error so the key is reported again.
+	entries *kept.Set[T]
+	scans   uint64        // the scans begun, marking the entries each found
 	feed    *feed         // applying the prefix's changes from rev on; nil: none
 	moved   chan struct{} // closed (and replaced) when rev moves or the feed ends
-}
-
-type entry[T any] struct {
-	mod int64 // the key's ModRevision when decoded
-	v   T
-	err error // the decode error, kept so the key is reported again
 }
 
 // feed is one watch applying a prefix's changes.
@@ -61,8 +60,9 @@ type feed struct {
 	stop context.CancelFunc
 }
 
-func newDecoded[T any](prefix string, decode func([]byte) (T, error)) *decoded[T] {
-	return &decoded[T]{prefix: prefix, decode: decode, sem: make(chan struct{}, 1), moved: make(chan struct{})}
+// newDecoded returns the decoded values of prefix, listed in cmp order.
+func newDecoded[T any](prefix string, decode func([]byte) (T, error), cmp func(a, b T) int) *decoded[T] {
+	return &decoded[T]{prefix: prefix, decode: decode, sem: make(chan struct{}, 1), entries: kept.New(cmp), moved: make(chan struct{})}
 }
 
 const (
@@ -80,9 +80,9 @@ const (
 	progressEvery = 100 * time.Millisecond
 )
 
-// list returns every value under the prefix, decoded, and the decode
-// errors of the keys that could not be (each naming its key, in key
-// order), as of one revision at or after the call.
+// list returns every value under the prefix, decoded, in cmp order, and
+// the decode errors of the keys that could not be (each naming its key,
+// in key order), as of one revision at or after the call.
 func (c *decoded[T]) list(ctx context.Context, s *Store) ([]T, []error, error) {
 	select {
 	case c.sem <- struct{}{}:
@@ -102,14 +102,14 @@ func (c *decoded[T]) list(ctx context.Context, s *Store) ([]T, []error, error) {
 	}
 	c.stopFeed()
 	// No feed changes the entries now: read them without the lock.
-	next, at, err := c.read(ctx, s)
+	at, err := c.read(ctx, s)
 	if err != nil {
 		return nil, nil, err
 	}
 	follow := s.followable(ctx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.byKey, c.rev, c.cluster = next, at.rev, at.cluster
+	c.rev, c.cluster = at.rev, at.cluster
 	if follow {
 		c.startFeed(s)
 	}
@@ -163,19 +163,10 @@ func (c *decoded[T]) caughtUp(ctx context.Context, s *Store, now readPoint) ([]T
 // key order, so the first reported is the first key a scan finds); c.mu
 // held.
 func (c *decoded[T]) snapshot() ([]T, []error) {
-	out := make([]T, 0, len(c.byKey))
-	var badKeys []string
-	for k, e := range c.byKey {
-		if e.err != nil {
-			badKeys = append(badKeys, k)
-			continue
-		}
-		out = append(out, e.v)
-	}
-	slices.Sort(badKeys)
+	out, badKeys := c.entries.List()
 	bad := make([]error, len(badKeys))
 	for i, k := range badKeys {
-		bad[i] = fmt.Errorf("key %q: %w", k, c.byKey[k].err)
+		bad[i] = fmt.Errorf("key %q: %w", k, c.entries.Get(k).Err)
 	}
 	return out, bad
 }
@@ -234,7 +225,7 @@ func (c *decoded[T]) end() {
 type event[T any] struct {
 	key  string
 	gone bool
-	e    entry[T]
+	e    kept.Entry[T]
 }
 
 // follow applies the prefix's changes from revision from on until the
@@ -261,7 +252,7 @@ func (c *decoded[T]) follow(s *Store, f *feed, from int64) {
 		for i, ev := range resp.Events {
 			changes[i] = event[T]{key: string(ev.Kv.Key), gone: ev.Type == mvccpb.DELETE}
 			if !changes[i].gone {
-				changes[i].e = c.entry(ev.Kv)
+				changes[i].e = c.entry(ev.Kv, 0)
 			}
 			rev = ev.Kv.ModRevision
 		}
@@ -272,9 +263,9 @@ func (c *decoded[T]) follow(s *Store, f *feed, from int64) {
 		}
 		for _, ch := range changes {
 			if ch.gone {
-				delete(c.byKey, ch.key)
+				c.entries.Delete(ch.key)
 			} else {
-				c.byKey[ch.key] = ch.e
+				c.entries.Put(ch.key, ch.e)
 			}
 		}
 		if rev > c.rev {
@@ -292,39 +283,40 @@ func (c *decoded[T]) follow(s *Store, f *feed, from int64) {
 	c.mu.Unlock()
 }
 
-// read returns the entries of the prefix now and where they were read;
-// it changes nothing of c, and no feed may change c meanwhile.
-func (c *decoded[T]) read(ctx context.Context, s *Store) (map[string]entry[T], readPoint, error) {
+// read brings the entries to the prefix now and returns where it read.
+// No feed may change them meanwhile. Each entry stays true of its key's
+// value at the entry's ModRevision whatever fails, so a list that fails
+// half-way leaves what the next needs; keys gone are forgotten only by a
+// read that succeeds.
+func (c *decoded[T]) read(ctx context.Context, s *Store) (readPoint, error) {
 	var at readPoint
+	c.scans++
+	mark := c.scans
 	if c.rev == 0 {
-		return c.readAll(ctx, s, at, nil)
+		return c.readAll(ctx, s, at, mark)
 	}
-	next := make(map[string]entry[T], len(c.byKey))
-	changed := map[string]bool{}
+	var changed []string
 	err := s.scanAt(ctx, c.prefix, &at, true, func(kv *mvccpb.KeyValue) error {
 		k := string(kv.Key)
-		if e, ok := c.byKey[k]; ok && e.mod == kv.ModRevision {
-			next[k] = e
+		if e := c.entries.Get(k); e != nil && e.Tag == uint64(kv.ModRevision) {
+			e.Mark = mark
 		} else {
-			changed[k] = true
+			changed = append(changed, k)
 		}
 		return nil
 	})
 	switch {
 	case err != nil:
-		return nil, at, err
+		return at, err
 	case at.rev < c.rev || at.cluster != c.cluster:
 		// Not the history the entries are of: read it all, at the
 		// revision the keys were listed at.
-		return c.readAll(ctx, s, readPoint{rev: at.rev}, nil)
+		c.entries.Reset()
+		return c.readAll(ctx, s, readPoint{rev: at.rev}, mark)
 	case len(changed) > maxChangedGets:
-		return c.readAll(ctx, s, at, next)
+		return c.readAll(ctx, s, at, mark)
 	}
-	keys := make([]string, 0, len(changed))
-	for k := range changed {
-		keys = append(keys, k)
-	}
-	for chunk := range slices.Chunk(keys, maxReportsPerTxn) {
+	for chunk := range slices.Chunk(changed, maxReportsPerTxn) {
 		ops := make([]clientv3.Op, len(chunk))
 		for i, k := range chunk {
 			ops[i] = clientv3.OpGet(k, clientv3.WithRev(at.rev))
@@ -333,46 +325,47 @@ func (c *decoded[T]) read(ctx context.Context, s *Store) (map[string]entry[T], r
 		resp, err := s.cli.Txn(tctx).Then(ops...).Commit()
 		cancel()
 		if err != nil {
-			return nil, at, s.mapErr(err)
+			return at, s.mapErr(err)
 		}
 		for _, r := range resp.Responses {
 			for _, kv := range r.GetResponseRange().GetKvs() {
-				next[string(kv.Key)] = c.entry(kv)
+				c.entries.Put(string(kv.Key), c.entry(kv, mark))
 			}
 		}
 	}
-	for _, k := range keys {
-		if _, ok := next[k]; !ok {
+	for _, k := range changed {
+		if e := c.entries.Get(k); e == nil || e.Mark != mark {
 			// At one revision a key listed is there to read.
-			return nil, at, fmt.Errorf("key %q listed at revision %d but not read at it", k, at.rev)
+			return at, fmt.Errorf("key %q listed at revision %d but not read at it", k, at.rev)
 		}
 	}
-	return next, at, nil
+	c.entries.DeleteUnmarked(mark)
+	return at, nil
 }
 
 // readAll reads every value under the prefix in pages at at.rev (0: the
-// current revision), decoding those not already in kept, the entries
-// already read at that revision.
-func (c *decoded[T]) readAll(ctx context.Context, s *Store, at readPoint, kept map[string]entry[T]) (map[string]entry[T], readPoint, error) {
-	next := make(map[string]entry[T], max(len(kept), len(c.byKey)))
+// current revision), decoding those whose entry is not of the same
+// ModRevision, and marks what it found with mark.
+func (c *decoded[T]) readAll(ctx context.Context, s *Store, at readPoint, mark uint64) (readPoint, error) {
 	err := s.scanAt(ctx, c.prefix, &at, false, func(kv *mvccpb.KeyValue) error {
 		k := string(kv.Key)
-		if e, ok := kept[k]; ok && e.mod == kv.ModRevision {
-			next[k] = e
+		if e := c.entries.Get(k); e != nil && e.Tag == uint64(kv.ModRevision) {
+			e.Mark = mark
 		} else {
-			next[k] = c.entry(kv)
+			c.entries.Put(k, c.entry(kv, mark))
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, at, err
+		return at, err
 	}
-	return next, at, nil
+	c.entries.DeleteUnmarked(mark)
+	return at, nil
 }
 
-func (c *decoded[T]) entry(kv *mvccpb.KeyValue) entry[T] {
+func (c *decoded[T]) entry(kv *mvccpb.KeyValue, mark uint64) kept.Entry[T] {
 	v, err := c.decode(kv.Value)
-	return entry[T]{mod: kv.ModRevision, v: v, err: err}
+	return kept.Entry[T]{Tag: uint64(kv.ModRevision), Mark: mark, V: v, Err: err}
 }
 
 // revisionNow returns the store's current revision and cluster, read (as

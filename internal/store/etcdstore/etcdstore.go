@@ -182,8 +182,8 @@ func Open(ctx context.Context, endpoints []string, c Config) (*Store, error) {
 		log:        log,
 		done:       make(chan struct{}),
 	}
-	s.reports = newDecoded(s.reportsPrefix(), storecodec.DecodeReport)
-	s.served = newDecoded(s.servedPrefix(), storecodec.DecodeServed)
+	s.reports = newDecoded(s.reportsPrefix(), storecodec.DecodeReport, store.CompareReports)
+	s.served = newDecoded(s.servedPrefix(), storecodec.DecodeServed, store.CompareServed)
 	// The client connects lazily; one read proves the cluster answers and
 	// primes the audit-seq cache.
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
@@ -579,12 +579,10 @@ func (s *Store) Reports(ctx context.Context) ([]store.Report, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("list reports: %w", store.ErrClosed)
 	}
-	out, bad, err := s.reports.list(ctx, s)
+	out, bad, err := s.reports.list(ctx, s) // in (VMID, Boot) order, not the keys'
 	if err != nil {
 		return nil, fmt.Errorf("list reports: %w", err)
 	}
-	// Key byte order is not (VMID, Boot) order: "-" sorts before "/".
-	slices.SortFunc(out, store.CompareReports)
 	return out, unreadable("report", bad)
 }
 
@@ -698,7 +696,6 @@ func (s *Store) Served(ctx context.Context) ([]store.Served, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list served: %w", err)
 	}
-	slices.SortFunc(out, store.CompareServed)
 	return out, unreadable("served record", bad)
 }
 

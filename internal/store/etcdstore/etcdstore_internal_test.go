@@ -271,7 +271,8 @@ func BenchmarkReportsList(b *testing.B) {
 	b.Cleanup(func() { s.Close() })
 	storetest.BenchmarkReportsList(b, s, func() { // no list runs
 		s.reports.stopFeed()
-		s.reports.rev, s.reports.byKey = 0, nil
+		s.reports.rev = 0
+		s.reports.entries.Reset()
 	})
 }
 
