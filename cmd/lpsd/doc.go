@@ -44,8 +44,10 @@ automatic change is an audit entry with actor lpsd, its evidence and
 reason code. lpsd_releases_stopped{state,reason} counts the paused and
 halted releases by that code, or operator (every pair exported, 0 when
 none), and lpsctl status shows each release's REASON. On etcd only the elected replica's autopilot decides
-(lpsd_autopilot_leader), and it steps down when its clock is more than
-30 s off the other replicas' heartbeats (lpsd_clock_skew_seconds); every
+(lpsd_autopilot_leader), and it steps down unless its clock is within
+30 s of a majority of the replicas' heartbeats, itself among them
+(lpsd_clock_skew_seconds: the median of its peers'; run three replicas, so
+one whose clock is off keeps only itself from leading); every
 change is a compare-and-swap besides, and an operator's pause, halt or
 revoke wins. Nodes' requests for a canary seat are counted in
 lpsd_canary_seat_requests_total{result} (taken, full, error, late,

@@ -72,9 +72,10 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 		a := Release{Counts: f.Tally.Releases[r.Version]}
 		if r.HasCanary() {
 			seats, err := src.Seats(ctx, r.Version)
-			if err != nil {
+			if ev.skip(err) != nil {
 				return Fleet{}, fmt.Errorf("list canary seats of %s: %w", r.Version, err)
 			}
+			f.skip(err) // a seat whose time cannot be read is still a seat
 			a.Counts.Seated = uint64(len(seats))
 		}
 		if p := r.Rollout.Plan; p != nil {

@@ -36,7 +36,7 @@ func TestAssess(t *testing.T) {
 	t.Parallel()
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
-	first := rollout.Release{Version: "202604.01.1", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}}
+	first := rollout.Release{Version: "202604.01.1", Base: "202604.01", NotAfter: t0.Add(30 * 24 * time.Hour), Rollout: rollout.Rollout{State: rollout.Complete, Percent: 100}}
 	plan := rollout.Plan{Steps: []rollout.PlanStep{{Nodes: 10, MinReports: 5}, {Percent: 100, MinReports: 5}}, Margin: 0.05, MaxFailureRate: 0.2}
 	second, err := rollout.Release{Version: "202604.01.2", Base: "202604.01", Rollout: rollout.Rollout{State: rollout.Draft}}.SetPlan(plan, t0)
 	if err != nil {

@@ -286,18 +286,19 @@ func (a *Autopilot) looks(ctx context.Context, rep store.Replica) error {
 	}
 }
 
-// checkClock returns errSkewed when the median age of the other replicas'
-// heartbeats, by this clock, says it is more than MaxClockSkew off theirs.
-// A heartbeat is at most BeatInterval (and a round trip) old when read.
+// checkClock returns errSkewed when this replica's clock disagrees with
+// the majority of the replicas' (ClockAgrees). A heartbeat is at most
+// BeatInterval (and a round trip) old when read.
 func (a *Autopilot) checkClock(ctx context.Context, rep store.Replica) error {
 	peers, err := rep.Peers(ctx)
 	if err != nil || len(peers) == 0 {
 		// Alone, or the store cannot say: nothing to compare with.
 		return nil
 	}
-	skew := ClockSkew(a.cfg.Now(), peers)
+	now := a.cfg.Now()
+	skew := ClockSkew(now, peers)
 	a.cfg.OnSkew(skew)
-	if skew > MaxClockSkew || skew < -MaxClockSkew {
+	if !ClockAgrees(now, peers) {
 		a.cfg.Log.Error("autopilot steps down: this replica's clock is off the other replicas' heartbeats; fix its time sync",
 			"skew", skew, "max", MaxClockSkew, "peers", len(peers))
 		return errSkewed
@@ -307,7 +308,7 @@ func (a *Autopilot) checkClock(ctx context.Context, rep store.Replica) error {
 
 // ClockSkew estimates how far now's clock is ahead of the replicas whose
 // heartbeats are peers: the median of their ages, less the half beat a
-// heartbeat is old on average.
+// heartbeat is old on average (what lpsd_clock_skew_seconds shows).
 func ClockSkew(now time.Time, peers []store.Heartbeat) time.Duration {
 	ages := make([]time.Duration, len(peers))
 	for i, p := range peers {
@@ -319,6 +320,23 @@ func ClockSkew(now time.Time, peers []store.Heartbeat) time.Duration {
 		median = (ages[len(ages)/2-1] + ages[len(ages)/2]) / 2
 	}
 	return median - BeatInterval/2
+}
+
+// ClockAgrees reports whether now's clock is within MaxClockSkew of the
+// clocks of a strict majority of the replicas, itself among them: of the
+// peers, those whose heartbeat's age, less half a beat, is within
+// MaxClockSkew agree. So one replica whose clock is off (or whose
+// heartbeats stopped while its session lives) makes only itself step
+// down, not every other; of two replicas that disagree neither can tell
+// which is off, and both step down (run three).
+func ClockAgrees(now time.Time, peers []store.Heartbeat) bool {
+	agree := 1
+	for _, p := range peers {
+		if d := now.Sub(p.Time) - BeatInterval/2; d <= MaxClockSkew && d >= -MaxClockSkew {
+			agree++
+		}
+	}
+	return 2*agree > len(peers)+1
 }
 
 // Change is one change the autopilot made.

@@ -583,3 +583,70 @@ func TestPausesAtTheDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestClockAgrees: a replica steps down only when its clock disagrees
+// with a majority of the replicas, itself among them: with three, the one
+// replica 3 minutes behind (or one whose heartbeats stopped) steps down
+// and the other two may lead; with two that disagree, both step down.
+func TestClockAgrees(t *testing.T) {
+	t.Parallel()
+	hb := func(ages ...time.Duration) []store.Heartbeat {
+		var out []store.Heartbeat
+		for _, a := range ages {
+			out = append(out, store.Heartbeat{Time: t0.Add(-a)})
+		}
+		return out
+	}
+	for _, tt := range []struct {
+		name  string
+		peers []store.Heartbeat
+		want  bool
+	}{
+		{"two peers agree", hb(time.Second, 2*time.Second), true},
+		{"one of two peers 3 minutes behind", hb(time.Second, 3*time.Minute), true},
+		{"one of two peers 3 minutes ahead", hb(time.Second, -3*time.Minute), true},
+		{"both peers 3 minutes behind: this one is ahead", hb(3*time.Minute, 3*time.Minute), false},
+		{"both peers ahead: this one is behind", hb(-3*time.Minute, -2*time.Minute), false},
+		{"the one peer off", hb(3 * time.Minute), false},
+		{"the one peer agrees", hb(time.Second), true},
+		{"two of four peers off", hb(time.Second, 2*time.Second, time.Hour, time.Hour), true},
+		{"three of four peers off", hb(time.Second, time.Hour, time.Hour, -time.Hour), false},
+	} {
+		if got := ClockAgrees(t0, tt.peers); got != tt.want {
+			t.Errorf("%s: ClockAgrees = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestOneSkewedReplicaLeavesALeader: of the shipped three replicas, one
+// whose clock is 3 minutes behind does not make the others step down (the
+// mean of two peers' ages did): the leader with a right clock looks and
+// halts a canary failing 30 of 30.
+func TestOneSkewedReplicaLeavesALeader(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.report("", 500, 0, false)
+	f.report(version, 30, 1, false) // 30 of 30 failed
+	f.now = t0.Add(time.Minute)
+	rep := newFakeReplica()
+	rep.peers = []store.Heartbeat{{ID: "b", Time: f.now.Add(-2 * time.Second)}, {ID: "c", Time: f.now.Add(-3*time.Minute - time.Second)}}
+	ap := New(f.st, Config{Interval: time.Millisecond, Now: func() time.Time { return f.now }, Replica: rep})
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- ap.Run(ctx) }()
+	rep.leads <- struct{}{}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.release().Rollout.State != rollout.Halted && time.Now().Before(deadline) {
+		select {
+		case <-rep.resigned:
+			t.Fatal("the leader with a right clock stepped down")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if st := f.release().Rollout.State; st != rollout.Halted {
+		t.Errorf("a canary failing 30 of 30 is %s, want halted", st)
+	}
+	cancel()
+	<-done
+}

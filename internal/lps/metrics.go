@@ -609,7 +609,7 @@ var (
 		"Nodes counted for a release (served it, or reported on it), one per vmId by its worst outcome: ok, failed, fellBack, refusedIntegrity, refusedDelivery, notApplicable, silent, pending.",
 		[]string{"version", "outcome"}, nil)
 	unreadableDesc = prometheus.NewDesc("lpsd_store_unreadable_records",
-		"Records the autopilot's last look could not decode and left out, by kind (report, served record): a newer encoding mid-upgrade, another writer of the prefix, damage.",
+		"Records the autopilot's last look could not decode and left out, by kind (report, served record; seat: a canary seat whose time could not be read, still counted as held): a newer encoding mid-upgrade, another writer of the prefix, damage.",
 		[]string{"kind"}, nil)
 	controlNodesDesc = prometheus.NewDesc("lpsd_control_nodes",
 		"Nodes of a base that ran the baked agent with no release requested (the first hotfix's baseline), by outcome (ok, failed).",
@@ -641,7 +641,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	for v, x := range ceilings {
 		ch <- prometheus.MustNewConstMetric(silentCeilingDesc, prometheus.GaugeValue, x, v)
 	}
-	for _, kind := range []string{"report", "served record"} {
+	for _, kind := range []string{"report", "served record", "seat"} {
 		ch <- prometheus.MustNewConstMetric(unreadableDesc, prometheus.GaugeValue, float64(unreadable[kind]), kind)
 	}
 	for v, n := range t.Releases {

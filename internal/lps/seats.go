@@ -336,7 +336,8 @@ func (s *Seats) take(ctx context.Context, version string, seat store.Seat, limit
 		// Full: learn every holder before saying so, or a holder seated by
 		// another replica would be refused here from now on.
 		holders, err := s.st.Seats(ctx, version)
-		if err != nil {
+		var ue *store.UnreadableError
+		if err != nil && !errors.As(err, &ue) { // a seat whose time cannot be read is still a seat
 			return false, fmt.Errorf("list the seats of a full canary: %w", err)
 		}
 		s.mu.Lock()

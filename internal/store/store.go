@@ -229,7 +229,7 @@ type Heartbeat struct {
 // and never lets one bad record stop what the others decide. (Freezer's
 // Freeze returns one beside the frozen stand-in for its one record.)
 type UnreadableError struct {
-	Kind  string // "release", "report", "served record", "key set" or "freeze"
+	Kind  string // "release", "report", "served record", "seat", "key set" or "freeze"
 	Count int
 	First error // the first record's decode error, with its key
 	// Keys are the unreadable records' keys where the caller needs them
@@ -435,7 +435,10 @@ type Store interface {
 	// TakeSeat; ErrClosed after Close.
 	HoldsSeat(ctx context.Context, version, vmID string) (bool, error)
 
-	// Seats returns version's canary seats, sorted by VMID.
+	// Seats returns version's canary seats, sorted by VMID. A seat whose
+	// time cannot be read is still a seat (its holder is its key): it is
+	// returned with a zero Since, beside an *UnreadableError of kind
+	// "seat" that counts them.
 	Seats(ctx context.Context, version string) ([]Seat, error)
 
 	// PutServed stores ss, each keyed by (Version, VMID, Boot), in one

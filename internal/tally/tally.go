@@ -543,10 +543,12 @@ type Baseline struct {
 // IncumbentBaked names the baked agent as a baseline's incumbent.
 const IncumbentBaked = "baked"
 
-// Incumbent returns the agent rel's base ran before rel: the highest
-// complete, unrevoked release of the same base below rel's patch, or
-// IncumbentBaked.
-func Incumbent(rels []rollout.Release, rel rollout.Release) string {
+// Incumbent returns the agent rel's base runs at now besides rel: the
+// highest complete release of the same base below rel's patch that is
+// neither revoked nor expired (its envelope's not_after when the record
+// has none: an expired one is served to nobody, so its nodes run the
+// baked agent again), or IncumbentBaked.
+func Incumbent(rels []rollout.Release, rel rollout.Release, now time.Time) string {
 	v, err := hotfix.ParseVersion(rel.Version)
 	if err != nil {
 		return IncumbentBaked
@@ -557,7 +559,7 @@ func Incumbent(rels []rollout.Release, rel rollout.Release) string {
 		if err != nil || w.Base() != v.Base() || w.Patch() >= v.Patch() || w.Patch() <= bestPatch {
 			continue
 		}
-		if r.Rollout.State == rollout.Complete && !r.Revoked {
+		if r.Rollout.State == rollout.Complete && !r.Revoked && !r.WithNotAfter().Expired(now) {
 			best, bestPatch = r.Version, w.Patch()
 		}
 	}
@@ -570,7 +572,7 @@ func Incumbent(rels []rollout.Release, rel rollout.Release) string {
 // incumbent's whole record (all its reports, and for a hotfix its served
 // nodes' outcomes too, outside rel's cohort).
 func (t Tally) Baseline(rels []rollout.Release, rel rollout.Release, need uint64) Baseline {
-	b := Baseline{Incumbent: Incumbent(rels, rel)}
+	b := Baseline{Incumbent: Incumbent(rels, rel, t.now)}
 	b.Counts = t.incumbent(rel, b.Incumbent, t.now.Add(-BaselineWindow))
 	if b.Counts.Judged() >= need {
 		return b

@@ -21,7 +21,7 @@ const (
 )
 
 func rel(version string, state rollout.State) rollout.Release {
-	return rollout.Release{Version: version, Base: base, Rollout: rollout.Rollout{State: state}}
+	return rollout.Release{Version: version, Base: base, NotAfter: t0.Add(30 * 24 * time.Hour), Rollout: rollout.Rollout{State: state}}
 }
 
 // ran is a report of a boot that ran version (or the baked agent for "").
@@ -186,9 +186,14 @@ func TestIncumbent(t *testing.T) {
 	t.Parallel()
 	revoked := rel("202604.01.3", rollout.Complete)
 	revoked.Revoked = true
+	other := rel("202605.01.1", rollout.Complete)
+	other.Base = "202605.01"
+	// Expired: served to nobody, so its base's nodes run the baked agent
+	// again.
+	expired := rel("202607.01.1", rollout.Complete)
+	expired.Base, expired.NotAfter = "202607.01", t0.Add(-time.Hour)
 	rels := []rollout.Release{
-		rel(v1, rollout.Complete), rel(v2, rollout.Halted), revoked, rel("202604.01.4", rollout.Rolling),
-		{Version: "202605.01.1", Base: "202605.01", Rollout: rollout.Rollout{State: rollout.Complete}},
+		rel(v1, rollout.Complete), rel(v2, rollout.Halted), revoked, rel("202604.01.4", rollout.Rolling), other, expired,
 	}
 	for _, tt := range []struct{ version, want string }{
 		{v1, IncumbentBaked},
@@ -196,8 +201,9 @@ func TestIncumbent(t *testing.T) {
 		{"202604.01.4", v1}, // a halted and a revoked one never were what the base ran
 		{"202605.01.2", "202605.01.1"},
 		{"202606.01.1", IncumbentBaked},
+		{"202607.01.2", IncumbentBaked},
 	} {
-		if got := Incumbent(rels, rollout.Release{Version: tt.version}); got != tt.want {
+		if got := Incumbent(rels, rollout.Release{Version: tt.version}, t0); got != tt.want {
 			t.Errorf("Incumbent(%s) = %s, want %s", tt.version, got, tt.want)
 		}
 	}

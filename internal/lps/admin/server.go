@@ -502,7 +502,7 @@ func (s *Server) preview(ctx context.Context, r rollout.Release) (*adminv1.PlanP
 	if err != nil {
 		return nil, s.storeError("list releases", err)
 	}
-	incumbent := tally.Incumbent(rels, r)
+	incumbent := tally.Incumbent(rels, r, s.now())
 	out := &adminv1.PlanPreview{Baseline: &adminv1.Baseline{
 		MaxFailureRate:  p.MaxFailureRate,
 		Margin:          p.Margin,
@@ -1128,7 +1128,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 			continue
 		}
 		held, err := s.store.Seats(ctx, r.Version)
-		if err != nil {
+		if err != nil && !unreadable(err) { // a seat whose time cannot be read is still a seat
 			return nil, s.storeError("list canary seats of "+r.Version, err)
 		}
 		seats[r.Version] = held

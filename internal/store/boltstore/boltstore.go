@@ -556,22 +556,26 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 		return nil, fmt.Errorf("list seats: %w", err)
 	}
 	var out []store.Seat
+	bad := store.NewUnreadable("seat")
 	prefix := []byte(version + "/")
 	err := s.view(func(tx *bolt.Tx) error {
 		c := tx.Bucket([]byte(seatsBucket)).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
-			if len(v) != 8 {
-				return fmt.Errorf("seat %q: %d-byte value, want 8", k, len(v))
-			}
 			seat := store.Seat{VMID: string(k[len(prefix):])}
-			if ns := binary.BigEndian.Uint64(v); ns != 0 {
-				seat.Since = time.Unix(0, int64(ns)).UTC()
+			switch {
+			case len(v) != 8:
+				bad.Add(fmt.Errorf("seat %q: %d-byte value, want 8", k, len(v)))
+			case binary.BigEndian.Uint64(v) != 0:
+				seat.Since = time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
 			}
 			out = append(out, seat)
 		}
 		return nil
 	})
-	return out, wrapErr("list seats", err)
+	if err != nil {
+		return nil, wrapErr("list seats", err)
+	}
+	return out, bad.Err()
 }
 
 // count reads an 8-byte big-endian count; anything else is 0.

@@ -102,3 +102,32 @@ func BenchmarkReportsList(b *testing.B) {
 	b.Cleanup(func() { s.Close() })
 	storetest.BenchmarkReportsList(b, s, func() { s.reports.entries.Reset() }) // no list runs
 }
+
+// TestUnreadableSeatIsStillASeat: a seat whose time is not 8 bytes is
+// returned with no time beside an UnreadableError, never refused whole:
+// its holder is its key.
+func TestUnreadableSeatIsStillASeat(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, err := Open(filepath.Join(t.TempDir(), "lpsd.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	const v = "202604.01.1"
+	for _, vm := range []string{"vm-a", "vm-b"} {
+		if _, err := s.TakeSeat(ctx, v, store.Seat{VMID: vm, SubscriptionID: "s"}, store.SeatLimit{Seats: 5}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(seatsBucket)).Put([]byte(v+"/vm-a"), []byte("garbage"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	seats, err := s.Seats(ctx, v)
+	var ue *store.UnreadableError
+	if !errors.As(err, &ue) || ue.Kind != "seat" || ue.Count != 1 || len(seats) != 2 || seats[0].VMID != "vm-a" || !seats[0].Since.IsZero() {
+		t.Errorf("Seats = %+v, %v; want both seats, vm-a's without a time, and one unreadable", seats, err)
+	}
+}

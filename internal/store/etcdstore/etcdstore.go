@@ -844,14 +844,16 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 		return nil, fmt.Errorf("list seats: %w", s.mapErr(err))
 	}
 	out := make([]store.Seat, 0, len(resp.Kvs))
+	bad := store.NewUnreadable("seat")
 	for _, kv := range resp.Kvs {
 		since, err := time.Parse(time.RFC3339Nano, string(kv.Value))
 		if err != nil {
-			return nil, fmt.Errorf("list seats: key %q: %w", kv.Key, err)
+			bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
+			since = time.Time{}
 		}
 		out = append(out, store.Seat{VMID: string(kv.Key[len(prefix):]), Since: since})
 	}
-	return out, nil
+	return out, bad.Err()
 }
 
 // Watch implements store.Store with etcd watches on the releases (and
