@@ -9,7 +9,7 @@ After provisioning, a node with the hotfix flag on reports how it went
 (nodehotfix.node.v1.ReportService/ReportOutcome, on the same listener,
 authenticated the same way). lpsd keeps the vmId from the document, refuses
 a hotfix report unless the node was offered that release, at most 16 boots
-per vmId per replica, and stores each (vmId, boot) once: reports are
+per vmId per replica within 24 h, and stores each (vmId, boot) once: reports are
 written in batches (a write starts 10 ms after the replica's last one
 began, or at once when 128 wait, and takes every report waiting, at most
 128), and a node's call returns once its report is stored. lpsctl status shows

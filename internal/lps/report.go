@@ -36,10 +36,13 @@ const (
 	// reportQueue bounds the reports waiting for a write; past it a report
 	// is refused (ResourceExhausted) rather than queued without bound.
 	reportQueue = 4096
-	// maxBootsPerVM is how many boots of one vmId this replica accepts: a
-	// node provisions once per boot and reboots rarely, so more is a node
-	// inventing boot IDs to inflate the counts.
+	// maxBootsPerVM is how many boots of one vmId this replica accepts
+	// within bootWindow: a node provisions once per boot and reboots
+	// rarely, so more is a node inventing boot IDs to inflate the counts.
+	// A boot older than the window no longer counts, so a long-lived node
+	// that reboots daily is never refused.
 	maxBootsPerVM = 16
+	bootWindow    = 24 * time.Hour
 	// bootsTracked bounds the vmIds the boot limit remembers.
 	bootsTracked = 65536
 	// maxReportText caps each free-text field.
@@ -123,8 +126,8 @@ func (s *reportService) ReportStarted(ctx context.Context, req *nodev1.ReportSta
 // for its batch's write: the one path outcomes and started reports take.
 // An error is the status to answer with, already counted.
 func (s *reportService) store(ctx context.Context, r store.Report) (bool, error) {
-	if !s.boots.admit(r.VMID, r.Boot) {
-		return false, s.refuse(codes.ResourceExhausted, "too-many-boots", fmt.Errorf("vmId %s reported more than %d boots", r.VMID, maxBootsPerVM))
+	if !s.boots.admit(r.VMID, r.Boot, s.now()) {
+		return false, s.refuse(codes.ResourceExhausted, "too-many-boots", fmt.Errorf("vmId %s reported more than %d boots in %v", r.VMID, maxBootsPerVM, bootWindow))
 	}
 	r.Replica = s.replica
 	first, err := s.batch.put(ctx, r)
@@ -310,26 +313,36 @@ func (s *reportService) offered(ctx context.Context, id attest.Identity, version
 func clipped(s string) string { return clip.Ellipsis(s, 64) }
 
 // bootLimit remembers, per vmId, the boots this replica accepted reports
-// for. It holds at most bootsTracked vmIds; past that a random one is
-// forgotten, so memory stays bounded under a flood of vmIds (each of which
-// needed its own attested document).
+// or served records for, and when it first saw each. It holds at most
+// bootsTracked vmIds; past that a random one is forgotten, so memory stays
+// bounded under a flood of vmIds (each of which needed its own attested
+// document).
 type bootLimit struct {
 	mu    sync.Mutex
-	boots map[string]map[string]bool
+	boots map[string]map[string]time.Time
 }
 
-func newBootLimit() *bootLimit { return &bootLimit{boots: make(map[string]map[string]bool)} }
+func newBootLimit() *bootLimit { return &bootLimit{boots: make(map[string]map[string]time.Time)} }
 
-// admit reports whether a report for (vm, boot) may be counted.
-func (l *bootLimit) admit(vm, boot string) bool {
+// admit reports whether a report or served record for (vm, boot) may be
+// counted at now: a boot already admitted may, and a new one while vm has
+// fewer than maxBootsPerVM boots first seen within bootWindow.
+func (l *bootLimit) admit(vm, boot string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	seen := l.boots[vm]
-	if seen[boot] {
+	if _, ok := seen[boot]; ok {
 		return true
 	}
 	if len(seen) >= maxBootsPerVM {
-		return false
+		for b, at := range seen {
+			if now.Sub(at) > bootWindow {
+				delete(seen, b)
+			}
+		}
+		if len(seen) >= maxBootsPerVM {
+			return false
+		}
 	}
 	if seen == nil {
 		if len(l.boots) >= bootsTracked {
@@ -339,10 +352,10 @@ func (l *bootLimit) admit(vm, boot string) bool {
 				break
 			}
 		}
-		seen = make(map[string]bool)
+		seen = make(map[string]time.Time)
 		l.boots[vm] = seen
 	}
-	seen[boot] = true
+	seen[boot] = now
 	return true
 }
 

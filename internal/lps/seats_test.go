@@ -57,11 +57,11 @@ func newReplica(t *testing.T, st store.Store) *replica {
 	return r
 }
 
-// served asks as launch does: declaring the node's base, 202501.15.
+// served asks as launch does: declaring the node's base, 202501.15, that
+// it reports, and its boot.
 func (r *replica) served(t *testing.T, vm string) bool {
 	t.Helper()
-	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
-	ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, "202501.15", lpswire.ReportsMetadata, "1"))
+	ctx := declaring(t, vm, "202501.15")
 	_, err := r.svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 	if err != nil && status.Code(err) != codes.NotFound {
 		t.Fatalf("GetComponentConfig(%s): %v", vm, err)
@@ -180,11 +180,11 @@ func (h *hungSeats) Seats(ctx context.Context, _ string) ([]store.Seat, error) {
 	return nil, ctx.Err()
 }
 
-// declaring is a node's request context as launch makes it: its base, and
-// that it reports.
+// declaring is a node's request context as launch makes it: its base,
+// that it reports, and its boot.
 func declaring(t *testing.T, vm, base string) context.Context {
 	ctx := withIdentity(t.Context(), attest.Identity{VMID: vm, SubscriptionID: testSub})
-	return metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, base, lpswire.ReportsMetadata, "1"))
+	return metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, base, lpswire.ReportsMetadata, "1", lpswire.BootMetadata, testBoot))
 }
 
 // TestCanarySeatFaults: a failing or hung seat store serves the node as
@@ -482,7 +482,7 @@ func TestCanarySeatsSpreadOverSubscriptions(t *testing.T) {
 			ask := func(vm int, sub string) bool {
 				t.Helper()
 				ctx := withIdentity(t.Context(), attest.Identity{VMID: vmName(vm), SubscriptionID: sub})
-				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, r.Base, lpswire.ReportsMetadata, "1"))
+				ctx = metadata.NewIncomingContext(ctx, metadata.Pairs(lpswire.BaseMetadata, r.Base, lpswire.ReportsMetadata, "1", lpswire.BootMetadata, testBoot))
 				_, err := svc.GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: Component})
 				if err != nil && status.Code(err) != codes.NotFound {
 					t.Fatal(err)

@@ -149,7 +149,12 @@ func (s *Service) GetComponentConfig(ctx context.Context, req *lpsv1.GetComponen
 	c := declared(ctx)
 	base := c.base
 	n := rollout.Node{VMID: id.VMID, SubscriptionID: id.SubscriptionID, Region: s.region, DeployEnv: s.deployEnv, Base: base, Now: s.now()}
-	n.Seats = s.seats.Held(ctx, snap, n, c.reports)
+	// A seat goes only to a node that declared it reports and a boot the
+	// boot limit admits, the boots lpsd records as served, so every holder
+	// counts for the release (silent if it never reports). Before, one
+	// that declared no boot held a seat and counted nowhere, so a canary
+	// whose minimum is its seats waited for it until its deadline.
+	n.Seats = s.seats.Held(ctx, snap, n, c.reports && c.boot != "" && s.boots.admit(id.VMID, c.boot, n.Now))
 	sel := rollout.Select(snap.Releases, n)
 	s.m.countExpired(sel.Expired)
 	if sel.Empty() {
@@ -215,7 +220,7 @@ func (s *Service) record(ctx context.Context, id attest.Identity, c caller, sel 
 		s.m.servedRecs.WithLabelValues(servedUnattributed).Inc()
 		return
 	}
-	if !s.boots.admit(id.VMID, c.boot) {
+	if !s.boots.admit(id.VMID, c.boot, now) {
 		s.m.servedRecs.WithLabelValues(servedTooManyBoots).Inc()
 		return
 	}
