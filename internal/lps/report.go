@@ -359,8 +359,15 @@ func (l *bootLimit) admit(vm, boot string, now time.Time) bool {
 	return true
 }
 
-// errReportQueueFull is returned by put when reportQueue records wait.
+// errReportQueueFull is returned by put when reportQueue records wait, or
+// maxPendingPerVM of the same vmId's.
 var errReportQueueFull = errors.New("too many reports waiting for the store")
+
+// maxPendingPerVM bounds one vmId's records waiting for a write: a node
+// has one or two in flight (a started report, then its outcome), so more
+// is one VM's repeats, which would otherwise fill the queue while the
+// store is slow and have every other node's report refused.
+const maxPendingPerVM = 16
 
 // batcher gathers records (reports, served records) and writes them in
 // batches: a write starts once reportGap has passed since the last one
@@ -368,9 +375,12 @@ var errReportQueueFull = errors.New("too many reports waiting for the store")
 // (up to reportBatch). put returns once its record's batch is stored, so
 // an acknowledgement means durable.
 type batcher[T any] struct {
-	write   func(context.Context, []T) ([]bool, error)
+	write func(context.Context, []T) ([]bool, error)
+	vmID  func(T) string // whose record it is, for maxPendingPerVM
+
 	mu      sync.Mutex
 	pending []pending[T]
+	perVM   map[string]int // pending records by vmID
 	// kick asks Run for a write: sent by the record that finds nothing
 	// waiting or fills a batch, and by Run itself when a write leaves
 	// records behind.
@@ -395,14 +405,14 @@ func newReportBatcher(w reportWriter) *batcher[store.Report] {
 	if w != nil {
 		write = w.PutReports
 	}
-	return &batcher[store.Report]{write: write, kick: make(chan struct{}, 1)}
+	return &batcher[store.Report]{write: write, vmID: func(r store.Report) string { return r.VMID }, perVM: map[string]int{}, kick: make(chan struct{}, 1)}
 }
 
 // newServedBatcher batches served records; they have no "first".
 func newServedBatcher(w servedWriter) *batcher[store.Served] {
 	return &batcher[store.Served]{write: func(ctx context.Context, ss []store.Served) ([]bool, error) {
 		return nil, w.PutServed(ctx, ss)
-	}, kick: make(chan struct{}, 1)}
+	}, vmID: func(s store.Served) string { return s.VMID }, perVM: map[string]int{}, kick: make(chan struct{}, 1)}
 }
 
 // put queues r and waits for its write, or for ctx.
@@ -413,11 +423,12 @@ func (b *batcher[T]) put(ctx context.Context, r T) (bool, error) {
 	case b.closed:
 		b.mu.Unlock()
 		return false, errors.New("live-patching service is stopping")
-	case len(b.pending) >= reportQueue:
+	case len(b.pending) >= reportQueue, b.perVM[b.vmID(r)] >= maxPendingPerVM:
 		b.mu.Unlock()
 		return false, errReportQueueFull
 	}
 	b.pending = append(b.pending, pending[T]{r: r, done: done})
+	b.perVM[b.vmID(r)]++
 	// The first record waiting asks for a write, and so does the one that
 	// fills a batch, which does not wait out the gap.
 	wake := len(b.pending) == 1 || len(b.pending) == reportBatch
@@ -488,6 +499,12 @@ func (b *batcher[T]) writeBatch(ctx context.Context) (more bool) {
 	n := min(len(b.pending), reportBatch)
 	batch := b.pending[:n:n]
 	b.pending = b.pending[n:]
+	for _, p := range batch {
+		vm := b.vmID(p.r)
+		if b.perVM[vm]--; b.perVM[vm] <= 0 {
+			delete(b.perVM, vm)
+		}
+	}
 	if n > 0 {
 		b.lastWrite = time.Now()
 	}

@@ -126,10 +126,12 @@ type Seats struct {
 
 // seatSet is one release's seats as this replica knows them.
 type seatSet struct {
-	// take admits one store call at a time per release per replica, so
-	// replicas, not requests, contend in the store, and a stalled store
-	// holds one goroutine per release, not one per request.
-	take chan struct{}
+	// take admits one store call taking a seat at a time per release per
+	// replica, so replicas, not requests, contend in the store, and a
+	// stalled store holds one goroutine per release, not one per request;
+	// read does the same for the reads of Holds, which have their own
+	// slot so that reports from VMs holding no seat never queue the takes.
+	take, read chan struct{}
 	// held and fullAt are guarded by Seats.mu. fullAt is the largest
 	// limit the store refused a seat at; held then lists every holder.
 	held   map[string]bool
@@ -150,7 +152,7 @@ func (s *Seats) set(version string) *seatSet {
 	defer s.mu.Unlock()
 	set := s.rel[version]
 	if set == nil {
-		set = &seatSet{take: make(chan struct{}, 1), held: make(map[string]bool)}
+		set = &seatSet{take: make(chan struct{}, 1), read: make(chan struct{}, 1), held: make(map[string]bool)}
 		s.rel[version] = set
 	}
 	return set
@@ -253,10 +255,18 @@ func (s *Seats) Holds(ctx context.Context, snap *Snapshot, r rollout.Release, vm
 	if s == nil {
 		return false, nil
 	}
+	set := s.set(r.Version)
+	s.mu.Lock()
+	complete := set.fullAt > 0 && set.fullAt >= mostSeats(r)
+	s.mu.Unlock()
+	if complete {
+		// Every seat is held, and this replica learned every holder when
+		// the store said so: vmID is none of them.
+		return false, nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, seatTimeout)
 	defer cancel()
-	set := s.set(r.Version)
-	held, err := s.call(ctx, set, func(ctx context.Context) (bool, error) {
+	held, err := s.call(ctx, set.read, func(ctx context.Context) (bool, error) {
 		return s.st.HoldsSeat(ctx, r.Version, vmID)
 	})
 	if err != nil {
@@ -282,13 +292,27 @@ func (s *Seats) knows(version, vmID string) bool {
 	return set != nil && set.held[vmID]
 }
 
-// call runs f, the store call for set's release, once set's slot is free,
-// and returns when f does or ctx ends. A call that outlives ctx keeps the
-// slot until it returns, so a stalled store never has more than one call
-// per release from this replica.
-func (s *Seats) call(ctx context.Context, set *seatSet, f func(context.Context) (bool, error)) (bool, error) {
+// mostSeats is how many seats r's canary can have had so far: the most
+// of its steps up to the current one (a later canary step adds seats).
+func mostSeats(r rollout.Release) int {
+	p := r.Rollout.Plan
+	if p == nil {
+		return 0
+	}
+	n := 0
+	for i := 0; i <= p.Step && i < len(p.Steps); i++ {
+		n = max(n, p.Steps[i].Nodes)
+	}
+	return n
+}
+
+// call runs f, a store call for one release, once slot (its seatSet's
+// take or read) is free, and returns when f does or ctx ends. A call that
+// outlives ctx keeps the slot until it returns, so a stalled store never
+// has more than one call of each kind per release from this replica.
+func (s *Seats) call(ctx context.Context, slot chan struct{}, f func(context.Context) (bool, error)) (bool, error) {
 	select {
-	case set.take <- struct{}{}:
+	case slot <- struct{}{}:
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
@@ -298,7 +322,7 @@ func (s *Seats) call(ctx context.Context, set *seatSet, f func(context.Context) 
 	}
 	done := make(chan result, 1)
 	go func() {
-		defer func() { <-set.take }()
+		defer func() { <-slot }()
 		ok, err := f(ctx)
 		done <- result{ok, err}
 	}()
@@ -322,7 +346,7 @@ func (s *Seats) take(ctx context.Context, version string, seat store.Seat, limit
 		return false
 	}
 	seat.Since = time.Now()
-	held, err := s.call(ctx, set, func(ctx context.Context) (bool, error) {
+	held, err := s.call(ctx, set.take, func(ctx context.Context) (bool, error) {
 		held, err := s.st.TakeSeat(ctx, version, seat, limit)
 		if held && ctx.Err() != nil {
 			s.mu.Lock()

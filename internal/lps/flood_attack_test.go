@@ -2,7 +2,10 @@ package lps
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 
 	"nodehotfix/internal/assess"
 	lpsv1 "nodehotfix/internal/gen/akslivepatching/v1"
+	nodev1 "nodehotfix/internal/gen/nodehotfix/node/v1"
 	"nodehotfix/internal/imds/attest"
 	"nodehotfix/internal/lpswire"
 	"nodehotfix/internal/regression"
@@ -115,5 +119,124 @@ func TestBootLimitForgetsOldBoots(t *testing.T) {
 	}
 	if !l.admit("inventor", "99999999-0000-4000-8000-000000000001", day.Add(bootWindow+time.Hour)) {
 		t.Error("a new boot after the window refused")
+	}
+}
+
+// TestOneVMCannotFillTheReportQueue: while the store writes nothing,
+// one vmId's repeats of its own report wait at most maxPendingPerVM (the
+// rest are refused at once), so other nodes' reports still queue; before,
+// one VM filled all reportQueue slots and every other report was refused.
+func TestOneVMCannotFillTheReportQueue(t *testing.T) {
+	t.Parallel()
+	b := newReportBatcher(nil) // not running: nothing is written
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	attacker := store.Report{VMID: "attacker", Boot: testBoot}
+	refused := make(chan bool, maxPendingPerVM+200)
+	for range maxPendingPerVM + 200 {
+		go func() {
+			_, err := b.put(ctx, attacker)
+			refused <- errors.Is(err, errReportQueueFull)
+		}()
+	}
+	for i := range 200 { // the first 200 answers: refusals, since the others wait
+		if !<-refused {
+			t.Fatalf("answer %d to the attacker's repeats was not a refusal", i)
+		}
+	}
+	for i := range 20 {
+		r := store.Report{VMID: fmt.Sprintf("genuine-%d", i), Boot: testBoot}
+		pctx, pcancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		_, err := b.put(pctx, r)
+		pcancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("genuine report %d: %v, want it queued (waiting past its deadline)", i, err)
+		}
+	}
+	b.mu.Lock()
+	waiting, total := b.perVM["attacker"], len(b.pending)
+	b.mu.Unlock()
+	if waiting != maxPendingPerVM || total != maxPendingPerVM+20 {
+		t.Errorf("%d of the attacker's reports wait, %d in all; want %d and %d", waiting, total, maxPendingPerVM, maxPendingPerVM+20)
+	}
+}
+
+// slowHolds is a seat store whose HoldsSeat takes a store round trip of
+// 20 ms (etcd under load), counting the calls; TakeSeat is fast.
+type slowHolds struct {
+	*memstore.Store
+	calls atomic.Int64
+}
+
+func (s *slowHolds) HoldsSeat(ctx context.Context, v, vm string) (bool, error) {
+	s.calls.Add(1)
+	select {
+	case <-time.After(20 * time.Millisecond):
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	return s.Store.HoldsSeat(ctx, v, vm)
+}
+
+// TestSeatlessReportsNeverStarveSeatTakes: reports about a canary release
+// from VMs that hold no seat each ask the store whether they do; those
+// reads have their own slot, so genuine nodes' seat takes never queue
+// behind them (8 VMs with 128 reports in flight left 4 of 10 genuine nodes
+// seatless); and once the canary is full and this replica learned every
+// holder, the answer for a VM that holds none comes from memory.
+func TestSeatlessReportsNeverStarveSeatTakes(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	rel := canaryRelease(t, 10)
+	publish(t, st, rel)
+	m := NewMetrics(nil)
+	snaps := NewSnapshotter(st, testLog(t), nil)
+	if err := snaps.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	slow := &slowHolds{Store: st}
+	seats := NewSeats(slow, m.seatResult)
+	svc := NewService(snaps, seats, m, "", testLog(t))
+	rs := &reportService{snaps: snaps, seats: seats, m: m, now: time.Now}
+	bogus := func(ctx context.Context, i int) {
+		attacker := attest.Identity{VMID: vmName(5000 + i%8), SubscriptionID: "attacker-sub"}
+		req := &nodev1.ReportOutcomeRequest{BootId: testBoot, BakedVersion: "202501.15.0",
+			Agent: nodev1.Agent_AGENT_HOTFIX, AgentVersion: rel.Version, HotfixVersion: rel.Version}
+		rs.validate(ctx, attacker, req) // refused not-offered, after a store read
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for i := range 128 { // 8 VMs x 16 streams
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				bogus(ctx, i)
+			}
+		})
+	}
+	for slow.calls.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	got := 0
+	for i := range 10 {
+		if _, err := svc.GetComponentConfig(declaring(t, vmName(i), "202501.15"), &lpsv1.GetComponentConfigRequest{ComponentName: Component}); err == nil {
+			got++
+		}
+	}
+	cancel()
+	wg.Wait()
+	if got != 10 {
+		t.Errorf("%d of 10 genuine nodes were served the canary while seatless VMs reported", got)
+	}
+	// Full now: the next genuine node learns every holder from the store.
+	if _, err := svc.GetComponentConfig(declaring(t, vmName(10), "202501.15"), &lpsv1.GetComponentConfigRequest{ComponentName: Component}); err == nil {
+		t.Error("an eleventh node was served a canary of 10")
+	}
+	before := slow.calls.Load()
+	for i := range 50 {
+		bogus(t.Context(), i)
+	}
+	if n := slow.calls.Load() - before; n != 0 {
+		t.Errorf("with the canary full and its holders known, 50 seatless reports read the store %d times, want none", n)
 	}
 }
