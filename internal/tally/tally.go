@@ -10,8 +10,12 @@
 // HotfixVersion or RequestedVersion, the latter kept only for a release
 // lpsd offered that VM). Each vmId is one vote per release, its worst
 // outcome over its boots, so a node that invents boots or flips what it
-// reported moves one vote, its own; and a vmId votes for one base only, the
-// base of its first report.
+// reported moves one vote, its own. A served boot counts for the release
+// it was served with its own boot's report, whatever the VM reported
+// since; a VM's reports count beyond that (reports without a served
+// record, the baked agent's for a baseline) for one base only, that of its
+// latest report: a node reimaged onto a new image (same vmId, new base)
+// counts for the new base, and still for what it was served before.
 package tally
 
 import (
@@ -241,26 +245,26 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time, up *Uptime, clocks Clocks) Tally {
 	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now, clocks: clocks,
 		reports: reports, byBase: map[string][]int{}, vmBase: map[string]string{}, cohort: map[string]ballot{}}
-	first := map[string]time.Time{}
+	latest := map[string]time.Time{}
 	for i := range reports {
 		r := &reports[i]
-		if f, ok := first[r.VMID]; !ok || t.reportTime(r).Before(f) {
-			first[r.VMID], t.vmBase[r.VMID] = t.reportTime(r), r.Base
+		if l, ok := latest[r.VMID]; !ok || !t.reportTime(r).Before(l) {
+			latest[r.VMID], t.vmBase[r.VMID] = t.reportTime(r), r.Base
 		}
 	}
-	// One pass indexes the reports that vote (by position: a Report is
-	// too big to copy around): by boot, by the releases they are about (at
-	// most two: the one run, the one requested), by base; each release
-	// then reads only its own.
+	// One pass indexes the reports (by position: a Report is too big to
+	// copy around): every one by boot, for its served record; those that
+	// vote by the releases they are about (at most two: the one run, the
+	// one requested) and by base; each release then reads only its own.
 	type boot struct{ vm, boot string }
 	byBoot := make(map[boot]int, len(reports))
 	about := map[string][]int{}
 	for i := range reports {
 		r := &reports[i]
+		byBoot[boot{r.VMID, r.Boot}] = i
 		if !t.votes(r.VMID, r.Base) {
 			continue
 		}
-		byBoot[boot{r.VMID, r.Boot}] = i
 		t.byBase[r.Base] = append(t.byBase[r.Base], i)
 		if r.HotfixVersion != "" {
 			about[r.HotfixVersion] = append(about[r.HotfixVersion], i)
@@ -286,7 +290,7 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 		for _, j := range servedOf[rel.Version] {
 			s := &served[j]
 			at := clocks.At(s.Replica, s.Time)
-			if at.Before(since) || !t.votes(s.VMID, s.Base) {
+			if at.Before(since) {
 				continue
 			}
 			i, ok := byBoot[boot{s.VMID, s.Boot}]
@@ -521,8 +525,9 @@ func (t Tally) Nodes(version string) []Node {
 	return out
 }
 
-// votes reports whether vm's evidence about base counts: a vmId votes
-// for the base of its first report only (or any base before it reports).
+// votes reports whether vm's reports about base count beyond their own
+// served boots: a vmId's for the base of its latest report only (or any
+// base before it reports).
 func (t Tally) votes(vm, base string) bool {
 	b, ok := t.vmBase[vm]
 	return !ok || b == base

@@ -138,15 +138,67 @@ func TestOfOneVotePerNode(t *testing.T) {
 	}
 }
 
-// TestOfOneBasePerVM: a vmId votes for the base of its first report only.
+// TestOfOneBasePerVM: a vmId's reports vote for the base of its latest
+// report only.
 func TestOfOneBasePerVM(t *testing.T) {
 	t.Parallel()
 	first := ran("a", "1", "", 0)
 	other := ran("a", "2", "", 1)
 	other.Base, other.Time = "202605.01", t0.Add(time.Minute)
-	got := Of(nil, []store.Report{other, first}, nil, t0)
-	if got.Control[base] != (Counts{OK: 1}) || got.Control["202605.01"] != (Counts{}) {
-		t.Errorf("control = %+v, want one vote in %s only", got.Control, base)
+	got := Of(nil, []store.Report{other, first}, nil, t0.Add(time.Hour))
+	if got.Control["202605.01"] != (Counts{Failed: 1}) || got.Control[base] != (Counts{}) {
+		t.Errorf("control = %+v, want one vote in 202605.01 only", got.Control)
+	}
+}
+
+// TestOfReimagedNodes: a node reimaged onto a new image (same vmId, new
+// base, as AKS node-image upgrades do) counts for the new base's release
+// it was served, and the release of its old base it was served before
+// still counts its boot's outcome; before, a vmId voted for the base of
+// its first report only, so 30 upgraded nodes that all failed a release
+// of the new base counted for nothing.
+func TestOfReimagedNodes(t *testing.T) {
+	t.Parallel()
+	const newBase, vNew = "202605.01", "202605.01.1"
+	old := rel(v1, rollout.Rolling)
+	next := rel(vNew, rollout.Rolling)
+	next.Base = newBase
+	var reports []store.Report
+	var ss []store.Served
+	for i := range 30 {
+		vm := fmt.Sprintf("vm-%d", i)
+		// Last week, on the old image: served v1, ran it.
+		ss = append(ss, served(vm, "old-boot", v1, t0.Add(-7*24*time.Hour)))
+		ok := ran(vm, "old-boot", v1, 0)
+		ok.Time = t0.Add(-7*24*time.Hour + time.Minute)
+		reports = append(reports, ok)
+		// Today, reimaged: served the new base's release, failed.
+		sv := served(vm, "new-boot", vNew, t0)
+		sv.Base = newBase
+		ss = append(ss, sv)
+		bad := ran(vm, "new-boot", vNew, 1)
+		bad.Base, bad.Time = newBase, t0.Add(time.Minute)
+		reports = append(reports, bad)
+	}
+	got := Of([]rollout.Release{old, next}, reports, ss, t0.Add(2*time.Hour))
+	if c := got.Releases[vNew]; c != (Counts{Failed: 30}) {
+		t.Errorf("the new base's release = %+v, want the 30 reimaged nodes failed", c)
+	}
+	if c := got.Releases[v1]; c != (Counts{OK: 30}) {
+		t.Errorf("the old base's release = %+v, want the 30 nodes it was served to ok, as they reported then", c)
+	}
+}
+
+// TestOfSeatHolderClaimingAnotherBase: a VM served a release (a canary
+// seat) that then reports only the baked agent of another base still
+// counts for the release it was served: silent, never out of the count.
+func TestOfSeatHolderClaimingAnotherBase(t *testing.T) {
+	t.Parallel()
+	other := ran("squatter", "2", "", 0)
+	other.Base, other.Time = "202605.01", t0.Add(time.Minute)
+	got := Of([]rollout.Release{rel(v1, rollout.Rolling)}, []store.Report{other}, []store.Served{served("squatter", "1", v1, t0)}, t0.Add(7*time.Hour))
+	if c := got.Releases[v1]; c != (Counts{Silent: 1}) {
+		t.Errorf("release = %+v, want the served VM silent", c)
 	}
 }
 
