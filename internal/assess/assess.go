@@ -71,7 +71,7 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 	for _, r := range rels {
 		a := Release{Counts: f.Tally.Releases[r.Version]}
 		if r.HasCanary() {
-			seats, err := src.Seats(ctx, r.Version)
+			seats, err := src.Seats(ctx, r.SeatSet())
 			if ev.skip(err) != nil {
 				return Fleet{}, fmt.Errorf("list canary seats of %s: %w", r.Version, err)
 			}

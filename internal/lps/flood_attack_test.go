@@ -240,3 +240,70 @@ func TestSeatlessReportsNeverStarveSeatTakes(t *testing.T) {
 		t.Errorf("with the canary full and its holders known, 50 seatless reports read the store %d times, want none", n)
 	}
 }
+
+// TestResumedCanarySeatsNewNodes: resuming a halted canary opens a fresh
+// evidence window and with it a fresh set of seats (rollout.Release
+// SeatSet), so the retry seats new nodes and hears from them; before, the
+// seats stayed with the halted attempt's holders, who had provisioned
+// already, so the retry could gather no evidence and paused at its
+// deadline, and squatters who got it halted parked it for good.
+func TestResumedCanarySeatsNewNodes(t *testing.T) {
+	t.Parallel()
+	st := memstore.New()
+	t.Cleanup(func() { st.Close() })
+	p := rollout.Plan{Steps: []rollout.PlanStep{{Nodes: 20, Bake: 30 * time.Minute, MinReports: 20}, {Percent: 10, Bake: time.Hour, MinReports: 100}, {Percent: 100, Bake: 2 * time.Hour, MinReports: 500}},
+		Margin: 0.05, MaxFailureRate: 0.2}
+	start := time.Now()
+	rel, err := release("202501.15.2", rollout.Rollout{State: rollout.Draft}, false).SetPlan(p, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, st, rel)
+	r := newReplica(t, st)
+	ask := func(vm string) bool {
+		_, err := r.svc.GetComponentConfig(declaring(t, vm, "202501.15"), &lpsv1.GetComponentConfigRequest{ComponentName: Component})
+		return err == nil
+	}
+	for i := range 20 {
+		if !ask(vmName(i)) {
+			t.Fatal("holder not served")
+		}
+	}
+	if ask(vmName(500)) {
+		t.Fatal("a 21st node was served a canary of 20")
+	}
+	cur, rev, _ := st.Release(t.Context(), rel.Version)
+	halted, _ := cur.Transition(rollout.Halted)
+	if rev, err = st.PutRelease(t.Context(), halted, rev, store.AuditEntry{Actor: "t", Action: "halt", Target: rel.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	resumed, err := halted.Resume(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.PutRelease(t.Context(), resumed, rev, store.AuditEntry{Actor: "t", Action: "resume", Target: rel.Version}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.snaps.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	fresh := 0
+	for i := range 30 {
+		if ask(vmName(1000 + i)) {
+			fresh++
+		}
+	}
+	if fresh != 20 {
+		t.Errorf("after the resume %d of 30 new nodes were served the canary of 20, want 20", fresh)
+	}
+	if ask(vmName(0)) {
+		t.Error("a holder of the halted attempt is still served the retry's canary")
+	}
+	f, err := assess.Assess(t.Context(), st, []rollout.Release{resumed}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Releases[rel.Version].Counts.Seated; got != 20 {
+		t.Errorf("the retry counts %d seated, want its own 20", got)
+	}
+}

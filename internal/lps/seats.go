@@ -171,7 +171,7 @@ func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, report
 	s.prune(snap)
 	var out []string
 	for _, i := range snap.canaries {
-		if r := snap.Releases[i]; snap.Seats[r.Version][n.VMID] || s.knows(r.Version, n.VMID) {
+		if r := snap.Releases[i]; snap.Seats[r.Version][n.VMID] || s.knows(r.SeatSet(), n.VMID) {
 			out = append(out, r.Version)
 		}
 	}
@@ -185,7 +185,7 @@ func (s *Seats) Held(ctx context.Context, snap *Snapshot, n rollout.Node, report
 	ctx, cancel := context.WithTimeout(ctx, seatTimeout)
 	defer cancel()
 	seat := store.Seat{VMID: n.VMID, SubscriptionID: n.SubscriptionID}
-	if s.take(ctx, r.Version, seat, store.SeatLimit{Seats: limit, PerSubscription: r.SeatsPerSubscription(limit)}) {
+	if s.take(ctx, r.SeatSet(), seat, store.SeatLimit{Seats: limit, PerSubscription: r.SeatsPerSubscription(limit)}) {
 		out = append(out, r.Version)
 	}
 	return out
@@ -233,7 +233,7 @@ func (s *Seats) prune(snap *Snapshot) {
 	s.rev.Store(snap.Revision)
 	live := make(map[string]bool, len(snap.canaries))
 	for _, i := range snap.canaries {
-		live[snap.Releases[i].Version] = true
+		live[snap.Releases[i].SeatSet()] = true
 	}
 	for v := range s.rel {
 		if !live[v] {
@@ -249,13 +249,13 @@ func (s *Seats) Holds(ctx context.Context, snap *Snapshot, r rollout.Release, vm
 	if !r.HasCanary() {
 		return false, nil
 	}
-	if snap.Seats[r.Version][vmID] || s.knows(r.Version, vmID) {
+	if snap.Seats[r.Version][vmID] || s.knows(r.SeatSet(), vmID) {
 		return true, nil
 	}
 	if s == nil {
 		return false, nil
 	}
-	set := s.set(r.Version)
+	set := s.set(r.SeatSet())
 	s.mu.Lock()
 	complete := set.fullAt > 0 && set.fullAt >= mostSeats(r)
 	s.mu.Unlock()
@@ -267,7 +267,7 @@ func (s *Seats) Holds(ctx context.Context, snap *Snapshot, r rollout.Release, vm
 	ctx, cancel := context.WithTimeout(ctx, seatTimeout)
 	defer cancel()
 	held, err := s.call(ctx, set.read, func(ctx context.Context) (bool, error) {
-		return s.st.HoldsSeat(ctx, r.Version, vmID)
+		return s.st.HoldsSeat(ctx, r.SeatSet(), vmID)
 	})
 	if err != nil {
 		s.result(seatError)

@@ -177,7 +177,7 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 		if !servesSeats(r) {
 			continue
 		}
-		vms, err := s.store.Seats(ctx, r.Version)
+		vms, err := s.store.Seats(ctx, r.SeatSet())
 		var ue *store.UnreadableError
 		if errors.As(err, &ue) {
 			// A seat whose time cannot be read is still a seat: its

@@ -468,3 +468,30 @@ func TestDescribePlanChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestSeatSetAfterResume: a release's canary seats are its version's
+// until a resume from a halt opens a fresh evidence window, which names a
+// new set; a pause's resume keeps the set.
+func TestSeatSetAfterResume(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	r := Release{Version: "202604.01.2", Rollout: Rollout{State: Rolling, Percent: 1}}
+	if r.SeatSet() != r.Version {
+		t.Fatalf("SeatSet = %q, want the version", r.SeatSet())
+	}
+	paused, _ := r.Transition(Paused)
+	again, err := paused.Resume(now)
+	if err != nil || again.SeatSet() != r.Version {
+		t.Errorf("after a pause's resume SeatSet = %q (%v), want the version", again.SeatSet(), err)
+	}
+	halted, _ := r.Transition(Halted)
+	retry, err := halted.Resume(now)
+	if err != nil || retry.SeatSet() == r.Version || retry.SeatSet() == "" || strings.Contains(retry.SeatSet(), "/") {
+		t.Errorf("after a halt's resume SeatSet = %q (%v), want a new set without \"/\"", retry.SeatSet(), err)
+	}
+	halted2, _ := retry.Transition(Halted)
+	retry2, _ := halted2.Resume(now.Add(time.Minute))
+	if retry2.SeatSet() == retry.SeatSet() {
+		t.Errorf("a second retry reuses the first retry's seats %q", retry.SeatSet())
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -262,6 +263,19 @@ func (r Release) Transition(to State) (Release, error) {
 		r.Rollout.Percent = 100
 	}
 	return r, nil
+}
+
+// SeatSet names the canary seats r's canary fills now, as the store keys
+// them: its version, and after a resume that opened a fresh evidence
+// window, its version and the window's start. So a retry's canary seats
+// new nodes: the holders of the halted attempt provisioned already and
+// would not be heard from again, and with every seat theirs the retry
+// gathered no evidence and paused at its deadline.
+func (r Release) SeatSet() string {
+	if r.Rollout.EvidenceSince.IsZero() {
+		return r.Version
+	}
+	return r.Version + "+" + strconv.FormatInt(r.Rollout.EvidenceSince.UnixNano(), 10)
 }
 
 // Resume returns r going on at now, from paused or halted: rolling, or

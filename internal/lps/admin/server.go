@@ -1127,7 +1127,7 @@ func (s *Server) Explain(ctx context.Context, req *adminv1.ExplainRequest) (*adm
 		if !r.HasCanary() {
 			continue
 		}
-		held, err := s.store.Seats(ctx, r.Version)
+		held, err := s.store.Seats(ctx, r.SeatSet())
 		if err != nil && !unreadable(err) { // a seat whose time cannot be read is still a seat
 			return nil, s.storeError("list canary seats of "+r.Version, err)
 		}
