@@ -90,11 +90,14 @@ func (c *decoded[T]) list(ctx context.Context, s *Store) ([]T, []error, error) {
 		return nil, nil, ctx.Err()
 	}
 	defer func() { <-c.sem }()
+	c.mu.Lock()
+	before := c.rev // the feed never runs ahead of the store
+	c.mu.Unlock()
 	now, err := s.revisionNow(ctx, c.prefix)
 	if err != nil {
 		return nil, nil, err
 	}
-	if out, bad, ok := c.caughtUp(ctx, s, now); ok {
+	if out, bad, ok := c.caughtUp(ctx, s, now, before); ok {
 		return out, bad, nil
 	}
 	if err := ctx.Err(); err != nil {
@@ -119,15 +122,22 @@ func (c *decoded[T]) list(ctx context.Context, s *Store) ([]T, []error, error) {
 
 // caughtUp returns the entries once the feed has applied every change up
 // to now, and false when there is no feed, the entries are not of now's
-// history, or the feed did not show it within catchUpWait.
-func (c *decoded[T]) caughtUp(ctx context.Context, s *Store, now readPoint) ([]T, []error, bool) {
+// history (another cluster, or a revision below before, what the feed had
+// applied before now was read: a cluster restored from a snapshot), or
+// the feed did not show it within catchUpWait. The feed being past now is
+// the usual case under writes: every write since, and a progress
+// notification's revision, the whole store's, move it on.
+func (c *decoded[T]) caughtUp(ctx context.Context, s *Store, now readPoint, before int64) ([]T, []error, bool) {
+	if now.rev < before {
+		return nil, nil, false
+	}
 	deadline := time.NewTimer(catchUpWait)
 	defer deadline.Stop()
 	var tick <-chan time.Time
 	for {
 		c.mu.Lock()
 		f := c.feed
-		if f == nil || now.cluster != c.cluster || now.rev < c.rev {
+		if f == nil || now.cluster != c.cluster {
 			c.mu.Unlock()
 			return nil, nil, false
 		}
