@@ -67,16 +67,23 @@ func Assess(ctx context.Context, src Source, rels []rollout.Release, now time.Ti
 	for _, e := range ev.skipped {
 		f.skip(e)
 	}
-	f.Tally = tally.OfUptime(rels, ev.reports, ev.served, now, ev.uptime(now), ev.clocks)
+	seats := map[string][]store.Seat{}
+	for _, r := range rels {
+		if !r.HasCanary() {
+			continue
+		}
+		held, err := src.Seats(ctx, r.SeatSet())
+		if ev.skip(err) != nil {
+			return Fleet{}, fmt.Errorf("list canary seats of %s: %w", r.Version, err)
+		}
+		f.skip(err) // a seat whose time cannot be read is still a seat
+		seats[r.Version] = held
+	}
+	f.Tally = tally.OfUptime(rels, ev.reports, ev.served, seats, now, ev.uptime(now), ev.clocks)
 	for _, r := range rels {
 		a := Release{Counts: f.Tally.Releases[r.Version]}
 		if r.HasCanary() {
-			seats, err := src.Seats(ctx, r.SeatSet())
-			if ev.skip(err) != nil {
-				return Fleet{}, fmt.Errorf("list canary seats of %s: %w", r.Version, err)
-			}
-			f.skip(err) // a seat whose time cannot be read is still a seat
-			a.Counts.Seated = uint64(len(seats))
+			a.Counts.Seated = uint64(len(seats[r.Version]))
 		}
 		if p := r.Rollout.Plan; p != nil {
 			a.Planned = true

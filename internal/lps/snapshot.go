@@ -69,6 +69,16 @@ func (snap *Snapshot) withConfigs(cs []rollout.Config, cfgRev int64) *Snapshot {
 	return snap
 }
 
+// seatSet returns the SeatSet of snap's release version, "" if none.
+func (snap *Snapshot) seatSet(version string) string {
+	for _, r := range snap.Releases {
+		if r.Version == version {
+			return r.SeatSet()
+		}
+	}
+	return ""
+}
+
 // HasComponent reports whether any configuration of component is
 // published, whatever its rollout.
 func (snap *Snapshot) HasComponent(component string) bool {
@@ -191,7 +201,9 @@ func (s *Snapshotter) Load(ctx context.Context) (err error) {
 			// the holders known so far, and count the failure.
 			s.onError(err)
 			s.log.Warn("snapshot: canary seats not read; keeping the holders known so far", "version", r.Version, "err", err)
-			if old != nil && old.Seats[r.Version] != nil {
+			// Only holders of the same seats: after a resume's fresh
+			// set, the halted attempt's holders are no longer seated.
+			if old != nil && old.Seats[r.Version] != nil && old.seatSet(r.Version) == r.SeatSet() {
 				seats[r.Version] = old.Seats[r.Version]
 				held += len(old.Seats[r.Version])
 			}

@@ -10,12 +10,12 @@
 // HotfixVersion or RequestedVersion, the latter kept only for a release
 // lpsd offered that VM). Each vmId is one vote per release, its worst
 // outcome over its boots, so a node that invents boots or flips what it
-// reported moves one vote, its own. A served boot counts for the release
-// it was served with its own boot's report, whatever the VM reported
-// since; a VM's reports count beyond that (reports without a served
-// record, the baked agent's for a baseline) for one base only, that of its
-// latest report: a node reimaged onto a new image (same vmId, new base)
-// counts for the new base, and still for what it was served before.
+// reported moves one vote, its own. A vmId votes for one base only, that
+// of its latest record (report or served record): a node reimaged onto a
+// new image (same vmId, new base) counts for the new base's releases. A
+// holder of a canary seat counts for its release whatever it claims since
+// (pending, then silent, when nothing else counts it there): a seat goes
+// only to a node lpsd served the release.
 package tally
 
 import (
@@ -227,6 +227,9 @@ type Tally struct {
 	byBase  map[string][]int // indexes into reports of each base's votes
 	vmBase  map[string]string
 	cohort  map[string]ballot // version -> the vmIds counted for it
+	// seatOf are, by version and vmId, the seat holders counted by their
+	// seat alone.
+	seatOf map[string]map[string]*store.Seat
 }
 
 // Of counts the evidence for rels at now: their served records and the
@@ -234,23 +237,31 @@ type Tally struct {
 // (rollout.Rollout.EvidenceSince) on, a served boot with no report silent
 // after its plan's silent-after, in wall-clock time.
 func Of(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time) Tally {
-	return OfUptime(rels, reports, served, now, nil, nil)
+	return OfUptime(rels, reports, served, nil, now, nil, nil)
 }
 
 // OfUptime is Of with silence counted in lpsd's uptime (nil: wall-clock
 // time): a served or started boot turns silent once lpsd was up for its
 // plan's silent-after since, or, whatever the outages, MaxStretch after
-// that in wall-clock time; and with every record's time read on now's
-// clock (clocks: nil reads them as stamped).
-func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Served, now time.Time, up *Uptime, clocks Clocks) Tally {
+// that in wall-clock time; with every record's time read on now's clock
+// (clocks: nil reads them as stamped); and with seats, by release version,
+// the holders of its current canary seats (store.Store.Seats of its
+// SeatSet), each counted pending, then silent from its seat's time, when
+// nothing else counts it for the release.
+func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Served, seats map[string][]store.Seat, now time.Time, up *Uptime, clocks Clocks) Tally {
 	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now, clocks: clocks,
 		reports: reports, byBase: map[string][]int{}, vmBase: map[string]string{}, cohort: map[string]ballot{}}
 	latest := map[string]time.Time{}
-	for i := range reports {
-		r := &reports[i]
-		if l, ok := latest[r.VMID]; !ok || !t.reportTime(r).Before(l) {
-			latest[r.VMID], t.vmBase[r.VMID] = t.reportTime(r), r.Base
+	claim := func(vm, base string, at time.Time) {
+		if l, ok := latest[vm]; !ok || !at.Before(l) {
+			latest[vm], t.vmBase[vm] = at, base
 		}
+	}
+	for i := range reports {
+		claim(reports[i].VMID, reports[i].Base, t.reportTime(&reports[i]))
+	}
+	for i := range served {
+		claim(served[i].VMID, served[i].Base, clocks.At(served[i].Replica, served[i].Time))
 	}
 	// One pass indexes the reports (by position: a Report is too big to
 	// copy around): every one by boot, for its served record; those that
@@ -290,7 +301,7 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 		for _, j := range servedOf[rel.Version] {
 			s := &served[j]
 			at := clocks.At(s.Replica, s.Time)
-			if at.Before(since) {
+			if at.Before(since) || !t.votes(s.VMID, s.Base) {
 				continue
 			}
 			i, ok := byBoot[boot{s.VMID, s.Boot}]
@@ -326,6 +337,28 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 			default:
 				worst.cast(r.VMID, vote{o, i, -1})
 			}
+		}
+		for k := range seats[rel.Version] {
+			st := &seats[rel.Version][k]
+			if _, counted := worst[st.VMID]; counted || st.VMID == "" {
+				continue
+			}
+			// A seat holder nothing else counts here (its served record
+			// lost, or it claims another base since): pending, then
+			// silent from its seat's time, never out of the count. A
+			// seat whose time could not be read stays pending.
+			o := Pending
+			if !st.Since.IsZero() && silent(st.Since) {
+				o = Silent
+			}
+			worst.cast(st.VMID, vote{o, -1, -1})
+			if t.seatOf == nil {
+				t.seatOf = map[string]map[string]*store.Seat{}
+			}
+			if t.seatOf[rel.Version] == nil {
+				t.seatOf[rel.Version] = map[string]*store.Seat{}
+			}
+			t.seatOf[rel.Version][st.VMID] = st
 		}
 		t.Releases[rel.Version] = worst.counts()
 		t.cohort[rel.Version] = worst
@@ -502,6 +535,9 @@ type Node struct {
 	// Served is lpsd's record of serving it; nil when only its report
 	// says it had the release.
 	Served *store.Served
+	// Seat is its canary seat when nothing but the seat counts it (its
+	// served record lost, or it claims another base since); else nil.
+	Seat *store.Seat
 }
 
 // Nodes returns the nodes counted for release version, most severe
@@ -517,6 +553,9 @@ func (t Tally) Nodes(version string) []Node {
 		if v.served >= 0 {
 			n.Served = &t.served[v.served]
 		}
+		if v.report < 0 && v.served < 0 {
+			n.Seat = t.seatOf[version][vm]
+		}
 		out = append(out, n)
 	}
 	slices.SortFunc(out, func(a, b Node) int {
@@ -525,9 +564,8 @@ func (t Tally) Nodes(version string) []Node {
 	return out
 }
 
-// votes reports whether vm's reports about base count beyond their own
-// served boots: a vmId's for the base of its latest report only (or any
-// base before it reports).
+// votes reports whether vm's evidence about base counts: a vmId votes for
+// the base of its latest record only (or any base before it has one).
 func (t Tally) votes(vm, base string) bool {
 	b, ok := t.vmBase[vm]
 	return !ok || b == base

@@ -152,11 +152,11 @@ func TestOfOneBasePerVM(t *testing.T) {
 }
 
 // TestOfReimagedNodes: a node reimaged onto a new image (same vmId, new
-// base, as AKS node-image upgrades do) counts for the new base's release
-// it was served, and the release of its old base it was served before
-// still counts its boot's outcome; before, a vmId voted for the base of
-// its first report only, so 30 upgraded nodes that all failed a release
-// of the new base counted for nothing.
+// base, as AKS node-image upgrades do) votes for the new base: the new
+// base's release it was served counts it, and the old base's release no
+// longer does (it left that base; a vmId votes for one base). Before, a
+// vmId voted for the base of its first report only, so 30 upgraded nodes
+// that all failed a release of the new base counted for nothing.
 func TestOfReimagedNodes(t *testing.T) {
 	t.Parallel()
 	const newBase, vNew = "202605.01", "202605.01.1"
@@ -184,21 +184,51 @@ func TestOfReimagedNodes(t *testing.T) {
 	if c := got.Releases[vNew]; c != (Counts{Failed: 30}) {
 		t.Errorf("the new base's release = %+v, want the 30 reimaged nodes failed", c)
 	}
-	if c := got.Releases[v1]; c != (Counts{OK: 30}) {
-		t.Errorf("the old base's release = %+v, want the 30 nodes it was served to ok, as they reported then", c)
+	if c := got.Releases[v1]; c != (Counts{}) {
+		t.Errorf("the old base's release = %+v, want none: they vote for their new base", c)
+	}
+	// Served the new base's release, no report yet: it counts there,
+	// pending, though its last report is the old base's.
+	pending := served("vm-new", "new-boot", vNew, t0)
+	pending.Base = newBase
+	oldRep := ran("vm-new", "old-boot", "", 0)
+	oldRep.Time = t0.Add(-24 * time.Hour)
+	if c := Of([]rollout.Release{next}, []store.Report{oldRep}, []store.Served{pending}, t0.Add(time.Minute)).Releases[vNew]; c != (Counts{Pending: 1}) {
+		t.Errorf("a reimaged node served before it reports = %+v, want pending", c)
 	}
 }
 
-// TestOfSeatHolderClaimingAnotherBase: a VM served a release (a canary
-// seat) that then reports only the baked agent of another base still
-// counts for the release it was served: silent, never out of the count.
-func TestOfSeatHolderClaimingAnotherBase(t *testing.T) {
+// TestOfOneVMOneBase: a VM served the releases of two bases in two boots,
+// that then reports the baked agent of a third, votes in one base only in
+// a look, that of its latest record; a seat holder counts for its release
+// whatever it claims since: pending, then silent from its seat's time.
+func TestOfOneVMOneBase(t *testing.T) {
 	t.Parallel()
-	other := ran("squatter", "2", "", 0)
-	other.Base, other.Time = "202605.01", t0.Add(time.Minute)
-	got := Of([]rollout.Release{rel(v1, rollout.Rolling)}, []store.Report{other}, []store.Served{served("squatter", "1", v1, t0)}, t0.Add(7*time.Hour))
-	if c := got.Releases[v1]; c != (Counts{Silent: 1}) {
-		t.Errorf("release = %+v, want the served VM silent", c)
+	const bA, bB, bC = "202604.01", "202605.01", "202606.01"
+	rA, rB := rel("202604.01.1", rollout.Rolling), rel("202605.01.1", rollout.Rolling)
+	rB.Base = bB
+	sA := served("vm", "1", rA.Version, t0)
+	sB := served("vm", "2", rB.Version, t0.Add(time.Minute))
+	sB.Base = bB
+	okA := ran("vm", "1", rA.Version, 0)
+	okA.Time = t0.Add(30 * time.Second)
+	okB := ran("vm", "2", rB.Version, 0)
+	okB.Base, okB.Time = bB, t0.Add(90*time.Second)
+	baked := ran("vm", "3", "", 0)
+	baked.Base, baked.Time = bC, t0.Add(2*time.Minute)
+	reports, ss := []store.Report{okA, okB, baked}, []store.Served{sA, sB}
+	got := Of([]rollout.Release{rA, rB}, reports, ss, t0.Add(time.Hour))
+	votes := got.Releases[rA.Version].Served() + got.Releases[rB.Version].Served() + got.Control[bC].Served() + got.Control[bA].Served() + got.Control[bB].Served()
+	if votes != 1 || got.Control[bC] != (Counts{OK: 1}) {
+		t.Errorf("A %+v, B %+v, control %+v: want one vote, in %s's control", got.Releases[rA.Version], got.Releases[rB.Version], got.Control, bC)
+	}
+	seats := map[string][]store.Seat{rB.Version: {{VMID: "vm", Since: t0.Add(time.Minute)}}}
+	got = OfUptime([]rollout.Release{rA, rB}, reports, ss, seats, t0.Add(7*time.Hour), nil, nil)
+	if c := got.Releases[rB.Version]; c != (Counts{Silent: 1}) {
+		t.Errorf("the seat holder of B that claims %s since = %+v, want silent", bC, c)
+	}
+	if n := got.Nodes(rB.Version); len(n) != 1 || n[0].Seat == nil || n[0].Served != nil || n[0].Report != nil {
+		t.Errorf("its node = %+v, want one resting on its seat", n)
 	}
 }
 
@@ -399,7 +429,7 @@ func TestOfSilenceCountsUptime(t *testing.T) {
 	rels := []rollout.Release{rel(v1, rollout.Rolling)}
 	ss := []store.Served{served("recent", "1", v1, t0), served("old", "1", v1, t0.Add(-2*time.Hour))}
 	reports := []store.Report{startedAt("started", "1", v1, t0)}
-	if c, want := OfUptime(rels, reports, ss, now, up, nil).Releases[v1], (Counts{Pending: 2, Silent: 1}); c != want {
+	if c, want := OfUptime(rels, reports, ss, nil, now, up, nil).Releases[v1], (Counts{Pending: 2, Silent: 1}); c != want {
 		t.Errorf("with uptime: %+v, want %+v", c, want)
 	}
 	if c, want := Of(rels, reports, ss, now).Releases[v1], (Counts{Silent: 3}); c != want {
@@ -408,7 +438,7 @@ func TestOfSilenceCountsUptime(t *testing.T) {
 	// lpsd down ever since the boot was served, MaxStretch and more ago.
 	long := now.Add(-(rollout.DefaultSilentAfter + MaxStretch + time.Minute))
 	down := NewUptime([]time.Time{long.Add(-time.Minute)}, now.Add(-UptimeWindow), now)
-	if c := OfUptime(rels, nil, []store.Served{served("long", "1", v1, long)}, now, down, nil).Releases[v1]; c != (Counts{Silent: 1}) {
+	if c := OfUptime(rels, nil, []store.Served{served("long", "1", v1, long)}, nil, now, down, nil).Releases[v1]; c != (Counts{Silent: 1}) {
 		t.Errorf("past MaxStretch: %+v, want silent", c)
 	}
 	if NewUptime(nil, now.Add(-UptimeWindow), now) != nil {
@@ -565,10 +595,10 @@ func TestOfClocksCorrectSkewedReplicas(t *testing.T) {
 	r := rel(v1, rollout.Rolling)
 	r.Rollout.Plan = &p
 	rels := []rollout.Release{r}
-	if c, want := OfUptime(rels, reports, ss, now, nil, nil).Releases[v1], (Counts{Silent: 2, Pending: 2}); c != want {
+	if c, want := OfUptime(rels, reports, ss, nil, now, nil, nil).Releases[v1], (Counts{Silent: 2, Pending: 2}); c != want {
 		t.Errorf("read as stamped: %+v, want %+v (the case for the correction)", c, want)
 	}
-	if c, want := OfUptime(rels, reports, ss, now, nil, clocks).Releases[v1], (Counts{Pending: 2, NotApplicable: 1, Silent: 1}); c != want {
+	if c, want := OfUptime(rels, reports, ss, nil, now, nil, clocks).Releases[v1], (Counts{Pending: 2, NotApplicable: 1, Silent: 1}); c != want {
 		t.Errorf("on the reader's clock: %+v, want %+v", c, want)
 	}
 }

@@ -272,6 +272,14 @@ func nodeProto(r rollout.Release, n tally.Node) *adminv1.NodeOutcome {
 	if sv := n.Served; sv != nil {
 		out.SubscriptionId, out.Boot, out.Time, out.ServedAt, out.Replica = sv.SubscriptionID, sv.Boot, timestamppb.New(sv.Time), timestamppb.New(sv.Time), sv.Replica
 	}
+	if st := n.Seat; st != nil {
+		// Counted by its canary seat alone.
+		out.Reason = "holds a canary seat; no served record or report of this base counts it"
+		if !st.Since.IsZero() {
+			out.Time = timestamppb.New(st.Since)
+		}
+		return out
+	}
 	if rp := n.Report; rp != nil && rp.Started() {
 		// It said it was about to run the release, and nothing since.
 		out.SubscriptionId, out.Boot, out.Time = rp.SubscriptionID, rp.Boot, timestamppb.New(rp.Time)
