@@ -343,10 +343,18 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 			if _, counted := worst[st.VMID]; counted || st.VMID == "" {
 				continue
 			}
-			// A seat holder nothing else counts here (its served record
-			// lost, or it claims another base since): pending, then
-			// silent from its seat's time, never out of the count. A
-			// seat whose time could not be read stays pending.
+			if b, ok := t.vmBase[st.VMID]; ok && b == rel.Base {
+				// Its records are of this base and none counts it
+				// here: it holds a seat it was not served with (the
+				// store gave it late) and ran the baked agent, counted
+				// where that counts.
+				continue
+			}
+			// A seat holder with no record (its served record lost,
+			// no report yet), or one that claims another base since:
+			// pending, then silent from its seat's time, never out of
+			// the count. A seat whose time could not be read stays
+			// pending.
 			o := Pending
 			if !st.Since.IsZero() && silent(st.Since) {
 				o = Silent

@@ -230,6 +230,16 @@ func TestOfOneVMOneBase(t *testing.T) {
 	if n := got.Nodes(rB.Version); len(n) != 1 || n[0].Seat == nil || n[0].Served != nil || n[0].Report != nil {
 		t.Errorf("its node = %+v, want one resting on its seat", n)
 	}
+	// A seat the store gave late: not served with it, the node ran the
+	// baked agent of the release's base, counted in its control; a holder
+	// with no record at all (its served record lost) is pending.
+	late := ran("late", "1", "", 0)
+	late.Base = bB
+	seats = map[string][]store.Seat{rB.Version: {{VMID: "late", Since: t0}, {VMID: "lost", Since: t0.Add(6*time.Hour + 59*time.Minute)}}}
+	got = OfUptime([]rollout.Release{rB}, []store.Report{late}, nil, seats, t0.Add(7*time.Hour), nil, nil)
+	if c := got.Releases[rB.Version]; c != (Counts{Pending: 1}) || got.Control[bB] != (Counts{OK: 1}) {
+		t.Errorf("late seat and lost record: release %+v, control %+v; want the lost one pending and the late one in the control", c, got.Control[bB])
+	}
 }
 
 // TestOfEvidenceWindow: what came before a release's evidence window (a
