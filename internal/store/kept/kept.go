@@ -27,10 +27,12 @@ type Set[T any] struct {
 	byKey map[string]*Entry[T]
 	bad   map[string]bool // the keys whose Err is set
 
-	// sorted are the readable values of the entries in cmp order as of
-	// the last List, and keys[i] is sorted[i]'s key; changed are the keys
-	// put or deleted since (all: too many to merge, or everything).
-	sorted  []T
+	// sorted are the readable entries in cmp order as of the last List
+	// (the entries themselves, so a value is kept once), and keys[i] is
+	// sorted[i]'s key; changed are the keys put or deleted since (all: too
+	// many to merge, or everything), whose entries in sorted may since
+	// hold another value or none.
+	sorted  []*Entry[T]
 	keys    []string
 	changed map[string]bool
 	all     bool
@@ -114,7 +116,11 @@ func (s *Set[T]) List() ([]T, []string) {
 		bad = append(bad, k)
 	}
 	slices.Sort(bad)
-	return slices.Clone(s.sorted), bad
+	out := make([]T, len(s.sorted))
+	for i, e := range s.sorted {
+		out[i] = e.V
+	}
+	return out, bad
 }
 
 // resort brings sorted and keys up to the entries: every readable value
@@ -123,15 +129,15 @@ func (s *Set[T]) List() ([]T, []string) {
 func (s *Set[T]) resort() {
 	type kv struct {
 		k string
-		v T
+		e *Entry[T]
 	}
 	var fresh []kv
 	add := func(k string) {
 		if e, ok := s.byKey[k]; ok && e.Err == nil {
-			fresh = append(fresh, kv{k, e.V})
+			fresh = append(fresh, kv{k, e})
 		}
 	}
-	var oldV []T
+	var oldE []*Entry[T]
 	var oldK []string
 	if s.all {
 		for k := range s.byKey {
@@ -141,28 +147,28 @@ func (s *Set[T]) resort() {
 		for k := range s.changed {
 			add(k)
 		}
-		oldV, oldK = s.sorted, s.keys
+		oldE, oldK = s.sorted, s.keys
 	}
-	slices.SortFunc(fresh, func(a, b kv) int { return s.cmp(a.v, b.v) })
+	slices.SortFunc(fresh, func(a, b kv) int { return s.cmp(a.e.V, b.e.V) })
 	n := len(fresh)
 	for _, k := range oldK {
 		if !s.changed[k] {
 			n++
 		}
 	}
-	sorted, keys := make([]T, 0, n), make([]string, 0, n)
+	sorted, keys := make([]*Entry[T], 0, n), make([]string, 0, n)
 	i := 0
 	for j, k := range oldK {
 		if s.changed[k] {
 			continue
 		}
-		for ; i < len(fresh) && s.cmp(fresh[i].v, oldV[j]) < 0; i++ {
-			sorted, keys = append(sorted, fresh[i].v), append(keys, fresh[i].k)
+		for ; i < len(fresh) && s.cmp(fresh[i].e.V, oldE[j].V) < 0; i++ {
+			sorted, keys = append(sorted, fresh[i].e), append(keys, fresh[i].k)
 		}
-		sorted, keys = append(sorted, oldV[j]), append(keys, k)
+		sorted, keys = append(sorted, oldE[j]), append(keys, k)
 	}
 	for ; i < len(fresh); i++ {
-		sorted, keys = append(sorted, fresh[i].v), append(keys, fresh[i].k)
+		sorted, keys = append(sorted, fresh[i].e), append(keys, fresh[i].k)
 	}
 	s.sorted, s.keys, s.all = sorted, keys, false
 	clear(s.changed)
