@@ -12,10 +12,11 @@
 // outcome over its boots, so a node that invents boots or flips what it
 // reported moves one vote, its own. A vmId votes for one base only, that
 // of its latest record (report or served record): a node reimaged onto a
-// new image (same vmId, new base) counts for the new base's releases. A
-// holder of a canary seat counts for its release whatever it claims since
-// (pending, then silent, when nothing else counts it there): a seat goes
-// only to a node lpsd served the release.
+// new image (same vmId, new base) counts for the new base's releases, and
+// no longer for the old base's. A holder of a canary seat with no record
+// at all (its served record lost, no report yet) counts for its release,
+// pending, then silent: a seat goes only to a node lpsd served the
+// release.
 package tally
 
 import (
@@ -343,20 +344,25 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 			if _, counted := worst[st.VMID]; counted || st.VMID == "" {
 				continue
 			}
-			if b, ok := t.vmBase[st.VMID]; ok && b == rel.Base {
-				// Its records are of this base and none counts it
-				// here: it holds a seat it was not served with (the
-				// store gave it late) and ran the baked agent, counted
-				// where that counts.
+			if _, any := t.vmBase[st.VMID]; any {
+				// It has records, and none counts it here: they are of
+				// another base (it was reimaged, or claims another base
+				// since: one base per vmId), or of this one without the
+				// release (a seat the store gave late, so it was not
+				// served and ran the baked agent). Counted where those
+				// count; counting it here too would give it two bases,
+				// and count as silent a node that left the base.
 				continue
 			}
-			// A seat holder with no record (its served record lost,
-			// no report yet), or one that claims another base since:
-			// pending, then silent from its seat's time, never out of
-			// the count. A seat whose time could not be read stays
-			// pending.
+			// A seat holder with no record at all (its served record
+			// lost, no report yet): pending, then silent from its seat's
+			// time, never out of the count. A seat's time names no
+			// replica, so it is read as late as any correction could
+			// make it (MaxClockCorrection): a seat stamped by a clock
+			// behind never turns silent early. A seat whose time could
+			// not be read stays pending.
 			o := Pending
-			if !st.Since.IsZero() && silent(st.Since) {
+			if !st.Since.IsZero() && silent(st.Since.Add(MaxClockCorrection)) {
 				o = Silent
 			}
 			worst.cast(st.VMID, vote{o, -1, -1})

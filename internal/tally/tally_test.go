@@ -200,8 +200,9 @@ func TestOfReimagedNodes(t *testing.T) {
 
 // TestOfOneVMOneBase: a VM served the releases of two bases in two boots,
 // that then reports the baked agent of a third, votes in one base only in
-// a look, that of its latest record; a seat holder counts for its release
-// whatever it claims since: pending, then silent from its seat's time.
+// a look, that of its latest record, seat or no seat; a seat holder with
+// no record at all is pending, then silent; a late seat (not served, ran
+// the baked agent) counts in the control only.
 func TestOfOneVMOneBase(t *testing.T) {
 	t.Parallel()
 	const bA, bB, bC = "202604.01", "202605.01", "202606.01"
@@ -217,28 +218,54 @@ func TestOfOneVMOneBase(t *testing.T) {
 	baked := ran("vm", "3", "", 0)
 	baked.Base, baked.Time = bC, t0.Add(2*time.Minute)
 	reports, ss := []store.Report{okA, okB, baked}, []store.Served{sA, sB}
-	got := Of([]rollout.Release{rA, rB}, reports, ss, t0.Add(time.Hour))
-	votes := got.Releases[rA.Version].Served() + got.Releases[rB.Version].Served() + got.Control[bC].Served() + got.Control[bA].Served() + got.Control[bB].Served()
-	if votes != 1 || got.Control[bC] != (Counts{OK: 1}) {
-		t.Errorf("A %+v, B %+v, control %+v: want one vote, in %s's control", got.Releases[rA.Version], got.Releases[rB.Version], got.Control, bC)
-	}
 	seats := map[string][]store.Seat{rB.Version: {{VMID: "vm", Since: t0.Add(time.Minute)}}}
-	got = OfUptime([]rollout.Release{rA, rB}, reports, ss, seats, t0.Add(7*time.Hour), nil, nil)
-	if c := got.Releases[rB.Version]; c != (Counts{Silent: 1}) {
-		t.Errorf("the seat holder of B that claims %s since = %+v, want silent", bC, c)
+	for _, seats := range []map[string][]store.Seat{nil, seats} {
+		got := OfUptime([]rollout.Release{rA, rB}, reports, ss, seats, t0.Add(7*time.Hour), nil, nil)
+		votes := got.Releases[rA.Version].Served() + got.Releases[rB.Version].Served() + got.Control[bC].Served() + got.Control[bA].Served() + got.Control[bB].Served()
+		if votes != 1 || got.Control[bC] != (Counts{OK: 1}) {
+			t.Errorf("seats %v: A %+v, B %+v, control %+v: want one vote, in %s's control", seats, got.Releases[rA.Version], got.Releases[rB.Version], got.Control, bC)
+		}
 	}
-	if n := got.Nodes(rB.Version); len(n) != 1 || n[0].Seat == nil || n[0].Served != nil || n[0].Report != nil {
-		t.Errorf("its node = %+v, want one resting on its seat", n)
-	}
-	// A seat the store gave late: not served with it, the node ran the
-	// baked agent of the release's base, counted in its control; a holder
-	// with no record at all (its served record lost) is pending.
 	late := ran("late", "1", "", 0)
 	late.Base = bB
-	seats = map[string][]store.Seat{rB.Version: {{VMID: "late", Since: t0}, {VMID: "lost", Since: t0.Add(6*time.Hour + 59*time.Minute)}}}
-	got = OfUptime([]rollout.Release{rB}, []store.Report{late}, nil, seats, t0.Add(7*time.Hour), nil, nil)
-	if c := got.Releases[rB.Version]; c != (Counts{Pending: 1}) || got.Control[bB] != (Counts{OK: 1}) {
-		t.Errorf("late seat and lost record: release %+v, control %+v; want the lost one pending and the late one in the control", c, got.Control[bB])
+	seats = map[string][]store.Seat{rB.Version: {{VMID: "late", Since: t0}, {VMID: "lost", Since: t0}, {VMID: "lost-now", Since: t0.Add(6*time.Hour + 45*time.Minute)}}}
+	got := OfUptime([]rollout.Release{rB}, []store.Report{late}, nil, seats, t0.Add(7*time.Hour), nil, nil)
+	if c := got.Releases[rB.Version]; c != (Counts{Silent: 1, Pending: 1}) || got.Control[bB] != (Counts{OK: 1}) {
+		t.Errorf("late seat, lost records: release %+v, control %+v; want the long-lost one silent, the recent one pending, the late one in the control", c, got.Control[bB])
+	}
+	if n := got.Nodes(rB.Version); len(n) != 2 || n[0].Seat == nil || n[0].Served != nil || n[0].Report != nil {
+		t.Errorf("nodes = %+v, want two resting on their seats", n)
+	}
+}
+
+// TestOfReimagedSeatHoldersNeverSilent: of a canary whose 20 holders all
+// ran the release fine, 10 are reimaged onto a new image during the bake;
+// they vote for the new base now and drop out of the release's count,
+// never counted silent by their seats (a first build did, and halted the
+// healthy canary on a node-image upgrade, 50 % silent).
+func TestOfReimagedSeatHoldersNeverSilent(t *testing.T) {
+	t.Parallel()
+	const newBase = "202606.01"
+	r := rel(v1, rollout.Rolling)
+	var reports []store.Report
+	var ss []store.Served
+	var seats []store.Seat
+	for i := range 20 {
+		vm := fmt.Sprintf("vm-%02d", i)
+		ss = append(ss, served(vm, "1", v1, t0))
+		seats = append(seats, store.Seat{VMID: vm, Since: t0})
+		ok := ran(vm, "1", v1, 0)
+		ok.Time = t0.Add(2 * time.Minute)
+		reports = append(reports, ok)
+		if i < 10 {
+			up := ran(vm, "2", "", 0)
+			up.Base, up.Time = newBase, t0.Add(20*time.Minute)
+			reports = append(reports, up)
+		}
+	}
+	got := OfUptime([]rollout.Release{r}, reports, ss, map[string][]store.Seat{v1: seats}, t0.Add(7*time.Hour), nil, nil)
+	if c := got.Releases[v1]; c != (Counts{OK: 10}) || got.Control[newBase] != (Counts{OK: 10}) {
+		t.Errorf("release %+v, new base's control %+v; want the 10 that stayed ok and the 10 reimaged in the new control only", c, got.Control[newBase])
 	}
 }
 

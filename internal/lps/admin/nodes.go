@@ -230,7 +230,7 @@ func (s *Server) matchingNodes(ctx context.Context, req *adminv1.ListNodesReques
 			}
 			out := nodeProto(r, n)
 			if (req.GetSubscriptionId() != "" && !strings.EqualFold(out.SubscriptionId, req.GetSubscriptionId())) ||
-				(!since.IsZero() && out.Time.AsTime().Before(since)) {
+				(!since.IsZero() && out.Time != nil && out.Time.AsTime().Before(since)) { // no time: a seat whose time could not be read
 				continue
 			}
 			all = append(all, counted{n, out})
