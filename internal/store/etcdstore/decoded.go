@@ -202,13 +202,7 @@ func (c *decoded[T]) startFeed(s *Store) {
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		go func() {
-			select {
-			case <-s.done:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
+		go s.cancelOnClose(ctx, cancel)
 		c.follow(s, f, from)
 	}()
 }

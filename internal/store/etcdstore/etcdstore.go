@@ -913,13 +913,7 @@ func (s *Store) Watch(ctx context.Context) <-chan struct{} {
 func (s *Store) watch(ctx context.Context, out chan<- struct{}, next int64, prefix string) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() {
-		select {
-		case <-s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	go s.cancelOnClose(ctx, cancel)
 
 	resync := next == 0
 	failures := 0
@@ -974,6 +968,16 @@ func (s *Store) watch(ctx context.Context, out chan<- struct{}, next int64, pref
 		if !sleep(ctx, backoff(failures)) {
 			return
 		}
+	}
+}
+
+// cancelOnClose calls cancel when the store is closed, or returns when
+// ctx ends first.
+func (s *Store) cancelOnClose(ctx context.Context, cancel context.CancelFunc) {
+	select {
+	case <-s.done:
+		cancel()
+	case <-ctx.Done():
 	}
 }
 

@@ -516,7 +516,13 @@ func noFeed(s *Store) {
 // end.
 func openEmbedded(t *testing.T) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), etcdtest.Start(t), Config{})
+	return openOn(t, etcdtest.Start(t))
+}
+
+// openOn opens a Store on the etcd at eps, closed at the test's end.
+func openOn(t *testing.T, eps []string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), eps, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,15 +542,7 @@ func TestIntegrationFeedListsEveryWriteBefore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	eps := etcdtest.Start(t)
-	open := func() *Store {
-		s, err := Open(ctx, eps, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	reader, writer := open(), open()
+	reader, writer := openOn(t, eps), openOn(t, eps)
 	reader.cli.Watcher = slowWatcher{reader.cli.Watcher}
 	want := map[string]int{}
 	list := func(round int) {

@@ -22,18 +22,10 @@ func TestIntegrationFeedAheadOfTheListKeepsServing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an embedded etcd")
 	}
+	t.Parallel()
 	ctx := t.Context()
 	eps := etcdtest.Start(t)
-	open := func() *Store {
-		s, err := Open(ctx, eps, Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	t.Parallel()
-	reader, writer := open(), open()
+	reader, writer := openOn(t, eps), openOn(t, eps)
 	storetest.MustPutReports(t, writer, storetest.Report("vm-seed", "b"))
 	if _, err := reader.Reports(ctx); err != nil { // scan 1, starts the feed
 		t.Fatal(err)
