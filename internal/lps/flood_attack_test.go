@@ -22,14 +22,10 @@ import (
 	"nodehotfix/internal/store/memstore"
 )
 
-// TestSeatsGoOnlyToBootsThatCount: a VM that declares it reports but no
-// boot gets no canary seat: lpsd records no served boot for it, so it
-// would count nowhere, and a canary whose minimum is its seats (the
-// README's 20n:30m:20) waited for it until its deadline, then paused
-// inconclusive. The seat goes to the next genuine node instead, and the
-// canary of 20 genuine nodes that all succeed is healthy.
-func TestSeatsGoOnlyToBootsThatCount(t *testing.T) {
-	t.Parallel()
+// readmeCanary publishes, in a new memory store, a draft release planned
+// with the README's steps (20n:30m:20,10:1h:100,100:2h:500) from now.
+func readmeCanary(t *testing.T) (*memstore.Store, rollout.Release, time.Time) {
+	t.Helper()
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
 	p := rollout.Plan{Steps: []rollout.PlanStep{{Nodes: 20, Bake: 30 * time.Minute, MinReports: 20}, {Percent: 10, Bake: time.Hour, MinReports: 100}, {Percent: 100, Bake: 2 * time.Hour, MinReports: 500}},
@@ -40,6 +36,18 @@ func TestSeatsGoOnlyToBootsThatCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	publish(t, st, rel)
+	return st, rel, start
+}
+
+// TestSeatsGoOnlyToBootsThatCount: a VM that declares it reports but no
+// boot gets no canary seat: lpsd records no served boot for it, so it
+// would count nowhere, and a canary whose minimum is its seats (the
+// README's 20n:30m:20) waited for it until its deadline, then paused
+// inconclusive. The seat goes to the next genuine node instead, and the
+// canary of 20 genuine nodes that all succeed is healthy.
+func TestSeatsGoOnlyToBootsThatCount(t *testing.T) {
+	t.Parallel()
+	st, rel, start := readmeCanary(t)
 	r := newReplica(t, st)
 	r.svc.served = newServedBatcher(st)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -249,16 +257,7 @@ func TestSeatlessReportsNeverStarveSeatTakes(t *testing.T) {
 // deadline, and squatters who got it halted parked it for good.
 func TestResumedCanarySeatsNewNodes(t *testing.T) {
 	t.Parallel()
-	st := memstore.New()
-	t.Cleanup(func() { st.Close() })
-	p := rollout.Plan{Steps: []rollout.PlanStep{{Nodes: 20, Bake: 30 * time.Minute, MinReports: 20}, {Percent: 10, Bake: time.Hour, MinReports: 100}, {Percent: 100, Bake: 2 * time.Hour, MinReports: 500}},
-		Margin: 0.05, MaxFailureRate: 0.2}
-	start := time.Now()
-	rel, err := release("202501.15.2", rollout.Rollout{State: rollout.Draft}, false).SetPlan(p, start)
-	if err != nil {
-		t.Fatal(err)
-	}
-	publish(t, st, rel)
+	st, rel, _ := readmeCanary(t)
 	r := newReplica(t, st)
 	ask := func(vm string) bool {
 		_, err := r.svc.GetComponentConfig(declaring(t, vm, "202501.15"), &lpsv1.GetComponentConfigRequest{ComponentName: Component})
@@ -274,7 +273,8 @@ func TestResumedCanarySeatsNewNodes(t *testing.T) {
 	}
 	cur, rev, _ := st.Release(t.Context(), rel.Version)
 	halted, _ := cur.Transition(rollout.Halted)
-	if rev, err = st.PutRelease(t.Context(), halted, rev, store.AuditEntry{Actor: "t", Action: "halt", Target: rel.Version}, nil); err != nil {
+	rev, err := st.PutRelease(t.Context(), halted, rev, store.AuditEntry{Actor: "t", Action: "halt", Target: rel.Version}, nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	resumed, err := halted.Resume(time.Now())
