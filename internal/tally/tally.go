@@ -341,11 +341,8 @@ func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Ser
 		}
 		for k := range seats[rel.Version] {
 			st := &seats[rel.Version][k]
-			if _, counted := worst[st.VMID]; counted || st.VMID == "" {
-				continue
-			}
-			if _, any := t.vmBase[st.VMID]; any {
-				// It has records, and none counts it here: they are of
+			if _, any := t.vmBase[st.VMID]; any || st.VMID == "" {
+				// It has records: they count it here, or they are of
 				// another base (it was reimaged, or claims another base
 				// since: one base per vmId), or of this one without the
 				// release (a seat the store gave late, so it was not

@@ -562,11 +562,10 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 		c := tx.Bucket([]byte(seatsBucket)).Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			seat := store.Seat{VMID: string(k[len(prefix):])}
-			switch {
-			case len(v) != 8:
+			if len(v) != 8 {
 				bad.Add(fmt.Errorf("seat %q: %d-byte value, want 8", k, len(v)))
-			case binary.BigEndian.Uint64(v) != 0:
-				seat.Since = time.Unix(0, int64(binary.BigEndian.Uint64(v))).UTC()
+			} else if ns := binary.BigEndian.Uint64(v); ns != 0 {
+				seat.Since = time.Unix(0, int64(ns)).UTC()
 			}
 			out = append(out, seat)
 		}
