@@ -32,6 +32,10 @@ const lpsDeadline = 3 * time.Second
 type options struct {
 	n, warmup, hungN int
 	keep             bool
+	// rtt, when set, puts the metadata service and the live-patching
+	// service behind a loopback proxy with this round trip, for the
+	// agent and the floor alike.
+	rtt time.Duration
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -42,6 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.warmup, "warmup", 3, "unmeasured iterations first")
 	fs.IntVar(&o.hungN, "hung-n", 3, "iterations of each hung-LPS case (each takes seconds)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	fs.DurationVar(&o.rtt, "rtt", 0, "round trip to add to the metadata and live-patching services (e.g. 2ms); 0 is bare loopback")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -72,19 +77,45 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	agent := func(lpsAddr string, extra ...string) []string {
-		return append([]string{r.Agent, "check-hotfix", "--root", node.Root, "--imds-url", r.IMDS.URL, "--lps-addr", lpsAddr}, extra...)
+	// far is addr as the measured cases reach it: through the proxy
+	// when -rtt is set. The hung cases are not delayed.
+	far := func(addr string) (string, error) {
+		if o.rtt <= 0 {
+			return addr, nil
+		}
+		return rig.DelayProxy(ctx, "127.0.0.1:0", addr, o.rtt/2)
 	}
-	floorArgv := []string{floor, "-imds-url", r.IMDS.URL, "-lps-addr", lps, "-ca", r.TLS.CAFile}
+	imdsURL := r.IMDS.URL
+	if o.rtt > 0 {
+		a, err := far(strings.TrimPrefix(imdsURL, "http://"))
+		if err != nil {
+			return err
+		}
+		imdsURL = "http://" + a
+	}
+	agentVia := func(imds, lpsAddr string, extra ...string) []string {
+		return append([]string{r.Agent, "check-hotfix", "--root", node.Root, "--imds-url", imds, "--lps-addr", lpsAddr}, extra...)
+	}
+	agent := func(lpsAddr string, extra ...string) []string { return agentVia(r.IMDS.URL, lpsAddr, extra...) }
+	floorArgv := func(lpsAddr string) []string {
+		return []string{floor, "-imds-url", imdsURL, "-lps-addr", lpsAddr, "-ca", r.TLS.CAFile}
+	}
+	if lps, err = far(lps); err != nil {
+		return err
+	}
 	pointer := node.Path("opt/azure/containers/aks-node-controller-hotfix.json")
 
-	fmt.Fprintf(out, "check-hotfix wall time, whole process, loopback; %d iterations after %d warm-up, agent and floor interleaved\n\n", o.n, o.warmup)
+	network := "loopback"
+	if o.rtt > 0 {
+		network = fmt.Sprintf("loopback plus a %s round trip to both services", o.rtt)
+	}
+	fmt.Fprintf(out, "check-hotfix wall time, whole process, %s; %d iterations after %d warm-up, agent and floor interleaved\n\n", network, o.n, o.warmup)
 
 	version, _, err := timeN(ctx, o.n, o.warmup, []string{r.Agent, "version"}, nil, "", nil)
 	if err != nil {
 		return err
 	}
-	happy, err := paired(ctx, o, agent(lps), "lpsRead", floorArgv, pointer)
+	happy, err := paired(ctx, o, agentVia(imdsURL, lps), "lpsRead", floorArgv(lps), pointer)
 	if err != nil {
 		return err
 	}
@@ -92,7 +123,10 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	notFound, err := paired(ctx, o, agent(emptyLPS), "noHotfixAvailable", []string{floor, "-imds-url", r.IMDS.URL, "-lps-addr", emptyLPS, "-ca", r.TLS.CAFile}, pointer)
+	if emptyLPS, err = far(emptyLPS); err != nil {
+		return err
+	}
+	notFound, err := paired(ctx, o, agentVia(imdsURL, emptyLPS), "noHotfixAvailable", floorArgv(emptyLPS), pointer)
 	if err != nil {
 		return err
 	}
@@ -109,6 +143,9 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if trustLPS, err = far(trustLPS); err != nil {
+		return err
+	}
 	root, err := os.ReadFile(tr.Root)
 	if err != nil {
 		return err
@@ -117,8 +154,8 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	trustArgv := []string{r.Agent, "check-hotfix", "--root", trustNode.Root, "--imds-url", r.IMDS.URL, "--lps-addr", trustLPS}
-	trusted, err := paired(ctx, o, trustArgv, "lpsRead", []string{floor, "-imds-url", r.IMDS.URL, "-lps-addr", trustLPS, "-ca", r.TLS.CAFile},
+	trustArgv := []string{r.Agent, "check-hotfix", "--root", trustNode.Root, "--imds-url", imdsURL, "--lps-addr", trustLPS}
+	trusted, err := paired(ctx, o, trustArgv, "lpsRead", floorArgv(trustLPS),
 		trustNode.Path("opt/azure/containers/aks-node-controller-hotfix.json"))
 	if err != nil {
 		return err

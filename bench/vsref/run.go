@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -44,6 +45,9 @@ type options struct {
 	baselines []string
 	n, warmup int
 	keep      bool
+	// rtt, when set, puts the metadata service and lpsd behind a proxy
+	// with this round trip, for every client alike.
+	rtt time.Duration
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -58,6 +62,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.n, "n", 25, "measured interleaved rounds")
 	fs.IntVar(&o.warmup, "warmup", 3, "unmeasured rounds first")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	fs.DurationVar(&o.rtt, "rtt", 0, "round trip to add to the metadata service and lpsd (e.g. 2ms); 0 is bare loopback")
 	fs.Usage = func() { fmt.Fprint(stderr, buildHelp, "\nflags:\n"); fs.PrintDefaults() }
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -169,7 +174,13 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err := setupNamespace(dir, node.Root); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "169.254.169.254:80")
+	// The clients' fixed addresses; with -rtt the servers listen beside
+	// them and a delaying proxy holds the fixed ones.
+	imdsAt, lpsAt := "169.254.169.254:80", lpsIP+":443"
+	if o.rtt > 0 {
+		imdsAt, lpsAt = "169.254.169.254:8080", lpsIP+":8443"
+	}
+	ln, err := net.Listen("tcp", imdsAt)
 	if err != nil {
 		return err
 	}
@@ -180,9 +191,17 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	lps, err := r.StartLPSAt(lpsIP+":443", env)
+	lps, err := r.StartLPSAt(lpsAt, env)
 	if err != nil {
 		return err
+	}
+	if o.rtt > 0 {
+		if _, err := rig.DelayProxy(ctx, "169.254.169.254:80", imdsAt, o.rtt/2); err != nil {
+			return err
+		}
+		if lps, err = rig.DelayProxy(ctx, lpsIP+":443", lps, o.rtt/2); err != nil {
+			return err
+		}
 	}
 	// Every binary runs from a copy written the same way (one write, in
 	// the work directory): here a process started up to 25 % faster from
@@ -217,7 +236,11 @@ func bench(ctx context.Context, o options, dir string, out io.Writer) error {
 		clients = append(clients, &client{name: baselineName(i), argv: []string{b, "check-hotfix", "--root", node.Root}})
 	}
 	pointer := "/opt/azure/containers/aks-node-controller-hotfix.json"
-	fmt.Fprintf(out, "check-hotfix vs the reference client, same lpsd (%s), same node files; %d rounds after %d warm-up, order rotating\n", lps, o.n, o.warmup)
+	network := ""
+	if o.rtt > 0 {
+		network = fmt.Sprintf(", a %s round trip to both services", o.rtt)
+	}
+	fmt.Fprintf(out, "check-hotfix vs the reference client, same lpsd (%s%s), same node files; %d rounds after %d warm-up, order rotating\n", lps, network, o.n, o.warmup)
 	fmt.Fprintf(out, "  reference: %s\n", o.ref)
 	for i, b := range o.baselines {
 		fmt.Fprintf(out, "  %s: %s\n", baselineName(i), b)

@@ -200,10 +200,12 @@ func join(a, b string) string {
 	return a + "; " + b
 }
 
-// fetch resolves the target, gets the attested document and calls the
-// service. Errors other than *lpsclient.Error are eligible for fallback.
+// fetch resolves the target, starts connecting to it, gets the attested
+// document meanwhile and calls the service. Errors other than
+// *lpsclient.Error are eligible for fallback.
 func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
-	t, token, source, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}.Resolve(ctx)
+	node := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}
+	t, source, err := node.Target()
 	if source == nodeconfig.SourceNBCCmd {
 		if _, err := os.Stat(cfg.Root.NodeConfig()); errors.Is(err, fs.ErrNotExist) {
 			log.Info("node config not found, trying nbc-cmd.sh fallback", "path", cfg.Root.NodeConfig())
@@ -220,6 +222,22 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)
 	defer cancel()
 	log.Info("check-hotfix LPS gRPC dial", "dialHost", t.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
+	// The handshake runs while the metadata service is asked for the
+	// document; the connection carries nothing else until the call.
+	c, err := lpsclient.Dial(t)
+	if err != nil {
+		return "", err
+	}
+	kept := false
+	defer func() {
+		if !kept {
+			c.Close()
+		}
+	}()
+	token, err := node.Token(ctx)
+	if err != nil {
+		return "", err
+	}
 	t.Reports = cfg.Reports
 	if v, err := hotfix.ParseVersion(cfg.Version); err == nil {
 		t.Base = v.Base()
@@ -237,9 +255,14 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	fc := facts.Config{Root: cfg.Root, ReleaseKeys: cfg.ReleaseKeys}
 	t.KeySetVersion, t.LogSize = trust.Declared(fc.KeysPath(), fc.TrustStatePath())
 	if cfg.Session != nil {
-		return cfg.Session.Fetch(ctx, t, token)
+		kept = true
+		return cfg.Session.Fetch(ctx, c, t, token)
 	}
-	return lpsclient.Fetch(ctx, t, token)
+	resp, err := c.FetchResponse(ctx, t, token)
+	if err != nil {
+		return "", err
+	}
+	return resp.GetConfig(), nil
 }
 
 func coldStart(cfg Config, log *slog.Logger, cause error) Result {

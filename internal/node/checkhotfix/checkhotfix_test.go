@@ -532,6 +532,31 @@ func TestRunIMDSFailures(t *testing.T) {
 	}
 }
 
+// TestRunHandshakesWhileIMDSAnswers: the TLS handshake with the service
+// runs while the metadata service prepares the document. Here the
+// document comes only once the service has seen the handshake: a
+// check-hotfix that dialed after the document would never get one.
+func TestRunHandshakesWhileIMDSAnswers(t *testing.T) {
+	t.Parallel()
+	var n *node
+	n = newNode(t, nodeOpts{imds: func(w http.ResponseWriter, r *http.Request) {
+		for n.lps.Handshakes() == 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		w.Write([]byte(`{"encoding":"pkcs7","signature":"` + token + `"}`))
+	}})
+	if res := n.run(); res.Outcome != LPSRead {
+		t.Fatalf("Run = %+v, want lpsRead: the handshake did not overlap the metadata call", res)
+	}
+	if reqs := n.lps.Requests(); len(reqs) != 1 || len(reqs[0].Authorization) != 1 || reqs[0].Authorization[0] != token {
+		t.Errorf("service saw %+v, want one call carrying the document", reqs)
+	}
+}
+
 func TestRunIMDSDown(t *testing.T) {
 	t.Parallel()
 	n := newNode(t, nodeOpts{config: coldStartConfig})

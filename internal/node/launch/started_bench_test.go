@@ -32,7 +32,7 @@ func BenchmarkStartedReportExecDelay(b *testing.B) {
 	}
 	var sess lpsclient.Session
 	b.Cleanup(func() { sess.Close() })
-	if _, err := sess.Fetch(b.Context(), target, "tok"); err != nil {
+	if _, err := sess.Fetch(b.Context(), nil, target, "tok"); err != nil {
 		b.Fatal(err)
 	}
 	onSession := func(ctx context.Context, _ report.Start) {

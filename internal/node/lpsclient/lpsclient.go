@@ -134,7 +134,7 @@ func Fetch(ctx context.Context, t Target, token string) (string, error) {
 
 // FetchResponse is Fetch returning the whole response.
 func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetComponentConfigResponse, error) {
-	return once(t, token, func(c *conn) (*lpsv1.GetComponentConfigResponse, error) { return c.fetch(ctx, t) })
+	return once(t, func(c *Conn) (*lpsv1.GetComponentConfigResponse, error) { return c.FetchResponse(ctx, t, token) })
 }
 
 // Report sends one provisioning outcome report (nodehotfix.node.v1) over
@@ -142,7 +142,7 @@ func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetCompo
 // the service had no earlier report for this boot. ctx bounds connect,
 // handshake and call. Errors are *Error.
 func Report(ctx context.Context, t Target, token string, r *nodev1.ReportOutcomeRequest) (bool, error) {
-	return once(t, token, func(c *conn) (bool, error) { return c.report(ctx, r) })
+	return once(t, func(c *Conn) (bool, error) { return c.report(ctx, token, r) })
 }
 
 // Started sends one started report (ReportService.ReportStarted) as
@@ -150,7 +150,7 @@ func Report(ctx context.Context, t Target, token string, r *nodev1.ReportOutcome
 // boot had no report yet). An older service answers Unimplemented. Errors
 // are *Error.
 func Started(ctx context.Context, t Target, token string, r *nodev1.ReportStartedRequest) (bool, error) {
-	return once(t, token, func(c *conn) (bool, error) { return c.started(ctx, r) })
+	return once(t, func(c *Conn) (bool, error) { return c.started(ctx, token, r) })
 }
 
 // Session keeps one connection to the service, with its target and token,
@@ -162,7 +162,7 @@ func Started(ctx context.Context, t Target, token string, r *nodev1.ReportStarte
 type Session struct {
 	mu    sync.Mutex
 	t     Target
-	c     *conn
+	c     *Conn
 	token string
 }
 
@@ -170,21 +170,24 @@ type Session struct {
 // connection.
 var ErrNoSession = errors.New("no open connection to the live-patching service")
 
-// Fetch is Fetch on the session's connection, which it opens for t and
-// token, replacing one opened before, and keeps open.
-func (s *Session) Fetch(ctx context.Context, t Target, token string) (string, error) {
-	c, err := connect(t, token)
-	if err != nil {
-		return "", err
+// Fetch is Fetch on a connection the session keeps open: c when it is
+// not nil (Dial's, for t), else one it dials. It replaces the connection
+// kept before, and keeps c whatever the call's answer.
+func (s *Session) Fetch(ctx context.Context, c *Conn, t Target, token string) (string, error) {
+	if c == nil {
+		var err error
+		if c, err = Dial(t); err != nil {
+			return "", err
+		}
 	}
 	s.mu.Lock()
 	old := s.c
 	s.t, s.c, s.token = t, c, token
 	s.mu.Unlock()
-	if old != nil {
-		old.cc.Close()
+	if old != nil && old != c {
+		old.Close()
 	}
-	resp, err := c.fetch(ctx, t)
+	resp, err := c.FetchResponse(ctx, t, token)
 	if err != nil {
 		return "", err
 	}
@@ -203,12 +206,12 @@ func (s *Session) Target() (t Target, token string, ok bool) {
 // is open.
 func (s *Session) Started(ctx context.Context, r *nodev1.ReportStartedRequest) (bool, error) {
 	s.mu.Lock()
-	c := s.c
+	c, token := s.c, s.token
 	s.mu.Unlock()
 	if c == nil {
 		return false, ErrNoSession
 	}
-	return c.started(ctx, r)
+	return c.started(ctx, token, r)
 }
 
 // Close closes the connection, if one is open.
@@ -220,32 +223,34 @@ func (s *Session) Close() error {
 	if c == nil {
 		return nil
 	}
-	return c.cc.Close()
+	return c.Close()
 }
 
-// conn is a client of the service with the verification record its calls
-// classify their errors by. Its methods are the node's three calls; each
-// one's error is an *Error.
-type conn struct {
+// Conn is a connection to the service, with the verification record its
+// calls classify their errors by. Each call carries its token (the
+// attested document), so a Conn can be dialed before the document is
+// there. Each call's error is an *Error. Close it.
+type Conn struct {
 	cc *grpc.ClientConn
 	vr *verifyRecorder
 }
 
 // once runs call on a connection of its own, closed after it: the node's
 // one-shot calls.
-func once[R any](t Target, token string, call func(c *conn) (R, error)) (R, error) {
-	c, err := connect(t, token)
+func once[R any](t Target, call func(c *Conn) (R, error)) (R, error) {
+	c, err := Dial(t)
 	if err != nil {
 		var zero R
 		return zero, err
 	}
-	defer c.cc.Close()
+	defer c.Close()
 	return call(c)
 }
 
-// fetch calls GetComponentConfig for t's component, declaring in the
-// request's metadata what Target says the node sends.
-func (c *conn) fetch(ctx context.Context, t Target) (*lpsv1.GetComponentConfigResponse, error) {
+// FetchResponse calls GetComponentConfig for t's component with token,
+// declaring in the request's metadata what t says the node sends; t's
+// address and trust are the ones c was dialed with.
+func (c *Conn) FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetComponentConfigResponse, error) {
 	if t.Base != "" {
 		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.BaseMetadata, t.Base)
 		if t.Reports {
@@ -265,33 +270,41 @@ func (c *conn) fetch(ctx context.Context, t Target) (*lpsv1.GetComponentConfigRe
 	if component == "" {
 		component = Component
 	}
-	resp, err := lpsv1.NewLivePatchingServiceClient(c.cc).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: component})
+	resp, err := lpsv1.NewLivePatchingServiceClient(c.cc).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: component}, withToken(token))
 	if err != nil {
 		return nil, callError(err, c.vr)
 	}
 	return resp, nil
 }
 
-func (c *conn) report(ctx context.Context, r *nodev1.ReportOutcomeRequest) (bool, error) {
-	resp, err := nodev1.NewReportServiceClient(c.cc).ReportOutcome(ctx, r)
+func (c *Conn) report(ctx context.Context, token string, r *nodev1.ReportOutcomeRequest) (bool, error) {
+	resp, err := nodev1.NewReportServiceClient(c.cc).ReportOutcome(ctx, r, withToken(token))
 	if err != nil {
 		return false, callError(err, c.vr)
 	}
 	return resp.GetFirst(), nil
 }
 
-func (c *conn) started(ctx context.Context, r *nodev1.ReportStartedRequest) (bool, error) {
-	resp, err := nodev1.NewReportServiceClient(c.cc).ReportStarted(ctx, r)
+func (c *Conn) started(ctx context.Context, token string, r *nodev1.ReportStartedRequest) (bool, error) {
+	resp, err := nodev1.NewReportServiceClient(c.cc).ReportStarted(ctx, r, withToken(token))
 	if err != nil {
 		return false, callError(err, c.vr)
 	}
 	return resp.GetFirst(), nil
 }
 
-// connect makes the client every call uses: TLS verified against t.Roots
+// Close closes the connection.
+func (c *Conn) Close() error { return c.cc.Close() }
+
+// Dial makes the connection every call uses: TLS verified against t.Roots
 // for ServerName (not the SNI), ALPN as the reference offers it, the token
-// per call, and no dial until the call.
-func connect(t Target, token string) (*conn, error) {
+// per call. It starts connecting at once (the name lookup, TCP connect and
+// TLS handshake run in the background), so a caller that still has to
+// fetch the token overlaps the two; the first call waits for the
+// connection, bounded by its own context. Nothing but the handshake goes
+// to the service before a call: a node that gets no token closes the
+// connection having sent no credentials. Its errors are *Error.
+func Dial(t Target) (*Conn, error) {
 	if t.Roots == nil {
 		return nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: errors.New("no cluster CA; refusing to send credentials over unverified TLS")}
 	}
@@ -318,7 +331,6 @@ func connect(t Target, token string) (*conn, error) {
 		grpc.WithAuthority(net.JoinHostPort(t.Host, Port)),
 		grpc.WithDisableServiceConfig(),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxResponseSize)),
-		grpc.WithPerRPCCredentials(tokenCreds(token)),
 		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 			return dial(ctx, a, t.Addr == "")
 		}),
@@ -326,7 +338,8 @@ func connect(t Target, token string) (*conn, error) {
 	if err != nil {
 		return nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: fmt.Errorf("create client for %s: %w", addr, err)}
 	}
-	return &conn{cc: cc, vr: vr}, nil
+	cc.Connect()
+	return &Conn{cc: cc, vr: vr}, nil
 }
 
 // callError turns a failed call into an *Error: a certificate the node
@@ -437,8 +450,11 @@ func dial(ctx context.Context, addr string, restrict bool) (net.Conn, error) {
 	return nil, lastErr
 }
 
-// tokenCreds sends the attested document as the reference does: the raw
-// base64 signature, no "Bearer" prefix, and only over a secure channel.
+// withToken sends token, the attested document, with one call, as the
+// reference sends it: the raw base64 signature, no "Bearer" prefix, and
+// only over a secure channel.
+func withToken(token string) grpc.CallOption { return grpc.PerRPCCredentials(tokenCreds(token)) }
+
 type tokenCreds string
 
 func (c tokenCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {

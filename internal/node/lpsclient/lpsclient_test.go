@@ -3,6 +3,7 @@ package lpsclient
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -168,7 +169,7 @@ func TestSessionReusesTheConnection(t *testing.T) {
 	if _, err := s.Started(t.Context(), nil); !errors.Is(err, ErrNoSession) {
 		t.Fatalf("Started before any fetch = %v, want ErrNoSession", err)
 	}
-	if _, err := s.Fetch(t.Context(), Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}, "tok"); err != nil {
+	if _, err := s.Fetch(t.Context(), nil, Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}, "tok"); err != nil {
 		t.Fatalf("Fetch: %v", err)
 	}
 	_, err := s.Started(t.Context(), nil)
@@ -181,5 +182,43 @@ func TestSessionReusesTheConnection(t *testing.T) {
 	}
 	if _, tok, ok := s.Target(); !ok || tok != "tok" {
 		t.Errorf("Target() token %q, %v; want the fetch's", tok, ok)
+	}
+}
+
+// TestDialConnectsBeforeTheToken: Dial starts the handshake at once, so a
+// node overlaps it with the metadata service, and sends nothing else
+// before a call; each call carries its own token.
+func TestDialConnectsBeforeTheToken(t *testing.T) {
+	t.Parallel()
+	ca := lpstest.NewCA(t)
+	srv := lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), ServerName), lpstest.Config(`{"hotfixes":{}}`), lpstest.Options{})
+	target := Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}
+	c, err := Dial(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// No call is made: the handshake must come of Dial alone.
+	for srv.Handshakes() == 0 {
+		select {
+		case <-t.Context().Done():
+			t.Fatal("no TLS handshake after Dial")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if n := len(srv.Requests()); n != 0 {
+		t.Fatalf("%d calls before any was made", n)
+	}
+	for _, tok := range []string{"first-doc", "second-doc"} {
+		if _, err := c.FetchResponse(t.Context(), target, tok); err != nil {
+			t.Fatalf("FetchResponse: %v", err)
+		}
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 || !slices.Equal(reqs[0].Authorization, []string{"first-doc"}) || !slices.Equal(reqs[1].Authorization, []string{"second-doc"}) {
+		t.Errorf("calls carried %+v; want one each with its own token", reqs)
+	}
+	if n := srv.Handshakes(); n != 1 {
+		t.Errorf("%d handshakes, want 1", n)
 	}
 }

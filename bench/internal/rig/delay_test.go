@@ -1,0 +1,55 @@
+package rig
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+	"time"
+)
+
+// TestDelayProxy: bytes arrive intact and in order, a round trip takes at
+// least the round trip the proxy adds, and a half-close reaches the far
+// side.
+func TestDelayProxy(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(c, c) // echo until the client half-closes
+	}()
+	const oneWay = 20 * time.Millisecond
+	addr, err := DelayProxy(t.Context(), "127.0.0.1:0", ln.Addr().String(), oneWay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := bytes.Repeat([]byte("0123456789"), 10_000)
+	start := time.Now()
+	go func() {
+		c.Write(msg)
+		c.(*net.TCPConn).CloseWrite()
+	}()
+	got, err := io.ReadAll(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed < 2*oneWay {
+		t.Errorf("echo came back after %s, under the %s round trip", elapsed, 2*oneWay)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Errorf("echoed %d bytes, not the %d sent", len(got), len(msg))
+	}
+}
