@@ -52,6 +52,7 @@ type decoded[T any] struct {
 	scans   uint64        // the scans begun, marking the entries each found
 	feed    *feed         // applying the prefix's changes from rev on; nil: none
 	moved   chan struct{} // closed (and replaced) when rev moves or the feed ends
+	listed  time.Time     // when the last list began; the feed stops feedIdle after
 }
 
 // feed is one watch applying a prefix's changes.
@@ -78,6 +79,11 @@ const (
 	// followRetry. A healthy feed shows it in milliseconds.
 	catchUpWait   = 2 * time.Second
 	progressEvery = 100 * time.Millisecond
+	// feedIdle is how long a feed outlives the last list: a replica that
+	// stopped listing (no longer the leader, an admin read long ago)
+	// stops decoding every write. The entries stay, so the next list
+	// still decodes only what changed meanwhile.
+	feedIdle = 10 * time.Minute
 )
 
 // list returns every value under the prefix, decoded, in cmp order, and
@@ -92,6 +98,7 @@ func (c *decoded[T]) list(ctx context.Context, s *Store) ([]T, []error, error) {
 	defer func() { <-c.sem }()
 	c.mu.Lock()
 	before := c.rev // the feed never runs ahead of the store
+	c.listed = time.Now()
 	c.mu.Unlock()
 	now, err := s.revisionNow(ctx, c.prefix)
 	if err != nil {
@@ -234,7 +241,8 @@ type event[T any] struct {
 
 // follow applies the prefix's changes from revision from on until the
 // watch ends (stopped, compacted, canceled, or its member lost the
-// leader); then the next list reads the prefix itself.
+// leader) or a change or progress notification comes feedIdle after the
+// last list; then the next list reads the prefix itself.
 func (c *decoded[T]) follow(s *Store, f *feed, from int64) {
 	w := s.cli.Watch(f.ctx, c.prefix, clientv3.WithPrefix(), clientv3.WithRev(from), clientv3.WithProgressNotify())
 	for resp := range w {
@@ -263,6 +271,12 @@ func (c *decoded[T]) follow(s *Store, f *feed, from int64) {
 		c.mu.Lock()
 		if c.feed != f {
 			c.mu.Unlock()
+			return
+		}
+		if time.Since(c.listed) > feedIdle {
+			c.end()
+			c.mu.Unlock()
+			s.log.Info("etcd feed idle; stopped until the next list", "prefix", c.prefix, "idle", feedIdle)
 			return
 		}
 		for _, ch := range changes {

@@ -631,6 +631,51 @@ func TestIntegrationFeedEnds(t *testing.T) {
 	}
 }
 
+// TestIntegrationIdleFeedStops: a feed whose last list was feedIdle ago
+// stops at the next change instead of decoding every write for as long as
+// the replica runs; the next list still returns every write, the one that
+// met the idle feed too, and starts a feed again.
+func TestIntegrationIdleFeedStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	ctx := t.Context()
+	s := openEmbedded(t)
+	storetest.MustPutReports(t, s, storetest.Report("vm-0", "b"))
+	if _, err := s.Reports(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s.reports.mu.Lock()
+	first, ended := s.reports.feed, s.reports.moved
+	s.reports.listed = time.Now().Add(-feedIdle - time.Minute)
+	s.reports.mu.Unlock()
+	if first == nil {
+		t.Fatal("no feed after the first list")
+	}
+	storetest.MustPutReports(t, s, storetest.Report("vm-1", "b"))
+	select {
+	case <-ended:
+	case <-ctx.Done():
+		t.Fatal("an idle feed kept following a write")
+	}
+	s.reports.mu.Lock()
+	stopped := s.reports.feed == nil
+	s.reports.mu.Unlock()
+	if !stopped {
+		t.Fatal("the idle feed did not stop at the write")
+	}
+	if rs, err := s.Reports(ctx); err != nil || len(rs) != 2 {
+		t.Fatalf("after the idle feed stopped Reports = %d reports, %v; want 2", len(rs), err)
+	}
+	s.reports.mu.Lock()
+	next := s.reports.feed
+	s.reports.mu.Unlock()
+	if next == nil || next == first {
+		t.Error("the list after the idle stop started no new feed")
+	}
+}
+
 // slowWatcher's watches deliver each response 30 ms late.
 type slowWatcher struct{ clientv3.Watcher }
 
