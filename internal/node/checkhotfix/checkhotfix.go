@@ -219,8 +219,6 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)
-	defer cancel()
 	log.Info("check-hotfix LPS gRPC dial", "dialHost", t.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
 	// The handshake runs while the metadata service is asked for the
 	// document; the connection carries nothing else until the call.
@@ -238,6 +236,10 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The reference's deadline, from where the reference starts it: what
+	// the connection did while the document came is a head start.
+	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)
+	defer cancel()
 	t.Reports = cfg.Reports
 	if v, err := hotfix.ParseVersion(cfg.Version); err == nil {
 		t.Base = v.Base()
