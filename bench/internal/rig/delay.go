@@ -8,10 +8,13 @@ import (
 )
 
 // DelayProxy listens on listen ("127.0.0.1:0" for any loopback port) and
-// forwards every connection to upstream, holding each chunk for oneWay in each direction: a network
-// whose round trip is 2·oneWay, for measuring what a client overlaps with
-// it. Order within a direction is kept; bandwidth is not modelled. It
-// returns the address to dial and stops when ctx ends.
+// forwards every connection to upstream, holding each chunk for oneWay in
+// each direction: a network whose round trip is 2·oneWay, for measuring
+// what a client overlaps with it. Order within a direction is kept, and a half-close arrives oneWay
+// late like data; bandwidth is not modelled, nor TCP's own handshake (a
+// connect completes at once), so a new connection costs one round trip
+// less than on a real network. It returns the address to dial and stops
+// when ctx ends.
 func DelayProxy(ctx context.Context, listen, upstream string, oneWay time.Duration) (string, error) {
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
@@ -61,12 +64,17 @@ func delayCopy(dst, src net.Conn, oneWay time.Duration) {
 				q <- chunk{time.Now().Add(oneWay), buf[:n]}
 			}
 			if err != nil {
+				// The end travels as slowly as the data.
+				q <- chunk{due: time.Now().Add(oneWay)}
 				return
 			}
 		}
 	}()
 	for c := range q {
 		time.Sleep(time.Until(c.due))
+		if len(c.data) == 0 {
+			continue
+		}
 		if _, err := dst.Write(c.data); err != nil {
 			// Stop the reader, and drain so it is not left blocked on
 			// a full queue.

@@ -53,3 +53,44 @@ func TestDelayProxy(t *testing.T) {
 		t.Errorf("echoed %d bytes, not the %d sent", len(got), len(msg))
 	}
 }
+
+// TestDelayProxyDelaysTheEnd: a half-close reaches the far side no sooner
+// than data would.
+func TestDelayProxyDelaysTheEnd(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	eof := make(chan time.Time, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.Copy(io.Discard, c)
+		eof <- time.Now()
+	}()
+	const oneWay = 50 * time.Millisecond
+	addr, err := DelayProxy(t.Context(), "127.0.0.1:0", ln.Addr().String(), oneWay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sent := time.Now()
+	c.(*net.TCPConn).CloseWrite()
+	select {
+	case at := <-eof:
+		if d := at.Sub(sent); d < oneWay {
+			t.Errorf("half-close reached the server after %v, under the %v one way", d, oneWay)
+		}
+	case <-t.Context().Done():
+		t.Fatal("half-close never reached the server")
+	}
+}

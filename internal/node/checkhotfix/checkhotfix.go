@@ -228,12 +228,16 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	}
 	kept := false
 	defer func() {
-		if !kept {
+		if !kept && c != nil {
 			c.Close()
 		}
 	}()
 	token, err := node.Token(ctx)
 	if err != nil {
+		return "", err
+	}
+	// An early attempt that failed is not the call's one attempt.
+	if c, err = c.Fresh(); err != nil {
 		return "", err
 	}
 	// The reference's deadline, from where the reference starts it: what

@@ -4,12 +4,15 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -696,5 +699,85 @@ func TestRunStagesUnreadableRevocationsWithAnEmptyMap(t *testing.T) {
 	if got, _ := n.pointer(); got != `{"hotfixes":{"202604.01":"202604.01.1"},"revoked":[7]}` {
 		want := `{"hotfixes":{"202604.01":"202604.01.1"},"revoked":[7]}`
 		t.Errorf("pointer = %s, want %s", got, want)
+	}
+}
+
+// dropFirst forwards to upstream but closes the first `drop` connections
+// at once: a service (or its load balancer) that reset one connection
+// and is healthy again a moment later.
+func dropFirst(t *testing.T, upstream string, drop int32) (string, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var accepted atomic.Int32
+	go func() {
+		for {
+			down, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if accepted.Add(1) <= drop {
+				down.Close()
+				continue
+			}
+			go func() {
+				defer down.Close()
+				up, err := net.Dial("tcp", upstream)
+				if err != nil {
+					return
+				}
+				defer up.Close()
+				var wg sync.WaitGroup
+				wg.Add(2)
+				go func() { defer wg.Done(); io.Copy(up, down) }()
+				go func() { defer wg.Done(); io.Copy(down, up) }()
+				wg.Wait()
+			}()
+		}
+	}()
+	return ln.Addr().String(), &accepted
+}
+
+// runAt is run with the service dialed at addr.
+func (n *node) runAt(addr string) Result {
+	n.t.Helper()
+	budget := n.budget
+	if budget == 0 {
+		budget = DefaultBudget
+	}
+	ctx, cancel := context.WithTimeout(n.t.Context(), budget)
+	defer cancel()
+	n.last = Run(ctx, Config{Root: n.root, Version: bakedVer, IMDSURL: n.imdsURL, LPSAddr: addr})
+	return n.last
+}
+
+// slowIMDS answers with the document after d.
+func slowIMDS(d time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(d):
+		case <-r.Context().Done():
+			return
+		}
+		w.Write([]byte(`{"encoding":"pkcs7","signature":"` + token + `"}`))
+	}
+}
+
+// TestRunRedialsAfterAnEarlyDialFailed: the service drops the connection
+// check-hotfix opens while IMDS takes 200 ms, and serves normally from
+// then on. The early attempt is not the call's: check-hotfix dials again
+// when it has the token and reads the service (it fell back to the
+// cold-start map before Conn.Fresh; found by a hostile review).
+func TestRunRedialsAfterAnEarlyDialFailed(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{config: coldStartConfig, imds: slowIMDS(200 * time.Millisecond)})
+	n.budget = DefaultBudget
+	addr, accepted := dropFirst(t, n.lps.Addr, 1)
+	res := n.runAt(addr)
+	if res.Outcome != LPSRead {
+		t.Fatalf("Run = %+v (proxy accepted %d connections), want lpsRead: the service was healthy when the token came", res, accepted.Load())
 	}
 }

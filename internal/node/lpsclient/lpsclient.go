@@ -16,6 +16,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -233,6 +234,24 @@ func (s *Session) Close() error {
 type Conn struct {
 	cc *grpc.ClientConn
 	vr *verifyRecorder
+	t  Target // what it was dialed for, to dial again (Fresh)
+}
+
+// Fresh returns c if its connection has not failed, else a new one for
+// the same target, closing c. A call is not wait-for-ready: on a
+// connection whose early attempt failed (a reset, a name not yet
+// resolving at boot) it would fail at once, in gRPC's reconnect backoff,
+// with the service healthy again; a caller that dialed before it had the
+// token calls Fresh when it has it, so the call gets the one attempt of
+// its own it had when the dial waited for the token. An attempt that is
+// still running is kept: the call waits for it.
+func (c *Conn) Fresh() (*Conn, error) {
+	switch c.cc.GetState() {
+	case connectivity.TransientFailure, connectivity.Shutdown:
+		c.Close()
+		return Dial(c.t)
+	}
+	return c, nil
 }
 
 // once runs call on a connection of its own, closed after it: the node's
@@ -339,7 +358,7 @@ func Dial(t Target) (*Conn, error) {
 		return nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: fmt.Errorf("create client for %s: %w", addr, err)}
 	}
 	cc.Connect()
-	return &Conn{cc: cc, vr: vr}, nil
+	return &Conn{cc: cc, vr: vr, t: t}, nil
 }
 
 // callError turns a failed call into an *Error: a certificate the node

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"nodehotfix/internal/node/lpsclient/lpstest"
@@ -220,5 +221,44 @@ func TestDialConnectsBeforeTheToken(t *testing.T) {
 	}
 	if n := srv.Handshakes(); n != 1 {
 		t.Errorf("%d handshakes, want 1", n)
+	}
+}
+
+// TestFreshRedialsOnlyAFailedConnection: a connection whose attempt
+// failed is replaced (and closed), one that works is kept.
+func TestFreshRedialsOnlyAFailedConnection(t *testing.T) {
+	t.Parallel()
+	ca := lpstest.NewCA(t)
+	srv := lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), ServerName), lpstest.Config(`{"hotfixes":{}}`), lpstest.Options{})
+	good := Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}
+	c, err := Dial(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.FetchResponse(t.Context(), good, "tok"); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := c.Fresh(); err != nil || f != c {
+		t.Errorf("Fresh of a working connection = %p, %v; want it kept (%p)", f, err, c)
+	}
+
+	refused := Target{Host: apiHost, Addr: "127.0.0.1:1", Roots: ca.Pool()}
+	bad, err := Dial(refused)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for bad.cc.GetState() != connectivity.TransientFailure {
+		if !bad.cc.WaitForStateChange(t.Context(), bad.cc.GetState()) {
+			t.Fatal("the refused attempt never failed")
+		}
+	}
+	f, err := bad.Fresh()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f == bad || bad.cc.GetState() != connectivity.Shutdown {
+		t.Errorf("Fresh of a failed connection kept it (state %v)", bad.cc.GetState())
 	}
 }
