@@ -8,25 +8,23 @@ import (
 	"time"
 )
 
-// TestDelayProxy: bytes arrive intact and in order, a round trip takes at
-// least the round trip the proxy adds, and a half-close reaches the far
-// side.
-func TestDelayProxy(t *testing.T) {
-	t.Parallel()
+// proxied returns a connection to a server running serve on each
+// connection it accepts, through a DelayProxy of oneWay.
+func proxied(t *testing.T, oneWay time.Duration, serve func(net.Conn)) *net.TCPConn {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
 		defer c.Close()
-		io.Copy(c, c) // echo until the client half-closes
+		serve(c)
 	}()
-	const oneWay = 20 * time.Millisecond
 	addr, err := DelayProxy(t.Context(), "127.0.0.1:0", ln.Addr().String(), oneWay)
 	if err != nil {
 		t.Fatal(err)
@@ -35,12 +33,22 @@ func TestDelayProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c.(*net.TCPConn)
+}
+
+// TestDelayProxy: bytes arrive intact and in order, a round trip takes at
+// least the round trip the proxy adds, and a half-close reaches the far
+// side.
+func TestDelayProxy(t *testing.T) {
+	t.Parallel()
+	const oneWay = 20 * time.Millisecond
+	c := proxied(t, oneWay, func(c net.Conn) { io.Copy(c, c) }) // echo until the client half-closes
 	msg := bytes.Repeat([]byte("0123456789"), 10_000)
 	start := time.Now()
 	go func() {
 		c.Write(msg)
-		c.(*net.TCPConn).CloseWrite()
+		c.CloseWrite()
 	}()
 	got, err := io.ReadAll(c)
 	if err != nil {
@@ -58,33 +66,14 @@ func TestDelayProxy(t *testing.T) {
 // than data would.
 func TestDelayProxyDelaysTheEnd(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	const oneWay = 50 * time.Millisecond
 	eof := make(chan time.Time, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
+	c := proxied(t, oneWay, func(c net.Conn) {
 		io.Copy(io.Discard, c)
 		eof <- time.Now()
-	}()
-	const oneWay = 50 * time.Millisecond
-	addr, err := DelayProxy(t.Context(), "127.0.0.1:0", ln.Addr().String(), oneWay)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	})
 	sent := time.Now()
-	c.(*net.TCPConn).CloseWrite()
+	c.CloseWrite()
 	select {
 	case at := <-eof:
 		if d := at.Sub(sent); d < oneWay {
