@@ -754,18 +754,6 @@ func (n *node) runAt(addr string) Result {
 	return n.last
 }
 
-// slowIMDS answers with the document after d.
-func slowIMDS(d time.Duration) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-time.After(d):
-		case <-r.Context().Done():
-			return
-		}
-		w.Write([]byte(`{"encoding":"pkcs7","signature":"` + token + `"}`))
-	}
-}
-
 // TestRunRedialsAfterAnEarlyDialFailed: the service drops the connection
 // check-hotfix opens while IMDS takes 200 ms, and serves normally from
 // then on. The early attempt is not the call's: check-hotfix dials again
@@ -773,9 +761,27 @@ func slowIMDS(d time.Duration) http.HandlerFunc {
 // cold-start map before Conn.Fresh; found by a hostile review).
 func TestRunRedialsAfterAnEarlyDialFailed(t *testing.T) {
 	t.Parallel()
-	n := newNode(t, nodeOpts{config: coldStartConfig, imds: slowIMDS(200 * time.Millisecond)})
+	var accepted *atomic.Int32
+	n := newNode(t, nodeOpts{config: coldStartConfig, imds: func(w http.ResponseWriter, r *http.Request) {
+		// The document comes once the early connection was dropped,
+		// and the client has had 200 ms to see it fail.
+		for accepted.Load() == 0 {
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		select {
+		case <-time.After(200 * time.Millisecond):
+		case <-r.Context().Done():
+			return
+		}
+		w.Write([]byte(`{"encoding":"pkcs7","signature":"` + token + `"}`))
+	}})
 	n.budget = DefaultBudget
-	addr, accepted := dropFirst(t, n.lps.Addr, 1)
+	var addr string
+	addr, accepted = dropFirst(t, n.lps.Addr, 1)
 	res := n.runAt(addr)
 	if res.Outcome != LPSRead {
 		t.Fatalf("Run = %+v (proxy accepted %d connections), want lpsRead: the service was healthy when the token came", res, accepted.Load())
