@@ -593,6 +593,25 @@ func TestIntegrationFeedListsEveryWriteBefore(t *testing.T) {
 	}
 }
 
+// followed is a store on an embedded etcd holding one report, listed once,
+// with the feed that list started and the channel that closes when the
+// feed moves or ends.
+func followed(t *testing.T) (*Store, *feed, chan struct{}) {
+	t.Helper()
+	s := openEmbedded(t)
+	storetest.MustPutReports(t, s, storetest.Report("vm-0", "b"))
+	if _, err := s.Reports(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.reports.mu.Lock()
+	f, moved := s.reports.feed, s.reports.moved
+	s.reports.mu.Unlock()
+	if f == nil {
+		t.Fatal("no feed after the first list")
+	}
+	return s, f, moved
+}
+
 // TestIntegrationFeedEnds: when the feed's watch ends (compacted, its
 // member lost the leader, canceled), the next list reads the prefix
 // itself, lists what is stored and starts a new feed.
@@ -602,17 +621,7 @@ func TestIntegrationFeedEnds(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := t.Context()
-	s := openEmbedded(t)
-	storetest.MustPutReports(t, s, storetest.Report("vm-0", "b"))
-	if _, err := s.Reports(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s.reports.mu.Lock()
-	first, ended := s.reports.feed, s.reports.moved
-	s.reports.mu.Unlock()
-	if first == nil {
-		t.Fatal("no feed after the first list")
-	}
+	s, first, ended := followed(t)
 	first.stop() // as when the watch ends on its own
 	<-ended
 	storetest.MustPutReports(t, s, storetest.Report("vm-1", "b"))
@@ -641,18 +650,10 @@ func TestIntegrationIdleFeedStops(t *testing.T) {
 	}
 	t.Parallel()
 	ctx := t.Context()
-	s := openEmbedded(t)
-	storetest.MustPutReports(t, s, storetest.Report("vm-0", "b"))
-	if _, err := s.Reports(ctx); err != nil {
-		t.Fatal(err)
-	}
+	s, first, ended := followed(t)
 	s.reports.mu.Lock()
-	first, ended := s.reports.feed, s.reports.moved
 	s.reports.listed = time.Now().Add(-feedIdle - time.Minute)
 	s.reports.mu.Unlock()
-	if first == nil {
-		t.Fatal("no feed after the first list")
-	}
 	storetest.MustPutReports(t, s, storetest.Report("vm-1", "b"))
 	select {
 	case <-ended:
