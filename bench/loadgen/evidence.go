@@ -29,10 +29,8 @@ func trustFetch(keySet, logSize int64) func(ctx context.Context, addr string, ro
 	return func(ctx context.Context, addr string, roots *x509.CertPool, tok string) error {
 		ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
 		defer cancel()
-		_, err := lpsclient.Fetch(ctx, lpsclient.Target{
-			Host: harness.APIServerName, Addr: addr, Roots: roots,
-			Base: declaredBase, KeySetVersion: keySet, LogSize: logSize,
-		}, tok)
+		_, err := lpsclient.FetchRequest(ctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: roots}, tok,
+			lpsclient.Request{Base: declaredBase, KeySetVersion: keySet, LogSize: logSize})
 		return err
 	}
 }
@@ -147,7 +145,7 @@ func check(ctx context.Context, w *rig.Trust, e *env, plain, ev *harness.LPSD, n
 		deadline := time.Now().Add(10 * time.Second)
 		for {
 			cctx, cancel := context.WithTimeout(ctx, nodeTimeout)
-			cfg, err := lpsclient.Fetch(cctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: e.roots, Base: declaredBase, KeySetVersion: keySet, LogSize: logSize}, e.toks.take())
+			cfg, err := lpsclient.FetchRequest(cctx, lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: e.roots}, e.toks.take(), lpsclient.Request{Base: declaredBase, KeySetVersion: keySet, LogSize: logSize})
 			cancel()
 			if err == nil {
 				p, err := hotfix.ParsePointer([]byte(cfg))

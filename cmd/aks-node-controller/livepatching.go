@@ -57,20 +57,21 @@ func runLivePatching(ctx context.Context, args []string, e *stdio) int {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	root := layout.Root(nf.root)
-	t, token, _, err := lpsclient.Node{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}.Resolve(ctx)
+	c, err := lpsclient.Node{Root: root, IMDSURL: nf.imdsURL, LPSAddr: nf.lpsAddr}.Open(ctx)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "aks-node-controller live-patching: %v\n", err)
 		return exitError
 	}
-	t.Component = name
+	defer c.Close()
+	req := lpsclient.Request{Component: name}
 	// Asked as check-hotfix asks, for this image's base, so the agent's
 	// component answers what this node would be served.
 	if v, err := hotfix.ParseVersion(version); err == nil {
-		t.Base = v.Base()
+		req.Base = v.Base()
 	}
-	resp, err := lpsclient.FetchResponse(ctx, t, token)
+	resp, err := c.FetchResponse(ctx, req)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "aks-node-controller live-patching %s: %v\n", t.Component, err)
+		fmt.Fprintf(e.stderr, "aks-node-controller live-patching %s: %v\n", name, err)
 		return exitError
 	}
 	// Another component's config may carry its signature (our lpsd signs

@@ -416,12 +416,13 @@ func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, tok
 	addr := r.addr
 	r.mu.Unlock()
 	target := lpsclient.Target{Host: harness.APIServerName, Addr: addr, Roots: clusterCA}
+	var req lpsclient.Request
 	if cfg.Loop != nil {
 		// The node reports its outcome, as launch does: it declares its base
 		// and its boot, and may take a canary seat.
-		target.Base, target.Reports, target.Boot = Base, true, bootID(vmID, 0)
+		req = lpsclient.Request{Base: Base, Reports: true, Boot: bootID(vmID, 0)}
 	}
-	body, err := lpsclient.Fetch(ctx, target, token)
+	body, err := lpsclient.FetchRequest(ctx, target, token, req)
 	t1 := time.Now()
 	cancel()
 	after := r.current()
@@ -462,7 +463,7 @@ func fetch(ctx context.Context, cfg Config, runStart time.Time, i int, vmID, tok
 			if s == nil {
 				continue
 			}
-			if d := diff(got, expected(s.Releases, vmID, target.Base, seated)); d == "" {
+			if d := diff(got, expected(s.Releases, vmID, req.Base, seated)); d == "" {
 				res.Outcome, res.Detail, res.Seated = Served, "", seated
 				return res
 			} else if !seated {

@@ -79,7 +79,7 @@ type Config struct {
 	Log *slog.Logger
 	// Reports says the caller (launch) reports the provisioning outcome to
 	// the service afterwards, so the node may hold a canary seat
-	// (lpsclient.Target.Reports). The request declares the node's base
+	// (lpsclient.Request.Reports). The request declares the node's base
 	// either way.
 	Reports bool
 	// Session, when set, carries the call and keeps its connection open
@@ -200,75 +200,41 @@ func join(a, b string) string {
 	return a + "; " + b
 }
 
-// fetch resolves the target, starts connecting to it, gets the attested
-// document meanwhile and calls the service. Errors other than
-// *lpsclient.Error are eligible for fallback.
+// fetch opens the node's connection to the service (the handshake runs
+// while the metadata service is asked for the document) and makes the
+// call. Errors other than *lpsclient.Error are eligible for fallback.
 func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
-	node := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr}
-	t, source, err := node.Target()
-	if source == nodeconfig.SourceNBCCmd {
-		if _, err := os.Stat(cfg.Root.NodeConfig()); errors.Is(err, fs.ErrNotExist) {
-			log.Info("node config not found, trying nbc-cmd.sh fallback", "path", cfg.Root.NodeConfig())
-		} else {
-			log.Info("node config lacks the API server name, trying nbc-cmd.sh fallback", "path", cfg.Root.NodeConfig())
-		}
-		if err == nil {
-			log.Info("loaded LPS target from nbc-cmd.sh fallback", "host", t.Host)
-		}
-	}
+	c, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr, Log: log}.Open(ctx)
 	if err != nil {
 		return "", err
 	}
-	log.Info("check-hotfix LPS gRPC dial", "dialHost", t.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
-	// The handshake runs while the metadata service is asked for the
-	// document; the connection carries nothing else until the call.
-	c, err := lpsclient.Dial(t)
-	if err != nil {
-		return "", err
+	if cfg.Session != nil {
+		cfg.Session.Keep(c) // for the started report, whatever the answer
+	} else {
+		defer c.Close()
 	}
-	kept := false
-	defer func() {
-		if !kept && c != nil {
-			c.Close()
-		}
-	}()
-	token, err := node.Token(ctx)
-	if err != nil {
-		return "", err
-	}
-	// An early attempt that failed is not the call's one attempt.
-	if c, err = c.Fresh(); err != nil {
-		return "", err
-	}
+	log.Info("check-hotfix LPS gRPC dial", "dialHost", c.Target().Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
 	// The reference's deadline, from where the reference starts it: what
 	// the connection did while the document came is a head start.
 	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)
 	defer cancel()
-	t.Reports = cfg.Reports
+	req := lpsclient.Request{Reports: cfg.Reports}
 	if v, err := hotfix.ParseVersion(cfg.Version); err == nil {
-		t.Base = v.Base()
+		req.Base = v.Base()
 	}
 	if cfg.Reports {
 		// The boot the outcome report will name: the service records
-		// that it served this boot, so the node counts for the release
-		// even if it never reports.
+		// that it served this boot, so the node counts for it even if it
+		// never reports.
 		boot, err := report.BootID(cfg.Root)
 		if err != nil {
 			log.Warn("no boot id for the live-patching request; the service cannot count this boot if its report is lost", "err", err)
 		}
-		t.Boot = boot
+		req.Boot = boot
 	}
 	fc := facts.Config{Root: cfg.Root, ReleaseKeys: cfg.ReleaseKeys}
-	t.KeySetVersion, t.LogSize = trust.Declared(fc.KeysPath(), fc.TrustStatePath())
-	if cfg.Session != nil {
-		kept = true
-		return cfg.Session.Fetch(ctx, c, t, token)
-	}
-	resp, err := c.FetchResponse(ctx, t, token)
-	if err != nil {
-		return "", err
-	}
-	return resp.GetConfig(), nil
+	req.KeySetVersion, req.LogSize = trust.Declared(fc.KeysPath(), fc.TrustStatePath())
+	return c.Fetch(ctx, req)
 }
 
 func coldStart(cfg Config, log *slog.Logger, cause error) Result {

@@ -1,10 +1,13 @@
 package checkhotfix
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -571,17 +574,27 @@ func TestRunIMDSDown(t *testing.T) {
 
 func TestRunTargetFallbacks(t *testing.T) {
 	t.Parallel()
+	const (
+		absent   = "node config not found, trying nbc-cmd.sh fallback"
+		nameless = "node config lacks the API server name, trying nbc-cmd.sh fallback"
+		loaded   = "loaded LPS target from nbc-cmd.sh fallback"
+		dialed   = "check-hotfix LPS gRPC dial"
+	)
 	tests := []struct {
 		name   string
 		config string
 		nbc    string
 		want   Outcome
+		// lines are the messages logged of the target, in order (the
+		// reference's e2e greps the fallback's two).
+		lines []string
 	}{
-		{"nbc-cmd when config absent", "-", `API_SERVER_NAME=` + apiHost + ` KUBE_CA_CRT="$CA" /bin/bash /opt/azure/containers/provision_start.sh`, LPSRead},
-		{"nbc-cmd with unquoted CA", "-", `API_SERVER_NAME=` + apiHost + ` KUBE_CA_CRT=$CA /bin/true`, LPSRead},
-		{"nbc-cmd when config lacks the name", `{"version":"v1"}`, `API_SERVER_NAME=` + apiHost + `; KUBE_CA_CRT='$CA'; /bin/true`, LPSRead},
-		{"no CA anywhere", "-", `API_SERVER_NAME=` + apiHost + ` /bin/true`, NoColdStartPointer},
-		{"nothing at all", "-", "", NoColdStartPointer},
+		{"node config", "", "", LPSRead, []string{dialed}},
+		{"nbc-cmd when config absent", "-", `API_SERVER_NAME=` + apiHost + ` KUBE_CA_CRT="$CA" /bin/bash /opt/azure/containers/provision_start.sh`, LPSRead, []string{absent, loaded, dialed}},
+		{"nbc-cmd with unquoted CA", "-", `API_SERVER_NAME=` + apiHost + ` KUBE_CA_CRT=$CA /bin/true`, LPSRead, []string{absent, loaded, dialed}},
+		{"nbc-cmd when config lacks the name", `{"version":"v1"}`, `API_SERVER_NAME=` + apiHost + `; KUBE_CA_CRT='$CA'; /bin/true`, LPSRead, []string{nameless, loaded, dialed}},
+		{"no CA anywhere", "-", `API_SERVER_NAME=` + apiHost + ` /bin/true`, NoColdStartPointer, []string{absent}},
+		{"nothing at all", "-", "", NoColdStartPointer, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -593,10 +606,26 @@ func TestRunTargetFallbacks(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if res := n.run(); res.Outcome != tt.want {
+			var logged bytes.Buffer
+			res := Run(t.Context(), Config{Root: n.root, Version: bakedVer, IMDSURL: n.imdsURL, LPSAddr: n.lps.Addr, Log: slog.New(slog.NewJSONHandler(&logged, nil))})
+			if res.Outcome != tt.want {
 				t.Fatalf("Run = %+v, want %s", res, tt.want)
 			}
+			n.last = res
 			n.checkEvent(tt.want)
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
+				var rec struct{ Msg string }
+				if err := json.Unmarshal([]byte(l), &rec); err != nil {
+					t.Fatalf("log line %q: %v", l, err)
+				}
+				if slices.Contains([]string{absent, nameless, loaded, dialed}, rec.Msg) {
+					lines = append(lines, rec.Msg)
+				}
+			}
+			if !slices.Equal(lines, tt.lines) {
+				t.Errorf("target lines %q, want %q", lines, tt.lines)
+			}
 		})
 	}
 }

@@ -32,13 +32,18 @@ func BenchmarkStartedReportExecDelay(b *testing.B) {
 	}
 	var sess lpsclient.Session
 	b.Cleanup(func() { sess.Close() })
-	if _, err := sess.Fetch(b.Context(), nil, target, "tok"); err != nil {
+	c, err := lpsclient.Dial(target, "tok")
+	if err != nil {
+		b.Fatal(err)
+	}
+	sess.Keep(c)
+	if _, err := c.Fetch(b.Context(), lpsclient.Request{}); err != nil {
 		b.Fatal(err)
 	}
 	onSession := func(ctx context.Context, _ report.Start) {
 		ctx, cancel := context.WithTimeout(ctx, report.Timeout)
 		defer cancel()
-		sess.Started(ctx, nil) // check-hotfix's connection: the call alone
+		sess.Conn().Started(ctx, nil) // check-hotfix's connection: the call alone
 	}
 	agent := proc.Cmd{Args: []string{"/bin/true"}}
 	for _, tc := range []struct {

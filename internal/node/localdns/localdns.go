@@ -251,12 +251,12 @@ func stage(out, corefile, version string) Result {
 // it; any other failure, reaching the service included, is Failed. ctx
 // bounds the metadata service, the connection and the call.
 func Fetch(ctx context.Context, cfg Config, node lpsclient.Node) Result {
-	t, token, _, err := node.Resolve(ctx)
+	c, err := node.Open(ctx)
 	if err != nil {
 		return Result{Outcome: Failed, Err: err}
 	}
-	t.Component = Component
-	served, err := lpsclient.Fetch(ctx, t, token)
+	defer c.Close()
+	served, err := c.Fetch(ctx, lpsclient.Request{Component: Component})
 	var le *lpsclient.Error
 	if errors.As(err, &le) && le.Class == lpsclient.ClassNoHotfix {
 		return Result{Outcome: NotFound}

@@ -51,30 +51,38 @@ type Target struct {
 	Addr string
 	// Roots is the cluster CA pool, the only trust anchor.
 	Roots *x509.CertPool
-	// Base, when set, is the node's image base, sent with GetComponentConfig
-	// in lpswire.BaseMetadata: the service then serves that base's release and
-	// revocations only. The reference sends none and gets every base's.
+}
+
+// Request is what a GetComponentConfig call asks for and what the node
+// declares about itself with it, in the call's metadata. The zero Request
+// is the reference client's: the agent's component, nothing declared.
+type Request struct {
+	// Component is the component whose configuration is asked for;
+	// empty means Component, the agent's.
+	Component string
+	// Base, when set, is the node's image base, sent in
+	// lpswire.BaseMetadata: the service then serves that base's release
+	// and revocations only. The reference sends none and gets every
+	// base's.
 	Base string
 	// Reports says the node reports its provisioning outcome afterwards
-	// (launch), sent as lpswire.ReportsMetadata "1" with Base: such a node may take
-	// a seat of a canary of its base's release.
+	// (launch), sent as lpswire.ReportsMetadata "1" with Base: such a node
+	// may take a seat of a canary of its base's release.
 	Reports bool
 	// Boot, with Reports, is the kernel boot ID the outcome report will
-	// carry, sent as lpswire.BootMetadata: the service records that it served this
-	// boot a release, so the node counts for it whether its report
-	// arrives or not.
+	// carry, sent as lpswire.BootMetadata: the service records that it
+	// served this boot a release, so the node counts for it whether its
+	// report arrives or not.
 	Boot string
 	// KeySetVersion, when non-zero, is the version of the newest release
 	// key set the node verified (internal/node/trust), sent as
-	// lpswire.KeySetMetadata: the service serves the key-set chain's links after
-	// it. LogSize is the size of the last transparency-log checkpoint the
-	// node kept, sent as lpswire.LogSizeMetadata when non-zero: the service proves
-	// its checkpoint consistent with it. Reference nodes send neither.
+	// lpswire.KeySetMetadata: the service serves the key-set chain's links
+	// after it. LogSize is the size of the last transparency-log
+	// checkpoint the node kept, sent as lpswire.LogSizeMetadata when
+	// non-zero: the service proves its checkpoint consistent with it.
+	// Reference nodes send neither.
 	KeySetVersion int64
 	LogSize       int64
-	// Component is the component whose configuration Fetch asks for;
-	// empty means Component, the agent's.
-	Component string
 }
 
 // Class says how a fetch failure should be treated by a fail-open caller.
@@ -122,20 +130,17 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// Fetch calls GetComponentConfig for t's component with the
-// attested-document token in the "authorization" metadata and returns the
-// config text. ctx bounds connect, handshake and call. Errors are *Error.
+// Fetch calls GetComponentConfig for the agent's component with the
+// attested-document token in the "authorization" metadata, declaring
+// nothing, as the reference client does, and returns the config text.
+// ctx bounds connect, handshake and call. Errors are *Error.
 func Fetch(ctx context.Context, t Target, token string) (string, error) {
-	resp, err := FetchResponse(ctx, t, token)
-	if err != nil {
-		return "", err
-	}
-	return resp.GetConfig(), nil
+	return FetchRequest(ctx, t, token, Request{})
 }
 
-// FetchResponse is Fetch returning the whole response.
-func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetComponentConfigResponse, error) {
-	return once(t, func(c *Conn) (*lpsv1.GetComponentConfigResponse, error) { return c.FetchResponse(ctx, t, token) })
+// FetchRequest is Fetch asking and declaring what req says.
+func FetchRequest(ctx context.Context, t Target, token string, req Request) (string, error) {
+	return once(t, token, func(c *Conn) (string, error) { return c.Fetch(ctx, req) })
 }
 
 // Report sends one provisioning outcome report (nodehotfix.node.v1) over
@@ -143,7 +148,7 @@ func FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetCompo
 // the service had no earlier report for this boot. ctx bounds connect,
 // handshake and call. Errors are *Error.
 func Report(ctx context.Context, t Target, token string, r *nodev1.ReportOutcomeRequest) (bool, error) {
-	return once(t, func(c *Conn) (bool, error) { return c.report(ctx, token, r) })
+	return once(t, token, func(c *Conn) (bool, error) { return c.Report(ctx, r) })
 }
 
 // Started sends one started report (ReportService.ReportStarted) as
@@ -151,71 +156,52 @@ func Report(ctx context.Context, t Target, token string, r *nodev1.ReportOutcome
 // boot had no report yet). An older service answers Unimplemented. Errors
 // are *Error.
 func Started(ctx context.Context, t Target, token string, r *nodev1.ReportStartedRequest) (bool, error) {
-	return once(t, func(c *Conn) (bool, error) { return c.started(ctx, token, r) })
+	return once(t, token, func(c *Conn) (bool, error) { return c.Started(ctx, r) })
 }
 
-// Session keeps one connection to the service, with its target and token,
-// open across the calls of one process: launch's check-hotfix opens it,
-// and the started report goes over it later without a metadata-service
-// call or a TLS handshake of its own (unless the service dropped the idle
-// connection, which gRPC then redials). Safe for concurrent use; the zero
-// value holds no connection. Close it.
-type Session struct {
-	mu    sync.Mutex
-	t     Target
-	c     *Conn
-	token string
-}
-
-// ErrNoSession is returned by Session.Started when no Fetch opened a
-// connection.
-var ErrNoSession = errors.New("no open connection to the live-patching service")
-
-// Fetch is Fetch on a connection the session keeps open: c when it is
-// not nil (Dial's, for t), else one it dials. It replaces the connection
-// kept before, and keeps c whatever the call's answer.
-func (s *Session) Fetch(ctx context.Context, c *Conn, t Target, token string) (string, error) {
-	if c == nil {
-		var err error
-		if c, err = Dial(t); err != nil {
-			return "", err
-		}
+// once runs call on a connection of its own, closed after it: the
+// one-shot calls.
+func once[R any](t Target, token string, call func(c *Conn) (R, error)) (R, error) {
+	c, err := Dial(t, token)
+	if err != nil {
+		var zero R
+		return zero, err
 	}
+	defer c.Close()
+	return call(c)
+}
+
+// Session holds one connection to the service across the steps of one
+// process: launch's check-hotfix keeps the connection it fetched on, and
+// the started report goes over it later without a metadata-service call
+// or a TLS handshake of its own (unless the service dropped the idle
+// connection, which gRPC then redials). Safe for concurrent use; the zero
+// value holds none. Close it.
+type Session struct {
+	mu sync.Mutex
+	c  *Conn
+}
+
+// Keep makes c the session's connection, closing the one kept before.
+func (s *Session) Keep(c *Conn) {
 	s.mu.Lock()
 	old := s.c
-	s.t, s.c, s.token = t, c, token
+	s.c = c
 	s.mu.Unlock()
 	if old != nil && old != c {
 		old.Close()
 	}
-	resp, err := c.FetchResponse(ctx, t, token)
-	if err != nil {
-		return "", err
-	}
-	return resp.GetConfig(), nil
 }
 
-// Target returns the target and token of the open connection; ok is false
-// when none is open.
-func (s *Session) Target() (t Target, token string, ok bool) {
+// Conn returns the kept connection; nil when none is kept. It stays the
+// session's: the caller does not close it.
+func (s *Session) Conn() *Conn {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.t, s.token, s.c != nil
+	return s.c
 }
 
-// Started is Started on the session's connection; ErrNoSession when none
-// is open.
-func (s *Session) Started(ctx context.Context, r *nodev1.ReportStartedRequest) (bool, error) {
-	s.mu.Lock()
-	c, token := s.c, s.token
-	s.mu.Unlock()
-	if c == nil {
-		return false, ErrNoSession
-	}
-	return c.started(ctx, token, r)
-}
-
-// Close closes the connection, if one is open.
+// Close closes the kept connection, if there is one.
 func (s *Session) Close() error {
 	s.mu.Lock()
 	c := s.c
@@ -227,85 +213,91 @@ func (s *Session) Close() error {
 	return c.Close()
 }
 
-// Conn is a connection to the service, with the verification record its
-// calls classify their errors by. Each call carries its token (the
-// attested document), so a Conn can be dialed before the document is
-// there. Each call's error is an *Error. Close it.
+// Conn is a connection to the service with the token its calls carry
+// (the attested document, per call, never on the connection) and the
+// verification record its calls classify their errors by. Each call's
+// error is an *Error. Close it.
 type Conn struct {
-	cc *grpc.ClientConn
-	vr *verifyRecorder
-	t  Target // what it was dialed for, to dial again (Fresh)
+	cc    *grpc.ClientConn
+	vr    *verifyRecorder
+	t     Target // what it was dialed for, to dial again (Redial, Fresh)
+	token string
 }
 
+// Target returns where c was dialed.
+func (c *Conn) Target() Target { return c.t }
+
+// Redial returns a new connection to c's target with c's token, for a
+// second attempt: behind a load balancer it may reach another replica
+// than the one that failed (restarting, draining). c stays open.
+func (c *Conn) Redial() (*Conn, error) { return Dial(c.t, c.token) }
+
 // Fresh returns c if its connection has not failed, else a new one for
-// the same target, closing c. A call is not wait-for-ready: on a
-// connection whose early attempt failed (a reset, a name not yet
+// the same target and token, closing c. A call is not wait-for-ready: on
+// a connection whose early attempt failed (a reset, a name not yet
 // resolving at boot) it would fail at once, in gRPC's reconnect backoff,
-// with the service healthy again; a caller that dialed before it had the
-// token calls Fresh when it has it, so the call gets the one attempt of
-// its own it had when the dial waited for the token. An attempt that is
-// still running is kept: the call waits for it.
+// with the service healthy again; Open calls Fresh once it has the token,
+// so the call gets the one attempt of its own it had when the dial waited
+// for the token, and a caller that makes several calls calls it between
+// them. An attempt that is still running is kept: the call waits for it.
 func (c *Conn) Fresh() (*Conn, error) {
 	switch c.cc.GetState() {
 	case connectivity.TransientFailure, connectivity.Shutdown:
 		c.Close()
-		return Dial(c.t)
+		return c.Redial()
 	}
 	return c, nil
 }
 
-// once runs call on a connection of its own, closed after it: the node's
-// one-shot calls.
-func once[R any](t Target, call func(c *Conn) (R, error)) (R, error) {
-	c, err := Dial(t)
+// Fetch calls GetComponentConfig as req says and returns the config text.
+func (c *Conn) Fetch(ctx context.Context, req Request) (string, error) {
+	resp, err := c.FetchResponse(ctx, req)
 	if err != nil {
-		var zero R
-		return zero, err
+		return "", err
 	}
-	defer c.Close()
-	return call(c)
+	return resp.GetConfig(), nil
 }
 
-// FetchResponse calls GetComponentConfig for t's component with token,
-// declaring in the request's metadata what t says the node sends; t's
-// address and trust are the ones c was dialed with.
-func (c *Conn) FetchResponse(ctx context.Context, t Target, token string) (*lpsv1.GetComponentConfigResponse, error) {
-	if t.Base != "" {
-		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.BaseMetadata, t.Base)
-		if t.Reports {
+// FetchResponse is Fetch returning the whole response.
+func (c *Conn) FetchResponse(ctx context.Context, req Request) (*lpsv1.GetComponentConfigResponse, error) {
+	if req.Base != "" {
+		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.BaseMetadata, req.Base)
+		if req.Reports {
 			ctx = metadata.AppendToOutgoingContext(ctx, lpswire.ReportsMetadata, "1")
-			if t.Boot != "" {
-				ctx = metadata.AppendToOutgoingContext(ctx, lpswire.BootMetadata, t.Boot)
+			if req.Boot != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, lpswire.BootMetadata, req.Boot)
 			}
 		}
 	}
-	if t.KeySetVersion > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.KeySetMetadata, strconv.FormatInt(t.KeySetVersion, 10))
+	if req.KeySetVersion > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.KeySetMetadata, strconv.FormatInt(req.KeySetVersion, 10))
 	}
-	if t.LogSize > 0 {
-		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.LogSizeMetadata, strconv.FormatInt(t.LogSize, 10))
+	if req.LogSize > 0 {
+		ctx = metadata.AppendToOutgoingContext(ctx, lpswire.LogSizeMetadata, strconv.FormatInt(req.LogSize, 10))
 	}
-	component := t.Component
+	component := req.Component
 	if component == "" {
 		component = Component
 	}
-	resp, err := lpsv1.NewLivePatchingServiceClient(c.cc).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: component}, withToken(token))
+	resp, err := lpsv1.NewLivePatchingServiceClient(c.cc).GetComponentConfig(ctx, &lpsv1.GetComponentConfigRequest{ComponentName: component}, c.withToken())
 	if err != nil {
 		return nil, callError(err, c.vr)
 	}
 	return resp, nil
 }
 
-func (c *Conn) report(ctx context.Context, token string, r *nodev1.ReportOutcomeRequest) (bool, error) {
-	resp, err := nodev1.NewReportServiceClient(c.cc).ReportOutcome(ctx, r, withToken(token))
+// Report sends one outcome report, as the package's Report does.
+func (c *Conn) Report(ctx context.Context, r *nodev1.ReportOutcomeRequest) (bool, error) {
+	resp, err := nodev1.NewReportServiceClient(c.cc).ReportOutcome(ctx, r, c.withToken())
 	if err != nil {
 		return false, callError(err, c.vr)
 	}
 	return resp.GetFirst(), nil
 }
 
-func (c *Conn) started(ctx context.Context, token string, r *nodev1.ReportStartedRequest) (bool, error) {
-	resp, err := nodev1.NewReportServiceClient(c.cc).ReportStarted(ctx, r, withToken(token))
+// Started sends one started report, as the package's Started does.
+func (c *Conn) Started(ctx context.Context, r *nodev1.ReportStartedRequest) (bool, error) {
+	resp, err := nodev1.NewReportServiceClient(c.cc).ReportStarted(ctx, r, c.withToken())
 	if err != nil {
 		return false, callError(err, c.vr)
 	}
@@ -315,15 +307,14 @@ func (c *Conn) started(ctx context.Context, token string, r *nodev1.ReportStarte
 // Close closes the connection.
 func (c *Conn) Close() error { return c.cc.Close() }
 
-// Dial makes the connection every call uses: TLS verified against t.Roots
-// for ServerName (not the SNI), ALPN as the reference offers it, the token
-// per call. It starts connecting at once (the name lookup, TCP connect and
-// TLS handshake run in the background), so a caller that still has to
-// fetch the token overlaps the two; the first call waits for the
-// connection, bounded by its own context. Nothing but the handshake goes
-// to the service before a call: a node that gets no token closes the
-// connection having sent no credentials. Its errors are *Error.
-func Dial(t Target) (*Conn, error) {
+// Dial makes the connection every call uses, its calls carrying token:
+// TLS verified against t.Roots for ServerName (not the SNI), ALPN as the
+// reference offers it. It starts connecting at once (the name lookup, TCP
+// connect and TLS handshake run in the background), so a caller that
+// still has to fetch the token (Node.Open) overlaps the two; the first
+// call waits for the connection, bounded by its own context. Nothing but
+// the handshake goes to the service before a call. Its errors are *Error.
+func Dial(t Target, token string) (*Conn, error) {
 	if t.Roots == nil {
 		return nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: errors.New("no cluster CA; refusing to send credentials over unverified TLS")}
 	}
@@ -358,7 +349,7 @@ func Dial(t Target) (*Conn, error) {
 		return nil, &Error{Class: ClassUnreachable, Code: codes.Unknown, Err: fmt.Errorf("create client for %s: %w", addr, err)}
 	}
 	cc.Connect()
-	return &Conn{cc: cc, vr: vr, t: t}, nil
+	return &Conn{cc: cc, vr: vr, t: t, token: token}, nil
 }
 
 // callError turns a failed call into an *Error: a certificate the node
@@ -469,10 +460,10 @@ func dial(ctx context.Context, addr string, restrict bool) (net.Conn, error) {
 	return nil, lastErr
 }
 
-// withToken sends token, the attested document, with one call, as the
+// withToken sends c's token, the attested document, with one call, as the
 // reference sends it: the raw base64 signature, no "Bearer" prefix, and
 // only over a secure channel.
-func withToken(token string) grpc.CallOption { return grpc.PerRPCCredentials(tokenCreds(token)) }
+func (c *Conn) withToken() grpc.CallOption { return grpc.PerRPCCredentials(tokenCreds(c.token)) }
 
 type tokenCreds string
 

@@ -157,23 +157,29 @@ func TestVerifyChainNoCertificates(t *testing.T) {
 	}
 }
 
-// TestSessionReusesTheConnection: the started report goes over the
-// connection check-hotfix's fetch opened, with its token, and no second
-// TLS handshake; a service that predates started reports answers
-// Unimplemented. Without a fetch there is no connection to use.
-func TestSessionReusesTheConnection(t *testing.T) {
+// TestSessionKeepsTheConnection: a started report on the connection the
+// session keeps goes with that connection's token and no second TLS
+// handshake; a service that predates started reports answers
+// Unimplemented. Keeping another connection closes the first.
+func TestSessionKeepsTheConnection(t *testing.T) {
 	t.Parallel()
 	ca := lpstest.NewCA(t)
 	srv := lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), ServerName), lpstest.Config(`{"hotfixes":{}}`), lpstest.Options{})
+	target := Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}
 	var s Session
 	defer s.Close()
-	if _, err := s.Started(t.Context(), nil); !errors.Is(err, ErrNoSession) {
-		t.Fatalf("Started before any fetch = %v, want ErrNoSession", err)
+	if c := s.Conn(); c != nil {
+		t.Fatalf("a new session keeps %p", c)
 	}
-	if _, err := s.Fetch(t.Context(), nil, Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}, "tok"); err != nil {
+	c, err := Dial(target, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Keep(c)
+	if _, err := c.Fetch(t.Context(), Request{}); err != nil {
 		t.Fatalf("Fetch: %v", err)
 	}
-	_, err := s.Started(t.Context(), nil)
+	_, err = s.Conn().Started(t.Context(), nil)
 	var le *Error
 	if !errors.As(err, &le) || le.Code != codes.Unimplemented {
 		t.Fatalf("Started on a service without it = %v, want Unimplemented", err)
@@ -181,20 +187,25 @@ func TestSessionReusesTheConnection(t *testing.T) {
 	if n := srv.Handshakes(); n != 1 {
 		t.Errorf("%d TLS handshakes, want 1: the started report reuses the fetch's connection", n)
 	}
-	if _, tok, ok := s.Target(); !ok || tok != "tok" {
-		t.Errorf("Target() token %q, %v; want the fetch's", tok, ok)
+	next, err := Dial(target, "tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Keep(next)
+	if s.Conn() != next || c.cc.GetState() != connectivity.Shutdown {
+		t.Errorf("Keep of another connection: kept %p (want %p), the first in state %v (want closed)", s.Conn(), next, c.cc.GetState())
 	}
 }
 
-// TestDialConnectsBeforeTheToken: Dial starts the handshake at once, so a
-// node overlaps it with the metadata service, and sends nothing else
-// before a call; each call carries its own token.
-func TestDialConnectsBeforeTheToken(t *testing.T) {
+// TestDialConnectsBeforeACall: Dial starts the handshake at once, so
+// Node.Open overlaps it with the metadata service, and sends nothing
+// before a call; each call carries the connection's token, and a redial
+// (a second attempt) carries it too, over a handshake of its own.
+func TestDialConnectsBeforeACall(t *testing.T) {
 	t.Parallel()
 	ca := lpstest.NewCA(t)
 	srv := lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), ServerName), lpstest.Config(`{"hotfixes":{}}`), lpstest.Options{})
-	target := Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}
-	c, err := Dial(target)
+	c, err := Dial(Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}, "the-doc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,17 +221,23 @@ func TestDialConnectsBeforeTheToken(t *testing.T) {
 	if n := len(srv.Requests()); n != 0 {
 		t.Fatalf("%d calls before any was made", n)
 	}
-	for _, tok := range []string{"first-doc", "second-doc"} {
-		if _, err := c.FetchResponse(t.Context(), target, tok); err != nil {
-			t.Fatalf("FetchResponse: %v", err)
-		}
+	if _, err := c.Fetch(t.Context(), Request{Base: "202604.01"}); err != nil {
+		t.Fatalf("Fetch: %v", err)
+	}
+	again, err := c.Redial()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if _, err := again.Fetch(t.Context(), Request{}); err != nil {
+		t.Fatalf("Fetch after Redial: %v", err)
 	}
 	reqs := srv.Requests()
-	if len(reqs) != 2 || !slices.Equal(reqs[0].Authorization, []string{"first-doc"}) || !slices.Equal(reqs[1].Authorization, []string{"second-doc"}) {
-		t.Errorf("calls carried %+v; want one each with its own token", reqs)
+	if len(reqs) != 2 || !slices.Equal(reqs[0].Authorization, []string{"the-doc"}) || !slices.Equal(reqs[1].Authorization, []string{"the-doc"}) {
+		t.Errorf("calls carried %+v; want two, each with the connection's token", reqs)
 	}
-	if n := srv.Handshakes(); n != 1 {
-		t.Errorf("%d handshakes, want 1", n)
+	if n := srv.Handshakes(); n != 2 {
+		t.Errorf("%d handshakes, want 2: one for the connection, one for the redial", n)
 	}
 }
 
@@ -230,13 +247,12 @@ func TestFreshRedialsOnlyAFailedConnection(t *testing.T) {
 	t.Parallel()
 	ca := lpstest.NewCA(t)
 	srv := lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), ServerName), lpstest.Config(`{"hotfixes":{}}`), lpstest.Options{})
-	good := Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}
-	c, err := Dial(good)
+	c, err := Dial(Target{Host: apiHost, Addr: srv.Addr, Roots: ca.Pool()}, "tok")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, err := c.FetchResponse(t.Context(), good, "tok"); err != nil {
+	if _, err := c.Fetch(t.Context(), Request{}); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := c.Fresh(); err != nil || f != c {
@@ -244,7 +260,7 @@ func TestFreshRedialsOnlyAFailedConnection(t *testing.T) {
 	}
 
 	refused := Target{Host: apiHost, Addr: "127.0.0.1:1", Roots: ca.Pool()}
-	bad, err := Dial(refused)
+	bad, err := Dial(refused, "tok")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,5 +276,8 @@ func TestFreshRedialsOnlyAFailedConnection(t *testing.T) {
 	defer f.Close()
 	if f == bad || bad.cc.GetState() != connectivity.Shutdown {
 		t.Errorf("Fresh of a failed connection kept it (state %v)", bad.cc.GetState())
+	}
+	if f.t != refused || f.token != "tok" {
+		t.Errorf("Fresh redialed %+v with token %q; want the same target and token", f.t, f.token)
 	}
 }

@@ -2,7 +2,11 @@ package lpsclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
 
 	"nodehotfix/internal/imds"
 	"nodehotfix/internal/node/layout"
@@ -17,46 +21,66 @@ type Node struct {
 	IMDSURL string
 	// LPSAddr overrides where to dial; TLS verification is unaffected.
 	LPSAddr string
+	// Log, when set, gets the lines of how the target was found (the
+	// reference's nbc-cmd.sh fallback lines, which its e2e greps).
+	Log *slog.Logger
 }
 
-// Resolve takes the steps every node call to the service begins with:
-// Target, then Token. It returns the source the target came from, which
-// check-hotfix logs. Its errors are never *Error: nothing reached the
-// service, so a fail-open caller may fall back.
-func (n Node) Resolve(ctx context.Context) (Target, string, nodeconfig.Source, error) {
-	t, source, err := n.Target()
+// Open is how every node call to the service begins. It reads the target
+// from the node config (or, failing that, nbc-cmd.sh), with its cluster
+// CA as the only trust anchor: local files. It starts connecting to it at
+// once, asks the metadata service for the attested document while the
+// handshake runs, and then redials if that early attempt failed
+// (Conn.Fresh), so the first call gets an attempt of its own. Nothing but
+// the handshake reaches the service before a call: a node that gets no
+// document closes the connection having sent no credentials.
+//
+// Its errors are never *Error, but for a target without a cluster CA,
+// which Dial refuses: nothing reached the service, so a fail-open caller
+// may fall back.
+func (n Node) Open(ctx context.Context) (*Conn, error) {
+	t, err := n.target()
 	if err != nil {
-		return Target{}, "", source, err
+		return nil, err
 	}
-	token, err := n.Token(ctx)
+	c, err := Dial(t, "")
 	if err != nil {
-		return Target{}, "", source, err
+		return nil, err
 	}
-	return t, token, source, nil
-}
-
-// Target is where the node's calls go: the target from the node config
-// (or, failing that, nbc-cmd.sh) with its cluster CA as the only trust
-// anchor. It reads local files only, so a caller can start connecting
-// before it asks the metadata service for the token.
-func (n Node) Target() (Target, nodeconfig.Source, error) {
-	nt, err := nodeconfig.ResolveTarget(n.Root.NodeConfig(), n.Root.NBCCmd())
-	if err != nil {
-		return Target{}, "", fmt.Errorf("resolve live-patching target: %w", err)
-	}
-	roots, err := nt.CertPool()
-	if err != nil {
-		return Target{}, nt.Source, err
-	}
-	return Target{Host: nt.Host, Addr: n.LPSAddr, Roots: roots}, nt.Source, nil
-}
-
-// Token is the attested document from the metadata service, which the
-// node's calls carry as their credentials.
-func (n Node) Token(ctx context.Context) (string, error) {
 	url := n.IMDSURL
 	if url == "" {
 		url = imds.DefaultURL
 	}
-	return imds.NewClient(url).AttestedSignature(ctx)
+	token, err := imds.NewClient(url).AttestedSignature(ctx)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	// No call has been made on c yet, so nothing reads the token while
+	// it is set.
+	c.token = token
+	return c.Fresh()
+}
+
+// target is where the node's calls go.
+func (n Node) target() (Target, error) {
+	nt, err := nodeconfig.ResolveTarget(n.Root.NodeConfig(), n.Root.NBCCmd())
+	if err != nil {
+		return Target{}, fmt.Errorf("resolve live-patching target: %w", err)
+	}
+	roots, err := nt.CertPool()
+	if nt.Source == nodeconfig.SourceNBCCmd && n.Log != nil {
+		if _, serr := os.Stat(n.Root.NodeConfig()); errors.Is(serr, fs.ErrNotExist) {
+			n.Log.Info("node config not found, trying nbc-cmd.sh fallback", "path", n.Root.NodeConfig())
+		} else {
+			n.Log.Info("node config lacks the API server name, trying nbc-cmd.sh fallback", "path", n.Root.NodeConfig())
+		}
+		if err == nil {
+			n.Log.Info("loaded LPS target from nbc-cmd.sh fallback", "host", nt.Host)
+		}
+	}
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Host: nt.Host, Addr: n.LPSAddr, Roots: roots}, nil
 }

@@ -153,7 +153,7 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	// The lock is not held while the service is asked (up to Timeout a
 	// report): a launch keeping a report meanwhile waits only lockWait.
 	outcome := make([]Kept, len(due)) // what to keep of each; Boot "" drops it
-	t, token, _, rerr := cfg.Resolve(ctx)
+	c, rerr := cfg.Open(ctx)
 	var first error
 	for i, k := range due {
 		if rerr != nil {
@@ -162,7 +162,13 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 			outcome[i], first = k.failed(now), fmt.Errorf("resend reports: %w", rerr)
 			continue
 		}
-		err := resend(ctx, t, token, k)
+		// One connection for them all, redialed if an earlier report
+		// left it failed, so each report gets an attempt of its own.
+		if c, rerr = c.Fresh(); rerr != nil {
+			outcome[i], first = k.failed(now), fmt.Errorf("resend reports: %w", rerr)
+			continue
+		}
+		err := resend(ctx, c, k)
 		switch {
 		case err == nil:
 			res.Delivered++
@@ -174,6 +180,9 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 		if err != nil && first == nil {
 			first = err
 		}
+	}
+	if c != nil {
+		c.Close()
 	}
 	n, err := settle(ctx, cfg.Root, due, outcome)
 	res.Kept = n
@@ -249,15 +258,15 @@ func (k Kept) same(o Kept) bool {
 	return k.Boot == o.Boot && (k.Outcome == nil) == (o.Outcome == nil) && k.Since.Equal(o.Since)
 }
 
-func resend(ctx context.Context, t lpsclient.Target, token string, k Kept) error {
+func resend(ctx context.Context, c *lpsclient.Conn, k Kept) error {
 	ctx, cancel := context.WithTimeout(ctx, Timeout)
 	defer cancel()
 	var err error
 	switch {
 	case k.Outcome != nil:
-		_, err = lpsclient.Report(ctx, t, token, request(k.Boot, *k.Outcome))
+		_, err = c.Report(ctx, request(k.Boot, *k.Outcome))
 	case k.Start != nil:
-		_, err = lpsclient.Started(ctx, t, token, startedRequest(k.Boot, *k.Start))
+		_, err = c.Started(ctx, startedRequest(k.Boot, *k.Start))
 	}
 	return err
 }

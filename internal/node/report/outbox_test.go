@@ -28,6 +28,7 @@ type service struct {
 	started  []*nodev1.ReportStartedRequest
 	calls    int
 	hang     bool // the first call hangs until it is cancelled
+	srv      *lpstest.Server
 }
 
 func (s *service) answer(ctx context.Context) error {
@@ -48,7 +49,7 @@ func (s *service) answer(ctx context.Context) error {
 
 func (s *service) start(t *testing.T, ca *lpstest.CA) string {
 	t.Helper()
-	return lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), lpsclient.ServerName), lpstest.Config("{}"), lpstest.Options{
+	s.srv = lpstest.Start(t, ca.Leaf(t, time.Now().Add(-time.Hour), time.Now().Add(time.Hour), lpsclient.ServerName), lpstest.Config("{}"), lpstest.Options{
 		Outcome: func(ctx context.Context, r *nodev1.ReportOutcomeRequest) (*nodev1.ReportOutcomeResponse, error) {
 			if err := s.answer(ctx); err != nil {
 				return nil, err
@@ -67,7 +68,8 @@ func (s *service) start(t *testing.T, ca *lpstest.CA) string {
 			s.started = append(s.started, r)
 			return &nodev1.ReportStartedResponse{First: true}, nil
 		},
-	}).Addr
+	})
+	return s.srv.Addr
 }
 
 func (s *service) counts() (calls, outcomes, started int) {
@@ -323,6 +325,33 @@ func TestKeepAndResend(t *testing.T) {
 		writeOutbox(root, kept)
 		if res, err := Resend(t.Context(), cfg, now.Add(time.Minute)); err != nil || res != (Resent{Delivered: 1}) {
 			t.Errorf("Resend of a report held 10 hours = %+v, %v; want it sent", res, err)
+		}
+	})
+	t.Run("several-boots-one-connection", func(t *testing.T) {
+		t.Parallel()
+		// Reports of three boots are due: one connection, one document,
+		// and the one the service could not take does not cost the
+		// others their attempt.
+		root, ca := nodeRoot(t, testBoot)
+		svc := &service{answers: []error{unavailable, nil}}
+		cfg := Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}
+		for i := range 3 {
+			if err := os.WriteFile(root.BootID(), []byte(testBoot[:35]+string(rune('a'+i))+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := Keep(t.Context(), root, now, &o, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := Resend(t.Context(), cfg, now.Add(time.Minute))
+		if err == nil || res != (Resent{Delivered: 2, Kept: 1}) {
+			t.Fatalf("Resend = %+v, %v; want 2 delivered and the unavailable one kept", res, err)
+		}
+		if calls, outcomes, _ := svc.counts(); calls != 3 || outcomes != 2 {
+			t.Errorf("%d calls, %d outcomes stored; want 3 and 2", calls, outcomes)
+		}
+		if n := svc.srv.Handshakes(); n != 1 {
+			t.Errorf("%d TLS handshakes, want 1 for the three reports", n)
 		}
 	})
 	t.Run("capped", func(t *testing.T) {

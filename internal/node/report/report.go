@@ -81,44 +81,37 @@ func Send(ctx context.Context, cfg Config, o Outcome) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	t, token, _, err := target(ctx, cfg, nil)
+	c, err := cfg.Open(ctx)
 	if err != nil {
 		return false, err
 	}
+	defer c.Close()
 	req := request(boot, o)
-	return twice(ctx, func(ctx context.Context, _ int) (bool, error) { return lpsclient.Report(ctx, t, token, req) })
+	return twice(ctx, c, func(ctx context.Context, c *lpsclient.Conn) (bool, error) { return c.Report(ctx, req) })
 }
 
-// target is where a report goes and the token it carries: those of sess,
-// check-hotfix's session, when it has them (open says it has its
-// connection too), else as cfg resolves them.
-func target(ctx context.Context, cfg Config, sess *lpsclient.Session) (t lpsclient.Target, token string, open bool, err error) {
-	if sess != nil {
-		if t, token, ok := sess.Target(); ok {
-			return t, token, true, nil
-		}
-	}
-	t, token, _, err = cfg.Resolve(ctx)
-	return t, token, false, err
-}
-
-// twice makes call's first attempt within half the time ctx has left and,
-// if its error is Retryable and time is left, a second one at once with
-// the rest. Each attempt dials anew, so behind a load balancer the second
+// twice makes call's first attempt on c within half the time ctx has left
+// and, if its error is Retryable and time is left, a second one at once
+// with the rest, on a new connection (c.Redial): behind a load balancer it
 // may reach another replica than the one that failed (restarting,
 // draining). A hung service thus costs the first attempt half the budget,
 // not all of it.
-func twice(ctx context.Context, call func(ctx context.Context, attempt int) (bool, error)) (bool, error) {
+func twice(ctx context.Context, c *lpsclient.Conn, call func(ctx context.Context, c *lpsclient.Conn) (bool, error)) (bool, error) {
 	first, cancel := ctx, context.CancelFunc(func() {})
 	if dl, ok := ctx.Deadline(); ok {
 		first, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
 	}
-	ok, err := call(first, 1)
+	ok, err := call(first, c)
 	cancel()
 	if err == nil || !Retryable(err) || ctx.Err() != nil {
 		return ok, err
 	}
-	return call(ctx, 2)
+	again, err := c.Redial()
+	if err != nil {
+		return false, err
+	}
+	defer again.Close()
+	return call(ctx, again)
 }
 
 // ErrBootID is returned (wrapped) when the kernel's boot ID cannot be read:
@@ -160,28 +153,28 @@ type Start struct {
 	Check, Download time.Duration
 }
 
-// SendStarted sends a started report once, within ctx: over sess's open
-// connection when it has one (check-hotfix's), else over one of its own.
-// It returns whether the service stored it (the boot had no report). An
-// older service answers Unimplemented, and stores nothing.
+// SendStarted sends a started report once, within ctx: over sess's
+// connection when it keeps one (check-hotfix's), else over one of its
+// own, with a second attempt as Send makes. It returns whether the
+// service stored it (the boot had no report). An older service answers
+// Unimplemented, and stores nothing.
 func SendStarted(ctx context.Context, cfg Config, sess *lpsclient.Session, s Start) (bool, error) {
 	boot, err := BootID(cfg.Root)
 	if err != nil {
 		return false, err
 	}
-	t, token, open, err := target(ctx, cfg, sess)
-	if err != nil {
-		return false, err
+	var c *lpsclient.Conn
+	if sess != nil {
+		c = sess.Conn()
+	}
+	if c == nil {
+		if c, err = cfg.Open(ctx); err != nil {
+			return false, err
+		}
+		defer c.Close()
 	}
 	req := startedRequest(boot, s)
-	// The first attempt on check-hotfix's connection when it is open,
-	// every other on a new one.
-	return twice(ctx, func(ctx context.Context, attempt int) (bool, error) {
-		if attempt == 1 && open {
-			return sess.Started(ctx, req)
-		}
-		return lpsclient.Started(ctx, t, token, req)
-	})
+	return twice(ctx, c, func(ctx context.Context, c *lpsclient.Conn) (bool, error) { return c.Started(ctx, req) })
 }
 
 func startedRequest(boot string, s Start) *nodev1.ReportStartedRequest {
