@@ -389,7 +389,8 @@ service counts it against it; a failure, nothing staged), failed; each event als
 the route (direct, repository, package-manager, none) and the version, and
 repositoryFallback="…" says why the repository route gave way. Launcher events:
 "launcher choice=hotfix version=V reason=hotfix", "launcher choice=baked
-reason=R detail=…", and, at Error level, "launcher choice=baked
-fallback=true version=V reason=…".
+reason=R detail=…" (none for reason noPointer: nothing was staged, and a
+node with the flag on has check-hotfix's event), and, at Error level,
+"launcher choice=baked fallback=true version=V reason=…".
 */
 package main

@@ -334,7 +334,14 @@ func announce(cfg Config, d hotfix.Decision) {
 			say(cfg.Stdout, "No hotfix to run: %s", quote.Text(d.Detail))
 		}
 		say(cfg.Stdout, "Using VHD-baked binary: %s", cfg.BakedPath)
-		cfg.steps.event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
+		// No pointer is the default-off node's everyday case, where the
+		// reference's launcher writes no event either, and a node with
+		// the flag on has check-hotfix's event saying why none was
+		// staged: an event would say nothing new, from every node of the
+		// fleet, and cost each boot a file write.
+		if d.Reason != hotfix.ReasonNoPointer {
+			cfg.steps.event(event.LevelInformational, fmt.Sprintf("launcher choice=baked reason=%s detail=%s", d.Reason, d.Detail))
+		}
 		cfg.Log.Info("launch chose the baked agent", "reason", string(d.Reason), "detail", d.Detail)
 		return
 	}

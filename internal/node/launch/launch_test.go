@@ -133,14 +133,20 @@ func TestRunGateAndFlags(t *testing.T) {
 		pointer  bool
 		noConfig bool
 		want     []string
+		// events are the launcher's events: none without a pointer
+		// (the reference's launcher writes none; check-hotfix has its
+		// own), the choice with one.
+		events []string
 	}{
 		{name: "no-config", noConfig: true, features: "ENABLE_PROVISIONING_HOTFIX=true\n", want: nil},
 		{name: "flag-absent", want: []string{"baked-provision"}},
 		{name: "flag-true", features: "ENABLE_PROVISIONING_HOTFIX=true\n", want: []string{"check-hotfix", "baked-provision"}},
 		{name: "flag-quoted", features: "ENABLE_PROVISIONING_HOTFIX=\"true\"\n", want: []string{"baked-provision"}},
 		{name: "flag-crlf", features: "ENABLE_PROVISIONING_HOTFIX=true\r\n", want: []string{"baked-provision"}},
-		{name: "pointer-flag-off", pointer: true, want: []string{"download-hotfix", "baked-provision"}},
-		{name: "flag-and-pointer", features: "ENABLE_PROVISIONING_HOTFIX=true\n", pointer: true, want: []string{"check-hotfix", "download-hotfix", "baked-provision"}},
+		{name: "pointer-flag-off", pointer: true, want: []string{"download-hotfix", "baked-provision"},
+			events: []string{"Informational launcher choice=baked reason=noHotfixForBase"}},
+		{name: "flag-and-pointer", features: "ENABLE_PROVISIONING_HOTFIX=true\n", pointer: true, want: []string{"check-hotfix", "download-hotfix", "baked-provision"},
+			events: []string{"Informational launcher choice=baked reason=noHotfixForBase"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,6 +166,13 @@ func TestRunGateAndFlags(t *testing.T) {
 			}
 			if !slices.Equal(n.calls, tt.want) {
 				t.Errorf("calls = %v, want %v", n.calls, tt.want)
+			}
+			var events []string
+			for _, e := range n.events {
+				events = append(events, strings.SplitN(e, " detail=", 2)[0])
+			}
+			if !slices.Equal(events, tt.events) {
+				t.Errorf("events = %q, want %q", n.events, tt.events)
 			}
 		})
 	}
