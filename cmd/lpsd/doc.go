@@ -77,6 +77,9 @@ detection stay whole; when those alone are more than --retention-records
 they are kept, lpsd_retention_over_limit{kind} is 1 and one warning is
 logged (one line again when it clears). Served records go up to the
 reports' cutoff, so a node whose report was pruned is never counted silent.
+Each prune also deletes the canary seats of a release's earlier evidence
+windows (a resume after a halt seats the retry afresh) once its current
+window is 48 h old; a release's current seats stay for its life.
 What is pruned is gone: a rollout longer than the kept history is judged on
 what is kept. The dashboard and admin reads wait for no prune: after a
 restart on a store far over the bound, they read it whole until the first

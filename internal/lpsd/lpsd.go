@@ -438,7 +438,7 @@ func newServer(ctx context.Context, o options, log *slog.Logger) (_ *Server, err
 	reloads.loaded(started, nil, false, map[string]tls.Certificate{"node": cert, "admin": adminCert})
 	reloads.tokensInUse(tokens)
 	var ret *retention.Retention
-	if p, ok := st.(store.Pruner); ok && o.retention.on() {
+	if p, ok := st.(retention.Store); ok && o.retention.on() {
 		retain.Log, retain.OnPrune = log.With("component", "retention"), retainMetrics.set
 		ret = retention.New(p, retain)
 	}

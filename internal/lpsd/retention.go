@@ -8,6 +8,7 @@ import (
 
 	"nodehotfix/internal/duration"
 	"nodehotfix/internal/retention"
+	"nodehotfix/internal/store"
 )
 
 // retentionFlags are the flags of the stored history's bounds.
@@ -70,11 +71,11 @@ func newRetentionMetrics(register func(prometheus.Collector)) *retentionMetrics 
 	m := &retentionMetrics{
 		prunedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "lpsd_retention_pruned_total",
-			Help: "Records this replica's prunes deleted (--retention-age, --retention-records), by kind: report, served.",
+			Help: "Records this replica's prunes deleted (--retention-age, --retention-records), by kind: report, served, seatSet (a canary's seats of an evidence window a resume replaced).",
 		}, []string{"kind"}),
 		stored: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lpsd_retention_stored_records",
-			Help: "Records stored after this replica's last prune, by kind (report, served): what every look reads.",
+			Help: "Records stored after this replica's last prune, by kind (report, served: what every look reads; seatSet: canary seat sets).",
 		}, []string{"kind"}),
 		over: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "lpsd_retention_over_limit",
@@ -85,7 +86,7 @@ func newRetentionMetrics(register func(prometheus.Collector)) *retentionMetrics 
 			Help: "When this replica last pruned (it prunes only while its autopilot runs: the leader on etcd), in Unix seconds; 0: never.",
 		}),
 	}
-	for _, k := range []string{"report", "served"} {
+	for _, k := range []string{"report", "served", "seatSet"} {
 		m.prunedTotal.WithLabelValues(k)
 	}
 	for _, c := range []prometheus.Collector{m.prunedTotal, m.stored, m.over, m.last} {
@@ -96,14 +97,14 @@ func newRetentionMetrics(register func(prometheus.Collector)) *retentionMetrics 
 
 // set records one prune.
 func (m *retentionMetrics) set(r retention.Result) {
-	for kind, p := range map[string]struct {
-		deleted, stored int
-		over            bool
-	}{"report": {r.Reports.Deleted, r.Reports.Stored, r.Reports.OverKeep}, "served": {r.Served.Deleted, r.Served.Stored, r.Served.OverKeep}} {
-		m.prunedTotal.WithLabelValues(kind).Add(float64(p.deleted))
-		m.stored.WithLabelValues(kind).Set(float64(p.stored))
+	for kind, p := range map[string]store.Pruned{"report": r.Reports, "served": r.Served, "seatSet": r.Seats} {
+		m.prunedTotal.WithLabelValues(kind).Add(float64(p.Deleted))
+		m.stored.WithLabelValues(kind).Set(float64(p.Stored))
+		if kind == "seatSet" {
+			continue // no bound by count
+		}
 		over := 0.0
-		if p.over {
+		if p.OverKeep {
 			over = 1
 		}
 		m.over.WithLabelValues(kind).Set(over)

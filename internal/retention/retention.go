@@ -20,6 +20,13 @@
 //     silent for want of it; a report whose served record was pruned
 //     still counts its node.
 //
+// A prune also deletes the canary seats of a release's earlier evidence
+// windows (rollout.Release.SeatSet: a resume after a halt seats the retry
+// afresh), which nothing reads once the release's current window opened,
+// and keeps them for Protected after that, for replicas still serving from
+// the snapshot before it. A release's current seats are kept for its life:
+// its holders stay served.
+//
 // What a prune deletes is gone: a release whose rollout spans more than
 // the kept history is judged on what is kept, and a baseline read from an
 // incumbent's whole record reads the kept record.
@@ -27,10 +34,12 @@ package retention
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/tally"
 )
@@ -103,16 +112,25 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// Result is one prune of both kinds.
+// Result is one prune of both kinds, and of the seat sets.
 type Result struct {
 	Time    time.Time
 	Reports store.Pruned
 	Served  store.Pruned
+	// Seats counts seat sets, not seats.
+	Seats store.Pruned
+}
+
+// Store is what Retention prunes: a store.Pruner that lists the releases,
+// whose seat sets it weighs.
+type Store interface {
+	store.Pruner
+	Releases(ctx context.Context) ([]rollout.Release, int64, error)
 }
 
 // Retention prunes one store.
 type Retention struct {
-	st  store.Pruner
+	st  Store
 	cfg Config
 	// over is the last OverLimit logged, by kind, so each change is
 	// logged once.
@@ -120,7 +138,7 @@ type Retention struct {
 }
 
 // New returns a Retention over st.
-func New(st store.Pruner, cfg Config) *Retention {
+func New(st Store, cfg Config) *Retention {
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
 	}
@@ -151,8 +169,9 @@ func (r *Retention) Run(ctx context.Context, ready func()) {
 		case err != nil:
 			r.cfg.Log.Warn("prune failed; the next one goes on", "err", err, "reportsDeleted", res.Reports.Deleted, "servedDeleted", res.Served.Deleted)
 		default:
-			r.cfg.Log.Info("pruned reports and served records", "reportsDeleted", res.Reports.Deleted, "reportsStored", res.Reports.Stored,
-				"servedDeleted", res.Served.Deleted, "servedStored", res.Served.Stored, "reportsCutoff", res.Reports.Cutoff, "servedCutoff", res.Served.Cutoff)
+			r.cfg.Log.Info("pruned reports, served records and seat sets", "reportsDeleted", res.Reports.Deleted, "reportsStored", res.Reports.Stored,
+				"servedDeleted", res.Served.Deleted, "servedStored", res.Served.Stored, "reportsCutoff", res.Reports.Cutoff, "servedCutoff", res.Served.Cutoff,
+				"seatSetsDeleted", res.Seats.Deleted, "seatSetsStored", res.Seats.Stored)
 		}
 		if first && ready != nil {
 			ready()
@@ -188,12 +207,35 @@ func (r *Retention) Prune(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	// A release record nobody can read is left out, and its seat sets
+	// with it (earlierWindows keeps what no stored release names).
+	rels, _, err := r.st.Releases(ctx)
+	if ue := (*store.UnreadableError)(nil); err != nil && !errors.As(err, &ue) {
+		return res, fmt.Errorf("list releases for their seat sets: %w", err)
+	}
+	if res.Seats, err = r.st.PruneSeats(ctx, earlierWindows(rels, floor)); err != nil {
+		return res, err
+	}
 	r.logOver("reports", res.Reports.OverKeep, res.Reports.Stored)
 	r.logOver("served records", res.Served.OverKeep, res.Served.Stored)
 	if r.cfg.OnPrune != nil {
 		r.cfg.OnPrune(res)
 	}
 	return res, nil
+}
+
+// earlierWindows selects the seat sets of a release's earlier evidence
+// windows once its current one opened before floor. A set of a release
+// not stored stays: nothing says it is done with.
+func earlierWindows(rels []rollout.Release, floor time.Time) func(set string) bool {
+	byVersion := make(map[string]rollout.Release, len(rels))
+	for _, r := range rels {
+		byVersion[r.Version] = r
+	}
+	return func(set string) bool {
+		r, ok := byVersion[rollout.SeatSetVersion(set)]
+		return ok && set != r.SeatSet() && r.Rollout.EvidenceSince.Before(floor)
+	}
 }
 
 // logOver logs a change of whether the protected records of kind alone

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"nodehotfix/internal/retention"
+	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
 	"nodehotfix/internal/store/memstore"
 	"nodehotfix/internal/store/storetest"
@@ -137,6 +138,45 @@ func TestValidate(t *testing.T) {
 	for _, c := range []retention.Config{{}, {MaxAge: retention.Protected, MaxRecords: retention.MaxRecordsLimit}, {MaxAge: retention.DefaultMaxAge, MaxRecords: retention.DefaultMaxRecords}} {
 		if err := c.Validate(); err != nil {
 			t.Errorf("Validate(%+v) = %v, want nil", c, err)
+		}
+	}
+}
+
+// TestPruneSeatSets: a release's seats of an earlier evidence window go
+// once its current window opened before the protected history; its
+// current seats, those of a window opened within it, and those of a set no
+// stored release names stay.
+func TestPruneSeatSets(t *testing.T) {
+	s := memstore.New()
+	at := func(v string, since time.Time) rollout.Release {
+		r := storetest.Release(v)
+		r.Rollout.EvidenceSince = since
+		storetest.MustPut(t, s, r, 0)
+		return r
+	}
+	long := at("202604.01.1", now.Add(-retention.Protected-time.Hour)) // resumed three days ago
+	recent := at("202604.01.2", now.Add(-time.Hour))                   // resumed an hour ago
+	fresh := at("202604.01.3", time.Time{})                            // never resumed
+	sets := []string{
+		"202604.01.1", "202604.01.1+1", long.SeatSet(), // two earlier windows, then the current one
+		"202604.01.2", recent.SeatSet(),
+		fresh.SeatSet(),
+		"202699.01.1", // no such release
+	}
+	for _, set := range sets {
+		storetest.MustTakeSeat(t, s, set, "vm-1", 1)
+	}
+	res, err := retention.New(s, retention.Config{MaxRecords: 10, Now: func() time.Time { return now }}).Prune(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Seats.Deleted != 2 || res.Seats.Stored != 5 {
+		t.Errorf("seat sets pruned %+v, want 2 deleted, 5 kept", res.Seats)
+	}
+	for _, set := range sets {
+		gone := set == "202604.01.1" || set == "202604.01.1+1"
+		if held := len(storetest.MustSeats(t, s, set)) > 0; held == gone {
+			t.Errorf("seat set %s held %v after the prune, want %v", set, held, !gone)
 		}
 	}
 }

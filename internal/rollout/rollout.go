@@ -278,6 +278,12 @@ func (r Release) SeatSet() string {
 	return r.Version + "+" + strconv.FormatInt(r.Rollout.EvidenceSince.UnixNano(), 10)
 }
 
+// SeatSetVersion returns the release version a SeatSet name is of.
+func SeatSetVersion(set string) string {
+	v, _, _ := strings.Cut(set, "+")
+	return v
+}
+
 // Resume returns r going on at now, from paused or halted: rolling, or
 // complete again when it was halted while complete (HaltedFrom). A
 // planned rollout's current step bakes afresh from now: time spent stopped

@@ -492,6 +492,13 @@ type Pruner interface {
 	PruneReports(ctx context.Context, p Prune) (Pruned, error)
 	// PruneServed deletes the served records p selects, as PruneReports.
 	PruneServed(ctx context.Context, p Prune) (Pruned, error)
+	// PruneSeats deletes each canary seat set (the version TakeSeat was
+	// given: rollout.Release.SeatSet) that drop selects, with every seat
+	// and count of it, so TakeSeat starts it afresh; Pruned counts sets
+	// (Deleted, and Stored: those left), never a Cutoff. ErrClosed after
+	// Close; ctx's error when it ends first, with the sets deleted by
+	// then staying deleted.
+	PruneSeats(ctx context.Context, drop func(set string) bool) (Pruned, error)
 }
 
 // Prune selects the records of one kind to delete: those older than

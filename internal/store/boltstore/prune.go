@@ -124,3 +124,50 @@ func (s *Store) pages(ctx context.Context, bucket string, tx func(func(*bolt.Tx)
 	}
 	return nil
 }
+
+// PruneSeats implements store.Pruner in one transaction: the seats are a
+// canary's size per release, not history.
+func (s *Store) PruneSeats(ctx context.Context, drop func(set string) bool) (store.Pruned, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Pruned{}, fmt.Errorf("prune seats: %w", err)
+	}
+	var out store.Pruned
+	err := s.update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(seatsBucket))
+		keep := map[string]bool{}
+		var dels [][]byte
+		c := b.Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			// A set's count is keyed by its name, its holders by
+			// name+"/"+vmId, its subscriptions' counts by name+"\x00…"
+			// (TakeSeat); a name has neither "/" nor NUL.
+			set := string(k)
+			if i := bytes.IndexAny(k, "/\x00"); i >= 0 {
+				set = string(k[:i])
+			}
+			kept, seen := keep[set]
+			if !seen {
+				kept = !drop(set)
+				keep[set] = kept
+				if kept {
+					out.Stored++
+				} else {
+					out.Deleted++
+				}
+			}
+			if !kept {
+				dels = append(dels, bytes.Clone(k))
+			}
+		}
+		for _, k := range dels {
+			if err := b.Delete(k); err != nil {
+				return fmt.Errorf("delete %q: %w", k, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Pruned{}, fmt.Errorf("prune seats: %w", mapErr(err))
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@ package etcdstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -110,4 +111,48 @@ func (s *Store) count(ctx context.Context, prefix string) (int, error) {
 		return 0, s.mapErr(err)
 	}
 	return int(resp.Count), nil
+}
+
+// PruneSeats implements store.Pruner: a keys-only scan of the seats finds
+// the sets, and each dropped set goes in one delete of its prefix, bounded
+// by the request timeout. A seat a replica takes in a set while it is
+// deleted either goes with it or starts the set afresh.
+func (s *Store) PruneSeats(ctx context.Context, drop func(set string) bool) (store.Pruned, error) {
+	root := s.prefix + "seats/"
+	var sets []string
+	var at readPoint
+	err := s.scanAt(ctx, root, &at, true, func(kv *mvccpb.KeyValue) error {
+		// <prefix>seats/<set>/…: a set's name has no "/" (ValidateSeat).
+		set, _, _ := strings.Cut(string(kv.Key[len(root):]), "/")
+		if len(sets) == 0 || sets[len(sets)-1] != set {
+			sets = append(sets, set)
+		}
+		return nil
+	})
+	if err != nil {
+		return store.Pruned{}, fmt.Errorf("prune seats: %w", err)
+	}
+	var out store.Pruned
+	for _, set := range sets {
+		if !drop(set) {
+			out.Stored++
+			continue
+		}
+		if err := s.deletePrefix(ctx, s.seatsPrefix(set)); err != nil {
+			return out, fmt.Errorf("prune seats of %s: %w", set, err)
+		}
+		out.Deleted++
+	}
+	return out, nil
+}
+
+// deletePrefix deletes every key under prefix in one request.
+func (s *Store) deletePrefix(ctx context.Context, prefix string) error {
+	if s.isClosed() {
+		return store.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
+	defer cancel()
+	_, err := s.cli.Delete(ctx, prefix, clientv3.WithPrefix())
+	return s.mapErr(err)
 }

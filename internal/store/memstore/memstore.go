@@ -465,6 +465,29 @@ func (s *Store) PruneServed(ctx context.Context, p store.Prune) (store.Pruned, e
 	return prune(s.served, p, func(sv store.Served) time.Time { return sv.Time }), nil
 }
 
+// PruneSeats implements store.Pruner under one lock.
+func (s *Store) PruneSeats(ctx context.Context, drop func(set string) bool) (store.Pruned, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.Pruned{}, fmt.Errorf("prune seats: %w", store.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return store.Pruned{}, fmt.Errorf("prune seats: %w", err)
+	}
+	var res store.Pruned
+	for set := range s.seats {
+		if !drop(set) {
+			res.Stored++
+			continue
+		}
+		delete(s.seats, set)
+		res.Deleted++
+	}
+	maps.DeleteFunc(s.subSeats, func(k subscriptionKey, _ int) bool { return s.seats[k.version] == nil })
+	return res, nil
+}
+
 // prune deletes from records what p selects; the caller holds s.mu.
 func prune[K comparable, V any](records map[K]V, p store.Prune, at func(V) time.Time) store.Pruned {
 	c := store.NewCutoff(p)

@@ -19,6 +19,7 @@ var pruneTests = []struct {
 	{"prune-pages", testPrunePages},
 	{"prune-kinds-apart", testPruneKindsApart},
 	{"prune-closed", testPruneClosed},
+	{"prune-seats", testPruneSeats},
 }
 
 // pruneT0 is when the first of a prune test's records was stored.
@@ -188,9 +189,65 @@ func testPruneClosed(t *testing.T, s store.Store) {
 	for _, prune := range []func() (store.Pruned, error){
 		func() (store.Pruned, error) { return p.PruneReports(t.Context(), store.Prune{Keep: 1}) },
 		func() (store.Pruned, error) { return p.PruneServed(t.Context(), store.Prune{Before: pruneT0}) },
+		func() (store.Pruned, error) { return p.PruneSeats(t.Context(), func(string) bool { return true }) },
 	} {
 		if _, err := prune(); !errors.Is(err, store.ErrClosed) {
 			t.Errorf("Prune after Close = %v, want ErrClosed", err)
 		}
+	}
+}
+
+// testPruneSeats: a dropped seat set goes whole, its holders, its count
+// and its subscriptions' counts, so the set starts afresh; the sets kept,
+// including one whose name the dropped one's is a prefix of and the reverse
+// (a release's set and its resumed window's), are untouched.
+func testPruneSeats(t *testing.T, s store.Store) {
+	p := pruner(t, s)
+	const v = "202604.01.1"
+	resumed := v + "+1775124000000000000"
+	other := "202604.01.2"
+	limit := store.SeatLimit{Seats: 2, PerSubscription: 1}
+	take := func(set, vm, sub string) (bool, error) {
+		return s.TakeSeat(t.Context(), set, store.Seat{VMID: vm, Since: seatTime, SubscriptionID: sub}, limit)
+	}
+	for _, set := range []string{v, resumed, other} {
+		for i, sub := range []string{"sub-a", "sub-b"} {
+			if held, err := take(set, fmt.Sprintf("vm-%d", i), sub); err != nil || !held {
+				t.Fatalf("TakeSeat(%s, vm-%d) = %v, %v", set, i, held, err)
+			}
+		}
+	}
+	var asked []string
+	res, err := p.PruneSeats(t.Context(), func(set string) bool {
+		asked = append(asked, set)
+		return set == v
+	})
+	if err != nil || res.Deleted != 1 || res.Stored != 2 {
+		t.Fatalf("PruneSeats = %+v, %v; want 1 set deleted, 2 kept", res, err)
+	}
+	slices.Sort(asked)
+	if want := []string{v, resumed, other}; !slices.Equal(asked, slices.Sorted(slices.Values(want))) {
+		t.Errorf("PruneSeats asked about %q, want each set once: %q", asked, want)
+	}
+	if got := MustSeats(t, s, v); len(got) != 0 {
+		t.Errorf("Seats(%s) after its prune = %v, want none", v, got)
+	}
+	for _, set := range []string{resumed, other} {
+		if got := MustSeats(t, s, set); !slices.Equal(got, []string{"vm-0", "vm-1"}) {
+			t.Errorf("Seats(%s) = %v, want its two holders kept", set, got)
+		}
+	}
+	// Afresh: the count and the subscriptions' counts went too, so two
+	// new vmIds of the same subscriptions take the set's two seats.
+	for i, sub := range []string{"sub-a", "sub-b"} {
+		if held, err := take(v, fmt.Sprintf("new-%d", i), sub); err != nil || !held {
+			t.Errorf("TakeSeat(%s, new-%d of %s) after the prune = %v, %v; want a seat", v, i, sub, held, err)
+		}
+	}
+	if held, err := take(v, "vm-0", "sub-c"); held || err != nil {
+		t.Errorf("TakeSeat of a third vmId = %v, %v; want the set full again", held, err)
+	}
+	if res, err := p.PruneSeats(t.Context(), func(string) bool { return false }); err != nil || res.Deleted != 0 || res.Stored != 3 {
+		t.Errorf("PruneSeats dropping nothing = %+v, %v; want 3 kept", res, err)
 	}
 }
