@@ -1,6 +1,8 @@
 package retention_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -178,5 +180,37 @@ func TestPruneSeatSets(t *testing.T) {
 		if held := len(storetest.MustSeats(t, s, set)) > 0; held == gone {
 			t.Errorf("seat set %s held %v after the prune, want %v", set, held, !gone)
 		}
+	}
+}
+
+// unreadableRelease is a store one of whose release records nobody can
+// read: Releases returns the others with a *store.UnreadableError.
+type unreadableRelease struct{ *memstore.Store }
+
+func (s unreadableRelease) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
+	rels, rev, err := s.Store.Releases(ctx)
+	if err != nil {
+		return rels, rev, err
+	}
+	return rels, rev, &store.UnreadableError{Kind: "release", Count: 1, First: errors.New("bit flip"), Keys: []string{"202604.01.9"}}
+}
+
+// TestPruneSeatSetsPastAnUnreadableRelease: a release record nobody can
+// read does not stop the prune; its seat sets stay (nothing says they
+// are done with), the readable releases' earlier windows go.
+func TestPruneSeatSetsPastAnUnreadableRelease(t *testing.T) {
+	s := unreadableRelease{memstore.New()}
+	r := storetest.Release("202604.01.1")
+	r.Rollout.EvidenceSince = now.Add(-retention.Protected - time.Hour)
+	storetest.MustPut(t, s, r, 0)
+	for _, set := range []string{"202604.01.1", r.SeatSet(), "202604.01.9", "202604.01.9+1"} {
+		storetest.MustTakeSeat(t, s, set, "vm-1", 1)
+	}
+	res, err := retention.New(s, retention.Config{MaxRecords: 10, Now: func() time.Time { return now }}).Prune(t.Context())
+	if err != nil || res.Seats.Deleted != 1 || res.Seats.Stored != 3 {
+		t.Fatalf("Prune = %+v, %v; want the readable release's earlier set deleted, 3 sets kept", res.Seats, err)
+	}
+	if len(storetest.MustSeats(t, s, "202604.01.9+1")) == 0 {
+		t.Error("the unreadable release's seats were pruned")
 	}
 }
