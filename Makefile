@@ -28,7 +28,7 @@ build: ## build every binary into bin/ (VERSION=YYYYMM.DD.PATCH stamps the agent
 	@mkdir -p $(BIN)
 	@for b in $(BINARIES); do \
 		if [ -d cmd/$$b ]; then \
-			CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(VERSION)" -o $(BIN)/$$b ./cmd/$$b; \
+			CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-X main.version=$(VERSION)" -o $(BIN)/$$b ./cmd/$$b; \
 		fi; \
 	done
 
