@@ -204,7 +204,10 @@ func join(a, b string) string {
 // while the metadata service is asked for the document) and makes the
 // call. Errors other than *lpsclient.Error are eligible for fallback.
 func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
-	c, err := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr, Log: log}.Open(ctx)
+	node := lpsclient.Node{Root: cfg.Root, IMDSURL: cfg.IMDSURL, LPSAddr: cfg.LPSAddr, Log: log, Dialing: func(t lpsclient.Target) {
+		log.Info("check-hotfix LPS gRPC dial", "dialHost", t.Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
+	}}
+	c, err := node.Open(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -213,7 +216,6 @@ func fetch(ctx context.Context, cfg Config, log *slog.Logger) (string, error) {
 	} else {
 		defer c.Close()
 	}
-	log.Info("check-hotfix LPS gRPC dial", "dialHost", c.Target().Host, "dialAddr", cfg.LPSAddr, "alpn", lpsclient.ALPN, "component", lpsclient.Component)
 	// The reference's deadline, from where the reference starts it: what
 	// the connection did while the document came is a head start.
 	ctx, cancel := context.WithTimeout(ctx, lpsTimeout)

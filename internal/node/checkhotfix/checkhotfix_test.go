@@ -613,20 +613,44 @@ func TestRunTargetFallbacks(t *testing.T) {
 			}
 			n.last = res
 			n.checkEvent(tt.want)
-			var lines []string
-			for _, l := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
-				var rec struct{ Msg string }
-				if err := json.Unmarshal([]byte(l), &rec); err != nil {
-					t.Fatalf("log line %q: %v", l, err)
-				}
-				if slices.Contains([]string{absent, nameless, loaded, dialed}, rec.Msg) {
-					lines = append(lines, rec.Msg)
-				}
-			}
+			lines := slices.DeleteFunc(messages(t, &logged), func(m string) bool {
+				return !slices.Contains([]string{absent, nameless, loaded, dialed}, m)
+			})
 			if !slices.Equal(lines, tt.lines) {
 				t.Errorf("target lines %q, want %q", lines, tt.lines)
 			}
 		})
+	}
+}
+
+// messages returns the messages of the JSON log lines in logged.
+func messages(t *testing.T, logged *bytes.Buffer) []string {
+	t.Helper()
+	var out []string
+	for _, l := range strings.Split(strings.TrimSpace(logged.String()), "\n") {
+		var rec struct{ Msg string }
+		if err := json.Unmarshal([]byte(l), &rec); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		out = append(out, rec.Msg)
+	}
+	return out
+}
+
+// TestRunLogsTheDialWhenIMDSFails: the dial line is logged when the dial
+// starts, before the metadata service is asked, so a node whose IMDS
+// fails still says it connected (the service saw a handshake; a hostile
+// review found the line lost when it was logged after the document).
+func TestRunLogsTheDialWhenIMDSFails(t *testing.T) {
+	t.Parallel()
+	n := newNode(t, nodeOpts{imds: func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) }})
+	var logged bytes.Buffer
+	res := Run(t.Context(), Config{Root: n.root, Version: bakedVer, IMDSURL: n.imdsURL, LPSAddr: n.lps.Addr, Log: slog.New(slog.NewJSONHandler(&logged, nil))})
+	if res.Outcome != NoColdStartPointer {
+		t.Fatalf("Run = %+v, want %s", res, NoColdStartPointer)
+	}
+	if msgs := messages(t, &logged); !slices.Contains(msgs, "check-hotfix LPS gRPC dial") {
+		t.Errorf("logged %q, want the dial line", msgs)
 	}
 }
 

@@ -24,6 +24,9 @@ type Node struct {
 	// Log, when set, gets the lines of how the target was found (the
 	// reference's nbc-cmd.sh fallback lines, which its e2e greps).
 	Log *slog.Logger
+	// Dialing, when set, is called with the target just before Open
+	// dials it (check-hotfix logs the reference's dial line there).
+	Dialing func(Target)
 }
 
 // Open is how every node call to the service begins. It reads the target
@@ -42,6 +45,9 @@ func (n Node) Open(ctx context.Context) (*Conn, error) {
 	t, err := n.target()
 	if err != nil {
 		return nil, err
+	}
+	if n.Dialing != nil {
+		n.Dialing(t)
 	}
 	c, err := Dial(t, "")
 	if err != nil {

@@ -156,16 +156,18 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 	c, rerr := cfg.Open(ctx)
 	var first error
 	for i, k := range due {
+		if rerr == nil {
+			// One connection for them all while the service answers,
+			// redialed if it broke meanwhile (Fresh).
+			c, rerr = c.Fresh()
+		}
 		if rerr != nil {
 			// The metadata service or the node's config is not there
 			// yet: an attempt that failed, backed off like one.
-			outcome[i], first = k.failed(now), fmt.Errorf("resend reports: %w", rerr)
-			continue
-		}
-		// One connection for them all, redialed if an earlier report
-		// left it failed, so each report gets an attempt of its own.
-		if c, rerr = c.Fresh(); rerr != nil {
-			outcome[i], first = k.failed(now), fmt.Errorf("resend reports: %w", rerr)
+			outcome[i] = k.failed(now)
+			if first == nil {
+				first = fmt.Errorf("resend reports: %w", rerr)
+			}
 			continue
 		}
 		err := resend(ctx, c, k)
@@ -174,6 +176,13 @@ func Resend(ctx context.Context, cfg Config, now time.Time) (Resent, error) {
 			res.Delivered++
 		case Retryable(err):
 			outcome[i] = k.failed(now)
+			// The service could not take it (a replica restarting or
+			// hung, a connection gone quiet, which stays READY): the
+			// next report goes over a new connection, which behind a
+			// load balancer may reach another replica, as each did when
+			// it dialed its own.
+			c.Close()
+			c, rerr = c.Redial()
 		default:
 			res.Dropped++
 		}

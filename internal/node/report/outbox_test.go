@@ -3,9 +3,12 @@ package report
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -329,11 +332,11 @@ func TestKeepAndResend(t *testing.T) {
 	})
 	t.Run("several-boots-one-connection", func(t *testing.T) {
 		t.Parallel()
-		// Reports of three boots are due: one connection, one document,
-		// and the one the service could not take does not cost the
-		// others their attempt.
+		// Reports of three boots are due: one document, one connection
+		// while the service answers, and a new one after the report it
+		// could not take, which costs the others nothing.
 		root, ca := nodeRoot(t, testBoot)
-		svc := &service{answers: []error{unavailable, nil}}
+		svc := &service{answers: []error{nil, unavailable, nil}}
 		cfg := Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: svc.start(t, ca)}
 		for i := range 3 {
 			if err := os.WriteFile(root.BootID(), []byte(testBoot[:35]+string(rune('a'+i))+"\n"), 0o600); err != nil {
@@ -350,8 +353,8 @@ func TestKeepAndResend(t *testing.T) {
 		if calls, outcomes, _ := svc.counts(); calls != 3 || outcomes != 2 {
 			t.Errorf("%d calls, %d outcomes stored; want 3 and 2", calls, outcomes)
 		}
-		if n := svc.srv.Handshakes(); n != 1 {
-			t.Errorf("%d TLS handshakes, want 1 for the three reports", n)
+		if n := svc.srv.Handshakes(); n != 2 {
+			t.Errorf("%d TLS handshakes, want 2: one for the first two reports, one after the unavailable one", n)
 		}
 	})
 	t.Run("capped", func(t *testing.T) {
@@ -492,5 +495,78 @@ func TestOutboxKeepsItsFieldNames(t *testing.T) {
 	}
 	if len(kept) != 1 || kept[0].Outcome == nil || kept[0].Outcome.ProvisionDuration != 1500*time.Millisecond {
 		t.Errorf("readOutbox = %+v, want one outcome whose provisioning took 1.5 s", kept)
+	}
+}
+
+// routed is a TCP proxy whose nth connection (from 1) goes to route(n), as
+// a load balancer spreads connections over replicas; it returns its
+// address and how many connections it took.
+func routed(t *testing.T, route func(n int) string) (string, *atomic.Int32) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n atomic.Int32
+	var conns sync.WaitGroup
+	t.Cleanup(func() { ln.Close(); conns.Wait() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", route(int(n.Add(1))))
+			if err != nil {
+				c.Close()
+				continue
+			}
+			conns.Add(2)
+			go func() { defer conns.Done(); io.Copy(up, c); up.Close() }()
+			go func() { defer conns.Done(); io.Copy(c, up); c.Close() }()
+		}
+	}()
+	return ln.Addr().String(), &n
+}
+
+// TestResendLeavesAHungReplica: the replica the outbox's connection
+// reached hangs (a half-open flow looks the same: the connection stays
+// READY and nothing answers). The report on it times out and is kept; the
+// next ones go over a new connection, which the load balancer sends to a
+// healthy replica, as they did when each dialed its own (a hostile review
+// found every report of the outbox lost to the one hung connection).
+func TestResendLeavesAHungReplica(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	root, ca := nodeRoot(t, testBoot)
+	hung := lpstest.Start(t, ca.Leaf(t, now.Add(-time.Hour), now.Add(time.Hour), lpsclient.ServerName), lpstest.Config("{}"), lpstest.Options{
+		Outcome: func(ctx context.Context, _ *nodev1.ReportOutcomeRequest) (*nodev1.ReportOutcomeResponse, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+	})
+	good := &service{}
+	goodAddr := good.start(t, ca)
+	addr, conns := routed(t, func(n int) string {
+		if n == 1 {
+			return hung.Addr
+		}
+		return goodAddr
+	})
+	o := outcome
+	for i := range 3 {
+		if err := os.WriteFile(root.BootID(), []byte(testBoot[:35]+string(rune('a'+i))+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := Keep(t.Context(), root, now, &o, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := Resend(t.Context(), Config{Root: root, IMDSURL: imdsServer(t, nil), LPSAddr: addr}, now.Add(time.Minute))
+	if err == nil || res != (Resent{Delivered: 2, Kept: 1}) {
+		t.Errorf("Resend = %+v, %v; want the hung replica's report kept and the 2 others delivered", res, err)
+	}
+	if n := conns.Load(); n != 2 {
+		t.Errorf("%d connections, want 2: the hung one and one after it", n)
 	}
 }
