@@ -226,7 +226,7 @@ type Tally struct {
 	reports []store.Report
 	served  []store.Served
 	byBase  map[string][]int // indexes into reports of each base's votes
-	vmBase  map[string]string
+	vmBase  map[string]claim // each vmId's latest record's base
 	cohort  map[string]ballot // version -> the vmIds counted for it
 	// seatOf are, by version and vmId, the seat holders counted by their
 	// seat alone.
@@ -250,19 +250,20 @@ func Of(rels []rollout.Release, reports []store.Report, served []store.Served, n
 // SeatSet), each counted pending, then silent from its seat's time, when
 // nothing else counts it for the release.
 func OfUptime(rels []rollout.Release, reports []store.Report, served []store.Served, seats map[string][]store.Seat, now time.Time, up *Uptime, clocks Clocks) Tally {
+	// Maps sized for the records (one vmId each at most), so filling them
+	// never grows them: at 100k records growing was most of the time.
 	t := Tally{Releases: map[string]Counts{}, Control: map[string]Counts{}, now: now, clocks: clocks,
-		reports: reports, byBase: map[string][]int{}, vmBase: map[string]string{}, cohort: map[string]ballot{}}
-	latest := map[string]time.Time{}
-	claim := func(vm, base string, at time.Time) {
-		if l, ok := latest[vm]; !ok || !at.Before(l) {
-			latest[vm], t.vmBase[vm] = at, base
+		reports: reports, byBase: map[string][]int{}, vmBase: make(map[string]claim, len(reports)), cohort: map[string]ballot{}}
+	latest := func(vm, base string, at time.Time) {
+		if l, ok := t.vmBase[vm]; !ok || !at.Before(l.at) {
+			t.vmBase[vm] = claim{base, at}
 		}
 	}
 	for i := range reports {
-		claim(reports[i].VMID, reports[i].Base, t.reportTime(&reports[i]))
+		latest(reports[i].VMID, reports[i].Base, t.reportTime(&reports[i]))
 	}
 	for i := range served {
-		claim(served[i].VMID, served[i].Base, clocks.At(served[i].Replica, served[i].Time))
+		latest(served[i].VMID, served[i].Base, clocks.At(served[i].Replica, served[i].Time))
 	}
 	// One pass indexes the reports (by position: a Report is too big to
 	// copy around): every one by boot, for its served record; those that
@@ -578,8 +579,14 @@ func (t Tally) Nodes(version string) []Node {
 // votes reports whether vm's evidence about base counts: a vmId votes for
 // the base of its latest record only (or any base before it has one).
 func (t Tally) votes(vm, base string) bool {
-	b, ok := t.vmBase[vm]
-	return !ok || b == base
+	c, ok := t.vmBase[vm]
+	return !ok || c.base == base
+}
+
+// claim is a vmId's latest record's base, and that record's time.
+type claim struct {
+	base string
+	at   time.Time
 }
 
 // Baseline is what a release is compared with: its base's incumbent, the
