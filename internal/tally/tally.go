@@ -225,8 +225,8 @@ type Tally struct {
 	clocks  Clocks
 	reports []store.Report
 	served  []store.Served
-	byBase  map[string][]int // indexes into reports of each base's votes
-	vmBase  map[string]claim // each vmId's latest record's base
+	byBase  map[string][]int  // indexes into reports of each base's votes
+	vmBase  map[string]claim  // each vmId's latest record's base
 	cohort  map[string]ballot // version -> the vmIds counted for it
 	// seatOf are, by version and vmId, the seat holders counted by their
 	// seat alone.
