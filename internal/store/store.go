@@ -134,7 +134,10 @@ type Seat struct {
 	// never reports can be told from one still provisioning.
 	Since time.Time `json:"since"`
 	// SubscriptionID is the node's, counted against SeatLimit's
-	// PerSubscription when it takes a seat; lists do not return it.
+	// PerSubscription when it takes a seat. Seats returns it for a seat
+	// taken under such a bound (where explain counts a subscription's
+	// share), empty for one taken without (on bbolt also for one taken
+	// before 2026-12-04).
 	SubscriptionID string `json:"subscription_id,omitempty"`
 }
 

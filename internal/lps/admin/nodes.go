@@ -275,6 +275,9 @@ func nodeProto(r rollout.Release, n tally.Node) *adminv1.NodeOutcome {
 	if st := n.Seat; st != nil {
 		// Counted by its canary seat alone.
 		out.Reason = "holds a canary seat; no served record or report of this base counts it"
+		// The store names the subscription of a seat taken under a
+		// per-subscription bound; of one taken without, none.
+		out.SubscriptionId = st.SubscriptionID
 		if !st.Since.IsZero() {
 			out.Time = timestamppb.New(st.Since)
 		}

@@ -184,3 +184,69 @@ func TestSeatDetailNamesTheSubscriptionShare(t *testing.T) {
 		t.Errorf("a node of a subscription under its share: %q", got)
 	}
 }
+
+// TestExplainCountsTheSubscriptionShareFromTheStore: explain's seat rule
+// reads the seats' subscriptions from the store, which names the one each
+// seat was taken under, so a node whose subscription holds its share of a
+// spread canary is told so; until 2026-12-04 the store's seat lists
+// carried no subscription and explain said such a node would take a free
+// seat on its next request, which lpsd then refused it.
+func TestExplainCountsTheSubscriptionShareFromTheStore(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOpts{})
+	c := h.ops(t)
+	ctx := t.Context()
+	_, priv := newKey(t)
+	const v = "202604.01.1"
+	publish(t, c, signed(t, priv, v))
+	sub := func(i int) string { return fmt.Sprintf("%08d-0000-4000-8000-000000000000", i) }
+	var rs []store.Report
+	for i := range 12 { // two nodes each: the canary fills under the share
+		for _, n := range []string{"a", "b"} {
+			rs = append(rs, store.Report{VMID: fmt.Sprintf("vm-%d-%s", i, n), Boot: "b", SubscriptionID: sub(i), Base: "202604.01", Agent: "baked", AgentVersion: "202604.01.0", Time: testNow.Add(-time.Hour)})
+		}
+	}
+	if _, err := h.store.PutReports(ctx, rs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.SetPlan(ctx, &adminv1.SetPlanRequest{Version: v, Plan: canaryPlanProto(20), Reason: "canary"}); err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := h.store.Release(ctx, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := r.SeatsPerSubscription(20)
+	if share != 2 {
+		t.Fatalf("share %d, want 2", share)
+	}
+	for i := range share {
+		held, err := h.store.TakeSeat(ctx, r.SeatSet(), store.Seat{VMID: fmt.Sprintf("holder-%d", i), Since: testNow, SubscriptionID: sub(0)}, store.SeatLimit{Seats: 20, PerSubscription: share})
+		if err != nil || !held {
+			t.Fatalf("TakeSeat = %v, %v", held, err)
+		}
+	}
+	h.reload(t)
+	detail := func(subscription string) string {
+		t.Helper()
+		resp, err := c.Explain(ctx, &adminv1.ExplainRequest{VmId: "vm-new", SubscriptionId: subscription})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range resp.GetDecisions() {
+			for _, rule := range d.GetRules() {
+				if d.GetVersion() == v && rule.GetRule() == rollout.RuleCanarySeat {
+					return rule.GetDetail()
+				}
+			}
+		}
+		t.Fatalf("explain of %s has no canary seat rule: %v", v, resp)
+		return ""
+	}
+	if got := detail(sub(0)); !strings.Contains(got, "its subscription's nodes hold 2, the most one subscription may") {
+		t.Errorf("a node of the subscription at its share: %q", got)
+	}
+	if got := detail(sub(1)); !strings.Contains(got, "(2 held): it takes a free one") {
+		t.Errorf("a node of another subscription: %q", got)
+	}
+}

@@ -37,8 +37,12 @@ const (
 	// (storecodec); neither part contains "/".
 	reportsBucket = "reports"
 	// seatsBucket maps version + "/" + VMID to when the seat was taken
-	// (Unix nanoseconds, 8-byte big endian) for each canary seat held, and
-	// version to the seats' count, 8-byte big endian.
+	// (Unix nanoseconds, 8-byte big endian) for each canary seat held,
+	// version to the seats' count, 8-byte big endian, and, for a seat
+	// taken under a per-subscription bound, version + "\x00sub\x00" +
+	// subscription to that subscription's count and version +
+	// "\x00holder\x00" + VMID to the holder's subscription (since
+	// 2026-12-04; an older build reads neither key).
 	seatsBucket = "seats"
 	// servedBucket maps Version + "/" + VMID + "/" + Boot to a served
 	// record's stored form (storecodec).
@@ -518,6 +522,9 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 			if err := b.Put(subKey, uint64Key(perSub+1)); err != nil {
 				return err
 			}
+			if err := b.Put(holderKey(version, seat.VMID), []byte(seat.SubscriptionID)); err != nil {
+				return err
+			}
 		}
 		held = true
 		return b.Put([]byte(version), uint64Key(n+1))
@@ -540,6 +547,9 @@ func (s *Store) HoldsSeat(ctx context.Context, version, vmID string) (bool, erro
 // seatKey is a holder's key in the seats bucket.
 func seatKey(version, vmID string) []byte { return []byte(version + "/" + vmID) }
 
+// holderKey is the key of the subscription a holder took its seat under.
+func holderKey(version, vmID string) []byte { return []byte(version + "\x00holder\x00" + vmID) }
+
 // holdsSeat reports whether the seats bucket has key.
 func (s *Store) holdsSeat(key []byte) (bool, error) {
 	var held bool
@@ -559,7 +569,8 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 	bad := store.NewUnreadable("seat")
 	prefix := []byte(version + "/")
 	err := s.view(func(tx *bolt.Tx) error {
-		c := tx.Bucket([]byte(seatsBucket)).Cursor()
+		b := tx.Bucket([]byte(seatsBucket))
+		c := b.Cursor()
 		for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 			seat := store.Seat{VMID: string(k[len(prefix):])}
 			if len(v) != 8 {
@@ -567,6 +578,7 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 			} else if ns := binary.BigEndian.Uint64(v); ns != 0 {
 				seat.Since = time.Unix(0, int64(ns)).UTC()
 			}
+			seat.SubscriptionID = string(b.Get(holderKey(version, seat.VMID)))
 			out = append(out, seat)
 		}
 		return nil

@@ -827,8 +827,10 @@ func (s *Store) claimSeat(ctx context.Context, claim []string, seat store.Seat) 
 	return resp.Succeeded, nil
 }
 
-// Seats implements store.Store with one range read (a canary has at most
-// rollout.MaxCanaryNodes seats).
+// Seats implements store.Store with one range read of the set (a canary
+// has at most rollout.MaxCanaryNodes seats): the holders' keys, and the
+// slots of the seats taken under a per-subscription bound, whose values
+// name their holders and whose keys their subscriptions.
 func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("list seats: %w", store.ErrClosed)
@@ -838,20 +840,31 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
-	prefix := s.seatsPrefix(version) + "vm/"
-	resp, err := s.cli.Get(ctx, prefix, clientv3.WithPrefix())
+	set := s.seatsPrefix(version)
+	resp, err := s.cli.Get(ctx, set, clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("list seats: %w", s.mapErr(err))
 	}
-	out := make([]store.Seat, 0, len(resp.Kvs))
+	var out []store.Seat
+	subOf := map[string]string{}
 	bad := store.NewUnreadable("seat")
 	for _, kv := range resp.Kvs {
-		since, err := time.Parse(time.RFC3339Nano, string(kv.Value))
-		if err != nil {
-			bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
-			since = time.Time{}
+		k := string(kv.Key[len(set):])
+		if vm, ok := strings.CutPrefix(k, "vm/"); ok {
+			since, err := time.Parse(time.RFC3339Nano, string(kv.Value))
+			if err != nil {
+				bad.Add(fmt.Errorf("key %q: %w", kv.Key, err))
+				since = time.Time{}
+			}
+			out = append(out, store.Seat{VMID: vm, Since: since})
+		} else if slot, ok := strings.CutPrefix(k, "sub/"); ok {
+			if sub, _, ok := strings.Cut(slot, "/"); ok {
+				subOf[string(kv.Value)] = sub
+			}
 		}
-		out = append(out, store.Seat{VMID: string(kv.Key[len(prefix):]), Since: since})
+	}
+	for i := range out {
+		out[i].SubscriptionID = subOf[out[i].VMID]
 	}
 	return out, bad.Err()
 }

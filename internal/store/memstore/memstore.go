@@ -39,9 +39,10 @@ type Store struct {
 	// points maps a release version to its history points' data by
 	// minute (Unix minutes); made on first write.
 	points map[string]map[int64][]byte
-	// seats maps a release version to its canary seats' holders and when
-	// each took its seat.
-	seats map[string]map[string]time.Time
+	// seats maps a release version to its canary seats by holder: when
+	// each took its seat, and its subscription if it took it under a
+	// per-subscription bound.
+	seats map[string]map[string]store.Seat
 	// served holds values only, as reports.
 	served map[servedKey]store.Served
 	// subSeats counts the seats taken under a per-subscription bound.
@@ -71,7 +72,7 @@ type entry[T any] struct {
 
 // New returns an empty Store.
 func New() *Store {
-	return &Store{releases: make(map[string]entry[rollout.Release]), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]time.Time), served: make(map[servedKey]store.Served), subSeats: make(map[subscriptionKey]int)}
+	return &Store{releases: make(map[string]entry[rollout.Release]), reports: make(map[reportKey]store.Report), seats: make(map[string]map[string]store.Seat), served: make(map[servedKey]store.Served), subSeats: make(map[subscriptionKey]int)}
 }
 
 // Releases implements store.Store.
@@ -251,13 +252,15 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 		return false, fmt.Errorf("take seat: %w", store.ErrSubscriptionSeats)
 	}
 	if held == nil {
-		held = make(map[string]time.Time)
+		held = make(map[string]store.Seat)
 		s.seats[version] = held
 	}
-	held[seat.VMID] = seat.Since
+	kept := store.Seat{VMID: seat.VMID, Since: seat.Since}
 	if limit.PerSubscription > 0 {
 		s.subSeats[subKey]++
+		kept.SubscriptionID = seat.SubscriptionID
 	}
+	held[seat.VMID] = kept
 	return true, nil
 }
 
@@ -290,7 +293,7 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 	}
 	var out []store.Seat
 	for _, vm := range slices.Sorted(maps.Keys(s.seats[version])) {
-		out = append(out, store.Seat{VMID: vm, Since: s.seats[version][vm]})
+		out = append(out, s.seats[version][vm])
 	}
 	return out, nil
 }

@@ -1269,4 +1269,33 @@ func testSeatsPerSubscription(t *testing.T, s store.Store) {
 	if _, err := s.TakeSeat(t.Context(), v, store.Seat{VMID: "vm-x"}, limit); !errors.Is(err, store.ErrInvalidSeat) {
 		t.Errorf("TakeSeat under a bound without a subscription = %v, want ErrInvalidSeat", err)
 	}
+	// Seats names the subscription each seat was taken under (explain
+	// counts a subscription's share with it); none for a seat taken
+	// without a bound.
+	const free = "202604.01.2"
+	if held, err := s.TakeSeat(t.Context(), free, store.Seat{VMID: "vm-free", Since: seatTime, SubscriptionID: "sub-a"}, store.SeatLimit{Seats: 1}); err != nil || !held {
+		t.Fatalf("TakeSeat without a bound = %v, %v", held, err)
+	}
+	subs := map[string]string{}
+	for _, set := range []string{v, free} {
+		seats, err := s.Seats(t.Context(), set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, seat := range seats {
+			subs[seat.VMID] = seat.SubscriptionID
+		}
+	}
+	want := map[string]string{"vm-0": "sub-a", "vm-1": "sub-a", "vm-2": "sub-b", "vm-3": "sub-c", "vm-free": ""}
+	for i := range 8 {
+		if sub, ok := subs[fmt.Sprintf("squat-%d", i)]; ok {
+			want[fmt.Sprintf("squat-%d", i)] = "sub-squat"
+			if sub != "sub-squat" {
+				t.Errorf("squat-%d's seat under subscription %q, want sub-squat", i, sub)
+			}
+		}
+	}
+	if diff := cmp.Diff(want, subs); diff != "" {
+		t.Errorf("Seats' subscriptions (-want +got):\n%s", diff)
+	}
 }
