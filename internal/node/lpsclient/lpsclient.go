@@ -224,9 +224,6 @@ type Conn struct {
 	token string
 }
 
-// Target returns where c was dialed.
-func (c *Conn) Target() Target { return c.t }
-
 // Redial returns a new connection to c's target with c's token, for a
 // second attempt: behind a load balancer it may reach another replica
 // than the one that failed (restarting, draining). c stays open.

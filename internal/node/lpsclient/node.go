@@ -38,9 +38,9 @@ type Node struct {
 // the handshake reaches the service before a call: a node that gets no
 // document closes the connection having sent no credentials.
 //
-// Its errors are never *Error, but for a target without a cluster CA,
-// which Dial refuses: nothing reached the service, so a fail-open caller
-// may fall back.
+// Nothing reached the service when it fails, so a fail-open caller may
+// fall back: its errors are the target's and the metadata service's,
+// never *Error, but for Dial's own (a client it could not create).
 func (n Node) Open(ctx context.Context) (*Conn, error) {
 	t, err := n.target()
 	if err != nil {
