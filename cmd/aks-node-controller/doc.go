@@ -154,7 +154,8 @@ var/log/azure/aks/report-outbox.json (at most 8 reports and 32 KiB; an
 outcome replaces its boot's started report) for `report-resend`, which the
 timer aks-node-controller-report-resend.timer runs every minute while the
 file exists: it sends each kept report that is due once (each within 2 s,
-all within 20 s), waits 1, 2, 4, 8, 16 and then 30 minutes between the
+all within 20 s, over one connection while the service answers and over a
+new one after a report it could not take), waits 1, 2, 4, 8, 16 and then 30 minutes between the
 attempts at one report, drops it once delivered or refused (InvalidArgument,
 FailedPrecondition, Unimplemented, a certificate the node refuses), and
 drops every report 48 hours after it was first sent: the node knows
