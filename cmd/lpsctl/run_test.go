@@ -56,6 +56,44 @@ func interruptAfter(t *testing.T, d time.Duration) (context.Context, func()) {
 	return ctx, func() { timer.Stop(); cancel(nil) }
 }
 
+// interruptAfterOutput returns a context interrupted as a terminal's
+// Ctrl-C would once what was written to the returned writer holds n of
+// what count counts (or after a minute, which then fails the caller's
+// count), so a watch is stopped by what it drew, never by a wall-clock
+// guess of how long a refresh takes on a loaded machine.
+func interruptAfterOutput(t *testing.T, n int, count func(string) int) (context.Context, *watchOutput, func()) {
+	ctx, stop := interruptAfter(t, time.Minute)
+	cctx, cancel := context.WithCancelCause(ctx)
+	w := &watchOutput{count: count, n: n, stop: func() { cancel(interrupted{os.Interrupt}) }}
+	return cctx, w, func() { cancel(nil); stop() }
+}
+
+// watchOutput records a watch's output and stops it once it holds n
+// refreshes.
+type watchOutput struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	count func(string) int
+	n     int
+	stop  func()
+}
+
+func (w *watchOutput) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.buf.Write(p)
+	if w.count(w.buf.String()) >= w.n {
+		w.stop()
+	}
+	return n, err
+}
+
+func (w *watchOutput) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
 // mustRun runs the CLI and fails the test unless it exits 0.
 func mustRun(t *testing.T, args ...string) string {
 	t.Helper()
@@ -321,26 +359,31 @@ func TestOperatorFlow(t *testing.T) {
 			t.Errorf("status output lacks %q:\n%s", want, out)
 		}
 	}
-	// --watch refreshes until interrupted.
-	watchCtx, stopWatch := interruptAfter(t, 350*time.Millisecond)
-	var watched bytes.Buffer
-	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms"), &watched, io.Discard); code != exitInterrupted {
+	// --watch refreshes until interrupted: here once it drew two.
+	refreshes := func(s string) int { return strings.Count(s, "lpsctl status, every 100ms") }
+	watchCtx, watched, stopWatch := interruptAfterOutput(t, 2, refreshes)
+	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms"), watched, io.Discard); code != exitInterrupted {
 		t.Errorf("status --watch exit %d, want %d", code, exitInterrupted)
 	}
 	stopWatch()
-	if n := strings.Count(watched.String(), "lpsctl status, every 100ms"); n < 2 || strings.Count(watched.String(), "VERSION") != n {
-		t.Errorf("status --watch drew %d refreshes:\n%s", n, watched.String())
+	if out := watched.String(); refreshes(out) < 2 || strings.Count(out, "VERSION") != refreshes(out) {
+		t.Errorf("status --watch drew %d refreshes:\n%s", refreshes(out), out)
 	}
 	// --watch --json is a stream of documents and nothing else.
-	watchCtx, stopWatch = interruptAfter(t, 350*time.Millisecond)
-	watched.Reset()
+	documents := func(s string) int {
+		n := 0
+		for dec := json.NewDecoder(strings.NewReader(s)); dec.Decode(new(json.RawMessage)) == nil; n++ {
+		}
+		return n
+	}
+	watchCtx, watched, stopWatch = interruptAfterOutput(t, 2, documents)
 	var watchErr bytes.Buffer
-	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms", "--json"), &watched, &watchErr); code != exitInterrupted {
+	if code := run(watchCtx, with("status", "--watch", "--interval", "100ms", "--json"), watched, &watchErr); code != exitInterrupted {
 		t.Errorf("status --watch --json exit %d: %s", code, watchErr.String())
 	}
 	stopWatch()
 	docs := 0
-	for dec := json.NewDecoder(&watched); ; docs++ {
+	for dec := json.NewDecoder(strings.NewReader(watched.String())); ; docs++ {
 		var doc statusJSON
 		if err := dec.Decode(&doc); err == io.EOF {
 			break
