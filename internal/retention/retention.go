@@ -207,14 +207,17 @@ func (r *Retention) Prune(ctx context.Context) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	// A release record nobody can read is left out, and its seat sets
-	// with it (earlierWindows keeps what no stored release names).
+	// The seat sets are not history: a failure to prune them is logged
+	// and the next prune tries again, and what was pruned above is
+	// still published. A release record nobody can read is left out, and
+	// its seat sets with it (earlierWindows keeps what no stored release
+	// names).
 	rels, _, err := r.st.Releases(ctx)
-	if ue := (*store.UnreadableError)(nil); err != nil && !errors.As(err, &ue) {
-		return res, fmt.Errorf("list releases for their seat sets: %w", err)
+	if ue := (*store.UnreadableError)(nil); err == nil || errors.As(err, &ue) {
+		res.Seats, err = r.st.PruneSeats(ctx, earlierWindows(rels, floor))
 	}
-	if res.Seats, err = r.st.PruneSeats(ctx, earlierWindows(rels, floor)); err != nil {
-		return res, err
+	if err != nil {
+		r.cfg.Log.Warn("seat sets not pruned; the next prune tries again", "err", err, "seatSetsDeleted", res.Seats.Deleted)
 	}
 	r.logOver("reports", res.Reports.OverKeep, res.Reports.Stored)
 	r.logOver("served records", res.Served.OverKeep, res.Served.Stored)
@@ -225,16 +228,21 @@ func (r *Retention) Prune(ctx context.Context) (Result, error) {
 }
 
 // earlierWindows selects the seat sets of a release's earlier evidence
-// windows once its current one opened before floor. A set of a release
-// not stored stays: nothing says it is done with.
+// windows, those that seat a window opened before its current one, once
+// that one opened before floor. The releases are read before the prune
+// runs, so a resume meanwhile opens a window later than any of them: its
+// set is kept, as is every set of a release not stored (nothing says it
+// is done with), of one with no window, and with a name SeatSet does not
+// write.
 func earlierWindows(rels []rollout.Release, floor time.Time) func(set string) bool {
-	byVersion := make(map[string]rollout.Release, len(rels))
+	current := make(map[string]time.Time, len(rels))
 	for _, r := range rels {
-		byVersion[r.Version] = r
+		current[r.Version] = r.Rollout.EvidenceSince
 	}
 	return func(set string) bool {
-		r, ok := byVersion[rollout.SeatSetVersion(set)]
-		return ok && set != r.SeatSet() && r.Rollout.EvidenceSince.Before(floor)
+		version, window, ok := rollout.ParseSeatSet(set)
+		since, stored := current[version]
+		return ok && stored && !since.IsZero() && since.Before(floor) && window.Before(since)
 	}
 }
 

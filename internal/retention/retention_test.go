@@ -214,3 +214,91 @@ func TestPruneSeatSetsPastAnUnreadableRelease(t *testing.T) {
 		t.Error("the unreadable release's seats were pruned")
 	}
 }
+
+// resumingStore is a memstore whose Releases lets an operator resume a
+// release (a new evidence window, and a first seat taken in it) once it
+// has read the list, as a resume through any replica's admin API between
+// a prune's Releases and its PruneSeats does.
+type resumingStore struct {
+	*memstore.Store
+	during func()
+}
+
+func (s *resumingStore) Releases(ctx context.Context) ([]rollout.Release, int64, error) {
+	rels, rev, err := s.Store.Releases(ctx)
+	if s.during != nil {
+		s.during()
+		s.during = nil
+	}
+	return rels, rev, err
+}
+
+// TestPruneSeatSetsKeepsAWindowOpenedMeanwhile: a release resumed three
+// days ago is resumed again while the prune runs: the set the resume just
+// opened is its current one, and stays, with the earlier one dropped (a
+// hostile review found the new set deleted: everything but the set read
+// as current was).
+func TestPruneSeatSetsKeepsAWindowOpenedMeanwhile(t *testing.T) {
+	s := &resumingStore{Store: memstore.New()}
+	r := storetest.Release("202604.01.1")
+	r.Rollout.EvidenceSince = now.Add(-72 * time.Hour)
+	rev := storetest.MustPut(t, s, r, 0)
+	storetest.MustTakeSeat(t, s, "202604.01.1", "first-holder", 2)
+	storetest.MustTakeSeat(t, s, r.SeatSet(), "old-holder", 2)
+	resumed := r
+	resumed.Rollout.EvidenceSince = now
+	s.during = func() {
+		storetest.MustPut(t, s.Store, resumed, rev)
+		storetest.MustTakeSeat(t, s.Store, resumed.SeatSet(), "new-holder", 2)
+	}
+	res, err := retention.New(s, retention.Config{MaxRecords: 10, Now: func() time.Time { return now }}).Prune(t.Context())
+	if err != nil || res.Seats.Deleted != 1 {
+		t.Fatalf("Prune = %+v, %v; want the release's own set, from before its windows, deleted", res.Seats, err)
+	}
+	for set, want := range map[string]int{"202604.01.1": 0, r.SeatSet(): 1, resumed.SeatSet(): 1} {
+		if got := storetest.MustSeats(t, s, set); len(got) != want {
+			t.Errorf("seat set %s holds %v after the prune, want %d", set, got, want)
+		}
+	}
+}
+
+// TestPruneSeatSetsOfAReleaseWithoutAWindow: a release with no evidence
+// window had no resume, so a windowed set of it can only be one its stored
+// record lost (a record restored from a backup): kept, never dropped for
+// a window the record does not know.
+func TestPruneSeatSetsOfAReleaseWithoutAWindow(t *testing.T) {
+	s := memstore.New()
+	r := storetest.Release("202604.01.1")
+	storetest.MustPut(t, s, r, 0)
+	windowed := r
+	windowed.Rollout.EvidenceSince = now.Add(-time.Hour)
+	storetest.MustTakeSeat(t, s, windowed.SeatSet(), "vm-1", 1)
+	if _, err := retention.New(s, retention.Config{MaxRecords: 10, Now: func() time.Time { return now }}).Prune(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := storetest.MustSeats(t, s, windowed.SeatSet()); len(got) != 1 {
+		t.Errorf("set %s of a release with no window: %v, want its holder kept", windowed.SeatSet(), got)
+	}
+}
+
+// failingReleases fails Releases as a timed-out etcd would.
+type failingReleases struct{ *memstore.Store }
+
+func (failingReleases) Releases(context.Context) ([]rollout.Release, int64, error) {
+	return nil, 0, context.DeadlineExceeded
+}
+
+// TestPruneWhenTheReleasesCannotBeRead: the releases are read only for the
+// seat sets, so a failure to read them skips those and leaves the prune of
+// the reports and served records whole, published to OnPrune (the
+// metrics) as ever (a hostile review found the whole run failed, its
+// deletions never counted).
+func TestPruneWhenTheReleasesCannotBeRead(t *testing.T) {
+	s := failingReleases{memstore.New()}
+	put(t, s, time.Hour, 100*time.Hour, 200*time.Hour)
+	var got []retention.Result
+	res, err := retention.New(s, retention.Config{MaxAge: 72 * time.Hour, Now: func() time.Time { return now }, OnPrune: func(r retention.Result) { got = append(got, r) }}).Prune(t.Context())
+	if err != nil || res.Reports.Deleted != 2 || len(got) != 1 || got[0].Reports.Deleted != 2 {
+		t.Errorf("Prune = %+v, %v; OnPrune got %+v; want the 2 old reports deleted and published", res, err, got)
+	}
+}

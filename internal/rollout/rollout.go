@@ -278,10 +278,19 @@ func (r Release) SeatSet() string {
 	return r.Version + "+" + strconv.FormatInt(r.Rollout.EvidenceSince.UnixNano(), 10)
 }
 
-// SeatSetVersion returns the release version a SeatSet name is of.
-func SeatSetVersion(set string) string {
-	v, _, _ := strings.Cut(set, "+")
-	return v
+// ParseSeatSet returns the release version a SeatSet name is of and the
+// start of the evidence window it seats (zero for a release's own set,
+// from before any window), and false for a name SeatSet does not write.
+func ParseSeatSet(set string) (version string, window time.Time, ok bool) {
+	version, nanos, resumed := strings.Cut(set, "+")
+	if !resumed {
+		return version, time.Time{}, version != ""
+	}
+	n, err := strconv.ParseInt(nanos, 10, 64)
+	if err != nil || n <= 0 {
+		return version, time.Time{}, false
+	}
+	return version, time.Unix(0, n).UTC(), true
 }
 
 // Resume returns r going on at now, from paused or halted: rolling, or

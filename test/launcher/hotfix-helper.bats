@@ -17,7 +17,7 @@ REPO="${BATS_TEST_DIRNAME}/../.."
 
 setup_file() {
     export REAL_AGENT="$BATS_FILE_TMPDIR/aks-node-controller"
-    (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=202604.01.0" -o "$REAL_AGENT" ./cmd/aks-node-controller)
+    (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -tags grpcnotrace -ldflags "-X main.version=202604.01.0" -o "$REAL_AGENT" ./cmd/aks-node-controller)
 }
 
 setup() {

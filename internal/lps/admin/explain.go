@@ -169,7 +169,10 @@ func seatDetail(r rollout.Release, n rollout.Node, held []store.Seat) string {
 	share := r.SeatsPerSubscription(limit)
 	ofSub := 0
 	for _, h := range held {
-		if strings.EqualFold(h.SubscriptionID, n.SubscriptionID) {
+		// A seat the store names no subscription of was taken without
+		// the bound (or, on bbolt, by a build older than the names):
+		// nobody's share.
+		if h.SubscriptionID != "" && strings.EqualFold(h.SubscriptionID, n.SubscriptionID) {
 			ofSub++
 		}
 	}

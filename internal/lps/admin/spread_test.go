@@ -183,6 +183,12 @@ func TestSeatDetailNamesTheSubscriptionShare(t *testing.T) {
 	if got := seatDetail(r, rollout.Node{VMID: "y", SubscriptionID: "sub-1"}, held); !strings.Contains(got, "(3 held): it takes a free one") {
 		t.Errorf("a node of a subscription under its share: %q", got)
 	}
+	// Seats the store names no subscription of (taken without the bound)
+	// are nobody's share, a node asked about without one included.
+	unnamed := []store.Seat{{VMID: "a"}, {VMID: "b"}}
+	if got := seatDetail(r, rollout.Node{VMID: "z"}, unnamed); !strings.Contains(got, "(2 held): it takes a free one") {
+		t.Errorf("a node without a subscription beside seats without one: %q", got)
+	}
 }
 
 // TestExplainCountsTheSubscriptionShareFromTheStore: explain's seat rule

@@ -725,8 +725,9 @@ func (s *Store) reportsPage(ctx context.Context, from, end string, rev int64, ke
 const maxSeatTries = 64
 
 // TakeSeat implements store.Store. Each attempt is one read (is vmID
-// seated, how many slots are taken) and one conditional transaction
-// creating slot n and vmID's key; both bounded by the request timeout.
+// seated, which slots are taken) and one conditional transaction creating
+// the lowest free slot and vmID's key; both bounded by the request
+// timeout.
 func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, limit store.SeatLimit) (bool, error) {
 	if err := store.ValidateTake(version, seat, limit); err != nil {
 		return false, fmt.Errorf("take seat: %w", err)
@@ -747,12 +748,12 @@ func (s *Store) TakeSeat(ctx context.Context, version string, seat store.Seat, l
 		if err != nil || st.held || st.taken >= int64(limit.Seats) {
 			return st.held, err
 		}
-		claim := []string{vmKey, fmt.Sprintf("%s%05d", slots, st.taken)}
+		claim := []string{vmKey, fmt.Sprintf("%s%05d", slots, st.free)}
 		if limit.PerSubscription > 0 {
 			if st.subTaken >= int64(limit.PerSubscription) {
 				return false, fmt.Errorf("take seat: %w", store.ErrSubscriptionSeats)
 			}
-			claim = append(claim, fmt.Sprintf("%s%05d", subSlots, st.subTaken))
+			claim = append(claim, fmt.Sprintf("%s%05d", subSlots, st.subFree))
 		}
 		won, err := s.claimSeat(ctx, claim, seat)
 		if err != nil || won {
@@ -786,26 +787,52 @@ func (s *Store) HoldsSeat(ctx context.Context, version, vmID string) (bool, erro
 type seatCounts struct {
 	held            bool
 	taken, subTaken int64
+	// free and subFree are the lowest slot numbers not taken: the count
+	// when the slots are 0 to count−1, as takes number them, and the
+	// first gap when some went (deleted by hand, or under a take by a
+	// replica that predates the prune of a set's earlier windows), so a
+	// set with a gap never claims a taken slot over and over.
+	free, subFree int64
 }
 
-// seatState reads, at one revision, whether vmKey exists and how many keys
-// are under slots and under subSlots.
+// seatState reads, at one revision, whether vmKey exists and the keys
+// under slots and under subSlots (a canary has at most
+// rollout.MaxCanaryNodes).
 func (s *Store) seatState(ctx context.Context, vmKey, slots, subSlots string) (seatCounts, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.reqTimeout)
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).Then(
 		clientv3.OpGet(vmKey, clientv3.WithCountOnly()),
-		clientv3.OpGet(slots, clientv3.WithPrefix(), clientv3.WithCountOnly()),
-		clientv3.OpGet(subSlots, clientv3.WithPrefix(), clientv3.WithCountOnly()),
+		clientv3.OpGet(slots, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
+		clientv3.OpGet(subSlots, clientv3.WithPrefix(), clientv3.WithKeysOnly()),
 	).Commit()
 	if err != nil {
 		return seatCounts{}, fmt.Errorf("take seat: %w", s.mapErr(err))
 	}
+	all, sub := resp.Responses[1].GetResponseRange(), resp.Responses[2].GetResponseRange()
 	return seatCounts{
 		held:     resp.Responses[0].GetResponseRange().Count > 0,
-		taken:    resp.Responses[1].GetResponseRange().Count,
-		subTaken: resp.Responses[2].GetResponseRange().Count,
+		taken:    all.Count,
+		subTaken: sub.Count,
+		free:     freeSlot(all.Kvs, slots),
+		subFree:  freeSlot(sub.Kvs, subSlots),
 	}, nil
+}
+
+// freeSlot returns the lowest slot number under prefix no key of kvs (the
+// prefix's keys, in order) takes.
+func freeSlot(kvs []*mvccpb.KeyValue, prefix string) int64 {
+	taken := make(map[int64]bool, len(kvs))
+	for _, kv := range kvs {
+		if n, err := strconv.ParseInt(string(kv.Key[len(prefix):]), 10, 64); err == nil {
+			taken[n] = true
+		}
+	}
+	var n int64
+	for taken[n] {
+		n++
+	}
+	return n
 }
 
 // claimSeat creates the keys of claim (the vmId's key first, then its

@@ -749,3 +749,53 @@ func TestProgressKeepsOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationSeatsWithAGapInTheirSlots: a set whose slots have a gap
+// (one deleted by hand, or a take that raced a delete of the set: a
+// hostile review left one holder on slot 2 of an emptied set, and every
+// later take then claimed slot 2 again, 64 times, and failed) hands out
+// its free seats from the lowest free slot, and never more than its
+// limit.
+func TestIntegrationSeatsWithAGapInTheirSlots(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	s := openEmbedded(t)
+	ctx := t.Context()
+	const set = "202604.01.1"
+	limit := store.SeatLimit{Seats: 3, PerSubscription: 3}
+	take := func(vm string) (bool, error) {
+		return s.TakeSeat(ctx, set, store.Seat{VMID: vm, Since: time.Now(), SubscriptionID: "sub-a"}, limit)
+	}
+	for _, vm := range []string{"vm-a", "vm-b", "vm-c"} {
+		if held, err := take(vm); err != nil || !held {
+			t.Fatalf("TakeSeat(%s) = %v, %v", vm, held, err)
+		}
+	}
+	// Leave vm-c alone on slot 2, as the race left it.
+	for _, k := range []string{"vm/vm-a", "vm/vm-b", "n/00000", "n/00001", "sub/sub-a/00000", "sub/sub-a/00001"} {
+		if _, err := s.cli.Delete(ctx, s.seatsPrefix(set)+k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, vm := range []string{"vm-d", "vm-e"} {
+		if held, err := take(vm); err != nil || !held {
+			t.Errorf("TakeSeat(%s) in a set holding 1 of 3 with a gap = %v, %v; want a seat", vm, held, err)
+		}
+	}
+	if held, err := take("vm-f"); held || err != nil {
+		t.Errorf("TakeSeat of a fourth vmId = %v, %v; want the set full", held, err)
+	}
+	seats, err := s.Seats(ctx, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vms []string
+	for _, st := range seats {
+		vms = append(vms, st.VMID)
+	}
+	if !slices.Equal(vms, []string{"vm-c", "vm-d", "vm-e"}) {
+		t.Errorf("Seats = %v, want vm-c, vm-d, vm-e", vms)
+	}
+}

@@ -116,7 +116,8 @@ func (s *Store) count(ctx context.Context, prefix string) (int, error) {
 // PruneSeats implements store.Pruner: a keys-only scan of the seats finds
 // the sets, and each dropped set goes in one delete of its prefix, bounded
 // by the request timeout. A seat a replica takes in a set while it is
-// deleted either goes with it or starts the set afresh.
+// deleted either goes with it or stays, alone in the set, whose other
+// seats TakeSeat then hands out from the lowest free slot.
 func (s *Store) PruneSeats(ctx context.Context, drop func(set string) bool) (store.Pruned, error) {
 	root := s.prefix + "seats/"
 	var sets []string
