@@ -9,6 +9,7 @@ import (
 	adminv1 "nodehotfix/internal/gen/nodehotfix/admin/v1"
 	"nodehotfix/internal/rollout"
 	"nodehotfix/internal/store"
+	"nodehotfix/internal/tally"
 )
 
 // TestPlanSpreadsAllSubscriptionCanary: a canary planned on a release
@@ -254,5 +255,20 @@ func TestExplainCountsTheSubscriptionShareFromTheStore(t *testing.T) {
 	}
 	if got := detail(sub(1)); !strings.Contains(got, "(2 held): it takes a free one") {
 		t.Errorf("a node of another subscription: %q", got)
+	}
+}
+
+// TestNodeCountedByItsSeatNamesItsSubscription: the nodes list shows the
+// subscription the store names for a node counted by its canary seat
+// alone, so `lpsctl nodes --subscription` finds it; none for a seat taken
+// without the bound.
+func TestNodeCountedByItsSeatNamesItsSubscription(t *testing.T) {
+	t.Parallel()
+	r := rollout.Release{Version: "202604.01.1", Base: "202604.01"}
+	for sub, want := range map[string]string{"sub-a": "sub-a", "": ""} {
+		n := tally.Node{VMID: "vm-1", Outcome: tally.Pending, Seat: &store.Seat{VMID: "vm-1", SubscriptionID: sub, Since: testNow}}
+		if got := nodeProto(r, n); got.GetSubscriptionId() != want || !strings.Contains(got.GetReason(), "holds a canary seat") {
+			t.Errorf("nodeProto of a seat under %q = %v, want subscription %q", sub, got, want)
+		}
 	}
 }
