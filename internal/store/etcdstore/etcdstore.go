@@ -819,6 +819,13 @@ func (s *Store) seatState(ctx context.Context, vmKey, slots, subSlots string) (s
 	}, nil
 }
 
+// isSlotNumber reports whether n is a slot number as TakeSeat writes
+// them: decimal digits only.
+func isSlotNumber(n string) bool {
+	_, err := strconv.ParseUint(n, 10, 64)
+	return err == nil
+}
+
 // freeSlot returns the lowest slot number under prefix no key of kvs (the
 // prefix's keys, in order) takes.
 func freeSlot(kvs []*mvccpb.KeyValue, prefix string) int64 {
@@ -885,7 +892,9 @@ func (s *Store) Seats(ctx context.Context, version string) ([]store.Seat, error)
 			}
 			out = append(out, store.Seat{VMID: vm, Since: since})
 		} else if slot, ok := strings.CutPrefix(k, "sub/"); ok {
-			if sub, _, ok := strings.Cut(slot, "/"); ok {
+			// sub/<subscription>/<slot>, as TakeSeat writes it; any
+			// other key there names nobody's subscription.
+			if sub, n, ok := strings.Cut(slot, "/"); ok && sub != "" && isSlotNumber(n) {
 				subOf[string(kv.Value)] = sub
 			}
 		}

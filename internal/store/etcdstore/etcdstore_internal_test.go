@@ -799,3 +799,28 @@ func TestIntegrationSeatsWithAGapInTheirSlots(t *testing.T) {
 		t.Errorf("Seats = %v, want vm-c, vm-d, vm-e", vms)
 	}
 }
+
+// TestIntegrationSeatsIgnoreOddSubscriptionKeys: a key under a set's
+// sub/ that TakeSeat does not write (another writer of the prefix, damage)
+// names nobody's subscription.
+func TestIntegrationSeatsIgnoreOddSubscriptionKeys(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an embedded etcd")
+	}
+	t.Parallel()
+	s := openEmbedded(t)
+	ctx := t.Context()
+	const set = "202604.01.1"
+	if held, err := s.TakeSeat(ctx, set, store.Seat{VMID: "vm-free", Since: time.Now()}, store.SeatLimit{Seats: 2}); err != nil || !held {
+		t.Fatalf("TakeSeat = %v, %v", held, err)
+	}
+	for _, k := range []string{"sub/sub-a/00000/extra", "sub/", "sub/sub-b", "sub//00000", "sub/sub-c/x1"} {
+		if _, err := s.cli.Put(ctx, s.seatsPrefix(set)+k, "vm-free"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seats, err := s.Seats(ctx, set)
+	if err != nil || len(seats) != 1 || seats[0].SubscriptionID != "" {
+		t.Errorf("Seats = %+v, %v; want vm-free with no subscription", seats, err)
+	}
+}
