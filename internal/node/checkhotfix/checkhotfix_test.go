@@ -6,16 +6,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -755,45 +752,6 @@ func TestRunStagesUnreadableRevocationsWithAnEmptyMap(t *testing.T) {
 	}
 }
 
-// dropFirst forwards to upstream but closes the first `drop` connections
-// at once: a service (or its load balancer) that reset one connection
-// and is healthy again a moment later.
-func dropFirst(t *testing.T, upstream string, drop int32) (string, *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	var accepted atomic.Int32
-	go func() {
-		for {
-			down, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if accepted.Add(1) <= drop {
-				down.Close()
-				continue
-			}
-			go func() {
-				defer down.Close()
-				up, err := net.Dial("tcp", upstream)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				var wg sync.WaitGroup
-				wg.Add(2)
-				go func() { defer wg.Done(); io.Copy(up, down) }()
-				go func() { defer wg.Done(); io.Copy(down, up) }()
-				wg.Wait()
-			}()
-		}
-	}()
-	return ln.Addr().String(), &accepted
-}
-
 // runAt is run with the service dialed at addr.
 func (n *node) runAt(addr string) Result {
 	n.t.Helper()
@@ -834,7 +792,12 @@ func TestRunRedialsAfterAnEarlyDialFailed(t *testing.T) {
 	}})
 	n.budget = DefaultBudget
 	var addr string
-	addr, accepted = dropFirst(t, n.lps.Addr, 1)
+	addr, accepted = lpstest.Route(t, func(c int) string {
+		if c == 1 {
+			return "" // the early connection, reset
+		}
+		return n.lps.Addr
+	})
 	res := n.runAt(addr)
 	if res.Outcome != LPSRead {
 		t.Fatalf("Run = %+v (proxy accepted %d connections), want lpsRead: the service was healthy when the token came", res, accepted.Load())

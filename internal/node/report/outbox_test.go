@@ -3,12 +3,9 @@ package report
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -498,37 +495,6 @@ func TestOutboxKeepsItsFieldNames(t *testing.T) {
 	}
 }
 
-// routed is a TCP proxy whose nth connection (from 1) goes to route(n), as
-// a load balancer spreads connections over replicas; it returns its
-// address and how many connections it took.
-func routed(t *testing.T, route func(n int) string) (string, *atomic.Int32) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n atomic.Int32
-	var conns sync.WaitGroup
-	t.Cleanup(func() { ln.Close(); conns.Wait() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", route(int(n.Add(1))))
-			if err != nil {
-				c.Close()
-				continue
-			}
-			conns.Add(2)
-			go func() { defer conns.Done(); io.Copy(up, c); up.Close() }()
-			go func() { defer conns.Done(); io.Copy(c, up); c.Close() }()
-		}
-	}()
-	return ln.Addr().String(), &n
-}
-
 // TestResendLeavesAHungReplica: the replica the outbox's connection
 // reached hangs (a half-open flow looks the same: the connection stays
 // READY and nothing answers). The report on it times out and is kept; the
@@ -547,7 +513,7 @@ func TestResendLeavesAHungReplica(t *testing.T) {
 	})
 	good := &service{}
 	goodAddr := good.start(t, ca)
-	addr, conns := routed(t, func(n int) string {
+	addr, conns := lpstest.Route(t, func(n int) string {
 		if n == 1 {
 			return hung.Addr
 		}
